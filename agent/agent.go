@@ -1,0 +1,456 @@
+// Package agent builds Eddy's pipelines from a configuration and runs them:
+// the embedded broker, sources, the per-pipeline stages, sinks and the admin
+// endpoint. It owns every goroutine and every piece of I/O; the operators it
+// drives (decoders, expressions, window operators) are pure logic.
+//
+// Life cycle: Run loads and compiles the configuration, starts sinks, then
+// pipelines, then sources, then the admin endpoint. Cancelling the context
+// (SIGINT, SIGTERM) stops the sources; every record already taken in drains
+// through the pipelines and sinks before Run returns. A file source that
+// reaches its end flushes every window and, when every source has ended, Run
+// returns without a signal.
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/window"
+	"github.com/eddy-edge/eddy/window/watermark"
+)
+
+// Options are the run-time settings that do not come from the config file.
+type Options struct {
+	Version string
+	// Stderr receives logs; Stdout receives stdout sinks. Nil means os.Stderr
+	// and os.Stdout.
+	Stderr, Stdout io.Writer
+	// Ready, if set, is called once everything is started, with the agent.
+	Ready func(*Agent)
+}
+
+// Agent is a running configuration.
+type Agent struct {
+	cfg       *config.Config
+	deviceID  string
+	log       *slog.Logger
+	metrics   *metrics.Set
+	clk       clock
+	broker    *broker.Broker
+	sources   map[string]*sourceRunner
+	sims      []*source.Simulator
+	sinks     map[string]*sinkRunner
+	pipelines []*pipeline
+	admin     *admin
+	stdout    io.Writer
+}
+
+// Run loads the configuration at path and runs it until ctx is cancelled or
+// every source has ended.
+func Run(ctx context.Context, path string, opts Options) error {
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	cfg, diags := config.Load(path)
+	if diags.HasErrors() {
+		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
+	a, err := build(cfg, log, opts)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx, opts)
+}
+
+func newLogger(w io.Writer, level, format string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	ho := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// build compiles every pipeline and creates sources and sinks without
+// starting them.
+func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
+	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(),
+		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}}
+	var diags hcl.Diagnostics
+	var plans []*plan
+	for _, p := range cfg.Pipelines {
+		pl, d := compile(cfg, p)
+		diags = append(diags, d...)
+		plans = append(plans, pl)
+	}
+	for _, d := range unsupported(cfg) {
+		d.Severity = hcl.DiagError
+		diags = append(diags, d)
+	}
+	if diags.HasErrors() {
+		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	a.stdout = opts.Stdout
+	for _, p := range plans {
+		if err := a.addPipeline(p); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *Agent) vars(extra ...string) map[string]string {
+	v := map[string]string{"device_id": a.deviceID}
+	for i := 0; i+1 < len(extra); i += 2 {
+		v[extra[i]] = extra[i+1]
+	}
+	return v
+}
+
+// addPipeline creates the runtime of one plan and registers it with its
+// source and sinks.
+func (a *Agent) addPipeline(pl *plan) error {
+	name := pl.cfg.Name
+	p := &pipeline{
+		name:      name,
+		in:        make(chan *rawBatch, 4),
+		prep:      operators.NewPreparer(pl.prep),
+		stride:    len(pl.prep.AggArgs),
+		eventTime: pl.eventTime,
+		tickEvery: 100 * time.Millisecond,
+		m:         newPipelineMetrics(a.metrics, name),
+		log:       a.log,
+		clk:       a.clk,
+	}
+	if pl.eventTime {
+		g, err := watermark.NewBoundedOutOfOrder(pl.bound)
+		if err != nil {
+			return fmt.Errorf("agent: pipeline %q: %w", name, err)
+		}
+		p.wm = g
+		p.tickEvery = 0
+		if pl.window != nil && pl.window.EarlyEvery > 0 {
+			p.tickEvery = 100 * time.Millisecond
+		}
+	}
+	for i := 0; i < pl.parallelism; i++ {
+		p.edges = append(p.edges, stream.NewEdge(16))
+		var op *window.Operator
+		if pl.window != nil {
+			var err error
+			op, err = window.NewOperator(*pl.window, window.NewMemoryStore())
+			if err != nil {
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+		}
+		p.tasks = append(p.tasks, operators.NewWindowTask(name, a.deviceID, pl.names, op))
+	}
+	for _, ref := range pl.cfg.To {
+		s, err := a.sink(ref.Sink)
+		if err != nil {
+			return err
+		}
+		s.producers.Add(pl.parallelism)
+		p.to = append(p.to, s)
+	}
+	if ref := pl.cfg.LateOutput; ref != nil {
+		s, err := a.sink(ref.Sink)
+		if err != nil {
+			return err
+		}
+		s.producers.Add(pl.parallelism)
+		p.late = s
+	}
+	if ref := pl.cfg.DeadLetter; ref != nil {
+		s, err := a.sink(ref.Sink)
+		if err != nil {
+			return err
+		}
+		s.producers.Add(1)
+		p.deadLetter = s
+	}
+	sr, err := a.source(pl.cfg.From.Source)
+	if err != nil {
+		return err
+	}
+	sr.outs = append(sr.outs, p.in)
+	p.srcEOF = sr.eof.Load
+	a.pipelines = append(a.pipelines, p)
+	return nil
+}
+
+// source returns the runner of src, creating it on first use: pipelines that
+// read one source share its connection.
+func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
+	if r, ok := a.sources[src.Name]; ok {
+		return r, nil
+	}
+	r := &sourceRunner{name: src.Name}
+	switch {
+	case src.File != nil:
+		r.src = source.NewFile(source.FileOptions{Path: src.File.Path})
+	case src.MQTT != nil:
+		m := src.MQTT
+		topics := make([]string, len(m.Topics))
+		for i, t := range m.Topics {
+			topics[i] = config.Expand(t, a.vars())
+		}
+		if m.Broker == config.Embedded {
+			b, err := a.embeddedBroker()
+			if err != nil {
+				return nil, err
+			}
+			r.src = source.NewEmbedded(b, topics, a.log)
+			break
+		}
+		tc, err := tlsConfig(m.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
+		}
+		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
+		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
+		first := true
+		r.src = source.NewMQTT(source.MQTTOptions{
+			Broker: m.Broker, ClientID: config.Expand(m.ClientID, a.vars()), Topics: topics, QoS: byte(m.QoS),
+			Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
+			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
+			OnConnectionChange: func(up bool) {
+				if up {
+					connected.Set(1)
+					if !first {
+						reconnects.Inc()
+					}
+					first = false
+				} else {
+					connected.Set(0)
+				}
+			},
+		}, a.log)
+	case src.Simulator != nil:
+		s := src.Simulator
+		url := s.Broker
+		if url == config.Embedded {
+			b, err := a.embeddedBroker()
+			if err != nil {
+				return nil, err
+			}
+			url = b.URL()
+			r.src = source.NewEmbedded(b, []string{s.SubscribeFilter()}, a.log)
+		} else {
+			r.src = source.NewMQTT(source.MQTTOptions{Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
+				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
+		}
+		a.sims = append(a.sims, source.NewSimulator(source.SimulatorOptions{
+			Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-sim", Topic: s.Topic, Devices: s.Devices,
+			Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
+			MaxReadings: s.MaxReadings, QoS: 1,
+		}, a.log))
+	default:
+		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
+	}
+	a.sources[src.Name] = r
+	return r, nil
+}
+
+func (a *Agent) embeddedBroker() (*broker.Broker, error) {
+	if a.broker != nil {
+		return a.broker, nil
+	}
+	bc := a.cfg.Broker
+	tc, err := tlsConfig(bc.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("agent: broker: %w", err)
+	}
+	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
+		TLS: tc, MaxInflight: bc.MaxInflight}, a.log)
+	if err != nil {
+		return nil, err
+	}
+	a.broker = b
+	return b, nil
+}
+
+// sink returns the runner of s, creating it on first use.
+func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
+	if r, ok := a.sinks[s.Name]; ok {
+		return r, nil
+	}
+	var (
+		sk  sink.Sink
+		err error
+	)
+	switch {
+	case s.Stdout != nil:
+		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
+	case s.File != nil:
+		sk, err = sink.NewFile(sink.FileOptions{Path: s.File.Path, RotateSize: s.File.RotateSizeBytes})
+	case s.MQTT != nil:
+		m := s.MQTT
+		url := m.Broker
+		if url == config.Embedded {
+			b, berr := a.embeddedBroker()
+			if berr != nil {
+				return nil, berr
+			}
+			url = b.URL()
+		}
+		tc, terr := tlsConfig(m.TLS)
+		if terr != nil {
+			return nil, fmt.Errorf("agent: sink %q: %w", s.Name, terr)
+		}
+		qos := byte(m.QoS)
+		if qos > 1 {
+			qos = 1
+		}
+		if m.Delivery == config.AtMostOnce {
+			qos = 0
+		}
+		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: url, ClientID: config.Expand(m.ClientID, a.vars()),
+			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: m.Username, Password: m.Password, TLS: tc,
+			DeviceID: a.deviceID}, a.log)
+	default:
+		err = errors.New("unknown sink type")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: sink %q: %w", s.Name, err)
+	}
+	failures := a.metrics.NewCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
+	r := newSinkRunner(s.Name, sk, a.log, failures.Inc)
+	a.sinks[s.Name] = r
+	return r, nil
+}
+
+func tlsConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("read CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", t.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if t.Cert != "" {
+		c, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
+}
+
+func (a *Agent) run(ctx context.Context, opts Options) error {
+	defer func() {
+		if a.broker != nil {
+			_ = a.broker.Close()
+		}
+	}()
+	if a.cfg.Agent.Admin != "" {
+		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
+		if err != nil {
+			return err
+		}
+		a.admin = ad
+		defer ad.close()
+	}
+	var sinkWG sync.WaitGroup
+	for _, s := range a.sinks {
+		go s.run()
+	}
+	var pipeWG sync.WaitGroup
+	for _, p := range a.pipelines {
+		pipeWG.Add(1)
+		go func() { defer pipeWG.Done(); p.run() }()
+	}
+	srcCtx, stopSources := context.WithCancel(ctx)
+	defer stopSources()
+	var srcWG sync.WaitGroup
+	for _, s := range a.sources {
+		srcWG.Add(1)
+		go func() { defer srcWG.Done(); s.run(srcCtx, a.log) }()
+	}
+	simCtx, stopSims := context.WithCancel(srcCtx)
+	defer stopSims()
+	for _, sim := range a.sims {
+		go func() {
+			if err := sim.Run(simCtx); err != nil && simCtx.Err() == nil {
+				a.log.Error("simulator stopped", "err", err)
+			}
+		}()
+	}
+	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
+		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
+	if opts.Ready != nil {
+		opts.Ready(a)
+	}
+
+	srcWG.Wait() // sources end by themselves (files) or when ctx is cancelled
+	stopSims()
+	pipeWG.Wait()
+	for _, s := range a.sinks {
+		sinkWG.Add(1)
+		go func() { defer sinkWG.Done(); s.closeWhenProducersDone() }()
+	}
+	sinkWG.Wait()
+	var errs []error
+	for _, s := range a.sources {
+		if s.err != nil {
+			errs = append(errs, fmt.Errorf("source %q: %w", s.name, s.err))
+		}
+	}
+	a.log.Info("eddy stopped")
+	return errors.Join(errs...)
+}
+
+// AdminAddr is the admin endpoint's address, or "" when it is off.
+func (a *Agent) AdminAddr() string {
+	if a.admin == nil {
+		return ""
+	}
+	return a.admin.Addr()
+}
+
+// PipelineStatus reports each pipeline's counters.
+func (a *Agent) PipelineStatus() []pipelineStatus {
+	var out []pipelineStatus
+	for _, p := range a.pipelines {
+		st := pipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
+			Filtered: p.m.filtered.Get(), Late: p.m.late.Get(), Unassigned: p.m.unassigned.Get(),
+			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.tasks)}
+		if wm := p.m.watermark.Load(); wm != -1<<63 {
+			st.WatermarkMs = &wm
+		}
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/decode"
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/window"
+	"github.com/eddy-edge/eddy/window/aggregate"
+)
+
+// plan is a pipeline compiled from its configuration: every expression
+// compiled, the decoder built, the window specified. Building a plan does no
+// I/O, so `eddy validate` builds plans to report expression errors too.
+type plan struct {
+	cfg         *config.Pipeline
+	prep        operators.PrepareSpec
+	eventTime   bool
+	bound       int64 // watermark out-of-orderness bound, ms
+	window      *window.Spec
+	names       []string
+	parallelism int
+}
+
+// compile builds the plan of pipeline p.
+func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	src := p.From.Source
+	schema := event.NewSchema()
+	pl := &plan{cfg: p, parallelism: p.Parallelism}
+	if pl.parallelism <= 0 {
+		pl.parallelism = cfg.Agent.Parallelism
+	}
+	spec := &pl.prep
+	spec.Schema = schema
+	spec.MaxKeyGroups = cfg.Agent.MaxKeyGroups
+	spec.Parallelism = pl.parallelism
+
+	prog := func(e hcl.Expression) *expr.Program {
+		if e == nil {
+			return nil
+		}
+		pr, d := expr.Compile(e, schema)
+		diags = append(diags, d...)
+		return pr
+	}
+	spec.Filter = prog(p.Filter)
+	for _, m := range p.Map {
+		pr := prog(m.Expr)
+		spec.Maps = append(spec.Maps, operators.MapField{Slot: schema.Slot(event.Path{m.Name}), Prog: pr})
+	}
+	spec.Key = prog(p.Key)
+	var aggs []window.AggSpec
+	for i, a := range p.Aggregates {
+		f, err := aggregate.ParseFunc(a.Func)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown aggregate function",
+				Detail: err.Error(), Subject: a.Range.Ptr()})
+			continue
+		}
+		arg := -1
+		if a.Arg != nil {
+			arg = i
+		}
+		spec.AggArgs = append(spec.AggArgs, prog(a.Arg))
+		aggs = append(aggs, window.AggSpec{Func: f, Arg: arg, Q: a.Q})
+		pl.names = append(pl.names, a.Name)
+	}
+
+	if src.Timestamp != nil {
+		slot := schema.Slot(event.Path(strings.Split(src.Timestamp.Field, ".")))
+		ts, err := decode.NewTimestamp(slot, src.Timestamp.Unit, src.Timestamp.Layout)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid timestamp",
+				Detail: err.Error(), Subject: src.DeclRange.Ptr()})
+		}
+		spec.Timestamp = ts
+		spec.MaxFutureSkewMs = src.Watermark.MaxFutureSkew.Milliseconds()
+		pl.bound = src.Watermark.MaxOutOfOrderness.Milliseconds()
+	}
+
+	if w := p.Window; w != nil {
+		ws, eventTime, err := windowSpec(w, aggs)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid window",
+				Detail: err.Error(), Subject: w.DeclRange.Ptr()})
+		}
+		pl.window = ws
+		pl.eventTime = eventTime
+		if !eventTime {
+			// Processing-time and count windows need no event time: don't
+			// reject readings for a missing timestamp.
+			spec.Timestamp = nil
+			spec.MaxFutureSkewMs = 0
+		}
+	}
+
+	// The decoder comes last: it reads only the paths registered above.
+	switch src.Format {
+	case "csv":
+		opts := decode.CSVOptions{Header: src.CSV.Header, Columns: src.CSV.Columns, Delimiter: byte(src.CSV.Delimiter)}
+		d, err := decode.NewCSV(schema, opts)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid csv settings",
+				Detail: err.Error(), Subject: src.DeclRange.Ptr()})
+		}
+		spec.Decoder = d
+	case "raw":
+		spec.Decoder = decode.NewRaw(schema)
+	default:
+		spec.Decoder = decode.NewJSON(schema)
+	}
+	return pl, diags
+}
+
+func windowSpec(w *config.Window, aggs []window.AggSpec) (*window.Spec, bool, error) {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	eventTime := w.Time == config.EventTime
+	var a window.Assigner
+	switch w.Kind {
+	case config.Tumbling:
+		a = window.Tumbling(ms(w.Size), ms(w.Offset), eventTime)
+	case config.Sliding:
+		a = window.Sliding(ms(w.Size), ms(w.Slide), ms(w.Offset), eventTime)
+	case config.Session:
+		a = window.Session(ms(w.Gap), eventTime)
+	case config.Count:
+		eventTime = false
+		if w.CountSlide > 0 {
+			a = window.CountSliding(w.Count, w.CountSlide)
+		} else {
+			a = window.CountTumbling(w.Count)
+		}
+	case config.Global:
+		eventTime = false
+		a = window.Global()
+	default:
+		return nil, false, fmt.Errorf("unknown window kind %q", w.Kind)
+	}
+	return &window.Spec{
+		Assigner:        a,
+		AllowedLateness: ms(w.AllowedLateness),
+		EarlyEvery:      ms(w.EarlyEvery),
+		TriggerCount:    w.TriggerCount,
+		Aggs:            aggs,
+	}, eventTime, nil
+}
+
+// Validate loads the configuration at path and compiles every pipeline,
+// without starting anything. It returns the diagnostics as
+// "file:line:col: ..." lines and whether the configuration has no errors.
+func Validate(path string) (report string, ok bool) {
+	cfg, diags := config.Load(path)
+	if !diags.HasErrors() {
+		for _, p := range cfg.Pipelines {
+			_, d := compile(cfg, p)
+			diags = append(diags, d...)
+		}
+		diags = append(diags, unsupported(cfg)...)
+	}
+	return config.FormatDiagnostics(diags), !diags.HasErrors()
+}
+
+// unsupported reports settings the configuration language accepts but this
+// build cannot honour yet, as warnings for validate and errors for run.
+func unsupported(cfg *config.Config) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, s := range cfg.Sinks {
+		if s.MQTT != nil && s.MQTT.Delivery == config.ExactlyOnce {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning,
+				Summary: "exactly_once delivery is not available yet",
+				Detail:  "This build delivers MQTT results at least once (QoS 1); the write-ahead-log sink brings exactly_once. Set delivery = \"at_least_once\" to run this sink now.",
+				Subject: s.DeclRange.Ptr()})
+		}
+	}
+	return diags
+}

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// pipelineMetrics are one pipeline's counters. Stages add per batch, not per
+// reading, so the atomic adds stay off the per-reading path.
+type pipelineMetrics struct {
+	set        *metrics.Set
+	name       string
+	in         *metrics.Counter
+	out        *metrics.Counter
+	filtered   *metrics.Counter
+	late       *metrics.Counter
+	unassigned *metrics.Counter
+	watermark  atomic.Int64
+
+	mu   sync.Mutex
+	dead map[string]*metrics.Counter
+}
+
+func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
+	l := fmt.Sprintf(`{pipeline=%q}`, name)
+	m := &pipelineMetrics{set: set, name: name,
+		in:         set.NewCounter("eddy_readings_in_total" + l),
+		out:        set.NewCounter("eddy_results_out_total" + l),
+		filtered:   set.NewCounter("eddy_readings_filtered_total" + l),
+		late:       set.NewCounter("eddy_readings_late_total" + l),
+		unassigned: set.NewCounter("eddy_readings_unassigned_total" + l),
+		dead:       map[string]*metrics.Counter{},
+	}
+	m.watermark.Store(-1 << 63)
+	set.NewGauge("eddy_watermark_ms"+l, func() float64 {
+		if wm := m.watermark.Load(); wm != -1<<63 {
+			return float64(wm)
+		}
+		return 0
+	})
+	return m
+}
+
+// deadLettered returns the counter for reason (created on first use: the
+// rare path).
+func (m *pipelineMetrics) deadLettered(reason string) *metrics.Counter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.dead[reason]
+	if !ok {
+		c = m.set.NewCounter(fmt.Sprintf(`eddy_readings_dead_lettered_total{pipeline=%q,reason=%q}`, m.name, reason))
+		m.dead[reason] = c
+	}
+	return c
+}
+
+// deadLetteredTotal sums every reason, for the API and tests.
+func (m *pipelineMetrics) deadLetteredTotal() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n uint64
+	for _, c := range m.dead {
+		n += c.Get()
+	}
+	return n
+}

@@ -1,0 +1,43 @@
+package config
+
+import "github.com/hashicorp/hcl/v2"
+
+// Broker is the broker block: an embedded MQTT broker for local sensors,
+// which sources and sinks reach with broker = "embedded".
+type Broker struct {
+	// Listen is the TCP listen address, required. Beyond loopback it needs
+	// Username and Password, or TLS.
+	Listen             string
+	Username, Password string
+	TLS                *TLS
+	// MaxInflight is the per-client in-flight window. Default 1000.
+	MaxInflight int
+	DeclRange   hcl.Range
+}
+
+func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
+	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight"}, tlsBlock)
+	br := &Broker{
+		Listen:      a.str("listen", noVars, ""),
+		Username:    a.str("username", noVars, ""),
+		Password:    a.str("password", noVars, ""),
+		TLS:         d.decodeTLS(c.Blocks, true),
+		MaxInflight: int(a.integer("max_inflight", 1000, 1, 65535)),
+		DeclRange:   b.DefRange,
+	}
+	if !a.require("listen") {
+		return br
+	}
+	if err := validateListen(br.Listen); err != nil {
+		d.errorf(a.rangeOf("listen"), "Invalid address", "%q is not a host:port listen address, e.g. \"127.0.0.1:1883\".", br.Listen)
+		return br
+	}
+	if (br.Username == "") != (br.Password == "") {
+		d.errorf(b.DefRange, "Incomplete credentials", "Set both \"username\" and \"password\" on the broker, or neither.")
+	}
+	if lo, _ := isLoopback(br.Listen); !lo && (br.Username == "" || br.Password == "") && br.TLS == nil {
+		d.errorf(a.rangeOf("listen"), "Open broker beyond loopback",
+			"%q accepts connections from the network; set username and password, add a tls block, or listen on 127.0.0.1.", br.Listen)
+	}
+	return br
+}

@@ -1,0 +1,5 @@
+package config
+
+import "os"
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }

@@ -1,0 +1,420 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func fixedDeviceID() (string, error) { return "dev-1", nil }
+
+// mustParse decodes src and fails the test on any diagnostic.
+func mustParse(t *testing.T, src string, env func(string) (string, bool)) *Config {
+	t.Helper()
+	cfg, diags := Loader{Env: env, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+	if len(diags) > 0 {
+		t.Fatalf("Parse:\n%s", FormatDiagnostics(diags))
+	}
+	return cfg
+}
+
+// A valid prefix the mistakes below build on; it ends on line 9.
+const base = `source "mqtt" "sensors" {
+  broker = "tcp://127.0.0.1:1883"
+  topics = ["a/b"]
+}
+sink "stdout" "out" {}
+pipeline "p" {
+  from = source.mqtt.sensors
+  to   = [sink.stdout.out]
+}
+`
+
+func TestParse_Mistakes(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		env  map[string]string
+		// pos is "line:col" of the error; want is a substring of its line.
+		pos, want string
+	}{
+		{
+			name: "unknown attribute",
+			src:  base + "agent {\n  device_idd = \"x\"\n}\n",
+			pos:  "11:3", want: `Unsupported argument; An argument named "device_idd" is not expected here. Did you mean "device_id"?`,
+		},
+		{
+			name: "unknown block type",
+			src:  base + "chekpoint {}\n",
+			pos:  "10:1", want: `Did you mean "checkpoint"?`,
+		},
+		{
+			name: "wrong type",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  qos = \"high\"", 1),
+			pos:  "4:9", want: `Incorrect attribute value type; "qos" must be a number`,
+		},
+		{
+			name: "negative duration",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  keepalive = \"-5s\"", 1),
+			pos:  "4:15", want: `Negative duration; "keepalive" must be zero or positive`,
+		},
+		{
+			name: "bad duration syntax",
+			src:  "checkpoint {\n  interval = \"10 seconds\"\n}\n",
+			pos:  "2:14", want: `Invalid duration; "10 seconds" is not a duration: durations look like "500ms", "2s"`,
+		},
+		{
+			name: "duration without unit",
+			src:  "checkpoint {\n  interval = 10\n}\n",
+			pos:  "2:14", want: `needs a unit, written as a string`,
+		},
+		{
+			name: "qos 3",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  qos = 3", 1),
+			pos:  "4:9", want: `Value out of range; "qos" must be between 0 and 2; got 3.`,
+		},
+		{
+			name: "empty topic list",
+			src:  strings.Replace(base, `["a/b"]`, `[]`, 1),
+			pos:  "3:12", want: `Empty topic list`,
+		},
+		{
+			name: "invalid topic filter",
+			src:  strings.Replace(base, `["a/b"]`, `["ok/+", "a/#/b"]`, 1),
+			pos:  "3:21", want: `Invalid topic filter; "a/#/b": "#" must be the whole last level`,
+		},
+		{
+			name: "undefined source reference",
+			src:  strings.Replace(base, `source.mqtt.sensors`, `source.mqtt.sensor`, 1),
+			pos:  "7:10", want: `Reference to undeclared source; There is no source "sensor" of type "mqtt". Did you mean "sensors"`,
+		},
+		{
+			name: "source reference with the wrong type",
+			src:  strings.Replace(base, `source.mqtt.sensors`, `source.file.sensors`, 1),
+			pos:  "7:10", want: `Did you mean source.mqtt.sensors?`,
+		},
+		{
+			name: "undefined sink reference",
+			src:  strings.Replace(base, `[sink.stdout.out]`, `[sink.stdout.out, sink.stdout.ot]`, 1),
+			pos:  "8:28", want: `Reference to undeclared sink; There is no sink "ot" of type "stdout". Did you mean "out"`,
+		},
+		{
+			name: "unknown template variable",
+			src: base + `sink "mqtt" "cloud" {
+  broker = "tcp://127.0.0.1:1883"
+  topic  = "sites/${devce_id}/${key}"
+}
+`,
+			pos: "12:21", want: `Unknown template variable; There is no variable "devce_id"; "topic" accepts only ${device_id}, ${pipeline}, ${key}, ${window_start} and ${window_end}. Did you mean "device_id"?`,
+		},
+		{
+			name: "template variable not allowed in this field",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  client_id = \"eddy-${key}\"", 1),
+			pos:  "4:23", want: `Template variable not allowed here; ${key} cannot be used in "client_id", which accepts only ${device_id}.`,
+		},
+		{
+			name: "escaped unknown template variable",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  prefix = \"$${host}/\"\n}\n",
+			pos:  "4:12", want: `Unknown template variable; There is no variable ${host}`,
+		},
+		{
+			name: "missing env var",
+			src:  "agent {\n  device_id = \"d\"\n  admin_token = env(\"EDDY_TOKEN\")\n}\n",
+			pos:  "3:17", want: `Missing environment variable; The environment variable "EDDY_TOKEN" is not set. Set it, or give a default: env("EDDY_TOKEN", "default").`,
+		},
+		{
+			name: "admin beyond loopback without token",
+			src:  "agent {\n  admin = \"0.0.0.0:8787\"\n}\n",
+			pos:  "2:11", want: `Admin endpoint needs a token`,
+		},
+		{
+			name: "embedded source without broker block",
+			src:  strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"embedded"`, 1),
+			pos:  "2:12", want: `No embedded broker; broker = "embedded" needs a top-level broker block`,
+		},
+		{
+			name: "simulator without broker block",
+			src:  "source \"simulator\" \"sim\" {\n}\n",
+			pos:  "1:1", want: `No embedded broker`,
+		},
+		{
+			name: "broker beyond loopback without auth",
+			src:  "broker {\n  listen = \":1883\"\n}\n",
+			pos:  "2:12", want: `Open broker beyond loopback`,
+		},
+		{
+			name: "bad broker URL",
+			src:  strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"mqtt://127.0.0.1:1883"`, 1),
+			pos:  "2:12", want: `Invalid broker URL; "mqtt://127.0.0.1:1883": unsupported scheme`,
+		},
+		{
+			name: "duplicate pipeline name",
+			src:  base + "pipeline \"p\" {\n  from = source.mqtt.sensors\n  to = [sink.stdout.out]\n}\n",
+			pos:  "10:10", want: `Duplicate pipeline name; A pipeline named "p" is already declared at test.hcl:6,1-13`,
+		},
+		{
+			name: "duplicate source name across types",
+			src:  base + "source \"file\" \"sensors\" {\n  path = \"-\"\n}\n",
+			pos:  "10:15", want: `Duplicate source name`,
+		},
+		{
+			name: "event-time window without timestamp",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" {
+    time = "event"
+    size = "1m"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "10:12", want: `Event time without timestamp; Source "sensors" has no timestamp block`,
+		},
+		{
+			name: "unknown window kind",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumblin" {
+    size = "1m"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "9:10", want: `Did you mean "tumbling"?`,
+		},
+		{
+			name: "window offset not below size",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" {
+    size   = "1m"
+    offset = "1m"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "11:14", want: `"offset" must be less than size (1m0s)`,
+		},
+		{
+			name: "sliding window without slide",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "sliding" {
+    size = "1m"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "9:3", want: `Missing required argument; The window "sliding" block needs "slide"`,
+		},
+		{
+			name: "argument of another window kind",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "session" {
+    gap  = "1m"
+    size = "1m"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "11:5", want: `Argument does not apply; A session window does not use "size"`,
+		},
+		{
+			name: "bad aggregate function",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" { size = "1m" }
+  aggregate {
+    a = avgg(event.temp)
+  }`, 1),
+			pos: "11:9", want: `Unknown aggregate function; There is no aggregate "avgg"; use one of count, sum`,
+		},
+		{
+			name: "percentile q out of range",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" { size = "1m" }
+  aggregate {
+    p = percentile(event.temp, 1.5)
+  }`, 1),
+			pos: "11:32", want: `Quantile out of range; The quantile must be strictly between 0 and 1`,
+		},
+		{
+			name: "count with an argument",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" { size = "1m" }
+  aggregate {
+    n = count(event.temp)
+  }`, 1),
+			pos: "11:14", want: `Wrong number of arguments; count() counts readings and takes no arguments.`,
+		},
+		{
+			name: "invalid enum with suggestion",
+			src:  "agent {\n  log_level = \"warning\"\n}\n",
+			pos:  "2:15", want: `Invalid value; "log_level" must be one of "debug", "info", "warn", "error"; got "warning". Did you mean "warn"?`,
+		},
+		{
+			name: "invalid size",
+			src:  "state {\n  cache = \"32mb\"\n}\n",
+			pos:  "2:11", want: `Invalid size; "32mb" is not a size: sizes look like "512KiB"`,
+		},
+		{
+			name: "exactly once below qos 2",
+			src: base + `sink "mqtt" "cloud" {
+  broker = "tcp://127.0.0.1:1883"
+  topic  = "t"
+  qos    = 1
+}
+`,
+			pos: "13:12", want: `QoS too low for delivery`,
+		},
+		{
+			name: "missing required argument",
+			src:  base + "sink \"file\" \"f\" {}\n",
+			pos:  "10:1", want: `Missing required argument; The sink "file" "f" block needs "path"`,
+		},
+		{
+			name: "unknown source type",
+			src:  "source \"mqqt\" \"x\" {}\n",
+			pos:  "1:8", want: `Unknown source type; There is no source type "mqqt"; use one of "mqtt", "file", "simulator". Did you mean "mqtt"?`,
+		},
+		{
+			name: "timestamp unit and layout together",
+			src: strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]
+  timestamp {
+    field  = "ts"
+    unit   = "ms"
+    layout = "rfc3339"
+  }`, 1),
+			pos: "7:14", want: `Conflicting arguments`,
+		},
+		{
+			name: "duplicate singleton block",
+			src:  "state {}\nstate {}\n",
+			pos:  "2:1", want: `Duplicate state block; Only one state block is allowed here; the first is at test.hcl:1,1-6.`,
+		},
+		{
+			name: "reserved aggregate name",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" { size = "1m" }
+  aggregate {
+    key = count()
+  }`, 1),
+			pos: "11:5", want: `Reserved field name`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			cfg, diags := Loader{Env: env, DeviceID: fixedDeviceID}.Parse([]byte(tt.src), "test.hcl")
+			if !diags.HasErrors() || cfg != nil {
+				t.Fatalf("want an error, got cfg=%v diags:\n%s", cfg != nil, FormatDiagnostics(diags))
+			}
+			for _, diag := range diags {
+				if diag.Subject == nil || diag.Summary == "" || diag.Detail == "" {
+					t.Errorf("diagnostic without subject, summary or detail: %+v", diag)
+				}
+			}
+			out := FormatDiagnostics(diags)
+			prefix := "test.hcl:" + tt.pos + ": error: "
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, prefix) && strings.Contains(line, tt.want) {
+					return
+				}
+			}
+			t.Errorf("no %q at %s in:\n%s", tt.want, tt.pos, out)
+		})
+	}
+}
+
+func TestParse_CollectsAllErrors(t *testing.T) {
+	src := "agent {\n  log_level = \"loud\"\n  parallelism = 0\n}\ncheckpoint {\n  interval = \"-1s\"\n  retain = 0\n}\n"
+	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+	if got := len(diags.Errs()); got != 4 {
+		t.Fatalf("got %d errors, want 4:\n%s", got, FormatDiagnostics(diags))
+	}
+}
+
+func TestParse_Defaults(t *testing.T) {
+	cfg := mustParse(t, base, noEnv)
+	if cfg.Agent.DeviceID != "dev-1" || cfg.Agent.DataDir != "./eddy-data" || cfg.Agent.Admin != "127.0.0.1:8787" ||
+		cfg.Agent.MaxKeyGroups != 128 || cfg.Agent.Parallelism != 1 || cfg.Agent.LogLevel != "info" || cfg.Agent.LogFormat != "text" {
+		t.Errorf("agent defaults: %+v", cfg.Agent)
+	}
+	m := cfg.Sources[0].MQTT
+	if m.ClientID != "eddy-${device_id}-sensors" || m.QoS != 1 || m.KeepAlive != 30*time.Second ||
+		m.ReconnectMin != time.Second || m.ReconnectMax != time.Minute || m.CleanSession || cfg.Sources[0].Format != "json" {
+		t.Errorf("mqtt source defaults: %+v", m)
+	}
+	if p := cfg.Pipelines[0]; p.Parallelism != 1 || p.Window != nil || p.Filter != nil {
+		t.Errorf("pipeline defaults: %+v", p)
+	}
+	if cfg.State != (State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}) {
+		t.Errorf("state defaults: %+v", cfg.State)
+	}
+	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	if cfg.Checkpoint != wantCP {
+		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
+	}
+	if cfg.Ingest != (Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30}) {
+		t.Errorf("ingest defaults: %+v", cfg.Ingest)
+	}
+	if cfg.Broker != nil || cfg.Upload != nil {
+		t.Errorf("optional blocks should be nil")
+	}
+}
+
+func TestParse_EnvAndFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeFile(dir+"/secret", "s3cret\n"); err != nil {
+		t.Fatal(err)
+	}
+	src := `agent {
+  device_id   = env("ID")
+  data_dir    = env("MISSING", "/tmp/eddy")
+  admin_token = file("secret")
+}
+` + base
+	env := func(k string) (string, bool) {
+		if k == "ID" {
+			return "gw-7", true
+		}
+		return "", false
+	}
+	cfg, diags := Loader{Env: env, DeviceID: fixedDeviceID}.Parse([]byte(src), dir+"/eddy.hcl")
+	if len(diags) > 0 {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if cfg.Agent.DeviceID != "gw-7" || cfg.Agent.DataDir != "/tmp/eddy" || cfg.Agent.AdminToken != "s3cret" {
+		t.Errorf("agent = %+v", cfg.Agent)
+	}
+}
+
+func TestParse_DeviceIDLookupFails(t *testing.T) {
+	fail := func() (string, error) { return "", fmt.Errorf("no id") }
+	_, diags := Loader{Env: noEnv, DeviceID: fail}.Parse([]byte(base), "test.hcl")
+	if !strings.Contains(FormatDiagnostics(diags), "Cannot determine the device id") {
+		t.Errorf("diags = %s", FormatDiagnostics(diags))
+	}
+}
+
+func TestParse_Warnings(t *testing.T) {
+	cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(base+"sink \"stdout\" \"idle\" {}\n"), "test.hcl")
+	if cfg == nil || diags.HasErrors() {
+		t.Fatalf("warnings must not fail the load:\n%s", FormatDiagnostics(diags))
+	}
+	want := "test.hcl:10:1: warning: Unused sink; No pipeline writes to sink.stdout.idle."
+	if got := FormatDiagnostics(diags); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestParse_SyntaxError(t *testing.T) {
+	_, diags := Parse([]byte("agent {\n  x = \n}\n"), "test.hcl", noEnv)
+	if !diags.HasErrors() || !strings.HasPrefix(FormatDiagnostics(diags), "test.hcl:2:") {
+		t.Errorf("diags = %s", FormatDiagnostics(diags))
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	a := mustParse(t, base, noEnv).Fingerprint()
+	b := mustParse(t, strings.ReplaceAll(base, "\n", "  \r\n"), noEnv).Fingerprint()
+	c := mustParse(t, strings.Replace(base, "a/b", "a/c", 1), noEnv).Fingerprint()
+	if len(a) != 64 || a != b || a == c {
+		t.Errorf("fingerprints: a=%s b=%s c=%s", a, b, c)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	got := Expand("sites/${device_id}/${pipeline}/${key}/${other}", map[string]string{"device_id": "d", "pipeline": "p", "key": "k"})
+	if want := "sites/d/p/k/${other}"; got != want {
+		t.Errorf("Expand = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,156 @@
+package config
+
+import (
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Pipeline is a pipeline block: from a source, through filter, map and key,
+// into an optional window with aggregates, out to sinks.
+type Pipeline struct {
+	// Name is unique among pipelines and a valid identifier.
+	Name string
+	From SourceRef
+	// Filter, Key and the Map values are expressions over event, compiled by
+	// operators/expr; nil when not set.
+	Filter hcl.Expression
+	Map    []MapField
+	Key    hcl.Expression
+	// Parallelism is the number of keyed subtasks; default the agent's.
+	Parallelism int
+	// Window is nil for a pipeline without windows; then Aggregates is empty.
+	Window     *Window
+	Aggregates []Aggregate
+	// To lists at least one sink.
+	To []SinkRef
+	// LateOutput and DeadLetter are nil when not set.
+	LateOutput *SinkRef
+	DeadLetter *SinkRef
+	DeclRange  hcl.Range
+}
+
+// MapField is one NAME = expr of a map block.
+type MapField struct {
+	Name  string
+	Expr  hcl.Expression
+	Range hcl.Range
+}
+
+// SourceRef is a resolved reference like source.mqtt.sensors.
+type SourceRef struct {
+	Source *Source
+	Range  hcl.Range
+}
+
+// SinkRef is a resolved reference like sink.mqtt.cloud.
+type SinkRef struct {
+	Sink  *Sink
+	Range hcl.Range
+}
+
+var pipelineAttrs = []string{"from", "filter", "key", "parallelism", "to", "late_output", "dead_letter"}
+
+// decodePipelines decodes every pipeline block, resolving references against
+// the declared sources and sinks.
+func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []*Sink, ag Agent) []*Pipeline {
+	var out []*Pipeline
+	seen := map[string]*Pipeline{}
+	for _, b := range blocks {
+		name := b.Labels[0]
+		if !d.checkNameLabel(b, 0) {
+			continue
+		}
+		if prev := seen[name]; prev != nil {
+			d.errorf(b.LabelRanges[0], "Duplicate pipeline name",
+				"A pipeline named %q is already declared at %s; pipeline names must be unique.", name, prev.DeclRange)
+			continue
+		}
+		a, c := d.content(b, pipelineAttrs,
+			hcl.BlockHeaderSchema{Type: "map"},
+			hcl.BlockHeaderSchema{Type: "window", LabelNames: []string{"kind"}},
+			hcl.BlockHeaderSchema{Type: "aggregate"})
+		p := &Pipeline{Name: name, DeclRange: b.DefRange}
+		seen[name] = p
+		out = append(out, p)
+		a.require("from", "to")
+		if at := a.m["from"]; at != nil {
+			p.From.Range = at.Expr.Range()
+			p.From.Source = d.resolveSource(at.Expr, sources)
+		}
+		if at := a.m["filter"]; at != nil {
+			p.Filter = at.Expr
+		}
+		if at := a.m["key"]; at != nil {
+			p.Key = at.Expr
+		}
+		p.Parallelism = int(a.integer("parallelism", int64(ag.Parallelism), 1, int64(ag.MaxKeyGroups)))
+		if at := a.m["to"]; at != nil {
+			exprs, diags := hcl.ExprList(at.Expr)
+			if diags.HasErrors() {
+				d.errorf(at.Expr.Range(), "Invalid sink list", "\"to\" must be a list of sink references, e.g. to = [sink.mqtt.cloud].")
+			} else if len(exprs) == 0 {
+				d.errorf(at.Expr.Range(), "Empty sink list", "\"to\" needs at least one sink, e.g. to = [sink.stdout.console].")
+			}
+			for _, e := range exprs {
+				if s := d.resolveSink(e, sinks, "to"); s != nil {
+					p.To = append(p.To, SinkRef{Sink: s, Range: e.Range()})
+				}
+			}
+		}
+		for _, field := range []string{"late_output", "dead_letter"} {
+			at := a.m[field]
+			if at == nil {
+				continue
+			}
+			if s := d.resolveSink(at.Expr, sinks, field); s != nil {
+				ref := &SinkRef{Sink: s, Range: at.Expr.Range()}
+				if field == "late_output" {
+					p.LateOutput = ref
+				} else {
+					p.DeadLetter = ref
+				}
+			}
+		}
+		if mb := d.single(c.Blocks, "map"); mb != nil {
+			p.Map = d.mapFields(mb)
+		}
+		if wb := d.single(c.Blocks, "window"); wb != nil {
+			p.Window = d.decodeWindow(wb, p.From.Source)
+		}
+		if ab := d.single(c.Blocks, "aggregate"); ab != nil {
+			p.Aggregates = d.decodeAggregates(ab)
+			if p.Window == nil {
+				d.errorf(ab.DefRange, "Aggregate without window", "Aggregates are computed per window; add a window block, e.g. window \"tumbling\" { size = \"1m\" }.")
+			}
+		} else if p.Window != nil {
+			d.errorf(p.Window.DeclRange, "Window without aggregate", "A window emits its aggregates; add an aggregate block, e.g. aggregate { n = count() }.")
+		}
+		if p.LateOutput != nil && (p.Window == nil || p.Window.Time != EventTime) {
+			d.errorf(p.LateOutput.Range, "Late output without event time", "Only event-time windows have late readings; remove late_output or use an event-time window.")
+		}
+	}
+	return out
+}
+
+// mapFields returns the attributes of a map block in source order.
+func (d *decoder) mapFields(b *hcl.Block) []MapField {
+	attrs, diags := b.Body.JustAttributes()
+	d.extend(diags)
+	var out []MapField
+	for name, at := range attrs {
+		out = append(out, MapField{Name: name, Expr: at.Expr, Range: at.Range})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Range.Start.Byte < out[j].Range.Start.Byte })
+	return out
+}
+
+// sortedAttrs returns attrs in source order.
+func sortedAttrs(attrs hcl.Attributes) []*hcl.Attribute {
+	out := make([]*hcl.Attribute, 0, len(attrs))
+	for _, at := range attrs {
+		out = append(out, at)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Range.Start.Byte < out[j].Range.Start.Byte })
+	return out
+}

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Sink types, the first label of a sink block.
+const (
+	SinkMQTT   = "mqtt"
+	SinkFile   = "file"
+	SinkStdout = "stdout"
+)
+
+var sinkTypes = []string{SinkMQTT, SinkFile, SinkStdout}
+
+// Delivery guarantees of an MQTT sink.
+const (
+	ExactlyOnce = "exactly_once"
+	AtLeastOnce = "at_least_once"
+	AtMostOnce  = "at_most_once"
+)
+
+// Sink is a sink block. Exactly one of MQTT, File and Stdout is set, matching
+// Type.
+type Sink struct {
+	// Type is SinkMQTT, SinkFile or SinkStdout; Name is unique among all
+	// sinks and a valid identifier.
+	Type, Name string
+	MQTT       *MQTTSink
+	File       *FileSink
+	Stdout     *StdoutSink
+	DeclRange  hcl.Range
+}
+
+// MQTTSink publishes results upstream through the WAL.
+type MQTTSink struct {
+	// Broker is a URL or Embedded.
+	Broker string
+	// ClientID is a template with ${device_id}; default "eddy-${device_id}-NAME".
+	ClientID string
+	// Topic is a template with ${device_id}, ${pipeline}, ${key},
+	// ${window_start} and ${window_end}; required.
+	Topic string
+	// QoS defaults to 2. exactly_once needs 2, at_least_once at least 1.
+	QoS    int
+	Retain bool
+	// Delivery is ExactlyOnce (default), AtLeastOnce or AtMostOnce.
+	Delivery           string
+	Username, Password string
+	TLS                *TLS
+	Buffer             Buffer
+}
+
+// Buffer bounds the sink's WAL while the uplink is down.
+type Buffer struct {
+	// MaxDiskBytes defaults to 512 MiB.
+	MaxDiskBytes int64
+	// WhenFull is "block" (default: backpressure) or "drop_oldest" (counted).
+	WhenFull string
+	// DrainRate caps messages per second after reconnecting; 0 is unlimited.
+	DrainRate float64
+}
+
+// FileSink writes JSON lines with two-phase commit.
+type FileSink struct {
+	// Path is the file written; relative paths are under the agent's data_dir.
+	Path string
+	// RotateSizeBytes defaults to 64 MiB.
+	RotateSizeBytes int64
+	// Format is "jsonl", the only one.
+	Format string
+}
+
+// StdoutSink prints results.
+type StdoutSink struct {
+	// Format is "pretty" (default) or "jsonl".
+	Format string
+}
+
+// decodeSinks decodes every sink block, in order.
+func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
+	var out []*Sink
+	seen := map[string]*Sink{}
+	for _, b := range blocks {
+		typ, name := b.Labels[0], b.Labels[1]
+		if !d.checkTypeLabel(b, "sink", sinkTypes) || !d.checkNameLabel(b, 1) {
+			continue
+		}
+		if prev := seen[name]; prev != nil {
+			d.errorf(b.LabelRanges[1], "Duplicate sink name",
+				"A sink named %q is already declared at %s; sink names must be unique.", name, prev.DeclRange)
+			continue
+		}
+		s := &Sink{Type: typ, Name: name, DeclRange: b.DefRange}
+		seen[name] = s
+		switch typ {
+		case SinkMQTT:
+			s.MQTT = d.decodeMQTTSink(b, name, broker)
+		case SinkFile:
+			a, _ := d.content(b, []string{"path", "rotate_size", "format"})
+			a.require("path")
+			s.File = &FileSink{
+				Path:            a.str("path", noVars, ""),
+				RotateSizeBytes: a.size("rotate_size", 64<<20),
+				Format:          a.enum("format", []string{"jsonl"}, "jsonl"),
+			}
+			if a.has("rotate_size") && s.File.RotateSizeBytes < 4096 {
+				d.errorf(a.rangeOf("rotate_size"), "Value out of range", "\"rotate_size\" must be at least 4KiB.")
+			}
+		case SinkStdout:
+			a, _ := d.content(b, []string{"format"})
+			s.Stdout = &StdoutSink{Format: a.enum("format", []string{"pretty", "jsonl"}, "pretty")}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQTTSink {
+	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password"},
+		tlsBlock, hcl.BlockHeaderSchema{Type: "buffer"})
+	a.require("broker", "topic")
+	m := &MQTTSink{
+		Broker:   a.str("broker", noVars, ""),
+		ClientID: a.str("client_id", deviceIDVars, "eddy-${device_id}-"+name),
+		Topic:    a.str("topic", sinkTopicVars, ""),
+		QoS:      int(a.integer("qos", 2, 0, 2)),
+		Retain:   a.boolean("retain", false),
+		Delivery: a.enum("delivery", []string{ExactlyOnce, AtLeastOnce, AtMostOnce}, ExactlyOnce),
+		Username: a.str("username", noVars, ""),
+		Password: a.str("password", noVars, ""),
+		TLS:      d.decodeTLS(c.Blocks, false),
+		Buffer:   Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"},
+	}
+	d.checkBroker(a, m.Broker, broker)
+	if a.has("topic") && m.Topic != "" {
+		if err := validateTopicName(m.Topic); err != nil {
+			d.errorf(a.rangeOf("topic"), "Invalid topic", "%q: %s.", m.Topic, strings.TrimPrefix(err.Error(), "config: "))
+		}
+	}
+	switch {
+	case m.Delivery == ExactlyOnce && m.QoS != 2:
+		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"exactly_once\" publishes at QoS 2; remove qos or set qos = 2.")
+	case m.Delivery == AtLeastOnce && m.QoS == 0:
+		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"at_least_once\" needs qos = 1 or 2.")
+	}
+	if bb := d.single(c.Blocks, "buffer"); bb != nil {
+		ba, _ := d.content(bb, []string{"max_disk", "when_full", "drain_rate"})
+		m.Buffer.MaxDiskBytes = ba.size("max_disk", m.Buffer.MaxDiskBytes)
+		m.Buffer.WhenFull = ba.enum("when_full", []string{"block", "drop_oldest"}, m.Buffer.WhenFull)
+		m.Buffer.DrainRate = ba.float("drain_rate", 0, 0, 1e9)
+		if ba.has("max_disk") && m.Buffer.MaxDiskBytes < 1<<20 {
+			d.errorf(ba.rangeOf("max_disk"), "Value out of range", "\"max_disk\" must be at least 1MiB.")
+		}
+	}
+	return m
+}

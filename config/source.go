@@ -1,0 +1,356 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// Source types, the first label of a source block.
+const (
+	SourceMQTT      = "mqtt"
+	SourceFile      = "file"
+	SourceSimulator = "simulator"
+)
+
+var sourceTypes = []string{SourceMQTT, SourceFile, SourceSimulator}
+
+// Source is a source block. Exactly one of MQTT, File and Simulator is set,
+// matching Type.
+type Source struct {
+	// Type is SourceMQTT, SourceFile or SourceSimulator; Name is unique among
+	// all sources and a valid identifier.
+	Type, Name string
+	MQTT       *MQTTSource
+	File       *FileSource
+	Simulator  *SimulatorSource
+	// Format is "json" (default), "csv" or "raw". A simulator is always json.
+	Format string
+	// CSV is set for format "csv" (defaults when there is no csv block).
+	CSV *CSV
+	// Timestamp says where event time comes from; nil means the source has no
+	// event time, so its windows default to processing time. A simulator has
+	// Timestamp{Field: "ts", Unit: "ms"}, the shape of its readings.
+	Timestamp *Timestamp
+	Watermark Watermark
+	DeclRange hcl.Range
+}
+
+// MQTTSource subscribes to a broker.
+type MQTTSource struct {
+	// Broker is a tcp://, ssl://, ws:// or wss:// URL, or Embedded.
+	Broker string
+	// ClientID is a template with ${device_id}. Default
+	// "eddy-${device_id}-NAME".
+	ClientID string
+	// Topics are MQTT filters, at least one; they may hold ${device_id}.
+	Topics []string
+	// QoS is 0, 1 (default) or 2.
+	QoS                int
+	Username, Password string
+	// CleanSession is false by default: a persistent session keeps messages
+	// that arrive while the agent is down.
+	CleanSession bool
+	// KeepAlive defaults to 30s.
+	KeepAlive time.Duration
+	// ReconnectMin and ReconnectMax bound the reconnect backoff; defaults 1s
+	// and 1m.
+	ReconnectMin, ReconnectMax time.Duration
+	TLS                        *TLS
+}
+
+// FileSource reads newline-separated readings from a file.
+type FileSource struct {
+	// Path is the file to read; "-" is standard input.
+	Path string
+}
+
+// SimulatorSource publishes synthetic readings shaped like
+// {"device":"sensor-3","ts":<ms>,"temp":21.5,"humidity":40.1}.
+type SimulatorSource struct {
+	// Broker is Embedded (default) or a URL.
+	Broker string
+	// Topic is a template with ${sensor}, the only variable, as a whole
+	// level. Default "sensors/${sensor}/telemetry".
+	Topic string
+	// Devices is the number of simulated sensors, default 10.
+	Devices int
+	// Rate is readings per second over all devices, default 20.
+	Rate float64
+	Seed int64
+	// OutOfOrder, Late and Malformed are fractions of readings in [0, 1];
+	// defaults 0.1, 0.01 and 0.005.
+	OutOfOrder, Late, Malformed float64
+	// MaxReadings stops the simulator after that many; 0 is unlimited.
+	MaxReadings int64
+}
+
+// SubscribeFilter returns the MQTT filter that reads every simulated sensor
+// back: Topic with ${sensor} replaced by "+".
+func (s *SimulatorSource) SubscribeFilter() string {
+	return strings.ReplaceAll(s.Topic, "${sensor}", "+")
+}
+
+// CSV configures format "csv".
+type CSV struct {
+	// Header says the first line names the columns; default true.
+	Header bool
+	// Columns names the columns; required when Header is false, and when set
+	// with a header it overrides it.
+	Columns []string
+	// Delimiter is one character, default ','.
+	Delimiter rune
+}
+
+// Timestamp says which field carries event time and how to read it.
+type Timestamp struct {
+	Field string
+	// Unit is the epoch unit of a numeric field: "s", "ms" (default), "us"
+	// or "ns". Empty when Layout is set.
+	Unit string
+	// Layout is a Go time layout for a string field, or "rfc3339"; exclusive
+	// with Unit.
+	Layout string
+}
+
+// Watermark configures the bounded out-of-orderness watermark. Zero
+// IdleTimeout and MaxFutureSkew disable those checks.
+type Watermark struct {
+	MaxOutOfOrderness time.Duration
+	IdleTimeout       time.Duration
+	MaxFutureSkew     time.Duration
+}
+
+var (
+	formatBlocks = []hcl.BlockHeaderSchema{{Type: "csv"}, {Type: "timestamp"}, {Type: "watermark"}}
+	formats      = []string{"json", "csv", "raw"}
+)
+
+// decodeSources decodes every source block, in order.
+func (d *decoder) decodeSources(blocks hcl.Blocks, broker *Broker) []*Source {
+	var out []*Source
+	seen := map[string]*Source{}
+	for _, b := range blocks {
+		typ, name := b.Labels[0], b.Labels[1]
+		if !d.checkTypeLabel(b, "source", sourceTypes) || !d.checkNameLabel(b, 1) {
+			continue
+		}
+		if prev := seen[name]; prev != nil {
+			d.errorf(b.LabelRanges[1], "Duplicate source name",
+				"A source named %q is already declared at %s; source names must be unique.", name, prev.DeclRange)
+			continue
+		}
+		s := &Source{Type: typ, Name: name, DeclRange: b.DefRange}
+		seen[name] = s
+		switch typ {
+		case SourceMQTT:
+			d.decodeMQTTSource(b, s, broker)
+		case SourceFile:
+			a, c := d.content(b, []string{"path", "format"}, formatBlocks...)
+			a.require("path")
+			s.File = &FileSource{Path: a.str("path", noVars, "")}
+			d.decodeFormat(a, c, s)
+		case SourceSimulator:
+			d.decodeSimulator(b, s, broker)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkTypeLabel reports an unknown first label of block (kind "source" or
+// "sink").
+func (d *decoder) checkTypeLabel(b *hcl.Block, kind string, types []string) bool {
+	for _, t := range types {
+		if b.Labels[0] == t {
+			return true
+		}
+	}
+	d.errorf(b.LabelRanges[0], "Unknown "+kind+" type", "There is no %s type %q; use one of %s.%s",
+		kind, b.Labels[0], quoteList(types), didYouMean(b.Labels[0], types))
+	return false
+}
+
+// checkNameLabel reports a label i that cannot be used in a reference.
+func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
+	if hclsyntax.ValidIdentifier(b.Labels[i]) {
+		return true
+	}
+	d.errorf(b.LabelRanges[i], "Invalid name",
+		"%q cannot be referenced; a name starts with a letter and holds letters, digits, \"_\" and \"-\".", b.Labels[i])
+	return false
+}
+
+func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format"},
+		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
+	a.require("broker", "topics")
+	m := &MQTTSource{
+		Broker:       a.str("broker", noVars, ""),
+		ClientID:     a.str("client_id", deviceIDVars, "eddy-${device_id}-"+s.Name),
+		QoS:          int(a.integer("qos", 1, 0, 2)),
+		Username:     a.str("username", noVars, ""),
+		Password:     a.str("password", noVars, ""),
+		CleanSession: a.boolean("clean_session", false),
+		KeepAlive:    a.duration("keepalive", 30*time.Second),
+		ReconnectMin: time.Second,
+		ReconnectMax: time.Minute,
+		TLS:          d.decodeTLS(c.Blocks, false),
+	}
+	s.MQTT = m
+	d.checkBroker(a, m.Broker, broker)
+	topics, ranges, ok := a.strList("topics", deviceIDVars)
+	if ok && len(topics) == 0 {
+		d.errorf(a.rangeOf("topics"), "Empty topic list", "\"topics\" needs at least one MQTT filter, e.g. topics = [\"sensors/+/telemetry\"].")
+	}
+	for i, t := range topics {
+		if err := validateTopicFilter(t); err != nil {
+			d.errorf(ranges[i], "Invalid topic filter", "%q: %s.", t, strings.TrimPrefix(err.Error(), "config: "))
+		}
+	}
+	m.Topics = topics
+	if a.has("keepalive") && m.KeepAlive < time.Second {
+		d.errorf(a.rangeOf("keepalive"), "Value out of range", "\"keepalive\" must be at least 1s; MQTT counts it in whole seconds.")
+	}
+	if rb := d.single(c.Blocks, "reconnect"); rb != nil {
+		ra, _ := d.content(rb, []string{"min", "max"})
+		m.ReconnectMin = ra.duration("min", m.ReconnectMin)
+		m.ReconnectMax = ra.duration("max", m.ReconnectMax)
+		if m.ReconnectMin <= 0 {
+			d.errorf(ra.rangeOf("min"), "Value out of range", "The reconnect \"min\" must be positive, e.g. \"1s\".")
+		} else if m.ReconnectMax < m.ReconnectMin {
+			d.errorf(ra.rangeOf("max"), "Value out of range", "The reconnect \"max\" (%s) must be at least \"min\" (%s).", m.ReconnectMax, m.ReconnectMin)
+		}
+	}
+	d.decodeFormat(a, c, s)
+}
+
+// checkBroker validates a broker attribute of a source or sink: a URL, or
+// "embedded" when there is a broker block.
+func (d *decoder) checkBroker(a attrs, value string, broker *Broker) {
+	if value == "" {
+		return
+	}
+	if value == Embedded {
+		if broker == nil {
+			d.errorf(a.rangeOf("broker"), "No embedded broker",
+				"broker = \"embedded\" needs a top-level broker block, e.g. broker { listen = \"127.0.0.1:1883\" }.")
+		}
+		return
+	}
+	if err := validateBrokerURL(value); err != nil {
+		d.errorf(a.rangeOf("broker"), "Invalid broker URL",
+			"%q: %s; use \"tcp://host:1883\", \"ssl://host:8883\", \"ws://host/path\", \"wss://host/path\" or \"embedded\".",
+			value, strings.TrimPrefix(err.Error(), "config: "))
+	}
+}
+
+// decodeFormat decodes format, csv, timestamp and watermark of a source.
+func (d *decoder) decodeFormat(a attrs, c *hcl.BodyContent, s *Source) {
+	s.Format = a.enum("format", formats, "json")
+	if cb := d.single(c.Blocks, "csv"); cb != nil {
+		ca, _ := d.content(cb, []string{"header", "columns", "delimiter"})
+		csv := &CSV{Header: ca.boolean("header", true), Delimiter: ','}
+		csv.Columns, _, _ = ca.strList("columns", noVars)
+		if delim := ca.str("delimiter", noVars, ","); len([]rune(delim)) != 1 || delim == "\n" || delim == "\r" || delim == "\"" {
+			d.errorf(ca.rangeOf("delimiter"), "Invalid delimiter", "The delimiter must be one character other than a quote or newline, e.g. \",\" or \";\".")
+		} else {
+			csv.Delimiter = []rune(delim)[0]
+		}
+		if !csv.Header && len(csv.Columns) == 0 {
+			d.errorf(cb.DefRange, "Missing columns", "Without a header line, set columns = [\"...\"] to name the fields.")
+		}
+		if s.Format != "csv" {
+			d.errorf(cb.DefRange, "Unexpected csv block", "A csv block applies only to format = \"csv\"; this source's format is %q.", s.Format)
+		}
+		s.CSV = csv
+	} else if s.Format == "csv" {
+		s.CSV = &CSV{Header: true, Delimiter: ','}
+	}
+	if tb := d.single(c.Blocks, "timestamp"); tb != nil {
+		ta, _ := d.content(tb, []string{"field", "unit", "layout"})
+		ta.require("field")
+		ts := &Timestamp{Field: ta.str("field", noVars, ""), Layout: ta.str("layout", noVars, "")}
+		ts.Unit = ta.enum("unit", []string{"s", "ms", "us", "ns"}, "ms")
+		switch {
+		case ta.has("unit") && ta.has("layout"):
+			d.errorf(ta.rangeOf("layout"), "Conflicting arguments",
+				"Set \"unit\" for a numeric epoch timestamp or \"layout\" for a string one, not both.")
+		case ts.Layout != "":
+			ts.Unit = ""
+			if ts.Layout != "rfc3339" && !isTimeLayout(ts.Layout) {
+				d.errorf(ta.rangeOf("layout"), "Invalid time layout",
+					"%q has no Go reference-time elements; write the layout of Mon Jan 2 15:04:05 MST 2006 (e.g. \"2006-01-02 15:04:05\"), or \"rfc3339\".", ts.Layout)
+			}
+		}
+		if s.Format == "raw" {
+			d.errorf(tb.DefRange, "Unexpected timestamp block", "A raw payload has no fields; use format \"json\" or \"csv\" for event time.")
+		}
+		s.Timestamp = ts
+	}
+	d.decodeWatermark(c.Blocks, s)
+}
+
+func (d *decoder) decodeWatermark(blocks hcl.Blocks, s *Source) {
+	wb := d.single(blocks, "watermark")
+	if wb == nil {
+		return
+	}
+	wa, _ := d.content(wb, []string{"max_out_of_orderness", "idle_timeout", "max_future_skew"})
+	s.Watermark = Watermark{
+		MaxOutOfOrderness: wa.duration("max_out_of_orderness", 0),
+		IdleTimeout:       wa.duration("idle_timeout", 0),
+		MaxFutureSkew:     wa.duration("max_future_skew", 0),
+	}
+	if s.Timestamp == nil {
+		d.errorf(wb.DefRange, "Watermark without timestamp",
+			"Watermarks follow event time; add a timestamp block naming the field that carries it.")
+	}
+}
+
+// isTimeLayout reports whether layout holds at least one Go reference-time
+// element, by formatting a fixed instant with it.
+func isTimeLayout(layout string) bool {
+	return time.Date(2001, 3, 4, 5, 6, 7, 0, time.UTC).Format(layout) != layout
+}
+
+func (d *decoder) decodeSimulator(b *hcl.Block, s *Source, broker *Broker) {
+	a, c := d.content(b, []string{"broker", "topic", "devices", "rate", "seed", "out_of_order", "late", "malformed", "max_readings"},
+		hcl.BlockHeaderSchema{Type: "watermark"})
+	sim := &SimulatorSource{
+		Broker:      a.str("broker", noVars, Embedded),
+		Topic:       a.str("topic", simulatorVars, "sensors/${sensor}/telemetry"),
+		Devices:     int(a.integer("devices", 10, 1, 1_000_000)),
+		Rate:        a.float("rate", 20, 0, 1e9),
+		Seed:        a.integer("seed", 0, -1<<63, 1<<63-1),
+		OutOfOrder:  a.float("out_of_order", 0.1, 0, 1),
+		Late:        a.float("late", 0.01, 0, 1),
+		Malformed:   a.float("malformed", 0.005, 0, 1),
+		MaxReadings: a.integer("max_readings", 0, 0, 1<<63-1),
+	}
+	s.Simulator, s.Format = sim, "json"
+	s.Timestamp = &Timestamp{Field: "ts", Unit: "ms"}
+	if sim.Broker == Embedded && broker == nil {
+		d.errorf(a.rangeOf("broker"), "No embedded broker",
+			"The simulator publishes to the embedded broker by default, which needs a top-level broker block, e.g. broker { listen = \"127.0.0.1:1883\" }; or set broker to a URL.")
+	} else {
+		d.checkBroker(a, sim.Broker, broker)
+	}
+	if a.has("rate") && sim.Rate <= 0 {
+		d.errorf(a.rangeOf("rate"), "Value out of range", "\"rate\" is readings per second over all devices and must be positive.")
+	}
+	if err := validateTopicName(expand(sim.Topic, "x")); err != nil {
+		d.errorf(a.rangeOf("topic"), "Invalid topic", "%q: %s.", sim.Topic, strings.TrimPrefix(err.Error(), "config: "))
+	} else if err := validateTopicFilter(sim.SubscribeFilter()); err != nil {
+		d.errorf(a.rangeOf("topic"), "Invalid topic",
+			"${sensor} must be a whole topic level, as in \"sensors/${sensor}/telemetry\", so the agent can subscribe to %q.", sim.SubscribeFilter())
+	}
+	d.decodeWatermark(c.Blocks, s)
+}
+
+// expand replaces ${sensor} with value, to check a simulator topic.
+func expand(template, value string) string {
+	return Expand(template, map[string]string{"sensor": value})
+}

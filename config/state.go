@@ -1,0 +1,132 @@
+package config
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// State is the state block: the working keyed-state store.
+type State struct {
+	// Backend is "bbolt" (default) or "memory".
+	Backend string
+	// CacheBytes is the write cache in front of the store; default 32 MiB.
+	CacheBytes int64
+	// MaxSizeBytes bounds the bbolt file; default 1 GiB.
+	MaxSizeBytes int64
+	DeclRange    hcl.Range
+}
+
+func (d *decoder) decodeState(b *hcl.Block) State {
+	st := State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}
+	if b == nil {
+		return st
+	}
+	a, _ := d.content(b, []string{"backend", "cache", "max_size"})
+	st.DeclRange = b.DefRange
+	st.Backend = a.enum("backend", []string{"bbolt", "memory"}, st.Backend)
+	st.CacheBytes = a.size("cache", st.CacheBytes)
+	st.MaxSizeBytes = a.size("max_size", st.MaxSizeBytes)
+	if st.MaxSizeBytes < 1<<20 {
+		d.errorf(a.rangeOf("max_size"), "Value out of range", "\"max_size\" must be at least 1MiB.")
+	}
+	if st.CacheBytes > st.MaxSizeBytes {
+		d.errorf(a.rangeOf("cache"), "Value out of range", "\"cache\" cannot exceed max_size.")
+	}
+	return st
+}
+
+// Checkpoint modes.
+const (
+	CheckpointExactlyOnce = "exactly_once"
+	CheckpointAtLeastOnce = "at_least_once"
+)
+
+// Checkpoint is the checkpoint block (DESIGN.md "Checkpoints").
+type Checkpoint struct {
+	// Interval between checkpoint starts, positive; default 10s.
+	Interval time.Duration
+	// MinPause between the end of one checkpoint and the next start; default 0.
+	MinPause time.Duration
+	// Timeout aborts a checkpoint; positive, default 1m.
+	Timeout time.Duration
+	// TolerableFailures in a row before the agent fails; default 3.
+	TolerableFailures int
+	// Retain is how many completed checkpoints to keep, at least 1; default 3.
+	Retain int
+	// Mode is CheckpointExactlyOnce (default, aligned) or
+	// CheckpointAtLeastOnce (no alignment).
+	Mode string
+	// FullEvery takes a full snapshot every so many checkpoints; default 10.
+	FullEvery int
+	// Unaligned lets barriers overtake in-flight records.
+	Unaligned bool
+	// AlignedTimeout switches from aligned to unaligned after this long;
+	// 0 means never.
+	AlignedTimeout time.Duration
+	DeclRange      hcl.Range
+}
+
+func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
+	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	if b == nil {
+		return cp
+	}
+	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "mode", "full_every", "unaligned", "aligned_timeout"})
+	cp.DeclRange = b.DefRange
+	cp.Interval = a.duration("interval", cp.Interval)
+	cp.MinPause = a.duration("min_pause", 0)
+	cp.Timeout = a.duration("timeout", cp.Timeout)
+	cp.TolerableFailures = int(a.integer("tolerable_failures", 3, 0, 1<<31-1))
+	cp.Retain = int(a.integer("retain", 3, 1, 1<<31-1))
+	cp.Mode = a.enum("mode", []string{CheckpointExactlyOnce, CheckpointAtLeastOnce}, cp.Mode)
+	cp.FullEvery = int(a.integer("full_every", 10, 1, 1<<31-1))
+	cp.Unaligned = a.boolean("unaligned", false)
+	cp.AlignedTimeout = a.duration("aligned_timeout", 0)
+	for _, n := range []string{"interval", "timeout"} {
+		if a.has(n) && (n == "interval" && cp.Interval == 0 || n == "timeout" && cp.Timeout == 0) {
+			d.errorf(a.rangeOf(n), "Value out of range", "%q must be positive; %s.", n, durationHint)
+		}
+	}
+	if cp.Mode == CheckpointAtLeastOnce && (cp.Unaligned || cp.AlignedTimeout > 0) {
+		d.errorf(a.rangeOf("mode"), "Conflicting arguments", "Unaligned checkpoints exist to keep exactly-once under backpressure; at_least_once does not align at all.")
+	}
+	return cp
+}
+
+// Ingest acknowledgement modes (DESIGN.md "Exactly once, end to end").
+const (
+	AckAfterFsync = "after_fsync"
+	AckAfterWrite = "after_write"
+)
+
+// Ingest is the ingest block: the durable log in front of every MQTT source.
+type Ingest struct {
+	// Ack is AckAfterFsync (default; survives power loss) or AckAfterWrite.
+	Ack string
+	// SyncInterval bounds the data lost on power loss under AckAfterWrite;
+	// default 100ms.
+	SyncInterval time.Duration
+	// MaxDiskBytes bounds the log; default 1 GiB.
+	MaxDiskBytes int64
+	DeclRange    hcl.Range
+}
+
+func (d *decoder) decodeIngest(b *hcl.Block) Ingest {
+	in := Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30}
+	if b == nil {
+		return in
+	}
+	a, _ := d.content(b, []string{"ack", "sync_interval", "max_disk"})
+	in.DeclRange = b.DefRange
+	in.Ack = a.enum("ack", []string{AckAfterFsync, AckAfterWrite}, in.Ack)
+	in.SyncInterval = a.duration("sync_interval", in.SyncInterval)
+	in.MaxDiskBytes = a.size("max_disk", in.MaxDiskBytes)
+	if a.has("sync_interval") && in.SyncInterval == 0 {
+		d.errorf(a.rangeOf("sync_interval"), "Value out of range", "\"sync_interval\" must be positive; %s.", durationHint)
+	}
+	if in.MaxDiskBytes < 1<<20 {
+		d.errorf(a.rangeOf("max_disk"), "Value out of range", "\"max_disk\" must be at least 1MiB.")
+	}
+	return in
+}

@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// ErrInsecureListen is returned by Start for a listen address beyond
+// loopback without credentials or TLS.
+var ErrInsecureListen = errors.New("broker: a listener beyond loopback requires username and password, or TLS")
+
+// DefaultListen is the listen address used when Options.Listen is empty.
+const DefaultListen = "127.0.0.1:1883"
+
+// DefaultMaxInflight is Options.MaxInflight's default.
+const DefaultMaxInflight = 1000
+
+// Options configures the embedded broker.
+type Options struct {
+	// Listen is the TCP address, host:port; port 0 picks a free port (see
+	// Broker.Addr). Default DefaultListen. A host other than a loopback
+	// address or "localhost" (including an empty host, which binds every
+	// interface) requires Username and Password, or TLS.
+	Listen string
+	// Username and Password, when set, are the only credentials accepted
+	// (compared in constant time). Both empty: every client is accepted.
+	Username, Password string
+	// TLS, when set, makes the listener accept TLS connections only.
+	TLS *tls.Config
+	// MaxInflight is the number of QoS 1/2 messages the broker keeps
+	// unacknowledged towards one MQTT subscriber (as mosquitto's
+	// max_inflight_messages); more are dropped for that subscriber and
+	// counted by mochi. Default DefaultMaxInflight; at most 65535. It does
+	// not limit publishers: their QoS 1/2 flows are never refused for being
+	// too many (mochi's default of 1024 disconnects a fast QoS 2 publisher).
+	MaxInflight int
+}
+
+// Broker is a running embedded broker. Its methods are safe for concurrent
+// use.
+type Broker struct {
+	server    *mqtt.Server
+	listener  *listeners.TCP
+	subs      *subscribers
+	hook      *hook
+	closeOnce sync.Once
+}
+
+// Start validates opts, binds the listener and starts serving. log receives
+// the broker's own warnings and errors (mochi's info and debug lines are
+// dropped). The caller must Close the broker.
+func Start(opts Options, log *slog.Logger) (*Broker, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.MaxInflight == 0 {
+		opts.MaxInflight = DefaultMaxInflight
+	}
+	if opts.MaxInflight < 0 || opts.MaxInflight > 65535 {
+		return nil, fmt.Errorf("broker: max inflight %d out of range 1..65535", opts.MaxInflight)
+	}
+	if opts.Username == "" && opts.Password != "" {
+		return nil, errors.New("broker: a password is set without a username")
+	}
+	loopback, err := isLoopback(opts.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if !loopback && opts.TLS == nil && (opts.Username == "" || opts.Password == "") {
+		return nil, fmt.Errorf("%w (listen %q)", ErrInsecureListen, opts.Listen)
+	}
+
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.ReceiveMaximum = 65535 // publisher flows in progress per client; see MaxInflight
+	caps.MaximumInflight = uint16(opts.MaxInflight)
+	caps.MaximumClientWritesPending = 16 * 1024 // outbound queue per client before drops
+	mochiLog := slog.New(minLevelHandler{min: slog.LevelWarn, next: log.With("component", "mochi").Handler()})
+	server := mqtt.New(&mqtt.Options{
+		Capabilities:             caps,
+		ClientNetWriteBufferSize: 32 * 1024,
+		ClientNetReadBufferSize:  32 * 1024,
+		Logger:                   mochiLog,
+	})
+	b := &Broker{server: server, subs: &subscribers{}}
+	b.hook = &hook{server: server, subs: b.subs, log: log}
+	if opts.Username != "" {
+		b.hook.username = []byte(opts.Username)
+		b.hook.password = []byte(opts.Password)
+	}
+	if err := server.AddHook(b.hook, nil); err != nil {
+		return nil, fmt.Errorf("broker: add hook: %w", err)
+	}
+	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
+	if err := server.AddListener(b.listener); err != nil {
+		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
+	}
+	if err := server.Serve(); err != nil {
+		_ = server.Close()
+		return nil, fmt.Errorf("broker: serve: %w", err)
+	}
+	log.Info("embedded broker listening", "addr", b.Addr(), "tls", opts.TLS != nil, "auth", opts.Username != "")
+	return b, nil
+}
+
+// isLoopback reports whether the host of a host:port address is a loopback
+// address or "localhost". An empty host binds every interface: not loopback.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("broker: listen address %q: %w", addr, err)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// Addr returns the address the broker listens on, with the actual port when
+// Options.Listen asked for port 0.
+func (b *Broker) Addr() string { return b.listener.Address() }
+
+// URL returns the broker's address as an MQTT client URL ("tcp://" + Addr).
+func (b *Broker) URL() string { return "tcp://" + b.Addr() }
+
+// Subscribe calls fn, synchronously in the broker's publish hook, for every
+// message published on a topic matching one of filters (MQTT filter syntax
+// with + and #; one call per message even when several filters match). fn
+// runs before the publishing client is acknowledged; it may be called
+// concurrently for messages of different clients, and in publish order for
+// the messages of one client. topic and payload are valid only during the
+// call. An error from fn rejects the publish (see the package doc). A
+// message is offered to subscribers in subscription order, stopping at the
+// first error.
+//
+// Subscribe panics on an invalid filter (a programming error: validate
+// configured filters with ValidateFilter first); use the returned func to unsubscribe. After
+// unsubscribe returns, fn is not called for messages whose hook starts later.
+func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byte) error) (unsubscribe func()) {
+	if len(filters) == 0 {
+		panic("broker: Subscribe with no filters")
+	}
+	for _, f := range filters {
+		if err := ValidateFilter(f); err != nil {
+			panic(err)
+		}
+	}
+	id := b.subs.add(filters, fn)
+	var once sync.Once
+	return func() { once.Do(func() { b.subs.remove(id) }) }
+}
+
+// Rejected returns how many publishes subscribers have rejected.
+func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }
+
+// Close disconnects every client and stops the listener. It is safe to call
+// more than once; later calls do nothing.
+func (b *Broker) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		if cerr := b.server.Close(); cerr != nil {
+			err = fmt.Errorf("broker: close: %w", cerr)
+		}
+	})
+	return err
+}

@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// mustStart starts a broker on a free loopback port and closes it at the end
+// of the test.
+func mustStart(t testing.TB, opts Options) *Broker {
+	t.Helper()
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	b, err := Start(opts, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+// connect returns a connected paho client; it fails the test on error.
+func connect(t testing.TB, url, id, user, pass string) paho.Client {
+	t.Helper()
+	c, err := tryConnect(url, id, user, pass)
+	if err != nil {
+		t.Fatalf("connect %s: %v", id, err)
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
+}
+
+func tryConnect(url, id, user, pass string) (paho.Client, error) {
+	o := paho.NewClientOptions().AddBroker(url).SetClientID(id).
+		SetUsername(user).SetPassword(pass).SetAutoReconnect(false).
+		SetConnectTimeout(5 * time.Second)
+	c := paho.NewClient(o)
+	tok := c.Connect()
+	if !tok.WaitTimeout(10 * time.Second) {
+		return nil, errors.New("connect timed out")
+	}
+	return c, tok.Error()
+}
+
+func TestStart_Listen(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr error // nil: must start
+	}{
+		{"loopback v4", Options{Listen: "127.0.0.1:0"}, nil},
+		{"localhost", Options{Listen: "localhost:0"}, nil},
+		{"loopback v6", Options{Listen: "[::1]:0"}, nil},
+		{"all interfaces", Options{Listen: ":0"}, ErrInsecureListen},
+		{"unspecified v4", Options{Listen: "0.0.0.0:0"}, ErrInsecureListen},
+		{"username only", Options{Listen: "0.0.0.0:0", Username: "u"}, ErrInsecureListen},
+		{"with credentials", Options{Listen: "0.0.0.0:0", Username: "u", Password: "p"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Start(tt.opts, nil)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Start = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				if strings.Contains(err.Error(), "cannot assign") { // no IPv6 on this host
+					t.Skip(err)
+				}
+				t.Fatalf("Start: %v", err)
+			}
+			defer b.Close()
+			if strings.HasSuffix(b.Addr(), ":0") || !strings.HasPrefix(b.URL(), "tcp://") {
+				t.Fatalf("Addr %q URL %q: want the bound port", b.Addr(), b.URL())
+			}
+		})
+	}
+}
+
+func TestStart_BadOptions(t *testing.T) {
+	for _, opts := range []Options{
+		{Listen: "127.0.0.1"},
+		{Listen: "127.0.0.1:0", Password: "p"},
+		{Listen: "127.0.0.1:0", MaxInflight: 70000},
+	} {
+		if b, err := Start(opts, nil); err == nil {
+			b.Close()
+			t.Errorf("Start(%+v) succeeded, want an error", opts)
+		}
+	}
+}
+
+func TestBroker_Auth(t *testing.T) {
+	b := mustStart(t, Options{Username: "eddy", Password: "s3cret"})
+	tests := []struct {
+		user, pass string
+		ok         bool
+	}{
+		{"eddy", "s3cret", true},
+		{"eddy", "wrong", false},
+		{"other", "s3cret", false},
+		{"", "", false},
+	}
+	for i, tt := range tests {
+		c, err := tryConnect(b.URL(), "auth-"+strconv.Itoa(i), tt.user, tt.pass)
+		if (err == nil) != tt.ok {
+			t.Errorf("connect as %q/%q: err = %v, want ok=%v", tt.user, tt.pass, err, tt.ok)
+		}
+		if c != nil && err == nil {
+			c.Disconnect(100)
+		}
+	}
+}
+
+// TestBroker_Subscribe_InOrderPerPublisher publishes from several paho
+// clients at QoS 0, 1 and 2 at once, without waiting for each token, and
+// expects every message exactly once and in publish order per publisher.
+func TestBroker_Subscribe_InOrderPerPublisher(t *testing.T) {
+	b := mustStart(t, Options{})
+	const perPublisher = 3000
+	var mu sync.Mutex
+	got := map[string][]int{}
+	unsubscribe := b.Subscribe([]string{"sensors/+/telemetry"}, func(topic string, payload []byte) error {
+		pub, seq, _ := strings.Cut(string(payload), ":")
+		n, err := strconv.Atoi(seq)
+		if err != nil {
+			t.Errorf("payload %q: %v", payload, err)
+		}
+		mu.Lock()
+		got[pub] = append(got[pub], n)
+		mu.Unlock()
+		return nil
+	})
+	defer unsubscribe()
+	// Not matching: must not reach the subscriber.
+	other := connect(t, b.URL(), "other", "", "")
+	other.Publish("sensors/x/status", 1, false, "ignored").Wait()
+
+	var wg sync.WaitGroup
+	for _, qos := range []byte{0, 1, 2} {
+		for p := range 2 {
+			name := fmt.Sprintf("q%d-p%d", qos, p)
+			c := connect(t, b.URL(), name, "", "")
+			wg.Go(func() {
+				var last paho.Token
+				for i := range perPublisher {
+					last = c.Publish("sensors/"+name+"/telemetry", qos, false, name+":"+strconv.Itoa(i))
+				}
+				if !last.WaitTimeout(30*time.Second) || last.Error() != nil {
+					t.Errorf("%s: last publish: %v", name, last.Error())
+				}
+				// QoS 0 has no acknowledgement: a QoS 1 round trip on the same
+				// connection flushes everything sent before it.
+				if tok := c.Publish("flush", 1, false, "x"); !tok.WaitTimeout(30 * time.Second) {
+					t.Errorf("%s: flush timed out", name)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 6 {
+		t.Fatalf("got messages from %d publishers, want 6: %v", len(got), len(got))
+	}
+	for pub, seqs := range got {
+		if len(seqs) != perPublisher {
+			t.Errorf("%s: %d messages, want %d", pub, len(seqs), perPublisher)
+		}
+		for i, n := range seqs {
+			if n != i {
+				t.Errorf("%s: message %d has seq %d: out of order or duplicated", pub, i, n)
+				break
+			}
+		}
+	}
+}
+
+// TestBroker_Subscribe_RejectRedelivers checks that a rejected QoS 1 publish
+// is not acknowledged: the publisher is disconnected and re-sends the same
+// message on reconnect, which then reaches the subscriber.
+func TestBroker_Subscribe_RejectRedelivers(t *testing.T) {
+	b := mustStart(t, Options{})
+	var calls atomic.Int32
+	accepted := make(chan string, 10)
+	b.Subscribe([]string{"#"}, func(topic string, payload []byte) error {
+		if calls.Add(1) == 1 {
+			return errors.New("ingest log full")
+		}
+		accepted <- string(payload)
+		return nil
+	})
+	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("retry").
+		SetCleanSession(false).SetAutoReconnect(true).SetMaxReconnectInterval(100 * time.Millisecond)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	// paho completes the first token when it re-sends on reconnect (its
+	// claimID), so the subscriber's channel is the evidence, not the token.
+	c.Publish("t", 1, false, "reading")
+	select {
+	case p := <-accepted:
+		if p != "reading" {
+			t.Fatalf("accepted %q", p)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("rejected publish never re-sent and accepted (calls %d)", calls.Load())
+	}
+	if b.Rejected() != 1 {
+		t.Fatalf("Rejected = %d, want 1", b.Rejected())
+	}
+}
+
+func TestBroker_Unsubscribe(t *testing.T) {
+	b := mustStart(t, Options{})
+	var n atomic.Int32
+	unsubscribe := b.Subscribe([]string{"a", "a/#"}, func(string, []byte) error { n.Add(1); return nil })
+	c := connect(t, b.URL(), "pub", "", "")
+	c.Publish("a", 1, false, "1").Wait()
+	unsubscribe()
+	unsubscribe()
+	c.Publish("a", 1, false, "2").Wait()
+	if n.Load() != 1 {
+		t.Fatalf("subscriber called %d times, want 1 (once per message, none after unsubscribe)", n.Load())
+	}
+}
+
+// TestBroker_Subscribe_BeforeAck pins the ordering the ingest log relies on:
+// the publisher is not acknowledged while the subscriber is still running.
+func TestBroker_Subscribe_BeforeAck(t *testing.T) {
+	b := mustStart(t, Options{})
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	b.Subscribe([]string{"t"}, func(string, []byte) error {
+		close(entered)
+		<-release
+		return nil
+	})
+	c := connect(t, b.URL(), "pub", "", "")
+	tok := c.Publish("t", 1, false, "x")
+	<-entered
+	if tok.WaitTimeout(100 * time.Millisecond) {
+		t.Fatal("publish acknowledged while the subscriber was still running")
+	}
+	close(release)
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("publish not acknowledged after the subscriber returned: %v", tok.Error())
+	}
+}

@@ -1,0 +1,37 @@
+// Package broker runs Eddy's embedded MQTT broker: a mochi-mqtt server on one
+// TCP listener for sensors that have no broker of their own.
+//
+// # Model
+//
+// Sensors publish to the broker as to any MQTT 3.1.1 or 5 broker. Eddy reads
+// what they publish through Subscribe, not through an MQTT subscription: the
+// subscriber function runs synchronously in the broker's publish hook, which
+// mochi calls BEFORE it acknowledges the publish to the sensor (PUBACK for
+// QoS 1, PUBREC for QoS 2). So when the sensor holds an acknowledgement, every
+// subscriber function has returned nil for that message; a durable ingest log
+// placed in the subscriber makes the acknowledgement mean "on disk".
+//
+// # Life cycle
+//
+// Start binds the listener and serves; Subscribe may be called at any time;
+// Close disconnects every client and stops the listener.
+//
+// # Caveats
+//
+//   - A subscriber function that returns an error rejects the publish: a QoS 0
+//     message is dropped, and for QoS 1 and 2 the sensor's connection is closed
+//     without an acknowledgement, so the sensor re-sends the message when it
+//     reconnects (MQTT requires it for an unacknowledged QoS 1/2 publish in a
+//     persistent session). Other subscribers that matched may then see the
+//     message twice; a sensor's own re-send after a lost PUBACK is a duplicate
+//     as well. Subscribers must tolerate duplicates.
+//   - The hook runs in the sensor connection's read goroutine: a subscriber
+//     that blocks stalls that sensor (and only it), which is backpressure; one
+//     that blocks longer than the sensor's keepalive gets the sensor
+//     disconnected.
+//   - A message matching no subscriber is handled as any broker does: it goes
+//     to MQTT subscribers, if any, and is acknowledged either way.
+//   - A listener beyond loopback needs a username and password, or TLS; Start
+//     refuses otherwise. With TLS alone every client that completes the TLS
+//     handshake is allowed.
+package broker

@@ -1,0 +1,35 @@
+package expr
+
+// nameSuggestion returns the candidate closest to given, or "" if none is
+// within an edit distance of 2 (close enough to be a typo).
+func nameSuggestion(given string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, cand := range candidates {
+		if d := editDistance(given, cand); d < bestDist {
+			best, bestDist = cand, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b in bytes, which
+// is enough for ASCII identifiers.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,85 @@
+// Package expr compiles the HCL expressions of a pipeline (filter, key, map
+// and aggregate arguments) into trees of Go closures over *event.Record.
+//
+// # Life cycle
+//
+// While a pipeline is built, Compile turns each hcl.Expression into a
+// Program once, registering every field it reads in the pipeline's
+// event.Schema, so the decoders fill those slots. Per reading, the agent
+// calls Eval (map, aggregate arguments), EvalBool (filter) or AppendKey
+// (key by). These never allocate once rec.Scratch has grown to the
+// largest string a reading needs: strings alias the record's memory or the
+// program's constants, and computed strings are appended to rec.Scratch,
+// which Record.Reset empties while keeping its capacity. A Program holds no
+// per-call state, so one Program may serve many goroutines, each with its
+// own records.
+//
+// # Language
+//
+// Expressions are HCL native syntax (hclsyntax) restricted to:
+//
+//   - literals: numbers, "strings", true, false, null;
+//   - event fields: event.a.b.c, or event["a"]["b"] for names that are not
+//     identifiers; no other variable exists (control.* is reserved);
+//   - arithmetic + - * / % and unary -, on numbers (float64);
+//   - comparison < <= > >= on numbers, == and != on any values;
+//   - logic && || !, and cond ? a : b;
+//   - templates "${event.site}-${event.device}", including %{if} directives;
+//   - functions abs, ceil, floor, round (half away from zero), sqrt,
+//     pow(x, y), min(x, ...), max(x, ...), lower, upper, len (Unicode code
+//     points), contains(s, sub), startswith(s, prefix), endswith(s, suffix),
+//     coalesce(a, ...), has(event.x), tonumber, tostring.
+//
+// Anything else (other variables, unknown functions, wrong arity, lists,
+// objects, for expressions, splats, dynamic indexes) is a compile-time
+// diagnostic whose Subject is the offending part, with a "Did you mean"
+// hint for near-miss names and the list of functions for unknown ones.
+// Operands whose type is known at compile time are type-checked then
+// ("a" * 2 is a diagnostic), and constant sub-expressions are computed once.
+//
+// # Null rules
+//
+// A missing field and a null field behave alike (Eval returns a missing
+// field as Kind Missing, everything computed as Null). The rules are SQL's:
+//
+//   - arithmetic, comparison < <= > >=, unary - and !, and every function
+//     except coalesce and has give null when an operand is null:
+//     event.temp > 10 with temp missing is null, so a filter drops it;
+//   - == and != compare null as a value: null == null is true, x == null is
+//     false for any other x, so event.temp != null tests presence; values of
+//     different kinds are unequal ("1" == 1 is false);
+//   - && and || use three-valued logic: false && x is false and true || x
+//     is true (x is then not evaluated), otherwise null makes null;
+//   - cond ? a : b with a null cond is null; only the chosen branch is
+//     evaluated, and it is returned as it is (HCL would convert both
+//     branches to one type; Eddy does not);
+//   - a template with a null interpolation is null;
+//   - coalesce returns its first non-null argument (or null), evaluating no
+//     further; has(event.x) is true when x is present and not null;
+//   - x / 0 and x % 0 are null, as are results that are not finite
+//     (sqrt(-1), overflow), so every number is valid JSON;
+//   - % keeps the sign of the dividend (math.Mod), as HCL's does.
+//
+// # Runtime errors
+//
+// An operand of the wrong type that the compiler could not rule out (a
+// string field in arithmetic, a number given to upper, a non-bool operand
+// of &&, tonumber("12abc")) is a reading-level error. Errors win over nulls
+// and travel up the tree unchanged: the first one, in left-to-right order,
+// is the result, except where a branch is not evaluated (&&, ||, ?:,
+// coalesce). Eval reports an error as null; EvalErr returns it as a
+// *RuntimeError wrapping ErrType or ErrNumberSyntax, with the source range
+// of the bad operand. EvalBool returns it too, and wraps ErrNotBool when a
+// filter's result is a number or a string (dead-letter reason
+// "filter_type"); AppendKey reports it as a missing key. None of these
+// allocate: the errors are built at compile time.
+//
+// # Differences from HCL
+//
+// Where both give a value, Eval agrees with HCL's evaluator (a test checks
+// it on random readings). HCL fails where Eddy gives null (missing fields,
+// null operands, division by zero) and converts where Eddy fails (HCL's
+// "5" + 1 is 6; Eddy's is a type error, since a field that is sometimes a
+// string is a data problem worth dead-lettering). Numbers are float64 where
+// HCL uses big floats, so 0.1 + 0.2 == 0.3 is false, as in JSON consumers.
+package expr

@@ -1,0 +1,170 @@
+package operators
+
+import (
+	"math"
+
+	"github.com/eddy-edge/eddy/operators/decode"
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// MapField assigns the result of an expression to a schema slot
+// (a `map { NAME = expr }` entry).
+type MapField struct {
+	Slot int
+	Prog *expr.Program
+}
+
+// PrepareSpec describes the per-reading steps of a pipeline before its keyed
+// window: decode, timestamp, future-skew check, filter, map, key and the
+// aggregate arguments.
+type PrepareSpec struct {
+	Schema    *event.Schema
+	Decoder   decode.Decoder
+	Timestamp *decode.Timestamp // nil: the pipeline runs on processing time
+	// MaxFutureSkewMs rejects readings stamped more than this ahead of the
+	// device clock; 0 turns the check off.
+	MaxFutureSkewMs int64
+	Filter          *expr.Program // nil: keep everything
+	Maps            []MapField
+	Key             *expr.Program // nil: one key, ""
+	// AggArgs has one program per aggregate; nil for count().
+	AggArgs      []*expr.Program
+	MaxKeyGroups int
+	Parallelism  int
+}
+
+// Outcome is what Prepare did with a reading.
+type Outcome uint8
+
+const (
+	_        Outcome = iota
+	Pass             // the reading goes on to its window subtask
+	Filtered         // the filter rejected it (counted, not an error)
+	Rejected         // bad reading: dead-letter it with Reject
+)
+
+// Reject says why a reading was rejected. Reason is a stable metric label.
+type Reject struct {
+	Reason string
+	Detail string
+}
+
+// Dead-letter reasons Prepare produces besides the decoder's own.
+const (
+	ReasonFutureTimestamp = "future_timestamp"
+	ReasonMissingKey      = "missing_key"
+	ReasonFilterType      = "filter_type"
+	ReasonWrongType       = "wrong_type"
+)
+
+// Preparer runs a PrepareSpec over readings one at a time, reusing one
+// Record, so steady-state preparation allocates nothing. Not safe for
+// concurrent use: each pipeline's prepare stage owns one.
+type Preparer struct {
+	spec PrepareSpec
+	rec  event.Record
+
+	// Results of the last Pass.
+	Key      []byte
+	KeyGroup uint16
+	Subtask  int
+	Time     int64
+	Values   []float64
+	// Result of the last Rejected.
+	Reject Reject
+}
+
+// NewPreparer returns a Preparer for spec. The schema must be complete
+// (every expression compiled) before this call.
+func NewPreparer(spec PrepareSpec) *Preparer {
+	if spec.MaxKeyGroups <= 0 {
+		spec.MaxKeyGroups = state.DefaultMaxKeyGroups
+	}
+	if spec.Parallelism <= 0 {
+		spec.Parallelism = 1
+	}
+	return &Preparer{spec: spec, Values: make([]float64, len(spec.AggArgs))}
+}
+
+// Prepare decodes and prepares one reading. payload is copied into the
+// preparer's record; procTimeMs is the monotonic processing time and
+// wallNowMs the device's wall clock, both in ms.
+func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTimeMs, wallNowMs int64) Outcome {
+	rec := &p.rec
+	rec.Reset(p.spec.Schema.Len())
+	rec.Payload = append(rec.Payload, payload...)
+	rec.Topic = append(rec.Topic, topic...)
+	rec.Offset = offset
+	if err := p.spec.Decoder.Decode(rec); err != nil {
+		return p.reject(err)
+	}
+	if p.spec.Timestamp != nil {
+		ts, err := p.spec.Timestamp.Extract(rec)
+		if err != nil {
+			return p.reject(err)
+		}
+		if p.spec.MaxFutureSkewMs > 0 && ts > wallNowMs+p.spec.MaxFutureSkewMs {
+			p.Reject = Reject{Reason: ReasonFutureTimestamp, Detail: "timestamp is ahead of the device clock by more than max_future_skew"}
+			return Rejected
+		}
+		rec.Time = ts
+	} else {
+		rec.Time = procTimeMs
+	}
+	if p.spec.Filter != nil {
+		keep, err := p.spec.Filter.EvalBool(rec)
+		if err != nil {
+			p.Reject = Reject{Reason: ReasonFilterType, Detail: err.Error()}
+			return Rejected
+		}
+		if !keep {
+			return Filtered
+		}
+	}
+	for _, m := range p.spec.Maps {
+		rec.Fields[m.Slot] = m.Prog.Eval(rec)
+	}
+	p.Key = p.Key[:0]
+	if p.spec.Key != nil {
+		var ok bool
+		p.Key, ok = p.spec.Key.AppendKey(p.Key, rec)
+		if !ok {
+			p.Reject = Reject{Reason: ReasonMissingKey, Detail: "the key expression is null for this reading"}
+			return Rejected
+		}
+	}
+	for i, a := range p.spec.AggArgs {
+		if a == nil {
+			p.Values[i] = 0
+			continue
+		}
+		v := a.Eval(rec)
+		switch v.Kind {
+		case event.Number, event.Bool:
+			p.Values[i] = v.Num
+		case event.String:
+			// A sensor sending "21.5" or "hot" where a number belongs is
+			// a bad reading, not a null: dead-letter it so it is seen.
+			p.Reject = Reject{Reason: ReasonWrongType, Detail: "an aggregate argument is a string, not a number"}
+			return Rejected
+		default:
+			// Null or missing: aggregates skip it; count() still counts.
+			p.Values[i] = math.NaN()
+		}
+	}
+	p.KeyGroup = state.KeyGroup(p.Key, p.spec.MaxKeyGroups)
+	p.Subtask = state.Subtask(p.KeyGroup, p.spec.Parallelism, p.spec.MaxKeyGroups)
+	p.Time = rec.Time
+	return Pass
+}
+
+func (p *Preparer) reject(err error) Outcome {
+	if de, ok := err.(*decode.Error); ok {
+		p.Reject = Reject{Reason: de.Reason, Detail: de.Detail}
+	} else {
+		p.Reject = Reject{Reason: "decode", Detail: err.Error()}
+	}
+	return Rejected
+}

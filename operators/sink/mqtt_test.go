@@ -1,0 +1,281 @@
+package sink
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// testBroker is a real mosquitto on a loopback port, configured as DESIGN.md
+// asks of the brokers Eddy talks to.
+type testBroker struct {
+	t    testing.TB
+	conf string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startMosquitto starts mosquitto for the test, or skips it if mosquitto is
+// not installed. The broker is killed in t.Cleanup.
+func startMosquitto(t testing.TB) *testBroker {
+	t.Helper()
+	if _, err := exec.LookPath("mosquitto"); err != nil {
+		t.Skip("mosquitto not on PATH (apt-get install mosquitto); skipping the MQTT sink test against a real broker")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mosquitto.conf")
+	config := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\n"+
+		"max_inflight_messages 1000\nmax_queued_messages 1000000\nuser root\nlog_dest file %s\n", port, dir, filepath.Join(dir, "mosquitto.log"))
+	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &testBroker{t: t, conf: conf, addr: "127.0.0.1:" + strconv.Itoa(port)}
+	b.start()
+	t.Cleanup(func() {
+		if b.cmd != nil {
+			b.cmd.Process.Kill()
+			<-b.done
+		}
+		if t.Failed() {
+			log, _ := os.ReadFile(filepath.Join(dir, "mosquitto.log"))
+			t.Logf("mosquitto log:\n%s", log)
+		}
+	})
+	return b
+}
+
+func (b *testBroker) url() string { return "tcp://" + b.addr }
+
+func (b *testBroker) start() {
+	b.t.Helper()
+	b.cmd = exec.Command("mosquitto", "-c", b.conf)
+	if err := b.cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	b.done = make(chan struct{})
+	go func() { b.cmd.Wait(); close(b.done) }()
+	// Wait until it accepts connections; polling the port is the only
+	// readiness signal mosquitto gives.
+	deadline := time.Now().Add(10 * time.Second)
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		if c, err := net.Dial("tcp", b.addr); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-b.done:
+			b.t.Fatalf("mosquitto exited at start")
+		case <-time.After(delay):
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("mosquitto did not listen on %s", b.addr)
+		}
+	}
+}
+
+// stop terminates the broker with SIGTERM, which makes it save persistence.
+func (b *testBroker) stop() {
+	b.t.Helper()
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	<-b.done
+	b.cmd = nil
+}
+
+// collector is a paho subscriber that records each output once by its id
+// (the broker may repeat messages after a restart).
+type collector struct {
+	mu     sync.Mutex
+	byID   map[string]string // id → topic
+	want   int
+	all    chan struct{}
+	errors []string
+}
+
+func subscribe(t *testing.T, brokerURL, topic string, want int) *collector {
+	t.Helper()
+	c := &collector{byID: map[string]string{}, want: want, all: make(chan struct{})}
+	opts := paho.NewClientOptions().AddBroker(brokerURL).SetClientID("eddy-test-sub").
+		SetCleanSession(false).SetAutoReconnect(true).SetMaxReconnectInterval(time.Second).
+		SetOrderMatters(false)
+	client := paho.NewClient(opts)
+	if tok := client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscriber connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { client.Disconnect(100) })
+	tok := client.Subscribe(topic, 1, func(_ paho.Client, m paho.Message) {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err := json.Unmarshal(m.Payload(), &rec); err != nil {
+			c.errors = append(c.errors, fmt.Sprintf("bad payload %q: %v", m.Payload(), err))
+			return
+		}
+		if _, dup := c.byID[rec.ID]; dup {
+			return
+		}
+		c.byID[rec.ID] = m.Topic()
+		if len(c.byID) == c.want {
+			close(c.all)
+		}
+	})
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	return c
+}
+
+func (c *collector) wait(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-c.all:
+	case <-time.After(timeout):
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.Fatalf("received %d of %d outputs within %v", len(c.byID), c.want, timeout)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.errors) > 0 {
+		t.Fatalf("subscriber errors: %s", strings.Join(c.errors, "; "))
+	}
+}
+
+// writeResults sends results [from, to) of pipeline "temp_1m" in batches.
+func writeResults(t *testing.T, s Sink, deviceID string, from, to, batch int) {
+	t.Helper()
+	names := []string{"avg_temp", "n"}
+	for i := from; i < to; i += batch {
+		var items []Item
+		for j := i; j < min(i+batch, to); j++ {
+			r := &Result{
+				Pipeline: "temp_1m", Key: []byte("sensor-" + strconv.Itoa(j%10)),
+				Start: testStart + int64(j)*60000, End: testStart + int64(j+1)*60000,
+				Kind: KindFinal, Names: names, Values: []float64{20 + float64(j)/100, float64(j)},
+			}
+			items = append(items, Item{Payload: AppendJSON(nil, deviceID, r), Result: r})
+		}
+		if err := s.Write(items); err != nil {
+			t.Fatalf("Write of results %d..: %v", i, err)
+		}
+	}
+}
+
+func TestMQTT_PublishQoS1(t *testing.T) {
+	b := startMosquitto(t)
+	const n = 2000
+	c := subscribe(t, b.url(), "eddy/#", n)
+	s, err := NewMQTT(MQTTOptions{
+		Broker: b.url(), Topic: "eddy/${device_id}/${pipeline}/${key}", QoS: 1, DeviceID: "gw-1",
+		PublishTimeout: 20 * time.Second,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeResults(t, s, "gw-1", 0, n, 100)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(t, 20*time.Second)
+
+	for j := range n {
+		id := fmt.Sprintf("gw-1/temp_1m/sensor-%d/%d-%d/0", j%10, testStart+int64(j)*60000, testStart+int64(j+1)*60000)
+		if topic, want := c.byID[id], "eddy/gw-1/temp_1m/sensor-"+strconv.Itoa(j%10); topic != want {
+			t.Fatalf("output %s arrived on %q, want %q", id, topic, want)
+		}
+	}
+	published, failed, connected := s.(*MQTT).Stats()
+	if published != n || failed != 0 || !connected {
+		t.Errorf("Stats = (%d, %d, %v), want (%d, 0, true)", published, failed, connected, n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Write after Close = %v, want ErrClosed", err)
+	}
+}
+
+// The sink reconnects by itself after the broker restarts.
+func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
+	b := startMosquitto(t)
+	c := subscribe(t, b.url(), "eddy/#", 200)
+	s, err := NewMQTT(MQTTOptions{
+		Broker: b.url(), ClientID: "eddy-test-pub", Topic: "eddy/${pipeline}/${window_start}", QoS: 1, DeviceID: "gw-1",
+		PublishTimeout: 20 * time.Second, MaxReconnectInterval: time.Second,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	writeResults(t, s, "gw-1", 0, 100, 50)
+	b.stop()
+	b.start()
+	writeResults(t, s, "gw-1", 100, 200, 50) // waits for the reconnect
+	c.wait(t, 20*time.Second)
+	if published, failed, _ := s.(*MQTT).Stats(); published != 200 || failed != 0 {
+		t.Errorf("Stats = (%d, %d), want (200, 0)", published, failed)
+	}
+}
+
+func TestMQTT_NotConnected(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	s, err := NewMQTT(MQTTOptions{Broker: "tcp://" + addr, Topic: "t", QoS: 1, PublishTimeout: 50 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Write([]Item{{Payload: []byte("{}")}, {Payload: []byte("{}")}})
+	if !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("Write with no broker = %v, want ErrNotConnected", err)
+	}
+	if published, failed, connected := s.(*MQTT).Stats(); published != 0 || failed != 2 || connected {
+		t.Errorf("Stats = (%d, %d, %v), want (0, 2, false)", published, failed, connected)
+	}
+}
+
+func TestNewMQTT_Errors(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    MQTTOptions
+		wantErr string
+	}{
+		{"no broker", MQTTOptions{Topic: "t"}, "broker is empty"},
+		{"no scheme", MQTTOptions{Broker: "127.0.0.1:1883", Topic: "t"}, "want scheme://host:port"},
+		{"qos 2", MQTTOptions{Broker: "tcp://127.0.0.1:1", Topic: "t", QoS: 2}, "exactly_once"},
+		{"bad topic", MQTTOptions{Broker: "tcp://127.0.0.1:1", Topic: "a/${sensor}"}, "unknown variable ${sensor}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewMQTT(tt.opts, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("NewMQTT error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,41 @@
+// Package source reads messages into an Eddy pipeline: from an MQTT broker
+// (paho), from Eddy's embedded broker, from a file or standard input, and it
+// holds the sensor simulator used by the quickstart and tests.
+//
+// # Model
+//
+// A Source's Run sends batches ([]Message, at most MaxBatch) to a channel in
+// source order until its input ends (files) or its context is cancelled; the
+// receiver owns each batch. Backpressure is the channel: while it is full,
+// Run waits, and what arrives meanwhile waits in a queue whose bound depends
+// on the source:
+//
+//   - MQTT QoS 1/2: messages are acknowledged only by Message.Ack, which the
+//     agent calls after a message is safely handed over (after its ingest
+//     log append). Unacked messages occupy the broker's in-flight window
+//     for the client, which therefore bounds the queue; the broker
+//     redelivers them after a reconnect (persistent session, stable client
+//     id). Delivery is at least once: redeliveries, including repeats of
+//     messages whose ack a disconnect swallowed, must be recognized
+//     downstream (paho does not deduplicate inbound QoS 2).
+//   - MQTT QoS 0: at most once; the queue is capped by MaxPending and
+//     overflows are dropped and counted (Stats).
+//   - Embedded broker: the broker's publish hook copies each message into
+//     the queue before the sensor is acked; when the queue is full the hook
+//     waits, bounded, which holds back the sensor (see Embedded).
+//   - Files: read as fast as the channel accepts.
+//
+// # Broker settings
+//
+// MQTT 3.1.1's only flow control is the broker's in-flight window per
+// client, and acking after a durable append bounds a connection to window ÷
+// commit latency (20 in flight ÷ 10 ms fsync = 2000 msgs/s). For mosquitto
+// set max_inflight_messages to about 1000 (never 0, unlimited),
+// max_queued_messages large, and persistence true.
+//
+// # Life cycle
+//
+// Build a source with NewMQTT, NewEmbedded or NewFile, call Run once at a
+// time (it may be called again after it returns: queued messages are kept),
+// and read Stats through the StatsReporter interface of network sources.
+package source

@@ -1,0 +1,49 @@
+package source
+
+import "context"
+
+// Message is one message received by a source. Payload and Topic are owned by
+// the receiver once delivered: the source never touches them again.
+type Message struct {
+	Topic   string
+	Payload []byte
+	// Arrival is the wall-clock time the message was received, in
+	// milliseconds since the Unix epoch.
+	Arrival int64
+	// Offset is the message's position in the source: the 1-based line
+	// number for files, a per-source sequence (1, 2, ... from Run's
+	// construction, across reconnects) for MQTT and the embedded broker. It
+	// is not stable across restarts for MQTT; the ingest log's offset is.
+	Offset uint64
+	ack    func() // nil when the source needs no ack
+}
+
+// Ack acknowledges the message to the broker (the PUBACK of QoS 1, the PUBREC
+// of QoS 2, sent only now because the MQTT source disables paho's automatic
+// acks). It is a no-op for QoS 0, files and the embedded broker (which acks
+// when its hook returns). Call it once, after the message is safely handed
+// over, and in delivery order: MQTT 3.1.1 asks a client to acknowledge QoS 1
+// messages in the order received. Further calls do nothing.
+//
+// Acks of messages received on a connection that has since been lost are
+// dropped (paho binds them to the connection): the broker redelivers those
+// messages on the new connection, and the redelivered copies must be acked
+// too, even when the receiver recognizes them as duplicates.
+func (m *Message) Ack() {
+	if f := m.ack; f != nil {
+		m.ack = nil
+		f()
+	}
+}
+
+// Source produces messages in batches until input ends or ctx is cancelled.
+type Source interface {
+	// Run sends batches of messages to out, in source order. It returns nil
+	// at end of input (files) or when ctx is cancelled, and an error when it
+	// cannot go on (e.g. file not found). It never closes out. The receiver
+	// owns each batch slice. Run must not be called concurrently with itself.
+	Run(ctx context.Context, out chan<- []Message) error
+}
+
+// MaxBatch is the most messages a source puts in one batch.
+const MaxBatch = 512

@@ -1,0 +1,332 @@
+package source
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// MQTT source defaults.
+const (
+	DefaultKeepAlive    = 30 * time.Second
+	DefaultReconnectMin = time.Second
+	DefaultReconnectMax = time.Minute
+	DefaultMaxPending   = 100000
+	connectTimeout      = 10 * time.Second
+	disconnectQuiesceMs = 250
+)
+
+// MQTTOptions configures an MQTT source.
+type MQTTOptions struct {
+	// Broker is the broker URL: tcp://, ssl://, ws:// or wss://host:port.
+	Broker string
+	// ClientID identifies the session at the broker; it must be stable
+	// across restarts for a persistent session, and unique per device
+	// (use ${device_id}). Required.
+	ClientID string
+	// Topics are the filters to subscribe to, all at QoS. Required.
+	Topics []string
+	// QoS is the subscription QoS, 0, 1 or 2. 0 is at most once: messages
+	// are lost while disconnected and may be dropped here (MaxPending).
+	QoS byte
+	// Username and Password, if set, are sent on connect.
+	Username, Password string
+	// CleanSession false (the zero value, and the right choice) keeps the
+	// session at the broker across disconnects: subscriptions persist and
+	// QoS 1/2 messages are queued while Eddy is away, and unacknowledged
+	// ones are redelivered.
+	CleanSession bool
+	// KeepAlive is the MQTT keepalive interval. Default DefaultKeepAlive.
+	KeepAlive time.Duration
+	// ReconnectMin and ReconnectMax bound the wait before a connection
+	// attempt after a failure or a lost connection; it doubles per failed
+	// attempt. Defaults DefaultReconnectMin, DefaultReconnectMax.
+	ReconnectMin, ReconnectMax time.Duration
+	// TLS configures ssl:// and wss:// connections.
+	TLS *tls.Config
+	// OnConnectionChange, if set, is called with true after each connection
+	// is made and subscribed, and with false when it is lost. Calls are
+	// sequential; it must not block for long.
+	OnConnectionChange func(connected bool)
+	// MaxPending caps the QoS 0 messages held between paho and Run's
+	// delivery; more are dropped and counted. Default DefaultMaxPending.
+	// QoS 1/2 messages are not capped: they stay unacknowledged at the
+	// broker until the receiver calls Ack, so the broker's in-flight window
+	// per client bounds them (mosquitto: max_inflight_messages, which must
+	// not be 0 = unlimited; ~1000 is right for Eddy).
+	MaxPending int
+}
+
+func (o *MQTTOptions) setDefaults() {
+	if o.KeepAlive == 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.ReconnectMin == 0 {
+		o.ReconnectMin = DefaultReconnectMin
+	}
+	if o.ReconnectMax == 0 {
+		o.ReconnectMax = DefaultReconnectMax
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = o.ReconnectMin
+	}
+	if o.MaxPending == 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+}
+
+func (o *MQTTOptions) validate() error {
+	u, err := url.Parse(o.Broker)
+	if err != nil {
+		return fmt.Errorf("source: mqtt broker URL %q: %w", o.Broker, err)
+	}
+	switch u.Scheme {
+	case "tcp", "ssl", "ws", "wss", "mqtt", "mqtts", "tls":
+	default:
+		return fmt.Errorf("source: mqtt broker URL %q: scheme must be tcp, ssl, ws or wss", o.Broker)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("source: mqtt broker URL %q: no host", o.Broker)
+	}
+	if o.ClientID == "" {
+		return errors.New("source: mqtt client id is required (a stable id keeps the broker session)")
+	}
+	if len(o.Topics) == 0 {
+		return errors.New("source: mqtt source has no topics")
+	}
+	if o.QoS > 2 {
+		return fmt.Errorf("source: mqtt qos %d: must be 0, 1 or 2", o.QoS)
+	}
+	if o.MaxPending < 0 {
+		return fmt.Errorf("source: mqtt max pending %d: must be positive", o.MaxPending)
+	}
+	return nil
+}
+
+// MQTT reads messages from an MQTT broker with paho.
+//
+// Acknowledgements are manual: a QoS 1/2 message is acked to the broker only
+// when the receiver calls Message.Ack, so the broker keeps (and, after a
+// reconnect, redelivers) everything not yet safely handed over. paho's
+// message handler never blocks (a blocked handler stops paho's reader: ping
+// timeouts and reconnect loops follow); it appends to a queue, and Run moves
+// the queue to out in batches of up to MaxBatch.
+//
+// Connection: Run connects, subscribes, and on any failure or loss waits
+// (ReconnectMin doubling up to ReconnectMax), then connects and subscribes
+// again with a fresh paho client, forever until ctx ends. paho does not
+// deduplicate redelivered QoS 2 messages, and QoS 1 is at least once:
+// receivers must recognize duplicates.
+type MQTT struct {
+	opts MQTTOptions
+	log  *slog.Logger
+	q    *pending
+
+	running    atomic.Bool
+	received   atomic.Uint64
+	dropped    atomic.Uint64
+	reconnects atomic.Uint64
+	connected  atomic.Bool
+}
+
+// NewMQTT returns an MQTT source; Run connects. Options are checked by Run.
+func NewMQTT(opts MQTTOptions, log *slog.Logger) Source {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts.Topics = append([]string(nil), opts.Topics...)
+	opts.setDefaults()
+	return &MQTT{opts: opts, log: log.With("broker", opts.Broker, "client_id", opts.ClientID), q: newPending()}
+}
+
+// Stats implements StatsReporter.
+func (s *MQTT) Stats() Stats {
+	return Stats{
+		Received:   s.received.Load(),
+		Dropped:    s.dropped.Load(),
+		Reconnects: s.reconnects.Load(),
+		Connected:  s.connected.Load(),
+		Pending:    s.q.len(),
+	}
+}
+
+// Run implements Source. It returns an error only for invalid options; it
+// keeps reconnecting otherwise, and returns nil when ctx is cancelled, after
+// disconnecting. Messages queued but not delivered stay queued for a later
+// Run (QoS 1/2 ones are also redelivered by the broker after a reconnect).
+func (s *MQTT) Run(ctx context.Context, out chan<- []Message) error {
+	if err := s.opts.validate(); err != nil {
+		return err
+	}
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("source: mqtt source is already running")
+	}
+	defer s.running.Store(false)
+	if s.opts.QoS == 0 {
+		s.log.Warn("mqtt source subscribes at QoS 0: at most once, messages are lost while disconnected or when more than max_pending wait")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.connectLoop(ctx) })
+	s.q.deliver(ctx, out)
+	wg.Wait()
+	return nil
+}
+
+// connectLoop keeps one connection up until ctx ends.
+func (s *MQTT) connectLoop(ctx context.Context) {
+	wait := s.opts.ReconnectMin
+	first := true
+	for {
+		lost := make(chan error, 1)
+		client := paho.NewClient(s.clientOptions(lost))
+		err := s.connect(ctx, client)
+		if ctx.Err() != nil {
+			client.Disconnect(0)
+			return
+		}
+		if err != nil {
+			s.log.Error("mqtt source: connect failed", "error", err, "retry_in", wait)
+			if !sleepCtx(ctx, wait) {
+				return
+			}
+			wait = min(2*wait, s.opts.ReconnectMax)
+			continue
+		}
+		if !first {
+			s.reconnects.Add(1)
+		}
+		first = false
+		wait = s.opts.ReconnectMin
+		s.setConnected(true)
+		select {
+		case <-ctx.Done():
+			client.Disconnect(disconnectQuiesceMs)
+			s.setConnected(false)
+			return
+		case err := <-lost:
+			s.setConnected(false)
+			s.log.Warn("mqtt source: connection lost", "error", err, "retry_in", wait)
+		}
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+	}
+}
+
+// setConnected reports a connection change; the callback runs first, so
+// whoever sees Stats().Connected change knows the callback has run.
+func (s *MQTT) setConnected(up bool) {
+	if s.opts.OnConnectionChange != nil {
+		s.opts.OnConnectionChange(up)
+	}
+	s.connected.Store(up)
+}
+
+func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
+	o := paho.NewClientOptions().
+		AddBroker(s.opts.Broker).
+		SetClientID(s.opts.ClientID).
+		SetUsername(s.opts.Username).
+		SetPassword(s.opts.Password).
+		SetCleanSession(s.opts.CleanSession).
+		SetKeepAlive(s.opts.KeepAlive).
+		SetConnectTimeout(connectTimeout).
+		SetAutoReconnect(false). // Run reconnects, with its own backoff and a fresh client
+		SetConnectRetry(false).
+		SetResumeSubs(false). // Run subscribes on every connection
+		SetAutoAckDisabled(true).
+		SetOrderMatters(true). // one handler goroutine: messages stay in order
+		// The default handler receives everything, including messages the
+		// broker sends from the persistent session before SUBSCRIBE is done.
+		SetDefaultPublishHandler(s.onMessage).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			select {
+			case lost <- err:
+			default:
+			}
+		})
+	if s.opts.TLS != nil {
+		o.SetTLSConfig(s.opts.TLS)
+	}
+	return o
+}
+
+// connect connects client and subscribes to the topics.
+func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
+	tok := client.Connect()
+	if err := waitToken(ctx, tok); err != nil {
+		return fmt.Errorf("source: mqtt connect: %w", err)
+	}
+	if ct, ok := tok.(*paho.ConnectToken); ok && !s.opts.CleanSession && !ct.SessionPresent() {
+		s.log.Info("mqtt source: broker has no session for this client id; messages published while it was away are not delivered")
+	}
+	filters := make(map[string]byte, len(s.opts.Topics))
+	for _, t := range s.opts.Topics {
+		filters[t] = s.opts.QoS
+	}
+	sub := client.SubscribeMultiple(filters, nil)
+	if err := waitToken(ctx, sub); err != nil {
+		client.Disconnect(0)
+		return fmt.Errorf("source: mqtt subscribe: %w", err)
+	}
+	if st, ok := sub.(*paho.SubscribeToken); ok {
+		for topic, granted := range st.Result() {
+			if granted == 0x80 {
+				client.Disconnect(0)
+				return fmt.Errorf("source: mqtt subscribe to %q refused by the broker", topic)
+			}
+		}
+	}
+	s.log.Info("mqtt source connected", "topics", s.opts.Topics, "qos", s.opts.QoS)
+	return nil
+}
+
+// onMessage is paho's message handler. It must never block.
+func (s *MQTT) onMessage(_ paho.Client, pm paho.Message) {
+	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli()}
+	limit := 0 // QoS 1/2: bounded by the broker's in-flight window
+	if pm.Qos() > 0 {
+		m.ack = pm.Ack
+	} else {
+		limit = s.opts.MaxPending
+	}
+	if !s.q.push(m, limit) {
+		if s.dropped.Add(1) == 1 {
+			s.log.Warn("mqtt source: QoS 0 message dropped, pending queue full; further drops are only counted", "max_pending", limit)
+		}
+		return
+	}
+	s.received.Add(1)
+}
+
+// waitToken waits for tok or ctx.
+func waitToken(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sleepCtx waits for d or ctx; it reports false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,182 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// Simulator defaults.
+const (
+	DefaultSimulatorTopic   = "sensors/${sensor}/telemetry"
+	DefaultSimulatorDevices = 10
+	DefaultSimulatorRate    = 10.0
+	// simulatorWindow is how many publishes may await their PUBACK.
+	simulatorWindow = 256
+)
+
+// SimulatorOptions configures the sensor simulator.
+type SimulatorOptions struct {
+	// Broker is the MQTT URL to publish to (tcp://, ssl://, ws://, wss://).
+	Broker string
+	// ClientID is the simulator's MQTT client id. Default "eddy-simulator".
+	ClientID string
+	// Topic is the topic per reading; ${sensor} becomes the device name.
+	// Default DefaultSimulatorTopic.
+	Topic string
+	// Devices is the number of sensors, named sensor-1..sensor-N. Default
+	// DefaultSimulatorDevices.
+	Devices int
+	// Rate is readings per second over all devices. Default
+	// DefaultSimulatorRate.
+	Rate float64
+	// Seed makes the readings' content reproducible (timestamps aside).
+	Seed int64
+	// OutOfOrder, Late and Malformed are fractions of readings (0..1, sum
+	// at most 1): stamped up to 1.5 s in the past, stamped 30 to 90 s in
+	// the past, and malformed (broken JSON, no ts, or temp as a string).
+	OutOfOrder, Late, Malformed float64
+	// MaxReadings stops Run after that many readings; 0 is unlimited.
+	MaxReadings int64
+	// QoS is the publish QoS. The zero value is QoS 0: set 1 for the
+	// at-least-once delivery the quickstart shows.
+	QoS byte
+}
+
+// Simulator publishes realistic sensor readings over MQTT: per-device
+// temperature and humidity random walks around different means, as
+// {"device":"sensor-3","ts":<ms>,"temp":21.53,"humidity":40.1}, with the
+// configured fractions out of order, late and malformed. It exists for the
+// quickstart and for tests.
+type Simulator struct {
+	opts      SimulatorOptions
+	log       *slog.Logger
+	now       func() time.Time // replaced in tests
+	published atomic.Int64
+}
+
+// NewSimulator returns a simulator; Run publishes.
+func NewSimulator(opts SimulatorOptions, log *slog.Logger) *Simulator {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.ClientID == "" {
+		opts.ClientID = "eddy-simulator"
+	}
+	if opts.Topic == "" {
+		opts.Topic = DefaultSimulatorTopic
+	}
+	if opts.Devices == 0 {
+		opts.Devices = DefaultSimulatorDevices
+	}
+	if opts.Rate == 0 {
+		opts.Rate = DefaultSimulatorRate
+	}
+	return &Simulator{opts: opts, log: log, now: time.Now}
+}
+
+// Published returns the number of readings published (and, at QoS 1/2,
+// acknowledged or awaiting acknowledgement) so far.
+func (s *Simulator) Published() int64 { return s.published.Load() }
+
+func (o *SimulatorOptions) validate() error {
+	switch {
+	case o.Broker == "":
+		return errors.New("source: simulator needs a broker URL")
+	case o.Devices < 0:
+		return fmt.Errorf("source: simulator devices %d: must be positive", o.Devices)
+	case o.Rate < 0:
+		return fmt.Errorf("source: simulator rate %g: must be positive", o.Rate)
+	case o.QoS > 2:
+		return fmt.Errorf("source: simulator qos %d: must be 0, 1 or 2", o.QoS)
+	case o.OutOfOrder < 0 || o.Late < 0 || o.Malformed < 0 || o.OutOfOrder+o.Late+o.Malformed > 1:
+		return fmt.Errorf("source: simulator fractions out of order %g, late %g, malformed %g: each 0..1, sum at most 1", o.OutOfOrder, o.Late, o.Malformed)
+	}
+	return nil
+}
+
+// Run connects (retrying until the broker is up) and publishes at Rate until
+// MaxReadings are published or ctx is cancelled; either way it returns nil
+// after the published readings are acknowledged (QoS 1/2). It returns an
+// error for invalid options or a failed publish.
+func (s *Simulator) Run(ctx context.Context) error {
+	if err := s.opts.validate(); err != nil {
+		return err
+	}
+	o := paho.NewClientOptions().AddBroker(s.opts.Broker).SetClientID(s.opts.ClientID).
+		SetConnectRetry(true).SetConnectRetryInterval(time.Second).SetAutoReconnect(true).
+		SetMaxReconnectInterval(10 * time.Second)
+	client := paho.NewClient(o)
+	if err := waitToken(ctx, client.Connect()); err != nil {
+		client.Disconnect(0)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("source: simulator connect: %w", err)
+	}
+	defer client.Disconnect(250)
+	s.log.Info("simulator publishing", "broker", s.opts.Broker, "devices", s.opts.Devices, "rate", s.opts.Rate)
+
+	gen := newReadingGenerator(s.opts)
+	var inflight []paho.Token // publishes awaiting their ack, oldest first
+	start := s.now()
+	interval := max(time.Duration(float64(time.Second)/s.opts.Rate), 1)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var n int64
+	for s.opts.MaxReadings == 0 || n < s.opts.MaxReadings {
+		// Publish every reading due by now, then sleep until the next one.
+		due := int64(s.now().Sub(start)/interval) + 1
+		for n < due && (s.opts.MaxReadings == 0 || n < s.opts.MaxReadings) {
+			topic, payload, _ := gen.reading(s.now().UnixMilli())
+			tok := client.Publish(topic, s.opts.QoS, false, payload)
+			inflight = append(inflight, tok)
+			if len(inflight) >= simulatorWindow {
+				if err := waitToken(ctx, inflight[0]); err != nil {
+					return s.publishErr(ctx, err)
+				}
+				inflight = inflight[1:]
+			}
+			n++
+			s.published.Store(n)
+		}
+		if s.opts.MaxReadings != 0 && n >= s.opts.MaxReadings {
+			break
+		}
+		timer.Reset(start.Add(time.Duration(n) * interval).Sub(s.now()))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return s.drain(ctx, inflight)
+		}
+	}
+	return s.drain(ctx, inflight)
+}
+
+// drain waits for the outstanding publishes; on a cancelled ctx it gives
+// them a short grace period.
+func (s *Simulator) drain(ctx context.Context, inflight []paho.Token) error {
+	if ctx.Err() != nil {
+		grace, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		ctx = grace
+	}
+	for _, tok := range inflight {
+		if err := waitToken(ctx, tok); err != nil {
+			return s.publishErr(ctx, err)
+		}
+	}
+	return nil
+}
+
+func (s *Simulator) publishErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("source: simulator publish: %w", err)
+}

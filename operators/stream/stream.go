@@ -1,0 +1,172 @@
+// Package stream is the transport between a pipeline's stages: batches of
+// records, watermarks and control messages on bounded channels.
+//
+// Channels carry batches, never single readings: a channel operation costs
+// about as much as processing a reading, so per-reading sends would cap
+// throughput. A watermark or barrier closes the batch before it, so the order
+// of records, watermarks and barriers on one channel is the order they were
+// produced in. Backpressure is a full channel: a producer blocks until the
+// consumer takes the next message. Control that must overtake queued data
+// (cancellation, later unaligned barriers) goes on an Edge's priority channel,
+// which the consumer checks first.
+package stream
+
+import (
+	"context"
+	"sync"
+)
+
+// Kind says what a Message carries. The zero Kind is invalid.
+type Kind uint8
+
+const (
+	_          Kind = iota
+	Records         // Batch holds records
+	Watermark       // Watermark holds the sender's new watermark
+	EndOfInput      // the sender will send nothing more; all windows may flush
+)
+
+// Message is one item on an Edge.
+type Message struct {
+	Kind      Kind
+	Batch     *Batch
+	Watermark int64
+}
+
+// Batch holds records in columnar form, ready for a keyed window subtask.
+// Record i has key Keys[KeyEnds[i-1]:KeyEnds[i]], aggregate arguments
+// Values[i*Stride:(i+1)*Stride] (NaN = null) and, for the late-data side
+// output, its original payload.
+//
+// A Batch is owned by whoever holds it; the receiver returns it with Release
+// once done so its buffers are reused.
+type Batch struct {
+	Keys        []byte
+	KeyEnds     []int
+	KeyGroups   []uint16
+	Times       []int64
+	Values      []float64
+	Stride      int
+	Payloads    []byte
+	PayloadEnds []int
+	Offsets     []uint64
+}
+
+var batchPool = sync.Pool{New: func() any { return new(Batch) }}
+
+// NewBatch returns an empty batch for records with stride aggregate values.
+func NewBatch(stride int) *Batch {
+	b := batchPool.Get().(*Batch)
+	b.Stride = stride
+	return b
+}
+
+// Release empties b and returns it for reuse. b must not be used afterwards.
+func (b *Batch) Release() {
+	b.Keys = b.Keys[:0]
+	b.KeyEnds = b.KeyEnds[:0]
+	b.KeyGroups = b.KeyGroups[:0]
+	b.Times = b.Times[:0]
+	b.Values = b.Values[:0]
+	b.Payloads = b.Payloads[:0]
+	b.PayloadEnds = b.PayloadEnds[:0]
+	b.Offsets = b.Offsets[:0]
+	batchPool.Put(b)
+}
+
+// Len is the number of records.
+func (b *Batch) Len() int { return len(b.Times) }
+
+// Append adds one record. values must have length Stride.
+func (b *Batch) Append(key []byte, keyGroup uint16, t int64, values []float64, payload []byte, offset uint64) {
+	b.Keys = append(b.Keys, key...)
+	b.KeyEnds = append(b.KeyEnds, len(b.Keys))
+	b.KeyGroups = append(b.KeyGroups, keyGroup)
+	b.Times = append(b.Times, t)
+	b.Values = append(b.Values, values...)
+	b.Payloads = append(b.Payloads, payload...)
+	b.PayloadEnds = append(b.PayloadEnds, len(b.Payloads))
+	b.Offsets = append(b.Offsets, offset)
+}
+
+// Key returns record i's key. It aliases the batch.
+func (b *Batch) Key(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.KeyEnds[i-1]
+	}
+	return b.Keys[start:b.KeyEnds[i]]
+}
+
+// Payload returns record i's original payload. It aliases the batch.
+func (b *Batch) Payload(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.PayloadEnds[i-1]
+	}
+	return b.Payloads[start:b.PayloadEnds[i]]
+}
+
+// RecordValues returns record i's aggregate arguments. It aliases the batch.
+func (b *Batch) RecordValues(i int) []float64 {
+	return b.Values[i*b.Stride : (i+1)*b.Stride]
+}
+
+// Edge connects one producer stage to one consumer stage.
+type Edge struct {
+	data     chan Message
+	priority chan Message
+}
+
+// NewEdge returns an edge whose data channel holds capacity messages.
+func NewEdge(capacity int) *Edge {
+	return &Edge{data: make(chan Message, capacity), priority: make(chan Message, 4)}
+}
+
+// Send delivers m in order with the data before it, blocking while the edge
+// is full (backpressure). It returns ctx.Err() if ctx ends first.
+func (e *Edge) Send(ctx context.Context, m Message) error {
+	select {
+	case e.data <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SendPriority delivers m ahead of queued data.
+func (e *Edge) SendPriority(ctx context.Context, m Message) error {
+	select {
+	case e.priority <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close tells the consumer that nothing more will be sent. Only the producer
+// closes, once.
+func (e *Edge) Close() { close(e.data) }
+
+// Recv returns the next message, priority messages first. ok is false when
+// the edge is closed and drained.
+func (e *Edge) Recv() (m Message, ok bool) {
+	select {
+	case m := <-e.priority:
+		return m, true
+	default:
+	}
+	select {
+	case m := <-e.priority:
+		return m, true
+	case m, ok := <-e.data:
+		return m, ok
+	}
+}
+
+// C exposes the data channel for consumers that select on it together with
+// a timer. Such consumers must check Priority first.
+func (e *Edge) C() <-chan Message { return e.data }
+
+// Priority exposes the priority channel.
+func (e *Edge) Priority() <-chan Message { return e.priority }

@@ -1,0 +1,110 @@
+package operators
+
+import (
+	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/window"
+)
+
+// WindowTask is one parallel subtask of a pipeline's keyed window: it feeds
+// batches, watermarks and processing time to a window.Operator and turns its
+// firings into output records. Not safe for concurrent use; each subtask
+// goroutine owns one.
+type WindowTask struct {
+	pipeline string
+	deviceID string
+	names    []string
+	op       *window.Operator
+	out      window.Output
+	elem     window.Element
+	res      sink.Result
+
+	results *Delivery
+	late    *Delivery
+
+	// Counters since creation, read by the owner goroutine only.
+	Late, Unassigned, Fired int64
+}
+
+// NewWindowTask returns a subtask running op for pipeline; names are the
+// aggregate names in the order of the operator's AggSpecs. A nil op makes a
+// pass-through task: every reading is forwarded as it came.
+func NewWindowTask(pipeline, deviceID string, names []string, op *window.Operator) *WindowTask {
+	return &WindowTask{pipeline: pipeline, deviceID: deviceID, names: names, op: op,
+		results: new(Delivery), late: new(Delivery)}
+}
+
+// Process feeds a batch. Late readings are kept for the side output when
+// keepLate is set, else only counted.
+func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
+	if t.op == nil {
+		for i := 0; i < b.Len(); i++ {
+			t.results.AddRaw(b.Payload(i))
+		}
+		return
+	}
+	for i := 0; i < b.Len(); i++ {
+		t.elem.Key = b.Key(i)
+		t.elem.KeyGroup = b.KeyGroups[i]
+		t.elem.Time = b.Times[i]
+		t.elem.Values = b.RecordValues(i)
+		switch t.op.Process(&t.elem, &t.out) {
+		case window.Late:
+			t.Late++
+			if keepLate {
+				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark minus allowed_lateness", "", b.Offsets[i], b.Payload(i))
+			}
+		case window.Unassigned:
+			t.Unassigned++
+		}
+	}
+	t.collect()
+}
+
+// AdvanceWatermark moves event time forward.
+func (t *WindowTask) AdvanceWatermark(wm int64) {
+	if t.op == nil {
+		return
+	}
+	t.op.AdvanceWatermark(wm, &t.out)
+	t.collect()
+}
+
+// AdvanceProcessingTime moves processing time (monotonic ms) forward.
+func (t *WindowTask) AdvanceProcessingTime(nowMs int64) {
+	if t.op == nil {
+		return
+	}
+	t.op.AdvanceProcessingTime(nowMs, &t.out)
+	t.collect()
+}
+
+// Operator exposes the operator for statistics.
+func (t *WindowTask) Operator() *window.Operator { return t.op }
+
+func (t *WindowTask) collect() {
+	for i := range t.out.Firings {
+		f := &t.out.Firings[i]
+		t.res = sink.Result{Pipeline: t.pipeline, Key: f.Key, Start: f.Window.Start, End: f.Window.End,
+			Kind: f.Kind.String(), Firing: f.Seq, Names: t.names, Values: f.Values}
+		t.results.AddResult(t.deviceID, &t.res)
+		t.Fired++
+	}
+	t.out.Reset()
+}
+
+// TakeResults returns the output records collected so far, or nil if none,
+// and starts a new collection.
+func (t *WindowTask) TakeResults() *Delivery { return take(&t.results) }
+
+// TakeLate returns the late readings collected so far, or nil if none.
+func (t *WindowTask) TakeLate() *Delivery { return take(&t.late) }
+
+func take(d **Delivery) *Delivery {
+	if (*d).Len() == 0 {
+		return nil
+	}
+	r := *d
+	*d = new(Delivery)
+	return r
+}

@@ -1,0 +1,101 @@
+package window
+
+import (
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window/aggregate"
+)
+
+// benchKeys returns n keys with their key groups.
+func benchKeys(n int) ([][]byte, []uint16) {
+	keys := make([][]byte, n)
+	groups := make([]uint16, n)
+	for i := range keys {
+		keys[i] = []byte("device-" + strconv.Itoa(i))
+		groups[i] = state.KeyGroup(keys[i], state.DefaultMaxKeyGroups)
+	}
+	return keys, groups
+}
+
+var benchAggs = []AggSpec{
+	{Func: aggregate.Count, Arg: -1},
+	{Func: aggregate.Sum, Arg: 0},
+	{Func: aggregate.Avg, Arg: 0},
+}
+
+// benchOperator feeds readings round-robin over nKeys keys, event time
+// advancing stepMs per reading, and a watermark (2 s behind) every nKeys
+// readings, as a source batch would. It reports readings/s.
+func benchOperator(b *testing.B, a Assigner, nKeys int, stepMs int64) {
+	keys, groups := benchKeys(nKeys)
+	op, err := NewOperator(Spec{Assigner: a, Aggs: benchAggs}, NewMemoryStore())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out Output
+	vals := []float64{21.5}
+	e := Element{Values: vals}
+	feed := func(i int) {
+		k := i % nKeys
+		e.Key, e.KeyGroup, e.Time = keys[k], groups[k], int64(i)*stepMs
+		vals[0] = float64(i % 50)
+		op.Process(&e, &out)
+		if k == nKeys-1 {
+			op.AdvanceWatermark(e.Time-2000, &out)
+			out.Reset()
+		}
+	}
+	// Warm up past several window ends so every buffer reaches steady state.
+	warm := 0
+	for ; int64(warm)*stepMs < 400_000; warm++ {
+		feed(warm)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	i := warm
+	for b.Loop() {
+		feed(i)
+		i++
+	}
+	// CPU time, not wall time: on a shared machine the wall clock also
+	// counts time the benchmark spent descheduled.
+	b.ReportMetric(float64(b.N)/(processCPU()-cpu0).Seconds(), "readings/cpu-s")
+}
+
+// 10k keys, one reading per key every 10 s of event time.
+func BenchmarkOperator_Tumbling60s(b *testing.B) {
+	benchOperator(b, Tumbling(60_000, 0, true), 10_000, 1)
+}
+
+func BenchmarkOperator_Sliding60s10s(b *testing.B) {
+	benchOperator(b, Sliding(60_000, 10_000, 0, true), 10_000, 1)
+}
+
+// Gap 30 s with a reading per key every 10 s: sessions grow on every reading.
+func BenchmarkOperator_Session30s(b *testing.B) {
+	benchOperator(b, Session(30_000, true), 10_000, 1)
+}
+
+// Gap 5 s with a reading per key every 10 s: every reading opens a session
+// and every session fires alone.
+func BenchmarkOperator_Session5sChurn(b *testing.B) {
+	benchOperator(b, Session(5_000, true), 10_000, 1)
+}
+
+func BenchmarkOperator_CountSliding(b *testing.B) {
+	benchOperator(b, CountSliding(10, 5), 10_000, 1)
+}
+
+// processCPU returns the user+system CPU time of the process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
