@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -329,5 +330,65 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %v", d)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestCLI_Validate runs `eddy validate` on a file with several mistakes: it
+// exits 1 and reports each as file:line:col with a hint.
+func TestCLI_Validate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.hcl")
+	src := `agent {
+  device_id = "d1"
+  admni = "x"
+}
+source "mqtt" "sensors" {
+  broker = "tcp://127.0.0.1:1883"
+  topics = ["a/#/b"]
+  qos = 3
+}
+sink "stdout" "out" {}
+pipeline "p" {
+  from = source.mqtt.sensor
+  key = event.device
+  aggregate { n = cnt() }
+  to = [sink.stdout.out]
+}
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(eddyBin, "validate", "-c", path).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("validate: err %v, want exit 1; output:\n%s", err, out)
+	}
+	for _, want := range []string{
+		path + `:3:3: error: Unsupported argument; An argument named "admni" is not expected here. Did you mean "admin"?`,
+		path + `:7:13: error: Invalid topic filter`,
+		path + `:8:9: error: Value out of range`,
+		path + `:12:10: error: Reference to undeclared source`,
+		path + `:14:19: error: Unknown aggregate function`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	good := filepath.Join("examples", "quickstart.hcl")
+	if out, err := exec.Command(eddyBin, "validate", "-c", good).CombinedOutput(); err != nil {
+		t.Fatalf("validate %s: %v\n%s", good, err, out)
+	}
+}
+
+func TestCLI_VersionAndHelp(t *testing.T) {
+	out, err := exec.Command(eddyBin, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "eddy ") || !strings.Contains(string(out), "linux/") {
+		t.Fatalf("version: %v %q", err, out)
+	}
+	if out, err := exec.Command(eddyBin, "help").Output(); err != nil || !strings.Contains(string(out), "eddy run -c FILE") {
+		t.Fatalf("help: %v %q", err, out)
+	}
+	if err := exec.Command(eddyBin, "frobnicate").Run(); err == nil {
+		t.Fatal("unknown command exited 0")
 	}
 }

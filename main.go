@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/eddy-edge/eddy/agent"
@@ -88,11 +89,12 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
-	if report, ok := agent.Validate(*path); !ok {
-		fmt.Fprint(stderr, report)
+	report, ok := agent.Validate(*path)
+	if report != "" {
+		fmt.Fprintln(stderr, strings.TrimRight(report, "\n")) // errors and warnings
+	}
+	if !ok {
 		return 1
-	} else if report != "" {
-		fmt.Fprint(stderr, report) // warnings
 	}
 	fmt.Fprintf(stdout, "%s: configuration is valid\n", *path)
 	return 0

@@ -392,7 +392,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		pipeWG.Add(1)
 		go func() { defer pipeWG.Done(); p.run() }()
 	}
-	srcCtx, stopSources := context.WithCancel(ctx)
+	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
 	var srcWG sync.WaitGroup
 	for _, s := range a.sources {
@@ -408,6 +408,23 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			}
 		}()
 	}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+			return
+		}
+		// Stop taking readings in before letting go of the sources: the
+		// embedded broker acks sensors in its publish hook, so it closes
+		// first, or it would ack readings no pipeline is left to take.
+		stopSims()
+		if a.broker != nil {
+			_ = a.broker.Close()
+		}
+		stopSources()
+	}()
 	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
 		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
 	if opts.Ready != nil {

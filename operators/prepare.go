@@ -43,6 +43,7 @@ const (
 	Pass             // the reading goes on to its window subtask
 	Filtered         // the filter rejected it (counted, not an error)
 	Rejected         // bad reading: dead-letter it with Reject
+	Skipped          // not a reading (a CSV header line)
 )
 
 // Reject says why a reading was rejected. Reason is a stable metric label.
@@ -98,6 +99,9 @@ func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTime
 	rec.Topic = append(rec.Topic, topic...)
 	rec.Offset = offset
 	if err := p.spec.Decoder.Decode(rec); err != nil {
+		if err == decode.ErrHeader {
+			return Skipped
+		}
 		return p.reject(err)
 	}
 	if p.spec.Timestamp != nil {

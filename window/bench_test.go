@@ -27,10 +27,11 @@ var benchAggs = []AggSpec{
 	{Func: aggregate.Avg, Arg: 0},
 }
 
-// benchOperator feeds readings round-robin over nKeys keys, event time
-// advancing stepMs per reading, and a watermark (2 s behind) every nKeys
-// readings, as a source batch would. It reports readings/s.
-func benchOperator(b *testing.B, a Assigner, nKeys int, stepMs int64) {
+// benchOperator feeds readings round-robin over nKeys keys, each key getting
+// one reading every everyMs of event time, and a watermark (2 s behind)
+// after each round, as a source batch would. It reports readings per second
+// of CPU time.
+func benchOperator(b *testing.B, a Assigner, nKeys int, everyMs int64) {
 	keys, groups := benchKeys(nKeys)
 	op, err := NewOperator(Spec{Assigner: a, Aggs: benchAggs}, NewMemoryStore())
 	if err != nil {
@@ -41,7 +42,8 @@ func benchOperator(b *testing.B, a Assigner, nKeys int, stepMs int64) {
 	e := Element{Values: vals}
 	feed := func(i int) {
 		k := i % nKeys
-		e.Key, e.KeyGroup, e.Time = keys[k], groups[k], int64(i)*stepMs
+		e.Key, e.KeyGroup = keys[k], groups[k]
+		e.Time = int64(i/nKeys)*everyMs + int64(k)*everyMs/int64(nKeys)
 		vals[0] = float64(i % 50)
 		op.Process(&e, &out)
 		if k == nKeys-1 {
@@ -51,7 +53,7 @@ func benchOperator(b *testing.B, a Assigner, nKeys int, stepMs int64) {
 	}
 	// Warm up past several window ends so every buffer reaches steady state.
 	warm := 0
-	for ; int64(warm)*stepMs < 400_000; warm++ {
+	for ; int64(warm/nKeys)*everyMs < 400_000; warm++ {
 		feed(warm)
 	}
 	b.ReportAllocs()
@@ -67,28 +69,38 @@ func benchOperator(b *testing.B, a Assigner, nKeys int, stepMs int64) {
 	b.ReportMetric(float64(b.N)/(processCPU()-cpu0).Seconds(), "readings/cpu-s")
 }
 
-// 10k keys, one reading per key every 10 s of event time.
+// 10k keys with one reading per key per second (a typical sensor rate), and
+// with one per 10 s (sparse: every reading opens a window and every window
+// fires with few readings, the costly case for sliding windows).
 func BenchmarkOperator_Tumbling60s(b *testing.B) {
-	benchOperator(b, Tumbling(60_000, 0, true), 10_000, 1)
+	benchOperator(b, Tumbling(60_000, 0, true), 10_000, 1000)
+}
+
+func BenchmarkOperator_Tumbling60sSparse(b *testing.B) {
+	benchOperator(b, Tumbling(60_000, 0, true), 10_000, 10_000)
 }
 
 func BenchmarkOperator_Sliding60s10s(b *testing.B) {
-	benchOperator(b, Sliding(60_000, 10_000, 0, true), 10_000, 1)
+	benchOperator(b, Sliding(60_000, 10_000, 0, true), 10_000, 1000)
 }
 
-// Gap 30 s with a reading per key every 10 s: sessions grow on every reading.
+func BenchmarkOperator_Sliding60s10sSparse(b *testing.B) {
+	benchOperator(b, Sliding(60_000, 10_000, 0, true), 10_000, 10_000)
+}
+
+// Gap 30 s: sessions grow on every reading and never close.
 func BenchmarkOperator_Session30s(b *testing.B) {
-	benchOperator(b, Session(30_000, true), 10_000, 1)
+	benchOperator(b, Session(30_000, true), 10_000, 10_000)
 }
 
 // Gap 5 s with a reading per key every 10 s: every reading opens a session
 // and every session fires alone.
 func BenchmarkOperator_Session5sChurn(b *testing.B) {
-	benchOperator(b, Session(5_000, true), 10_000, 1)
+	benchOperator(b, Session(5_000, true), 10_000, 10_000)
 }
 
 func BenchmarkOperator_CountSliding(b *testing.B) {
-	benchOperator(b, CountSliding(10, 5), 10_000, 1)
+	benchOperator(b, CountSliding(10, 5), 10_000, 1000)
 }
 
 // processCPU returns the user+system CPU time of the process.

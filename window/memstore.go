@@ -336,7 +336,7 @@ type timerQueue struct {
 	// The bucket being popped, copied and sorted into drain.
 	draining bool
 	drainAt  int64
-	drain    []timerID
+	drain    []drainEntry
 	drainPos int
 }
 
@@ -351,11 +351,11 @@ func newTimerQueue() timerQueue {
 func (q *timerQueue) len() int { return len(q.set) }
 
 func (q *timerQueue) add(t int64, id timerID) bool {
-	k := timerKey{t, id}
-	if _, ok := q.set[k]; ok {
-		return false
+	n := len(q.set)
+	q.set[timerKey{t, id}] = struct{}{}
+	if len(q.set) == n {
+		return false // already registered (one map probe instead of two)
 	}
-	q.set[k] = struct{}{}
 	slot, ok := q.byTime[t]
 	if !ok {
 		if n := len(q.free); n > 0 {
@@ -386,7 +386,7 @@ func (q *timerQueue) pop(upTo int64) (timerID, int64, bool) {
 	for {
 		if q.draining {
 			for q.drainPos < len(q.drain) {
-				id := q.drain[q.drainPos]
+				id := q.drain[q.drainPos].id
 				q.drainPos++
 				k := timerKey{q.drainAt, id}
 				if _, ok := q.set[k]; ok {
@@ -412,30 +412,60 @@ func (q *timerQueue) pop(upTo int64) (timerID, int64, bool) {
 }
 
 // startDrain moves the bucket's timers into drain, sorted by (key, window).
+// Each entry carries its key and the key's first 8 bytes, so the sort
+// compares mostly integers in one array instead of chasing a pointer per
+// comparison (a tumbling bucket holds one timer per key).
 func (q *timerQueue) startDrain(slot int32) {
 	b := &q.buckets[slot]
-	q.drain = append(q.drain[:0], b.ids...)
+	q.drain = q.drain[:0]
+	for _, id := range b.ids {
+		q.drain = append(q.drain, drainEntry{prefix: keyPrefix(id.k.key), key: id.k.key, id: id})
+	}
 	clear(b.ids)
 	b.ids = b.ids[:0]
-	slices.SortFunc(q.drain, func(a, b timerID) int {
-		if c := bytes.Compare(a.k.key, b.k.key); c != 0 {
+	slices.SortFunc(q.drain, func(a, b drainEntry) int {
+		if a.prefix != b.prefix {
+			if a.prefix < b.prefix {
+				return -1
+			}
+			return 1
+		}
+		if c := bytes.Compare(a.key, b.key); c != 0 {
 			return c
 		}
-		if a.w.Start != b.w.Start {
-			if a.w.Start < b.w.Start {
+		if a.id.w.Start != b.id.w.Start {
+			if a.id.w.Start < b.id.w.Start {
 				return -1
 			}
 			return 1
 		}
 		switch {
-		case a.w.End < b.w.End:
+		case a.id.w.End < b.id.w.End:
 			return -1
-		case a.w.End > b.w.End:
+		case a.id.w.End > b.id.w.End:
 			return 1
 		}
 		return 0
 	})
 	q.drainPos = 0
+}
+
+// drainEntry is a timer being popped with its sort key.
+type drainEntry struct {
+	prefix uint64 // first 8 key bytes, big-endian, zero-padded: orders as bytes.Compare where it differs
+	key    []byte
+	id     timerID
+}
+
+func keyPrefix(k []byte) uint64 {
+	var p uint64
+	for i := range 8 {
+		p <<= 8
+		if i < len(k) {
+			p |= uint64(k[i])
+		}
+	}
+	return p
 }
 
 // dropBucket removes the (empty) bucket of t and t from the heap.

@@ -42,6 +42,7 @@ type Operator struct {
 
 	wm      int64 // current watermark
 	procNow int64 // current processing time
+	procSet bool  // AdvanceProcessingTime was called
 
 	stats Stats
 
@@ -94,8 +95,19 @@ func (op *Operator) Stats() Stats {
 
 // Process adds e to its windows and returns the verdict. Firings caused by e
 // (LateUpdate, count-trigger firings, full count windows) are appended to out.
-// Event-time lateness is judged against the current watermark.
+// Event-time lateness is judged against the current watermark. For
+// processing-time assigners, e.Time is the reading's processing time; once
+// AdvanceProcessingTime(n) has run, a reading stamped ≤ n counts as n+1, so
+// windows that fired never reopen.
 func (op *Operator) Process(e *Element, out *Output) Verdict {
+	if op.assigner.domain == ProcessingTime && op.procSet && e.Time <= op.procNow {
+		// Processing time up to procNow is over: every window ending by then
+		// has fired and is gone. A reading processed now happens after it,
+		// and must not reopen such a window (its firing ids would repeat).
+		clamped := *e
+		clamped.Time = op.procNow + 1
+		e = &clamped
+	}
 	op.store.SetCurrentKey(e.KeyGroup, e.Key)
 	var v Verdict
 	switch op.assigner.kind {
@@ -146,7 +158,7 @@ func (op *Operator) AdvanceProcessingTime(nowMs int64, out *Output) {
 	if nowMs < op.procNow {
 		return
 	}
-	op.procNow = nowMs
+	op.procNow, op.procSet = nowMs, true
 	for {
 		t, ok := op.store.PopTimer(ProcessingTime, nowMs)
 		if !ok {
@@ -192,7 +204,11 @@ func (op *Operator) pastEnd(w Window) bool {
 // time (aligned, like Flink's ContinuousProcessingTimeTrigger, so a long
 // stall yields one early firing, not a burst).
 func (op *Operator) nextEarly() int64 {
-	return StartOf(op.procNow, 0, op.spec.EarlyEvery) + op.spec.EarlyEvery
+	start := StartOf(op.procNow, 0, op.spec.EarlyEvery)
+	if start > math.MaxInt64-op.spec.EarlyEvery {
+		return NoTimer // beyond the end of time
+	}
+	return start + op.spec.EarlyEvery
 }
 
 func (op *Operator) processTime(e *Element, out *Output) Verdict {
@@ -253,7 +269,7 @@ func (op *Operator) afterAdd(kg uint16, key []byte, w Window, st *WindowState, c
 	early := int64(NoTimer)
 	if created && op.spec.EarlyEvery > 0 && !op.pastEnd(w) {
 		early = op.nextEarly()
-		if op.assigner.domain == ProcessingTime && early >= w.MaxTimestamp() {
+		if early != NoTimer && op.assigner.domain == ProcessingTime && early >= w.MaxTimestamp() {
 			early = NoTimer // the final firing comes first
 		}
 		st.NextEarly = early
@@ -269,10 +285,11 @@ func (op *Operator) afterAdd(kg uint16, key []byte, w Window, st *WindowState, c
 func (op *Operator) registerTimers(w Window, early int64) {
 	switch op.assigner.domain {
 	case EventTime:
-		if w.MaxTimestamp() > op.wm {
-			op.store.AddTimer(EventTime, w.MaxTimestamp(), w)
+		fire, cleanup := w.MaxTimestamp(), op.cleanupTime(w)
+		if fire > op.wm && fire != cleanup {
+			op.store.AddTimer(EventTime, fire, w)
 		}
-		op.store.AddTimer(EventTime, op.cleanupTime(w), w)
+		op.store.AddTimer(EventTime, cleanup, w)
 	case ProcessingTime:
 		op.store.AddTimer(ProcessingTime, w.MaxTimestamp(), w)
 	}
@@ -281,17 +298,26 @@ func (op *Operator) registerTimers(w Window, early int64) {
 	}
 }
 
-// deleteTimers removes every timer a window of the current key may have.
-func (op *Operator) deleteTimers(w Window, early int64) {
+// deleteTimers removes every timer a window of the current key may have,
+// except those of domain popped at time poppedAt (already gone).
+func (op *Operator) deleteTimers(w Window, early int64, popped Domain, poppedAt int64) {
+	del := func(d Domain, t int64) {
+		if d != popped || t != poppedAt {
+			op.store.DeleteTimer(d, t, w)
+		}
+	}
 	switch op.assigner.domain {
 	case EventTime:
-		op.store.DeleteTimer(EventTime, w.MaxTimestamp(), w)
-		op.store.DeleteTimer(EventTime, op.cleanupTime(w), w)
+		fire, cleanup := w.MaxTimestamp(), op.cleanupTime(w)
+		if fire != cleanup {
+			del(EventTime, fire)
+		}
+		del(EventTime, cleanup)
 	case ProcessingTime:
-		op.store.DeleteTimer(ProcessingTime, w.MaxTimestamp(), w)
+		del(ProcessingTime, w.MaxTimestamp())
 	}
 	if early != NoTimer {
-		op.store.DeleteTimer(ProcessingTime, early, w)
+		del(ProcessingTime, early)
 	}
 }
 
@@ -322,7 +348,7 @@ func (op *Operator) onTimer(t Timer, out *Output) {
 		if !op.pastEnd(w) {
 			op.emit(kg, key, w, Early, st, out)
 			next := op.nextEarly()
-			if op.assigner.domain != ProcessingTime || next < w.MaxTimestamp() {
+			if next != NoTimer && (op.assigner.domain != ProcessingTime || next < w.MaxTimestamp()) {
 				st.NextEarly = next
 			}
 		}
@@ -335,7 +361,7 @@ func (op *Operator) onTimer(t Timer, out *Output) {
 	}
 	early := st.NextEarly
 	if t.Domain == op.assigner.domain && t.Time == op.cleanupTime(w) {
-		op.purge(w, early)
+		op.purge(w, early, t.Domain, t.Time)
 		return
 	}
 	if final && early != NoTimer {
@@ -347,9 +373,10 @@ func (op *Operator) onTimer(t Timer, out *Output) {
 	op.store.PutWindow(w, st)
 }
 
-// purge drops the state and timers of window w of the current key.
-func (op *Operator) purge(w Window, early int64) {
-	op.deleteTimers(w, early)
+// purge drops the state and timers of window w of the current key; the
+// timer (popped, poppedAt) that triggered it is already gone.
+func (op *Operator) purge(w Window, early int64, popped Domain, poppedAt int64) {
+	op.deleteTimers(w, early, popped, poppedAt)
 	op.store.DeleteWindow(w)
 	if op.assigner.IsMerging() {
 		op.set = op.store.MergingWindows(op.set[:0])
@@ -394,7 +421,8 @@ func (op *Operator) processCount(e *Element, out *Output) Verdict {
 // MergingWindowSet.addWindow): [t, t+gap) merges with every session of the
 // key it overlaps or touches.
 func (op *Operator) processSession(e *Element, out *Output) Verdict {
-	nw := op.assigner.AssignWindows(e.Time, op.wins[:0])[0]
+	op.wins = op.assigner.AssignWindows(e.Time, op.wins[:0])
+	nw := op.wins[0]
 	op.set = op.store.MergingWindows(op.set[:0])
 	merged, n := nw, 0
 	var target Window // the existing window whose state is kept
@@ -442,7 +470,7 @@ func (op *Operator) processSession(e *Element, out *Output) Verdict {
 		early := st.NextEarly
 		st.Fired = 0 // a new window: its firings count from 0
 		op.store.PutWindow(target, st)
-		op.deleteTimers(target, early)
+		op.deleteTimers(target, early, DomainInvalid, 0)
 		op.store.MoveWindow(target, merged)
 		op.registerTimers(merged, early)
 	}
@@ -461,7 +489,7 @@ func (op *Operator) absorb(from, into Window) {
 		op.merge[i].CopyFrom(&src.Accs[i])
 	}
 	early := src.NextEarly
-	op.deleteTimers(from, early)
+	op.deleteTimers(from, early, DomainInvalid, 0)
 	op.store.DeleteWindow(from)
 	dst := op.store.Window(into)
 	for i := range op.merge {

@@ -77,8 +77,10 @@ type MQTT struct {
 // paho reconnects automatically with exponential backoff.
 //
 // Each Write waits for the connection, publishes every item to the topic
-// rendered from opts.Topic, and waits for all their tokens (PUBACK at QoS 1)
-// before returning, within opts.PublishTimeout. At QoS 1 the session is
+// rendered from opts.Topic, and returns nil only once the broker has
+// acknowledged every one (PUBACK at QoS 1; at QoS 0, once written to the
+// connection), all within opts.PublishTimeout. A message re-sent after a
+// reconnect counts only when its PUBACK arrives, not when paho re-queues it. At QoS 1 the session is
 // persistent (clean session off) and paho keeps unacknowledged messages in
 // memory and re-sends them after a reconnect, so a Write that failed with
 // ErrPublishTimeout may still be delivered; a caller that retries the batch

@@ -5,100 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
-
-// testBroker is a real mosquitto on a loopback port, configured as DESIGN.md
-// asks of the brokers Eddy talks to.
-type testBroker struct {
-	t    testing.TB
-	conf string
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startMosquitto starts mosquitto for the test, or skips it if mosquitto is
-// not installed. The broker is killed in t.Cleanup.
-func startMosquitto(t testing.TB) *testBroker {
-	t.Helper()
-	if _, err := exec.LookPath("mosquitto"); err != nil {
-		t.Skip("mosquitto not on PATH (apt-get install mosquitto); skipping the MQTT sink test against a real broker")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "mosquitto.conf")
-	config := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\n"+
-		"max_inflight_messages 1000\nmax_queued_messages 1000000\nuser root\nlog_dest file %s\n", port, dir, filepath.Join(dir, "mosquitto.log"))
-	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b := &testBroker{t: t, conf: conf, addr: "127.0.0.1:" + strconv.Itoa(port)}
-	b.start()
-	t.Cleanup(func() {
-		if b.cmd != nil {
-			b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			log, _ := os.ReadFile(filepath.Join(dir, "mosquitto.log"))
-			t.Logf("mosquitto log:\n%s", log)
-		}
-	})
-	return b
-}
-
-func (b *testBroker) url() string { return "tcp://" + b.addr }
-
-func (b *testBroker) start() {
-	b.t.Helper()
-	b.cmd = exec.Command("mosquitto", "-c", b.conf)
-	if err := b.cmd.Start(); err != nil {
-		b.t.Fatal(err)
-	}
-	b.done = make(chan struct{})
-	go func() { b.cmd.Wait(); close(b.done) }()
-	// Wait until it accepts connections; polling the port is the only
-	// readiness signal mosquitto gives.
-	deadline := time.Now().Add(10 * time.Second)
-	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
-		if c, err := net.Dial("tcp", b.addr); err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-b.done:
-			b.t.Fatalf("mosquitto exited at start")
-		case <-time.After(delay):
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("mosquitto did not listen on %s", b.addr)
-		}
-	}
-}
-
-// stop terminates the broker with SIGTERM, which makes it save persistence.
-func (b *testBroker) stop() {
-	b.t.Helper()
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	<-b.done
-	b.cmd = nil
-}
 
 // collector is a paho subscriber that records each output once by its id
 // (the broker may repeat messages after a restart).
@@ -182,11 +98,11 @@ func writeResults(t *testing.T, s Sink, deviceID string, from, to, batch int) {
 }
 
 func TestMQTT_PublishQoS1(t *testing.T) {
-	b := startMosquitto(t)
+	b := mosquitto.Start(t)
 	const n = 2000
-	c := subscribe(t, b.url(), "eddy/#", n)
+	c := subscribe(t, b.URL(), "eddy/#", n)
 	s, err := NewMQTT(MQTTOptions{
-		Broker: b.url(), Topic: "eddy/${device_id}/${pipeline}/${key}", QoS: 1, DeviceID: "gw-1",
+		Broker: b.URL(), Topic: "eddy/${device_id}/${pipeline}/${key}", QoS: 1, DeviceID: "gw-1",
 		PublishTimeout: 20 * time.Second,
 	}, nil)
 	if err != nil {
@@ -218,10 +134,10 @@ func TestMQTT_PublishQoS1(t *testing.T) {
 
 // The sink reconnects by itself after the broker restarts.
 func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
-	b := startMosquitto(t)
-	c := subscribe(t, b.url(), "eddy/#", 200)
+	b := mosquitto.Start(t)
+	c := subscribe(t, b.URL(), "eddy/#", 200)
 	s, err := NewMQTT(MQTTOptions{
-		Broker: b.url(), ClientID: "eddy-test-pub", Topic: "eddy/${pipeline}/${window_start}", QoS: 1, DeviceID: "gw-1",
+		Broker: b.URL(), ClientID: "eddy-test-pub", Topic: "eddy/${pipeline}/${window_start}", QoS: 1, DeviceID: "gw-1",
 		PublishTimeout: 20 * time.Second, MaxReconnectInterval: time.Second,
 	}, nil)
 	if err != nil {
@@ -229,8 +145,7 @@ func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
 	}
 	defer s.Close()
 	writeResults(t, s, "gw-1", 0, 100, 50)
-	b.stop()
-	b.start()
+	b.Restart()
 	writeResults(t, s, "gw-1", 100, 200, 50) // waits for the reconnect
 	c.wait(t, 20*time.Second)
 	if published, failed, _ := s.(*MQTT).Stats(); published != 200 || failed != 0 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
 // mustPublisher returns a connected paho client for the test.
@@ -118,7 +120,7 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 func TestMQTT_Receives5000QoS1(t *testing.T) {
-	broker := startMosquitto(t)
+	broker := mosquitto.Start(t)
 	src := NewMQTT(MQTTOptions{Broker: broker.URL(), ClientID: "eddy-5000", Topics: []string{"sensors/+/telemetry"}, QoS: 1}, testLogger(t))
 	r := startSource(t, src)
 	waitConnected(t, src)
@@ -173,7 +175,7 @@ func waitConnected(t testing.TB, src Source) {
 func TestMQTT_UnackedRedelivered(t *testing.T) {
 	for _, qos := range []byte{1, 2} {
 		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
-			broker := startMosquitto(t)
+			broker := mosquitto.Start(t)
 			opts := MQTTOptions{Broker: broker.URL(), ClientID: "eddy-redeliver", Topics: []string{"t/#"}, QoS: qos}
 			src := NewMQTT(opts, testLogger(t))
 			r := startSource(t, src)
@@ -246,7 +248,7 @@ func TestMQTT_UnackedRedelivered(t *testing.T) {
 // source: it reconnects with backoff, reports the connection changes, and
 // gets the unacked messages again from the broker's persisted session.
 func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
-	broker := startMosquitto(t)
+	broker := mosquitto.Start(t)
 	var mu sync.Mutex
 	var changes []bool
 	src := NewMQTT(MQTTOptions{
@@ -260,7 +262,7 @@ func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
 	mustPublish(t, pub, "t", 1, numbered(0, 10)...)
 	r.receive(t, 10, 30*time.Second) // not acked
 
-	broker.restart()
+	broker.Restart()
 	again := r.receive(t, 10, 30*time.Second)
 	for i, n := range seqs(t, again) {
 		if n != i {
@@ -283,7 +285,7 @@ func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
 }
 
 func TestMQTT_QoS0DropsOverMaxPending(t *testing.T) {
-	broker := startMosquitto(t)
+	broker := mosquitto.Start(t)
 	src := NewMQTT(MQTTOptions{Broker: broker.URL(), ClientID: "eddy-qos0", Topics: []string{"t"}, QoS: 0, MaxPending: 10}, testLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -338,12 +340,12 @@ func TestMQTT_InvalidOptions(t *testing.T) {
 
 // TestMQTT_RetriesUntilBrokerUp starts the source before the broker.
 func TestMQTT_RetriesUntilBrokerUp(t *testing.T) {
-	broker := startMosquitto(t)
-	broker.stop()
+	broker := mosquitto.Start(t)
+	broker.Stop()
 	src := NewMQTT(MQTTOptions{Broker: broker.URL(), ClientID: "eddy-late", Topics: []string{"t"}, QoS: 1,
 		ReconnectMin: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond}, testLogger(t))
 	r := startSource(t, src)
-	broker.start()
+	broker.Restart()
 	waitConnected(t, src)
 	pub := mustPublisher(t, broker.URL(), "pub-late")
 	mustPublish(t, pub, "t", 1, "hello")

@@ -1,0 +1,88 @@
+package window
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestStartOf(t *testing.T) {
+	tests := []struct {
+		t, off, size, want int64
+	}{
+		{0, 0, 5000, 0},
+		{4999, 0, 5000, 0},
+		{5000, 0, 5000, 5000},
+		{-1, 0, 5000, -5000}, // floor modulo, not Go's %
+		{-5000, 0, 5000, -5000},
+		{-5001, 0, 5000, -10000},
+		{500, 1000, 5000, -4000},
+		{1000, 1000, 5000, 1000},
+		{-100, 500, 1000, -500},
+		{7, -3, 5, 7},
+	}
+	for _, tt := range tests {
+		if got := StartOf(tt.t, tt.off, tt.size); got != tt.want {
+			t.Errorf("StartOf(%d, %d, %d) = %d, want %d", tt.t, tt.off, tt.size, got, tt.want)
+		}
+	}
+}
+
+func TestWindow_Intersects(t *testing.T) {
+	tests := []struct {
+		a, b Window
+		want bool
+	}{
+		{Window{0, 5}, Window{5, 9}, true}, // touching merges (sessions)
+		{Window{0, 5}, Window{6, 9}, false},
+		{Window{0, 10}, Window{2, 3}, true},
+		{Window{6, 9}, Window{0, 5}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.a.Intersects(tt.b); got != tt.want {
+			t.Errorf("%v.Intersects(%v) = %v", tt.a, tt.b, got)
+		}
+	}
+	if GlobalWindow.String() != "[min,max)" || (Window{1, 2}).MaxTimestamp() != 1 {
+		t.Fatal("String/MaxTimestamp")
+	}
+}
+
+func TestAssigner_AssignWindows(t *testing.T) {
+	tests := []struct {
+		name string
+		a    Assigner
+		t    int64
+		want []Window
+	}{
+		{"tumbling", Tumbling(1000, 0, true), 1500, []Window{{1000, 2000}}},
+		{"tumbling negative", Tumbling(1000, 0, true), -1, []Window{{-1000, 0}}},
+		{"sliding overlaps", Sliding(3000, 1000, 0, true), 2500, []Window{{0, 3000}, {1000, 4000}, {2000, 5000}}},
+		{"sliding non-divisible", Sliding(2500, 1000, 0, true), 2600, []Window{{1000, 3500}, {2000, 4500}}},
+		{"sliding gap", Sliding(1000, 2000, 0, true), 1500, nil},
+		{"sliding edge of gap", Sliding(1000, 2000, 0, true), 999, []Window{{0, 1000}}},
+		{"sliding with offset", Sliding(3000, 1000, 500, true), -100, []Window{{-2500, 500}, {-1500, 1500}, {-500, 2500}}},
+		{"session", Session(30, true), 7, []Window{{7, 37}}},
+		{"count tumbling", CountTumbling(3), 4, []Window{{3, 6}}},
+		{"count sliding start", CountSliding(4, 2), 0, []Window{{-2, 2}, {0, 4}}},
+		{"global", Global(), 123, []Window{GlobalWindow}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.a.AssignWindows(tt.t, nil); !slices.Equal(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	buf := make([]Window, 0, 8)
+	a := Sliding(60_000, 10_000, 0, true)
+	if allocs := testing.AllocsPerRun(100, func() { buf = a.AssignWindows(65_000, buf[:0]) }); allocs != 0 {
+		t.Fatalf("AssignWindows allocates %v times", allocs)
+	}
+}
+
+func TestAddSat(t *testing.T) {
+	if addSat(math.MaxInt64-1, 5) != math.MaxInt64 || addSat(1, 2) != 3 {
+		t.Fatal("addSat")
+	}
+}
