@@ -198,6 +198,9 @@ func (a *Agent) addPipeline(pl *plan) error {
 	}
 	sr.outs = append(sr.outs, p.in)
 	p.srcEOF = sr.eof.Load
+	if f := pl.cfg.From.Source.File; f != nil && f.Path != "-" && pl.window != nil {
+		p.ordered = true
+	}
 	a.pipelines = append(a.pipelines, p)
 	return nil
 }

@@ -1,14 +1,17 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/source"
 	"github.com/eddy-edge/eddy/operators/stream"
 )
@@ -85,6 +88,13 @@ type pipeline struct {
 	eventTime bool
 	tickEvery time.Duration
 
+	// ordered: the input is a bounded file, so results are held until it
+	// ends and written sorted by (window end, key, firing): a replay gives
+	// byte-identical output whatever the parallelism or batching.
+	ordered bool
+	heldMu  sync.Mutex
+	held    []*operators.Delivery
+
 	to         []*sinkRunner
 	late       *sinkRunner
 	deadLetter *sinkRunner
@@ -106,6 +116,56 @@ func (p *pipeline) run() {
 	}
 	p.runPrepare()
 	wg.Wait()
+	if p.ordered {
+		if d := sortedDelivery(p.held); d != nil {
+			p.m.out.Add(d.Len())
+			for _, s := range p.to {
+				s.in <- d
+			}
+		}
+		for _, s := range p.to {
+			for range p.tasks {
+				s.producers.Done()
+			}
+		}
+	}
+}
+
+// sortedDelivery merges held deliveries into one, sorted by window end,
+// then key, then firing.
+func sortedDelivery(held []*operators.Delivery) *operators.Delivery {
+	var items []sink.Item
+	for _, d := range held {
+		items = append(items, d.Items()...)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		a, b := items[i].Result, items[j].Result
+		if a == nil || b == nil {
+			return a != nil && b == nil
+		}
+		if a.End != b.End {
+			return a.End < b.End
+		}
+		if c := bytes.Compare(a.Key, b.Key); c != 0 {
+			return c < 0
+		}
+		if a.Start != b.Start {
+			return a.Start < b.Start
+		}
+		return a.Firing < b.Firing
+	})
+	out := new(operators.Delivery)
+	for _, it := range items {
+		if it.Result != nil {
+			out.AddEncoded(it.Payload, it.Result)
+		} else {
+			out.AddRaw(it.Payload)
+		}
+	}
+	return out
 }
 
 func (p *pipeline) runPrepare() {
@@ -124,9 +184,11 @@ func (p *pipeline) runPrepare() {
 				if batches[s] == nil {
 					batches[s] = stream.NewBatch(p.stride)
 				}
-				batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				if p.wm != nil {
+					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.wm.Current())
 					p.wm.Observe(p.prep.Time)
+				} else {
+					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				}
 				passed++
 			case operators.Filtered:
@@ -234,8 +296,10 @@ func (p *pipeline) runSubtask(i int) {
 			lastUnassigned = t.Unassigned
 		}
 	}
-	for _, s := range p.to {
-		s.producers.Done()
+	if !p.ordered {
+		for _, s := range p.to {
+			s.producers.Done()
+		}
 	}
 	if p.late != nil {
 		p.late.producers.Done()
@@ -245,6 +309,12 @@ func (p *pipeline) runSubtask(i int) {
 // emit hands the subtask's collected output to the sinks.
 func (p *pipeline) emit(t *operators.WindowTask) {
 	if d := t.TakeResults(); d != nil {
+		if p.ordered {
+			p.heldMu.Lock()
+			p.held = append(p.held, d)
+			p.heldMu.Unlock()
+			return
+		}
 		p.m.out.Add(d.Len())
 		for _, s := range p.to {
 			s.in <- d

@@ -35,6 +35,19 @@ func (d *Delivery) AddResult(deviceID string, r *sink.Result) {
 	d.isRes = append(d.isRes, true)
 }
 
+// AddEncoded adds a result whose JSON encoding is already done.
+func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
+	d.buf = append(d.buf, payload...)
+	d.ends = append(d.ends, len(d.buf))
+	d.keys = append(d.keys, r.Key...)
+	d.keyEnds = append(d.keyEnds, len(d.keys))
+	d.vals = append(d.vals, r.Values...)
+	c := *r
+	c.Key, c.Values = nil, nil
+	d.results = append(d.results, c)
+	d.isRes = append(d.isRes, true)
+}
+
 // AddDeadLetter encodes a dead letter or late reading.
 func (d *Delivery) AddDeadLetter(pipeline, reason, detail, topic string, offset uint64, payload []byte) {
 	d.buf = sink.AppendDeadLetter(d.buf, pipeline, reason, detail, topic, offset, payload)

@@ -43,7 +43,11 @@ func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
 		}
 		return
 	}
+	perRecordWM := len(b.Watermarks) == b.Len()
 	for i := 0; i < b.Len(); i++ {
+		if perRecordWM && b.Watermarks[i] > t.op.Watermark() {
+			t.op.AdvanceWatermark(b.Watermarks[i], &t.out)
+		}
 		t.elem.Key = b.Key(i)
 		t.elem.KeyGroup = b.KeyGroups[i]
 		t.elem.Time = b.Times[i]

@@ -412,14 +412,30 @@ func (q *timerQueue) pop(upTo int64) (timerID, int64, bool) {
 }
 
 // startDrain moves the bucket's timers into drain, sorted by (key, window).
-// Each entry carries its key and the key's first 8 bytes, so the sort
+// Each entry carries its key and 8 distinguishing key bytes, so the sort
 // compares mostly integers in one array instead of chasing a pointer per
 // comparison (a tumbling bucket holds one timer per key).
 func (q *timerQueue) startDrain(slot int32) {
 	b := &q.buckets[slot]
+	// Keys often share a long prefix ("device-…"): take the 8 bytes after
+	// the prefix common to all keys of the bucket.
+	lcp := 0
+	if len(b.ids) > 0 {
+		first := b.ids[0].k.key
+		lcp = len(first)
+		for _, id := range b.ids[1:] {
+			k := id.k.key
+			n := min(lcp, len(k))
+			i := 0
+			for i < n && k[i] == first[i] {
+				i++
+			}
+			lcp = i
+		}
+	}
 	q.drain = q.drain[:0]
 	for _, id := range b.ids {
-		q.drain = append(q.drain, drainEntry{prefix: keyPrefix(id.k.key), key: id.k.key, id: id})
+		q.drain = append(q.drain, drainEntry{prefix: keyPrefix(id.k.key[lcp:]), key: id.k.key, id: id})
 	}
 	clear(b.ids)
 	b.ids = b.ids[:0]
@@ -452,7 +468,7 @@ func (q *timerQueue) startDrain(slot int32) {
 
 // drainEntry is a timer being popped with its sort key.
 type drainEntry struct {
-	prefix uint64 // first 8 key bytes, big-endian, zero-padded: orders as bytes.Compare where it differs
+	prefix uint64 // 8 key bytes after the bucket's common prefix, big-endian, zero-padded: orders as bytes.Compare where it differs
 	key    []byte
 	id     timerID
 }

@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"github.com/eddy-edge/eddy/window/aggregate"
+	"slices"
 	"testing"
 )
 
@@ -138,5 +139,29 @@ func TestMemoryStore_Sweep(t *testing.T) {
 	s.SetCurrentKey(0, []byte("count"))
 	if s.ReadingCount() != 5 {
 		t.Fatal("sweep lost a key with state")
+	}
+}
+
+// Timers of one time come out in bytes.Compare order of their keys, also
+// when the keys share long prefixes or are prefixes of each other.
+func TestMemoryStore_TimerKeyOrder(t *testing.T) {
+	keys := []string{"device-10", "device-1", "device-10\x00x", "device-", "device-2", "device-10\x00", "device-1000000000000000001", "device-1000000000000000000", "device-\x00"}
+	s := NewMemoryStore()
+	for _, k := range keys {
+		s.SetCurrentKey(0, []byte(k))
+		s.AddTimer(EventTime, 7, Window{0, 8})
+	}
+	var got []string
+	for {
+		tm, ok := s.PopTimer(EventTime, 7)
+		if !ok {
+			break
+		}
+		got = append(got, string(tm.Key))
+	}
+	want := slices.Clone(keys)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %q, want %q", got, want)
 	}
 }

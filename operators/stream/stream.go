@@ -50,6 +50,13 @@ type Batch struct {
 	Payloads    []byte
 	PayloadEnds []int
 	Offsets     []uint64
+	// Watermarks holds, per record, the watermark in effect just before the
+	// record was read (the generator's value before it saw the record's
+	// timestamp). A subtask advances its operator to it before processing
+	// the record, so lateness decisions do not depend on where batch
+	// boundaries fall: a replay gives the same result however it is batched.
+	// Nil (empty) on processing time.
+	Watermarks []int64
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
@@ -71,6 +78,7 @@ func (b *Batch) Release() {
 	b.Payloads = b.Payloads[:0]
 	b.PayloadEnds = b.PayloadEnds[:0]
 	b.Offsets = b.Offsets[:0]
+	b.Watermarks = b.Watermarks[:0]
 	batchPool.Put(b)
 }
 
@@ -87,6 +95,12 @@ func (b *Batch) Append(key []byte, keyGroup uint16, t int64, values []float64, p
 	b.Payloads = append(b.Payloads, payload...)
 	b.PayloadEnds = append(b.PayloadEnds, len(b.Payloads))
 	b.Offsets = append(b.Offsets, offset)
+}
+
+// AppendWatermarked adds one record with the watermark in effect before it.
+func (b *Batch) AppendWatermarked(key []byte, keyGroup uint16, t int64, values []float64, payload []byte, offset uint64, wm int64) {
+	b.Append(key, keyGroup, t, values, payload, offset)
+	b.Watermarks = append(b.Watermarks, wm)
 }
 
 // Key returns record i's key. It aliases the batch.
