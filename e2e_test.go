@@ -392,3 +392,97 @@ func TestCLI_VersionAndHelp(t *testing.T) {
 		t.Fatal("unknown command exited 0")
 	}
 }
+
+// TestE2E_IdleTopicReleasesWatermark: a source with two topic filters keeps
+// one watermark per filter and fires on their minimum; when one filter's
+// sensors fall silent for idle_timeout, windows keep firing on the other
+// (DESIGN.md Semantics: an idle input is left out until it speaks again).
+func TestE2E_IdleTopicReleasesWatermark(t *testing.T) {
+	b := mosquitto.Start(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.jsonl")
+	cfg := `
+agent {
+  device_id = "e2e"
+  data_dir  = "%DATA%"
+  admin     = "%ADMIN%"
+}
+source "mqtt" "sensors" {
+  broker = "` + b.URL() + `"
+  topics = ["a/#", "b/#"]
+  qos    = 1
+  timestamp {
+    field = "ts"
+    unit  = "ms"
+  }
+  watermark {
+    max_out_of_orderness = "0s"
+    idle_timeout         = "1s"
+  }
+}
+sink "file" "out" { path = "` + out + `" }
+pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.device
+  window "tumbling" { size = "1s" }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+`
+	ag := startAgent(t, dir, cfg)
+	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("e2e-idle-pub"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("publisher connect: %v", tok.Error())
+	}
+	defer pub.Disconnect(100)
+	send := func(topic, dev string, ts int64) {
+		t.Helper()
+		tok := pub.Publish(topic, 1, false, fmt.Sprintf(`{"device":%q,"ts":%d}`, dev, ts))
+		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+	}
+	send("b/1", "b", 1500) // b speaks once, then falls silent
+	for ts := int64(1000); ts <= 5000; ts += 500 {
+		send("a/1", "a", ts)
+	}
+	// While b is not yet idle, the combined watermark is held at b's 1499:
+	// no window of a beyond [1000,2000) can fire.
+	fired := func() map[int64]bool {
+		m := map[int64]bool{}
+		for _, r := range readOutputsIfAny(out) {
+			if r["key"] == "a" {
+				m[int64(r["window_end_ms"].(float64))] = true
+			}
+		}
+		return m
+	}
+	// Once b has been idle for 1s, a alone drives the watermark to 4999,
+	// so [4000,5000) fires, with no new reading needed.
+	// a keeps speaking (an input that is silent too would be idle as well,
+	// and with every input idle the watermark stays put).
+	if fired()[5000] {
+		t.Fatal("[4000,5000) fired while b still held the watermark")
+	}
+	waitFor(t, 15*time.Second, func() bool {
+		send("a/1", "a", 5000)
+		return fired()[5000]
+	})
+	ag.stop(t)
+}
+
+func readOutputsIfAny(path string) []map[string]any {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(string(data), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -146,11 +146,26 @@ func (a *Agent) addPipeline(pl *plan) error {
 		clk:       a.clk,
 	}
 	if pl.eventTime {
-		g, err := watermark.NewBoundedOutOfOrder(pl.bound)
-		if err != nil {
-			return fmt.Errorf("agent: pipeline %q: %w", name, err)
+		src := pl.cfg.From.Source
+		if pl.prep.Punctuation != nil {
+			p.wm = &punctuatedWatermark{wm: watermark.Min}
+		} else if src.MQTT != nil && len(src.MQTT.Topics) > 1 {
+			topics := make([]string, len(src.MQTT.Topics))
+			for i, t := range src.MQTT.Topics {
+				topics[i] = config.Expand(t, a.vars())
+			}
+			w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), a.clk.monoMs())
+			if err != nil {
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			p.wm = w
+		} else {
+			g, err := watermark.NewBoundedOutOfOrder(pl.bound)
+			if err != nil {
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			p.wm = g
 		}
-		p.wm = g
 		p.tickEvery = 0
 		if pl.window != nil && pl.window.EarlyEvery > 0 {
 			p.tickEvery = 100 * time.Millisecond

@@ -84,6 +84,15 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		spec.Timestamp = ts
 		spec.MaxFutureSkewMs = src.Watermark.MaxFutureSkew.Milliseconds()
 		pl.bound = src.Watermark.MaxOutOfOrderness.Milliseconds()
+		if f := src.Watermark.Punctuation; f != "" {
+			slot := schema.Slot(event.Path(strings.Split(f, ".")))
+			pts, err := decode.NewTimestamp(slot, src.Timestamp.Unit, src.Timestamp.Layout)
+			if err != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid punctuation field",
+					Detail: err.Error(), Subject: src.DeclRange.Ptr()})
+			}
+			spec.Punctuation = pts
+		}
 	}
 
 	if w := p.Window; w != nil {
@@ -98,6 +107,7 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 			// Processing-time and count windows need no event time: don't
 			// reject readings for a missing timestamp.
 			spec.Timestamp = nil
+			spec.Punctuation = nil
 			spec.MaxFutureSkewMs = 0
 		}
 	}

@@ -75,6 +75,18 @@ type watermarkGenerator interface {
 	Current() int64
 }
 
+// punctuatedWatermark is the watermark of a source with punctuation:
+// marker messages set it, readings do not move it.
+type punctuatedWatermark struct{ wm int64 }
+
+func (w *punctuatedWatermark) Observe(int64) int64 { return w.wm }
+func (w *punctuatedWatermark) Current() int64      { return w.wm }
+func (w *punctuatedWatermark) mark(wm int64) {
+	if wm > w.wm {
+		w.wm = wm
+	}
+}
+
 // pipeline is the running form of one `pipeline` block.
 type pipeline struct {
 	name      string
@@ -172,14 +184,50 @@ func (p *pipeline) runPrepare() {
 	ctx := context.Background() // internal edges drain on shutdown; only sources are cancelled
 	batches := make([]*stream.Batch, len(p.edges))
 	lastWM := int64(math.MinInt64)
+	broadcast := func() {
+		if p.wm == nil {
+			return
+		}
+		if wm := p.wm.Current(); wm > lastWM {
+			lastWM = wm
+			p.m.watermark.Store(wm)
+			for _, e := range p.edges {
+				_ = e.Send(ctx, stream.Message{Kind: stream.Watermark, Watermark: wm})
+			}
+		}
+	}
+	inputs, _ := p.wm.(*inputWatermarks)
+	var idleTick <-chan time.Time
+	if inputs != nil {
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		idleTick = tk.C
+	}
 	var dead *operators.Delivery
-	for rb := range p.in {
+	for {
+		var (
+			rb *rawBatch
+			ok bool
+		)
+		select {
+		case rb, ok = <-p.in:
+		case <-idleTick:
+			inputs.tick(p.clk.monoMs())
+			broadcast()
+			continue
+		}
+		if !ok {
+			break
+		}
 		now, wall := p.clk.monoMs(), p.clk.wallMs()
 		var passed, filtered, rejected int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]
 			switch p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall) {
 			case operators.Pass:
+				if inputs != nil {
+					inputs.route(m.Topic, now)
+				}
 				s := p.prep.Subtask
 				if batches[s] == nil {
 					batches[s] = stream.NewBatch(p.stride)
@@ -191,6 +239,10 @@ func (p *pipeline) runPrepare() {
 					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				}
 				passed++
+			case operators.Punctuation:
+				if pw, ok := p.wm.(*punctuatedWatermark); ok {
+					pw.mark(p.prep.Watermark)
+				}
 			case operators.Filtered:
 				filtered++
 			case operators.Rejected:
@@ -221,15 +273,7 @@ func (p *pipeline) runPrepare() {
 			p.deadLetter.in <- dead
 			dead = nil
 		}
-		if p.wm != nil {
-			if wm := p.wm.Current(); wm > lastWM {
-				lastWM = wm
-				p.m.watermark.Store(wm)
-				for _, e := range p.edges {
-					_ = e.Send(ctx, stream.Message{Kind: stream.Watermark, Watermark: wm})
-				}
-			}
-		}
+		broadcast()
 	}
 	if p.srcEOF() {
 		for _, e := range p.edges {

@@ -19,7 +19,7 @@ type Aggregate struct {
 	// Func is one of count, sum, min, max, avg, first, last, stddev,
 	// variance, median, percentile.
 	Func string
-	// Arg is the expression over event aggregated; nil for count.
+	// Arg is the expression over event aggregated; nil for count().
 	Arg hcl.Expression
 	// Q is percentile's quantile in (0, 1); 0 for the others.
 	Q     float64
@@ -50,9 +50,14 @@ func (d *decoder) decodeAggregates(b *hcl.Block) []Aggregate {
 		args := call.Arguments
 		switch call.Name {
 		case "count":
-			if len(args) != 0 {
-				d.errorf(call.ArgsRange, "Wrong number of arguments", "count() counts readings and takes no arguments.")
+			// count() counts readings; count(expr) counts readings whose
+			// expr is not null, as SQL's COUNT(expr).
+			if len(args) > 1 {
+				d.errorf(call.ArgsRange, "Wrong number of arguments", "count() counts readings; count(event.x) counts readings where event.x is not null.")
 				continue
+			}
+			if len(args) == 1 {
+				agg.Arg = args[0]
 			}
 		case "percentile":
 			if len(args) != 2 {

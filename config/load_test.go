@@ -227,13 +227,13 @@ func TestParse_Mistakes(t *testing.T) {
 			pos: "11:32", want: `Quantile out of range; The quantile must be strictly between 0 and 1`,
 		},
 		{
-			name: "count with an argument",
+			name: "count with two arguments",
 			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
   window "tumbling" { size = "1m" }
   aggregate {
-    n = count(event.temp)
+    n = count(event.temp, event.x)
   }`, 1),
-			pos: "11:14", want: `Wrong number of arguments; count() counts readings and takes no arguments.`,
+			pos: "11:14", want: `Wrong number of arguments; count() counts readings; count(event.x) counts readings where event.x is not null.`,
 		},
 		{
 			name: "invalid enum with suggestion",

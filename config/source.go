@@ -121,6 +121,14 @@ type Watermark struct {
 	MaxOutOfOrderness time.Duration
 	IdleTimeout       time.Duration
 	MaxFutureSkew     time.Duration
+	// Punctuation names a field that marks a message as a watermark rather
+	// than a reading (Flink's punctuated watermarks): a message carrying it
+	// moves the watermark to its value (ms, in the timestamp's unit rules)
+	// and is not processed as a reading. When set, readings no longer move
+	// the watermark by themselves: upstream decides event-time progress, as
+	// a gateway sending heartbeats or a replay with explicit watermarks does.
+	// "" (default) means bounded out-of-orderness from the readings.
+	Punctuation string
 }
 
 var (
@@ -298,11 +306,16 @@ func (d *decoder) decodeWatermark(blocks hcl.Blocks, s *Source) {
 	if wb == nil {
 		return
 	}
-	wa, _ := d.content(wb, []string{"max_out_of_orderness", "idle_timeout", "max_future_skew"})
+	wa, _ := d.content(wb, []string{"max_out_of_orderness", "idle_timeout", "max_future_skew", "punctuation"})
 	s.Watermark = Watermark{
 		MaxOutOfOrderness: wa.duration("max_out_of_orderness", 0),
 		IdleTimeout:       wa.duration("idle_timeout", 0),
 		MaxFutureSkew:     wa.duration("max_future_skew", 0),
+		Punctuation:       wa.str("punctuation", noVars, ""),
+	}
+	if s.Watermark.Punctuation != "" && wa.has("max_out_of_orderness") {
+		d.errorf(wa.rangeOf("punctuation"), "Conflicting watermark settings",
+			"With punctuation the watermark comes from marker messages only; remove max_out_of_orderness, or punctuation.")
 	}
 	if s.Timestamp == nil {
 		d.errorf(wb.DefRange, "Watermark without timestamp",

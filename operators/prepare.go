@@ -23,6 +23,9 @@ type PrepareSpec struct {
 	Schema    *event.Schema
 	Decoder   decode.Decoder
 	Timestamp *decode.Timestamp // nil: the pipeline runs on processing time
+	// Punctuation, when set, reads the field that marks a message as a
+	// watermark instead of a reading (config: watermark { punctuation }).
+	Punctuation *decode.Timestamp
 	// MaxFutureSkewMs rejects readings stamped more than this ahead of the
 	// device clock; 0 turns the check off.
 	MaxFutureSkewMs int64
@@ -44,6 +47,7 @@ const (
 	Filtered         // the filter rejected it (counted, not an error)
 	Rejected         // bad reading: dead-letter it with Reject
 	Skipped          // not a reading (a CSV header line)
+	Punctuation      // a watermark marker: Watermark holds its value
 )
 
 // Reject says why a reading was rejected. Reason is a stable metric label.
@@ -75,6 +79,8 @@ type Preparer struct {
 	Values   []float64
 	// Result of the last Rejected.
 	Reject Reject
+	// Result of the last Punctuation.
+	Watermark int64
 }
 
 // NewPreparer returns a Preparer for spec. The schema must be complete
@@ -103,6 +109,14 @@ func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTime
 			return Skipped
 		}
 		return p.reject(err)
+	}
+	if p.spec.Punctuation != nil {
+		if wm, err := p.spec.Punctuation.Extract(rec); err == nil {
+			p.Watermark = wm
+			return Punctuation
+		} else if de, ok := err.(*decode.Error); !ok || de.Reason != decode.ReasonMissingTimestamp {
+			return p.reject(err)
+		}
 	}
 	if p.spec.Timestamp != nil {
 		ts, err := p.spec.Timestamp.Extract(rec)

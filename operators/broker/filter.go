@@ -53,3 +53,8 @@ func matchFilter(filter, topic string) bool {
 		filter, topic = frest, trest
 	}
 }
+
+// MatchFilter reports whether topic matches the MQTT filter (+ and #
+// wildcards; topics starting with $ match no leading wildcard). It does not
+// allocate.
+func MatchFilter(filter, topic string) bool { return matchFilter(filter, topic) }
