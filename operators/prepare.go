@@ -42,12 +42,12 @@ type PrepareSpec struct {
 type Outcome uint8
 
 const (
-	_        Outcome = iota
-	Pass             // the reading goes on to its window subtask
-	Filtered         // the filter rejected it (counted, not an error)
-	Rejected         // bad reading: dead-letter it with Reject
-	Skipped          // not a reading (a CSV header line)
-	Punctuation      // a watermark marker: Watermark holds its value
+	_           Outcome = iota
+	Pass                // the reading goes on to its window subtask
+	Filtered            // the filter rejected it (counted, not an error)
+	Rejected            // bad reading: dead-letter it with Reject
+	Skipped             // not a reading (a CSV header line)
+	Punctuation         // a watermark marker: Watermark holds its value
 )
 
 // Reject says why a reading was rejected. Reason is a stable metric label.
