@@ -46,7 +46,7 @@ func TestLoad_DesignExample(t *testing.T) {
 	if !reflect.DeepEqual(cloud, wantCloud) {
 		t.Errorf("sink cloud = %+v, want %+v", cloud, wantCloud)
 	}
-	if late := cfg.SinkByName("late").File; *late != (FileSink{Path: "late.jsonl", RotateSizeBytes: 64 << 20, Format: "jsonl"}) {
+	if late := cfg.SinkByName("late").File; *late != (FileSink{Path: "late.jsonl", RotateSizeBytes: 64 << 20, Format: "jsonl", Delivery: AtLeastOnce}) {
 		t.Errorf("sink late = %+v", late)
 	}
 

@@ -71,6 +71,10 @@ type FileSink struct {
 	RotateSizeBytes int64
 	// Format is "jsonl", the only one.
 	Format string
+	// Delivery is AtLeastOnce (default: append to Path, rotated by size) or
+	// ExactlyOnce: two-phase commit of one part file per checkpoint into the
+	// directory Path, visible only once the checkpoint completes.
+	Delivery string
 }
 
 // StdoutSink prints results.
@@ -99,15 +103,20 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 		case SinkMQTT:
 			s.MQTT = d.decodeMQTTSink(b, name, broker)
 		case SinkFile:
-			a, _ := d.content(b, []string{"path", "rotate_size", "format"})
+			a, _ := d.content(b, []string{"path", "rotate_size", "format", "delivery"})
 			a.require("path")
 			s.File = &FileSink{
 				Path:            a.str("path", noVars, ""),
 				RotateSizeBytes: a.size("rotate_size", 64<<20),
 				Format:          a.enum("format", []string{"jsonl"}, "jsonl"),
+				Delivery:        a.enum("delivery", []string{AtLeastOnce, ExactlyOnce}, AtLeastOnce),
 			}
 			if a.has("rotate_size") && s.File.RotateSizeBytes < 4096 {
 				d.errorf(a.rangeOf("rotate_size"), "Value out of range", "\"rotate_size\" must be at least 4KiB.")
+			}
+			if a.has("rotate_size") && s.File.Delivery == ExactlyOnce {
+				d.errorf(a.rangeOf("rotate_size"), "Argument does not apply",
+					"An exactly_once file sink writes one part file per checkpoint into the directory \"path\"; it does not rotate.")
 			}
 		case SinkStdout:
 			a, _ := d.content(b, []string{"format"})

@@ -1,0 +1,253 @@
+package sink
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// TwoPhaseFile is the exactly-once file sink: two-phase commit over part
+// files in a directory, driven by checkpoints (seed 002, "two-phase commit").
+//
+// Epoch n is what the pipeline produced between checkpoints n−1 and n. Its
+// items go to a hidden in-progress part file; at barrier n, PreCommit
+// flushes, fsyncs and renames it to a hidden pending name (pre-commit: it is
+// now part of checkpoint n); when checkpoint n completes, Commit renames
+// every pending part ≤ n to its visible name. Recover, at start, commits the
+// pending parts of the restored checkpoint and deletes everything after it,
+// which will be recomputed by replay. Readers of the directory therefore see
+// whole part files only, each record exactly once:
+//
+//	DIR/part-<epoch, 20 digits>.jsonl            committed, visible
+//	DIR/.part-<epoch>.jsonl.pending              pre-committed, awaiting Commit
+//	DIR/.part-<epoch>.jsonl.inprogress           being written
+//
+// Every rename is followed by an fsync of the directory. Methods are safe
+// for concurrent use.
+type TwoPhaseFile struct {
+	mu   sync.Mutex
+	dir  string
+	open map[uint64]*partFile // in-progress parts by epoch
+	err  error
+}
+
+type partFile struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+const (
+	partPrefix      = "part-"
+	partSuffix      = ".jsonl"
+	pendingSuffix   = ".pending"
+	inprogressSufix = ".inprogress"
+)
+
+// OpenTwoPhaseFile opens the sink on dir, creating it.
+func OpenTwoPhaseFile(dir string) (*TwoPhaseFile, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("sink: create %s: %w", dir, err)
+	}
+	return &TwoPhaseFile{dir: dir, open: map[uint64]*partFile{}}, nil
+}
+
+func partName(epoch uint64) string {
+	return fmt.Sprintf("%s%020d%s", partPrefix, epoch, partSuffix)
+}
+
+func (s *TwoPhaseFile) path(epoch uint64, suffix string) string {
+	if suffix == "" {
+		return filepath.Join(s.dir, partName(epoch))
+	}
+	return filepath.Join(s.dir, "."+partName(epoch)+suffix)
+}
+
+// Write appends items to epoch's in-progress part. Several epochs may be
+// open at once: a producer past barrier n writes epoch n+1 while others
+// still write epoch n.
+func (s *TwoPhaseFile) Write(epoch uint64, items []Item) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	p := s.open[epoch]
+	if p == nil {
+		f, err := os.OpenFile(s.path(epoch, inprogressSufix), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return s.fail(fmt.Errorf("sink: open part: %w", err))
+		}
+		p = &partFile{f: f, w: bufio.NewWriterSize(f, fileBufferSize)}
+		s.open[epoch] = p
+	}
+	for _, it := range items {
+		p.w.Write(it.Payload)
+		if err := p.w.WriteByte('\n'); err != nil {
+			return s.fail(fmt.Errorf("sink: write part: %w", err))
+		}
+	}
+	return nil
+}
+
+// PreCommit makes the parts of every epoch ≤ epoch durable and pending:
+// flush, fsync, rename, then one fsync of the directory. An epoch with no
+// items has no part.
+func (s *TwoPhaseFile) PreCommit(epoch uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	n := 0
+	for e, p := range s.open {
+		if e > epoch {
+			continue
+		}
+		if err := p.w.Flush(); err != nil {
+			return s.fail(fmt.Errorf("sink: flush part: %w", err))
+		}
+		if err := p.f.Sync(); err != nil {
+			return s.fail(fmt.Errorf("sink: fsync part: %w", err))
+		}
+		if err := p.f.Close(); err != nil {
+			return s.fail(fmt.Errorf("sink: close part: %w", err))
+		}
+		delete(s.open, e)
+		if err := os.Rename(s.path(e, inprogressSufix), s.path(e, pendingSuffix)); err != nil {
+			return s.fail(fmt.Errorf("sink: pre-commit part: %w", err))
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.syncDir()
+}
+
+// Commit publishes every pending part of an epoch ≤ epoch.
+func (s *TwoPhaseFile) Commit(epoch uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return s.commitLocked(epoch)
+}
+
+func (s *TwoPhaseFile) commitLocked(upTo uint64) error {
+	pending, _, err := s.scan()
+	if err != nil {
+		return s.fail(err)
+	}
+	n := 0
+	for _, e := range pending {
+		if e > upTo {
+			continue
+		}
+		if err := os.Rename(s.path(e, pendingSuffix), s.path(e, "")); err != nil {
+			return s.fail(fmt.Errorf("sink: commit part: %w", err))
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	return s.syncDir()
+}
+
+// Recover runs at start, before any Write: it commits pending parts of
+// epochs ≤ lastCompleted and deletes every pending or in-progress part
+// after it (their results come again from replay).
+func (s *TwoPhaseFile) Recover(lastCompleted uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending, inprogress, err := s.scan()
+	if err != nil {
+		return err
+	}
+	for _, e := range inprogress {
+		if err := os.Remove(s.path(e, inprogressSufix)); err != nil {
+			return fmt.Errorf("sink: discard part: %w", err)
+		}
+	}
+	for _, e := range pending {
+		if e > lastCompleted {
+			if err := os.Remove(s.path(e, pendingSuffix)); err != nil {
+				return fmt.Errorf("sink: discard part: %w", err)
+			}
+		}
+	}
+	if err := s.commitLocked(lastCompleted); err != nil {
+		return err
+	}
+	return s.syncDir()
+}
+
+// scan lists the epochs of pending and in-progress parts, ascending.
+func (s *TwoPhaseFile) scan() (pending, inprogress []uint64, err error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sink: list %s: %w", s.dir, err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		rest, ok := strings.CutPrefix(name, "."+partPrefix)
+		if !ok {
+			continue
+		}
+		var list *[]uint64
+		switch {
+		case strings.HasSuffix(rest, partSuffix+pendingSuffix):
+			rest, list = strings.TrimSuffix(rest, partSuffix+pendingSuffix), &pending
+		case strings.HasSuffix(rest, partSuffix+inprogressSufix):
+			rest, list = strings.TrimSuffix(rest, partSuffix+inprogressSufix), &inprogress
+		default:
+			continue
+		}
+		ep, err := strconv.ParseUint(rest, 10, 64)
+		if err != nil {
+			continue // not ours
+		}
+		*list = append(*list, ep)
+	}
+	sort.Slice(pending, func(i, j int) bool { return pending[i] < pending[j] })
+	return pending, inprogress, nil
+}
+
+func (s *TwoPhaseFile) syncDir() error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return s.fail(fmt.Errorf("sink: open dir: %w", err))
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return s.fail(fmt.Errorf("sink: fsync dir: %w", err))
+	}
+	return nil
+}
+
+func (s *TwoPhaseFile) fail(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	return err
+}
+
+// Close closes the open in-progress parts without pre-committing them:
+// their items are not part of any checkpoint and Recover discards them.
+func (s *TwoPhaseFile) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for e, p := range s.open {
+		errs = append(errs, p.f.Close())
+		delete(s.open, e)
+	}
+	return errors.Join(errs...)
+}
