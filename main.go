@@ -69,14 +69,17 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	fs := newFlags("run", "run -c FILE", stderr)
+	fs := newFlags("run", "run -c FILE [--from CHECKPOINT] [--allow-non-restored-state]", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
+	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path or a checkpoint directory (default: the newest that verifies)")
+	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := agent.Run(ctx, *path, agent.Options{Version: version, Stderr: stderr}); err != nil {
+	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow}
+	if err := agent.Run(ctx, *path, opts); err != nil {
 		fmt.Fprintf(stderr, "eddy: %v\n", err)
 		return 1
 	}

@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/source"
 	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
 	"github.com/eddy-edge/eddy/window/watermark"
 )
@@ -45,6 +47,12 @@ type Options struct {
 	Stderr, Stdout io.Writer
 	// Ready, if set, is called once everything is started, with the agent.
 	Ready func(*Agent)
+	// From selects the checkpoint to restore: "" for the newest that
+	// verifies, an id, a manifest path or a checkpoint directory.
+	From string
+	// AllowNonRestoredState drops checkpointed state of pipelines the
+	// configuration no longer has, instead of refusing to start.
+	AllowNonRestoredState bool
 }
 
 // Agent is a running configuration.
@@ -61,6 +69,12 @@ type Agent struct {
 	pipelines []*pipeline
 	admin     *admin
 	stdout    io.Writer
+	backends  []state.Backend
+	ckpt      *checkpointer
+	from      string // --from: the checkpoint to restore
+	// allowNonRestored drops checkpointed state of pipelines the
+	// configuration no longer has, instead of refusing to start.
+	allowNonRestored bool
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -114,6 +128,7 @@ func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
 	a.stdout = opts.Stdout
+	a.from, a.allowNonRestored = opts.From, opts.AllowNonRestoredState
 	for _, p := range plans {
 		if err := a.addPipeline(p); err != nil {
 			return nil, err
@@ -135,6 +150,8 @@ func (a *Agent) vars(extra ...string) map[string]string {
 func (a *Agent) addPipeline(pl *plan) error {
 	name := pl.cfg.Name
 	p := &pipeline{
+		ordered:   pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
+		bound:     pl.bound,
 		name:      name,
 		in:        make(chan *rawBatch, 4),
 		prep:      operators.NewPreparer(pl.prep),
@@ -171,24 +188,41 @@ func (a *Agent) addPipeline(pl *plan) error {
 			p.tickEvery = 100 * time.Millisecond
 		}
 	}
+	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups
+	p.merge.done = make(chan struct{})
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
+		st := &subtask{index: i}
 		var op *window.Operator
 		if pl.window != nil {
-			var err error
-			op, err = window.NewOperator(*pl.window, window.NewMemoryStore())
+			be, err := a.openBackend(name, i, pl.parallelism)
+			if err != nil {
+				return err
+			}
+			st.backend = be
+			store, err := window.NewStateStore(be, "window", aggFuncs(pl.window.Aggs))
+			if err != nil {
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			if p.ordered {
+				if st.held, err = be.Bucket("held", state.KeyGroupPrefix); err != nil {
+					return fmt.Errorf("agent: pipeline %q: %w", name, err)
+				}
+			}
+			op, err = window.NewOperator(*pl.window, store)
 			if err != nil {
 				return fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 		}
-		p.tasks = append(p.tasks, operators.NewWindowTask(name, a.deviceID, pl.names, op))
+		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
+		p.subtasks = append(p.subtasks, st)
 	}
 	for _, ref := range pl.cfg.To {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
 			return err
 		}
-		s.producers.Add(pl.parallelism)
+		s.addProducers(pl.parallelism)
 		p.to = append(p.to, s)
 	}
 	if ref := pl.cfg.LateOutput; ref != nil {
@@ -196,7 +230,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 		if err != nil {
 			return err
 		}
-		s.producers.Add(pl.parallelism)
+		s.addProducers(pl.parallelism)
 		p.late = s
 	}
 	if ref := pl.cfg.DeadLetter; ref != nil {
@@ -204,7 +238,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 		if err != nil {
 			return err
 		}
-		s.producers.Add(1)
+		s.addProducers(1)
 		p.deadLetter = s
 	}
 	sr, err := a.source(pl.cfg.From.Source)
@@ -212,10 +246,6 @@ func (a *Agent) addPipeline(pl *plan) error {
 		return err
 	}
 	sr.outs = append(sr.outs, p.in)
-	p.srcEOF = sr.eof.Load
-	if f := pl.cfg.From.Source.File; f != nil && f.Path != "-" && pl.window != nil {
-		p.ordered = true
-	}
 	a.pipelines = append(a.pipelines, p)
 	return nil
 }
@@ -226,10 +256,11 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 	if r, ok := a.sources[src.Name]; ok {
 		return r, nil
 	}
-	r := &sourceRunner{name: src.Name}
+	r := newSourceRunner(src.Name, nil)
 	switch {
 	case src.File != nil:
 		r.src = source.NewFile(source.FileOptions{Path: src.File.Path})
+		r.replayable = src.File.Path != "-"
 	case src.MQTT != nil:
 		m := src.MQTT
 		topics := make([]string, len(m.Topics))
@@ -316,15 +347,19 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	if r, ok := a.sinks[s.Name]; ok {
 		return r, nil
 	}
+	failures := a.metrics.NewCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
+	r := newSinkRunner(s.Name, a.log, failures.Inc)
 	var (
 		sk  sink.Sink
 		err error
 	)
 	switch {
+	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
+		r.tx, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path))
 	case s.Stdout != nil:
 		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
 	case s.File != nil:
-		sk, err = sink.NewFile(sink.FileOptions{Path: s.File.Path, RotateSize: s.File.RotateSizeBytes})
+		sk, err = sink.NewFile(sink.FileOptions{Path: a.dataPath(s.File.Path), RotateSize: s.File.RotateSizeBytes})
 	case s.MQTT != nil:
 		m := s.MQTT
 		url := m.Broker
@@ -355,10 +390,59 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: sink %q: %w", s.Name, err)
 	}
-	failures := a.metrics.NewCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
-	r := newSinkRunner(s.Name, sk, a.log, failures.Inc)
+	r.plain = sk
 	a.sinks[s.Name] = r
 	return r, nil
+}
+
+// dataPath resolves a path from the configuration: relative paths are
+// under data_dir, so a service started from / writes where its state is.
+func (a *Agent) dataPath(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(a.cfg.Agent.DataDir, p)
+}
+
+// openBackend opens the working state of one subtask. A bbolt file left by
+// an earlier run is discarded, never trusted: state comes from the last
+// checkpoint (DESIGN.md "State").
+func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Backend, error) {
+	st := a.cfg.State
+	if st.Backend == "memory" {
+		return state.NewMemory(), nil
+	}
+	dir := filepath.Join(a.cfg.Agent.DataDir, "state")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: create %s: %w", dir, err)
+	}
+	n := a.totalSubtasks()
+	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
+		MaxSize:    int(st.MaxSizeBytes / int64(n)),
+		CacheBytes: int(st.CacheBytes / int64(n)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)
+	}
+	a.backends = append(a.backends, be)
+	return be, nil
+}
+
+// totalSubtasks counts the windowed subtasks of the configuration, which
+// share the state budget (cache and max_size).
+func (a *Agent) totalSubtasks() int {
+	n := 0
+	for _, p := range a.cfg.Pipelines {
+		if p.Window == nil {
+			continue
+		}
+		if p.Parallelism > 0 {
+			n += p.Parallelism
+		} else {
+			n += a.cfg.Agent.Parallelism
+		}
+	}
+	return max(n, 1)
 }
 
 func tlsConfig(t *config.TLS) (*tls.Config, error) {
@@ -392,7 +476,13 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		if a.broker != nil {
 			_ = a.broker.Close()
 		}
+		for _, be := range a.backends {
+			_ = be.Close()
+		}
 	}()
+	if err := a.setupCheckpoints(); err != nil {
+		return err
+	}
 	if a.cfg.Agent.Admin != "" {
 		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
 		if err != nil {
@@ -401,7 +491,6 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		a.admin = ad
 		defer ad.close()
 	}
-	var sinkWG sync.WaitGroup
 	for _, s := range a.sinks {
 		go s.run()
 	}
@@ -426,14 +515,12 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			}
 		}()
 	}
-	stopped := make(chan struct{})
-	defer close(stopped)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-stopped:
-			return
-		}
+	ckptCtx, stopCkpt := context.WithCancel(context.Background())
+	defer stopCkpt()
+	ckptErr := make(chan error, 1)
+	go func() { ckptErr <- a.ckpt.run(ckptCtx) }()
+
+	stopIntake := sync.OnceFunc(func() {
 		// Stop taking readings in before letting go of the sources: the
 		// embedded broker acks sensors in its publish hook, so it closes
 		// first, or it would ack readings no pipeline is left to take.
@@ -442,22 +529,54 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			_ = a.broker.Close()
 		}
 		stopSources()
-	}()
+	})
 	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
 		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
 	if opts.Ready != nil {
 		opts.Ready(a)
 	}
 
-	srcWG.Wait() // sources end by themselves (files) or when ctx is cancelled
-	stopSims()
+	// Run until every source has ended (files) or we are told to stop.
+	drained := make(chan struct{})
+	go func() {
+		for _, s := range a.sources {
+			<-s.drained
+		}
+		close(drained)
+	}()
+	var runErr error
+	select {
+	case <-ctx.Done():
+		a.log.Info("stopping: taking a final checkpoint")
+	case <-drained:
+	case runErr = <-ckptErr:
+		a.log.Error("checkpoints keep failing: stopping", "err", runErr)
+	}
+	stopIntake()
+	<-drained
+	if runErr == nil {
+		// Everything taken in is in the pipelines: one last checkpoint
+		// commits it, so a restart resumes exactly here.
+		fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
+		if err := a.ckpt.final(fctx); err != nil {
+			a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
+		}
+		cancel()
+	}
+	for _, s := range a.sources {
+		close(s.ctrl)
+	}
+	srcWG.Wait()
 	pipeWG.Wait()
+	var sinkWG sync.WaitGroup
 	for _, s := range a.sinks {
 		sinkWG.Add(1)
 		go func() { defer sinkWG.Done(); s.closeWhenProducersDone() }()
 	}
 	sinkWG.Wait()
-	var errs []error
+	a.ckpt.writers.Wait()
+	stopCkpt()
+	errs := []error{runErr}
 	for _, s := range a.sources {
 		if s.err != nil {
 			errs = append(errs, fmt.Errorf("source %q: %w", s.name, s.err))
@@ -481,7 +600,7 @@ func (a *Agent) PipelineStatus() []pipelineStatus {
 	for _, p := range a.pipelines {
 		st := pipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
 			Filtered: p.m.filtered.Get(), Late: p.m.late.Get(), Unassigned: p.m.unassigned.Get(),
-			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.tasks)}
+			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.subtasks)}
 		if wm := p.m.watermark.Load(); wm != -1<<63 {
 			st.WatermarkMs = &wm
 		}

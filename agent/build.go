@@ -192,3 +192,11 @@ func unsupported(cfg *config.Config) hcl.Diagnostics {
 	}
 	return diags
 }
+
+func aggFuncs(specs []window.AggSpec) []aggregate.Func {
+	fs := make([]aggregate.Func, len(specs))
+	for i, a := range specs {
+		fs[i] = a.Func
+	}
+	return fs
+}

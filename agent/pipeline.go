@@ -3,70 +3,19 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"log/slog"
 	"math"
-	"sort"
+	"slices"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/operators/source"
 	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
 )
-
-// rawBatch is one batch from a source, shared read-only by every pipeline
-// that reads the source. The last pipeline to finish with it acks its
-// messages, so a message is acked only once every pipeline has taken it.
-type rawBatch struct {
-	msgs []source.Message
-	refs atomic.Int32
-}
-
-func (b *rawBatch) release() {
-	if b.refs.Add(-1) == 0 {
-		for i := range b.msgs {
-			b.msgs[i].Ack()
-		}
-	}
-}
-
-// sourceRunner runs one source and fans its batches out to its pipelines.
-type sourceRunner struct {
-	name string
-	src  source.Source
-	outs []chan *rawBatch
-	eof  atomic.Bool // the source ended by itself (end of input)
-	err  error
-}
-
-func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
-	ch := make(chan []source.Message, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for msgs := range ch {
-			rb := &rawBatch{msgs: msgs}
-			rb.refs.Store(int32(len(s.outs)))
-			for _, o := range s.outs {
-				o <- rb // pipelines drain until their input closes: never blocks forever
-			}
-		}
-	}()
-	err := s.src.Run(ctx, ch)
-	close(ch)
-	<-done
-	if err != nil && ctx.Err() == nil {
-		s.err = err
-		log.Error("source stopped", "source", s.name, "err", err)
-	} else if ctx.Err() == nil {
-		s.eof.Store(true)
-	}
-	for _, o := range s.outs {
-		close(o)
-	}
-}
 
 // watermarkGenerator is what the prepare stage needs of a watermark
 // strategy: observe accepted timestamps, report the current watermark.
@@ -87,29 +36,34 @@ func (w *punctuatedWatermark) mark(wm int64) {
 	}
 }
 
-// pipeline is the running form of one `pipeline` block.
+// pipeline is the running form of one `pipeline` block: a prepare stage
+// (decode, timestamp, watermark, filter, map, key) feeding N window
+// subtasks, which feed the sinks.
 type pipeline struct {
 	name      string
 	in        chan *rawBatch
-	srcEOF    func() bool
 	prep      *operators.Preparer
 	wm        watermarkGenerator // nil on processing time
-	tasks     []*operators.WindowTask
+	bound     int64              // out-of-orderness bound, to restore wm
+	subtasks  []*subtask
 	edges     []*stream.Edge
 	stride    int
 	eventTime bool
 	tickEvery time.Duration
-
-	// ordered: the input is a bounded file, so results are held until it
-	// ends and written sorted by (window end, key, firing): a replay gives
-	// byte-identical output whatever the parallelism or batching.
-	ordered bool
-	heldMu  sync.Mutex
-	held    []*operators.Delivery
+	// ordered: the input is a bounded file, so results are held (in the
+	// subtasks' state, so checkpoints keep them) until it ends and written
+	// sorted by (window end, key, firing): a replay gives byte-identical
+	// output whatever the parallelism, batching or restarts.
+	ordered      bool
+	merge        heldMerge
+	maxKeyGroups int
 
 	to         []*sinkRunner
 	late       *sinkRunner
 	deadLetter *sinkRunner
+
+	ckpt  *checkpointer // nil: no checkpoints
+	epoch uint64        // the prepare stage's epoch (dead letters)
 
 	m   *pipelineMetrics
 	log *slog.Logger
@@ -118,66 +72,41 @@ type pipeline struct {
 	dlLog rateLimiter
 }
 
+// subtask is one parallel instance of a pipeline's keyed window.
+type subtask struct {
+	index    int
+	task     *operators.WindowTask
+	backend  state.Backend // nil for a pass-through pipeline
+	held     state.Bucket  // ordered pipelines: results by (end, key, start, firing)
+	epoch    uint64        // results produced now belong to this epoch
+	lastSnap uint64        // checkpoint id of the last snapshot taken
+	heldKey  []byte
+}
+
+func (st *subtask) taskID(pipeline string) string {
+	return "pipeline/" + pipeline + "/" + strconv.Itoa(st.index)
+}
+
 // run starts the prepare stage and the window subtasks and returns when all
 // input has been processed and handed to the sinks.
 func (p *pipeline) run() {
 	var wg sync.WaitGroup
-	for i := range p.tasks {
+	for _, st := range p.subtasks {
 		wg.Add(1)
-		go func(i int) { defer wg.Done(); p.runSubtask(i) }(i)
+		go func() { defer wg.Done(); p.runSubtask(st) }()
 	}
 	p.runPrepare()
 	wg.Wait()
-	if p.ordered {
-		if d := sortedDelivery(p.held); d != nil {
-			p.m.out.Add(d.Len())
-			for _, s := range p.to {
-				s.in <- d
-			}
-		}
-		for _, s := range p.to {
-			for range p.tasks {
-				s.producers.Done()
-			}
+	for _, s := range p.to {
+		for range p.subtasks {
+			s.producers.Done()
 		}
 	}
-}
-
-// sortedDelivery merges held deliveries into one, sorted by window end,
-// then key, then firing.
-func sortedDelivery(held []*operators.Delivery) *operators.Delivery {
-	var items []sink.Item
-	for _, d := range held {
-		items = append(items, d.Items()...)
-	}
-	if len(items) == 0 {
-		return nil
-	}
-	sort.SliceStable(items, func(i, j int) bool {
-		a, b := items[i].Result, items[j].Result
-		if a == nil || b == nil {
-			return a != nil && b == nil
-		}
-		if a.End != b.End {
-			return a.End < b.End
-		}
-		if c := bytes.Compare(a.Key, b.Key); c != 0 {
-			return c < 0
-		}
-		if a.Start != b.Start {
-			return a.Start < b.Start
-		}
-		return a.Firing < b.Firing
-	})
-	out := new(operators.Delivery)
-	for _, it := range items {
-		if it.Result != nil {
-			out.AddEncoded(it.Payload, it.Result)
-		} else {
-			out.AddRaw(it.Payload)
+	if p.late != nil {
+		for range p.subtasks {
+			p.late.producers.Done()
 		}
 	}
-	return out
 }
 
 func (p *pipeline) runPrepare() {
@@ -219,8 +148,27 @@ func (p *pipeline) runPrepare() {
 		if !ok {
 			break
 		}
+		switch {
+		case rb.barrier != nil:
+			// Everything before the barrier is already on the edges;
+			// the barrier follows it in-band.
+			b := stream.BarrierInfo{ID: rb.barrier.ID, Full: rb.barrier.Kind != checkpoint.KindIncremental, Parent: rb.barrier.Parent}
+			for _, e := range p.edges {
+				_ = e.Send(ctx, stream.Message{Kind: stream.Barrier, Barrier: b})
+			}
+			if p.deadLetter != nil {
+				p.deadLetter.in <- sinkMsg{barrier: b.ID}
+			}
+			p.epoch = b.ID + 1
+			continue
+		case rb.eoi:
+			for _, e := range p.edges {
+				_ = e.Send(ctx, stream.Message{Kind: stream.EndOfInput})
+			}
+			continue
+		}
 		now, wall := p.clk.monoMs(), p.clk.wallMs()
-		var passed, filtered, rejected int64
+		var filtered int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]
 			switch p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall) {
@@ -238,7 +186,6 @@ func (p *pipeline) runPrepare() {
 				} else {
 					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				}
-				passed++
 			case operators.Punctuation:
 				if pw, ok := p.wm.(*punctuatedWatermark); ok {
 					pw.mark(p.prep.Watermark)
@@ -246,7 +193,6 @@ func (p *pipeline) runPrepare() {
 			case operators.Filtered:
 				filtered++
 			case operators.Rejected:
-				rejected++
 				r := p.prep.Reject
 				p.m.deadLettered(r.Reason).Inc()
 				if p.dlLog.allow(wall) {
@@ -270,15 +216,10 @@ func (p *pipeline) runPrepare() {
 		}
 		rb.release()
 		if dead != nil {
-			p.deadLetter.in <- dead
+			p.deadLetter.in <- sinkMsg{d: dead, epoch: p.epoch}
 			dead = nil
 		}
 		broadcast()
-	}
-	if p.srcEOF() {
-		for _, e := range p.edges {
-			_ = e.Send(ctx, stream.Message{Kind: stream.EndOfInput})
-		}
 	}
 	for _, e := range p.edges {
 		e.Close()
@@ -288,8 +229,8 @@ func (p *pipeline) runPrepare() {
 	}
 }
 
-func (p *pipeline) runSubtask(i int) {
-	t, e := p.tasks[i], p.edges[i]
+func (p *pipeline) runSubtask(st *subtask) {
+	t, e := st.task, p.edges[st.index]
 	var tick <-chan time.Time
 	if !p.eventTime || p.tickEvery > 0 {
 		tk := time.NewTicker(p.tickEvery)
@@ -311,7 +252,7 @@ func (p *pipeline) runSubtask(i int) {
 			case m, ok = <-e.C():
 			case <-tick:
 				t.AdvanceProcessingTime(p.clk.monoMs())
-				p.emit(t)
+				p.emit(st)
 				continue
 			}
 		}
@@ -329,8 +270,15 @@ func (p *pipeline) runSubtask(i int) {
 			// processing time alike.
 			t.AdvanceWatermark(math.MaxInt64)
 			t.AdvanceProcessingTime(math.MaxInt64)
+			p.emit(st)
+			if p.ordered {
+				p.releaseHeld(st)
+			}
+		case stream.Barrier:
+			p.emit(st)
+			p.barrier(st, m.Barrier)
 		}
-		p.emit(t)
+		p.emit(st)
 		if d := t.Late - lastLate; d > 0 {
 			p.m.late.Add(int(d))
 			lastLate = t.Late
@@ -340,33 +288,146 @@ func (p *pipeline) runSubtask(i int) {
 			lastUnassigned = t.Unassigned
 		}
 	}
-	if !p.ordered {
-		for _, s := range p.to {
-			s.producers.Done()
-		}
-	}
-	if p.late != nil {
-		p.late.producers.Done()
-	}
 }
 
-// emit hands the subtask's collected output to the sinks.
-func (p *pipeline) emit(t *operators.WindowTask) {
+// barrier passes checkpoint barrier b at subtask st: its output so far
+// belongs to epoch b.ID, so the sinks get the barrier after it; then the
+// state is snapshotted (the view is taken now, written asynchronously).
+func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo) {
+	for _, s := range p.to {
+		s.in <- sinkMsg{barrier: b.ID}
+	}
+	if p.late != nil {
+		p.late.in <- sinkMsg{barrier: b.ID}
+	}
+	st.epoch = b.ID + 1
+	if p.ckpt == nil {
+		return
+	}
+	task := st.taskID(p.name)
+	extra := map[string][]byte{}
+	if op := st.task.Operator(); op != nil {
+		extra[watermarkExtraKey(p.name, st.index)] = binary.BigEndian.AppendUint64(nil, uint64(op.Watermark()))
+	}
+	if st.backend == nil {
+		p.ckpt.send(checkpoint.Ack{CheckpointID: b.ID, Task: task, Extra: extra})
+		return
+	}
+	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
+	snap, err := st.backend.Snapshot(full)
+	if err != nil {
+		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
+		return
+	}
+	st.lastSnap = b.ID
+	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
+}
+
+func watermarkExtraKey(pipeline string, subtask int) string {
+	return "watermark/" + pipeline + "/" + strconv.Itoa(subtask)
+}
+
+// emit hands the subtask's collected output to the sinks, or, for an
+// ordered pipeline, keeps it in the subtask's state until the input ends.
+func (p *pipeline) emit(st *subtask) {
+	t := st.task
 	if d := t.TakeResults(); d != nil {
 		if p.ordered {
-			p.heldMu.Lock()
-			p.held = append(p.held, d)
-			p.heldMu.Unlock()
-			return
-		}
-		p.m.out.Add(d.Len())
-		for _, s := range p.to {
-			s.in <- d
+			p.hold(st, d)
+		} else {
+			p.m.out.Add(d.Len())
+			for _, s := range p.to {
+				s.in <- sinkMsg{d: d, epoch: st.epoch}
+			}
 		}
 	}
 	if d := t.TakeLate(); d != nil && p.late != nil {
-		p.late.in <- d
+		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
 	}
+}
+
+// hold stores results by (window end, key, window start, firing), the
+// order they are released in. A window fires each number once, so keys
+// never collide.
+func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
+	for _, it := range d.Items() {
+		r := it.Result
+		if r == nil {
+			continue
+		}
+		// Prefixed by the key group, so a restore with another parallelism
+		// hands each result to the subtask that owns its key.
+		kg := state.KeyGroup(r.Key, p.maxKeyGroups)
+		st.heldKey = heldKey(append(st.heldKey[:0], byte(kg>>8), byte(kg)), r.End, r.Key, r.Start, r.Firing)
+		if err := st.backend.Put(st.held, st.heldKey, it.Payload); err != nil {
+			p.log.Error("holding a result failed", "pipeline", p.name, "err", err)
+		}
+	}
+}
+
+// heldKey encodes the release order so that byte order is (end, key,
+// start, firing): times with the sign bit flipped, the key escaped (0x00 →
+// 0x00 0xff) and terminated by 0x00 0x01 so a shorter key sorts first.
+func heldKey(dst []byte, end int64, key []byte, start int64, firing int) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(end)^(1<<63))
+	for _, c := range key {
+		dst = append(dst, c)
+		if c == 0 {
+			dst = append(dst, 0xff)
+		}
+	}
+	dst = append(dst, 0, 1)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(start)^(1<<63))
+	return binary.BigEndian.AppendUint32(dst, uint32(firing))
+}
+
+type heldResult struct{ key, value []byte }
+
+// heldMerge gathers the held results of every subtask of an ordered
+// pipeline at the end of input and sends them, sorted, before any subtask
+// goes on (so they belong to the epoch of the end of input).
+type heldMerge struct {
+	mu      sync.Mutex
+	arrived int
+	results []heldResult
+	done    chan struct{}
+}
+
+// releaseHeld hands st's held results to the merge and waits until the last
+// subtask has sent them all.
+func (p *pipeline) releaseHeld(st *subtask) {
+	var mine []heldResult
+	err := st.backend.Scan(st.held, nil, func(key, value []byte) bool {
+		mine = append(mine, heldResult{append([]byte(nil), key...), append([]byte(nil), value...)})
+		return true
+	})
+	if err != nil {
+		p.log.Error("reading held results failed", "pipeline", p.name, "err", err)
+	}
+	hm := &p.merge
+	hm.mu.Lock()
+	hm.results = append(hm.results, mine...)
+	hm.arrived++
+	last := hm.arrived == len(p.subtasks)
+	hm.mu.Unlock()
+	if !last {
+		<-hm.done
+		return
+	}
+	// Sort on what follows the key-group prefix: (end, key, start, firing).
+	slices.SortFunc(hm.results, func(a, b heldResult) int { return bytes.Compare(a.key[2:], b.key[2:]) })
+	if len(hm.results) > 0 {
+		d := new(operators.Delivery)
+		for _, r := range hm.results {
+			d.AddRaw(r.value)
+		}
+		p.m.out.Add(d.Len())
+		for _, s := range p.to {
+			s.in <- sinkMsg{d: d, epoch: st.epoch}
+		}
+	}
+	hm.results = nil
+	close(hm.done)
 }
 
 // rateLimiter lets a few log lines per minute through.

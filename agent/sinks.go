@@ -4,51 +4,127 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/sink"
 )
 
-// sinkRunner owns one sink: a goroutine takes deliveries from every
-// producer (window subtasks, dead letters, late readings) and writes them,
-// flushing whenever it has caught up, so writes are batched under load and
-// prompt when idle.
-type sinkRunner struct {
-	name string
-	sink sink.Sink
-	in   chan *operators.Delivery
-	log  *slog.Logger
-
-	producers sync.WaitGroup // producers register before sending
-	done      chan struct{}
-	failures  func() // counts a failed write
+// sinkMsg is what producers (window subtasks, prepare stages) send a sink:
+// a delivery belonging to an epoch, or the news that the producer passed
+// checkpoint barrier `barrier`.
+type sinkMsg struct {
+	d       *operators.Delivery
+	epoch   uint64
+	barrier uint64
 }
 
-func newSinkRunner(name string, s sink.Sink, log *slog.Logger, failures func()) *sinkRunner {
-	return &sinkRunner{name: name, sink: s, in: make(chan *operators.Delivery, 64), log: log,
-		done: make(chan struct{}), failures: failures}
+// txSink is a sink with two-phase commit, driven by checkpoints: writes of
+// epoch n become visible only after checkpoint n completes.
+type txSink interface {
+	Write(epoch uint64, items []sink.Item) error
+	PreCommit(epoch uint64) error
+	Commit(epoch uint64) error
+	Recover(lastCompleted uint64) error
+	Close() error
+}
+
+// sinkRunner owns one sink: a goroutine takes deliveries from every
+// producer and writes them, flushing whenever it has caught up, so writes
+// are batched under load and prompt when idle.
+//
+// A transactional sink is a checkpoint task: it aligns barriers across its
+// producers by epoch (each delivery says which epoch it belongs to, so no
+// producer is ever blocked) and pre-commits epoch n once every producer has
+// passed barrier n, then acknowledges.
+type sinkRunner struct {
+	name  string
+	plain sink.Sink // at-least-once sinks
+	tx    txSink    // exactly-once sinks
+	in    chan sinkMsg
+	log   *slog.Logger
+
+	producers  sync.WaitGroup // producers register before sending
+	nProducers int
+	arrived    map[uint64]int
+	ckpt       *checkpointer
+
+	done     chan struct{}
+	failures func() // counts a failed write
+}
+
+func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
+	return &sinkRunner{name: name, in: make(chan sinkMsg, 64), log: log,
+		arrived: map[uint64]int{}, done: make(chan struct{}), failures: failures}
+}
+
+func (r *sinkRunner) taskID() string { return "sink/" + r.name }
+
+// addProducers registers n producers that will each call producers.Done.
+func (r *sinkRunner) addProducers(n int) {
+	r.producers.Add(n)
+	r.nProducers += n
 }
 
 func (r *sinkRunner) run() {
 	defer close(r.done)
-	for d := range r.in {
-		r.write(d)
-		if len(r.in) == 0 {
-			if err := r.sink.Flush(); err != nil {
+	for m := range r.in {
+		if m.barrier != 0 {
+			r.onBarrier(m.barrier)
+			continue
+		}
+		items := m.d.Items()
+		var err error
+		if r.tx != nil {
+			err = r.tx.Write(m.epoch, items)
+		} else {
+			err = r.plain.Write(items)
+		}
+		if err != nil {
+			r.fail("write", err)
+		}
+		if len(r.in) == 0 && r.plain != nil {
+			if err := r.plain.Flush(); err != nil {
 				r.fail("flush", err)
 			}
 		}
 	}
-	if err := r.sink.Flush(); err != nil {
-		r.fail("flush", err)
+	var err error
+	if r.plain != nil {
+		if err = r.plain.Flush(); err != nil {
+			r.fail("flush", err)
+		}
+		err = r.plain.Close()
+	} else {
+		err = r.tx.Close()
 	}
-	if err := r.sink.Close(); err != nil {
+	if err != nil {
 		r.fail("close", err)
 	}
 }
 
-func (r *sinkRunner) write(d *operators.Delivery) {
-	if err := r.sink.Write(d.Items()); err != nil {
-		r.fail("write", err)
+func (r *sinkRunner) onBarrier(id uint64) {
+	r.arrived[id]++
+	if r.arrived[id] < r.nProducers {
+		return
+	}
+	delete(r.arrived, id)
+	if r.tx == nil {
+		// At-least-once sinks are not checkpoint tasks; a barrier is a
+		// good moment to hand what they have to the OS or broker.
+		if err := r.plain.Flush(); err != nil {
+			r.fail("flush", err)
+		}
+		return
+	}
+	if err := r.tx.PreCommit(id); err != nil {
+		r.fail("pre-commit", err)
+		if r.ckpt != nil {
+			r.ckpt.send(checkpoint.Failure{CheckpointID: id, Task: r.taskID(), Err: err})
+		}
+		return
+	}
+	if r.ckpt != nil {
+		r.ckpt.send(checkpoint.Ack{CheckpointID: id, Task: r.taskID()})
 	}
 }
 

@@ -24,13 +24,24 @@ const (
 	Records         // Batch holds records
 	Watermark       // Watermark holds the sender's new watermark
 	EndOfInput      // the sender will send nothing more; all windows may flush
+	Barrier         // checkpoint barrier Barrier.ID: snapshot, then forward
 )
+
+// BarrierInfo describes a checkpoint barrier.
+type BarrierInfo struct {
+	ID uint64
+	// Full asks for a full snapshot; otherwise an incremental one relative to
+	// the snapshot taken for checkpoint Parent (full if the task has none).
+	Full   bool
+	Parent uint64
+}
 
 // Message is one item on an Edge.
 type Message struct {
 	Kind      Kind
 	Batch     *Batch
 	Watermark int64
+	Barrier   BarrierInfo
 }
 
 // Batch holds records in columnar form, ready for a keyed window subtask.

@@ -1,0 +1,325 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// checkpointer drives the checkpoint coordinator (a pure state machine) and
+// does its I/O: it injects barriers at the sources, writes snapshot files
+// asynchronously as subtasks hand over their state views, writes manifests,
+// tells sinks to commit, and applies retention. One goroutine (run) owns the
+// coordinator; tasks talk to it through send.
+type checkpointer struct {
+	coord   *checkpoint.Coordinator
+	store   *checkpoint.Store
+	retain  int
+	msgs    chan any // checkpoint.Message, savepointRequest or forceCheckpoint
+	sources []*sourceRunner
+	txSinks []*sinkRunner
+	log     *slog.Logger
+	clk     clock
+
+	// offsetMs is added to the clock the coordinator sees: a final
+	// checkpoint is forced by moving its time on by one interval.
+	offsetMs int64
+	interval time.Duration
+
+	writers sync.WaitGroup // snapshot writes in flight
+
+	mu         sync.Mutex
+	waiters    map[uint64]chan error // savepoint request → result
+	nextReq    uint64
+	completed  []func(checkpoint.Completed)
+	lastDone   atomic.Uint64 // id of the last completed checkpoint
+	lastTrig   atomic.Uint64 // id of the last triggered checkpoint
+	completeCh chan uint64   // ids of completed or aborted checkpoints, for waiters
+	history    []checkpointRecord
+
+	mFailures  *metrics.Counter
+	mCompleted *metrics.Counter
+	lastDurMs  atomic.Int64
+	lastSize   atomic.Int64
+	lastFull   atomic.Int64
+	lastAlign  atomic.Int64
+}
+
+// checkpointRecord is one line of `eddy checkpoints ls` and the status page.
+type checkpointRecord struct {
+	ID          uint64 `json:"id"`
+	Kind        string `json:"kind"`
+	Time        string `json:"time"`
+	SizeBytes   int64  `json:"size_bytes"`
+	FullBytes   int64  `json:"full_bytes"`
+	DurationMs  int64  `json:"duration_ms"`
+	AlignmentMs int64  `json:"alignment_ms"`
+	Files       int    `json:"files"`
+	Aborted     string `json:"aborted,omitempty"`
+}
+
+func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, retain int, interval time.Duration,
+	log *slog.Logger, clk clock, set *metrics.Set) *checkpointer {
+	c := &checkpointer{coord: coord, store: store, retain: retain, interval: interval,
+		msgs: make(chan any, 1024), log: log, clk: clk,
+		waiters: map[uint64]chan error{}, completeCh: make(chan uint64, 16)}
+	c.mFailures = set.NewCounter("eddy_checkpoint_failures_total")
+	c.mCompleted = set.NewCounter("eddy_checkpoints_completed_total")
+	set.NewGauge("eddy_checkpoint_last_duration_ms", func() float64 { return float64(c.lastDurMs.Load()) })
+	set.NewGauge("eddy_checkpoint_last_size_bytes", func() float64 { return float64(c.lastSize.Load()) })
+	set.NewGauge("eddy_checkpoint_last_full_size_bytes", func() float64 { return float64(c.lastFull.Load()) })
+	set.NewGauge("eddy_checkpoint_last_alignment_ms", func() float64 { return float64(c.lastAlign.Load()) })
+	set.NewGauge("eddy_checkpoint_last_completed_id", func() float64 { return float64(c.lastDone.Load()) })
+	return c
+}
+
+// send delivers a task's message to the coordinator. Safe for concurrent
+// use.
+func (c *checkpointer) send(m checkpoint.Message) { c.msgs <- m }
+
+// writeSnapshot writes snap as a snapshot file of checkpoint id in the
+// background, then acknowledges for task. It owns snap and closes it.
+func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte) {
+	c.writers.Add(1)
+	go func() {
+		defer c.writers.Done()
+		defer snap.Close()
+		kind := checkpoint.KindFull
+		if snap.Incremental() {
+			kind = checkpoint.KindIncremental
+		}
+		ref, err := c.store.WriteSnapshot(task, pipeline, kind, id, snap.Entries)
+		if err != nil {
+			c.send(checkpoint.Failure{CheckpointID: id, Task: task, Err: err})
+			return
+		}
+		c.send(checkpoint.Ack{CheckpointID: id, Task: task, Files: []checkpoint.FileRef{ref}, Extra: extra})
+	}()
+}
+
+// onCompleted registers fn to run (on the checkpointer's goroutine) after
+// each completed checkpoint.
+func (c *checkpointer) onCompleted(fn func(checkpoint.Completed)) {
+	c.completed = append(c.completed, fn)
+}
+
+// run drives the coordinator until ctx ends. It returns the coordinator's
+// failure (too many failed checkpoints in a row), or nil.
+func (c *checkpointer) run(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var forced chan struct{}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			c.coord.Tick(c.now())
+		case m := <-c.msgs:
+			var msg checkpoint.Message
+			switch m := m.(type) {
+			case savepointRequest:
+				c.mu.Lock()
+				c.waiters[m.id] = m.done
+				c.mu.Unlock()
+				msg = checkpoint.TriggerSavepoint{Request: m.id}
+			case forceCheckpoint:
+				c.offsetMs += c.interval.Milliseconds()
+				c.coord.Tick(c.now())
+				forced = m.done
+			case checkpoint.Message:
+				msg = m
+			}
+			if msg != nil {
+				if err := c.coord.Step(msg); err != nil {
+					c.log.Error("checkpoint protocol error", "err", err)
+				}
+			}
+		}
+		for c.coord.HasReady() {
+			c.handle(c.coord.Ready())
+			c.coord.Advance()
+		}
+		if forced != nil {
+			close(forced) // after the trigger, if any, went out
+		}
+		if err := c.coord.Failed(); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
+
+func (c *checkpointer) handle(rd checkpoint.Ready) {
+	for _, tr := range rd.Triggers {
+		c.lastTrig.Store(tr.ID)
+		c.log.Debug("checkpoint triggered", "id", tr.ID, "kind", tr.Kind)
+		for _, s := range c.sources {
+			s.ctrl <- tr
+		}
+	}
+	if m := rd.Manifest; m != nil {
+		m.Time = time.Now().UTC()
+		if err := c.store.WriteManifest(m); err != nil {
+			c.log.Error("writing checkpoint manifest failed", "id", m.ID, "err", err)
+			if serr := c.coord.Step(checkpoint.Failure{CheckpointID: m.ID, Err: err}); serr != nil {
+				c.log.Error("checkpoint protocol error", "err", serr)
+			}
+		}
+	}
+	for _, done := range rd.Completed {
+		c.complete(done)
+	}
+	for _, ab := range rd.Aborted {
+		c.mFailures.Inc()
+		c.log.Warn("checkpoint aborted", "id", ab.ID, "kind", ab.Kind, "reason", ab.Reason)
+		c.record(checkpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error()})
+		c.answer(ab.SavepointRequest, fmt.Errorf("savepoint %d aborted: %w", ab.ID, ab.Reason))
+		c.notify(ab.ID)
+	}
+}
+
+func (c *checkpointer) complete(done checkpoint.Completed) {
+	m := done.Manifest
+	// The commit phase: output of epochs ≤ id becomes visible.
+	for _, s := range c.txSinks {
+		if err := s.tx.Commit(done.ID); err != nil {
+			s.fail("commit", err)
+		}
+	}
+	c.mCompleted.Inc()
+	c.lastDone.Store(done.ID)
+	c.lastDurMs.Store(m.DurationMs)
+	c.lastSize.Store(m.Size())
+	c.lastFull.Store(m.FullSize())
+	c.lastAlign.Store(m.AlignmentMs)
+	c.log.Info("checkpoint completed", "id", done.ID, "kind", done.Kind, "duration_ms", m.DurationMs,
+		"bytes", m.Size(), "chain_bytes", m.FullSize())
+	c.record(checkpointRecord{ID: done.ID, Kind: done.Kind.String(), Time: m.Time.Format(time.RFC3339Nano),
+		SizeBytes: m.Size(), FullBytes: m.FullSize(), DurationMs: m.DurationMs, AlignmentMs: m.AlignmentMs, Files: len(m.Files)})
+	if plan, err := c.store.Retain(c.retain); err != nil {
+		c.log.Warn("checkpoint retention failed", "err", err)
+	} else if len(plan.Manifests) > 0 {
+		c.log.Debug("checkpoint retention", "removed", plan.Manifests, "files", len(plan.Files))
+	}
+	for _, fn := range c.completed {
+		fn(done)
+	}
+	c.answer(done.SavepointRequest, nil)
+	c.notify(done.ID)
+}
+
+func (c *checkpointer) record(r checkpointRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.history = append(c.history, r)
+	if len(c.history) > 100 {
+		c.history = c.history[len(c.history)-100:]
+	}
+}
+
+// History returns the recent checkpoints, oldest first.
+func (c *checkpointer) History() []checkpointRecord {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]checkpointRecord(nil), c.history...)
+}
+
+func (c *checkpointer) notify(id uint64) {
+	select {
+	case c.completeCh <- id:
+	default:
+	}
+}
+
+func (c *checkpointer) answer(req uint64, err error) {
+	if req == 0 {
+		return
+	}
+	c.mu.Lock()
+	ch := c.waiters[req]
+	delete(c.waiters, req)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- err
+	}
+}
+
+// savepointRequest and forceCheckpoint travel on msgs to the run goroutine.
+type savepointRequest struct {
+	id   uint64
+	done chan error
+}
+
+type forceCheckpoint struct{ done chan struct{} }
+
+// Savepoint takes a savepoint and waits for it: a full checkpoint that
+// retention never deletes.
+func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
+	c.mu.Lock()
+	c.nextReq++
+	req := savepointRequest{id: c.nextReq, done: make(chan error, 1)}
+	c.mu.Unlock()
+	before := c.lastTrig.Load()
+	select {
+	case c.msgs <- req:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		if err != nil {
+			return 0, err
+		}
+		return c.lastDone.Load(), nil
+	case <-ctx.Done():
+		_ = before
+		return 0, ctx.Err()
+	}
+}
+
+// final takes one more checkpoint, triggered now, and waits until it (or a
+// later one) completes. Used at shutdown and at the end of input, after the
+// sources have stopped, so the checkpoint holds everything taken in.
+func (c *checkpointer) final(ctx context.Context) error {
+	want := c.lastTrig.Load() + 1
+	deadline := time.After(2*c.interval + time.Minute)
+	for c.lastDone.Load() < want {
+		if c.lastTrig.Load() < want {
+			f := forceCheckpoint{done: make(chan struct{})}
+			select {
+			case c.msgs <- f:
+				<-f.done
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if c.lastTrig.Load() < want {
+				// One was in progress: wait for it to end, then force again.
+				select {
+				case <-c.completeCh:
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+		}
+		select {
+		case <-c.completeCh:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			return errors.New("agent: final checkpoint did not complete in time")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window/watermark"
+)
+
+// setupCheckpoints creates the coordinator and its tasks, then restores the
+// newest checkpoint that verifies (or the one --from names), before any
+// goroutine runs.
+func (a *Agent) setupCheckpoints() error {
+	cc := a.cfg.Checkpoint
+	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	var tasks []string
+	var sources []*sourceRunner
+	for _, s := range a.sources {
+		tasks = append(tasks, s.taskID())
+		sources = append(sources, s)
+	}
+	for _, p := range a.pipelines {
+		for _, st := range p.subtasks {
+			tasks = append(tasks, st.taskID(p.name))
+		}
+	}
+	var txSinks []*sinkRunner
+	for _, s := range a.sinks {
+		if s.tx != nil {
+			tasks = append(tasks, s.taskID())
+			txSinks = append(txSinks, s)
+		}
+	}
+	ccfg := checkpoint.DefaultConfig(tasks...)
+	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
+	ccfg.TolerableFailures, ccfg.FullEvery = cc.TolerableFailures, cc.FullEvery
+	ccfg.ConfigFingerprint = a.cfg.Fingerprint()
+	if cc.Mode == "at_least_once" {
+		ccfg.Mode = checkpoint.AtLeastOnce
+	}
+	coord, err := checkpoint.NewCoordinator(ccfg)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	ck := newCheckpointer(coord, store, cc.Retain, cc.Interval, a.log, a.clk, a.metrics)
+	ck.sources, ck.txSinks = sources, txSinks
+	for _, s := range sources {
+		s.acks = ck.send
+	}
+	for _, p := range a.pipelines {
+		p.ckpt = ck
+	}
+	for _, s := range a.sinks {
+		s.ckpt = ck
+	}
+	a.ckpt = ck
+
+	sel, err := store.SelectRestore(a.from)
+	for _, sk := range sel.Skipped {
+		a.log.Warn("checkpoint skipped: it does not verify", "id", sk.ID, "reason", sk.Reason)
+	}
+	var restored uint64
+	switch {
+	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		a.log.Info("no checkpoint to restore: starting empty")
+	case err != nil:
+		return fmt.Errorf("agent: restore: %w", err)
+	default:
+		if err := a.restore(sel); err != nil {
+			return err
+		}
+		restored = sel.Manifest.ID
+	}
+	if err := coord.Restore(sel.NewestID); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	for _, s := range txSinks {
+		if err := s.tx.Recover(restored); err != nil {
+			return fmt.Errorf("agent: sink %q: recover: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// restore loads checkpoint sel into the pipelines' state, watermarks and
+// source positions. State is mapped by pipeline name and key group, so a
+// changed parallelism restores too.
+func (a *Agent) restore(sel checkpoint.Selection) error {
+	m := sel.Manifest
+	known := map[string]bool{}
+	for _, p := range a.pipelines {
+		known[p.name] = true
+		files := m.PipelineFiles(p.name)
+		entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
+			for _, f := range files {
+				if err := sel.Store.ReadSnapshot(f, fn); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for _, st := range p.subtasks {
+			if st.backend == nil {
+				continue
+			}
+			kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
+			if !ok {
+				return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
+			}
+			if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
+				return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
+			}
+			st.lastSnap = 0 // the next snapshot is full
+			st.epoch = m.ID + 1
+		}
+		p.epoch = m.ID + 1
+		if wm, ok := restoredWatermark(m, p.name); ok {
+			p.restoreWatermark(wm)
+		}
+	}
+	for _, name := range m.Pipelines() {
+		if !known[name] && !a.allowNonRestored {
+			return fmt.Errorf("agent: checkpoint %d holds state of pipeline %q, which the configuration no longer has; "+
+				"rename the pipeline back, or start with --allow-non-restored-state to drop that state", m.ID, name)
+		}
+	}
+	for name, pos := range m.SourcePositions {
+		// Only a replayable source can resume at a position; a source
+		// without a log starts from the live stream.
+		if s, ok := a.sources[name]; ok && s.replayable {
+			s.skipTo, s.pos = pos, pos
+		}
+	}
+	a.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),
+		"pipelines", len(m.Pipelines()), "positions", m.SourcePositions)
+	return nil
+}
+
+// restoredWatermark is the pipeline's watermark at the checkpoint: every
+// subtask had received the same broadcast before the barrier, so any
+// subtask's value will do; take the largest.
+func restoredWatermark(m *checkpoint.Manifest, pipeline string) (int64, bool) {
+	prefix := "watermark/" + pipeline + "/"
+	wm, ok := int64(math.MinInt64), false
+	for k, v := range m.Extra {
+		if strings.HasPrefix(k, prefix) && len(v) == 8 {
+			if w := int64(binary.BigEndian.Uint64(v)); w > wm {
+				wm, ok = w, true
+			}
+		}
+	}
+	return wm, ok && wm != math.MinInt64
+}
+
+// restoreWatermark puts the restored watermark back into the prepare
+// stage's generator and every subtask's operator.
+func (p *pipeline) restoreWatermark(wm int64) {
+	switch g := p.wm.(type) {
+	case *watermark.BoundedOutOfOrder:
+		g.Observe(wm + p.bound + 1)
+	case *punctuatedWatermark:
+		g.mark(wm)
+	case *inputWatermarks:
+		for _, gen := range g.gens {
+			gen.Observe(wm + p.bound + 1)
+		}
+	}
+	for _, st := range p.subtasks {
+		st.task.AdvanceWatermark(wm)
+		st.task.TakeResults() // nothing is due: those timers fired before the checkpoint
+	}
+}

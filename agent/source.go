@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/operators/source"
+)
+
+// rawBatch is what a source runner sends its pipelines, in order: a batch of
+// messages, a checkpoint barrier, or the end of input. A batch is shared
+// read-only by every pipeline reading the source; the last one done with it
+// releases it, which acks its messages.
+type rawBatch struct {
+	msgs    []source.Message
+	refs    atomic.Int32
+	barrier *checkpoint.Trigger // a barrier: no messages
+	eoi     bool                // end of input: no messages
+}
+
+func (b *rawBatch) release() {
+	if b.barrier != nil || b.eoi {
+		return
+	}
+	if b.refs.Add(-1) == 0 {
+		for i := range b.msgs {
+			b.msgs[i].Ack()
+		}
+	}
+}
+
+// sourceRunner runs one source and fans its batches out to its pipelines.
+// Barriers enter through inject and leave in-band after the last batch
+// forwarded, with the source's position at that point: exactly the
+// messages before the barrier are in the checkpoint (Chandy–Lamport).
+type sourceRunner struct {
+	name string
+	src  source.Source
+	outs []chan *rawBatch
+
+	ctrl chan checkpoint.Trigger // barriers to inject; closed to finish
+	acks func(checkpoint.Message)
+	// replayable sources (files) restart from their beginning, so a
+	// restored position skips what the checkpoint holds.
+	replayable bool
+	skipTo     uint64 // restored position: messages at or below it were processed
+	pos        uint64 // offset of the last message forwarded
+	eof        atomic.Bool
+	err        error
+	drained    chan struct{} // closed once the source has stopped and its messages are forwarded
+}
+
+func newSourceRunner(name string, src source.Source) *sourceRunner {
+	return &sourceRunner{name: name, src: src, ctrl: make(chan checkpoint.Trigger, 1), drained: make(chan struct{})}
+}
+
+func (s *sourceRunner) taskID() string { return "source/" + s.name }
+
+// run reads the source until ctx ends or input ends, then keeps serving
+// barriers until ctrl is closed, and finally closes its outputs.
+func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
+	ch := make(chan []source.Message, 16)
+	go func() {
+		err := s.src.Run(ctx, ch)
+		if err != nil && ctx.Err() == nil {
+			s.err = err
+			log.Error("source stopped", "source", s.name, "err", err)
+		} else if err == nil && ctx.Err() == nil {
+			s.eof.Store(true)
+		}
+		close(ch)
+	}()
+	in := ch
+	for {
+		select {
+		case msgs, ok := <-in:
+			if !ok {
+				in = nil
+				if s.eof.Load() {
+					s.send(&rawBatch{eoi: true})
+				}
+				close(s.drained)
+				continue
+			}
+			s.forward(msgs)
+		case tr, ok := <-s.ctrl:
+			if !ok {
+				for _, o := range s.outs {
+					close(o)
+				}
+				return
+			}
+			s.send(&rawBatch{barrier: &tr})
+			if s.acks != nil {
+				s.acks(checkpoint.Ack{CheckpointID: tr.ID, Task: s.taskID(),
+					Positions: map[string]uint64{s.name: s.pos}})
+			}
+		}
+	}
+}
+
+func (s *sourceRunner) forward(msgs []source.Message) {
+	// After a restore, a replayable source (a file) starts from its
+	// beginning: drop what the checkpoint already holds.
+	if s.skipTo > 0 {
+		n := 0
+		for i := range msgs {
+			if msgs[i].Offset > s.skipTo {
+				msgs[n] = msgs[i]
+				n++
+			} else {
+				msgs[i].Ack()
+			}
+		}
+		msgs = msgs[:n]
+		if n == 0 {
+			return
+		}
+	}
+	s.pos = msgs[len(msgs)-1].Offset
+	rb := &rawBatch{msgs: msgs}
+	rb.refs.Store(int32(len(s.outs)))
+	s.send(rb)
+}
+
+func (s *sourceRunner) send(rb *rawBatch) {
+	for _, o := range s.outs {
+		o <- rb // pipelines drain until their input closes: never blocks forever
+	}
+}

@@ -1,0 +1,480 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Coordinator tests use no disk, no clock and no goroutine: time moves by
+// Tick, messages arrive by Step, and each Ready is carried out at once.
+
+type harness struct {
+	t    *testing.T
+	c    *Coordinator
+	trig []Trigger // triggers of Readys taken since the last tick
+}
+
+func newHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	c, err := NewCoordinator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, c: c}
+}
+
+// ready takes the Ready, "writes" its manifest, and advances.
+func (h *harness) ready() Ready {
+	h.t.Helper()
+	if !h.c.HasReady() {
+		return Ready{}
+	}
+	rd := h.c.Ready()
+	if rd.Manifest != nil {
+		rd.Manifest.Time = time.UnixMilli(1_700_000_000_000).UTC()
+	}
+	h.c.Advance()
+	h.trig = append(h.trig, rd.Triggers...)
+	return rd
+}
+
+func (h *harness) step(m Message) {
+	h.t.Helper()
+	if err := h.c.Step(m); err != nil {
+		h.t.Fatalf("Step(%+v): %v", m, err)
+	}
+}
+
+// tick moves time and returns the ids and kinds triggered.
+func (h *harness) tick(ms int64) []Trigger {
+	h.t.Helper()
+	h.trig = nil
+	h.c.Tick(ms)
+	h.ready()
+	trig := h.trig
+	h.trig = nil
+	return trig
+}
+
+// file makes the FileRef a task would get from Store.WriteSnapshot.
+func file(task string, id uint64, kind Kind) FileRef {
+	sum := fmt.Sprintf("%064x", id*1000+uint64(len(task))*7+uint64(task[len(task)-1]))
+	return FileRef{Name: "files/" + sum + ".snap", SHA256: sum, Size: 100, Kind: kind, Checkpoint: id, Task: task, Pipeline: "p"}
+}
+
+// ackAll acknowledges checkpoint id from every task with one file of kind
+// and returns the Ready that follows (holding the manifest).
+func (h *harness) ackAll(id uint64, kind Kind) Ready {
+	h.t.Helper()
+	for _, task := range h.c.cfg.Tasks {
+		h.step(Ack{CheckpointID: id, Task: task, Files: []FileRef{file(task, id, kind)}})
+	}
+	return h.ready()
+}
+
+func wantTrigger(t *testing.T, got []Trigger, want ...Trigger) {
+	t.Helper()
+	for i := range want {
+		want[i].Mode = ExactlyOnce
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("triggers %+v, want %+v", got, want)
+	}
+}
+
+func testConfig(tasks ...string) Config {
+	cfg := DefaultConfig(tasks...)
+	cfg.Interval, cfg.Timeout, cfg.FullEvery = 10*time.Second, 30*time.Second, 3
+	return cfg
+}
+
+// DESIGN.md "Checkpoints" 1 and 5: checkpoint n completes only when every
+// task acknowledged and the manifest is durable; then sinks are notified.
+func TestCoordinator_AcksFromSeveralTasks(t *testing.T) {
+	h := newHarness(t, testConfig("source", "window/0", "window/1"))
+	wantTrigger(t, h.tick(0))
+	wantTrigger(t, h.tick(9_999))
+	wantTrigger(t, h.tick(10_000), Trigger{ID: 1, Kind: KindFull})
+
+	h.step(Ack{CheckpointID: 1, Task: "source", Positions: map[string]uint64{"sensors": 4096}})
+	h.step(Ack{CheckpointID: 1, Task: "window/0", Files: []FileRef{file("window/0", 1, KindFull)}, AlignmentMs: 3})
+	h.c.Tick(11_000)
+	if rd := h.ready(); rd.Manifest != nil || len(rd.Completed) != 0 {
+		t.Fatalf("manifest before every task acked: %+v", rd)
+	}
+	h.step(Ack{CheckpointID: 1, Task: "window/0"}) // a repeat is ignored
+	h.c.Tick(12_500)
+	h.step(Ack{CheckpointID: 1, Task: "window/1", Files: []FileRef{file("window/1", 1, KindFull)}, AlignmentMs: 7})
+	rd := h.ready()
+	m := rd.Manifest
+	if m == nil || len(rd.Completed) != 0 {
+		t.Fatalf("Ready after the last ack = %+v, want a manifest and no completion yet", rd)
+	}
+	if m.ID != 1 || m.Kind != KindFull || m.DurationMs != 2_500 || m.AlignmentMs != 7 || m.SourcePositions["sensors"] != 4096 || len(m.Files) != 2 {
+		t.Errorf("manifest %+v", m)
+	}
+	if err := m.Validate(); err != nil {
+		t.Error(err)
+	}
+	rd = h.ready()
+	if len(rd.Completed) != 1 || rd.Completed[0].ID != 1 || rd.Completed[0].Manifest != m {
+		t.Fatalf("Ready after Advance = %+v, want checkpoint 1 completed", rd)
+	}
+	st := h.c.Stats()
+	if st.Completed != 1 || st.LastCompletedID != 1 || st.LastDurationMs != 2_500 || st.LastSize != 200 || st.InProgress != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	wantTrigger(t, h.tick(20_000), Trigger{ID: 2, Kind: KindIncremental, Parent: 1})
+}
+
+func TestCoordinator_Timeout(t *testing.T) {
+	h := newHarness(t, testConfig("a", "b"))
+	h.tick(0)
+	wantTrigger(t, h.tick(10_000), Trigger{ID: 1, Kind: KindFull})
+	h.step(Ack{CheckpointID: 1, Task: "a"})
+	h.c.Tick(39_999)
+	if rd := h.ready(); len(rd.Aborted) != 0 {
+		t.Fatalf("aborted before the timeout: %+v", rd)
+	}
+	h.c.Tick(40_000)
+	rd := h.ready()
+	if len(rd.Aborted) != 1 || rd.Aborted[0].ID != 1 || !errors.Is(rd.Aborted[0].Reason, ErrTimeout) {
+		t.Fatalf("Ready = %+v, want checkpoint 1 aborted by timeout", rd)
+	}
+	// The interval has passed and min_pause is 0: the next one starts in
+	// the same Tick. The aborted checkpoint left no chain: it is full again.
+	wantTrigger(t, rd.Triggers, Trigger{ID: 2, Kind: KindFull})
+	// A late ack for the aborted checkpoint is stale, not an error.
+	h.step(Ack{CheckpointID: 1, Task: "b"})
+	if st := h.c.Stats(); st.StaleMessages != 1 || st.ConsecutiveFailures != 1 || st.Aborted != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if h.c.HasReady() {
+		t.Error("a stale ack produced work")
+	}
+}
+
+func TestCoordinator_TolerableFailures(t *testing.T) {
+	tests := []struct {
+		name      string
+		tolerable int
+		outcomes  string // per checkpoint: t = timeout, d = decline, f = failure, c = complete
+		failedAt  int    // index of the checkpoint after which Failed() != nil, -1 for never
+	}{
+		{"default 3 tolerates three", 3, "tttc", -1},
+		{"fourth failure fails", 3, "tdft", 3},
+		{"success resets the count", 3, "tttcttt", -1},
+		{"zero fails at once", 0, "f", 0},
+		{"one", 1, "cdcdt", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig("a")
+			cfg.TolerableFailures = tt.tolerable
+			h := newHarness(t, cfg)
+			now := int64(0)
+			h.tick(now)
+			var next []Trigger
+			for i, o := range tt.outcomes {
+				trig := next
+				next = nil
+				for len(trig) == 0 && h.c.Failed() == nil {
+					now += 10_000
+					trig = h.tick(now)
+				}
+				if len(trig) != 1 {
+					t.Fatalf("checkpoint %d: triggers %+v", i, trig)
+				}
+				id := trig[0].ID
+				switch o {
+				case 't':
+					now += 30_000
+					next = h.tick(now)
+				case 'd':
+					h.step(Decline{CheckpointID: id, Task: "a", Reason: "restoring"})
+				case 'f':
+					h.step(Failure{CheckpointID: id, Task: "a", Err: errors.New("no space left on device")})
+				case 'c':
+					h.ackAll(id, trig[0].Kind)
+				}
+				h.ready()
+				if failed := h.c.Failed() != nil; failed != (tt.failedAt >= 0 && i >= tt.failedAt) {
+					t.Fatalf("after checkpoint %d (%c): Failed() = %v", i, o, h.c.Failed())
+				}
+			}
+			if tt.failedAt >= 0 {
+				if err := h.c.Failed(); !errors.Is(err, ErrTooManyFailures) {
+					t.Errorf("Failed() = %v", err)
+				}
+				if trig := h.tick(now + time.Hour.Milliseconds()); len(trig) != 0 {
+					t.Errorf("triggered %+v after failing", trig)
+				}
+			}
+		})
+	}
+}
+
+func TestCoordinator_MinPause(t *testing.T) {
+	tests := []struct {
+		name       string
+		minPauseMs int64
+		endMs      int64 // checkpoint 1 (triggered at 10s) ends here
+		abort      bool
+		nextMs     int64 // checkpoint 2 is triggered here
+	}{
+		{"no pause: interval from trigger", 0, 15_000, false, 20_000},
+		{"pause shorter than the rest of the interval", 4_000, 15_000, false, 20_000},
+		{"pause from completion", 8_000, 15_000, false, 23_000},
+		{"pause after an abort too", 8_000, 17_000, true, 25_000},
+		{"slow checkpoint: next waits for the pause", 2_000, 26_000, false, 28_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig("a")
+			cfg.MinPause = time.Duration(tt.minPauseMs) * time.Millisecond
+			h := newHarness(t, cfg)
+			h.tick(0)
+			h.tick(10_000)
+			h.c.Tick(tt.endMs)
+			if tt.abort {
+				h.step(Decline{CheckpointID: 1, Task: "a"})
+			} else {
+				h.ackAll(1, KindFull)
+			}
+			h.ready()
+			if trig := h.tick(tt.nextMs - 1); len(trig) != 0 {
+				t.Fatalf("triggered at %d: %+v", tt.nextMs-1, trig)
+			}
+			if trig := h.tick(tt.nextMs); len(trig) != 1 || trig[0].ID != 2 {
+				t.Fatalf("at %d: triggers %+v, want checkpoint 2", tt.nextMs, trig)
+			}
+		})
+	}
+}
+
+// Config.MaxConcurrent is 1: no trigger while a checkpoint is in progress,
+// however long the interval has passed, until it ends.
+func TestCoordinator_OneAtATime(t *testing.T) {
+	h := newHarness(t, testConfig("a"))
+	h.tick(0)
+	h.tick(10_000)
+	for _, ms := range []int64{20_000, 30_000, 39_000} {
+		if trig := h.tick(ms); len(trig) != 0 {
+			t.Fatalf("triggered %+v at %d while checkpoint 1 is in progress", trig, ms)
+		}
+	}
+	if st := h.c.Stats(); st.InProgress != 1 {
+		t.Errorf("InProgress = %d", st.InProgress)
+	}
+	h.step(Ack{CheckpointID: 1, Task: "a", Files: []FileRef{file("a", 1, KindFull)}})
+	rd := h.c.Ready()
+	// The manifest is being written: still in progress, and not timed out.
+	h.c.Tick(41_000)
+	h.c.Advance()
+	if rd.Manifest == nil || len(h.c.Ready().Triggers) != 0 {
+		t.Fatalf("triggered while the manifest was written")
+	}
+	h.c.Advance()
+	wantTrigger(t, h.tick(41_001), Trigger{ID: 2, Kind: KindIncremental, Parent: 1})
+	if cfg := testConfig("a"); true {
+		cfg.MaxConcurrent = 2
+		if _, err := NewCoordinator(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("MaxConcurrent 2: err = %v", err)
+		}
+	}
+}
+
+// The manifest's Ready is handed out, its write fails: the agent steps a
+// Failure before Advance and the checkpoint aborts instead of completing.
+func TestCoordinator_ManifestWriteFails(t *testing.T) {
+	h := newHarness(t, testConfig("a"))
+	h.tick(0)
+	h.tick(10_000)
+	h.step(Ack{CheckpointID: 1, Task: "a", Files: []FileRef{file("a", 1, KindFull)}})
+	rd := h.c.Ready()
+	if rd.Manifest == nil {
+		t.Fatal("no manifest")
+	}
+	h.step(Failure{CheckpointID: 1, Err: errors.New("fsync: input/output error")})
+	h.c.Advance()
+	rd = h.ready()
+	if len(rd.Completed) != 0 || len(rd.Aborted) != 1 || !errors.Is(rd.Aborted[0].Reason, ErrFailed) {
+		t.Fatalf("Ready = %+v, want checkpoint 1 aborted", rd)
+	}
+	wantTrigger(t, h.tick(20_000), Trigger{ID: 2, Kind: KindFull})
+}
+
+func TestCoordinator_Savepoint(t *testing.T) {
+	h := newHarness(t, testConfig("a", "b"))
+	h.tick(0)
+	h.tick(10_000)
+	h.ackAll(1, KindFull)
+	h.ready()
+	wantTrigger(t, h.tick(20_000), Trigger{ID: 2, Kind: KindIncremental, Parent: 1})
+
+	// Requested while 2 is in progress: queued.
+	h.step(TriggerSavepoint{Request: 77})
+	if rd := h.ready(); len(rd.Triggers) != 0 {
+		t.Fatalf("savepoint triggered during checkpoint 2: %+v", rd)
+	}
+	h.ackAll(2, KindIncremental)
+	h.ready()
+	// Due at once: neither the interval nor min_pause holds a savepoint.
+	wantTrigger(t, h.tick(21_000), Trigger{ID: 3, Kind: KindSavepoint, SavepointRequest: 77})
+	// A savepoint is self-contained: an incremental file breaks the protocol.
+	if err := h.c.Step(Ack{CheckpointID: 3, Task: "a", Files: []FileRef{file("a", 3, KindIncremental)}}); !errors.Is(err, ErrBadAck) {
+		t.Fatalf("incremental file in a savepoint: err = %v", err)
+	}
+	rd := h.ready()
+	if len(rd.Aborted) != 1 || rd.Aborted[0].SavepointRequest != 77 {
+		t.Fatalf("Ready = %+v, want the savepoint aborted", rd)
+	}
+	if st := h.c.Stats(); st.ConsecutiveFailures != 0 {
+		t.Errorf("a failed savepoint counted as a checkpoint failure: %+v", st)
+	}
+
+	// Requested when idle: triggered at once, without a Tick.
+	h.step(TriggerSavepoint{Request: 78})
+	rd = h.ready()
+	wantTrigger(t, rd.Triggers, Trigger{ID: 4, Kind: KindSavepoint, SavepointRequest: 78})
+	rd = h.ackAll(4, KindFull)
+	if m := rd.Manifest; m == nil || m.Kind != KindSavepoint || len(m.Files) != 2 || m.Validate() != nil {
+		t.Fatalf("savepoint manifest %+v", rd.Manifest)
+	}
+	rd = h.ready()
+	if len(rd.Completed) != 1 || rd.Completed[0].SavepointRequest != 78 || rd.Completed[0].Kind != KindSavepoint {
+		t.Fatalf("Ready = %+v", rd)
+	}
+	// The next checkpoint builds on checkpoint 2, not on the savepoint.
+	wantTrigger(t, h.tick(31_000), Trigger{ID: 5, Kind: KindIncremental, Parent: 2})
+}
+
+// FullEvery = 3 gives full, incremental, incremental, full; each manifest
+// lists the whole chain per task, base first; a task may answer an
+// incremental trigger with a full file, restarting its chain.
+func TestCoordinator_IncrementalChain(t *testing.T) {
+	h := newHarness(t, testConfig("a", "b"))
+	h.tick(0)
+	var kinds []Kind
+	var manifests []*Manifest
+	for i := range 5 {
+		now := int64(10_000 * (i + 1))
+		trig := h.tick(now)
+		if len(trig) != 1 {
+			t.Fatalf("at %d: %+v", now, trig)
+		}
+		id, kind := trig[0].ID, trig[0].Kind
+		kinds = append(kinds, kind)
+		h.step(Ack{CheckpointID: id, Task: "a", Files: []FileRef{file("a", id, kind)}})
+		bFiles := []FileRef{file("b", id, kind)}
+		if id == 3 {
+			bFiles[0].Kind = KindFull // b's deltas outgrew its base
+		}
+		h.step(Ack{CheckpointID: id, Task: "b", Files: bFiles})
+		manifests = append(manifests, h.ready().Manifest)
+		h.ready()
+	}
+	if want := []Kind{KindFull, KindIncremental, KindIncremental, KindFull, KindIncremental}; !slices.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v", kinds, want)
+	}
+	chain := func(m *Manifest) string {
+		var s []string
+		for _, f := range m.Files {
+			s = append(s, fmt.Sprintf("%s%d%c", f.Task, f.Checkpoint, f.Kind.String()[0]))
+		}
+		return strings.Join(s, " ")
+	}
+	want := []string{"a1f b1f", "a1f a2i b1f b2i", "a1f a2i a3i b3f", "a4f b4f", "a4f a5i b4f b5i"}
+	for i, m := range manifests {
+		if got := chain(m); got != want[i] {
+			t.Errorf("manifest %d chain %q, want %q", m.ID, got, want[i])
+		}
+		if err := m.Validate(); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := manifests[2].Size(); got != 200 {
+		t.Errorf("Size() = %d, want the 2 files of checkpoint 3", got)
+	}
+}
+
+// Ids continue after a restore and the first checkpoint after it is full.
+func TestCoordinator_RestoreContinuesIDs(t *testing.T) {
+	h := newHarness(t, testConfig("a"))
+	if err := h.c.Restore(41); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(0)
+	wantTrigger(t, h.tick(10_000), Trigger{ID: 42, Kind: KindFull})
+	if err := h.c.Restore(50); !errors.Is(err, ErrInProgress) {
+		t.Errorf("Restore after a trigger: err = %v", err)
+	}
+	if err := h.c.Step(Ack{CheckpointID: 43, Task: "a"}); err == nil {
+		t.Error("ack for a checkpoint never triggered accepted")
+	}
+	if err := h.c.Step(Ack{CheckpointID: 41, Task: "a"}); err != nil {
+		t.Errorf("ack for a checkpoint of the previous run: %v, want ignored", err)
+	}
+}
+
+func TestCoordinator_StepErrors(t *testing.T) {
+	h := newHarness(t, testConfig("a", "b"))
+	h.tick(0)
+	h.tick(10_000)
+	if err := h.c.Step(Ack{CheckpointID: 1, Task: "c"}); !errors.Is(err, ErrUnknownTask) {
+		t.Errorf("unknown task: err = %v", err)
+	}
+	h.step(Ack{CheckpointID: 1, Task: "a", Positions: map[string]uint64{"s": 1}})
+	err := h.c.Step(Ack{CheckpointID: 1, Task: "b", Positions: map[string]uint64{"s": 2}})
+	if !errors.Is(err, ErrBadAck) {
+		t.Errorf("position reported twice: err = %v", err)
+	}
+	if rd := h.ready(); len(rd.Aborted) != 1 || rd.Manifest != nil {
+		t.Errorf("Ready = %+v, want the checkpoint aborted", rd)
+	}
+	wantTrigger(t, h.tick(20_000), Trigger{ID: 2, Kind: KindFull})
+	if err := h.c.Step(Ack{CheckpointID: 2, Task: "a", Files: []FileRef{file("b", 2, KindFull)}}); !errors.Is(err, ErrBadAck) {
+		t.Errorf("another task's file: err = %v", err)
+	}
+}
+
+func TestCoordinator_ReadyWithoutAdvancePanics(t *testing.T) {
+	h := newHarness(t, testConfig("a"))
+	h.c.Ready()
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic")
+		}
+	}()
+	h.c.Ready()
+}
+
+func TestNewCoordinator_InvalidConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"zero interval", func(c *Config) { c.Interval = 0 }},
+		{"zero timeout", func(c *Config) { c.Timeout = 0 }},
+		{"negative pause", func(c *Config) { c.MinPause = -time.Second }},
+		{"negative tolerable", func(c *Config) { c.TolerableFailures = -1 }},
+		{"no mode", func(c *Config) { c.Mode = 0 }},
+		{"full_every 0", func(c *Config) { c.FullEvery = 0 }},
+		{"no tasks", func(c *Config) { c.Tasks = nil }},
+		{"repeated task", func(c *Config) { c.Tasks = []string{"a", "a"} }},
+		{"empty task", func(c *Config) { c.Tasks = []string{""} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig("a")
+			tt.edit(&cfg)
+			if _, err := NewCoordinator(cfg); !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("err = %v", err)
+			}
+		})
+	}
+}

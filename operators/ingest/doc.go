@@ -1,0 +1,99 @@
+// Package ingest is Eddy's durable ingest log: every message a source
+// receives is appended here before the broker is acked, because MQTT cannot
+// replay. The log is the replayable source of every pipeline: its offset is
+// the source position stored in checkpoints, a restore replays from it, and
+// live processing reads from it too.
+//
+// # Model and life cycle
+//
+//	l, err := ingest.Open(dir, ingest.Options{Ack: ingest.AfterFsync})
+//	d := ingest.NewDedup(ingest.DedupOptions{})
+//	d.Load(l)                           // remember the log's tail again
+//
+// The source side batches everything that arrived while the previous
+// Append ran (group commit), never blocking the MQTT client's handler:
+//
+//	for each received message m:
+//	    e := ingest.Entry{Arrival: nowMs, Flags: dupFlag(m), Topic: .., Payload: ..}
+//	    if d.Observe(&e) { ack m; continue } // a redelivery: drop, but ack
+//	    batch = append(batch, e)
+//	first, last, err := l.Append(batch)  // one write, one fsync
+//	ack the batch's messages, in order, only after err == nil
+//
+// On ErrFull nothing was written: keep the batch and its messages unacked
+// (the broker's in-flight window then stops the flow) and retry after the
+// checkpoint coordinator's Truncate has freed space. Dropping the batch
+// instead would leave Dedup believing it was logged.
+//
+// The pipeline side reads from the log, both to replay after a restore and
+// live, so there is one path for both. Its position is an offset:
+//
+//	r, err := l.Reader(checkpointPosition + 1) // or 0: from the start
+//	for {
+//	    e, err := r.Next()
+//	    if err == io.EOF { err = l.Wait(ctx, lastRead); continue }
+//	    ... process e (Topic/Payload valid until the next Next) ...
+//	    lastRead = e.Offset
+//	}
+//
+// A checkpoint records the offset of the last entry its snapshot includes.
+// When the oldest retained checkpoint moves on, call
+// Truncate(itsPosition+1); whole segments below it are deleted. Restoring
+// a savepoint older than FirstOffset gets ErrTruncated from Reader: restore
+// the state and resume from FirstOffset (the live stream), saying so.
+//
+// # Durability
+//
+// AfterFsync: Append returns after write and fsync; acknowledged messages
+// survive power loss. Readers see an entry only once it is fsynced.
+//
+// AfterWrite: Append returns after write(2); acknowledged messages survive
+// a process crash (the kernel keeps the page cache) but power loss may lose
+// the last SyncInterval of them. A background goroutine fsyncs at least
+// every SyncInterval (negative: the caller calls Sync). Because readers see
+// entries before they are fsynced, call Sync before a checkpoint that counts
+// them is made durable; otherwise a power loss could leave a checkpoint
+// whose position is beyond the log's end (Reader then says ErrOutOfRange),
+// and new messages would reuse offsets it claims were processed.
+//
+// Rolling to a new segment fsyncs the old one first, so only the last
+// segment can have a torn tail. Any I/O failure is sticky: the Log refuses
+// further writes and must be reopened, which cuts a partial frame.
+//
+// # MQTT flow control
+//
+// Acking after the append bounds one connection to the broker's in-flight
+// window ÷ commit latency (20 in flight ÷ 10 ms SD-card fsync = 2000
+// msgs/s), so mosquitto needs max_inflight_messages ≈ 1000,
+// max_queued_messages large and persistence true. QoS 0 messages are
+// at most once by nature: they are logged, but one lost before the append
+// is gone.
+//
+// # File format
+//
+// A log is a directory of segment files named by the offset of their first
+// entry, 20 decimal digits: 00000000000000000001.log,
+// 00000000000000052311.log, ... plus a LOCK file. Offsets are dense: they
+// start at 1 and each segment starts where the previous ended. A segment
+// is a header followed by frames; all integers are little-endian:
+//
+//	header (12 bytes):  magic "EDDYILOG" | version uint32 (1)
+//
+//	frame:
+//	+------------+-----------+---------------------------------------------------+
+//	| length u32 | CRC-32C   | body (length bytes)                                |
+//	|            | u32       | offset u64 | arrival ms i64 | flags u8 |           |
+//	|            |           | topic length u16 | topic | payload                 |
+//	+------------+-----------+---------------------------------------------------+
+//
+// length counts the body (at least 19 bytes). The CRC (Castagnoli) covers
+// the length field and the body, so a damaged length is detected too. A
+// frame's offset must be the one expected at its position; flags bit 0 is
+// the MQTT DUP flag, bit 1 RETAIN, others are zero. A frame never spans
+// segments and a segment never exceeds Options.SegmentBytes.
+//
+// On Open the last segment is scanned and a torn tail — trailing bytes that
+// do not form a valid frame and are followed by no valid frame — is cut
+// (Recovery reports it). Any other damage, in any segment, is a
+// *CorruptionError naming the file and byte position, never skipped.
+package ingest

@@ -1,0 +1,543 @@
+package ingest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// AckMode says when Append returns, and so when the caller may ack the
+// broker. The zero value means AfterFsync.
+type AckMode uint8
+
+const (
+	// AfterFsync: Append returns after the batch is written and fsynced.
+	// Acknowledged entries survive power loss.
+	AfterFsync AckMode = iota + 1
+	// AfterWrite: Append returns after write(2); a background goroutine
+	// fsyncs at least every SyncInterval. Acknowledged entries survive a
+	// process crash (the kernel keeps the page cache), but power loss may
+	// lose up to SyncInterval of them.
+	AfterWrite
+)
+
+func (m AckMode) String() string {
+	switch m {
+	case AfterFsync:
+		return "after_fsync"
+	case AfterWrite:
+		return "after_write"
+	}
+	return fmt.Sprintf("AckMode(%d)", uint8(m))
+}
+
+// Defaults and bounds of Options.
+const (
+	DefaultSegmentBytes = 64 << 20
+	DefaultMaxDiskBytes = 1 << 30
+	DefaultSyncInterval = 100 * time.Millisecond
+	MinSegmentBytes     = 1 << 10
+)
+
+// maxKeptBuffer is the largest encode buffer kept between Appends; an
+// unusually large batch does not pin its buffer for the life of the log.
+const maxKeptBuffer = 8 << 20
+
+// Options configure a Log. The zero value is valid: after_fsync, 64 MiB
+// segments, 1 GiB on disk.
+type Options struct {
+	// Ack is when Append returns. Zero: AfterFsync.
+	Ack AckMode
+	// SyncInterval is, in AfterWrite mode, the longest time written entries
+	// stay without fsync: a background goroutine fsyncs the active segment
+	// this often when something was written. Zero: DefaultSyncInterval.
+	// Negative: no background goroutine; the caller calls Sync itself.
+	// Ignored in AfterFsync mode.
+	SyncInterval time.Duration
+	// MaxDiskBytes bounds the bytes of all segment files together; Append
+	// returns ErrFull rather than go past it. It must be at least twice
+	// SegmentBytes, so Truncate can always free a sealed segment. Zero:
+	// DefaultMaxDiskBytes.
+	MaxDiskBytes int64
+	// SegmentBytes bounds a segment file, header included; Append rolls to
+	// a new segment before a frame that would not fit. It also bounds one
+	// entry (ErrTooLarge). Zero: DefaultSegmentBytes; at least
+	// MinSegmentBytes.
+	SegmentBytes int64
+	// Logger, if set, receives a warning when Open cuts a torn tail. Nil:
+	// no logging (Recovery still reports it).
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() error {
+	if o.Ack == 0 {
+		o.Ack = AfterFsync
+	}
+	if o.Ack != AfterFsync && o.Ack != AfterWrite {
+		return fmt.Errorf("ingest: invalid ack mode %d", o.Ack)
+	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.MaxDiskBytes == 0 {
+		o.MaxDiskBytes = DefaultMaxDiskBytes
+	}
+	if o.SegmentBytes < MinSegmentBytes {
+		return fmt.Errorf("ingest: segment size %d bytes is below the minimum %d", o.SegmentBytes, MinSegmentBytes)
+	}
+	if o.MaxDiskBytes < 2*o.SegmentBytes {
+		return fmt.Errorf("ingest: max disk %d bytes is less than two segments of %d bytes", o.MaxDiskBytes, o.SegmentBytes)
+	}
+	return nil
+}
+
+// Log is the durable ingest log of one source. See the package
+// documentation for the model.
+//
+// All methods are safe for concurrent use. Appends are serialized: batch
+// messages rather than calling Append from many goroutines.
+type Log struct {
+	dir  string
+	opts Options
+	lock *os.File
+	rec  Recovery
+
+	mu       sync.Mutex // serializes Append, Truncate, Close and rolls
+	buf      []byte     // reused encode buffer
+	next     uint64     // offset the next Append starts at
+	writeEnd int64      // bytes written to the active segment
+	closed   bool
+
+	vis    sync.RWMutex // guards segs and active; written under mu too
+	segs   []segment    // oldest first; the last is the active segment
+	active *os.File     // the last segment, open for writing
+
+	last   atomic.Uint64 // last offset readers may see
+	synced atomic.Uint64 // last offset known fsynced
+	size   atomic.Int64  // bytes of all segment files
+	isShut atomic.Bool   // Close was called
+
+	errMu  sync.Mutex
+	stuck  error // first I/O failure: the log refuses further writes
+	notify struct {
+		sync.Mutex
+		ch      chan struct{} // closed and replaced when last advances
+		waiting atomic.Int32
+	}
+	done     chan struct{} // closed by Close
+	stopSync chan struct{}
+	syncDone chan struct{}
+}
+
+// Open opens the log in dir, creating dir and the first segment if needed.
+//
+// It scans the last segment, checking every frame, and cuts a torn tail:
+// trailing bytes that are not a complete, valid frame and are not followed
+// by a valid frame (what a crash during a write leaves). How much was cut is
+// in Recovery and logged to Options.Logger. A failing frame followed by a
+// valid one, a frame holding the wrong offset or a bad segment header is a
+// *CorruptionError (errors.Is(err, ErrCorrupt)) naming the file and byte
+// position. Earlier segments are not scanned here (that would read the whole
+// log on every start); a Reader checks them as it goes.
+//
+// Open takes an advisory lock on dir: a second Open of the same directory,
+// in this or another process, fails until Close.
+func Open(dir string, opts Options) (*Log, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("ingest: create dir: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, opts: opts, lock: lock, done: make(chan struct{})}
+	l.notify.ch = make(chan struct{})
+	if err := l.load(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if l.rec.CutBytes > 0 && opts.Logger != nil {
+		opts.Logger.Warn("ingest: cut torn tail of the last segment",
+			"segment", l.rec.Segment, "at", l.rec.CutAt, "bytes", l.rec.CutBytes)
+	}
+	if opts.Ack == AfterWrite && opts.SyncInterval > 0 {
+		l.stopSync, l.syncDone = make(chan struct{}), make(chan struct{})
+		go l.syncLoop(opts.SyncInterval)
+	}
+	return l, nil
+}
+
+// load finds the segments, recovers the last one and opens it for writing.
+func (l *Log) load() error {
+	segs, err := listSegments(l.dir)
+	if err != nil {
+		return err
+	}
+	if len(segs) == 0 {
+		f, err := createSegment(l.dir, 1)
+		if err != nil {
+			return err
+		}
+		l.segs, l.active, l.next, l.writeEnd = []segment{{first: 1, end: int64(headerLen)}}, f, 1, int64(headerLen)
+	} else {
+		s := &segs[len(segs)-1]
+		f, err := os.OpenFile(filepath.Join(l.dir, segmentName(s.first)), os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("ingest: open last segment: %w", err)
+		}
+		next, end, rec, err := recoverLast(f, s.first, s.end)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		s.end, l.rec = end, rec
+		l.segs, l.active, l.next, l.writeEnd = segs, f, next, end
+	}
+	var size int64
+	for _, s := range l.segs {
+		size += s.end
+	}
+	l.size.Store(size)
+	l.last.Store(l.next - 1)
+	l.synced.Store(l.next - 1)
+	return nil
+}
+
+// Append writes batch as consecutive entries and returns the offsets of the
+// first and last (0, 0 for an empty batch). Entry.Offset is ignored.
+//
+// All frames go out in one write (more only when the batch crosses into a
+// new segment) from a reused buffer: no allocation per entry. In AfterFsync
+// mode Append then fsyncs once: group commit, so callers batch every
+// message waiting to be acked rather than appending one at a time. In
+// AfterWrite mode it returns after the write.
+//
+// Errors:
+//   - ErrFull: the batch would exceed MaxDiskBytes; nothing was written.
+//     Hold the messages unacked and retry after Truncate.
+//   - ErrTooLarge: an entry can never be stored; nothing was written.
+//   - ErrClosed after Close.
+//   - any other error is an I/O failure: the log may hold part of the batch
+//     and refuses further writes (they return the same error). Close and
+//     reopen it, as a restart would; Open cuts any partial frame, and
+//     redelivered messages already appended are dropped by Dedup.
+func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
+	if len(batch) == 0 {
+		return 0, 0, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, 0, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return 0, 0, err
+	}
+	maxFrame := l.opts.SegmentBytes - int64(headerLen)
+	first = l.next
+	buf := l.buf[:0]
+	for i := range batch {
+		e := &batch[i]
+		if n := frameLen(e); int64(n) > maxFrame || len(e.Topic) > maxTopicLen {
+			return 0, 0, fmt.Errorf("%w: entry %d of the batch is %d bytes with a %d-byte topic; a segment holds at most %d",
+				ErrTooLarge, i, n, len(e.Topic), maxFrame)
+		}
+		buf = appendFrame(buf, first+uint64(i), e)
+	}
+	l.buf = buf
+	if cap(buf) > maxKeptBuffer {
+		l.buf = nil
+	}
+	last = first + uint64(len(batch)) - 1
+
+	need := int64(len(buf))
+	if l.writeEnd+need > l.opts.SegmentBytes {
+		need += int64(headerLen * l.newSegments(buf))
+	}
+	if l.size.Load()+need > l.opts.MaxDiskBytes {
+		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
+	}
+	if err := l.write(buf); err != nil {
+		return 0, 0, l.fail(err)
+	}
+	if l.opts.Ack == AfterFsync {
+		if err := l.active.Sync(); err != nil {
+			return 0, 0, l.fail(fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err))
+		}
+	}
+	l.next = last + 1
+	l.publish(last)
+	return first, last, nil
+}
+
+// newSegments counts the segments a roll would open while writing buf.
+func (l *Log) newSegments(buf []byte) int {
+	n, end := 0, l.writeEnd
+	for len(buf) > 0 {
+		k := fitFrames(buf, l.opts.SegmentBytes-end)
+		if k == 0 {
+			n, end = n+1, int64(headerLen)
+			continue
+		}
+		buf, end = buf[k:], end+int64(k)
+	}
+	return n
+}
+
+// fitFrames returns the length of the longest prefix of whole frames of buf
+// that fits in room bytes.
+func fitFrames(buf []byte, room int64) int {
+	if int64(len(buf)) <= room {
+		return len(buf)
+	}
+	n := 0
+	for n < len(buf) {
+		size := frameHeaderLen + int(binary.LittleEndian.Uint32(buf[n:]))
+		if int64(n+size) > room {
+			break
+		}
+		n += size
+	}
+	return n
+}
+
+// write writes the encoded frames in buf, rolling segments as needed.
+func (l *Log) write(buf []byte) error {
+	for len(buf) > 0 {
+		k := fitFrames(buf, l.opts.SegmentBytes-l.writeEnd)
+		if k == 0 {
+			if err := l.roll(binary.LittleEndian.Uint64(buf[frameHeaderLen:])); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := l.active.WriteAt(buf[:k], l.writeEnd); err != nil {
+			return fmt.Errorf("ingest: write segment %s: %w", l.active.Name(), err)
+		}
+		l.writeEnd += int64(k)
+		l.size.Add(int64(k))
+		buf = buf[k:]
+	}
+	return nil
+}
+
+// roll seals the active segment (fsynced, so only the last segment can ever
+// have a torn tail) and starts a new one at offset first.
+func (l *Log) roll(first uint64) error {
+	old := l.active
+	if err := old.Sync(); err != nil {
+		return fmt.Errorf("ingest: sync segment %s: %w", old.Name(), err)
+	}
+	f, err := createSegment(l.dir, first)
+	if err != nil {
+		return err
+	}
+	l.vis.Lock()
+	l.segs[len(l.segs)-1].end = l.writeEnd
+	l.segs = append(l.segs, segment{first: first, end: int64(headerLen)})
+	l.active = f
+	l.vis.Unlock()
+	l.writeEnd = int64(headerLen)
+	l.size.Add(int64(headerLen))
+	// A concurrent Sync holding old finishes safely: the descriptor is
+	// released when its last user is done, and its ErrClosed is ignored.
+	old.Close()
+	return nil
+}
+
+// publish makes entries up to last visible to readers and wakes waiters.
+func (l *Log) publish(last uint64) {
+	l.vis.Lock()
+	l.segs[len(l.segs)-1].end = l.writeEnd
+	l.vis.Unlock()
+	l.last.Store(last)
+	if l.opts.Ack == AfterFsync {
+		l.synced.Store(last)
+	}
+	if l.notify.waiting.Load() > 0 {
+		l.notify.Lock()
+		close(l.notify.ch)
+		l.notify.ch = make(chan struct{})
+		l.notify.Unlock()
+	}
+}
+
+// Sync makes every entry appended before the call durable (fsync). In
+// AfterWrite mode call it before a checkpoint that counts those entries
+// becomes durable (see the package documentation); in AfterFsync mode it
+// has nothing to do. An fsync failure is sticky, as for Append.
+func (l *Log) Sync() error {
+	if l.isShut.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	target := l.last.Load()
+	if l.synced.Load() >= target {
+		return nil
+	}
+	l.vis.RLock()
+	f := l.active
+	l.vis.RUnlock()
+	if err := f.Sync(); err != nil {
+		if !errors.Is(err, os.ErrClosed) {
+			return l.fail(fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err))
+		}
+		// f was sealed by a roll or Close, both of which synced it.
+	}
+	for {
+		cur := l.synced.Load()
+		if cur >= target || l.synced.CompareAndSwap(cur, target) {
+			return nil
+		}
+	}
+}
+
+func (l *Log) syncLoop(interval time.Duration) {
+	defer close(l.syncDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopSync:
+			return
+		case <-t.C:
+			_ = l.Sync() // a failure is sticky: the next Append reports it
+		}
+	}
+}
+
+// Truncate deletes every segment whose entries are all below offset below,
+// and so frees their bytes for MaxDiskBytes. The active segment is never
+// deleted. Call it with the ingest position of the oldest retained
+// checkpoint. Readers already inside a deleted segment read it to its end;
+// one that then needs a deleted segment gets ErrTruncated.
+func (l *Log) Truncate(below uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	for len(l.segs) > 1 && l.segs[1].first <= below {
+		s := l.segs[0]
+		path := filepath.Join(l.dir, segmentName(s.first))
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("ingest: truncate: remove %s: %w", path, err)
+		}
+		l.vis.Lock()
+		l.segs = slices.Delete(l.segs, 0, 1)
+		l.vis.Unlock()
+		l.size.Add(-s.end)
+	}
+	return nil
+}
+
+// Wait returns nil as soon as an entry with an offset greater than after is
+// visible (LastOffset() > after), ctx.Err() when ctx ends first, and
+// ErrClosed when the log is closed. It is how a reader at the end of the log
+// waits for new appends: read with Next until io.EOF, then Wait(ctx, the
+// last offset read), then Next again.
+func (l *Log) Wait(ctx context.Context, after uint64) error {
+	// Counting first, then checking last, pairs with publish storing last,
+	// then checking the count: one of the two sees the other.
+	l.notify.waiting.Add(1)
+	defer l.notify.waiting.Add(-1)
+	for {
+		l.notify.Lock()
+		ch := l.notify.ch
+		l.notify.Unlock()
+		if l.last.Load() > after {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.done:
+			return ErrClosed
+		}
+	}
+}
+
+// FirstOffset is the oldest offset retained; LastOffset()+1 when the log
+// holds no entries.
+func (l *Log) FirstOffset() uint64 {
+	l.vis.RLock()
+	defer l.vis.RUnlock()
+	return l.segs[0].first
+}
+
+// LastOffset is the newest offset readers may see (0 before the first
+// append): written in AfterWrite mode, written and fsynced in AfterFsync
+// mode.
+func (l *Log) LastOffset() uint64 { return l.last.Load() }
+
+// SizeBytes is the size of all segment files together.
+func (l *Log) SizeBytes() int64 { return l.size.Load() }
+
+// Recovery reports what Open cut from the last segment.
+func (l *Log) Recovery() Recovery { return l.rec }
+
+// Dir is the directory the log lives in.
+func (l *Log) Dir() string { return l.dir }
+
+// Close fsyncs the active segment, stops the background sync and releases
+// the directory lock. Readers stay usable until closed themselves. It
+// returns the sticky I/O failure, if any.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.closed = true
+	l.isShut.Store(true)
+	if l.stopSync != nil {
+		close(l.stopSync)
+		<-l.syncDone
+	}
+	err := l.failure()
+	if err == nil {
+		if serr := l.active.Sync(); serr != nil {
+			err = fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), serr)
+		}
+	}
+	if cerr := l.active.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("ingest: close segment: %w", cerr)
+	}
+	l.lock.Close()
+	close(l.done)
+	return err
+}
+
+func (l *Log) failure() error {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	return l.stuck
+}
+
+// fail records the first I/O failure; every later write returns it.
+func (l *Log) fail(err error) error {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.stuck == nil {
+		l.stuck = err
+	}
+	return l.stuck
+}

@@ -1,0 +1,334 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestOpen_Options(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		ok   bool
+	}{
+		{"zero is valid", Options{}, true},
+		{"after write", Options{Ack: AfterWrite, SyncInterval: -1}, true},
+		{"bad ack", Options{Ack: 9}, false},
+		{"tiny segment", Options{SegmentBytes: 100}, false},
+		{"max disk below two segments", Options{SegmentBytes: 1 << 20, MaxDiskBytes: 1<<21 - 1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := Open(t.TempDir(), tt.opts)
+			if (err == nil) != tt.ok {
+				t.Fatalf("Open = %v, want ok %v", err, tt.ok)
+			}
+			if l != nil {
+				l.Close()
+			}
+		})
+	}
+}
+
+func TestOpen_Locked(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{})
+	if _, err := Open(dir, Options{}); err == nil {
+		t.Fatal("second Open of a locked log succeeded")
+	}
+	l.Close()
+	mustOpen(t, dir, Options{}).Close()
+}
+
+func TestLog_Append_ReopenKeepsOffsetsDense(t *testing.T) {
+	for _, ack := range []AckMode{AfterFsync, AfterWrite} {
+		t.Run(ack.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{Ack: ack, SegmentBytes: 2 << 10, MaxDiskBytes: 1 << 20}
+			for round := range 4 {
+				l := mustOpen(t, dir, opts)
+				if got, want := l.LastOffset(), uint64(round*50); got != want {
+					t.Fatalf("round %d: last offset %d, want %d", round, got, want)
+				}
+				mustAppend(t, l, 50, 1+round*9)
+				if n := readAll(t, l, 0); n != (round+1)*50 {
+					t.Fatalf("round %d: read %d entries", round, n)
+				}
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			segs, _ := listSegments(dir)
+			if len(segs) < 5 {
+				t.Fatalf("%d segments, want the log to have rolled", len(segs))
+			}
+			for _, s := range segs {
+				if s.end > opts.SegmentBytes {
+					t.Fatalf("segment %d is %d bytes, bound %d", s.first, s.end, opts.SegmentBytes)
+				}
+			}
+		})
+	}
+}
+
+func TestLog_Append_Empty(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{})
+	defer l.Close()
+	if first, last, err := l.Append(nil); first != 0 || last != 0 || err != nil {
+		t.Fatalf("Append(nil) = %d, %d, %v", first, last, err)
+	}
+	if l.FirstOffset() != 1 || l.LastOffset() != 0 {
+		t.Fatalf("empty log spans [%d, %d]", l.FirstOffset(), l.LastOffset())
+	}
+}
+
+// TestLog_Append_BatchSpansSegments writes one batch larger than a segment.
+func TestLog_Append_BatchSpansSegments(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
+	mustAppend(t, l, 100, 100)
+	segs, _ := listSegments(dir)
+	if len(segs) < 10 {
+		t.Fatalf("%d segments for ~13 KiB in 1 KiB segments", len(segs))
+	}
+	var size int64
+	for _, s := range segs {
+		size += s.end
+	}
+	if size != l.SizeBytes() {
+		t.Fatalf("SizeBytes %d, files hold %d", l.SizeBytes(), size)
+	}
+	readAll(t, l, 0)
+	l.Close()
+	l = mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
+	defer l.Close()
+	if l.LastOffset() != 100 {
+		t.Fatalf("last offset %d after reopen", l.LastOffset())
+	}
+}
+
+func TestLog_Append_TooLarge(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
+	defer l.Close()
+	batch := []Entry{testEntry(1), {Payload: make([]byte, 1<<10)}}
+	if _, _, err := l.Append(batch); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Append = %v, want ErrTooLarge", err)
+	}
+	if l.LastOffset() != 0 {
+		t.Fatal("a refused batch was partly written")
+	}
+	mustAppend(t, l, 1, 1)
+}
+
+// TestLog_ErrFull_TruncateRecovers fills the log to MaxDiskBytes, checks
+// that Append refuses without writing, then frees space with Truncate.
+func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 1 << 10, MaxDiskBytes: 4 << 10}
+	l := mustOpen(t, dir, opts)
+	defer l.Close()
+	for {
+		next, size := l.LastOffset()+1, l.SizeBytes()
+		_, _, err := l.Append([]Entry{testEntry(next), testEntry(next + 1)})
+		if errors.Is(err, ErrFull) {
+			if l.SizeBytes() != size || l.LastOffset() != next-1 {
+				t.Fatalf("ErrFull wrote: size %d → %d, last %d → %d", size, l.SizeBytes(), next-1, l.LastOffset())
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.SizeBytes() > opts.MaxDiskBytes {
+		t.Fatalf("size %d exceeds max %d", l.SizeBytes(), opts.MaxDiskBytes)
+	}
+	last, size := l.LastOffset(), l.SizeBytes()
+	if err := l.Truncate(last / 2); err != nil {
+		t.Fatal(err)
+	}
+	if l.SizeBytes() >= size {
+		t.Fatalf("Truncate freed nothing: %d → %d bytes", size, l.SizeBytes())
+	}
+	first := l.FirstOffset()
+	if first <= 1 || first > last/2 {
+		t.Fatalf("first offset %d after Truncate(%d)", first, last/2)
+	}
+	mustAppend(t, l, 2, 2)
+	readAll(t, l, first)
+	if _, err := l.Reader(first - 1); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("Reader below first = %v, want ErrTruncated", err)
+	}
+	var segBytes int64
+	segs, _ := listSegments(dir)
+	for _, s := range segs {
+		segBytes += s.end
+	}
+	if segBytes != l.SizeBytes() {
+		t.Fatalf("SizeBytes %d, files hold %d", l.SizeBytes(), segBytes)
+	}
+}
+
+func TestLog_Truncate(t *testing.T) {
+	tests := []struct {
+		below     uint64
+		wantFirst func(segs []segment) uint64
+	}{
+		{0, func(s []segment) uint64 { return 1 }},
+		{1, func(s []segment) uint64 { return 1 }},
+		{2, func(s []segment) uint64 { return 1 }},
+		{1000, func(s []segment) uint64 { return s[len(s)-1].first }}, // never the active segment
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
+		mustAppend(t, l, 60, 5)
+		segs, _ := listSegments(dir)
+		if err := l.Truncate(tt.below); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := l.FirstOffset(), tt.wantFirst(segs); got != want {
+			t.Fatalf("Truncate(%d): first %d, want %d", tt.below, got, want)
+		}
+		// Every segment left must hold an offset ≥ below.
+		for i, s := range segs {
+			_, err := os.Stat(dir + "/" + segmentName(s.first))
+			kept := err == nil
+			wantKept := i == len(segs)-1 || segs[i+1].first > tt.below
+			if kept != wantKept {
+				t.Fatalf("Truncate(%d): segment %d kept=%v, want %v", tt.below, s.first, kept, wantKept)
+			}
+		}
+		readAll(t, l, 0)
+		l.Close()
+	}
+	// Between segment boundaries: the segment holding below is kept.
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
+	defer l.Close()
+	mustAppend(t, l, 60, 5)
+	segs, _ := listSegments(dir)
+	mid := segs[2].first + 1
+	if err := l.Truncate(mid); err != nil {
+		t.Fatal(err)
+	}
+	if l.FirstOffset() != segs[2].first {
+		t.Fatalf("Truncate(%d): first %d, want %d", mid, l.FirstOffset(), segs[2].first)
+	}
+}
+
+func TestLog_Closed(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{})
+	mustAppend(t, l, 3, 3)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Append([]Entry{testEntry(4)}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v", err)
+	}
+	if err := l.Wait(context.Background(), 10); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait after Close = %v", err)
+	}
+	if err := l.Truncate(2); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Truncate after Close = %v", err)
+	}
+	if _, err := l.Reader(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Reader after Close = %v", err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close = %v", err)
+	}
+}
+
+func TestLog_Wait(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{})
+	defer l.Close()
+	mustAppend(t, l, 2, 2)
+	if err := l.Wait(context.Background(), 1); err != nil {
+		t.Fatalf("Wait(1) with last 2: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Wait(ctx, 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait on cancelled ctx = %v", err)
+	}
+	done := make(chan error)
+	go func() { done <- l.Wait(context.Background(), 2) }()
+	for l.notify.waiting.Load() == 0 {
+		// Let the waiter register, so the append has someone to wake.
+		runtime.Gosched()
+	}
+	mustAppend(t, l, 1, 1)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait woken by Append: %v", err)
+	}
+}
+
+// TestLog_TailWhileAppending has a reader follow the log with Next and
+// Wait while another goroutine appends across many segment rolls and a
+// third truncates behind it.
+func TestLog_TailWhileAppending(t *testing.T) {
+	for _, ack := range []AckMode{AfterFsync, AfterWrite} {
+		t.Run(ack.String(), func(t *testing.T) {
+			l := mustOpen(t, t.TempDir(), Options{Ack: ack, SyncInterval: time.Millisecond, SegmentBytes: 2 << 10, MaxDiskBytes: 1 << 20})
+			defer l.Close()
+			const total = 3000
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mustAppend(t, l, total, 37)
+			}()
+			r, err := l.Reader(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var read uint64
+			for read < total {
+				e, err := r.Next()
+				if err != nil {
+					if !errors.Is(err, io.EOF) {
+						t.Fatalf("Next after %d: %v", read, err)
+					}
+					if err := l.Wait(ctx, read); err != nil {
+						t.Fatalf("Wait(%d): %v", read, err)
+					}
+					continue
+				}
+				checkEntry(t, e, read+1)
+				read = e.Offset
+				if read%500 == 0 {
+					// The oldest checkpoint moved on: free what the reader has passed.
+					if err := l.Truncate(read); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			wg.Wait()
+		})
+	}
+}
+
+func TestLog_Sync_AfterWrite(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), Options{Ack: AfterWrite, SyncInterval: -1})
+	defer l.Close()
+	mustAppend(t, l, 5, 5)
+	if l.synced.Load() != 0 {
+		t.Fatalf("synced %d before Sync with no background sync", l.synced.Load())
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.synced.Load() != 5 {
+		t.Fatalf("synced %d after Sync, want 5", l.synced.Load())
+	}
+}

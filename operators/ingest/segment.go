@@ -1,0 +1,231 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Segment header: magic and format version.
+const (
+	segmentMagic   = "EDDYILOG"
+	segmentVersion = 1
+	headerLen      = len(segmentMagic) + 4
+	segmentExt     = ".log"
+	segmentDigits  = 20
+)
+
+// segment is one segment file as the log knows it.
+type segment struct {
+	first uint64 // offset of its first frame: its file name
+	end   int64  // bytes of complete frames (plus header); the file size once sealed
+}
+
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%0*d%s", segmentDigits, first, segmentExt)
+}
+
+// parseSegmentName returns the first offset a segment file name holds.
+func parseSegmentName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentExt)
+	if !ok || len(digits) != segmentDigits {
+		return 0, false
+	}
+	first, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || first == 0 {
+		return 0, false
+	}
+	return first, true
+}
+
+// listSegments returns the segments in dir, oldest first, with end set to
+// the file size. Other files are ignored.
+func listSegments(dir string) ([]segment, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: list segments: %w", err)
+	}
+	var segs []segment
+	for _, de := range ents {
+		first, ok := parseSegmentName(de.Name())
+		if !ok || !de.Type().IsRegular() {
+			continue
+		}
+		info, err := de.Info()
+		if err != nil {
+			return nil, fmt.Errorf("ingest: list segments: %w", err)
+		}
+		segs = append(segs, segment{first: first, end: info.Size()})
+	}
+	slices.SortFunc(segs, func(a, b segment) int { return cmpUint64(a.first, b.first) })
+	return segs, nil
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func segmentHeader() []byte {
+	h := make([]byte, 0, headerLen)
+	h = append(h, segmentMagic...)
+	return binary.LittleEndian.AppendUint32(h, segmentVersion)
+}
+
+// checkHeader verifies a segment's header.
+func checkHeader(f *os.File) error {
+	var h [headerLen]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
+		}
+		return fmt.Errorf("ingest: read segment header: %w", err)
+	}
+	if string(h[:len(segmentMagic)]) != segmentMagic {
+		return &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
+	}
+	if v := binary.LittleEndian.Uint32(h[len(segmentMagic):]); v != segmentVersion {
+		return &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d", v)}
+	}
+	return nil
+}
+
+// createSegment creates the segment file for first with its header and
+// makes the new directory entry durable.
+func createSegment(dir string, first uint64) (*os.File, error) {
+	path := filepath.Join(dir, segmentName(first))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: create segment: %w", err)
+	}
+	if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ingest: write segment header %s: %w", path, err)
+	}
+	if err := syncDir(dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("ingest: open dir for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("ingest: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Recovery reports what Open found at the end of the last segment.
+type Recovery struct {
+	// Segment is the path of the last segment.
+	Segment string
+	// CutAt is the byte position where a torn tail was cut; CutBytes the
+	// bytes removed (0: the segment ended cleanly).
+	CutAt, CutBytes int64
+}
+
+// recoverLast scans the last segment (f, whose name says first), checks
+// every frame and cuts a torn tail: bytes at the end that do not form a
+// valid frame, with no valid frame after them. A failing frame followed by
+// a valid one is corruption, never cut: cutting would drop entries that
+// were acknowledged. It returns the offset after the last frame and the
+// segment's end.
+func recoverLast(f *os.File, first uint64, size int64) (next uint64, end int64, rec Recovery, err error) {
+	rec.Segment = f.Name()
+	if size < int64(headerLen) {
+		// Created but the header never fully reached the disk: rewrite it.
+		if err := f.Truncate(0); err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
+		}
+		if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+		}
+		rec.CutBytes = size
+		return first, int64(headerLen), rec, nil
+	}
+	if err := checkHeader(f); err != nil {
+		return 0, 0, rec, err
+	}
+	var fr frameReader
+	fr.reset(f, int64(headerLen), size)
+	next = first
+	for {
+		pos := fr.pos()
+		e, st, reason, err := fr.next()
+		if err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
+		}
+		if st == frameOK {
+			if e.Offset != next {
+				return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+					Reason: fmt.Sprintf("frame holds offset %d", e.Offset)}
+			}
+			next++
+			continue
+		}
+		if pos == size {
+			return next, size, rec, nil
+		}
+		if found, at, err := validFrameAfter(f, pos, size, next); err != nil {
+			return 0, 0, rec, err
+		} else if found {
+			if reason == "" {
+				reason = "incomplete frame"
+			}
+			return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+				Reason: fmt.Sprintf("%s, followed by a valid frame at byte %d", reason, at)}
+		}
+		if err := f.Truncate(pos); err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+		}
+		rec.CutAt, rec.CutBytes = pos, size-pos
+		return next, pos, rec, nil
+	}
+}
+
+// validFrameAfter reports whether a valid frame holding an offset ≥ next
+// starts anywhere in (pos, size) of f. It reads the rest of the segment
+// into memory, once, on this failure path only.
+func validFrameAfter(f *os.File, pos, size int64, next uint64) (bool, int64, error) {
+	rest := make([]byte, size-pos)
+	if _, err := f.ReadAt(rest, pos); err != nil && !errors.Is(err, io.EOF) {
+		return false, 0, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
+	}
+	// A frame at i holds offset next+k with k < (size-pos)/frameOverhead:
+	// checking the offset field first skips almost every position without
+	// computing a CRC.
+	maxOffset := next + uint64(len(rest)/frameOverhead)
+	for i := 1; i+frameOverhead <= len(rest); i++ {
+		off := binary.LittleEndian.Uint64(rest[i+frameHeaderLen:])
+		if off < next || off > maxOffset {
+			continue
+		}
+		if _, _, st, _ := decodeFrame(rest[i:]); st == frameOK {
+			return true, pos + int64(i), nil
+		}
+	}
+	return false, 0, nil
+}

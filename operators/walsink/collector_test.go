@@ -1,0 +1,179 @@
+package walsink
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+)
+
+// collector is the tests' upstream consumer: a paho subscriber with a fixed
+// client id, clean session 0, QoS 2. It deduplicates nothing itself: it
+// records every payload's id, ignoring only what the broker marks DUP and
+// is byte-identical to a payload already received — mosquitto 2.0.11
+// re-sends QoS 2 messages it had delivered when restarted with SIGTERM
+// while draining (DESIGN.md, "Tests use real parts").
+type collector struct {
+	mu         sync.Mutex
+	ids        []string
+	seen       map[string][]byte
+	brokerDups int
+	client     mqtt.Client
+	changed    chan struct{}
+}
+
+func startCollector(t testing.TB, broker, topic string) *collector {
+	t.Helper()
+	c := &collector{seen: map[string][]byte{}, changed: make(chan struct{}, 1)}
+	opts := mqtt.NewClientOptions().AddBroker(broker).SetClientID("collector-" + sanitize(t.Name())).
+		SetCleanSession(false).SetOrderMatters(true).SetAutoReconnect(true).
+		SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).
+		SetMaxReconnectInterval(200 * time.Millisecond)
+	opts.SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) { c.receive(m) })
+	opts.SetOnConnectHandler(func(cl mqtt.Client) {
+		cl.Subscribe(topic, 2, func(_ mqtt.Client, m mqtt.Message) { c.receive(m) })
+	})
+	c.client = mqtt.NewClient(opts)
+	if tok := c.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("collector connect: %v", tok.Error())
+	}
+	tok := c.client.Subscribe(topic, 2, func(_ mqtt.Client, m mqtt.Message) { c.receive(m) })
+	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("collector subscribe: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.client.Disconnect(100) })
+	return c
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if ch == '/' || ch == '#' || ch == '+' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func (c *collector) receive(m mqtt.Message) {
+	id := payloadID(m.Payload())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.seen[id]; ok && m.Duplicate() && bytes.Equal(prev, m.Payload()) {
+		c.brokerDups++
+		return
+	}
+	c.seen[id] = append([]byte(nil), m.Payload()...)
+	c.ids = append(c.ids, id)
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// payloadID extracts the "id" field of a test payload {"id":"...",...}.
+func payloadID(p []byte) string {
+	const key = `{"id":"`
+	if !bytes.HasPrefix(p, []byte(key)) {
+		return "?" + string(p)
+	}
+	rest := p[len(key):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return "?" + string(p)
+	}
+	return string(rest[:end])
+}
+
+// waitFor waits until n ids arrived (or timeout), returning what arrived.
+func (c *collector) waitFor(t testing.TB, n int, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		got := len(c.ids)
+		c.mu.Unlock()
+		if got >= n {
+			break
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			t.Errorf("collector: %d of %d messages after %v", got, n, timeout)
+			return c.received()
+		}
+	}
+	return c.received()
+}
+
+func (c *collector) received() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.ids...)
+}
+
+// checkExactlyOnce reports duplicates, missing ids and order violations
+// against want (in publishing order).
+func checkExactlyOnce(t testing.TB, got, want []string) {
+	t.Helper()
+	count := map[string]int{}
+	for _, id := range got {
+		count[id]++
+	}
+	dups, missing := 0, 0
+	for id, n := range count {
+		if n > 1 {
+			dups += n - 1
+			if dups < 5 {
+				t.Errorf("id %s received %d times", id, n)
+			}
+		}
+	}
+	pos := map[string]int{}
+	for i, id := range want {
+		pos[id] = i
+		if count[id] == 0 {
+			missing++
+			if missing < 5 {
+				t.Errorf("id %s missing", id)
+			}
+		}
+	}
+	for id := range count {
+		if _, ok := pos[id]; !ok {
+			t.Errorf("unexpected id %s", id)
+		}
+	}
+	last := -1
+	disorder := 0
+	for _, id := range got {
+		p := pos[id]
+		if p < last {
+			disorder++
+			if disorder < 5 {
+				t.Errorf("id %s (position %d) after position %d", id, p, last)
+			}
+		}
+		last = max(last, p)
+	}
+	if dups+missing+disorder > 0 {
+		t.Errorf("duplicates %d, missing %d, out of order %d (of %d expected, %d received)", dups, missing, disorder, len(want), len(got))
+	}
+}
+
+// testPayload is a deterministic output record for message i of epoch e.
+func testPayload(dst []byte, epoch uint64, i int) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = testID(dst, epoch, i)
+	dst = append(dst, `","pipeline":"p","kind":"final","n":`...)
+	dst = strconv.AppendInt(dst, int64(i), 10)
+	return append(dst, '}')
+}
+
+func testID(dst []byte, epoch uint64, i int) []byte {
+	return fmt.Appendf(dst, "e%d-%d", epoch, i)
+}

@@ -1,0 +1,158 @@
+package walsink
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/eddy-edge/eddy/operators/walsink/qos2"
+)
+
+// errConnRefused is returned (wrapped) when the broker answers CONNECT with
+// a non-zero return code.
+var errConnRefused = errors.New("walsink: broker refused the connection")
+
+// dial connects to the broker and sends CONNECT (MQTT 3.1.1, clean session
+// 0, the fixed client id), returning the connection and whether the broker
+// still had the session.
+func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
+	u, err := url.Parse(o.Broker)
+	if err != nil {
+		return nil, false, fmt.Errorf("walsink: broker url: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	var conn net.Conn
+	switch u.Scheme {
+	case "ssl", "tls", "mqtts":
+		cfg := o.TLS
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName = u.Hostname()
+		}
+		d := tls.Dialer{Config: cfg}
+		conn, err = d.DialContext(ctx, "tcp", u.Host)
+	default:
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", u.Host)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("walsink: dial %s: %w", u.Host, err)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion = "MQTT", 4
+	cp.CleanSession = false
+	cp.ClientIdentifier = o.ClientID
+	cp.Keepalive = uint16(o.KeepAlive / time.Second)
+	if o.Username != "" {
+		cp.UsernameFlag, cp.Username = true, o.Username
+	}
+	if o.Password != "" {
+		cp.PasswordFlag, cp.Password = true, []byte(o.Password)
+	}
+	if err := cp.Write(conn); err != nil {
+		conn.Close()
+		return nil, false, fmt.Errorf("walsink: send CONNECT: %w", err)
+	}
+	pkt, err := packets.ReadPacket(conn)
+	if err != nil {
+		conn.Close()
+		return nil, false, fmt.Errorf("walsink: read CONNACK: %w", err)
+	}
+	ack, ok := pkt.(*packets.ConnackPacket)
+	if !ok {
+		conn.Close()
+		return nil, false, fmt.Errorf("walsink: expected CONNACK, got %s", pkt)
+	}
+	if ack.ReturnCode != packets.Accepted {
+		conn.Close()
+		return nil, false, fmt.Errorf("%w: %s", errConnRefused, packets.ConnackReturnCodes[ack.ReturnCode])
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, ack.SessionPresent, nil
+}
+
+// packetWriter encodes the session's packets with paho's codec into a
+// buffered writer, reusing the packet structs.
+type packetWriter struct {
+	bw      *bufio.Writer
+	publish *packets.PublishPacket
+	pubrel  *packets.PubrelPacket
+	ping    *packets.PingreqPacket
+}
+
+func newPacketWriter(conn net.Conn) *packetWriter {
+	return &packetWriter{
+		bw:      bufio.NewWriterSize(conn, 64<<10),
+		publish: packets.NewControlPacket(packets.Publish).(*packets.PublishPacket),
+		pubrel:  packets.NewControlPacket(packets.Pubrel).(*packets.PubrelPacket),
+		ping:    packets.NewControlPacket(packets.Pingreq).(*packets.PingreqPacket),
+	}
+}
+
+func (w *packetWriter) write(p qos2.Packet) error {
+	switch p.Kind {
+	case qos2.PacketPublish:
+		w.publish.Qos, w.publish.Dup, w.publish.Retain = 2, p.Dup, p.Retain
+		w.publish.TopicName, w.publish.MessageID, w.publish.Payload = string(p.Topic), p.ID, p.Payload
+		return w.publish.Write(w.bw)
+	case qos2.PacketPubrel:
+		w.pubrel.MessageID = p.ID
+		return w.pubrel.Write(w.bw)
+	case qos2.PacketPingreq:
+		return w.ping.Write(w.bw)
+	}
+	panic(fmt.Sprintf("walsink: packet kind %d", p.Kind))
+}
+
+// incoming is one packet (or the read error) from the broker.
+type incoming struct {
+	typ qos2.PacketType
+	id  uint16
+	err error
+}
+
+// readPackets reads the broker's packets until an error, which it sends
+// last; it stops early when quit closes.
+func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}) {
+	br := bufio.NewReaderSize(conn, 64<<10)
+	for {
+		pkt, err := packets.ReadPacket(br)
+		var in incoming
+		switch p := pkt.(type) {
+		case nil:
+			in.err = fmt.Errorf("walsink: read from broker: %w", err)
+		case *packets.PubrecPacket:
+			in.typ, in.id = qos2.Pubrec, p.MessageID
+		case *packets.PubcompPacket:
+			in.typ, in.id = qos2.Pubcomp, p.MessageID
+		case *packets.PingrespPacket:
+			in.typ = qos2.Pingresp
+		default:
+			in.err = fmt.Errorf("walsink: unexpected packet from broker: %s", pkt)
+		}
+		if err != nil && in.err == nil {
+			in.err = fmt.Errorf("walsink: read from broker: %w", err)
+		}
+		select {
+		case out <- in:
+		case <-quit:
+			return
+		}
+		if in.err != nil {
+			return
+		}
+	}
+}

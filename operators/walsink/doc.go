@@ -1,0 +1,140 @@
+// Package walsink is Eddy's exactly-once MQTT sink: a write-ahead log (WAL)
+// of the results of each checkpoint epoch, published upstream only after
+// that checkpoint completes, at QoS 2, by a publish session of its own whose
+// every step is in the same WAL. It is Flink's GenericWriteAheadSink with
+// one difference: Flink may re-send a whole batch after a failure between
+// sending and committing; this sink sends no message twice.
+//
+// # Life cycle (the two-phase commit contract)
+//
+//	s, err := walsink.Open(dir, opts, log)  // replays the WAL, resumes publishing what was committed
+//	err = s.Recover(lastCompleted)          // after every Open: what the checkpoint store says
+//	for each epoch n (between checkpoints n-1 and n):
+//		s.Write(n, msgs)                    // appended, not synced, not published
+//		s.PreCommit(n)                      // at barrier n: fsync; part of checkpoint n
+//		s.Commit(n)                         // checkpoint n completed: publishable, sent in order
+//	s.Close()
+//
+// Recover(c) makes the pre-committed data of epochs ≤ c publishable (the
+// commit record may have been lost in the crash) and discards everything
+// written after it for good: replay recomputes it and writes it again as
+// epoch c+1 onward. Discarded data is never published, so the outputs of an
+// epoch reach the broker once even if the epoch was written several times.
+//
+// # WAL file format
+//
+// The WAL is a directory of segment files of frames (package wal: length,
+// CRC-32C, payload; a torn tail of the last segment is cut at Open). A
+// frame's first payload byte is the record kind; integers are little-endian.
+//
+//	kind 1 state      nextSeq u64, lastEpoch u64, committedEpoch u64,
+//	                  committedSeq u64, nextAssign u64,
+//	                  n u32 × (epoch u64, seq u64)        pre-commits not yet committed
+//	                  n u32 × (from u64, to u64)          aborted seq ranges still ahead
+//	                  n u32 × (seq u64, unixNano u64)     commit times of the backlog
+//	                  n u32 × (seq u64, id u16, step u8)  open publish flows
+//	kind 2 data       epoch u64, seq u64, flags u8 (1 = retain), topicLen u16,
+//	                  topic, payload (the rest)
+//	kind 3 pre-commit epoch u64, seq u64: data ≤ seq of epochs ≤ epoch is synced
+//	kind 4 commit     epoch u64, seq u64, unixNano u64: data ≤ seq is publishable
+//	kind 5 abort      lastCompleted u64, from u64, to u64: seqs from..to are
+//	                  discarded (written by Recover)
+//	kind 6 session    n u32 × (seq u64, id u16, step u8): a batch of flow
+//	                  steps (1 PUBLISH sent, 2 PUBREC received, 3 PUBCOMP
+//	                  received), one frame and one fsync per batch
+//	kind 7 drop       from u64, to u64, count u64, bytes u64: drop_oldest
+//	                  skipped these committed, never-sent seqs
+//
+// Every message gets a sequence number (seq) when written; seqs increase
+// through the log, epochs never decrease along them, and a message is
+// published in seq order. Every segment starts with a state record, and a
+// state record is written (and synced) before segments are deleted, so
+// replaying the remaining segments in order — state records set, the
+// others apply — rebuilds the same state. A segment other than the active
+// one is deleted once every message in it is PUBCOMP'd, dropped or aborted
+// (message data is never deleted while a flow or the publisher still needs
+// it; a session record always follows its message's data in the log).
+//
+// # Why no duplicates
+//
+// MQTT 3.1.1 QoS 2 delivers exactly once between a client and a broker that
+// both keep their session state for the flow. mosquitto keeps its side
+// (persistence on, clean session 0, a fixed client id) and delivers an
+// incoming QoS 2 message to subscribers when the PUBREL arrives, after which
+// it forgets the packet id. The sink keeps its side in the WAL (package
+// qos2 gives the order; one fsync per batch of steps):
+//
+//  1. "PUBLISH sent" (seq → packet id) is durable before the PUBLISH leaves.
+//     After a crash or reconnect the flow re-sends PUBLISH with DUP=1 and the
+//     same id; a broker that already has that id answers PUBREC without a
+//     second delivery. The message was not released (no PUBREL was sent),
+//     so the broker still has the id.
+//  2. "PUBREC received" is durable before the PUBREL leaves. From then on the
+//     flow only ever re-sends PUBREL, never the PUBLISH: once a PUBREL may
+//     have arrived, the broker may have delivered the message and forgotten
+//     the id, and a PUBLISH would be a new message — the duplicate
+//     paho.mqtt.golang produces after a restart (its issue 788), because it
+//     never persists PUBREL. A PUBREL for a forgotten id is answered with
+//     PUBCOMP and delivers nothing.
+//  3. An id is reused only after its PUBCOMP, whose record precedes the
+//     reusing flow's record in the log.
+//  4. Only committed epochs are published, and Recover discards what was
+//     written after the last completed checkpoint before replay writes it
+//     again, so a recomputed output is never a second message.
+//
+// Hence: a crash of the sink, a reconnect, or a broker restarted with SIGTERM
+// (which saves its sessions) produce neither duplicates nor losses.
+//
+// # Caveats
+//
+//   - A broker that loses its own QoS 2 state (mosquitto SIGKILLed, or
+//     persistence off; CONNACK says session present = 0) cannot be made up
+//     for by any client: flows it had received may be lost or, re-sent,
+//     delivered twice. The sink logs it.
+//   - mosquitto 2.0.11, restarted with SIGTERM while it drains a backlog to a
+//     subscriber, may itself re-send QoS 2 messages it had already delivered
+//     to that subscriber (DUP=1, same packet id and payload). These repeats
+//     are broker-side, between broker and subscriber; the sink sent the
+//     message once. A consumer (and the tests' collector) must ignore DUP
+//     repeats of a payload it already has, or deduplicate by the output id.
+//   - A device restored from S3 on new hardware starts from the last uploaded
+//     checkpoint, without this WAL: outputs of epochs after it are published
+//     again; their deterministic ids let consumers drop them.
+//   - The sink's side is durable (fsync). The broker's side is mosquitto's
+//     persistence: with autosave_interval it writes its database
+//     periodically and at SIGTERM, so power loss of the broker's host can
+//     still lose its state.
+//   - Order: messages are published in seq order and mosquitto delivers in
+//     PUBREL order, which is PUBREC order, which is PUBLISH order.
+//
+// # Offline store-and-forward
+//
+// While the broker is unreachable the publisher reconnects with exponential
+// backoff (ReconnectMin..ReconnectMax) and the WAL grows. When it would pass
+// MaxDiskBytes, WhenFull decides: Block makes Write wait until delivered
+// segments are deleted (backpressure: the pipeline stops, the ingest log
+// absorbs, then sensors' messages stay unacked at their broker), or the
+// caller's context ends, or Close. DropOldest drops the oldest committed
+// messages never sent, one segment's worth at a time, records the drop
+// durably, counts it exactly (Stats.Dropped) and logs it. Open flows are
+// never dropped: their ids are live at the broker. Data of epochs not yet
+// committed is always accepted: blocking it would stall the checkpoint that
+// commits it, forever. On reconnect the backlog drains in order at most
+// DrainRate messages per second.
+//
+// # Broker settings
+//
+// MaxInflight must not exceed the broker's per-client in-flight limit. For
+// mosquitto:
+//
+//	persistence           true
+//	max_inflight_messages 1000   # ≥ MaxInflight
+//	max_queued_messages   1000000
+//
+// # Costs
+//
+// Write encodes into a reused buffer and does not allocate. Publishing costs
+// two fsyncs per batch of flows (PUBLISH sent, PUBREC received), a few
+// allocations per message inside paho's packets codec, and one read of each
+// message back from the WAL. Open reads the backlog once.
+package walsink

@@ -1,0 +1,122 @@
+package walsink
+
+import (
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
+)
+
+// TestSink_Offline_Block: with the upstream broker down, the WAL fills up
+// to MaxDiskBytes and Write blocks (backpressure); once the broker is back
+// the backlog drains and nothing is lost (issue 6, disk-budget test).
+func TestSink_Offline_Block(t *testing.T) {
+	b := mosquitto.Start(t)
+	c := startCollector(t, b.URL(), "up/#")
+	b.Stop()
+	const maxDisk = 256 << 10
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + t.Name(),
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+		MaxDiskBytes: maxDisk, SegmentBytes: 32 << 10, WhenFull: Block})
+	type result struct {
+		ids []string
+	}
+	done := make(chan result, 1)
+	go func() { done <- result{writeEpochs(t, s, 1, 40, 100)} }() // ~560 KiB of output
+	// Wait until Write is blocked on the full WAL.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := s.Stats()
+		if st.WALBytes > maxDisk-8<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("WAL never filled: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("writes finished with the broker down and the WAL full: no backpressure")
+	case <-time.After(300 * time.Millisecond):
+	}
+	st := s.Stats()
+	if st.WALBytes > maxDisk {
+		t.Errorf("WAL %d bytes over max_disk %d while blocked", st.WALBytes, maxDisk)
+	}
+	if st.Dropped != 0 || st.Delivered != 0 {
+		t.Errorf("stats while offline: %+v", st)
+	}
+	b.Restart()
+	var want []string
+	select {
+	case r := <-done:
+		want = r.ids
+	case <-time.After(60 * time.Second):
+		t.Fatal("writes still blocked after the broker came back")
+	}
+	c.waitFor(t, len(want), 60*time.Second)
+	waitDrained(t, s, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	checkExactlyOnce(t, c.received(), want)
+}
+
+// TestSink_Offline_DropOldest: with the broker down and the WAL full,
+// drop_oldest drops the oldest unsent messages and counts exactly what it
+// dropped: received + dropped = written, no duplicates, order kept.
+func TestSink_Offline_DropOldest(t *testing.T) {
+	b := mosquitto.Start(t)
+	c := startCollector(t, b.URL(), "up/#")
+	b.Stop()
+	const maxDisk = 256 << 10
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + t.Name(),
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
+		MaxDiskBytes: maxDisk, SegmentBytes: 32 << 10, WhenFull: DropOldest})
+	want := writeEpochs(t, s, 1, 40, 100)
+	st := s.Stats()
+	if st.Dropped == 0 {
+		t.Fatalf("nothing dropped: %+v", st)
+	}
+	if st.WALBytes > maxDisk {
+		t.Errorf("WAL %d bytes over max_disk %d", st.WALBytes, maxDisk)
+	}
+	if got := int64(len(want)) - int64(st.Dropped); st.BacklogMessages != got {
+		t.Errorf("backlog %d, want written %d - dropped %d", st.BacklogMessages, len(want), st.Dropped)
+	}
+	b.Restart()
+	n := len(want) - int(st.Dropped)
+	c.waitFor(t, n, 60*time.Second)
+	waitDrained(t, s, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	got := c.received()
+	if len(got) != n {
+		t.Errorf("received %d, want %d written - %d dropped = %d", len(got), len(want), st.Dropped, n)
+	}
+	// What arrived is the newest part, each once, in order.
+	checkExactlyOnce(t, got, want[len(want)-n:])
+	t.Logf("dropped %d of %d", st.Dropped, len(want))
+}
+
+// TestSink_DrainRate: a committed backlog drains at no more than DrainRate
+// messages per second (with a tenth of a second's burst).
+func TestSink_DrainRate(t *testing.T) {
+	b := mosquitto.Start(t)
+	c := startCollector(t, b.URL(), "up/#")
+	b.Stop()
+	const rate = 1000
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + t.Name(),
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, DrainRate: rate})
+	want := writeEpochs(t, s, 1, 3, 500)
+	b.Restart()
+	waitDelivered(t, s, 1, 10*time.Second)
+	start := time.Now()
+	waitDrained(t, s, 30*time.Second)
+	elapsed := time.Since(start)
+	minimum := time.Duration(float64(len(want)-rate/10-1) / rate * float64(time.Second))
+	if elapsed < minimum*9/10 || elapsed > minimum*2 {
+		t.Errorf("drained %d messages at %d/s in %v, want about %v", len(want), rate, elapsed, minimum)
+	}
+	c.waitFor(t, len(want), 10*time.Second)
+	checkExactlyOnce(t, c.received(), want)
+	t.Logf("%d messages in %v at drain_rate %d/s", len(want), elapsed, rate)
+}

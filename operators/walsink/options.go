@@ -1,0 +1,125 @@
+package walsink
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// WhenFull says what Write does when the WAL reaches MaxDiskBytes.
+type WhenFull string
+
+const (
+	// Block makes Write wait until delivered segments are deleted
+	// (backpressure), or its context ends, or the sink is closed.
+	Block WhenFull = "block"
+	// DropOldest drops the oldest committed messages not yet sent, counts
+	// them (Stats.Dropped) and logs it.
+	DropOldest WhenFull = "drop_oldest"
+)
+
+// Options configures a Sink. Zero values take the stated defaults.
+type Options struct {
+	// Broker is the upstream broker: tcp://host:port, ssl://host:port or
+	// tls://host:port (or mqtt://, mqtts://). Required.
+	Broker string
+	// ClientID is the fixed MQTT client id; the session is persistent
+	// (clean session 0), so it must be the same after every restart and
+	// unique among the broker's clients. Required.
+	ClientID string
+	Username string
+	Password string
+	// TLS configures ssl:// and tls:// brokers; nil uses the system roots.
+	TLS *tls.Config
+	// KeepAlive is the MQTT keepalive. Default 30s; at least 1s.
+	KeepAlive time.Duration
+	// ReconnectMin and ReconnectMax bound the exponential reconnect backoff.
+	// Defaults 100ms and 30s.
+	ReconnectMin, ReconnectMax time.Duration
+	// MaxInflight is the maximum number of open QoS 2 flows. Default 100.
+	// It must not exceed the broker's per-client limit (mosquitto:
+	// max_inflight_messages), or the broker queues or drops the excess.
+	MaxInflight int
+	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. The bound
+	// is enforced against committed, undelivered data: data of epochs not yet
+	// committed is always accepted (blocking it would stall the checkpoint
+	// that commits it, forever), so the WAL can exceed the bound by up to one
+	// checkpoint interval of output.
+	MaxDiskBytes int64
+	// WhenFull is Block (default) or DropOldest.
+	WhenFull WhenFull
+	// DrainRate caps publishing in messages per second; 0 is unlimited.
+	DrainRate float64
+	// Retain sets the retain flag on every message.
+	Retain bool
+	// SegmentBytes is the target segment size. Default: MaxDiskBytes/16,
+	// clamped to 64 KiB..64 MiB. Smaller segments free disk sooner.
+	SegmentBytes int64
+	// DialTimeout bounds connecting and the CONNACK. Default 10s.
+	DialTimeout time.Duration
+
+	// onComplete, for tests and benchmarks, is called by the publisher for
+	// every PUBCOMP with the message's seq.
+	onComplete func(seq uint64)
+}
+
+func (o *Options) normalize() error {
+	if o.Broker == "" {
+		return fmt.Errorf("walsink: options: broker is required")
+	}
+	u, err := url.Parse(o.Broker)
+	if err != nil {
+		return fmt.Errorf("walsink: options: broker: %w", err)
+	}
+	switch u.Scheme {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts":
+	default:
+		return fmt.Errorf("walsink: options: broker scheme %q (want tcp, ssl or tls)", u.Scheme)
+	}
+	if o.ClientID == "" {
+		return fmt.Errorf("walsink: options: client id is required (a fixed one: the session is persistent)")
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 30 * time.Second
+	}
+	if o.KeepAlive < time.Second || o.KeepAlive > 65535*time.Second {
+		return fmt.Errorf("walsink: options: keepalive %v out of 1s..65535s", o.KeepAlive)
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = 100 * time.Millisecond
+	}
+	if o.ReconnectMax <= 0 {
+		o.ReconnectMax = 30 * time.Second
+	}
+	o.ReconnectMax = max(o.ReconnectMax, o.ReconnectMin)
+	if o.MaxInflight == 0 {
+		o.MaxInflight = 100
+	}
+	if o.MaxInflight < 1 || o.MaxInflight > 65535 {
+		return fmt.Errorf("walsink: options: max inflight %d out of 1..65535", o.MaxInflight)
+	}
+	if o.MaxDiskBytes == 0 {
+		o.MaxDiskBytes = 512 << 20
+	}
+	if o.MaxDiskBytes < 0 {
+		return fmt.Errorf("walsink: options: max disk %d < 0", o.MaxDiskBytes)
+	}
+	switch o.WhenFull {
+	case "":
+		o.WhenFull = Block
+	case Block, DropOldest:
+	default:
+		return fmt.Errorf("walsink: options: when_full %q (want %q or %q)", o.WhenFull, Block, DropOldest)
+	}
+	if o.DrainRate < 0 {
+		return fmt.Errorf("walsink: options: drain rate %v < 0", o.DrainRate)
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = min(max(o.MaxDiskBytes/16, 64<<10), 64<<20)
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	return nil
+}

@@ -1,0 +1,277 @@
+package walsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// runPublisher is the session's driver: it connects with exponential
+// backoff, resumes the session, and publishes committed data in order,
+// until Close.
+func (s *Sink) runPublisher() {
+	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closeCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	backoff := s.opts.ReconnectMin
+	for {
+		conn, present, err := dial(ctx, &s.opts)
+		if err == nil {
+			if !present && s.sess.Inflight() > 0 {
+				s.log.Warn("walsink: broker lost the session; open flows are re-sent and may be duplicated or lost by the broker",
+					"open_flows", s.sess.Inflight())
+			}
+			s.connected.Store(true)
+			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", present)
+			started := time.Now()
+			err = s.serve(conn)
+			conn.Close()
+			s.sess.Disconnected()
+			s.connected.Store(false)
+			if time.Since(started) > s.opts.ReconnectMax {
+				backoff = s.opts.ReconnectMin
+			}
+		}
+		if errors.Is(err, errFatal) {
+			s.log.Error("walsink: publisher stopped", "err", err)
+			return
+		}
+		select {
+		case <-s.closeCh:
+			return
+		default:
+		}
+		s.log.Warn("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-s.closeCh:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, s.opts.ReconnectMax)
+	}
+}
+
+// errFatal marks a WAL failure: the session's records may not be durable,
+// so nothing more may be sent.
+var errFatal = errors.New("walsink: WAL failed")
+
+// serve runs one connection until it fails or the sink closes.
+func (s *Sink) serve(conn net.Conn) error {
+	in := make(chan incoming, 256)
+	quit := make(chan struct{})
+	defer close(quit)
+	go readPackets(conn, in, quit)
+	pw := newPacketWriter(conn)
+	s.sess.Connected(time.Now())
+	s.retried.Store(s.sess.Retried())
+
+	tick := time.NewTicker(max(s.opts.KeepAlive/4, 100*time.Millisecond))
+	defer tick.Stop()
+	rate := newTokenBucket(s.opts.DrainRate, time.Now())
+	rateTimer := time.NewTimer(time.Hour)
+	defer rateTimer.Stop()
+	for {
+		// curMu spans both: a flow started by fill must reach the state
+		// (flushReady) before drop_oldest or segment deletion looks at it.
+		s.curMu.Lock()
+		wait, err := s.fill(rate)
+		if err == nil {
+			err = s.flushReady(conn, pw)
+		}
+		s.curMu.Unlock()
+		if err != nil {
+			return err
+		}
+		var rateC <-chan time.Time
+		if wait > 0 {
+			rateTimer.Reset(wait)
+			rateC = rateTimer.C
+		}
+		select {
+		case ev := <-in:
+			if err := s.step(ev); err != nil {
+				return err
+			}
+			// Take every packet already here, so their steps share one
+			// WAL write and fsync.
+			for more := true; more; {
+				select {
+				case ev := <-in:
+					if err := s.step(ev); err != nil {
+						return err
+					}
+				default:
+					more = false
+				}
+			}
+		case now := <-tick.C:
+			s.sess.Tick(now)
+		case <-s.work:
+		case <-rateC:
+		case <-s.closeCh:
+			return nil
+		}
+		if wait > 0 && !rateTimer.Stop() {
+			select {
+			case <-rateTimer.C:
+			default:
+			}
+		}
+	}
+}
+
+func (s *Sink) step(ev incoming) error {
+	if ev.err != nil {
+		return ev.err
+	}
+	return s.sess.Step(ev.typ, ev.id)
+}
+
+// fill starts flows for committed messages while the session and the drain
+// rate allow. It returns how long to wait for the next token when the rate
+// stopped it with work left. curMu is held; the state learns of the new
+// flows when flushReady applies their records.
+func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
+	for s.sess.CanPublish() {
+		d, ok, err := s.cur.peek()
+		if err != nil {
+			return 0, fmt.Errorf("%w: read: %w", errFatal, err)
+		}
+		if !ok {
+			return 0, nil
+		}
+		s.mu.Lock()
+		skip := d.seq < s.st.nextAssign || s.st.isAborted(d.seq)
+		publishable := d.seq <= s.st.committedSeq
+		if skip {
+			s.st.nextAssign = max(s.st.nextAssign, d.seq+1)
+		}
+		s.mu.Unlock()
+		if skip {
+			s.cur.advance()
+			continue
+		}
+		if !publishable {
+			return 0, nil
+		}
+		if wait := rate.take(time.Now()); wait > 0 {
+			return wait, nil
+		}
+		s.sess.Publish(d.seq, d.topic, d.payload, d.retain)
+		s.cur.advance()
+	}
+	return 0, nil
+}
+
+// flushReady persists the session's records (one write, one fsync when
+// needed), then sends its packets: the ordering contract of package qos2.
+func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
+	if !s.sess.HasReady() {
+		return nil
+	}
+	rd := s.sess.Ready()
+	defer s.sess.Advance()
+	if len(rd.Records) > 0 {
+		s.mu.Lock()
+		s.buf = appendSession(s.buf[:0], rd.Records)
+		_, err := s.appendLocked(s.buf)
+		if err == nil {
+			for _, r := range rd.Records {
+				s.st.applyStep(r)
+			}
+		}
+		s.mu.Unlock()
+		if err == nil && rd.MustSync {
+			err = s.wal.Sync()
+		}
+		if err != nil {
+			s.fail(err)
+			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+	}
+	var sendErr error
+	if len(rd.Packets) > 0 {
+		_ = conn.SetWriteDeadline(time.Now().Add(s.opts.KeepAlive))
+		for _, p := range rd.Packets {
+			if sendErr = pw.write(p); sendErr != nil {
+				break
+			}
+		}
+		if sendErr == nil {
+			sendErr = pw.bw.Flush()
+		}
+		s.sess.Sent(time.Now())
+	}
+	if n := len(rd.Completed); n > 0 {
+		var bytes int64
+		for _, c := range rd.Completed {
+			bytes += int64(c.Bytes)
+			if s.opts.onComplete != nil {
+				s.opts.onComplete(c.Seq)
+			}
+		}
+		s.delivered.Add(uint64(n))
+		s.mu.Lock()
+		s.backlogMsgs -= int64(n)
+		s.backlogBytes -= bytes
+		err := s.collectLocked()
+		s.mu.Unlock()
+		if err != nil {
+			s.fail(err)
+			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+	}
+	s.inflight.Store(int64(s.sess.Inflight()))
+	if rd.Disconnect {
+		return errors.New("walsink: keepalive expired (no PINGRESP)")
+	}
+	if sendErr != nil {
+		return fmt.Errorf("walsink: send: %w", sendErr)
+	}
+	return nil
+}
+
+func (s *Sink) fail(err error) {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = fmt.Errorf("walsink: publisher stopped after a WAL failure: %w", err)
+	}
+	s.mu.Unlock()
+}
+
+// tokenBucket limits publishing to rate messages per second with a burst of
+// a tenth of a second's worth (at least 1). rate 0 is unlimited.
+type tokenBucket struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func newTokenBucket(rate float64, now time.Time) *tokenBucket {
+	b := max(1, rate/10)
+	return &tokenBucket{rate: rate, burst: b, tokens: b, last: now}
+}
+
+// take takes a token at now, or returns how long until one is there.
+func (b *tokenBucket) take(now time.Time) time.Duration {
+	if b.rate <= 0 {
+		return 0
+	}
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+}

@@ -1,0 +1,415 @@
+package qos2
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Step is the recorded state of one publish flow. The zero value is invalid.
+type Step uint8
+
+const (
+	stepInvalid Step = iota
+	// StepPublishSent: the message got its packet id; a PUBLISH may be out.
+	StepPublishSent
+	// StepPubrecReceived: the broker has the message; PUBREL may be out.
+	StepPubrecReceived
+	// StepPubcompReceived: the flow is finished and its id free.
+	StepPubcompReceived
+)
+
+func (st Step) String() string {
+	switch st {
+	case StepPublishSent:
+		return "publish-sent"
+	case StepPubrecReceived:
+		return "pubrec-received"
+	case StepPubcompReceived:
+		return "pubcomp-received"
+	}
+	return fmt.Sprintf("step(%d)", uint8(st))
+}
+
+// Record is one flow's step, to be written to the log.
+type Record struct {
+	Seq  uint64 // the message's sequence number in the WAL
+	ID   uint16 // MQTT packet id, 1..65535
+	Step Step
+}
+
+// PacketKind says which MQTT packet to send. The zero value is invalid.
+type PacketKind uint8
+
+const (
+	packetInvalid PacketKind = iota
+	// PacketPublish is a QoS 2 PUBLISH (DUP set on a re-send).
+	PacketPublish
+	// PacketPubrel is a PUBREL.
+	PacketPubrel
+	// PacketPingreq is a PINGREQ.
+	PacketPingreq
+)
+
+// Packet is one packet to send. Topic and Payload belong to the session and
+// are valid until Advance.
+type Packet struct {
+	Kind    PacketKind
+	ID      uint16
+	Dup     bool
+	Retain  bool
+	Seq     uint64
+	Topic   []byte
+	Payload []byte
+}
+
+// Completion reports a finished flow.
+type Completion struct {
+	Seq   uint64
+	Bytes int // topic + payload bytes
+}
+
+// Ready is the session's pending work. Records must be durable (one write,
+// fsync when MustSync) before Packets are sent, in order. Slices are valid
+// until Advance.
+type Ready struct {
+	Records   []Record
+	MustSync  bool
+	Packets   []Packet
+	Completed []Completion // flows finished by PUBCOMP since the last Ready
+	// Disconnect asks the driver to drop the connection (keepalive expired);
+	// the session is already in the disconnected state.
+	Disconnect bool
+}
+
+// Config configures a Session.
+type Config struct {
+	// MaxInflight is the maximum number of open flows, 1..65535. It must not
+	// exceed the broker's limit (mosquitto: max_inflight_messages).
+	MaxInflight int
+	// KeepAlive is the MQTT keepalive; 0 disables PINGREQ.
+	KeepAlive time.Duration
+}
+
+// ErrProtocol is returned (wrapped) by Step for a packet the session cannot
+// accept; the driver should drop the connection.
+var ErrProtocol = errors.New("qos2: protocol error")
+
+type flow struct {
+	seq     uint64
+	id      uint16
+	step    Step
+	retain  bool
+	loaded  bool // topic and payload present (false for restored flows until SetMessage)
+	topic   []byte
+	payload []byte
+}
+
+// Session is one client's QoS 2 publish state. It is not safe for
+// concurrent use.
+type Session struct {
+	cfg       Config
+	flows     []*flow // open flows, in seq order
+	byID      map[uint16]*flow
+	free      []*flow
+	nextID    uint16
+	connected bool
+	retried   uint64
+
+	lastSent    time.Time
+	pingSentAt  time.Time
+	pingPending bool
+
+	rd      Ready
+	inReady bool
+}
+
+// New returns a disconnected session without flows.
+func New(cfg Config) *Session {
+	if cfg.MaxInflight < 1 || cfg.MaxInflight > 65535 {
+		panic(fmt.Sprintf("qos2: MaxInflight %d out of 1..65535", cfg.MaxInflight))
+	}
+	return &Session{cfg: cfg, byID: make(map[uint16]*flow, cfg.MaxInflight), nextID: 1}
+}
+
+// Restore loads flows recorded in the log (their last step each, any order).
+// Flows at StepPubcompReceived are ignored. Call before Connected. Flows at
+// StepPublishSent need their message via SetMessage before Connected.
+// Restore may load more than MaxInflight flows (a smaller limit than in the
+// last run); no new flow starts until they are fewer.
+func (s *Session) Restore(recs []Record) error {
+	for _, r := range recs {
+		if r.Step == StepPubcompReceived {
+			continue
+		}
+		if r.Step != StepPublishSent && r.Step != StepPubrecReceived {
+			return fmt.Errorf("qos2: restore seq %d: invalid step %d", r.Seq, r.Step)
+		}
+		if r.ID == 0 {
+			return fmt.Errorf("qos2: restore seq %d: packet id 0", r.Seq)
+		}
+		if _, dup := s.byID[r.ID]; dup {
+			return fmt.Errorf("qos2: restore seq %d: packet id %d already open", r.Seq, r.ID)
+		}
+		f := s.newFlow()
+		f.seq, f.id, f.step = r.Seq, r.ID, r.Step
+		s.flows = append(s.flows, f)
+		s.byID[r.ID] = f
+	}
+	slices.SortFunc(s.flows, func(a, b *flow) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	if n := len(s.flows); n > 0 {
+		s.nextID = s.flows[n-1].id + 1
+		if s.nextID == 0 {
+			s.nextID = 1
+		}
+	}
+	return nil
+}
+
+// NeedsMessage lists the seqs of restored flows that wait for SetMessage.
+func (s *Session) NeedsMessage() []uint64 {
+	var seqs []uint64
+	for _, f := range s.flows {
+		if f.step == StepPublishSent && !f.loaded {
+			seqs = append(seqs, f.seq)
+		}
+	}
+	return seqs
+}
+
+// SetMessage gives a restored flow its message (copied).
+func (s *Session) SetMessage(seq uint64, topic, payload []byte, retain bool) {
+	for _, f := range s.flows {
+		if f.seq == seq {
+			f.topic = append(f.topic[:0], topic...)
+			f.payload = append(f.payload[:0], payload...)
+			f.retain, f.loaded = retain, true
+			return
+		}
+	}
+}
+
+// Inflight is the number of open flows.
+func (s *Session) Inflight() int { return len(s.flows) }
+
+// LastSeq is the highest seq of an open flow, 0 if none.
+func (s *Session) LastSeq() uint64 {
+	if len(s.flows) == 0 {
+		return 0
+	}
+	return s.flows[len(s.flows)-1].seq
+}
+
+// OpenFlows appends the open flows' current records to dst, in seq order.
+func (s *Session) OpenFlows(dst []Record) []Record {
+	for _, f := range s.flows {
+		dst = append(dst, Record{Seq: f.seq, ID: f.id, Step: f.step})
+	}
+	return dst
+}
+
+// Retried counts PUBLISH (DUP) and PUBREL packets re-sent on (re)connect.
+func (s *Session) Retried() uint64 { return s.retried }
+
+// Connected tells the session the driver has a connection with a CONNACK
+// (clean session 0), at time now; it queues the resumption of open flows.
+func (s *Session) Connected(now time.Time) {
+	s.connected = true
+	s.pingPending = false
+	s.lastSent = now
+	for _, f := range s.flows {
+		switch f.step {
+		case StepPublishSent:
+			if !f.loaded {
+				panic(fmt.Sprintf("qos2: flow seq %d resumed without its message", f.seq))
+			}
+			s.queue(Packet{Kind: PacketPublish, ID: f.id, Dup: true, Retain: f.retain, Seq: f.seq, Topic: f.topic, Payload: f.payload})
+		case StepPubrecReceived:
+			s.queue(Packet{Kind: PacketPubrel, ID: f.id, Seq: f.seq})
+		}
+		s.retried++
+	}
+}
+
+// Disconnected tells the session the connection is gone; queued packets are
+// dropped (open flows resume on the next Connected), records are kept.
+func (s *Session) Disconnected() {
+	s.connected = false
+	s.pingPending = false
+	s.rd.Packets = s.rd.Packets[:0]
+}
+
+// IsConnected reports whether the session is connected.
+func (s *Session) IsConnected() bool { return s.connected }
+
+// CanPublish reports whether Publish may start another flow now: connected,
+// below MaxInflight, and a packet id free.
+func (s *Session) CanPublish() bool {
+	return s.connected && len(s.flows) < s.cfg.MaxInflight && len(s.byID) < 65535
+}
+
+// Publish starts a flow for message seq (seqs must increase from call to
+// call and exceed every restored one). Topic and payload are copied into a
+// buffer the session reuses. It panics unless CanPublish.
+func (s *Session) Publish(seq uint64, topic, payload []byte, retain bool) {
+	if !s.CanPublish() {
+		panic("qos2: Publish without CanPublish")
+	}
+	if n := len(s.flows); n > 0 && s.flows[n-1].seq >= seq {
+		panic(fmt.Sprintf("qos2: Publish seq %d not above %d", seq, s.flows[n-1].seq))
+	}
+	f := s.newFlow()
+	f.seq, f.id, f.step, f.retain, f.loaded = seq, s.takeID(), StepPublishSent, retain, true
+	f.topic = append(f.topic[:0], topic...)
+	f.payload = append(f.payload[:0], payload...)
+	s.flows = append(s.flows, f)
+	s.byID[f.id] = f
+	s.record(Record{Seq: f.seq, ID: f.id, Step: StepPublishSent}, true)
+	s.queue(Packet{Kind: PacketPublish, ID: f.id, Retain: retain, Seq: seq, Topic: f.topic, Payload: f.payload})
+}
+
+// PacketType is an incoming packet's type for Step.
+type PacketType uint8
+
+const (
+	incomingInvalid PacketType = iota
+	// Pubrec is a PUBREC.
+	Pubrec
+	// Pubcomp is a PUBCOMP.
+	Pubcomp
+	// Pingresp is a PINGRESP.
+	Pingresp
+)
+
+// Step feeds one packet from the broker. A PUBREC for an unknown id is
+// answered with PUBREL (the broker may hold that flow from a run whose
+// records were lost only if they were never made durable, which the
+// ordering contract excludes; answering is still what MQTT asks). A PUBCOMP
+// for an unknown id is ignored.
+func (s *Session) Step(typ PacketType, id uint16) error {
+	switch typ {
+	case Pubrec:
+		f := s.byID[id]
+		if f == nil {
+			s.queue(Packet{Kind: PacketPubrel, ID: id})
+			return nil
+		}
+		if f.step == StepPublishSent {
+			f.step = StepPubrecReceived
+			s.record(Record{Seq: f.seq, ID: id, Step: StepPubrecReceived}, true)
+			// The payload is no longer needed: the flow only ever gets PUBREL.
+		}
+		s.queue(Packet{Kind: PacketPubrel, ID: id, Seq: f.seq})
+	case Pubcomp:
+		f := s.byID[id]
+		if f == nil {
+			return nil
+		}
+		s.record(Record{Seq: f.seq, ID: id, Step: StepPubcompReceived}, false)
+		s.rd.Completed = append(s.rd.Completed, Completion{Seq: f.seq, Bytes: len(f.topic) + len(f.payload)})
+		delete(s.byID, id)
+		i := slices.Index(s.flows, f)
+		s.flows = slices.Delete(s.flows, i, i+1)
+		s.free = append(s.free, f)
+	case Pingresp:
+		s.pingPending = false
+	default:
+		return fmt.Errorf("%w: unexpected packet type %d", ErrProtocol, typ)
+	}
+	return nil
+}
+
+// Tick advances the session's clock: it queues a PINGREQ when nothing was
+// sent for KeepAlive, and disconnects when a PINGRESP is overdue.
+func (s *Session) Tick(now time.Time) {
+	if !s.connected || s.cfg.KeepAlive <= 0 {
+		return
+	}
+	if s.pingPending && now.Sub(s.pingSentAt) >= s.cfg.KeepAlive {
+		s.Disconnected()
+		s.rd.Disconnect = true
+		return
+	}
+	if !s.pingPending && now.Sub(s.lastSent) >= s.cfg.KeepAlive {
+		s.pingPending = true
+		s.pingSentAt = now
+		s.queue(Packet{Kind: PacketPingreq})
+	}
+}
+
+// Sent tells the session packets went out at now (resets the keepalive).
+func (s *Session) Sent(now time.Time) { s.lastSent = now }
+
+// HasReady reports whether Ready has work.
+func (s *Session) HasReady() bool {
+	return len(s.rd.Records) > 0 || len(s.rd.Packets) > 0 || len(s.rd.Completed) > 0 || s.rd.Disconnect
+}
+
+// Ready returns the pending work; call Advance when it is done, before the
+// next Ready.
+func (s *Session) Ready() Ready {
+	if s.inReady {
+		panic("qos2: Ready called twice without Advance")
+	}
+	s.inReady = true
+	return s.rd
+}
+
+// Advance tells the session the last Ready was persisted and sent.
+func (s *Session) Advance() {
+	if !s.inReady {
+		panic("qos2: Advance without Ready")
+	}
+	s.inReady = false
+	s.rd.Records = s.rd.Records[:0]
+	s.rd.Packets = s.rd.Packets[:0]
+	s.rd.Completed = s.rd.Completed[:0]
+	s.rd.MustSync, s.rd.Disconnect = false, false
+}
+
+func (s *Session) record(r Record, mustSync bool) {
+	s.rd.Records = append(s.rd.Records, r)
+	s.rd.MustSync = s.rd.MustSync || mustSync
+}
+
+func (s *Session) queue(p Packet) {
+	if !s.connected {
+		return
+	}
+	s.rd.Packets = append(s.rd.Packets, p)
+}
+
+func (s *Session) newFlow() *flow {
+	if n := len(s.free); n > 0 {
+		f := s.free[n-1]
+		s.free = s.free[:n-1]
+		f.loaded, f.retain = false, false
+		f.topic, f.payload = f.topic[:0], f.payload[:0]
+		return f
+	}
+	return &flow{}
+}
+
+// takeID returns the next free packet id, cycling through 1..65535 so a
+// freed id is reused as late as possible.
+func (s *Session) takeID() uint16 {
+	for {
+		id := s.nextID
+		s.nextID++
+		if s.nextID == 0 {
+			s.nextID = 1
+		}
+		if _, used := s.byID[id]; !used {
+			return id
+		}
+	}
+}

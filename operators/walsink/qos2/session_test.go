@@ -1,0 +1,278 @@
+package qos2
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+// trace renders a Ready as one line: records, then packets, so a test can
+// check both and their order.
+func trace(rd Ready) string {
+	var b strings.Builder
+	for _, r := range rd.Records {
+		fmt.Fprintf(&b, "rec(%d,%d,%s) ", r.Seq, r.ID, r.Step)
+	}
+	if rd.MustSync {
+		b.WriteString("sync ")
+	}
+	for _, p := range rd.Packets {
+		switch p.Kind {
+		case PacketPublish:
+			fmt.Fprintf(&b, "PUBLISH(%d,%s", p.ID, p.Payload)
+			if p.Dup {
+				b.WriteString(",dup")
+			}
+			b.WriteString(") ")
+		case PacketPubrel:
+			fmt.Fprintf(&b, "PUBREL(%d) ", p.ID)
+		case PacketPingreq:
+			b.WriteString("PINGREQ ")
+		}
+	}
+	for _, c := range rd.Completed {
+		fmt.Fprintf(&b, "done(%d) ", c.Seq)
+	}
+	if rd.Disconnect {
+		b.WriteString("disconnect ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func ready(t *testing.T, s *Session) string {
+	t.Helper()
+	if !s.HasReady() {
+		return ""
+	}
+	rd := s.Ready()
+	out := trace(rd)
+	s.Advance()
+	return out
+}
+
+func pub(s *Session, seq uint64) {
+	s.Publish(seq, []byte("t"), fmt.Appendf(nil, "m%d", seq), false)
+}
+
+func TestSession_Flow(t *testing.T) {
+	type op struct {
+		do   func(s *Session)
+		want string
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		ops  []op
+	}{
+		{
+			name: "full flow: every step recorded before the packet it guards",
+			cfg:  Config{MaxInflight: 10},
+			ops: []op{
+				{func(s *Session) { pub(s, 1); pub(s, 2) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) sync PUBLISH(1,m1) PUBLISH(2,m2)"},
+				{func(s *Session) { s.Step(Pubrec, 1); s.Step(Pubrec, 2) }, "rec(1,1,pubrec-received) rec(2,2,pubrec-received) sync PUBREL(1) PUBREL(2)"},
+				{func(s *Session) { s.Step(Pubcomp, 1) }, "rec(1,1,pubcomp-received) done(1)"},
+				{func(s *Session) { s.Step(Pubcomp, 2) }, "rec(2,2,pubcomp-received) done(2)"},
+			},
+		},
+		{
+			name: "duplicate PUBREC re-sends PUBREL without a new record",
+			cfg:  Config{MaxInflight: 10},
+			ops: []op{
+				{func(s *Session) { pub(s, 1) }, "rec(1,1,publish-sent) sync PUBLISH(1,m1)"},
+				{func(s *Session) { s.Step(Pubrec, 1) }, "rec(1,1,pubrec-received) sync PUBREL(1)"},
+				{func(s *Session) { s.Step(Pubrec, 1) }, "PUBREL(1)"},
+				{func(s *Session) { s.Step(Pubcomp, 1); s.Step(Pubcomp, 1) }, "rec(1,1,pubcomp-received) done(1)"},
+			},
+		},
+		{
+			name: "unknown PUBREC is released, unknown PUBCOMP ignored",
+			cfg:  Config{MaxInflight: 10},
+			ops: []op{
+				{func(s *Session) { s.Step(Pubrec, 77); s.Step(Pubcomp, 78) }, "PUBREL(77)"},
+			},
+		},
+		{
+			name: "reconnect resumes PUBLISH with DUP and the same id, PUBREL for released flows, in seq order",
+			cfg:  Config{MaxInflight: 10},
+			ops: []op{
+				{func(s *Session) { pub(s, 1); pub(s, 2); pub(s, 3) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) rec(3,3,publish-sent) sync PUBLISH(1,m1) PUBLISH(2,m2) PUBLISH(3,m3)"},
+				{func(s *Session) { s.Step(Pubrec, 2); s.Disconnected() }, "rec(2,2,pubrec-received) sync"},
+				{func(s *Session) { s.Connected(t0) }, "PUBLISH(1,m1,dup) PUBREL(2) PUBLISH(3,m3,dup)"},
+			},
+		},
+		{
+			name: "records are kept, packets dropped, across a disconnect",
+			cfg:  Config{MaxInflight: 10},
+			ops: []op{
+				{func(s *Session) { pub(s, 1); s.Disconnected() }, "rec(1,1,publish-sent) sync"},
+				{func(s *Session) { s.Connected(t0) }, "PUBLISH(1,m1,dup)"},
+			},
+		},
+		{
+			name: "max inflight",
+			cfg:  Config{MaxInflight: 2},
+			ops: []op{
+				{func(s *Session) {
+					for seq := uint64(1); s.CanPublish(); seq++ {
+						pub(s, seq)
+					}
+				}, "rec(1,1,publish-sent) rec(2,2,publish-sent) sync PUBLISH(1,m1) PUBLISH(2,m2)"},
+				{func(s *Session) { s.Step(Pubrec, 1) }, "rec(1,1,pubrec-received) sync PUBREL(1)"},
+				{func(s *Session) {
+					if s.CanPublish() {
+						panic("a PUBREC does not free a slot")
+					}
+					s.Step(Pubcomp, 1)
+					pub(s, 3)
+				}, "rec(1,1,pubcomp-received) rec(3,3,publish-sent) sync PUBLISH(3,m3) done(1)"},
+			},
+		},
+		{
+			name: "keepalive: PINGREQ after idle, disconnect when PINGRESP is late",
+			cfg:  Config{MaxInflight: 1, KeepAlive: 10 * time.Second},
+			ops: []op{
+				{func(s *Session) { s.Tick(t0.Add(9 * time.Second)) }, ""},
+				{func(s *Session) { s.Tick(t0.Add(10 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) {
+					s.Step(Pingresp, 0)
+					s.Sent(t0.Add(10 * time.Second))
+					s.Tick(t0.Add(19 * time.Second))
+				}, ""},
+				{func(s *Session) { s.Tick(t0.Add(20 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) { s.Tick(t0.Add(30 * time.Second)) }, "disconnect"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.cfg)
+			s.Connected(t0)
+			for i, o := range tt.ops {
+				o.do(s)
+				if got := ready(t, s); got != o.want {
+					t.Errorf("step %d:\n got %q\nwant %q", i, got, o.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSession_Restore: after a restart, each flow resumes at its recorded
+// step with its original id: PUBLISH (DUP) for "PUBLISH sent", PUBREL — never
+// a PUBLISH, paho's issue 788 — for "PUBREC received".
+func TestSession_Restore(t *testing.T) {
+	s := New(Config{MaxInflight: 10})
+	err := s.Restore([]Record{
+		{Seq: 9, ID: 65535, Step: StepPubrecReceived},
+		{Seq: 10, ID: 1, Step: StepPublishSent},
+		{Seq: 8, ID: 65534, Step: StepPubcompReceived},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(s.NeedsMessage()); got != "[10]" {
+		t.Fatalf("NeedsMessage = %s, want [10]", got)
+	}
+	s.SetMessage(10, []byte("t"), []byte("m10"), false)
+	s.Connected(t0)
+	if got, want := ready(t, s), "PUBREL(65535) PUBLISH(1,m10,dup)"; got != want {
+		t.Errorf("resume: got %q want %q", got, want)
+	}
+	// New ids continue after the restored ones and skip ids in use.
+	pub(s, 11)
+	if got, want := ready(t, s), "rec(11,2,publish-sent) sync PUBLISH(2,m11)"; got != want {
+		t.Errorf("new flow: got %q want %q", got, want)
+	}
+	if s.Retried() != 2 {
+		t.Errorf("Retried = %d, want 2", s.Retried())
+	}
+}
+
+func TestSession_Restore_Invalid(t *testing.T) {
+	tests := []struct {
+		name string
+		recs []Record
+	}{
+		{"id zero", []Record{{Seq: 1, ID: 0, Step: StepPublishSent}}},
+		{"id twice", []Record{{Seq: 1, ID: 5, Step: StepPublishSent}, {Seq: 2, ID: 5, Step: StepPublishSent}}},
+		{"bad step", []Record{{Seq: 1, ID: 5, Step: 9}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := New(Config{MaxInflight: 10}).Restore(tt.recs); err == nil {
+				t.Error("Restore accepted invalid records")
+			}
+		})
+	}
+}
+
+// TestSession_IDsNeverReusedWhileOpen cycles through the id space many times
+// with flows finishing out of order.
+func TestSession_IDsNeverReusedWhileOpen(t *testing.T) {
+	s := New(Config{MaxInflight: 1000})
+	s.Connected(t0)
+	open := map[uint16]uint64{}
+	seq := uint64(0)
+	for round := range 300 {
+		for s.CanPublish() {
+			seq++
+			pub(s, seq)
+		}
+		rd := s.Ready()
+		for _, r := range rd.Records {
+			if r.Step != StepPublishSent {
+				continue
+			}
+			if other, used := open[r.ID]; used {
+				t.Fatalf("round %d: id %d given to seq %d while seq %d is open", round, r.ID, r.Seq, other)
+			}
+			open[r.ID] = r.Seq
+		}
+		s.Advance()
+		// Finish every other open flow, odd ids first.
+		for id := range open {
+			if int(id)%2 == round%2 {
+				s.Step(Pubrec, id)
+				s.Step(Pubcomp, id)
+				delete(open, id)
+			}
+		}
+		s.Ready()
+		s.Advance()
+	}
+	if seq < 65535*2 {
+		t.Fatalf("only %d messages: the id space did not wrap", seq)
+	}
+}
+
+func TestSession_AllocsPerMessage(t *testing.T) {
+	s := New(Config{MaxInflight: 100})
+	s.Connected(t0)
+	topic, payload := []byte("up/x"), make([]byte, 200)
+	seq := uint64(0)
+	cycle := func() {
+		for s.CanPublish() {
+			seq++
+			s.Publish(seq, topic, payload, false)
+		}
+		s.Ready()
+		s.Advance()
+		for _, f := range s.flows {
+			s.Step(Pubrec, f.id)
+		}
+		s.Ready()
+		s.Advance()
+		for len(s.flows) > 0 {
+			s.Step(Pubcomp, s.flows[0].id)
+		}
+		s.Ready()
+		s.Advance()
+	}
+	cycle()
+	if a := testing.AllocsPerRun(20, cycle); a > 0 {
+		t.Errorf("%.1f allocations per 100-message cycle, want 0", a)
+	}
+}

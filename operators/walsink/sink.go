@@ -1,0 +1,642 @@
+package walsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddy-edge/eddy/operators/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/walsink/wal"
+)
+
+// Message is one output to publish.
+type Message struct {
+	Topic   string
+	Payload []byte
+}
+
+// Stats is a snapshot of the sink's counters.
+type Stats struct {
+	BacklogMessages int64         // committed, not yet PUBCOMP'd (in flight included)
+	BacklogBytes    int64         // their topic + payload bytes
+	OldestAge       time.Duration // since the oldest backlog message's epoch was committed; 0 without backlog
+	WALBytes        int64         // size of all segment files
+	Inflight        int           // open QoS 2 flows
+	Delivered       uint64        // PUBCOMPs received since Open
+	Retried         uint64        // PUBLISH (DUP) and PUBREL re-sent on (re)connect since Open
+	Dropped         uint64        // dropped by drop_oldest since Open
+	Connected       bool
+}
+
+// Sink is the exactly-once MQTT sink. Write, PreCommit, Commit and Recover
+// may be called from different goroutines but not concurrently with each
+// other (the agent calls them from its pipeline and checkpoint path, in
+// order); Stats and Close are safe at any time.
+type Sink struct {
+	opts Options
+	log  *slog.Logger
+	wal  *wal.Log
+
+	// curMu guards cur and the session's intake; lock order: curMu, then mu.
+	curMu sync.Mutex
+	cur   *cursor
+
+	mu           sync.Mutex
+	st           logState
+	buf          []byte // frames being written, under mu
+	hdr          []byte // segment header being written, under mu
+	needRecover  bool
+	closed       bool
+	failed       error // a WAL write failed in the publisher: the sink is inoperable
+	warnedOver   bool
+	backlogMsgs  int64
+	backlogBytes int64
+	spaceCh      chan struct{} // closed and replaced when segments are deleted
+
+	sess      *qos2.Session // owned by the publisher goroutine after Open
+	closeCh   chan struct{}
+	work      chan struct{}
+	done      chan struct{}
+	delivered atomic.Uint64
+	dropped   atomic.Uint64
+	retried   atomic.Uint64
+	inflight  atomic.Int64
+	connected atomic.Bool
+}
+
+// Open opens (or creates) the WAL in dir, rebuilds the publish session it
+// recorded, and starts publishing what is committed; the session's open
+// flows resume first. If the WAL holds data of epochs that were never
+// committed, call Recover before Write, PreCommit or Commit. Open reads the
+// whole backlog once, to find the messages of open flows and count it.
+func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sink{
+		opts: opts, log: log.With("sink", "walsink", "dir", dir),
+		st:      newLogState(),
+		spaceCh: make(chan struct{}), closeCh: make(chan struct{}),
+		work: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	l, err := wal.Open(dir, s.st.apply)
+	if err != nil {
+		if errors.Is(err, wal.ErrCorrupt) {
+			return nil, fmt.Errorf("walsink: open %s: %w: %w", dir, ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
+	}
+	s.wal = l
+	if _, ok := l.Active(); !ok {
+		if _, err := l.Rotate(s.st.appendState(nil)); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
+		}
+	}
+	s.needRecover = len(s.st.uncommitted) > 0 || len(s.st.precommits) > 0
+	s.sess = qos2.New(qos2.Config{MaxInflight: opts.MaxInflight, KeepAlive: opts.KeepAlive})
+	flows := make([]qos2.Record, 0, len(s.st.flows))
+	for _, r := range s.st.flows {
+		flows = append(flows, r)
+	}
+	if err := s.sess.Restore(flows); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("walsink: open %s: %w: %w", dir, ErrCorrupt, err)
+	}
+	if err := s.loadBacklog(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
+	}
+	if missing := s.sess.NeedsMessage(); len(missing) > 0 {
+		l.Close()
+		return nil, fmt.Errorf("walsink: open %s: %w: open flow of seq %d has no message data", dir, ErrCorrupt, missing[0])
+	}
+	s.cur = newCursor(l, s.segmentOf(s.st.nextAssign))
+	s.inflight.Store(int64(s.sess.Inflight()))
+	if s.sess.Inflight() > 0 || s.backlogMsgs > 0 {
+		s.log.Info("walsink: resuming", "open_flows", s.sess.Inflight(), "backlog", s.backlogMsgs,
+			"committed_epoch", s.st.committedEpoch)
+	}
+	go s.runPublisher()
+	return s, nil
+}
+
+// segmentOf is the first segment that may hold data seq ≥ seq.
+func (s *Sink) segmentOf(seq uint64) uint64 {
+	for _, sd := range s.st.segs {
+		if sd.hasData && sd.last >= seq {
+			return sd.id
+		}
+	}
+	active, _ := s.wal.Active()
+	return active.ID
+}
+
+// loadBacklog reads the data from the oldest open flow on: it gives
+// restored flows their messages and counts the committed backlog.
+func (s *Sink) loadBacklog() error {
+	from := s.st.nextAssign
+	for seq := range s.st.flows {
+		from = min(from, seq)
+	}
+	if from > s.st.committedSeq {
+		return nil
+	}
+	c := newCursor(s.wal, s.segmentOf(from))
+	defer c.close()
+	for {
+		d, ok, err := c.peek()
+		if err != nil {
+			return err
+		}
+		if !ok || d.seq > s.st.committedSeq {
+			return nil
+		}
+		c.advance()
+		size := int64(len(d.topic) + len(d.payload))
+		if _, open := s.st.flows[d.seq]; open {
+			s.sess.SetMessage(d.seq, d.topic, d.payload, d.retain)
+		} else if d.seq < s.st.nextAssign || s.st.isAborted(d.seq) {
+			continue
+		}
+		s.backlogMsgs++
+		s.backlogBytes += size
+	}
+}
+
+// Write appends msgs, the results produced in epoch (between checkpoints
+// epoch-1 and epoch), to the WAL in one write, without syncing. Nothing is
+// published before Commit(n ≥ epoch). Epochs must not decrease, and an
+// epoch cannot be written after PreCommit of it or a later one. When the
+// WAL is full (Options.MaxDiskBytes) Write blocks (Block) or drops the
+// oldest unsent messages (DropOldest). msgs and their memory may be reused
+// once Write returns. It is WriteContext with context.Background.
+func (s *Sink) Write(epoch uint64, msgs []Message) error {
+	return s.WriteContext(context.Background(), epoch, msgs)
+}
+
+// WriteContext is Write, giving up with ctx's error (wrapped) while blocked
+// on a full WAL; nothing of msgs is written then.
+func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) error {
+	need := 0
+	for i, m := range msgs {
+		if err := checkMessage(m); err != nil {
+			return fmt.Errorf("walsink: write message %d: %w", i, err)
+		}
+		need += dataOverhead + len(m.Topic) + len(m.Payload)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if epoch < s.st.lastEpoch || epoch <= s.st.committedEpoch || epoch <= s.highestPreCommitLocked() {
+		return fmt.Errorf("%w: write epoch %d after epoch %d (committed %d, pre-committed %d)",
+			ErrEpoch, epoch, s.st.lastEpoch, s.st.committedEpoch, s.highestPreCommitLocked())
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.makeRoomLocked(ctx, int64(need)); err != nil {
+		return err
+	}
+	s.buf = s.buf[:0]
+	seq := s.st.nextSeq
+	for _, m := range msgs {
+		s.buf = appendData(s.buf, epoch, seq, s.opts.Retain, m.Topic, m.Payload)
+		seq++
+	}
+	seg, err := s.appendLocked(s.buf)
+	if err != nil {
+		return err
+	}
+	seq = s.st.nextSeq
+	for _, m := range msgs {
+		s.st.applyData(seg, epoch, seq, int64(len(m.Topic)+len(m.Payload)))
+		seq++
+	}
+	return nil
+}
+
+func checkMessage(m Message) error {
+	switch {
+	case m.Topic == "":
+		return fmt.Errorf("%w: empty topic", ErrMessage)
+	case len(m.Topic) > 65535:
+		return fmt.Errorf("%w: topic of %d bytes", ErrMessage, len(m.Topic))
+	case strings.ContainsAny(m.Topic, "+#\x00"):
+		return fmt.Errorf("%w: topic %q has a wildcard or NUL", ErrMessage, m.Topic)
+	case dataOverhead+len(m.Topic)+len(m.Payload) > wal.MaxFrameBytes:
+		return fmt.Errorf("%w: %d-byte payload: %w", ErrMessage, len(m.Payload), wal.ErrFrameTooLarge)
+	}
+	return nil
+}
+
+func (s *Sink) usableLocked() error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.failed != nil:
+		return s.failed
+	case s.needRecover:
+		return ErrRecoverRequired
+	}
+	return nil
+}
+
+func (s *Sink) highestPreCommitLocked() uint64 {
+	h := s.st.committedEpoch
+	for _, m := range s.st.precommits {
+		h = max(h, m.epoch)
+	}
+	return h
+}
+
+// appendLocked writes complete frames to the active segment, rotating first
+// when they would overflow it, and returns the segment they went to.
+func (s *Sink) appendLocked(frames []byte) (uint64, error) {
+	active, _ := s.wal.Active()
+	if active.Size+int64(len(frames)) > s.opts.SegmentBytes && active.Size > int64(len(s.hdr)) {
+		id, err := s.rotateLocked()
+		if err != nil {
+			return 0, err
+		}
+		active.ID = id
+	}
+	if err := s.wal.Write(frames); err != nil {
+		return 0, fmt.Errorf("walsink: %w", err)
+	}
+	return active.ID, nil
+}
+
+func (s *Sink) rotateLocked() (uint64, error) {
+	s.hdr = s.st.appendState(s.hdr[:0])
+	id, err := s.wal.Rotate(s.hdr)
+	if err != nil {
+		return 0, fmt.Errorf("walsink: %w", err)
+	}
+	return id, nil
+}
+
+// makeRoomLocked applies WhenFull until need more bytes fit under
+// MaxDiskBytes. It may release mu while it waits or drops.
+func (s *Sink) makeRoomLocked(ctx context.Context, need int64) error {
+	for {
+		if s.closed {
+			return ErrClosed
+		}
+		if s.wal.Size()+need <= s.opts.MaxDiskBytes {
+			s.warnedOver = false
+			return nil
+		}
+		if s.backlogMsgs == 0 {
+			// All of it is uncommitted: blocking would stall the checkpoint
+			// that commits it, forever.
+			if !s.warnedOver {
+				s.warnedOver = true
+				s.log.Warn("walsink: WAL over max_disk with uncommitted data only; accepting more",
+					"wal_bytes", s.wal.Size(), "max_disk", s.opts.MaxDiskBytes)
+			}
+			return nil
+		}
+		if s.opts.WhenFull == DropOldest {
+			s.mu.Unlock()
+			s.curMu.Lock()
+			s.mu.Lock()
+			dropped, err := s.dropOldestLocked()
+			s.curMu.Unlock()
+			if err != nil {
+				return err
+			}
+			if !dropped {
+				// Only open flows left: they cannot be dropped (their ids are
+				// live at the broker), and they are few.
+				return nil
+			}
+			continue
+		}
+		ch := s.spaceCh
+		s.mu.Unlock()
+		select {
+		case <-ch:
+			s.mu.Lock()
+		case <-ctx.Done():
+			s.mu.Lock()
+			return fmt.Errorf("walsink: write blocked on a full WAL: %w", ctx.Err())
+		case <-s.closeCh:
+			s.mu.Lock()
+			return ErrClosed
+		}
+	}
+}
+
+// dropOldestLocked drops the committed, never-sent messages from the oldest
+// one to the end of its segment, durably, and deletes segments that freed.
+// It reports false when there was nothing to drop. curMu and mu are held.
+func (s *Sink) dropOldestLocked() (bool, error) {
+	var count, bytes int64
+	first, last, limit := uint64(0), uint64(0), s.st.committedSeq
+	for {
+		d, ok, err := s.cur.peek()
+		if err != nil {
+			return false, err
+		}
+		if !ok || d.seq > limit {
+			break
+		}
+		if d.seq < s.st.nextAssign || s.st.isAborted(d.seq) {
+			s.cur.advance()
+			continue
+		}
+		if count == 0 {
+			// Drop to the end of this message's segment, so the segment
+			// can go (unless an open flow still holds it).
+			seg := s.segmentOf(d.seq)
+			for _, sd := range s.st.segs {
+				if sd.id == seg && sd.hasData {
+					limit = min(limit, sd.last)
+				}
+			}
+			if active, _ := s.wal.Active(); active.ID == seg {
+				if _, err := s.rotateLocked(); err != nil {
+					return false, err
+				}
+			}
+			first = d.seq
+		}
+		s.cur.advance()
+		count++
+		bytes += int64(len(d.topic) + len(d.payload))
+		last = d.seq
+	}
+	if count == 0 {
+		return false, nil
+	}
+	s.buf = appendWords(s.buf[:0], kindDrop, first, last, uint64(count), uint64(bytes))
+	if _, err := s.appendLocked(s.buf); err != nil {
+		return false, err
+	}
+	if err := s.wal.Sync(); err != nil {
+		return false, fmt.Errorf("walsink: sync drop record: %w", err)
+	}
+	s.st.nextAssign = last + 1
+	s.backlogMsgs -= count
+	s.backlogBytes -= bytes
+	s.dropped.Add(uint64(count))
+	s.log.Warn("walsink: WAL full, dropped oldest unsent messages", "messages", count, "bytes", bytes,
+		"from_seq", first, "to_seq", last, "max_disk", s.opts.MaxDiskBytes)
+	return true, s.collectLocked()
+}
+
+// collectLocked deletes every non-active segment whose data is all
+// delivered, dropped or aborted. A state record, synced first, carries what
+// the deleted segments' records said.
+func (s *Sink) collectLocked() error {
+	segs := s.wal.Segments()
+	if len(segs) < 2 {
+		return nil
+	}
+	var victims []uint64
+	for _, seg := range segs[:len(segs)-1] {
+		i := slices.IndexFunc(s.st.segs, func(sd segData) bool { return sd.id == seg.ID })
+		if i >= 0 {
+			sd := s.st.segs[i]
+			if sd.last >= s.st.nextAssign {
+				continue
+			}
+			busy := false
+			for seq := range s.st.flows {
+				if seq >= sd.first && seq <= sd.last {
+					busy = true
+					break
+				}
+			}
+			if busy {
+				continue
+			}
+		}
+		victims = append(victims, seg.ID)
+	}
+	if len(victims) == 0 {
+		return nil
+	}
+	s.pruneCommitTimesLocked()
+	s.hdr = s.st.appendState(s.hdr[:0])
+	if err := s.wal.Write(s.hdr); err != nil {
+		return fmt.Errorf("walsink: %w", err)
+	}
+	if err := s.wal.Sync(); err != nil {
+		return fmt.Errorf("walsink: %w", err)
+	}
+	for _, id := range victims {
+		if err := s.wal.Remove(id); err != nil {
+			return fmt.Errorf("walsink: %w", err)
+		}
+		s.st.segs = slices.DeleteFunc(s.st.segs, func(sd segData) bool { return sd.id == id })
+	}
+	close(s.spaceCh)
+	s.spaceCh = make(chan struct{})
+	return nil
+}
+
+// oldestLocked is the lowest seq not yet delivered or dropped.
+func (s *Sink) oldestLocked() uint64 {
+	oldest := s.st.nextAssign
+	for seq := range s.st.flows {
+		oldest = min(oldest, seq)
+	}
+	return oldest
+}
+
+func (s *Sink) pruneCommitTimesLocked() {
+	oldest := s.oldestLocked()
+	i := 0
+	for i < len(s.st.commitTimes) && s.st.commitTimes[i].seq < oldest {
+		i++
+	}
+	s.st.commitTimes = slices.Delete(s.st.commitTimes, 0, i)
+}
+
+// PreCommit makes everything written for epochs ≤ epoch durable (one
+// fsync) and marks it pre-committed: the sink's part of checkpoint epoch.
+// After it returns, Write accepts only later epochs.
+func (s *Sink) PreCommit(epoch uint64) error {
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if epoch < s.highestPreCommitLocked() {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: pre-commit %d after %d", ErrEpoch, epoch, s.highestPreCommitLocked())
+	}
+	s.buf = appendWords(s.buf[:0], kindPreCommit, epoch, s.st.nextSeq-1)
+	if _, err := s.appendLocked(s.buf); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.st.precommits = append(s.st.precommits, mark{epoch: epoch, seq: s.st.nextSeq - 1})
+	s.st.lastEpoch = max(s.st.lastEpoch, epoch)
+	s.mu.Unlock()
+	if err := s.wal.Sync(); err != nil {
+		return fmt.Errorf("walsink: pre-commit %d: %w", epoch, err)
+	}
+	return nil
+}
+
+// Commit tells the sink checkpoint epoch completed: the pre-committed data
+// of epochs ≤ epoch becomes publishable, and the publisher sends it in
+// order. Committing an epoch at or below the last committed one is a no-op.
+// The commit record is not synced: after a crash Recover learns the
+// completed checkpoint from the caller.
+func (s *Sink) Commit(epoch uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if epoch <= s.st.committedEpoch {
+		return nil
+	}
+	seq := s.st.committedSeq
+	for _, m := range s.st.precommits {
+		if m.epoch <= epoch {
+			seq = max(seq, m.seq)
+		}
+	}
+	for _, sp := range s.st.uncommitted {
+		if sp.epoch <= epoch && sp.last > seq {
+			return fmt.Errorf("%w: commit %d: epoch %d has data up to seq %d, pre-committed to %d",
+				ErrNotPreCommitted, epoch, sp.epoch, sp.last, seq)
+		}
+	}
+	return s.commitLocked(epoch, seq)
+}
+
+func (s *Sink) commitLocked(epoch, seq uint64) error {
+	now := time.Now().UnixNano()
+	s.buf = appendWords(s.buf[:0], kindCommit, epoch, seq, uint64(now))
+	if _, err := s.appendLocked(s.buf); err != nil {
+		return err
+	}
+	count, bytes := s.st.applyCommit(epoch, seq, now)
+	s.backlogMsgs += count
+	s.backlogBytes += bytes
+	s.wake()
+	return nil
+}
+
+// Recover is called once after Open with the last completed checkpoint:
+// data of epochs ≤ lastCompleted that was pre-committed becomes publishable
+// (if it was not already), and everything after it is discarded for good —
+// replay recomputes it and writes it again, starting with epoch
+// lastCompleted+1. It syncs. A lastCompleted below what the WAL already
+// committed cannot take back published messages: it is logged and raised.
+func (s *Sink) Recover(lastCompleted uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if lastCompleted < s.st.committedEpoch {
+		s.log.Warn("walsink: recover to a checkpoint older than the WAL's last commit; its outputs may be published again",
+			"recover", lastCompleted, "wal_committed", s.st.committedEpoch)
+		lastCompleted = s.st.committedEpoch
+	}
+	seq := s.st.committedSeq
+	for _, m := range s.st.precommits {
+		if m.epoch <= lastCompleted {
+			seq = max(seq, m.seq)
+		}
+	}
+	for _, sp := range s.st.uncommitted {
+		if sp.epoch <= lastCompleted && sp.last > seq {
+			s.log.Warn("walsink: data of a completed checkpoint was never pre-committed; discarding it",
+				"epoch", sp.epoch, "messages", sp.count)
+		}
+	}
+	discarded := int64(0)
+	for _, sp := range s.st.uncommitted {
+		if sp.first > seq {
+			discarded += sp.count
+		}
+	}
+	if err := s.commitLocked(lastCompleted, seq); err != nil {
+		return err
+	}
+	from, to := seq+1, s.st.nextSeq-1
+	s.buf = appendWords(s.buf[:0], kindAbort, lastCompleted, from, to)
+	if _, err := s.appendLocked(s.buf); err != nil {
+		return err
+	}
+	s.st.applyAbort(lastCompleted, from, to)
+	if err := s.wal.Sync(); err != nil {
+		return fmt.Errorf("walsink: recover: %w", err)
+	}
+	s.needRecover = false
+	if discarded > 0 {
+		s.log.Info("walsink: discarded outputs of uncompleted checkpoints", "messages", discarded, "after_epoch", lastCompleted)
+	}
+	return nil
+}
+
+// Stats returns the current counters.
+func (s *Sink) Stats() Stats {
+	s.mu.Lock()
+	st := Stats{
+		BacklogMessages: s.backlogMsgs,
+		BacklogBytes:    s.backlogBytes,
+		WALBytes:        s.wal.Size(),
+	}
+	if s.backlogMsgs > 0 {
+		oldest := s.oldestLocked()
+		for _, c := range s.st.commitTimes {
+			if c.seq >= oldest {
+				st.OldestAge = time.Since(time.Unix(0, c.unixNano))
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	st.Inflight = int(s.inflight.Load())
+	st.Delivered = s.delivered.Load()
+	st.Retried = s.retried.Load()
+	st.Dropped = s.dropped.Load()
+	st.Connected = s.connected.Load()
+	return st
+}
+
+// Close stops publishing (open flows stay in the WAL and resume at the next
+// Open), unblocks blocked Writes with ErrClosed, and closes the WAL. It does
+// not wait for the backlog to drain.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closeCh)
+	s.mu.Unlock()
+	<-s.done
+	s.curMu.Lock()
+	s.cur.close()
+	s.curMu.Unlock()
+	return s.wal.Close()
+}
+
+func (s *Sink) wake() {
+	select {
+	case s.work <- struct{}{}:
+	default:
+	}
+}

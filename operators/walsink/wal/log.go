@@ -1,0 +1,317 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Segment describes one segment file.
+type Segment struct {
+	ID   uint64
+	Size int64 // bytes
+}
+
+// SegmentPath is the file name of segment id in dir.
+func SegmentPath(dir string, id uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%016x.wal", id))
+}
+
+// Log is the set of segment files of one directory, appended to at the
+// active segment. Write, Rotate, Remove and Close must not run concurrently
+// with each other (the WAL sink calls them under its lock); Sync, Size and
+// Segments may run concurrently with all of them.
+type Log struct {
+	dir string
+
+	mu     sync.Mutex
+	f      *os.File // active segment
+	segs   []Segment
+	total  int64
+	closed bool
+}
+
+// Open opens (creating if needed) the log in dir and calls visit with every
+// frame's payload, segment by segment, in order. The payload is valid only
+// during the call. A torn tail of the active segment is cut (the file is
+// truncated and synced); an invalid frame elsewhere fails with ErrCorrupt.
+// An error from visit stops Open and is returned. A new, empty log has no
+// segment: the caller starts one with Rotate.
+func Open(dir string, visit func(seg uint64, payload []byte) error) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: create dir: %w", err)
+	}
+	ids, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir}
+	for i, id := range ids {
+		active := i == len(ids)-1
+		size, err := scanSegment(dir, id, active, visit)
+		if err != nil {
+			return nil, err
+		}
+		l.segs = append(l.segs, Segment{ID: id, Size: size})
+		l.total += size
+	}
+	if len(ids) > 0 {
+		last := ids[len(ids)-1]
+		f, err := os.OpenFile(SegmentPath(dir, last), os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("wal: open active segment: %w", err)
+		}
+		l.f = f
+	}
+	return l, nil
+}
+
+func listSegments(dir string) ([]uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: list segments: %w", err)
+	}
+	var ids []uint64
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".wal")
+		if !ok || e.IsDir() {
+			continue
+		}
+		id, err := strconv.ParseUint(name, 16, 64)
+		if err != nil {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// scanSegment visits every frame of a segment and returns its valid size,
+// cutting a torn tail when active.
+func scanSegment(dir string, id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
+	r, err := OpenReader(dir, id, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	for {
+		payload, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, ErrTorn) {
+			if !active {
+				return 0, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := visit(id, payload); err != nil {
+			return 0, err
+		}
+	}
+	valid := r.Offset()
+	info, err := r.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
+	}
+	if info.Size() > valid {
+		if !active {
+			return 0, fmt.Errorf("%w: segment %d has %d trailing bytes", ErrCorrupt, id, info.Size()-valid)
+		}
+		if err := cutTail(SegmentPath(dir, id), valid); err != nil {
+			return 0, err
+		}
+	}
+	return valid, nil
+}
+
+func cutTail(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("wal: cut torn tail: %w", err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("wal: cut torn tail: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync after cutting torn tail: %w", err)
+	}
+	return nil
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Segments returns a copy of the segment list, oldest first; the last one is
+// the active segment.
+func (l *Log) Segments() []Segment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.segs)
+}
+
+// Active is the active segment's number and size; ok is false before the
+// first Rotate.
+func (l *Log) Active() (seg Segment, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.segs) == 0 {
+		return Segment{}, false
+	}
+	return l.segs[len(l.segs)-1], true
+}
+
+// Size is the total size of all segments in bytes.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
+// Write appends frames (one or more complete frames) to the active segment
+// in one write, without syncing.
+func (l *Log) Write(frames []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("wal: write: %w", os.ErrClosed)
+	}
+	if l.f == nil {
+		panic("wal: Write before the first Rotate")
+	}
+	n, err := l.f.Write(frames)
+	l.segs[len(l.segs)-1].Size += int64(n)
+	l.total += int64(n)
+	if err != nil {
+		return fmt.Errorf("wal: write: %w", err)
+	}
+	return nil
+}
+
+// Sync makes everything written so far durable. It may run concurrently
+// with Write: data written before Sync started is durable when it returns.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	f := l.f
+	l.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	err := f.Sync()
+	if errors.Is(err, os.ErrClosed) {
+		// Rotated meanwhile: Rotate synced the file before closing it.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("wal: sync: %w", err)
+	}
+	return nil
+}
+
+// Rotate syncs and closes the active segment, creates the next one starting
+// with header (complete frames, may be empty), syncs it and the directory.
+// It returns the new segment's number.
+func (l *Log) Rotate(header []byte) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0, fmt.Errorf("wal: rotate: %w", os.ErrClosed)
+	}
+	next := uint64(1)
+	if n := len(l.segs); n > 0 {
+		next = l.segs[n-1].ID + 1
+	}
+	if l.f != nil {
+		if err := l.f.Sync(); err != nil {
+			return 0, fmt.Errorf("wal: sync before rotate: %w", err)
+		}
+		if err := l.f.Close(); err != nil {
+			return 0, fmt.Errorf("wal: close before rotate: %w", err)
+		}
+		l.f = nil
+	}
+	f, err := os.OpenFile(SegmentPath(l.dir, next), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("wal: create segment: %w", err)
+	}
+	if _, err := f.Write(header); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("wal: write segment header: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("wal: sync segment header: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		return 0, err
+	}
+	l.f = f
+	l.segs = append(l.segs, Segment{ID: next, Size: int64(len(header))})
+	l.total += int64(len(header))
+	return next, nil
+}
+
+// Remove deletes segment id, which must not be the active one, and syncs
+// the directory. Readers that have it open keep reading it.
+func (l *Log) Remove(id uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.IndexFunc(l.segs, func(s Segment) bool { return s.ID == id })
+	if i < 0 {
+		return nil
+	}
+	if i == len(l.segs)-1 {
+		panic(fmt.Sprintf("wal: Remove of the active segment %d", id))
+	}
+	if err := os.Remove(SegmentPath(l.dir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("wal: remove segment %d: %w", id, err)
+	}
+	l.total -= l.segs[i].Size
+	l.segs = slices.Delete(l.segs, i, i+1)
+	return syncDir(l.dir)
+}
+
+// Close syncs and closes the active segment.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Sync()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("wal: close: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: open dir for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: sync dir: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,412 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// BoltOptions configure OpenBolt. The zero value is usable.
+type BoltOptions struct {
+	// MaxSize bounds the working file, in bytes; the mmap is reserved at this
+	// size up front (InitialMmapSize), so a writer never waits for a remap
+	// behind a long snapshot read. Writing past it fails with ErrFull. 0
+	// means DefaultMaxSize. On 32-bit ARM the address space limits it to
+	// about 1 GiB (see doc.go).
+	MaxSize int
+	// CacheBytes bounds the write-back cache (state { cache = "32MiB" }),
+	// approximately, in bytes; 0 means 32 MiB.
+	CacheBytes int
+	// FlushBatch is the number of entries written per bbolt transaction
+	// when the cache writes back; 0 means 1000. Larger batches commit less
+	// often but make bbolt hold more B-tree nodes in memory per commit.
+	FlushBatch int
+	// Changes bound the change tracking of incremental snapshots.
+	Changes ChangeLimits
+}
+
+// DefaultMaxSize is the MaxSize when BoltOptions leaves it 0: 512 MiB on
+// 32-bit platforms, 8 GiB on 64-bit ones.
+var DefaultMaxSize = func() int {
+	if strconv.IntSize == 32 {
+		return 512 << 20
+	}
+	return 8 << 30
+}()
+
+// Bolt is the bbolt Backend: one working database file behind a bounded
+// write-back cache. See the package documentation for the life cycle; it is
+// not safe for concurrent use, except for the Snapshots it returns.
+type Bolt struct {
+	path string
+	opts BoltOptions
+	db   *bolt.DB
+
+	buckets bucketRegistry
+	cache   *cache
+	changes *changeSet
+	keys    int // keys in bbolt (after the next flush), for the change-set bound
+
+	rtx  *bolt.Tx      // read transaction serving cache misses, or nil
+	rbks []*bolt.Bucket // rtx's buckets by Bucket, looked up lazily
+
+	snapshots atomic.Int32 // open Snapshots (closed by any goroutine)
+
+	gen    uint64
+	err    error // sticky write error
+	closed bool
+
+	arena []byte // Restore: copies of keys and values of one transaction
+}
+
+// OpenBolt creates the working database at path, discarding any file already
+// there: the working store is disposable and never trusted after a restart
+// (its contents come back with Restore from the last checkpoint). The file
+// runs with NoSync: a crash may corrupt it, which is harmless by that rule.
+func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+	if opts.MaxSize <= 0 {
+		opts.MaxSize = DefaultMaxSize
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 32 << 20
+	}
+	if opts.FlushBatch <= 0 {
+		opts.FlushBatch = 1000
+	}
+	s := &Bolt{
+		path:    path,
+		opts:    opts,
+		buckets: newBucketRegistry(),
+		cache:   newCache(opts.CacheBytes),
+		changes: newChangeSet(opts.Changes),
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Bolt) open() error {
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("state: discard old working file: %w", err)
+	}
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{
+		Timeout:         time.Second, // another process holds the file lock
+		NoSync:          true,        // disposable: rebuilt from a checkpoint after a crash
+		NoGrowSync:      true,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: s.opts.MaxSize,
+		MaxSize:         s.opts.MaxSize,
+	})
+	if err != nil {
+		return fmt.Errorf("state: open working file %s: %w", s.path, err)
+	}
+	s.db = db
+	return nil
+}
+
+// Bucket implements Backend.
+func (s *Bolt) Bucket(name string, keyGroupOf KeyGroupFunc) (Bucket, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
+	return s.buckets.register(name, keyGroupOf)
+}
+
+// Get implements Backend.
+func (s *Bolt) Get(b Bucket, key []byte) ([]byte, bool, error) {
+	if s.err != nil {
+		return nil, false, s.err
+	}
+	if i := s.cache.lookup(b, key); i >= 0 {
+		e := &s.cache.entries[i]
+		e.flags |= flagRef
+		if e.flags&flagAbsent != 0 {
+			return nil, false, nil
+		}
+		return e.val, true, nil
+	}
+	v, ok, err := s.read(b, key)
+	if err != nil {
+		return nil, false, err
+	}
+	flags := flagKnown
+	if ok {
+		flags |= flagOnDisk
+	} else {
+		flags |= flagAbsent // remember the miss: new windows are looked up before they are created
+	}
+	i := s.cache.insert(b, key, v, flags)
+	if err := s.makeRoom(i); err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	return s.cache.entries[i].val, true, nil
+}
+
+// read looks key up in bbolt. The value aliases the mmap: valid until the
+// read transaction ends.
+func (s *Bolt) read(b Bucket, key []byte) ([]byte, bool, error) {
+	bk, err := s.readBucket(b)
+	if bk == nil || err != nil {
+		return nil, false, err
+	}
+	k, v := bk.Cursor().Seek(key)
+	if k == nil || !bytes.Equal(k, key) {
+		return nil, false, nil
+	}
+	return v, true, nil
+}
+
+// readBucket returns b in the read transaction (opened on demand), or nil if
+// it was never flushed.
+func (s *Bolt) readBucket(b Bucket) (*bolt.Bucket, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.rtx == nil {
+		tx, err := s.db.Begin(false)
+		if err != nil {
+			return nil, fmt.Errorf("state: begin read: %w", err)
+		}
+		s.rtx = tx
+	}
+	for int(b) >= len(s.rbks) {
+		s.rbks = append(s.rbks, nil)
+	}
+	bk := s.rbks[b]
+	if bk == nil {
+		if bk = s.rtx.Bucket([]byte(s.buckets.names[b])); bk != nil {
+			s.rbks[b] = bk
+		}
+	}
+	return bk, nil
+}
+
+func (s *Bolt) endRead() {
+	if s.rtx != nil {
+		_ = s.rtx.Rollback() // a read transaction has nothing to lose
+		s.rtx = nil
+		clear(s.rbks)
+	}
+}
+
+// Put implements Backend.
+func (s *Bolt) Put(b Bucket, key, value []byte) error {
+	return s.write(b, key, value, false)
+}
+
+// Delete implements Backend.
+func (s *Bolt) Delete(b Bucket, key []byte) error {
+	return s.write(b, key, nil, true)
+}
+
+func (s *Bolt) write(b Bucket, key, value []byte, del bool) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed {
+		return ErrClosed
+	}
+	i := s.cache.lookup(b, key)
+	if i < 0 && del {
+		// Look the key up, so that deleting a missing key is no change
+		// (and costs no write).
+		if _, ok, err := s.Get(b, key); err != nil || !ok {
+			return err
+		}
+		i = s.cache.lookup(b, key)
+	}
+	if i < 0 {
+		i = s.cache.insert(b, key, value, flagDirty)
+	} else {
+		e := &s.cache.entries[i]
+		if del && e.flags&flagAbsent != 0 {
+			e.flags |= flagRef
+			return nil // already absent: nothing changes
+		}
+		s.cache.set(i, value, del)
+	}
+	if e := &s.cache.entries[i]; e.flags&flagChanged == 0 {
+		e.flags |= flagChanged
+		s.changes.add(b, key, s.keys)
+	}
+	return s.makeRoom(i)
+}
+
+// makeRoom brings the cache back under budget, keeping entry keep: clean
+// entries go first; if too many are dirty, they are flushed first.
+func (s *Bolt) makeRoom(keep int32) error {
+	c := s.cache
+	if !c.over() {
+		return nil
+	}
+	target := c.budget - c.budget/8 // evict in bulk, not one entry per call
+	if 2*len(c.dirty) > len(c.entries)-len(c.free) {
+		if err := s.Flush(); err != nil {
+			return err
+		}
+	}
+	c.evict(target, keep)
+	if c.over() {
+		if err := s.Flush(); err != nil {
+			return err
+		}
+		c.evict(target, keep)
+	}
+	return nil
+}
+
+// Flush implements Backend: dirty entries are written in (bucket, key) order
+// in transactions of FlushBatch entries.
+func (s *Bolt) Flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed {
+		return ErrClosed
+	}
+	c := s.cache
+	if len(c.dirty) == 0 {
+		return nil
+	}
+	s.endRead()
+	c.sortDirty()
+	for start := 0; start < len(c.dirty); start += s.opts.FlushBatch {
+		batch := c.dirty[start:min(start+s.opts.FlushBatch, len(c.dirty))]
+		if err := s.flushBatch(batch); err != nil {
+			s.err = err
+			return err
+		}
+	}
+	c.dirty = c.dirty[:0]
+	return nil
+}
+
+func (s *Bolt) flushBatch(batch []int32) error {
+	c := s.cache
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return fmt.Errorf("state: begin write: %w", err)
+	}
+	var bk *bolt.Bucket
+	cur := Bucket(^uint32(0))
+	keys := s.keys
+	for _, i := range batch {
+		e := &c.entries[i]
+		if e.bucket != cur || bk == nil {
+			cur = e.bucket
+			if bk, err = tx.CreateBucketIfNotExists([]byte(s.buckets.names[cur])); err != nil {
+				_ = tx.Rollback()
+				return s.writeErr("create bucket", err)
+			}
+		}
+		key := unsafeBytes(e.key)
+		onDisk := e.flags&flagOnDisk != 0
+		if e.flags&flagKnown == 0 {
+			k, _ := bk.Cursor().Seek(key)
+			onDisk = k != nil && bytes.Equal(k, key)
+		}
+		if e.flags&flagAbsent != 0 {
+			if onDisk {
+				if err := bk.Delete(key); err != nil {
+					_ = tx.Rollback()
+					return s.writeErr("delete", err)
+				}
+				keys--
+			}
+			continue
+		}
+		if !onDisk {
+			keys++
+		}
+		if err := bk.Put(key, e.val); err != nil {
+			_ = tx.Rollback()
+			return s.writeErr("put", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.writeErr("commit", err)
+	}
+	s.keys = keys
+	for _, i := range batch {
+		e := &c.entries[i]
+		e.flags &^= flagDirty | flagOnDisk
+		e.flags |= flagKnown
+		if e.flags&flagAbsent == 0 {
+			e.flags |= flagOnDisk
+		}
+	}
+	return nil
+}
+
+// writeErr wraps a failed write; a full file becomes ErrFull.
+func (s *Bolt) writeErr(step string, err error) error {
+	if errors.Is(err, bolterrors.ErrMaxSizeReached) {
+		return fmt.Errorf("%w: %s reached max_size of %d bytes with %d keys: raise state.max_size or reduce the keys, window size or allowed lateness (%s: %w)",
+			ErrFull, s.path, s.opts.MaxSize, s.keys, step, err)
+	}
+	return fmt.Errorf("state: %s: %w", step, err)
+}
+
+// Scan implements Backend.
+func (s *Bolt) Scan(b Bucket, from []byte, fn func(key, value []byte) bool) error {
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	bk, err := s.readBucket(b)
+	if bk == nil || err != nil {
+		return err
+	}
+	cur := bk.Cursor()
+	for k, v := cur.Seek(from); k != nil; k, v = cur.Next() {
+		if !fn(k, v) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Generation implements Backend.
+func (s *Bolt) Generation() uint64 { return s.gen }
+
+// Close implements Backend. Snapshots must be closed first: their read
+// transactions hold the file, so Close fails with an error (rather than
+// wait for them) while one is open.
+func (s *Bolt) Close() error {
+	if s.closed {
+		return nil
+	}
+	if err := s.checkNoSnapshots("close"); err != nil {
+		return err
+	}
+	s.endRead()
+	s.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("state: close working file: %w", err)
+	}
+	return nil
+}
+
+func (s *Bolt) checkNoSnapshots(op string) error {
+	if n := s.snapshots.Load(); n > 0 {
+		return fmt.Errorf("state: %s with %d open snapshots: close them first", op, n)
+	}
+	return nil
+}
+
+// Path returns the working file's path.
+func (s *Bolt) Path() string { return s.path }
+
+// CacheBytes returns the approximate memory the write-back cache holds.
+func (s *Bolt) CacheBytes() int { return s.cache.bytes }

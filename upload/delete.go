@@ -1,0 +1,86 @@
+package upload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// Delete removes the files <prefix>files/<name> for every name, with their
+// chunk objects. Names that do not exist are ignored. It lists
+// <prefix>files/ once to find the chunks.
+func (c *Client) Delete(ctx context.Context, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		if err := validateName("file", n); err != nil {
+			return err
+		}
+		want[n] = true
+	}
+	if err := c.Check(ctx); err != nil {
+		return err
+	}
+	objects, err := c.list(ctx, filesDir)
+	if err != nil {
+		return err
+	}
+	var keys []string
+	for _, obj := range objects {
+		if want[fileOf(obj)] {
+			keys = append(keys, c.key(filesDir, obj))
+		}
+	}
+	return c.remove(ctx, keys)
+}
+
+// DeleteManifests removes <prefix>manifests/<name> for every name. Names that
+// do not exist are ignored.
+func (c *Client) DeleteManifests(ctx context.Context, names []string) error {
+	keys := make([]string, 0, len(names))
+	for _, n := range names {
+		if err := validateName("manifest", n); err != nil {
+			return err
+		}
+		keys = append(keys, c.key(manifestsDir, n))
+	}
+	if err := c.Check(ctx); err != nil {
+		return err
+	}
+	return c.remove(ctx, keys)
+}
+
+// fileOf returns the file an object below files/ belongs to: itself, or for
+// a chunk object the file it is a chunk of.
+func fileOf(object string) string {
+	if loc := partSuffix.FindStringIndex(object); loc != nil {
+		return object[:loc[0]]
+	}
+	return object
+}
+
+// remove deletes keys with multi-object deletes.
+func (c *Client) remove(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	ch := make(chan minio.ObjectInfo, len(keys))
+	for _, k := range keys {
+		ch <- minio.ObjectInfo{Key: k}
+	}
+	close(ch)
+	var errs []error
+	for e := range c.mc.RemoveObjects(ctx, c.bucket, ch, minio.RemoveObjectsOptions{}) {
+		if e.Err != nil && !errors.Is(c.classify("delete", e.ObjectName, e.Err), ErrNotFound) {
+			errs = append(errs, c.classify("delete", e.ObjectName, e.Err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("upload: delete %d objects: %w", len(keys), errors.Join(errs...))
+	}
+	return nil
+}

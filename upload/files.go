@@ -1,0 +1,209 @@
+package upload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// FileRef names a local checkpoint file and, optionally, what it must hold.
+type FileRef struct {
+	// Name is the object's name below <prefix>files/, e.g. "<sha256>.snap".
+	// Names are content-addressed: one name always holds the same bytes.
+	Name string
+	// LocalPath is the file on the device.
+	LocalPath string
+	// SHA256 is the hex SHA-256 of the file, from its manifest. When set,
+	// Size and SHA256 are checked before anything is uploaded, and a file
+	// that differs is refused with ErrLocalMismatch. "": not checked.
+	SHA256 string
+	// Size is the file's length in bytes; checked only with SHA256.
+	Size int64
+}
+
+// PutFile uploads the local file at localPath as <prefix>files/<name>,
+// compressed and (with an EncryptionKey) encrypted. name must identify the
+// content (content addressing): when an object of that name already exists
+// with the same plaintext size and the same encryption key, nothing is
+// uploaded. Files larger than LargeFileSize go in chunks that a repeated call
+// resumes (see chunked.go). The object becomes visible only complete: a
+// single PUT, or for a chunked file its index, written after every chunk.
+// Errors name the object; see the sentinels in errors.go.
+func (c *Client) PutFile(ctx context.Context, name, localPath string) error {
+	return c.PutFileRef(ctx, FileRef{Name: name, LocalPath: localPath})
+}
+
+// PutFileRef is PutFile with the file's expected size and SHA-256 checked,
+// and also compared with the existing object's recorded SHA-256 before it is
+// skipped.
+func (c *Client) PutFileRef(ctx context.Context, f FileRef) error {
+	if err := validateName("file", f.Name); err != nil {
+		return err
+	}
+	if err := c.Check(ctx); err != nil {
+		return err
+	}
+	file, err := os.Open(f.LocalPath)
+	if err != nil {
+		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
+	}
+	size := st.Size()
+	if f.SHA256 != "" && size != f.Size {
+		return fmt.Errorf("upload: put file %s: %w: %s is %d bytes, want %d", f.Name, ErrLocalMismatch, f.LocalPath, size, f.Size)
+	}
+	key := c.key(filesDir, f.Name)
+	info, err := c.stat(ctx, key)
+	switch {
+	case err == nil && c.sameForm(info.UserMetadata, size, f.SHA256):
+		c.objectsSkipped.Add(1)
+		return nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return err
+	}
+	c.progress("upload", f.Name, 0, size)
+	if size > c.largeFile {
+		err = c.putChunked(ctx, file, f, size, key)
+	} else {
+		err = c.putSingle(ctx, file, f, size, key)
+	}
+	if err != nil {
+		return err
+	}
+	c.progress("upload", f.Name, size, size)
+	c.log.Debug("upload: put file", "name", f.Name, "bytes", size)
+	return nil
+}
+
+func (c *Client) putSingle(ctx context.Context, file *os.File, f FileRef, size int64, key string) error {
+	buf, n, sum, err := c.encodeObject(file, filesDir+f.Name)
+	if err != nil {
+		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
+	}
+	defer c.putBuf(buf)
+	got := hex.EncodeToString(sum[:])
+	if n != size {
+		return fmt.Errorf("upload: put file %s: %w: %s changed while read (%d bytes, then %d)", f.Name, ErrLocalMismatch, f.LocalPath, size, n)
+	}
+	if f.SHA256 != "" && got != f.SHA256 {
+		return fmt.Errorf("upload: put file %s: %w: %s has SHA-256 %s, want %s", f.Name, ErrLocalMismatch, f.LocalPath, got, f.SHA256)
+	}
+	return c.putObject(ctx, key, buf.Bytes(), c.metadata(layoutSingle, n, got))
+}
+
+// GetFile downloads <prefix>files/<name> to localPath: decrypts, decompresses
+// and verifies the SHA-256 of the plaintext against wantSHA256 (hex; "" uses
+// the SHA-256 recorded in the object's metadata, which only catches damage,
+// not tampering). localPath appears only complete and verified (temp file,
+// fsync, rename); on any error it is left as it was. An object that fails
+// verification is ErrCorrupt naming it (for a chunked file, the chunk);
+// ErrWrongKey when encrypted with another key; ErrNotFound when missing.
+func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string) error {
+	if err := validateName("file", name); err != nil {
+		return err
+	}
+	if err := c.Check(ctx); err != nil {
+		return err
+	}
+	key := c.key(filesDir, name)
+	r, info, err := c.openObject(ctx, key, filesDir+name)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	total, _ := strconv.ParseInt(metaGet(info.UserMetadata, metaSize), 10, 64)
+	want := wantSHA256
+	if want == "" {
+		want = metaGet(info.UserMetadata, metaSHA256)
+	}
+
+	dir, base := filepath.Split(localPath)
+	tmp, err := os.CreateTemp(dir, base+".download-*")
+	if err != nil {
+		return fmt.Errorf("upload: get file %s: %w", name, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	w := &progressWriter{w: io.MultiWriter(tmp, h), c: c, name: name, total: total, every: c.chunkSize}
+	c.progress("download", name, 0, total)
+	if metaGet(info.UserMetadata, metaLayout) == layoutChunked {
+		err = c.getChunked(ctx, r, key, name, w)
+	} else {
+		_, err = io.Copy(w, r)
+	}
+	if err != nil {
+		var oe *ObjectError
+		if errors.As(err, &oe) {
+			return err // names the object already
+		}
+		return fmt.Errorf("upload: get file %s into %s: %w", name, localPath, err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want != "" && got != want {
+		return c.corrupt(key, fmt.Errorf("plaintext SHA-256 %s, want %s", got, want))
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("upload: get file %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("upload: get file %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), localPath); err != nil {
+		return fmt.Errorf("upload: get file %s: %w", name, err)
+	}
+	committed = true
+	if err := syncDir(filepath.Dir(localPath)); err != nil {
+		return fmt.Errorf("upload: get file %s: %w", name, err)
+	}
+	c.progress("download", name, w.n, w.n)
+	c.log.Debug("upload: got file", "name", name, "bytes", w.n)
+	return nil
+}
+
+// progressWriter reports progress every `every` bytes written.
+type progressWriter struct {
+	w        io.Writer
+	c        *Client
+	name     string
+	n, total int64
+	every    int64
+	lastTick int64
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if p.n-p.lastTick >= p.every {
+		p.lastTick = p.n
+		p.c.progress("download", p.name, p.n, p.total)
+	}
+	return n, err
+}
+
+func syncDir(dir string) error {
+	if dir == "" {
+		dir = "."
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,141 @@
+package upload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+
+	"github.com/minio/minio-go/v7"
+)
+
+// partSize is minio-go's multipart part size. Every object this package
+// writes is at most a chunk (8 MiB) plus framing, so it goes in one PUT;
+// larger files use the chunked layout instead of S3 multipart (chunked.go).
+const partSize = 16 << 20
+
+// encodeObject frames src as object name (the key below the prefix) into a
+// pooled buffer. The caller returns the buffer with c.putBuf.
+func (c *Client) encodeObject(src io.Reader, name string) (*bytes.Buffer, int64, [32]byte, error) {
+	buf := c.getBuf()
+	n, sum, err := c.codec.encode(buf, src, name)
+	if err != nil {
+		c.putBuf(buf)
+		return nil, 0, sum, err
+	}
+	return buf, n, sum, nil
+}
+
+func (c *Client) getBuf() *bytes.Buffer {
+	if b, ok := c.outBufs.Get().(*bytes.Buffer); ok {
+		b.Reset()
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+func (c *Client) putBuf(b *bytes.Buffer) {
+	// Do not pool buffers grown by an unusually large manifest.
+	if b.Cap() <= 2*partSize {
+		c.outBufs.Put(b)
+	}
+}
+
+// putObject uploads body as object key with metadata meta, paced by the
+// bandwidth limit.
+func (c *Client) putObject(ctx context.Context, key string, body []byte, meta map[string]string) error {
+	r := &pacedReader{ctx: ctx, r: bytes.NewReader(body), l: c.up}
+	_, err := c.mc.PutObject(ctx, c.bucket, key, r, int64(len(body)), minio.PutObjectOptions{
+		UserMetadata: meta,
+		ContentType:  "application/octet-stream",
+		PartSize:     partSize,
+	})
+	c.bytesUp.Add(r.n)
+	if err != nil {
+		return c.classify("put", key, err)
+	}
+	c.objectsPut.Add(1)
+	return nil
+}
+
+// stat returns the object's info, or an error wrapping ErrNotFound when it
+// does not exist.
+func (c *Client) stat(ctx context.Context, key string) (minio.ObjectInfo, error) {
+	info, err := c.mc.StatObject(ctx, c.bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		return info, c.classify("stat", key, err)
+	}
+	return info, nil
+}
+
+// openObject starts reading object key (name is its key below the prefix)
+// and returns its plaintext and metadata. Reading errors are already
+// classified: ErrCorrupt or ErrWrongKey naming the object, or a transport
+// error. The caller closes the returned reader.
+func (c *Client) openObject(ctx context.Context, key, name string) (io.ReadCloser, minio.ObjectInfo, error) {
+	obj, err := c.mc.GetObject(ctx, c.bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, minio.ObjectInfo{}, c.classify("get", key, err)
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		obj.Close()
+		return nil, info, c.classify("get", key, err)
+	}
+	c.objectsGot.Add(1)
+	paced := &countingReader{c: c, r: &pacedReader{ctx: ctx, r: obj, l: c.down}}
+	plain, err := c.codec.decode(paced, name)
+	if err != nil {
+		obj.Close()
+		return nil, info, c.readErr(key, err)
+	}
+	return &objectReader{c: c, key: key, plain: plain, obj: obj}, info, nil
+}
+
+// readErr classifies an error from decoding object key.
+func (c *Client) readErr(key string, err error) error {
+	var te *transportError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te):
+		return c.classify("read", key, te.err)
+	case errors.Is(err, ErrWrongKey):
+		return &ObjectError{Op: "get", Object: c.object(key), Err: err}
+	default:
+		return c.corrupt(key, err)
+	}
+}
+
+// countingReader adds what it reads to the Client's download counter.
+type countingReader struct {
+	c *Client
+	r io.Reader
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.c.bytesDown.Add(int64(n))
+	return n, err
+}
+
+// objectReader is the plaintext of one object; its errors name the object.
+type objectReader struct {
+	c     *Client
+	key   string
+	plain io.ReadCloser
+	obj   *minio.Object
+}
+
+func (r *objectReader) Read(p []byte) (int, error) {
+	n, err := r.plain.Read(p)
+	if err != nil && err != io.EOF {
+		err = r.c.readErr(r.key, err)
+	}
+	return n, err
+}
+
+func (r *objectReader) Close() error {
+	r.plain.Close()
+	return r.obj.Close()
+}

@@ -1,0 +1,244 @@
+package window
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window/aggregate"
+)
+
+// checkpointChain keeps snapshot entries as a checkpoint would: a full base
+// followed by increments.
+type checkpointChain struct {
+	entries []chainEntry
+}
+
+type chainEntry struct {
+	bucket, key, value []byte
+	deleted            bool
+}
+
+func (c *checkpointChain) take(t testing.TB, be state.Backend, full bool) {
+	t.Helper()
+	snap, err := be.Snapshot(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if !snap.Incremental() {
+		c.entries = c.entries[:0]
+	}
+	err = snap.Entries(func(b, k, v []byte, del bool) error {
+		c.entries = append(c.entries, chainEntry{bytes.Clone(b), bytes.Clone(k), bytes.Clone(v), del})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *checkpointChain) source() state.Entries {
+	return func(fn func(b, k, v []byte, del bool) error) error {
+		for _, e := range c.entries {
+			if err := fn(e.bucket, e.key, e.value, e.del()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func (e chainEntry) del() bool { return e.deleted }
+
+func openTestBolt(t testing.TB, cacheBytes int) *state.Bolt {
+	t.Helper()
+	be, err := state.OpenBolt(filepath.Join(t.TempDir(), "state.db"), state.BoltOptions{MaxSize: 64 << 20, CacheBytes: cacheBytes, FlushBatch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+// Random specs and inputs give identical firings and counts on MemoryStore
+// and on StateStore over bbolt (with a cache small enough to spill) and over
+// the memory backend, including across checkpoint, close and restore into a
+// fresh backend (DESIGN.md "State": spilled state gives unchanged results).
+func TestStateStore_MatchesMemoryStore(t *testing.T) {
+	seed := uint64(2024)
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 5))
+	iters := 150
+	if testing.Short() {
+		iters = 30
+	}
+	for iter := range iters {
+		eventTime := r.IntN(2) == 0
+		size := int64(1 + r.IntN(30))
+		var a Assigner
+		switch r.IntN(5) {
+		case 0:
+			a = Tumbling(size, int64(r.IntN(10)), eventTime)
+		case 1:
+			a = Sliding(size, int64(1+r.IntN(20)), int64(r.IntN(10)), eventTime)
+		case 2:
+			a = Session(size, eventTime)
+		case 3:
+			a = Global()
+		case 4:
+			a = CountSliding(size%7+1, int64(1+r.IntN(4)))
+		}
+		spec := Spec{
+			Assigner:        a,
+			AllowedLateness: int64(r.IntN(2) * r.IntN(30)),
+			EarlyEvery:      int64(r.IntN(2) * (1 + r.IntN(10))),
+			TriggerCount:    int64(r.IntN(2) * r.IntN(4)),
+			Aggs:            []AggSpec{{Func: aggregate.Count, Arg: -1}, {Func: aggregate.Median, Arg: 0}, {Func: aggregate.Avg, Arg: 0}, {Func: aggregate.Last, Arg: 0}},
+		}
+		funcs := []aggregate.Func{aggregate.Count, aggregate.Median, aggregate.Avg, aggregate.Last}
+		where := fmt.Sprintf("iter %d %v L=%d early=%d n=%d", iter, a, spec.AllowedLateness, spec.EarlyEvery, spec.TriggerCount)
+
+		ref, err := NewOperator(spec, NewMemoryStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		type sut struct {
+			name  string
+			be    state.Backend
+			store *StateStore
+			op    *Operator
+			chain checkpointChain
+			out   Output
+		}
+		mk := func(name string, be state.Backend) *sut {
+			s := &sut{name: name, be: be}
+			if s.store, err = NewStateStore(be, "op", funcs); err != nil {
+				t.Fatal(err)
+			}
+			if s.op, err = NewOperator(spec, s.store); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		suts := []*sut{mk("bolt", openTestBolt(t, 2<<10)), mk("memory", state.NewMemory())}
+		var refOut Output
+		now, wm, procSet := int64(0), int64(-50), false
+		nkeys := 1 + r.IntN(12)
+		compare := func(step int) {
+			t.Helper()
+			for _, s := range suts {
+				if err := s.store.Err(); err != nil {
+					t.Fatalf("%s step %d %s: %v", where, step, s.name, err)
+				}
+				if !slices.EqualFunc(refOut.Firings, s.out.Firings, firingEqual) {
+					t.Fatalf("%s step %d %s: firings\n%v\nwant\n%v", where, step, s.name, s.out.Firings, refOut.Firings)
+				}
+				rs, ss := ref.Stats(), s.op.Stats()
+				if rs.OpenWindows != ss.OpenWindows || rs.PendingTimers != ss.PendingTimers {
+					t.Fatalf("%s step %d %s: counts %d/%d, want %d/%d", where, step, s.name, ss.OpenWindows, ss.PendingTimers, rs.OpenWindows, rs.PendingTimers)
+				}
+				s.out.Reset()
+			}
+			refOut.Reset()
+		}
+		for step := range 300 {
+			switch r.IntN(12) {
+			case 0, 1:
+				wm += int64(r.IntN(15))
+				ref.AdvanceWatermark(wm, &refOut)
+				for _, s := range suts {
+					s.op.AdvanceWatermark(wm, &s.out)
+				}
+			case 2:
+				now += int64(r.IntN(15))
+				procSet = true
+				ref.AdvanceProcessingTime(now, &refOut)
+				for _, s := range suts {
+					s.op.AdvanceProcessingTime(now, &s.out)
+				}
+			case 3:
+				// A checkpoint: full or incremental.
+				full := r.IntN(4) == 0
+				for _, s := range suts {
+					s.chain.take(t, s.be, full)
+				}
+			case 4:
+				if r.IntN(3) != 0 {
+					break
+				}
+				// Close and restore into a fresh backend, as after a restart.
+				for i, s := range suts {
+					s.chain.take(t, s.be, false)
+					if err := s.be.Close(); err != nil {
+						t.Fatal(err)
+					}
+					var be state.Backend = state.NewMemory()
+					if s.name == "bolt" {
+						be = openTestBolt(t, 2<<10)
+					}
+					// Register before restoring, as the agent does.
+					ns := mk(s.name, be)
+					if err := be.Restore(s.chain.source(), state.RestoreOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					ns.chain = s.chain
+					if wm > -50 {
+						ns.op.AdvanceWatermark(wm, &ns.out)
+					}
+					if procSet {
+						ns.op.AdvanceProcessingTime(now, &ns.out)
+					}
+					if len(ns.out.Firings) != 0 {
+						t.Fatalf("%s: restored operator fired %v", where, ns.out.Firings)
+					}
+					suts[i] = ns
+				}
+			default:
+				ts := wm + int64(r.IntN(60)) - 20
+				if !eventTime {
+					ts = now + int64(r.IntN(5))
+				}
+				v := float64(r.IntN(100)) - 50
+				if r.IntN(10) == 0 {
+					v = math.NaN()
+				}
+				key := []byte(fmt.Sprintf("k%d", r.IntN(nkeys)))
+				if r.IntN(8) == 0 {
+					key = append(key, 0) // keys with zero bytes and prefixes of others
+				}
+				e := Element{Key: key, KeyGroup: state.KeyGroup(key, 8), Time: ts, Values: []float64{v}}
+				ref.Process(&e, &refOut)
+				for _, s := range suts {
+					s.op.Process(&e, &s.out)
+				}
+			}
+			compare(step)
+		}
+		ref.AdvanceWatermark(math.MaxInt64, &refOut)
+		ref.AdvanceProcessingTime(math.MaxInt64, &refOut)
+		for _, s := range suts {
+			s.op.AdvanceWatermark(math.MaxInt64, &s.out)
+			s.op.AdvanceProcessingTime(math.MaxInt64, &s.out)
+		}
+		compare(-1)
+	}
+}
+
+func firingEqual(a, b Firing) bool {
+	if a.Kind != b.Kind || a.Seq != b.Seq || a.Window != b.Window || a.KeyGroup != b.KeyGroup || !bytes.Equal(a.Key, b.Key) || len(a.Values) != len(b.Values) {
+		return false
+	}
+	for i := range a.Values {
+		x, y := a.Values[i], b.Values[i]
+		if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+			return false
+		}
+	}
+	return true
+}
