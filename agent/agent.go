@@ -31,6 +31,7 @@ import (
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/source"
 	"github.com/eddy-edge/eddy/operators/stream"
@@ -70,6 +71,7 @@ type Agent struct {
 	admin     *admin
 	stdout    io.Writer
 	backends  []state.Backend
+	logs      []*ingest.Log
 	ckpt      *checkpointer
 	from      string // --from: the checkpoint to restore
 	// allowNonRestored drops checkpointed state of pipelines the
@@ -272,7 +274,11 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			if err != nil {
 				return nil, err
 			}
-			r.src = source.NewEmbedded(b, topics, a.log)
+			in, err := a.openIngest(src.Name)
+			if err != nil {
+				return nil, err
+			}
+			r.ilog, r.intake = in.log, embeddedIntake(b, topics, in)
 			break
 		}
 		tc, err := tlsConfig(m.TLS)
@@ -298,6 +304,11 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 				}
 			},
 		}, a.log)
+		in, err := a.openIngest(src.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 	case src.Simulator != nil:
 		s := src.Simulator
 		url := s.Broker
@@ -307,10 +318,19 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 				return nil, err
 			}
 			url = b.URL()
-			r.src = source.NewEmbedded(b, []string{s.SubscribeFilter()}, a.log)
+			in, err := a.openIngest(src.Name)
+			if err != nil {
+				return nil, err
+			}
+			r.ilog, r.intake = in.log, embeddedIntake(b, []string{s.SubscribeFilter()}, in)
 		} else {
 			r.src = source.NewMQTT(source.MQTTOptions{Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
 				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
+			in, err := a.openIngest(src.Name)
+			if err != nil {
+				return nil, err
+			}
+			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 		}
 		a.sims = append(a.sims, source.NewSimulator(source.SimulatorOptions{
 			Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-sim", Topic: s.Topic, Devices: s.Devices,
@@ -393,6 +413,30 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	r.plain = sk
 	a.sinks[s.Name] = r
 	return r, nil
+}
+
+// openIngest opens the ingest log of a source under data_dir/ingest, with
+// its redelivery filter rebuilt from the log's tail.
+func (a *Agent) openIngest(name string) (*logIntake, error) {
+	ic := a.cfg.Ingest
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, Logger: a.log}
+	if ic.Ack == config.AckAfterWrite {
+		opts.Ack = ingest.AfterWrite
+	}
+	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), opts)
+	if err != nil {
+		return nil, fmt.Errorf("agent: source %q: %w", name, err)
+	}
+	d := ingest.NewDedup(ingest.DedupOptions{})
+	if err := d.Load(l); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("agent: source %q: %w", name, err)
+	}
+	a.logs = append(a.logs, l)
+	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
+	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
+	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
+	return &logIntake{log: l, dedup: d, logger: a.log, name: name, dups: dups.Inc}, nil
 }
 
 // dataPath resolves a path from the configuration: relative paths are
@@ -478,6 +522,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		}
 		for _, be := range a.backends {
 			_ = be.Close()
+		}
+		for _, l := range a.logs {
+			_ = l.Close()
 		}
 	}()
 	if err := a.setupCheckpoints(); err != nil {

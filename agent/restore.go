@@ -63,6 +63,7 @@ func (a *Agent) setupCheckpoints() error {
 		s.ckpt = ck
 	}
 	a.ckpt = ck
+	ck.onCompleted(func(checkpoint.Completed) { a.truncateIngest(store) })
 
 	sel, err := store.SelectRestore(a.from)
 	for _, sk := range sel.Skipped {
@@ -134,9 +135,9 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 		}
 	}
 	for name, pos := range m.SourcePositions {
-		// Only a replayable source can resume at a position; a source
-		// without a log starts from the live stream.
-		if s, ok := a.sources[name]; ok && s.replayable {
+		// Only a replayable source (a file, or an ingest log) can resume at
+		// a position.
+		if s, ok := a.sources[name]; ok && (s.replayable || s.ilog != nil) {
 			s.skipTo, s.pos = pos, pos
 		}
 	}
@@ -177,5 +178,38 @@ func (p *pipeline) restoreWatermark(wm int64) {
 	for _, st := range p.subtasks {
 		st.task.AdvanceWatermark(wm)
 		st.task.TakeResults() // nothing is due: those timers fired before the checkpoint
+	}
+}
+
+// truncateIngest drops ingest-log segments that no retained checkpoint
+// needs: everything at or below the oldest retained position of each
+// source. Savepoints do not hold the log back; restoring an old one
+// resumes from the oldest reading kept, and says so.
+func (a *Agent) truncateIngest(store *checkpoint.Store) {
+	ids, err := store.ManifestIDs()
+	if err != nil {
+		a.log.Warn("ingest truncation skipped", "err", err)
+		return
+	}
+	oldest := map[string]uint64{}
+	for _, id := range ids {
+		m, err := store.ReadManifest(id)
+		if err != nil || m.Kind == checkpoint.KindSavepoint {
+			continue
+		}
+		for name, pos := range m.SourcePositions {
+			if cur, ok := oldest[name]; !ok || pos < cur {
+				oldest[name] = pos
+			}
+		}
+	}
+	for name, pos := range oldest {
+		s, ok := a.sources[name]
+		if !ok || s.ilog == nil {
+			continue
+		}
+		if err := s.ilog.Truncate(pos + 1); err != nil {
+			a.log.Warn("ingest truncation failed", "source", name, "err", err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/source"
 )
 
@@ -47,9 +48,13 @@ type sourceRunner struct {
 	replayable bool
 	skipTo     uint64 // restored position: messages at or below it were processed
 	pos        uint64 // offset of the last message forwarded
-	eof        atomic.Bool
-	err        error
-	drained    chan struct{} // closed once the source has stopped and its messages are forwarded
+	// ilog is the ingest log of a source that cannot replay (MQTT, the
+	// embedded broker): intake appends to it, run reads from it.
+	ilog    *ingest.Log
+	intake  func(ctx context.Context)
+	eof     atomic.Bool
+	err     error
+	drained chan struct{} // closed once the source has stopped and its messages are forwarded
 }
 
 func newSourceRunner(name string, src source.Source) *sourceRunner {
@@ -61,6 +66,10 @@ func (s *sourceRunner) taskID() string { return "source/" + s.name }
 // run reads the source until ctx ends or input ends, then keeps serving
 // barriers until ctrl is closed, and finally closes its outputs.
 func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
+	if s.ilog != nil {
+		s.readLog(ctx, log)
+		return
+	}
 	ch := make(chan []source.Message, 16)
 	go func() {
 		err := s.src.Run(ctx, ch)
@@ -87,18 +96,45 @@ func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
 			s.forward(msgs)
 		case tr, ok := <-s.ctrl:
 			if !ok {
-				for _, o := range s.outs {
-					close(o)
-				}
+				s.closeOuts()
 				return
 			}
-			s.send(&rawBatch{barrier: &tr})
-			if s.acks != nil {
-				s.acks(checkpoint.Ack{CheckpointID: tr.ID, Task: s.taskID(),
-					Positions: map[string]uint64{s.name: s.pos}})
-			}
+			s.inject(tr)
 		}
 	}
+}
+
+// inject sends barrier tr after everything forwarded so far and
+// acknowledges it with the source's position.
+func (s *sourceRunner) inject(tr checkpoint.Trigger) {
+	if s.ilog != nil {
+		// In after_write mode the log's tail may not be on disk yet; the
+		// checkpoint must not point past what survives power loss.
+		if err := s.ilog.Sync(); err != nil && s.acks != nil {
+			s.acks(checkpoint.Failure{CheckpointID: tr.ID, Task: s.taskID(), Err: err})
+			return
+		}
+	}
+	s.send(&rawBatch{barrier: &tr})
+	if s.acks != nil {
+		s.acks(checkpoint.Ack{CheckpointID: tr.ID, Task: s.taskID(),
+			Positions: map[string]uint64{s.name: s.pos}})
+	}
+}
+
+func (s *sourceRunner) closeOuts() {
+	for _, o := range s.outs {
+		close(o)
+	}
+}
+
+// serveBarriersUntilClosed keeps a stopped source answering barriers, so
+// checkpoints of the other sources still complete.
+func (s *sourceRunner) serveBarriersUntilClosed() {
+	for tr := range s.ctrl {
+		s.inject(tr)
+	}
+	s.closeOuts()
 }
 
 func (s *sourceRunner) forward(msgs []source.Message) {

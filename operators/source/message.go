@@ -15,7 +15,11 @@ type Message struct {
 	// construction, across reconnects) for MQTT and the embedded broker. It
 	// is not stable across restarts for MQTT; the ingest log's offset is.
 	Offset uint64
-	ack    func() // nil when the source needs no ack
+	// Dup is the MQTT DUP flag: the broker says it may have delivered this
+	// message before (a redelivery after a reconnect). The ingest log's
+	// dedup checks such messages against what it already holds.
+	Dup bool
+	ack func() // nil when the source needs no ack
 }
 
 // Ack acknowledges the message to the broker (the PUBACK of QoS 1, the PUBREC

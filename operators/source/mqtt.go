@@ -293,7 +293,7 @@ func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
 
 // onMessage is paho's message handler. It must never block.
 func (s *MQTT) onMessage(_ paho.Client, pm paho.Message) {
-	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli()}
+	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli(), Dup: pm.Duplicate()}
 	limit := 0 // QoS 1/2: bounded by the broker's in-flight window
 	if pm.Qos() > 0 {
 		m.ack = pm.Ack
