@@ -73,7 +73,8 @@ type Agent struct {
 	backends  []state.Backend
 	logs      []*ingest.Log
 	ckpt      *checkpointer
-	from      string // --from: the checkpoint to restore
+	from      string     // --from: the checkpoint to restore
+	failed    chan error // a component that cannot go on; run stops
 	// allowNonRestored drops checkpointed state of pipelines the
 	// configuration no longer has, instead of refusing to start.
 	allowNonRestored bool
@@ -113,7 +114,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // build compiles every pipeline and creates sources and sinks without
 // starting them.
 func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
-	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(),
+	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}}
 	var diags hcl.Diagnostics
 	var plans []*plan
@@ -152,6 +153,7 @@ func (a *Agent) vars(extra ...string) map[string]string {
 func (a *Agent) addPipeline(pl *plan) error {
 	name := pl.cfg.Name
 	p := &pipeline{
+		fatal:     a.fail,
 		ordered:   pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
 		bound:     pl.bound,
 		name:      name,
@@ -206,6 +208,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 			if err != nil {
 				return fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
+			st.store = store
 			if p.ordered {
 				if st.held, err = be.Bucket("held", state.KeyGroupPrefix); err != nil {
 					return fmt.Errorf("agent: pipeline %q: %w", name, err)
@@ -598,6 +601,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	case <-drained:
 	case runErr = <-ckptErr:
 		a.log.Error("checkpoints keep failing: stopping", "err", runErr)
+	case runErr = <-a.failed:
+		a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", runErr)
 	}
 	stopIntake()
 	<-drained
@@ -631,6 +636,14 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	a.log.Info("eddy stopped")
 	return errors.Join(errs...)
+}
+
+// fail stops the agent with err (the first one wins).
+func (a *Agent) fail(err error) {
+	select {
+	case a.failed <- err:
+	default:
+	}
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.

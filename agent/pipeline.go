@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window"
 )
 
 // watermarkGenerator is what the prepare stage needs of a watermark
@@ -63,6 +65,7 @@ type pipeline struct {
 	deadLetter *sinkRunner
 
 	ckpt  *checkpointer // nil: no checkpoints
+	fatal func(error)   // stops the agent
 	epoch uint64        // the prepare stage's epoch (dead letters)
 
 	m   *pipelineMetrics
@@ -77,9 +80,11 @@ type subtask struct {
 	index    int
 	task     *operators.WindowTask
 	backend  state.Backend // nil for a pass-through pipeline
-	held     state.Bucket  // ordered pipelines: results by (end, key, start, firing)
-	epoch    uint64        // results produced now belong to this epoch
-	lastSnap uint64        // checkpoint id of the last snapshot taken
+	store    *window.StateStore
+	failed   bool         // the state store failed: input is drained, not processed
+	held     state.Bucket // ordered pipelines: results by (end, key, start, firing)
+	epoch    uint64       // results produced now belong to this epoch
+	lastSnap uint64       // checkpoint id of the last snapshot taken
 	heldKey  []byte
 }
 
@@ -259,6 +264,12 @@ func (p *pipeline) runSubtask(st *subtask) {
 		if !ok {
 			break
 		}
+		if st.failed {
+			if m.Kind == stream.Records {
+				m.Batch.Release()
+			}
+			continue
+		}
 		switch m.Kind {
 		case stream.Records:
 			t.Process(m.Batch, keepLate)
@@ -279,6 +290,15 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.barrier(st, m.Barrier)
 		}
 		p.emit(st)
+		if st.store != nil {
+			if err := st.store.Err(); err != nil {
+				// State errors are sticky (a full store, an I/O error):
+				// this subtask cannot go on; the agent stops and the next
+				// start restores the last checkpoint.
+				st.failed = true
+				p.fatal(fmt.Errorf("pipeline %q subtask %d: %w", p.name, st.index, err))
+			}
+		}
 		if d := t.Late - lastLate; d > 0 {
 			p.m.late.Add(int(d))
 			lastLate = t.Late
