@@ -5,44 +5,115 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint"
 )
 
-// admin serves the agent's health, metrics and API on its admin address.
-// Config validation refuses a non-loopback address without a token; with a
-// token every request must carry "Authorization: Bearer TOKEN".
+// The admin endpoint (DESIGN.md "Operations"):
+//
+//	GET  /healthz          liveness: 200 while the process serves HTTP
+//	GET  /readyz           readiness: 200, or 503 with the failing checks
+//	GET  /healthz?ready=1  the same as /readyz
+//	GET  /metrics          Prometheus text format
+//	GET  /api/pipelines    per-pipeline counters, watermark and its lag
+//	GET  /api/checkpoints  checkpoint statistics and recent history
+//	POST /api/savepoint    takes a savepoint and waits for it: {"id": n}
+//	GET  /api/agent        device, sources, WAL and upload sections
+//	GET  /                 the status page (status.go)
+//
+// Config validation refuses a non-loopback address without a token. With a
+// token, every request except the status page's shell and its static files
+// (which carry no data) must carry "Authorization: Bearer TOKEN"; the page
+// asks for the token and sends it with its requests.
+
+// Readiness defaults.
+const (
+	// defaultMaxDisconnected is how long an MQTT source on an outside broker
+	// may stay disconnected before the agent reports not ready. Not
+	// configurable yet.
+	defaultMaxDisconnected = time.Minute
+	// sourceSampleEvery is how often the admin samples connection state to
+	// time disconnections.
+	sourceSampleEvery = time.Second
+)
+
+// admin serves the agent's health, metrics, API and status page.
 type admin struct {
-	a   *Agent
-	srv *http.Server
-	ln  net.Listener
+	a       *Agent
+	handler http.Handler
+	token   string
+	srv     *http.Server
+	ln      net.Listener
+	log     *slog.Logger
+
+	// now is the wall clock (watermark lag, disconnection times); tests
+	// replace it.
+	now func() time.Time
+	// maxDisconnected: see defaultMaxDisconnected.
+	maxDisconnected time.Duration
+	// savepointTimeout bounds POST /api/savepoint beyond the client's own
+	// deadline: twice the checkpoint timeout, by which the coordinator has
+	// aborted it.
+	savepointTimeout time.Duration
+
+	mu        sync.Mutex
+	downSince map[string]time.Time // tracked source → first sample seen disconnected
+	stop      chan struct{}
+	stopped   sync.WaitGroup
 }
 
+// newAdmin builds the admin handler for a without listening, and registers
+// the admin's derived metrics in a's metric set (idempotent).
+func newAdmin(a *Agent, token string, log *slog.Logger) *admin {
+	ad := &admin{a: a, token: token, log: log, now: time.Now, maxDisconnected: defaultMaxDisconnected,
+		savepointTimeout: 2 * a.cfg.Checkpoint.Timeout, downSince: map[string]time.Time{}, stop: make(chan struct{})}
+	if ad.savepointTimeout <= 0 {
+		ad.savepointTimeout = 2 * time.Minute
+	}
+	api := http.NewServeMux()
+	api.HandleFunc("GET /healthz", ad.healthz)
+	api.HandleFunc("GET /readyz", ad.readyz)
+	api.HandleFunc("GET /metrics", ad.metrics)
+	api.HandleFunc("GET /api/pipelines", ad.pipelines)
+	api.HandleFunc("GET /api/checkpoints", ad.checkpoints)
+	api.HandleFunc("POST /api/savepoint", ad.savepoint)
+	api.HandleFunc("GET /api/agent", ad.agentInfo)
+	var protected http.Handler = api
+	if token != "" {
+		protected = requireToken(token, api)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", protected)
+	mux.HandleFunc("GET /{$}", ad.statusPage)
+	mux.Handle("GET /static/", staticAssets())
+	ad.handler = mux
+	ad.registerMetrics()
+	return ad
+}
+
+// startAdmin listens on addr and serves the admin endpoint until close.
 func startAdmin(a *Agent, addr, token string, log *slog.Logger) (*admin, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, errors.Join(errors.New("agent: admin listen on "+addr), err)
+		return nil, fmt.Errorf("agent: admin listen on %s: %w", addr, err)
 	}
-	mux := http.NewServeMux()
-	ad := &admin{a: a, ln: ln}
-	mux.HandleFunc("GET /healthz", ad.healthz)
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		a.metrics.WritePrometheus(w)
-	})
-	mux.HandleFunc("GET /api/pipelines", ad.pipelines)
-	var h http.Handler = mux
-	if token != "" {
-		h = requireToken(token, mux)
-	}
-	ad.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	ad := newAdmin(a, token, log)
+	ad.ln = ln
+	ad.srv = &http.Server{Handler: ad.handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := ad.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server stopped", "err", err)
 		}
 	}()
+	ad.stopped.Add(1)
+	go ad.sampleSources()
 	log.Info("admin endpoint listening", "addr", ln.Addr().String())
 	return ad, nil
 }
@@ -51,38 +122,301 @@ func startAdmin(a *Agent, addr, token string, log *slog.Logger) (*admin, error) 
 func (ad *admin) Addr() string { return ad.ln.Addr().String() }
 
 func (ad *admin) close() {
+	close(ad.stop)
+	ad.stopped.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = ad.srv.Shutdown(ctx)
 }
 
-func (ad *admin) healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "device_id": ad.a.deviceID})
+// sampleSources times disconnections: the connection callback keeps only
+// the current state, so the admin notes when it first sees a source down.
+func (ad *admin) sampleSources() {
+	defer ad.stopped.Done()
+	tk := time.NewTicker(sourceSampleEvery)
+	defer tk.Stop()
+	for {
+		ad.observeSources()
+		select {
+		case <-ad.stop:
+			return
+		case <-tk.C:
+		}
+	}
 }
 
-type pipelineStatus struct {
-	Name         string `json:"name"`
-	ReadingsIn   uint64 `json:"readings_in"`
-	ResultsOut   uint64 `json:"results_out"`
-	Filtered     uint64 `json:"filtered"`
-	Late         uint64 `json:"late"`
-	Unassigned   uint64 `json:"unassigned"`
-	DeadLettered uint64 `json:"dead_lettered"`
-	WatermarkMs  *int64 `json:"watermark_ms"`
-	Parallelism  int    `json:"parallelism"`
+// observeSources samples every tracked source's connection state now and
+// returns the source reports with DisconnectedMs filled in.
+func (ad *admin) observeSources() []sourceReport {
+	now := ad.now()
+	srcs := ad.a.sourceReports()
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	for i := range srcs {
+		s := &srcs[i]
+		if !s.Tracked {
+			continue
+		}
+		if *s.Connected {
+			delete(ad.downSince, s.Name)
+			continue
+		}
+		since, ok := ad.downSince[s.Name]
+		if !ok {
+			since = now
+			ad.downSince[s.Name] = now
+		}
+		d := now.Sub(since).Milliseconds()
+		s.DisconnectedMs = &d
+	}
+	return srcs
+}
+
+// healthCheck is one line of the readiness answer.
+type healthCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// readiness is the body of /readyz.
+type readiness struct {
+	Ready  bool          `json:"ready"`
+	Checks []healthCheck `json:"checks"`
+}
+
+// readinessInput is everything readiness is decided on.
+type readinessInput struct {
+	checkpoints       bool // checkpoints are set up
+	consecutiveFails  int
+	tolerableFailures int
+	sources           []sourceReport // DisconnectedMs filled for tracked sources
+	maxDisconnectedMs int64
+	ingest            []ingestReport
+	wal               []walReport
+}
+
+// fullFraction of its max_disk makes an ingest log or WAL count as full:
+// the next appends fail (ingest log) or block or drop (WAL).
+const fullFraction = 0.95
+
+func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFraction*float64(max) }
+
+// evaluateReadiness decides readiness. Not ready when:
+//   - checkpoints failed in a row at least tolerable_failures times (and at
+//     least once): one more failure stops the agent;
+//   - an MQTT source on an outside broker has been disconnected for
+//     maxDisconnectedMs or longer;
+//   - an ingest log or a WAL holds fullFraction of its max_disk or more.
+//
+// A WAL whose sink does not report its size yet passes, with a detail
+// that says so.
+func evaluateReadiness(in readinessInput) readiness {
+	r := readiness{Ready: true}
+	add := func(name string, ok bool, detail string) {
+		r.Checks = append(r.Checks, healthCheck{Name: name, OK: ok, Detail: detail})
+		r.Ready = r.Ready && ok
+	}
+	switch {
+	case !in.checkpoints:
+		add("checkpoints", true, "not started")
+	case in.consecutiveFails > 0 && in.consecutiveFails >= in.tolerableFailures:
+		add("checkpoints", false, fmt.Sprintf("%d failed in a row (tolerable_failures = %d): the agent stops after one more",
+			in.consecutiveFails, in.tolerableFailures))
+	default:
+		add("checkpoints", true, fmt.Sprintf("%d failed in a row (tolerable_failures = %d)", in.consecutiveFails, in.tolerableFailures))
+	}
+	for _, s := range in.sources {
+		if !s.Tracked {
+			continue
+		}
+		switch {
+		case *s.Connected:
+			add("source/"+s.Name, true, "connected")
+		case *s.DisconnectedMs >= in.maxDisconnectedMs:
+			add("source/"+s.Name, false, fmt.Sprintf("disconnected for %v (limit %v)",
+				time.Duration(*s.DisconnectedMs)*time.Millisecond, time.Duration(in.maxDisconnectedMs)*time.Millisecond))
+		default:
+			add("source/"+s.Name, true, fmt.Sprintf("disconnected for %v (limit %v)",
+				time.Duration(*s.DisconnectedMs)*time.Millisecond, time.Duration(in.maxDisconnectedMs)*time.Millisecond))
+		}
+	}
+	for _, l := range in.ingest {
+		full := isFull(l.SizeBytes, l.MaxDiskBytes)
+		add("ingest/"+l.Source, !full, fmt.Sprintf("%s of %s", formatBytes(l.SizeBytes), formatBytes(l.MaxDiskBytes)))
+	}
+	for _, w := range in.wal {
+		if w.DiskBytes == nil {
+			add("wal/"+w.Sink, true, "size not reported")
+			continue
+		}
+		full := isFull(*w.DiskBytes, w.MaxDiskBytes)
+		detail := fmt.Sprintf("%s of %s", formatBytes(*w.DiskBytes), formatBytes(w.MaxDiskBytes))
+		if full {
+			detail += " (when_full = " + w.WhenFull + ")"
+		}
+		add("wal/"+w.Sink, !full, detail)
+	}
+	return r
+}
+
+// readiness evaluates readiness now.
+func (ad *admin) readiness() readiness {
+	in := readinessInput{sources: ad.observeSources(), maxDisconnectedMs: ad.maxDisconnected.Milliseconds(),
+		ingest: ad.a.ingestReports(), wal: ad.a.walReports()}
+	if rep, ok := ad.a.checkpointReport(); ok {
+		in.checkpoints = true
+		in.consecutiveFails, in.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
+	}
+	return evaluateReadiness(in)
+}
+
+func (ad *admin) healthz(w http.ResponseWriter, r *http.Request) {
+	if ready, _ := strconv.ParseBool(r.URL.Query().Get("ready")); ready {
+		ad.readyz(w, r)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "device_id": ad.a.deviceID})
+}
+
+func (ad *admin) readyz(w http.ResponseWriter, r *http.Request) {
+	rd := ad.readiness()
+	code := http.StatusOK
+	if !rd.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, rd)
+}
+
+func (ad *admin) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	ad.a.metrics.WritePrometheus(w)
 }
 
 func (ad *admin) pipelines(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, ad.a.pipelineReports(ad.now().UnixMilli()))
+}
+
+func (ad *admin) checkpoints(w http.ResponseWriter, r *http.Request) {
+	rep, ok := ad.a.checkpointReport()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, "checkpoints are not started")
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// savepoint takes a savepoint and answers {"id": n} once it is complete.
+// Errors: 503 when checkpoints are not running or have failed for good,
+// 504 when it does not complete in time, 500 when it was aborted.
+func (ad *admin) savepoint(w http.ResponseWriter, r *http.Request) {
+	c := ad.a.ckpt
+	if c == nil {
+		writeError(w, http.StatusServiceUnavailable, "checkpoints are not started")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), ad.savepointTimeout)
+	defer cancel()
+	id, err := c.Savepoint(ctx)
+	switch {
+	case err == nil:
+		ad.log.Info("savepoint taken on request", "id", id)
+		writeJSON(w, http.StatusOK, map[string]uint64{"id": id})
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, "savepoint did not complete in time: "+err.Error())
+	case errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, "savepoint request cancelled: "+err.Error())
+	case errors.Is(err, checkpoint.ErrCoordinatorFailed):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		ad.log.Warn("savepoint on request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+// agentReport is GET /api/agent.
+// Empty lists and a null upload mean "not configured".
+type agentReport struct {
+	DeviceID string         `json:"device_id"`
+	Sources  []sourceReport `json:"sources"`
+	Ingest   []ingestReport `json:"ingest"`
+	WAL      []walReport    `json:"wal"`
+	Upload   *uploadReport  `json:"upload"`
+}
+
+func (ad *admin) agentReport() agentReport {
+	return agentReport{DeviceID: ad.a.deviceID, Sources: ad.observeSources(), Ingest: nonNil(ad.a.ingestReports()),
+		WAL: nonNil(ad.a.walReports()), Upload: ad.a.uploadReport()}
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (ad *admin) agentInfo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, ad.agentReport())
+}
+
+// registerMetrics adds the metrics the admin derives from the agent's
+// state. GetOrCreate keeps it idempotent; the gauges read the agent when
+// scraped, so there is no cost between scrapes.
+func (ad *admin) registerMetrics() {
+	set, a := ad.a.metrics, ad.a
+	for _, p := range a.pipelines {
+		l := fmt.Sprintf(`{pipeline=%q}`, p.name)
+		if p.eventTime {
+			set.GetOrCreateGauge("eddy_watermark_lag_ms"+l, func() float64 {
+				if wm := p.m.watermark.Load(); wm != -1<<63 {
+					return float64(ad.now().UnixMilli() - wm)
+				}
+				return 0
+			})
+		}
+		hasLate := p.late != nil
+		set.GetOrCreateGauge("eddy_readings_dropped_total"+l, func() float64 {
+			n := p.m.unassigned.Get()
+			if !hasLate {
+				n += p.m.late.Get()
+			}
+			return float64(n)
+		})
+		set.GetOrCreateGauge(fmt.Sprintf(`eddy_pipeline_parallelism{pipeline=%q}`, p.name), func() float64 {
+			return float64(len(p.subtasks))
+		})
+	}
+	set.GetOrCreateGauge("eddy_checkpoint_consecutive_failures", func() float64 {
+		rep, _ := a.checkpointReport()
+		return float64(rep.ConsecutiveFailures)
+	})
+	set.GetOrCreateGauge("eddy_ready", func() float64 {
+		if ad.readiness().Ready {
+			return 1
+		}
+		return 0
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(ad.a.PipelineStatus())
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
 }
 
 func requireToken(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eddy"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <admin_token>")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -93,6 +93,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if diags.HasErrors() {
 		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
+	if err := checkDataDir(cfg.Agent.DataDir); err != nil {
+		return err
+	}
 	log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
 	a, err := build(cfg, log, opts)
 	if err != nil {
@@ -154,6 +157,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 	name := pl.cfg.Name
 	p := &pipeline{
 		fatal:     a.fail,
+		epoch:     1, // dead letters before barrier 1
 		ordered:   pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
 		bound:     pl.bound,
 		name:      name,
@@ -196,7 +200,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 	p.merge.done = make(chan struct{})
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
-		st := &subtask{index: i}
+		st := &subtask{index: i, epoch: 1} // epoch n: output before barrier n
 		var op *window.Operator
 		if pl.window != nil {
 			be, err := a.openBackend(name, i, pl.parallelism)
@@ -393,6 +397,10 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 			}
 			url = b.URL()
 		}
+		if m.Delivery == config.ExactlyOnce {
+			r.tx, err = a.openWALSink(s, url)
+			break
+		}
 		tc, terr := tlsConfig(m.TLS)
 		if terr != nil {
 			return nil, fmt.Errorf("agent: sink %q: %w", s.Name, terr)
@@ -413,7 +421,9 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: sink %q: %w", s.Name, err)
 	}
-	r.plain = sk
+	if r.tx == nil {
+		r.plain = sk
+	}
 	a.sinks[s.Name] = r
 	return r, nil
 }

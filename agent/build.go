@@ -182,13 +182,11 @@ func Validate(path string) (report string, ok bool) {
 // build cannot honour yet, as warnings for validate and errors for run.
 func unsupported(cfg *config.Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, s := range cfg.Sinks {
-		if s.MQTT != nil && s.MQTT.Delivery == config.ExactlyOnce {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning,
-				Summary: "exactly_once delivery is not available yet",
-				Detail:  "This build delivers MQTT results at least once (QoS 1); the write-ahead-log sink brings exactly_once. Set delivery = \"at_least_once\" to run this sink now.",
-				Subject: s.DeclRange.Ptr()})
-		}
+	if cfg.Checkpoint.Unaligned || cfg.Checkpoint.AlignedTimeout > 0 {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning,
+			Summary: "Unaligned checkpoints are not available yet",
+			Detail:  "This build takes aligned checkpoints only; remove unaligned and aligned_timeout.",
+			Subject: cfg.Checkpoint.DeclRange.Ptr()})
 	}
 	return diags
 }

@@ -140,6 +140,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 				msg = m
 			}
 			if msg != nil {
+				// Durations are measured on the coordinator's clock: tell it
+				// the time before each message, not only every tick.
+				c.coord.Tick(c.now())
 				if err := c.coord.Step(msg); err != nil {
 					c.log.Error("checkpoint protocol error", "err", err)
 				}

@@ -14,6 +14,20 @@ import (
 // to read concurrently (metrics counters, atomics, the checkpointer's
 // history under its lock); nothing here changes the agent.
 
+// pipelineStatus is a pipeline's counters (Agent.PipelineStatus).
+type pipelineStatus struct {
+	Name         string `json:"name"`
+	ReadingsIn   uint64 `json:"readings_in"`
+	ResultsOut   uint64 `json:"results_out"`
+	Filtered     uint64 `json:"filtered"`
+	Late         uint64 `json:"late"`
+	Unassigned   uint64 `json:"unassigned"`
+	DeadLettered uint64 `json:"dead_lettered"`
+	// WatermarkMs is null before the first watermark and on processing time.
+	WatermarkMs *int64 `json:"watermark_ms"`
+	Parallelism int    `json:"parallelism"`
+}
+
 // pipelineReport is one element of GET /api/pipelines: pipelineStatus (the
 // counters) plus what the admin derives from them.
 type pipelineReport struct {
@@ -163,6 +177,7 @@ func (a *Agent) sourceReports() []sourceReport {
 		byName[s.Name] = s
 	}
 	var out []sourceReport
+	g := a.gaugeReader()
 	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
 		r := sourceReport{Name: name}
 		switch s := byName[name]; {
@@ -176,38 +191,121 @@ func (a *Agent) sourceReports() []sourceReport {
 			r.Kind = sourceKindEmbedded
 		case s.MQTT != nil:
 			r.Kind = sourceKindMQTT
-			r.Tracked = true
-			// The gauge exists: source() created it with the runner.
-			up := a.metrics.GetOrCreateGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, name), nil).Get() == 1
-			r.Connected = &up
+			r.Connected = g.bool(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, name))
+			r.Tracked = r.Connected != nil
 		}
 		out = append(out, r)
 	}
 	return out
 }
 
-// walReport is the WAL section of GET /api/agent: null when no sink needs a
-// WAL (no MQTT sink with delivery = "exactly_once").
+// walReport is one exactly-once MQTT sink's write-ahead log in GET
+// /api/agent. The figures come from the eddy_wal_* gauges the WAL sink
+// registers; each is null while the sink does not report it.
 type walReport struct {
-	Sinks        []string `json:"sinks"`
-	MaxDiskBytes int64    `json:"max_disk_bytes"`
-	// BacklogBytes is null while the WAL sink does not report it.
-	BacklogBytes *int64 `json:"backlog_bytes"`
+	Sink         string `json:"sink"`
+	MaxDiskBytes int64  `json:"max_disk_bytes"`
+	WhenFull     string `json:"when_full"`
+	// DiskBytes is the WAL's size on disk, which max_disk bounds.
+	DiskBytes       *int64   `json:"disk_bytes"`
+	BacklogBytes    *int64   `json:"backlog_bytes"`
+	BacklogMessages *int64   `json:"backlog_messages"`
+	OldestAgeS      *float64 `json:"oldest_age_s"`
+	Connected       *bool    `json:"connected"`
 }
 
-func (a *Agent) walReport() *walReport {
-	var r *walReport
+// walReports lists the WALs of the exactly-once MQTT sinks in
+// configuration order; empty when there is none.
+func (a *Agent) walReports() []walReport {
+	var out []walReport
+	g := a.gaugeReader()
 	for _, s := range a.cfg.Sinks {
 		if s.MQTT == nil || s.MQTT.Delivery != config.ExactlyOnce {
 			continue
 		}
-		if r == nil {
-			r = &walReport{}
+		if _, used := a.sinks[s.Name]; !used {
+			continue
 		}
-		r.Sinks = append(r.Sinks, s.Name)
-		r.MaxDiskBytes += s.MQTT.Buffer.MaxDiskBytes
+		l := fmt.Sprintf(`{sink=%q}`, s.Name)
+		r := walReport{Sink: s.Name, MaxDiskBytes: s.MQTT.Buffer.MaxDiskBytes, WhenFull: s.MQTT.Buffer.WhenFull,
+			DiskBytes:       g.int("eddy_wal_disk_bytes" + l),
+			BacklogBytes:    g.int("eddy_wal_backlog_bytes" + l),
+			BacklogMessages: g.int("eddy_wal_backlog_messages" + l),
+			Connected:       g.bool("eddy_wal_connected" + l),
+		}
+		if v, ok := g.value("eddy_wal_oldest_age_seconds" + l); ok {
+			r.OldestAgeS = &v
+		}
+		out = append(out, r)
 	}
-	return r
+	return out
+}
+
+// ingestReport is one source's ingest log in GET /api/agent.
+type ingestReport struct {
+	Source       string `json:"source"`
+	SizeBytes    int64  `json:"size_bytes"`
+	MaxDiskBytes int64  `json:"max_disk_bytes"`
+	FirstOffset  uint64 `json:"first_offset"`
+	LastOffset   uint64 `json:"last_offset"`
+}
+
+// ingestReports lists the ingest logs (sources that cannot replay), sorted
+// by source name. Log methods are safe for concurrent use.
+func (a *Agent) ingestReports() []ingestReport {
+	var out []ingestReport
+	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
+		l := a.sources[name].ilog
+		if l == nil {
+			continue
+		}
+		out = append(out, ingestReport{Source: name, SizeBytes: l.SizeBytes(), MaxDiskBytes: a.cfg.Ingest.MaxDiskBytes,
+			FirstOffset: l.FirstOffset(), LastOffset: l.LastOffset()})
+	}
+	return out
+}
+
+// gaugeReader reads gauges by name without creating them, so the admin can
+// report what other parts register (eddy_mqtt_connected, eddy_wal_*)
+// without depending on their types. It lists the registered names once.
+// Safe inside a gauge callback: the metric set calls those unlocked.
+type gaugeReader struct {
+	a     *Agent
+	names map[string]bool
+}
+
+func (a *Agent) gaugeReader() gaugeReader {
+	names := map[string]bool{}
+	for _, n := range a.metrics.ListMetricNames() {
+		names[n] = true
+	}
+	return gaugeReader{a: a, names: names}
+}
+
+// value returns the gauge's value; ok is false when nothing registered it.
+func (g gaugeReader) value(name string) (float64, bool) {
+	if !g.names[name] {
+		return 0, false
+	}
+	return g.a.metrics.GetOrCreateGauge(name, nil).Get(), true
+}
+
+func (g gaugeReader) int(name string) *int64 {
+	v, ok := g.value(name)
+	if !ok {
+		return nil
+	}
+	n := int64(v)
+	return &n
+}
+
+func (g gaugeReader) bool(name string) *bool {
+	v, ok := g.value(name)
+	if !ok {
+		return nil
+	}
+	b := v == 1
+	return &b
 }
 
 // uploadReport is the upload section of GET /api/agent: null without an

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Eddy's tests need beyond Go: mosquitto (the real broker the
-# integration tests run against). Idempotent; runs apt-get only when something
-# is missing.
+# integration tests run against) and chromium (the headless browser the status
+# page test drives). Idempotent; runs apt-get only when something is missing.
 set -euo pipefail
 
 need=()
 command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2

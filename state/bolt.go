@@ -38,7 +38,8 @@ var DefaultMaxSize = func() int {
 	if strconv.IntSize == 32 {
 		return 512 << 20
 	}
-	return 8 << 30
+	gib := 1 << 30 // not a constant: 8 GiB overflows int where this line never runs (32-bit)
+	return 8 * gib
 }()
 
 // Bolt is the bbolt Backend: one working database file behind a bounded
@@ -54,7 +55,7 @@ type Bolt struct {
 	changes *changeSet
 	keys    int // keys in bbolt (after the next flush), for the change-set bound
 
-	rtx  *bolt.Tx      // read transaction serving cache misses, or nil
+	rtx  *bolt.Tx       // read transaction serving cache misses, or nil
 	rbks []*bolt.Bucket // rtx's buckets by Bucket, looked up lazily
 
 	snapshots atomic.Int32 // open Snapshots (closed by any goroutine)

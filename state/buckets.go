@@ -27,7 +27,7 @@ func (r *bucketRegistry) register(name string, kgOf KeyGroupFunc) (Bucket, error
 		}
 		return b, nil
 	}
-	if len(r.names) == math.MaxUint32 {
+	if uint64(len(r.names)) == math.MaxUint32 {
 		return 0, fmt.Errorf("state: too many buckets")
 	}
 	b := Bucket(len(r.names))

@@ -30,8 +30,8 @@ type TimerQueue struct {
 	ends      []int // key i is buf[ends[i-1]:ends[i]]
 	pos       int   // next key of the read-ahead
 	covered   []byte
-	hasCover  bool // every store key ≤ covered (at read time) was read
-	exhausted bool // and there were none after it
+	hasCover  bool     // every store key ≤ covered (at read time) was read
+	exhausted bool     // and there were none after it
 	added     [][]byte // keys added within the read range since, sorted
 	spare     [][]byte // recycled key buffers
 	popped    []byte

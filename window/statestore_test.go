@@ -242,3 +242,38 @@ func firingEqual(a, b Firing) bool {
 	}
 	return true
 }
+
+// A reading of a hot key with an open window costs no allocation through
+// StateStore on bbolt (cache hit: decode, fold, encode in reused buffers).
+func TestStateStore_SteadyStateAllocs(t *testing.T) {
+	be := openTestBolt(t, 1<<20)
+	funcs := []aggregate.Func{aggregate.Count, aggregate.Avg, aggregate.Max}
+	store, err := NewStateStore(be, "op", funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := NewOperator(Spec{Assigner: Tumbling(60_000, 0, true), Aggs: []AggSpec{{Func: aggregate.Count, Arg: -1}, {Func: aggregate.Avg, Arg: 0}, {Func: aggregate.Max, Arg: 0}}}, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Output
+	keys := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	e := Element{Values: []float64{1}}
+	i := 0
+	step := func() {
+		e.Key = keys[i%len(keys)]
+		e.KeyGroup = state.KeyGroup(e.Key, 128)
+		e.Time = int64(i % 1000)
+		i++
+		op.Process(&e, &out)
+	}
+	for range 10 {
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("%v allocations per reading", n)
+	}
+	if err := store.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,660 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/config"
+)
+
+// testConfig: an MQTT source on a broker nobody listens on (build does not
+// connect), an event-time pipeline without late_output, an upload block
+// (not wired: the admin only reports it) and no exactly-once sink.
+const testConfig = `
+agent {
+  device_id = "gw-test"
+  data_dir  = "%DATA%"
+}
+source "mqtt" "sensors" {
+  broker = "tcp://127.0.0.1:1"
+  topics = ["sensors/+/telemetry"]
+  timestamp {
+    field = "ts"
+    unit  = "ms"
+  }
+  watermark { max_out_of_orderness = "2s" }
+}
+sink "file" "out" { path = "out.jsonl" }
+pipeline "temps" {
+  from = source.mqtt.sensors
+  key  = event.device
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+checkpoint { tolerable_failures = 2 }
+upload "s3" {
+  endpoint = "minio.local:9000"
+  bucket   = "eddy"
+}
+`
+
+// mustBuildAgent builds (without running) the agent of src, with %DATA%
+// replaced by a temporary directory, and closes what build opened when the
+// test ends. With checkpoints set, the checkpointer exists but its
+// goroutine does not run.
+func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.hcl")
+	src = strings.ReplaceAll(src, "%DATA%", filepath.Join(dir, "data"))
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := config.Load(path)
+	if diags.HasErrors() {
+		t.Fatalf("config: %s", config.FormatDiagnostics(diags))
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := build(cfg, log, Options{Stdout: io.Discard, Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, be := range a.backends {
+			_ = be.Close()
+		}
+		for _, l := range a.logs {
+			_ = l.Close()
+		}
+		if a.broker != nil {
+			_ = a.broker.Close()
+		}
+	})
+	if checkpoints {
+		if err := a.setupCheckpoints(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a
+}
+
+// testAdmin is an admin handler on a built agent with a settable clock.
+type testAdmin struct {
+	ad  *admin
+	srv *httptest.Server
+	now time.Time
+}
+
+func newTestAdmin(t *testing.T, a *Agent, token string) *testAdmin {
+	t.Helper()
+	ta := &testAdmin{now: time.UnixMilli(1_700_000_000_000)}
+	ta.ad = newAdmin(a, token, a.log)
+	ta.ad.now = func() time.Time { return ta.now }
+	ta.srv = httptest.NewServer(ta.ad.handler)
+	t.Cleanup(ta.srv.Close)
+	return ta
+}
+
+// do sends a request and returns the status and body.
+func (ta *testAdmin) do(t *testing.T, method, path, token string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, ta.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b, resp.Header
+}
+
+// getJSON fetches path, checks the status and decodes the body into v.
+func (ta *testAdmin) getJSON(t *testing.T, path string, wantCode int, v any) {
+	t.Helper()
+	code, b, h := ta.do(t, http.MethodGet, path, "")
+	if code != wantCode {
+		t.Fatalf("GET %s: %d %s, want %d", path, code, b, wantCode)
+	}
+	if ct := h.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("GET %s: Content-Type %q", path, ct)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v in %s", path, err, b)
+	}
+}
+
+func TestEvaluateReadiness(t *testing.T) {
+	up, down := true, false
+	ms := func(v int64) *int64 { return &v }
+	src := func(connected bool, downMs int64) sourceReport {
+		s := sourceReport{Name: "s", Kind: sourceKindMQTT, Tracked: true, Connected: &up}
+		if !connected {
+			s.Connected, s.DisconnectedMs = &down, ms(downMs)
+		}
+		return s
+	}
+	tests := []struct {
+		name   string
+		in     readinessInput
+		ready  bool
+		failed string // the failing check, if any
+	}{
+		{"fresh", readinessInput{checkpoints: true, tolerableFailures: 3}, true, ""},
+		{"not started", readinessInput{}, true, ""},
+		{"failures below tolerable", readinessInput{checkpoints: true, consecutiveFails: 2, tolerableFailures: 3}, true, ""},
+		{"failures at tolerable", readinessInput{checkpoints: true, consecutiveFails: 3, tolerableFailures: 3}, false, "checkpoints"},
+		{"tolerable zero, no failure", readinessInput{checkpoints: true}, true, ""},
+		{"tolerable zero, one failure", readinessInput{checkpoints: true, consecutiveFails: 1}, false, "checkpoints"},
+		{"source connected", readinessInput{sources: []sourceReport{src(true, 0)}, maxDisconnectedMs: 1000}, true, ""},
+		{"source down briefly", readinessInput{sources: []sourceReport{src(false, 999)}, maxDisconnectedMs: 1000}, true, ""},
+		{"source down too long", readinessInput{sources: []sourceReport{src(false, 1000)}, maxDisconnectedMs: 1000}, false, "source/s"},
+		{"untracked source", readinessInput{sources: []sourceReport{{Name: "f", Kind: sourceKindFile}}}, true, ""},
+		{"ingest log below full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 94, MaxDiskBytes: 100}}}, true, ""},
+		{"ingest log full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
+		{"wal size not reported", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
+		{"wal full", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := evaluateReadiness(tt.in)
+			if r.Ready != tt.ready {
+				t.Errorf("ready = %v, want %v: %+v", r.Ready, tt.ready, r.Checks)
+			}
+			var failed []string
+			for _, c := range r.Checks {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+			}
+			if got := strings.Join(failed, ","); got != tt.failed {
+				t.Errorf("failed checks %q, want %q", got, tt.failed)
+			}
+		})
+	}
+}
+
+func TestConsecutiveFailures(t *testing.T) {
+	ok := checkpointRecord{Kind: "full"}
+	bad := checkpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
+	spOK := checkpointRecord{Kind: "savepoint"}
+	spBad := checkpointRecord{Kind: "savepoint", Aborted: "x"}
+	tests := []struct {
+		name string
+		h    []checkpointRecord
+		want int
+	}{
+		{"empty", nil, 0},
+		{"all completed", []checkpointRecord{ok, ok}, 0},
+		{"trailing failures", []checkpointRecord{bad, ok, bad, bad}, 2},
+		{"completed resets", []checkpointRecord{bad, bad, ok}, 0},
+		// The coordinator neither counts savepoints nor lets one reset.
+		{"savepoints skipped", []checkpointRecord{bad, spOK, bad, spBad}, 2},
+	}
+	for _, tt := range tests {
+		if got := consecutiveFailures(tt.h); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	bytesCases := map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 20: "5.0 MiB", 3 << 30: "3.0 GiB", 4 << 40: "4096.0 GiB"}
+	for n, want := range bytesCases {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	msCases := map[int64]string{0: "0 ms", 999: "999 ms", 1000: "1.0 s", 12_345: "12.3 s", 119_999: "120.0 s", 120_000: "2.0 min", -5: "-5 ms"}
+	for v, want := range msCases {
+		if got := formatMs(v); got != want {
+			t.Errorf("formatMs(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestAdmin_Healthz(t *testing.T) {
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
+	var h map[string]any
+	ta.getJSON(t, "/healthz", http.StatusOK, &h)
+	if h["status"] != "ok" || h["device_id"] != "gw-test" {
+		t.Errorf("healthz = %v", h)
+	}
+}
+
+// TestAdmin_Readyz_SourceDisconnected: the MQTT source is down from the
+// start; ready until it has been down for maxDisconnected.
+func TestAdmin_Readyz_SourceDisconnected(t *testing.T) {
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
+	var rd readiness
+	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
+	ta.now = ta.now.Add(defaultMaxDisconnected - time.Millisecond)
+	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
+	ta.now = ta.now.Add(time.Millisecond)
+	for _, path := range []string{"/readyz", "/healthz?ready=1"} {
+		rd = readiness{}
+		ta.getJSON(t, path, http.StatusServiceUnavailable, &rd)
+		if rd.Ready || !hasFailed(rd, "source/sensors") {
+			t.Errorf("%s = %+v, want source/sensors failing", path, rd)
+		}
+	}
+	// Liveness is not readiness.
+	var h map[string]any
+	ta.getJSON(t, "/healthz", http.StatusOK, &h)
+}
+
+func hasFailed(rd readiness, name string) bool {
+	for _, c := range rd.Checks {
+		if c.Name == name && !c.OK {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAdmin_Readyz_CheckpointFailures: tolerable_failures = 2, so two
+// aborted checkpoints in a row make the agent not ready (one more and it
+// stops); a completed one makes it ready again.
+func TestAdmin_Readyz_CheckpointFailures(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true)
+	ta := newTestAdmin(t, a, "")
+	ta.ad.maxDisconnected = time.Hour
+	var rd readiness
+	a.ckpt.record(checkpointRecord{ID: 1, Kind: "full", Aborted: "checkpoint: timed out"})
+	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
+	a.ckpt.record(checkpointRecord{ID: 2, Kind: "full", Aborted: "checkpoint: timed out"})
+	ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
+	if !hasFailed(rd, "checkpoints") {
+		t.Errorf("readyz = %+v, want checkpoints failing", rd)
+	}
+	a.ckpt.record(checkpointRecord{ID: 3, Kind: "full"})
+	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
+}
+
+func TestAdmin_Pipelines(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true)
+	ta := newTestAdmin(t, a, "")
+	var got []map[string]any
+	ta.getJSON(t, "/api/pipelines", http.StatusOK, &got)
+	if len(got) != 1 || got[0]["name"] != "temps" || got[0]["watermark_ms"] != nil || got[0]["watermark_lag_ms"] != nil ||
+		got[0]["event_time"] != true || got[0]["late_output"] != false {
+		t.Fatalf("before any reading: %v", got)
+	}
+	p := a.pipelines[0]
+	wm := ta.now.UnixMilli() - 2_500
+	p.m.watermark.Store(wm)
+	p.m.in.Add(10)
+	p.m.late.Add(3)
+	p.m.unassigned.Add(2)
+	p.m.deadLettered("bad_json").Add(4)
+	ta.getJSON(t, "/api/pipelines", http.StatusOK, &got)
+	want := map[string]any{"readings_in": 10.0, "late": 3.0, "unassigned": 2.0, "dropped": 5.0, "dead_lettered": 4.0,
+		"watermark_ms": float64(wm), "watermark_lag_ms": 2500.0, "parallelism": 1.0}
+	for k, v := range want {
+		if got[0][k] != v {
+			t.Errorf("%s = %v, want %v", k, got[0][k], v)
+		}
+	}
+	if r, _ := got[0]["dead_lettered_by_reason"].(map[string]any); r["bad_json"] != 4.0 {
+		t.Errorf("dead_lettered_by_reason = %v", got[0]["dead_lettered_by_reason"])
+	}
+}
+
+func TestAdmin_Checkpoints(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true)
+	ta := newTestAdmin(t, a, "")
+	a.ckpt.record(checkpointRecord{ID: 1, Kind: "full", DurationMs: 12, SizeBytes: 2048})
+	a.ckpt.record(checkpointRecord{ID: 2, Kind: "incremental", Aborted: "checkpoint: timed out"})
+	var rep checkpointReport
+	ta.getJSON(t, "/api/checkpoints", http.StatusOK, &rep)
+	if len(rep.History) != 2 || rep.History[0].ID != 1 || rep.History[1].Aborted == "" {
+		t.Errorf("history = %+v", rep.History)
+	}
+	if rep.ConsecutiveFailures != 1 || rep.TolerableFailures != 2 || rep.IntervalMs != 10_000 || rep.Retain != 3 {
+		t.Errorf("stats = %+v", rep)
+	}
+
+	// Without checkpoints set up there is nothing to report.
+	ta2 := newTestAdmin(t, mustBuildAgent(t, testConfig, false), "")
+	var e map[string]string
+	ta2.getJSON(t, "/api/checkpoints", http.StatusServiceUnavailable, &e)
+}
+
+func TestAdmin_Savepoint_Errors(t *testing.T) {
+	// The checkpointer exists but does not run: the savepoint never
+	// completes, and the admin's own deadline answers 504.
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
+	ta.ad.savepointTimeout = 20 * time.Millisecond
+	if code, b, _ := ta.do(t, http.MethodPost, "/api/savepoint", ""); code != http.StatusGatewayTimeout || !strings.Contains(string(b), "did not complete") {
+		t.Errorf("POST /api/savepoint = %d %s, want 504", code, b)
+	}
+	if code, _, _ := ta.do(t, http.MethodGet, "/api/savepoint", ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /api/savepoint = %d, want 405", code)
+	}
+	ta2 := newTestAdmin(t, mustBuildAgent(t, testConfig, false), "")
+	if code, _, _ := ta2.do(t, http.MethodPost, "/api/savepoint", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("POST /api/savepoint without checkpoints = %d, want 503", code)
+	}
+}
+
+func TestAdmin_AgentInfo(t *testing.T) {
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
+	var got map[string]any
+	ta.getJSON(t, "/api/agent", http.StatusOK, &got)
+	if got["device_id"] != "gw-test" {
+		t.Errorf("device_id = %v", got["device_id"])
+	}
+	srcs, _ := got["sources"].([]any)
+	if len(srcs) != 1 {
+		t.Fatalf("sources = %v", got["sources"])
+	}
+	s := srcs[0].(map[string]any)
+	if s["name"] != "sensors" || s["kind"] != "mqtt" || s["tracked"] != true || s["connected"] != false || s["disconnected_ms"] != 0.0 {
+		t.Errorf("source = %v", s)
+	}
+	if ing, _ := got["ingest"].([]any); len(ing) != 1 || ing[0].(map[string]any)["max_disk_bytes"] != float64(1<<30) {
+		t.Errorf("ingest = %v", got["ingest"])
+	}
+	if wal, ok := got["wal"].([]any); !ok || len(wal) != 0 {
+		t.Errorf("wal = %v, want []", got["wal"])
+	}
+	if up, _ := got["upload"].(map[string]any); up["bucket"] != "eddy" || up["prefix"] != "gw-test/" || up["backlog_files"] != nil {
+		t.Errorf("upload = %v", got["upload"])
+	}
+}
+
+func TestAdmin_Metrics(t *testing.T) {
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
+	code, b, h := ta.do(t, http.MethodGet, "/metrics", "")
+	if code != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics = %d %q", code, h.Get("Content-Type"))
+	}
+	for _, want := range []string{
+		`eddy_readings_in_total{pipeline="temps"} 0`,
+		`eddy_watermark_lag_ms{pipeline="temps"} 0`,
+		`eddy_readings_dropped_total{pipeline="temps"} 0`,
+		`eddy_checkpoint_consecutive_failures 0`,
+		`eddy_ready 1`,
+		`eddy_mqtt_connected{source="sensors"} 0`,
+	} {
+		if !strings.Contains(string(b), want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestAdmin_Token(t *testing.T) {
+	const token = "s3cret"
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), token)
+	tests := []struct {
+		method, path, token string
+		want                int
+	}{
+		{"GET", "/healthz", "", http.StatusUnauthorized},
+		{"GET", "/healthz", "wrong", http.StatusUnauthorized},
+		{"GET", "/healthz", token, http.StatusOK},
+		{"GET", "/readyz", "", http.StatusUnauthorized},
+		{"GET", "/metrics", "", http.StatusUnauthorized},
+		{"GET", "/api/pipelines", "", http.StatusUnauthorized},
+		{"GET", "/api/pipelines", token, http.StatusOK},
+		{"GET", "/api/checkpoints", "", http.StatusUnauthorized},
+		{"GET", "/api/agent", "", http.StatusUnauthorized},
+		{"POST", "/api/savepoint", "", http.StatusUnauthorized},
+		{"GET", "/nope", "", http.StatusUnauthorized},
+		// The page's shell and assets carry no figures: public.
+		{"GET", "/", "", http.StatusOK},
+		{"GET", "/static/status.js", "", http.StatusOK},
+		{"GET", "/static/status.css", "", http.StatusOK},
+	}
+	for _, tt := range tests {
+		if code, _, _ := ta.do(t, tt.method, tt.path, tt.token); code != tt.want {
+			t.Errorf("%s %s (token %q) = %d, want %d", tt.method, tt.path, tt.token, code, tt.want)
+		}
+	}
+	_, page, _ := ta.do(t, "GET", "/", "")
+	if strings.Contains(string(page), `data-pipeline="temps"`) || strings.Contains(string(page), "minio.local") {
+		t.Errorf("the public page shows figures:\n%s", page)
+	}
+}
+
+func TestStatusPage(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true)
+	a.pipelines[0].m.in.Add(42)
+	a.ckpt.record(checkpointRecord{ID: 7, Kind: "full", Time: "2026-01-02T03:04:05.123456789Z", DurationMs: 1500, SizeBytes: 3 << 20})
+	ta := newTestAdmin(t, a, "")
+	code, b, h := ta.do(t, "GET", "/", "")
+	if code != http.StatusOK || h.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("GET / = %d %q", code, h.Get("Content-Type"))
+	}
+	page := string(b)
+	for _, want := range []string{
+		`<tr data-pipeline="temps"><th scope="row">temps</th><td data-field="readings_in">42</td>`,
+		`<td data-field="watermark_lag">no watermark yet</td>`,
+		`<td>7</td><td>full</td><td>2026-01-02T03:04:05Z</td><td>1.5 s</td><td>3.0 MiB</td>`,
+		`<div id="wal"><p>Not configured.</p></div>`,
+		`To minio.local:9000/eddy/gw-test/; backlog not reported yet`,
+		`data-ready="true"`,
+		`<script src="static/status.js"></script>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	for _, path := range []string{"/static/status.js", "/static/status.css"} {
+		if code, _, _ := ta.do(t, "GET", path, ""); code != http.StatusOK {
+			t.Errorf("GET %s = %d", path, code)
+		}
+	}
+	if code, _, _ := ta.do(t, "GET", "/static/index.html", ""); code != http.StatusNotFound {
+		t.Errorf("GET /static/index.html = %d, want 404 (the template is served rendered at /)", code)
+	}
+}
+
+// TestStatusAssets_SelfContained: the page must work on a site network
+// without internet access, so nothing it loads may come from elsewhere; and
+// it stays small.
+func TestStatusAssets_SelfContained(t *testing.T) {
+	external := regexp.MustCompile(`(?i)(src|href|action)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|@import|fetch\(\s*["'](https?:)?//`)
+	total := 0
+	err := fs.WalkDir(statusFS, "status", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := statusFS.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		total += len(b)
+		if m := external.Find(b); m != nil {
+			t.Errorf("%s loads something external: %q", path, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total > 24<<10 {
+		t.Errorf("status assets are %d bytes; keep them under 24 KiB", total)
+	}
+}
+
+// TestAdmin_Savepoint_Running runs a real agent (simulator on the embedded
+// broker, checkpoints every 200ms) and takes a savepoint through the API.
+func TestAdmin_Savepoint_Running(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an agent")
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerAddr := l.Addr().String()
+	l.Close()
+	cfg := `
+agent {
+  device_id = "sp"
+  data_dir  = "` + filepath.Join(dir, "data") + `"
+  admin     = "127.0.0.1:0"
+}
+broker { listen = "` + brokerAddr + `" }
+source "simulator" "sim" {
+  devices = 3
+  rate    = 100
+}
+sink "file" "out" { path = "out.jsonl" }
+pipeline "temps" {
+  from = source.simulator.sim
+  key  = event.device
+  window "tumbling" { size = "1s" }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+checkpoint { interval = "200ms" }
+`
+	path := filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *Agent, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: io.Discard, Ready: func(a *Agent) { ready <- a }})
+	}()
+	var a *Agent
+	select {
+	case a = <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not start")
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	base := "http://" + a.AdminAddr()
+	resp, err := http.Post(base+"/api/savepoint", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&sp)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /api/savepoint = %d %v %v", resp.StatusCode, sp, err)
+	}
+	id, _ := sp["id"].(float64)
+	if id < 1 {
+		t.Fatalf("savepoint id = %v", sp["id"])
+	}
+	resp, err = http.Get(base + "/api/checkpoints")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep checkpointReport
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range rep.History {
+		found = found || (r.Kind == "savepoint" && r.Aborted == "" && float64(r.ID) <= id)
+	}
+	if !found || rep.Completed == 0 {
+		t.Errorf("no completed savepoint in %+v", rep)
+	}
+}
+
+// TestAdmin_WAL: an exactly-once MQTT sink has a WAL; the admin reports it
+// from the eddy_wal_* gauges the WAL sink registers.
+func TestAdmin_WAL(t *testing.T) {
+	cfg := strings.Replace(testConfig, `sink "file" "out" { path = "out.jsonl" }`, `sink "mqtt" "out" {
+  broker   = "tcp://127.0.0.1:1"
+  topic    = "results/${key}"
+  delivery = "exactly_once"
+}`, 1)
+	cfg = strings.Replace(cfg, "to = [sink.file.out]", "to = [sink.mqtt.out]", 1)
+	a := mustBuildAgent(t, cfg, true)
+	defer func() {
+		for _, s := range a.sinks {
+			if s.tx != nil {
+				_ = s.tx.Close()
+			}
+		}
+	}()
+	ta := newTestAdmin(t, a, "")
+	var got agentReport
+	ta.getJSON(t, "/api/agent", http.StatusOK, &got)
+	if len(got.WAL) != 1 {
+		t.Fatalf("wal = %+v", got.WAL)
+	}
+	w := got.WAL[0]
+	if w.Sink != "out" || w.MaxDiskBytes != 512<<20 || w.WhenFull != "block" || w.DiskBytes == nil || w.BacklogBytes == nil ||
+		*w.BacklogBytes != 0 || w.Connected == nil {
+		t.Errorf("wal = %+v", w)
+	}
+	var rd readiness
+	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
+	if !hasCheck(rd, "wal/out") {
+		t.Errorf("readyz lacks wal/out: %+v", rd)
+	}
+	_, page, _ := ta.do(t, "GET", "/", "")
+	if !strings.Contains(string(page), `<tr><th scope="row">out</th><td>0 B</td>`) {
+		t.Errorf("the page lacks the WAL row:\n%s", page)
+	}
+}
+
+func hasCheck(rd readiness, name string) bool {
+	for _, c := range rd.Checks {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// The admin's cost per request; none of it is on the readings' path.
+func BenchmarkAdmin(b *testing.B) {
+	for _, path := range []string{"/api/pipelines", "/api/checkpoints", "/readyz", "/metrics", "/"} {
+		b.Run("GET "+path, func(b *testing.B) {
+			a := mustBuildAgent(b, testConfig, true)
+			ad := newAdmin(a, "", a.log)
+			ad.maxDisconnected = time.Hour
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				ad.handler.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("%s: %d", path, w.Code)
+				}
+			}
+		})
+	}
+}

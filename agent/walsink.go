@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/walsink"
+)
+
+// walTx adapts the exactly-once MQTT sink to the agent's txSink: it renders
+// each result's topic from the sink's template, and serializes calls, since
+// the sink runner (Write, PreCommit) and the checkpointer (Commit) call from
+// different goroutines.
+type walTx struct {
+	mu       sync.Mutex
+	s        *walsink.Sink
+	topic    *sink.Template
+	deviceID string
+	msgs     []walsink.Message
+	buf      []byte
+}
+
+func (w *walTx) Write(epoch uint64, items []sink.Item) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = w.msgs[:0]
+	w.buf = w.buf[:0]
+	for _, it := range items {
+		start := len(w.buf)
+		w.buf = w.topic.Append(w.buf, w.deviceID, it.Result)
+		w.msgs = append(w.msgs, walsink.Message{Topic: string(w.buf[start:]), Payload: it.Payload})
+	}
+	return w.s.Write(epoch, w.msgs)
+}
+
+func (w *walTx) PreCommit(epoch uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s.PreCommit(epoch)
+}
+
+func (w *walTx) Commit(epoch uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s.Commit(epoch)
+}
+
+func (w *walTx) Recover(last uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s.Recover(last)
+}
+
+func (w *walTx) Close() error { return w.s.Close() }
+
+// openWALSink opens the exactly-once MQTT sink of s under data_dir/wal and
+// exposes its backlog on /metrics.
+func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
+	m := s.MQTT
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := sink.ParseTemplate(m.Topic, nil)
+	if err != nil {
+		return nil, err
+	}
+	opts := walsink.Options{
+		Broker: url, ClientID: config.Expand(m.ClientID, a.vars()), Username: m.Username, Password: m.Password,
+		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
+		WhenFull: walsink.Block,
+	}
+	if m.Buffer.WhenFull == "drop_oldest" {
+		opts.WhenFull = walsink.DropOldest
+	}
+	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log)
+	if err != nil {
+		return nil, err
+	}
+	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID}
+	registerWALMetrics(a.metrics, s.Name, ws)
+	return w, nil
+}
+
+func registerWALMetrics(set *metrics.Set, name string, ws *walsink.Sink) {
+	var (
+		mu   sync.Mutex
+		last walsink.Stats
+		at   time.Time
+	)
+	// One Stats call serves every gauge of a scrape.
+	stats := func() walsink.Stats {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > 500*time.Millisecond {
+			last, at = ws.Stats(), time.Now()
+		}
+		return last
+	}
+	l := fmt.Sprintf(`{sink=%q}`, name)
+	set.NewGauge("eddy_wal_backlog_messages"+l, func() float64 { return float64(stats().BacklogMessages) })
+	set.NewGauge("eddy_wal_backlog_bytes"+l, func() float64 { return float64(stats().BacklogBytes) })
+	set.NewGauge("eddy_wal_oldest_age_seconds"+l, func() float64 { return stats().OldestAge.Seconds() })
+	set.NewGauge("eddy_wal_disk_bytes"+l, func() float64 { return float64(stats().WALBytes) })
+	set.NewGauge("eddy_wal_inflight"+l, func() float64 { return float64(stats().Inflight) })
+	set.NewGauge("eddy_wal_delivered_total"+l, func() float64 { return float64(stats().Delivered) })
+	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
+	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_wal_connected"+l, func() float64 {
+		if stats().Connected {
+			return 1
+		}
+		return 0
+	})
+}

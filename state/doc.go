@@ -1,0 +1,95 @@
+// Package state is Eddy's keyed state: a byte-level Backend of named
+// buckets (one per operator and state) on bbolt behind a bounded write-back
+// cache, or in memory; ordered timer queues; change tracking and consistent
+// snapshots for incremental checkpoints (DESIGN.md "State", "Checkpoints").
+//
+// # Model
+//
+// A Backend belongs to one operator subtask (one goroutine). Operators
+// register their buckets with Bucket, then Get, Put and Delete byte keys.
+// With Bolt, reads are served from the cache first; writes stay in the cache
+// (dirty) and are written back in batched bbolt transactions of
+// BoltOptions.FlushBatch entries, sorted by key — never one commit per
+// write (a commit per put runs at ~5.6k/s, batches of 1,000 at ~460k puts/s).
+// When the cache outgrows BoltOptions.CacheBytes, clean entries are evicted
+// (CLOCK), after a write-back if too many are dirty. A hot key set costs no
+// allocation per Get or Put.
+//
+// # Key layout
+//
+// Keyed state: keyGroup (2 bytes, big-endian) | key | namespace, so the
+// entries of one key group are one contiguous range and a restore with a
+// different parallelism selects whole key-group ranges (KeyGroupPrefix,
+// SubtaskKeyGroups, RestoreOptions.KeyGroups). Window state (package window,
+// statekey.go) writes the key as uvarint length + bytes and the namespace as
+// a tag plus the window bounds.
+//
+// Timers: domain | time (8 bytes, big-endian, sign bit flipped:
+// AppendOrderedTime, so negative times order first) | keyGroup | key |
+// namespace. The window operator puts the escaped key before the key group
+// so that timers of one time pop in key order. A TimerQueue pops them with a
+// cursor read ahead in batches, so a million open windows do not need a
+// million-entry heap in RAM.
+//
+// # Life cycle
+//
+//  1. be, err := OpenBolt(filepath.Join(dataDir, "state.db"), opts), or
+//     NewMemory(). OpenBolt discards any file at the path (see below).
+//  2. Build the operators (they call Bucket; window.NewStateStore does).
+//  3. Restore(entries, opts) from the last checkpoint: the base, then its
+//     increments, in order. With a changed parallelism pass the subtask's
+//     KeyGroupRange; every bucket must be registered first.
+//  4. Process. Check errors; they are sticky (see Errors).
+//  5. At a checkpoint barrier: snap, err := be.Snapshot(full). It flushes
+//     the cache, takes the change set, and opens a bbolt read transaction.
+//     Write snap.Entries to the checkpoint file from another goroutine while
+//     processing goes on, then snap.Close(). Incremental snapshots yield the
+//     entries written or deleted since the previous Snapshot (deleted =
+//     true for deletions); a full one yields everything.
+//  6. Close all snapshots, then be.Close().
+//
+// # The working database is disposable
+//
+// The bbolt file runs with NoSync (and no freelist sync): a commit costs no
+// fsync. After an unclean shutdown it may be corrupt, so it is never
+// trusted: OpenBolt deletes it and the state is rebuilt with Restore from
+// the last completed checkpoint, whose files have their own fsync
+// discipline. Never keep anything in it that must survive a crash on its own.
+//
+// # Size limits
+//
+// BoltOptions.MaxSize bounds the file; the mmap is reserved at that size
+// from the start (InitialMmapSize), so bbolt never remaps, and a writer never
+// waits behind a long snapshot read transaction. A snapshot's transaction
+// pins the pages it sees, so the file grows while it is open. Writing past
+// MaxSize returns ErrFull ("state store full: … raise state.max_size or
+// reduce …"), never a crash. 32-bit ARM (armv7) has about 3 GiB of user
+// address space, fragmented: stay under ~1 GiB (DefaultMaxSize is 512 MiB
+// there, 8 GiB on 64-bit platforms).
+//
+// # Change tracking
+//
+// The keys changed since the last snapshot are kept in memory, bounded by
+// ChangeLimits (4 MiB, or a quarter of the store's keys, by default). Past
+// the bound the set is dropped and the next snapshot is full: rewriting
+// everything is then cheaper than tracking more. After a Restore the next
+// snapshot is full.
+//
+// # Errors
+//
+// A failed write (ErrFull, an I/O error) is sticky: every later call returns
+// it. The pipeline must stop and restart from the last checkpoint.
+//
+// # Figures (amd64, 2 cores; go test ./state/ -run Million -v and
+// go test ./state/ -run XXX -bench . -benchmem)
+//
+//   - 1M keys, one open tumbling window each, 8 MiB cache: all aggregates
+//     correct; Go heap 14 MiB and RssAnon 26 MiB with all windows open, 17
+//     and 39 MiB after all fired; about 24 s.
+//   - Hot set (10k keys) Get+Put through the cache: ~93 ns per pair (10.7M
+//     pairs/s per core), 0 allocations.
+//   - Cold reads (200k keys, 1 MiB cache): ~2.2 µs per Get.
+//   - 1% of 1M keys changed: capture (Snapshot + reading the 10k changed
+//     entries) ~15 ms; writing the 10k random dirty entries back to bbolt
+//     ~100 ms, which Snapshot does first.
+package state
