@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -26,10 +28,16 @@ var (
 const usage = `eddy — edge stream agent
 
 Usage:
-  eddy run -c FILE        run the agent
-  eddy validate -c FILE   check a configuration; every problem as file:line:col
-  eddy version            print version, commit and platform
-  eddy help               this text
+  eddy run -c FILE [--from CHECKPOINT|s3://BUCKET/PREFIX[/ID]]
+                                        run the agent (restoring the newest checkpoint)
+  eddy validate -c FILE                 check a configuration; every problem as file:line:col
+  eddy checkpoints ls -c FILE [--remote] list local (or uploaded) checkpoints
+  eddy checkpoints show -c FILE ID      print one checkpoint's manifest
+  eddy savepoint -c FILE                take a savepoint through the running agent
+  eddy restore -c FILE --from s3://BUCKET/PREFIX[/ID]
+                                        download and verify a checkpoint into data_dir
+  eddy version                          print version, commit and platform
+  eddy help                             this text
 
 Run "eddy COMMAND -h" for a command's flags.
 `
@@ -46,6 +54,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(rest, stderr)
 	case "validate":
 		return cmdValidate(rest, stdout, stderr)
+	case "checkpoints":
+		return cmdCheckpoints(rest, stdout, stderr)
+	case "savepoint":
+		return cmdSavepoint(rest, stdout, stderr)
+	case "restore":
+		return cmdRestore(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "eddy %s (commit %s) %s/%s %s\n", version, commit, runtime.GOOS, runtime.GOARCH, runtime.Version())
 		return 0
@@ -78,6 +92,14 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if strings.HasPrefix(*from, "s3://") {
+		id, err := agent.RestoreFromS3(ctx, *path, *from, slog.New(slog.NewTextHandler(stderr, nil)), func(l string) { fmt.Fprintln(stderr, l) })
+		if err != nil {
+			fmt.Fprintf(stderr, "eddy: restore: %v\n", err)
+			return 1
+		}
+		*from = strconv.FormatUint(id, 10)
+	}
 	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow}
 	if err := agent.Run(ctx, *path, opts); err != nil {
 		fmt.Fprintf(stderr, "eddy: %v\n", err)
@@ -108,4 +130,74 @@ func flagExit(err error) int {
 		return 0
 	}
 	return 2
+}
+
+func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "ls" && args[0] != "show") {
+		fmt.Fprintln(stderr, "Usage: eddy checkpoints ls -c FILE [--remote] | eddy checkpoints show -c FILE ID")
+		return 2
+	}
+	sub := args[0]
+	fs := newFlags("checkpoints "+sub, "checkpoints "+sub+" -c FILE", stderr)
+	path := fs.String("c", "eddy.hcl", "configuration file")
+	remote := fs.Bool("remote", false, "list the checkpoints in the S3 bucket of the upload block")
+	if err := fs.Parse(args[1:]); err != nil {
+		return flagExit(err)
+	}
+	out := func(l string) { fmt.Fprintln(stdout, l) }
+	var err error
+	if sub == "ls" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		err = agent.ListCheckpoints(ctx, *path, *remote, slog.New(slog.NewTextHandler(stderr, nil)), out)
+	} else {
+		id, perr := strconv.ParseUint(fs.Arg(0), 10, 64)
+		if perr != nil {
+			fmt.Fprintln(stderr, "eddy: checkpoints show needs a checkpoint id")
+			return 2
+		}
+		err = agent.ShowCheckpoint(*path, id, out)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "eddy: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdSavepoint(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("savepoint", "savepoint -c FILE", stderr)
+	path := fs.String("c", "eddy.hcl", "configuration file of the running agent")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	id, err := agent.RequestSavepoint(context.Background(), *path)
+	if err != nil {
+		fmt.Fprintf(stderr, "eddy: savepoint: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "savepoint %d taken\n", id)
+	return 0
+}
+
+func cmdRestore(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("restore", "restore -c FILE --from s3://BUCKET/PREFIX[/ID]", stderr)
+	path := fs.String("c", "eddy.hcl", "configuration file (its upload block gives endpoint and credentials)")
+	from := fs.String("from", "", "s3://BUCKET/PREFIX[/ID]: the newest checkpoint there, or checkpoint ID")
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	if *from == "" {
+		fmt.Fprintln(stderr, "eddy: restore needs --from s3://BUCKET/PREFIX[/ID]")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	id, err := agent.RestoreFromS3(ctx, *path, *from, slog.New(slog.NewTextHandler(stderr, nil)), func(l string) { fmt.Fprintln(stdout, l) })
+	if err != nil {
+		fmt.Fprintf(stderr, "eddy: restore: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "checkpoint %d restored into data_dir; `eddy run` resumes from it\n", id)
+	return 0
 }

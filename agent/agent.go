@@ -36,6 +36,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/source"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/upload"
 	"github.com/eddy-edge/eddy/window"
 	"github.com/eddy-edge/eddy/window/watermark"
 )
@@ -75,6 +76,7 @@ type Agent struct {
 	ckpt      *checkpointer
 	from      string     // --from: the checkpoint to restore
 	failed    chan error // a component that cannot go on; run stops
+	shipper   *upload.Shipper
 	// allowNonRestored drops checkpointed state of pipelines the
 	// configuration no longer has, instead of refusing to start.
 	allowNonRestored bool
@@ -577,8 +579,16 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	ckptCtx, stopCkpt := context.WithCancel(context.Background())
 	defer stopCkpt()
+	upCtx, stopUpload := context.WithCancel(context.Background())
+	defer stopUpload()
+	if a.cfg.Upload != nil {
+		if err := a.startUpload(upCtx, a.ckpt.store); err != nil {
+			return err
+		}
+	}
 	ckptErr := make(chan error, 1)
-	go func() { ckptErr <- a.ckpt.run(ckptCtx) }()
+	ckptDone := make(chan struct{})
+	go func() { ckptErr <- a.ckpt.run(ckptCtx); close(ckptDone) }()
 
 	stopIntake := sync.OnceFunc(func() {
 		// Stop taking readings in before letting go of the sources: the
@@ -625,6 +635,11 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		}
 		cancel()
 	}
+	// No more checkpoints: the coordinator stops before the sources stop
+	// taking barriers; then the final checkpoint, the newest, is shipped.
+	stopCkpt()
+	<-ckptDone
+	a.flushUpload()
 	for _, s := range a.sources {
 		close(s.ctrl)
 	}
@@ -637,7 +652,6 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
-	stopCkpt()
 	errs := []error{runErr}
 	for _, s := range a.sources {
 		if s.err != nil {

@@ -44,6 +44,10 @@ type checkpointer struct {
 	lastDone   atomic.Uint64 // id of the last completed checkpoint
 	lastTrig   atomic.Uint64 // id of the last triggered checkpoint
 	completeCh chan uint64   // ids of completed or aborted checkpoints, for waiters
+	// keepUnshipped, when uploads are on, returns how many of the newest
+	// checkpoints retention must keep so that none waiting for upload
+	// loses its files.
+	keepUnshipped func() int
 	history    []checkpointRecord
 
 	mFailures  *metrics.Counter
@@ -210,7 +214,11 @@ func (c *checkpointer) complete(done checkpoint.Completed) {
 		"bytes", m.Size(), "chain_bytes", m.FullSize())
 	c.record(checkpointRecord{ID: done.ID, Kind: done.Kind.String(), Time: m.Time.Format(time.RFC3339Nano),
 		SizeBytes: m.Size(), FullBytes: m.FullSize(), DurationMs: m.DurationMs, AlignmentMs: m.AlignmentMs, Files: len(m.Files)})
-	if plan, err := c.store.Retain(c.retain); err != nil {
+	retain := c.retain
+	if c.keepUnshipped != nil {
+		retain = max(retain, c.keepUnshipped())
+	}
+	if plan, err := c.store.Retain(retain); err != nil {
 		c.log.Warn("checkpoint retention failed", "err", err)
 	} else if len(plan.Manifests) > 0 {
 		c.log.Debug("checkpoint retention", "removed", plan.Manifests, "files", len(plan.Files))

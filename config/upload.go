@@ -1,7 +1,10 @@
 package config
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"regexp"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -29,7 +32,9 @@ type Upload struct {
 	// Concurrency is parallel uploads, default 2.
 	Concurrency  int
 	CreateBucket bool
-	// EncryptionKey enables SSE-C with this key when set.
+	// EncryptionKey, when set, encrypts everything uploaded on the device
+	// (AES-256-GCM, client side: the bucket never sees plaintext). 32
+	// bytes written as 64 hex digits or base64, e.g. from env() or file().
 	EncryptionKey string
 	DeclRange     hcl.Range
 }
@@ -71,8 +76,17 @@ func (d *decoder) decodeUpload(b *hcl.Block) *Upload {
 	if (u.AccessKey == "") != (u.SecretKey == "") {
 		d.errorf(b.DefRange, "Incomplete credentials", "Set both \"access_key\" and \"secret_key\", or neither to use the environment's credentials.")
 	}
-	if u.EncryptionKey != "" && len(u.EncryptionKey) != 32 {
-		d.errorf(a.rangeOf("encryption_key"), "Invalid encryption key", "An SSE-C key is exactly 32 bytes; got %d.", len(u.EncryptionKey))
+	if k := strings.TrimSpace(u.EncryptionKey); k != "" && !isKey32(k) {
+		d.errorf(a.rangeOf("encryption_key"), "Invalid encryption key", "The key is 32 bytes written as 64 hex digits or base64; make one with: openssl rand -hex 32")
 	}
 	return u
+}
+
+// isKey32 reports whether s is 32 bytes in hex or base64.
+func isKey32(s string) bool {
+	if b, err := hex.DecodeString(s); err == nil && len(b) == 32 {
+		return true
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	return err == nil && len(b) == 32
 }

@@ -1,0 +1,455 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/upload"
+)
+
+// uploadClient builds the S3 client of the configuration's upload block,
+// with bucket and prefix optionally overridden (restore --from s3://…).
+func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
+	u := cfg.Upload
+	if u == nil {
+		return nil, errors.New("agent: the configuration has no upload block: add upload \"s3\" { endpoint, bucket, … }")
+	}
+	key, err := encryptionKey(u.EncryptionKey)
+	if err != nil {
+		return nil, err
+	}
+	if bucket == "" {
+		bucket = u.Bucket
+	}
+	if prefix == "" {
+		prefix = config.Expand(u.Prefix, map[string]string{"device_id": cfg.Agent.DeviceID})
+	}
+	return upload.New(upload.Options{Endpoint: u.Endpoint, Bucket: bucket, Prefix: prefix, Region: u.Region,
+		AccessKey: u.AccessKey, SecretKey: u.SecretKey, Secure: u.Secure, CAFile: u.CAFile, PathStyle: u.PathStyle,
+		MaxBandwidth: u.MaxBandwidthBytes, Concurrency: u.Concurrency, CreateBucket: u.CreateBucket,
+		EncryptionKey: key, Progress: progress}, log)
+}
+
+// encryptionKey decodes upload.encryption_key: 32 bytes as 64 hex digits or
+// as base64 (typically from env() or file()).
+func encryptionKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	if b, err := hex.DecodeString(s); err == nil && len(b) == 32 {
+		return b, nil
+	}
+	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) == 32 {
+		return b, nil
+	}
+	return nil, errors.New("agent: upload encryption_key must be 32 bytes, written as 64 hex digits or base64 (e.g. openssl rand -hex 32)")
+}
+
+// startUpload ships every completed checkpoint to S3 in the background:
+// files first, the manifest last, retrying while the uplink is down; it
+// never blocks processing or checkpointing. Remote retention mirrors the
+// local one.
+func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error {
+	client, err := uploadClient(a.cfg, "", "", a.log, nil)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := client.Check(cctx); err != nil {
+		// Wrong credentials or a missing bucket must not stop a device:
+		// checkpoints stay local and the shipper keeps retrying.
+		a.log.Error("S3 upload not possible yet; checkpoints stay local and uploads retry", "err", err)
+	}
+	cancel()
+	ship := upload.NewShipper(client, upload.ShipperOptions{}, a.log)
+	a.shipper = ship
+	registerUploadMetrics(a.metrics, ship)
+	go func() {
+		if err := ship.Run(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("upload stopped", "err", err)
+		}
+	}()
+	a.ckpt.onCompleted(func(done checkpoint.Completed) { a.ship(store, done) })
+	// Local checkpoints stay until uploaded (the newest uploaded one too),
+	// within a budget: past it the oldest unshipped give way, with a warning.
+	const maxUnshipped = 32
+	a.ckpt.keepUnshipped = func() int {
+		ids, err := store.ManifestIDs()
+		if err != nil {
+			return 0
+		}
+		last, _ := strconv.ParseUint(ship.Stats().LastUploadedID, 10, 64)
+		n := 1
+		for _, id := range ids {
+			if id > last {
+				n++
+			}
+		}
+		if n > maxUnshipped {
+			a.log.Warn("upload is behind: deleting local checkpoints that were never uploaded", "unshipped", n-1, "kept", maxUnshipped)
+			n = maxUnshipped
+		}
+		return n
+	}
+	// The shipper's queue does not survive a restart: ship the newest local
+	// checkpoint again (files already in the bucket are not re-sent).
+	if ids, err := store.ManifestIDs(); err == nil && len(ids) > 0 {
+		if m, err := store.ReadManifest(ids[len(ids)-1]); err == nil {
+			a.ship(store, checkpoint.Completed{ID: m.ID, Kind: m.Kind, Manifest: m})
+		}
+	}
+	return nil
+}
+
+// flushUpload gives the shipper a little time at shutdown to send the final
+// checkpoint; what it cannot send is shipped at the next start.
+func (a *Agent) flushUpload() {
+	if a.shipper == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := a.shipper.Flush(ctx); err != nil {
+		a.log.Warn("final checkpoint not uploaded yet; it will be at the next start", "err", err)
+	}
+}
+
+func (a *Agent) ship(store *checkpoint.Store, done checkpoint.Completed) {
+	m := done.Manifest
+	data, err := checkpoint.MarshalManifest(m)
+	if err != nil {
+		a.log.Error("upload: encode manifest", "id", m.ID, "err", err)
+		return
+	}
+	var files []upload.FileRef
+	for _, f := range m.Files {
+		files = append(files, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(store.Dir(), f.Name),
+			SHA256: f.SHA256, Size: f.Size})
+	}
+	a.shipper.Ship(strconv.FormatUint(m.ID, 10), manifestObject(m.ID), data, files)
+	ids, err := store.ManifestIDs()
+	if err != nil {
+		return
+	}
+	var keep []string
+	for _, id := range ids {
+		keep = append(keep, manifestObject(id))
+	}
+	a.shipper.Retain(keep, referencedFiles)
+}
+
+// manifestObject is a manifest's object name below <prefix>manifests/.
+func manifestObject(id uint64) string { return fmt.Sprintf("%020d.json", id) }
+
+// referencedFiles lists the file objects a manifest needs.
+func referencedFiles(manifest []byte) []string {
+	m, err := checkpoint.UnmarshalManifest(manifest)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, f := range m.Files {
+		names = append(names, path.Base(f.Name))
+	}
+	return names
+}
+
+func registerUploadMetrics(set *metrics.Set, ship *upload.Shipper) {
+	set.NewGauge("eddy_upload_pending_checkpoints", func() float64 { return float64(ship.Stats().Pending) })
+	set.NewGauge("eddy_upload_bytes_total", func() float64 { return float64(ship.Stats().BytesUploaded) })
+	set.NewGauge("eddy_upload_failures_total", func() float64 { return float64(ship.Stats().Failures) })
+	set.NewGauge("eddy_upload_recovery_point_lag_seconds", func() float64 { return ship.Stats().RecoveryPointLag.Seconds() })
+	set.NewGauge("eddy_upload_last_id", func() float64 {
+		id, _ := strconv.ParseUint(ship.Stats().LastUploadedID, 10, 64)
+		return float64(id)
+	})
+}
+
+// S3Location is a parsed s3://bucket/prefix[/ID] address.
+type S3Location struct {
+	Bucket, Prefix string
+	ID             uint64 // 0: the newest
+}
+
+// ParseS3 parses s3://bucket/prefix[/ID]. A last path element of digits
+// names a checkpoint id.
+func ParseS3(s string) (S3Location, error) {
+	rest, ok := strings.CutPrefix(s, "s3://")
+	if !ok {
+		return S3Location{}, fmt.Errorf("%q is not an s3:// address", s)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	if bucket == "" {
+		return S3Location{}, fmt.Errorf("%q names no bucket", s)
+	}
+	loc := S3Location{Bucket: bucket}
+	prefix = strings.TrimSuffix(prefix, "/")
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 || prefix != "" {
+		last := prefix[i+1:]
+		if id, err := strconv.ParseUint(last, 10, 64); err == nil && len(last) > 0 {
+			loc.ID = id
+			prefix = prefix[:max(i, 0)]
+		}
+	}
+	if prefix != "" {
+		prefix += "/"
+	}
+	loc.Prefix = prefix
+	return loc, nil
+}
+
+// RestoreFromS3 downloads a checkpoint (the newest, or loc.ID) and its files
+// from S3 into the data_dir of the configuration at cfgPath, verifying every
+// checksum, so that the next `eddy run` restores it. It reports progress to
+// w. Nothing in data_dir changes unless everything downloaded and verified.
+func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, w func(string)) (uint64, error) {
+	cfg, diags := config.Load(cfgPath)
+	if diags.HasErrors() {
+		return 0, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	loc, err := ParseS3(from)
+	if err != nil {
+		return 0, err
+	}
+	var lastReport time.Time
+	client, err := uploadClient(cfg, loc.Bucket, loc.Prefix, log, func(p upload.Progress) {
+		if time.Since(lastReport) > time.Second || p.Done == p.Total {
+			lastReport = time.Now()
+			w(fmt.Sprintf("  %s %s: %d/%d bytes", p.Op, p.Name, p.Done, p.Total))
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	names, err := client.ListManifests(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var name string
+	switch {
+	case loc.ID != 0:
+		name = manifestObject(loc.ID)
+		found := false
+		for _, n := range names {
+			found = found || n == name
+		}
+		if !found {
+			return 0, fmt.Errorf("checkpoint %d is not in s3://%s/%s", loc.ID, loc.Bucket, loc.Prefix)
+		}
+	case len(names) == 0:
+		return 0, fmt.Errorf("no checkpoint in s3://%s/%s", loc.Bucket, loc.Prefix)
+	default:
+		name = names[len(names)-1] // names sort as ids do
+	}
+	data, err := client.GetManifest(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	m, err := checkpoint.UnmarshalManifest(data)
+	if err != nil {
+		return 0, fmt.Errorf("manifest %s: %w", name, err)
+	}
+	w(fmt.Sprintf("restoring checkpoint %d (%s, %d files, %d bytes) from s3://%s/%s", m.ID, m.Kind, len(m.Files), m.FullSize(), loc.Bucket, loc.Prefix))
+	root := filepath.Join(cfg.Agent.DataDir, "checkpoints")
+	staging := filepath.Join(cfg.Agent.DataDir, "restore.tmp")
+	if err := os.RemoveAll(staging); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Join(staging, "files"), 0o750); err != nil {
+		return 0, err
+	}
+	// Content-addressed: two tasks with identical snapshots share a file.
+	var files []checkpoint.FileRef
+	seen := map[string]bool{}
+	for _, f := range m.Files {
+		if !seen[f.Name] {
+			seen[f.Name] = true
+			files = append(files, f)
+		}
+	}
+	for _, f := range files {
+		if err := client.GetFile(ctx, path.Base(f.Name), filepath.Join(staging, f.Name), f.SHA256); err != nil {
+			return 0, err
+		}
+	}
+	// Everything verified: move it into the store, the manifest last, so
+	// a crash here leaves at worst unreferenced files.
+	if err := os.MkdirAll(filepath.Join(root, "files"), 0o750); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Join(root, "manifests"), 0o750); err != nil {
+		return 0, err
+	}
+	for _, f := range files {
+		if err := os.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+			return 0, err
+		}
+	}
+	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, root)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := store.ReadManifest(m.ID); err == nil {
+		w(fmt.Sprintf("checkpoint %d is already in %s", m.ID, root))
+	} else if err := store.WriteManifest(m); err != nil {
+		return 0, err
+	}
+	os.RemoveAll(staging)
+	if _, err := store.SelectRestore(strconv.FormatUint(m.ID, 10)); err != nil {
+		return 0, fmt.Errorf("downloaded checkpoint %d does not verify: %w", m.ID, err)
+	}
+	return m.ID, nil
+}
+
+// checkpointSummary is one line of `eddy checkpoints ls`.
+type checkpointSummary struct {
+	ID       uint64 `json:"id"`
+	Time     string `json:"time"`
+	Kind     string `json:"kind"`
+	Bytes    int64  `json:"bytes"`
+	Chain    int64  `json:"chain_bytes"`
+	Duration int64  `json:"duration_ms"`
+	Align    int64  `json:"alignment_ms"`
+	Files    int    `json:"files"`
+}
+
+func summarize(m *checkpoint.Manifest) checkpointSummary {
+	return checkpointSummary{ID: m.ID, Time: m.Time.UTC().Format(time.RFC3339), Kind: m.Kind.String(), Bytes: m.Size(),
+		Chain: m.FullSize(), Duration: m.DurationMs, Align: m.AlignmentMs, Files: len(m.Files)}
+}
+
+// ListCheckpoints prints the checkpoints of the configuration's data_dir, or
+// of its S3 bucket with remote.
+func ListCheckpoints(ctx context.Context, cfgPath string, remote bool, log *slog.Logger, w func(string)) error {
+	cfg, diags := config.Load(cfgPath)
+	if diags.HasErrors() {
+		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	var ms []*checkpoint.Manifest
+	if remote {
+		client, err := uploadClient(cfg, "", "", log, nil)
+		if err != nil {
+			return err
+		}
+		names, err := client.ListManifests(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			data, err := client.GetManifest(ctx, n)
+			if err != nil {
+				return err
+			}
+			m, err := checkpoint.UnmarshalManifest(data)
+			if err != nil {
+				w(fmt.Sprintf("%s: unreadable: %v", n, err))
+				continue
+			}
+			ms = append(ms, m)
+		}
+	} else {
+		store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+		if err != nil {
+			return err
+		}
+		ids, err := store.ManifestIDs()
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			m, err := store.ReadManifest(id)
+			if err != nil {
+				w(fmt.Sprintf("%d: unreadable: %v", id, err))
+				continue
+			}
+			ms = append(ms, m)
+		}
+	}
+	w(fmt.Sprintf("%-6s  %-20s  %-11s  %10s  %10s  %8s  %8s  %5s", "ID", "TIME", "KIND", "BYTES", "CHAIN", "DURATION", "ALIGN", "FILES"))
+	for _, m := range ms {
+		s := summarize(m)
+		w(fmt.Sprintf("%-6d  %-20s  %-11s  %10d  %10d  %6dms  %6dms  %5d", s.ID, s.Time, s.Kind, s.Bytes, s.Chain, s.Duration, s.Align, s.Files))
+	}
+	return nil
+}
+
+// ShowCheckpoint prints one local checkpoint's manifest as JSON.
+func ShowCheckpoint(cfgPath string, id uint64, w func(string)) error {
+	cfg, diags := config.Load(cfgPath)
+	if diags.HasErrors() {
+		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+	if err != nil {
+		return err
+	}
+	m, err := store.ReadManifest(id)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(struct {
+		checkpointSummary
+		Manifest *checkpoint.Manifest `json:"manifest"`
+	}{summarize(m), m}, "", "  ")
+	if err != nil {
+		return err
+	}
+	w(string(b))
+	return nil
+}
+
+// RequestSavepoint asks the agent running with the configuration at cfgPath
+// to take a savepoint, through its admin endpoint, and returns its id.
+func RequestSavepoint(ctx context.Context, cfgPath string) (uint64, error) {
+	cfg, diags := config.Load(cfgPath)
+	if diags.HasErrors() {
+		return 0, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	if cfg.Agent.Admin == "" {
+		return 0, errors.New("the agent has no admin endpoint (agent { admin = \"127.0.0.1:8787\" })")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+cfg.Agent.Admin+"/api/savepoint", nil)
+	if err != nil {
+		return 0, err
+	}
+	if cfg.Agent.AdminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Agent.AdminToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("is the agent running? %w", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		ID    uint64 `json:"id"`
+		Error string `json:"error"`
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &body)
+	if resp.StatusCode != http.StatusOK {
+		msg := body.Error
+		if msg == "" {
+			msg = strings.TrimSpace(string(raw))
+		}
+		return 0, fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	return body.ID, nil
+}
