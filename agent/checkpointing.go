@@ -48,7 +48,7 @@ type checkpointer struct {
 	// checkpoints retention must keep so that none waiting for upload
 	// loses its files.
 	keepUnshipped func() int
-	history    []checkpointRecord
+	history       []checkpointRecord
 
 	mFailures  *metrics.Counter
 	mCompleted *metrics.Counter
