@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # The test command (README, CI): formatting, vet, race-enabled tests against
 # real mosquitto brokers, and a short fuzz run of every fuzz target from its
-# seed corpus.
+# seed corpus; the release builds for every target, run under qemu-user
+# (ARM) and held to the footprint budgets (RELEASE.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+
+# Release binaries (dist/), then the footprint budgets on the native one in
+# the background while the rest runs: the quickstart's peak RSS needs 60 s of
+# wall time but little CPU. Its result is checked (and fails the run) below.
+bash scripts/build.sh
+footprint_log=$(mktemp)
+EDDY_DIST=dist go test -count=1 -v -timeout 5m -run '^TestBudget_' ./scripts/footprint/ >"$footprint_log" 2>&1 &
+footprint_pid=$!
+trap 'kill "$footprint_pid" 2>/dev/null || true' EXIT
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
@@ -13,6 +23,23 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -timeout 15m ./...
+
+# ARM under qemu-user (no binfmt_misc here, so the emulator is named): the
+# release binaries run version, validate and a real job through a SIGKILL,
+# and restore each other's checkpoints across armv7/arm64/amd64; then the
+# state and checkpoint tests as 32-bit armv7 (no race detector on arm; serial,
+# as bbolt's mmaps crowd a 32-bit address space).
+EDDY_DIST=dist go test -count=1 -v -timeout 10m ./scripts/qemu/ >/tmp/eddy-qemu.log 2>&1 \
+  || { cat /tmp/eddy-qemu.log; exit 1; }
+grep -E '^ *--- |^ok' /tmp/eddy-qemu.log
+GOARCH=arm GOARM=7 CGO_ENABLED=0 go test -exec 'qemu-arm -cpu cortex-a7' -count=1 -p 1 -parallel 1 -timeout 10m ./state/ ./checkpoint/
+
+if ! wait "$footprint_pid"; then
+  cat "$footprint_log"; echo "footprint budget check failed" >&2; exit 1
+fi
+trap - EXIT
+grep 'FIGURE' "$footprint_log" | sed 's/^ *[a-z_]*\.go:[0-9]*: FIGURE /footprint: /'
+rm -f "$footprint_log"
 
 # Fuzz briefly: each target for FUZZTIME (seed corpora already ran above).
 fuzztime=${FUZZTIME:-5s}
