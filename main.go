@@ -100,7 +100,19 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 		*from = strconv.FormatUint(id, 10)
 	}
-	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow, Reload: reload}
 	if err := agent.Run(ctx, *path, opts); err != nil {
 		fmt.Fprintf(stderr, "eddy: %v\n", err)
 		return 1

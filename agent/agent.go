@@ -55,6 +55,9 @@ type Options struct {
 	// AllowNonRestoredState drops checkpointed state of pipelines the
 	// configuration no longer has, instead of refusing to start.
 	AllowNonRestoredState bool
+	// Reload, when set, delivers reload requests (SIGHUP): the file is read
+	// again and applied if it keeps state compatible.
+	Reload <-chan struct{}
 }
 
 // Agent is a running configuration.
@@ -91,19 +94,41 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if opts.Stdout == nil {
 		opts.Stdout = os.Stdout
 	}
-	cfg, diags := config.Load(path)
-	if diags.HasErrors() {
-		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
-	}
-	if err := checkDataDir(cfg.Agent.DataDir); err != nil {
-		return err
-	}
-	log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
-	a, err := build(cfg, log, opts)
+	lc, err := loadConfig(path)
 	if err != nil {
 		return err
 	}
-	return a.run(ctx, opts)
+	for {
+		cfg := lc.cfg
+		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
+			return err
+		}
+		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
+		a, err := build(cfg, log, opts)
+		if err != nil {
+			return err
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		next := make(chan loadedConfig, 1)
+		if opts.Reload != nil {
+			go watchReload(runCtx, path, lc, opts.Reload, log, next, stop)
+		}
+		err = a.run(runCtx, opts)
+		stop()
+		select {
+		case nl := <-next:
+			if err == nil && ctx.Err() == nil {
+				// The final checkpoint of that run is what the next one
+				// restores; pipelines the reload removed drop their state.
+				lc = nl
+				opts.From, opts.AllowNonRestoredState = "", true
+				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
+				continue
+			}
+		default:
+		}
+		return err
+	}
 }
 
 func newLogger(w io.Writer, level, format string) *slog.Logger {
