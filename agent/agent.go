@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,6 +99,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	clk := newClock()
+	strategy := &restartStrategy{cfg: lc.cfg.Restart}
+	restarts := 0
 	for {
 		cfg := lc.cfg
 		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
@@ -122,12 +126,30 @@ func Run(ctx context.Context, path string, opts Options) error {
 				// restores; pipelines the reload removed drop their state.
 				lc = nl
 				opts.From, opts.AllowNonRestoredState = "", true
+				strategy.cfg = nl.cfg.Restart
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
 				continue
 			}
 		default:
 		}
-		return err
+		var f *runFailure
+		if !errors.As(err, &f) || ctx.Err() != nil {
+			return err
+		}
+		delay, giveUp := strategy.next(clk.monoMs(), rand.Float64())
+		if giveUp {
+			log.Error("restart strategy gives up: exiting", "strategy", cfg.Restart.Strategy, "err", f.err)
+			return err
+		}
+		restarts++
+		log.Warn("pipelines failed: restarting from the last checkpoint", "in", delay, "restarts", restarts,
+			"strategy", cfg.Restart.Strategy, "err", f.err)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil
+		}
+		opts.From = "" // the newest checkpoint: the run that failed may have completed more
 	}
 }
 
@@ -403,6 +425,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	}
 	failures := a.metrics.NewCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
 	r := newSinkRunner(s.Name, a.log, failures.Inc)
+	r.fatal = a.fail
 	var (
 		sk  sink.Sink
 		err error
@@ -677,7 +700,10 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
-	errs := []error{runErr}
+	var errs []error
+	if runErr != nil {
+		errs = append(errs, &runFailure{runErr})
+	}
 	for _, s := range a.sources {
 		if s.err != nil {
 			errs = append(errs, fmt.Errorf("source %q: %w", s.name, s.err))
@@ -686,6 +712,13 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	a.log.Info("eddy stopped")
 	return errors.Join(errs...)
 }
+
+// runFailure is a run that stopped because something failed (not a signal
+// or the end of input): the restart strategy may run it again.
+type runFailure struct{ err error }
+
+func (f *runFailure) Error() string { return f.err.Error() }
+func (f *runFailure) Unwrap() error { return f.err }
 
 // fail stops the agent with err (the first one wins).
 func (a *Agent) fail(err error) {

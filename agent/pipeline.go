@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -58,6 +59,7 @@ type pipeline struct {
 	// output whatever the parallelism, batching or restarts.
 	ordered      bool
 	merge        heldMerge
+	closeOnce    sync.Once
 	maxKeyGroups int
 
 	to         []*sinkRunner
@@ -98,9 +100,9 @@ func (p *pipeline) run() {
 	var wg sync.WaitGroup
 	for _, st := range p.subtasks {
 		wg.Add(1)
-		go func() { defer wg.Done(); p.runSubtask(st) }()
+		go func() { defer wg.Done(); p.guardSubtask(st) }()
 	}
-	p.runPrepare()
+	p.guardPrepare()
 	wg.Wait()
 	for _, s := range p.to {
 		for range p.subtasks {
@@ -112,6 +114,57 @@ func (p *pipeline) run() {
 			p.late.producers.Done()
 		}
 	}
+}
+
+// guardPrepare runs the prepare stage and, if it panics, reports the
+// failure (the agent stops and may restart from the last checkpoint) and
+// keeps its input drained so the source and shutdown never block on it.
+func (p *pipeline) guardPrepare() {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		p.fatal(fmt.Errorf("pipeline %q: panic in the prepare stage: %v\n%s", p.name, r, debug.Stack()))
+		for rb := range p.in {
+			rb.release()
+		}
+		p.closePrepareOutputs()
+	}()
+	p.runPrepare()
+}
+
+// closePrepareOutputs ends the prepare stage's outputs, once.
+func (p *pipeline) closePrepareOutputs() {
+	p.closeOnce.Do(func() {
+		for _, e := range p.edges {
+			e.Close()
+		}
+		if p.deadLetter != nil {
+			p.deadLetter.producers.Done()
+		}
+	})
+}
+
+// guardSubtask runs a window subtask and, if it panics, reports the failure
+// and drains its input until the prepare stage closes it.
+func (p *pipeline) guardSubtask(st *subtask) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		p.fatal(fmt.Errorf("pipeline %q subtask %d: panic: %v\n%s", p.name, st.index, r, debug.Stack()))
+		if p.ordered {
+			p.arriveHeld(st, nil) // do not keep the other subtasks waiting at the end of input
+		}
+		for m := range p.edges[st.index].C() {
+			if m.Kind == stream.Records {
+				m.Batch.Release()
+			}
+		}
+	}()
+	p.runSubtask(st)
 }
 
 func (p *pipeline) runPrepare() {
@@ -226,12 +279,7 @@ func (p *pipeline) runPrepare() {
 		}
 		broadcast()
 	}
-	for _, e := range p.edges {
-		e.Close()
-	}
-	if p.deadLetter != nil {
-		p.deadLetter.producers.Done()
-	}
+	p.closePrepareOutputs()
 }
 
 func (p *pipeline) runSubtask(st *subtask) {
@@ -424,6 +472,12 @@ func (p *pipeline) releaseHeld(st *subtask) {
 	if err != nil {
 		p.log.Error("reading held results failed", "pipeline", p.name, "err", err)
 	}
+	p.arriveHeld(st, mine)
+}
+
+// arriveHeld adds a subtask's held results to the merge; the last subtask
+// to arrive sends them all, sorted, and releases the others.
+func (p *pipeline) arriveHeld(st *subtask, mine []heldResult) {
 	hm := &p.merge
 	hm.mu.Lock()
 	hm.results = append(hm.results, mine...)

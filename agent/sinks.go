@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -49,7 +50,8 @@ type sinkRunner struct {
 	ckpt       *checkpointer
 
 	done     chan struct{}
-	failures func() // counts a failed write
+	failures func()      // counts a failed write
+	fatal    func(error) // a transactional sink that fails stops the run
 }
 
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
@@ -131,6 +133,13 @@ func (r *sinkRunner) onBarrier(id uint64) {
 func (r *sinkRunner) fail(op string, err error) {
 	r.failures()
 	r.log.Error("sink "+op+" failed", "sink", r.name, "err", err)
+	// An exactly-once sink that cannot write cannot keep its promise: the
+	// run stops and restarts from the last checkpoint (restart strategy).
+	// At-least-once sinks retry with the next batch; an uplink that is down
+	// is normal at the edge.
+	if r.tx != nil && r.fatal != nil {
+		r.fatal(fmt.Errorf("sink %q: %s: %w", r.name, op, err))
+	}
 }
 
 // closeWhenProducersDone closes the input once every registered producer

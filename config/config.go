@@ -24,8 +24,9 @@ type Config struct {
 	State      State
 	Checkpoint Checkpoint
 	// Upload is nil when there is no upload block.
-	Upload *Upload
-	Ingest Ingest
+	Upload  *Upload
+	Ingest  Ingest
+	Restart Restart
 
 	fingerprint string
 }

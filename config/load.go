@@ -70,6 +70,7 @@ var rootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "checkpoint"},
 	{Type: "upload", LabelNames: []string{"type"}},
 	{Type: "ingest"},
+	{Type: "restart"},
 }}
 
 // Parse is the package Parse with l's lookups.
@@ -106,6 +107,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 		cfg.Upload = d.decodeUpload(b)
 	}
 	cfg.Ingest = d.decodeIngest(d.single(content.Blocks, "ingest"))
+	cfg.Restart = d.decodeRestart(d.single(content.Blocks, "restart"))
 	cfg.Pipelines = d.decodePipelines(blocks["pipeline"], cfg.Sources, cfg.Sinks, cfg.Agent)
 	d.warnUnused(cfg)
 	if d.diags.HasErrors() {
