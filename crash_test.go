@@ -190,3 +190,50 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 		t.Fatalf("output after %d kills differs from the uninterrupted run: %d records vs %d", kills, len(got), len(want))
 	}
 }
+
+// TestRescale_RestoreWithOtherParallelism stops a job after a few
+// checkpoints and restarts it with 3 subtasks instead of 2, then 1: state is
+// redistributed by key group and the output equals an uninterrupted run.
+func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
+	input := filepath.Join(t.TempDir(), "in.jsonl")
+	writeReadings(t, input, 1000, 300, 5)
+	clean := t.TempDir()
+	os.Link(input, filepath.Join(clean, "in.jsonl"))
+	runToEnd(t, clean)
+	want := committedRecords(t, filepath.Join(clean, "out"))
+
+	dir := t.TempDir()
+	os.Link(input, filepath.Join(dir, "in.jsonl"))
+	path := filepath.Join(dir, "agent.hcl")
+	root := filepath.Join(dir, "data", "checkpoints")
+	for _, parallelism := range []string{"2", "3"} {
+		cfg := strings.Replace(replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
+			"parallelism = 2", "parallelism = "+parallelism, 1)
+		os.WriteFile(path, []byte(cfg), 0o644)
+		newest := func() uint64 {
+			ms := manifests(root)
+			if len(ms) == 0 {
+				return 0
+			}
+			return ms[len(ms)-1].id
+		}
+		before := newest()
+		cmd := exec.Command(eddyBin, "run", "-c", path)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, func() bool { return newest() >= before+2 })
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	cfg := strings.Replace(replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
+		"parallelism = 2", "parallelism = 1", 1)
+	os.WriteFile(path, []byte(cfg), 0o644)
+	out, err := exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("final run: %v\n%s", err, out)
+	}
+	if got := committedRecords(t, filepath.Join(dir, "out")); !slices.Equal(got, want) {
+		t.Fatalf("after rescaling 2 → 3 → 1: %d records, want %d", len(got), len(want))
+	}
+}
