@@ -185,10 +185,33 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 	for len(killAt) < kills {
 		killAt[(1+rng.IntN(batches-1))*1000] = true
 	}
-	restartAt := (1 + rng.IntN(batches-1)) * 1000
+	restartAt := map[int]bool{(1 + rng.IntN(batches-1)) * 1000: true, (1 + rng.IntN(batches-1)) * 1000: true}
+	outageAt := (1 + rng.IntN(batches-1)) * 1000
+	outage := 3 * time.Second
+	if os.Getenv("EDDY_CRASH_LONG") != "" {
+		outage = 30 * time.Second
+	}
+	var upMu sync.Mutex // the broker handle is not safe for concurrent use
+	outageOver := make(chan struct{})
 	publishReadings(t, in.URL(), "pub-crashed", readings, devices, func(i int) {
-		if i == restartAt {
+		if restartAt[i] {
+			upMu.Lock()
 			up.Restart() // SIGTERM: mosquitto keeps its QoS 2 sessions
+			upMu.Unlock()
+		}
+		if i == outageAt {
+			// The uplink is unreachable for a while: results wait in the
+			// WAL, readings keep flowing in.
+			upMu.Lock()
+			up.Stop()
+			upMu.Unlock()
+			go func() {
+				defer close(outageOver)
+				time.Sleep(outage)
+				upMu.Lock()
+				up.Restart()
+				upMu.Unlock()
+			}()
 		}
 		if killAt[i] {
 			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
@@ -196,6 +219,7 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 			crashed.start()
 		}
 	})
+	<-outageOver
 	// One more kill while the backlog drains.
 	time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 	crashed.kill()
@@ -227,6 +251,6 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 	if diff > 0 || t.Failed() {
 		t.Fatalf("%d of %d windows differ", diff, len(want))
 	}
-	t.Logf("%d readings, %d kills and an upstream restart: %d windows delivered exactly once (%d broker-side repeats ignored)",
-		readings, kills+1, len(want), reps)
+	t.Logf("%d readings, %d kills, %d upstream restarts and a %v outage: %d windows delivered exactly once (%d broker-side repeats ignored)",
+		readings, kills+1, len(restartAt), outage, len(want), reps)
 }
