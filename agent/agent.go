@@ -482,7 +482,10 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 // its redelivery filter rebuilt from the log's tail.
 func (a *Agent) openIngest(name string) (*logIntake, error) {
 	ic := a.cfg.Ingest
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, Logger: a.log}
+	// Segments of at most a quarter of the budget, so truncation can always
+	// free one.
+	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log}
 	if ic.Ack == config.AckAfterWrite {
 		opts.Ack = ingest.AfterWrite
 	}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
+)
+
+// expectedWindows computes, from the readings publishReadings sends, the
+// result of every 10 s window per device: "n=… sum=…" by "dev/start-end".
+func expectedWindows(readings, devices int) map[string]string {
+	rng := rand.New(rand.NewPCG(11, 12))
+	base := int64(1_700_000_000_000)
+	type acc struct{ n, sum int }
+	m := map[string]*acc{}
+	for j := 0; j < readings; j++ {
+		d := j % devices
+		ts := base + int64(j)*5 + rng.Int64N(3000)
+		v := rng.IntN(100)
+		start := ts - ((ts%10000)+10000)%10000
+		k := fmt.Sprintf("dev-%d/%v-%v", d, float64(start), float64(start+10000))
+		if m[k] == nil {
+			m[k] = &acc{}
+		}
+		m[k].n++
+		m[k].sum += v
+	}
+	out := map[string]string{}
+	for k, a := range m {
+		out[k] = fmt.Sprintf("n=%d sum=%d", a.n, a.sum)
+	}
+	return out
+}
+
+func metricValue(t *testing.T, admin, name string) float64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			v, _ := strconv.ParseFloat(rest, 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// TestWALSink_DiskBudgetBlocks: with the upstream broker unreachable, the
+// exactly-once sink's WAL fills to buffer.max_disk and then blocks: the
+// pipeline stops (backpressure) and the ingest log absorbs what keeps
+// coming, until it too is full and sensor messages wait unacked at their
+// broker. When the uplink returns, every result is delivered exactly once.
+func TestWALSink_DiskBudgetBlocks(t *testing.T) {
+	const readings, devices = 100000, 1000
+	in := mosquitto.Start(t)
+	up := mosquitto.Start(t)
+	col := newCollector(t, up.URL(), "results/#") // persistent session, kept while the broker is down
+	up.Stop()
+
+	dir := t.TempDir()
+	admin := freeAddr(t)
+	cfg := replaceAll(walCrashConfig, "%DEVICE%", "budget", "%DATA%", filepath.Join(dir, "data"), "%ADMIN%", admin,
+		"%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+	cfg = strings.Replace(cfg, `delivery = "exactly_once"`, `delivery = "exactly_once"
+  buffer {
+    max_disk  = "1MiB"
+    when_full = "block"
+  }`, 1) + `
+ingest { max_disk = "2MiB" }
+`
+	r := &mqttCrashRun{t: t, dir: dir, admin: admin, cfg: filepath.Join(dir, "agent.hcl")}
+	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	go publishReadings(t, in.URL(), "pub-budget", readings, devices, func(int) {})
+
+	// The WAL reaches its budget and holds there; the pipeline stalls.
+	const budget = 1 << 20
+	waitFor(t, 60*time.Second, func() bool {
+		return metricValue(t, admin, `eddy_wal_backlog_bytes{sink="cloud"}`) > budget/2
+	})
+	time.Sleep(2 * time.Second)
+	walBytes := metricValue(t, admin, `eddy_wal_disk_bytes{sink="cloud"}`)
+	readIn := metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`)
+	time.Sleep(time.Second)
+	if again := metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`); again != readIn {
+		t.Fatalf("the pipeline keeps reading (%v → %v) while its sink is blocked", readIn, again)
+	}
+	if readIn >= readings {
+		t.Fatalf("all %d readings were processed: the sink did not block", readings)
+	}
+	// Up to one checkpoint interval of uncommitted output may exceed the
+	// budget (it must be accepted for the checkpoint to complete).
+	if walBytes > 2*budget {
+		t.Fatalf("WAL at %v bytes, budget %d", walBytes, budget)
+	}
+	t.Logf("blocked: WAL %v bytes, %v of %d readings processed, ingest log %v bytes", walBytes, readIn, readings,
+		metricValue(t, admin, `eddy_ingest_log_bytes{source="sensors"}`))
+
+	up.Restart() // the uplink returns
+	want := expectedWindows(readings, devices)
+	waitFor(t, 120*time.Second, func() bool { return len(col.windows("budget")) >= len(want) })
+	r.stop()
+	got := col.windows("budget")
+	col.mu.Lock()
+	dups := len(col.duplicates)
+	col.mu.Unlock()
+	if dups > 0 {
+		t.Fatalf("%d duplicated results", dups)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("%s: got %q, want %q", k, got[k], w)
+		}
+	}
+}
