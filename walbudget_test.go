@@ -127,3 +127,62 @@ ingest { max_disk = "2MiB" }
 		}
 	}
 }
+
+// TestWALSink_DiskBudgetDropsOldest: with when_full = "drop_oldest" the
+// pipeline never stops; past the budget the oldest undelivered results are
+// dropped and counted, exactly: delivered + dropped = produced, and every
+// delivered result is right and arrives once.
+func TestWALSink_DiskBudgetDropsOldest(t *testing.T) {
+	const readings, devices = 60000, 1000
+	in := mosquitto.Start(t)
+	up := mosquitto.Start(t)
+	col := newCollector(t, up.URL(), "results/#")
+	up.Stop()
+
+	dir := t.TempDir()
+	admin := freeAddr(t)
+	cfg := replaceAll(walCrashConfig, "%DEVICE%", "drop", "%DATA%", filepath.Join(dir, "data"), "%ADMIN%", admin,
+		"%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+	cfg = strings.Replace(cfg, `delivery = "exactly_once"`, `delivery = "exactly_once"
+  buffer {
+    max_disk  = "1MiB"
+    when_full = "drop_oldest"
+  }`, 1)
+	r := &mqttCrashRun{t: t, dir: dir, admin: admin, cfg: filepath.Join(dir, "agent.hcl")}
+	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	publishReadings(t, in.URL(), "pub-drop", readings, devices, func(int) {})
+	want := expectedWindows(readings, devices)
+	// Everything is processed although the uplink is down.
+	waitFor(t, 60*time.Second, func() bool {
+		return metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`) >= readings+1
+	})
+	waitFor(t, 30*time.Second, func() bool { return metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`) > 0 })
+	up.Restart()
+	var dropped float64
+	waitFor(t, 120*time.Second, func() bool {
+		dropped = metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
+		return float64(len(col.windows("drop")))+dropped >= float64(len(want))
+	})
+	time.Sleep(time.Second) // nothing more may arrive
+	got := col.windows("drop")
+	dropped = metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
+	r.stop()
+	col.mu.Lock()
+	dups := len(col.duplicates)
+	col.mu.Unlock()
+	if dups > 0 {
+		t.Fatalf("%d duplicated results", dups)
+	}
+	if float64(len(got))+dropped != float64(len(want)) {
+		t.Fatalf("delivered %d + dropped %v != produced %d", len(got), dropped, len(want))
+	}
+	for k, g := range got {
+		if want[k] != g {
+			t.Fatalf("%s: got %q, want %q", k, g, want[k])
+		}
+	}
+	t.Logf("%d results: %d delivered, %v dropped (counted exactly)", len(want), len(got), dropped)
+}
