@@ -304,6 +304,16 @@ func (a *Agent) addPipeline(pl *plan) error {
 		return err
 	}
 	sr.outs = append(sr.outs, p.in)
+	if ref := pl.cfg.Control; ref != nil {
+		cr, err := a.source(ref.Source)
+		if err != nil {
+			return err
+		}
+		p.control = pl.control
+		p.controlIn = make(chan *rawBatch, 4)
+		cr.outs = append(cr.outs, p.controlIn)
+		a.metrics.NewGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(p.controlKeys.Load()) })
+	}
 	a.pipelines = append(a.pipelines, p)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
@@ -27,6 +28,7 @@ type plan struct {
 	window      *window.Spec
 	names       []string
 	parallelism int
+	control     *control.State // nil without a control stream
 }
 
 // compile builds the plan of pipeline p.
@@ -43,11 +45,16 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 	spec.MaxKeyGroups = cfg.Agent.MaxKeyGroups
 	spec.Parallelism = pl.parallelism
 
+	var copts expr.Options
+	if p.Control != nil {
+		pl.control = control.New()
+		copts.Control = pl.control
+	}
 	prog := func(e hcl.Expression) *expr.Program {
 		if e == nil {
 			return nil
 		}
-		pr, d := expr.Compile(e, schema)
+		pr, d := expr.CompileWith(e, schema, copts)
 		diags = append(diags, d...)
 		return pr
 	}

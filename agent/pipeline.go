@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -11,10 +12,12 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
@@ -65,6 +68,12 @@ type pipeline struct {
 	to         []*sinkRunner
 	late       *sinkRunner
 	deadLetter *sinkRunner
+
+	// control is the state of the pipeline's control stream (controlIn),
+	// read by its expressions; nil without one.
+	control     *control.State
+	controlIn   chan *rawBatch
+	controlKeys atomic.Int64
 
 	ckpt  *checkpointer // nil: no checkpoints
 	fatal func(error)   // stops the agent
@@ -146,6 +155,28 @@ func (p *pipeline) closePrepareOutputs() {
 	})
 }
 
+// applyControl merges control messages into the pipeline's control state;
+// a message that cannot be applied is dead-lettered.
+func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
+	for i := range rb.msgs {
+		m := &rb.msgs[i]
+		if err := p.control.Apply(m.Payload); err != nil {
+			reason := "control_malformed"
+			if errors.Is(err, control.ErrLimit) {
+				reason = "control_limit"
+			}
+			p.m.deadLettered(reason).Inc()
+			p.log.Warn("control message dead-lettered", "pipeline", p.name, "reason", reason, "err", err, "topic", m.Topic)
+			if p.deadLetter != nil {
+				d := new(operators.Delivery)
+				d.AddDeadLetter(p.name, reason, err.Error(), m.Topic, m.Offset, m.Payload)
+				p.deadLetter.in <- sinkMsg{d: d, epoch: p.epoch}
+			}
+		}
+	}
+	p.controlKeys.Store(int64(p.control.Keys()))
+}
+
 // guardSubtask runs a window subtask and, if it panics, reports the failure
 // and drains its input until the prepare stage closes it.
 func (p *pipeline) guardSubtask(st *subtask) {
@@ -191,13 +222,64 @@ func (p *pipeline) runPrepare() {
 		idleTick = tk.C
 	}
 	var dead *operators.Delivery
+	forward := func(tr *checkpoint.Trigger) {
+		// Everything before the barrier is already on the edges; the
+		// barrier follows it in-band.
+		b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent}
+		if p.control != nil {
+			b.Control = p.control.Snapshot()
+		}
+		for _, e := range p.edges {
+			_ = e.Send(ctx, stream.Message{Kind: stream.Barrier, Barrier: b})
+		}
+		if p.deadLetter != nil {
+			p.deadLetter.in <- sinkMsg{barrier: b.ID}
+		}
+		p.epoch = b.ID + 1
+	}
+	// With a control stream the prepare stage has two inputs, aligned at
+	// barriers (Chandy–Lamport): the first input to deliver barrier n is
+	// held until the other delivers it too, so the control state in
+	// checkpoint n is exactly what the readings before barrier n saw.
+	var (
+		heldMain *checkpoint.Trigger // main barrier waiting for the control one
+		heldCtl  uint64              // control barrier waiting for the main one
+		ctlIn    = p.controlIn
+	)
 	for {
 		var (
 			rb *rawBatch
 			ok bool
 		)
+		mainIn := p.in
+		if heldMain != nil {
+			mainIn = nil
+		}
+		ctl := ctlIn
+		if heldCtl != 0 {
+			ctl = nil
+		}
 		select {
-		case rb, ok = <-p.in:
+		case rb, ok = <-mainIn:
+		case cb, cok := <-ctl:
+			switch {
+			case !cok:
+				ctlIn = nil // the control source ended: nothing to align with
+				if heldMain != nil {
+					forward(heldMain)
+					heldMain = nil
+				}
+			case cb.barrier != nil && heldMain != nil && heldMain.ID == cb.barrier.ID:
+				forward(heldMain)
+				heldMain = nil
+			case cb.barrier != nil:
+				heldCtl = cb.barrier.ID
+			case cb.eoi:
+			default:
+				p.applyControl(cb, &dead)
+				cb.release()
+			}
+			continue
 		case <-idleTick:
 			inputs.tick(p.clk.monoMs())
 			broadcast()
@@ -208,16 +290,12 @@ func (p *pipeline) runPrepare() {
 		}
 		switch {
 		case rb.barrier != nil:
-			// Everything before the barrier is already on the edges;
-			// the barrier follows it in-band.
-			b := stream.BarrierInfo{ID: rb.barrier.ID, Full: rb.barrier.Kind != checkpoint.KindIncremental, Parent: rb.barrier.Parent}
-			for _, e := range p.edges {
-				_ = e.Send(ctx, stream.Message{Kind: stream.Barrier, Barrier: b})
+			if ctlIn != nil && heldCtl != rb.barrier.ID {
+				heldMain = rb.barrier
+				continue
 			}
-			if p.deadLetter != nil {
-				p.deadLetter.in <- sinkMsg{barrier: b.ID}
-			}
-			p.epoch = b.ID + 1
+			heldCtl = 0
+			forward(rb.barrier)
 			continue
 		case rb.eoi:
 			for _, e := range p.edges {
@@ -377,6 +455,9 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo) {
 	if op := st.task.Operator(); op != nil {
 		extra[watermarkExtraKey(p.name, st.index)] = binary.BigEndian.AppendUint64(nil, uint64(op.Watermark()))
 	}
+	if st.index == 0 && b.Control != nil {
+		extra[controlExtraKey(p.name)] = b.Control
+	}
 	if st.backend == nil {
 		p.ckpt.send(checkpoint.Ack{CheckpointID: b.ID, Task: task, Extra: extra})
 		return
@@ -390,6 +471,8 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo) {
 	st.lastSnap = b.ID
 	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
 }
+
+func controlExtraKey(pipeline string) string { return "control/" + pipeline }
 
 func watermarkExtraKey(pipeline string, subtask int) string {
 	return "watermark/" + pipeline + "/" + strconv.Itoa(subtask)

@@ -124,6 +124,12 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 			st.epoch = m.ID + 1
 		}
 		p.epoch = m.ID + 1
+		if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
+			if err := p.control.Restore(b); err != nil {
+				return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
+			}
+			p.controlKeys.Store(int64(p.control.Keys()))
+		}
 		if wm, ok := restoredWatermark(m, p.name); ok {
 			p.restoreWatermark(wm)
 		}

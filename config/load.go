@@ -122,6 +122,9 @@ func (d *decoder) warnUnused(cfg *Config) {
 	used := map[any]bool{}
 	for _, p := range cfg.Pipelines {
 		used[p.From.Source] = true
+		if p.Control != nil {
+			used[p.Control.Source] = true
+		}
 		for _, r := range p.To {
 			used[r.Sink] = true
 		}

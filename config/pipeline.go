@@ -12,6 +12,11 @@ type Pipeline struct {
 	// Name is unique among pipelines and a valid identifier.
 	Name string
 	From SourceRef
+	// Control is a low-rate control stream (thresholds, calibration pushed
+	// from the cloud) whose JSON messages are merged into the pipeline's
+	// control state, read in expressions as control.*; nil when not set. It
+	// never holds the watermark back.
+	Control *SourceRef
 	// Filter, Key and the Map values are expressions over event, compiled by
 	// operators/expr; nil when not set.
 	Filter hcl.Expression
@@ -49,7 +54,7 @@ type SinkRef struct {
 	Range hcl.Range
 }
 
-var pipelineAttrs = []string{"from", "filter", "key", "parallelism", "to", "late_output", "dead_letter"}
+var pipelineAttrs = []string{"from", "control", "filter", "key", "parallelism", "to", "late_output", "dead_letter"}
 
 // decodePipelines decodes every pipeline block, resolving references against
 // the declared sources and sinks.
@@ -77,6 +82,11 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		if at := a.m["from"]; at != nil {
 			p.From.Range = at.Expr.Range()
 			p.From.Source = d.resolveSource(at.Expr, sources)
+		}
+		if at := a.m["control"]; at != nil {
+			if src := d.resolveSource(at.Expr, sources); src != nil {
+				p.Control = &SourceRef{Source: src, Range: at.Expr.Range()}
+			}
 		}
 		if at := a.m["filter"]; at != nil {
 			p.Filter = at.Expr

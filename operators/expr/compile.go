@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -30,13 +31,18 @@ type node struct {
 	pair *testPair
 	// chain is set when the node is arithmetic with constants on the right.
 	chain *arithChain
+	// control is set when the node reads the control state as it is.
+	control bool
 }
 
 // compiler holds the state of one Compile call.
 type compiler struct {
 	schema *event.Schema
-	errs   []error
-	diags  hcl.Diagnostics
+	// control is the state control.* reads; nil rejects control.*.
+	control      *control.State
+	readsControl bool
+	errs         []error
+	diags        hcl.Diagnostics
 }
 
 // kindErrs maps the kind of a bad operand to the index of its prebuilt
@@ -155,9 +161,15 @@ func (c *compiler) expr(e hcl.Expression) node {
 	case *hclsyntax.ObjectConsExpr:
 		c.unsupported(e.SrcRange, "objects")
 	case *hclsyntax.IndexExpr:
+		if isControlRef(e) {
+			return c.controlRef(e)
+		}
 		c.errorf(e.SrcRange, "Unsupported expression",
 			`Only event fields can be indexed, and only with a constant string, as in event["name"].`)
 	case *hclsyntax.RelativeTraversalExpr:
+		if isControlRef(e) {
+			return c.controlRef(e)
+		}
 		c.errorf(e.SrcRange, "Unsupported expression",
 			"Attributes can be read only from event, as in event.name.")
 	case *hclsyntax.TemplateJoinExpr:

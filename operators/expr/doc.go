@@ -12,7 +12,7 @@
 // program's constants, and computed strings are appended to rec.Scratch,
 // which Record.Reset empties while keeping its capacity. A Program holds no
 // per-call state, so one Program may serve many goroutines, each with its
-// own records.
+// own records; one that reads control.* is bound to its State's goroutine.
 //
 // # Language
 //
@@ -20,7 +20,9 @@
 //
 //   - literals: numbers, "strings", true, false, null;
 //   - event fields: event.a.b.c, or event["a"]["b"] for names that are not
-//     identifiers; no other variable exists (control.* is reserved);
+//     identifiers;
+//   - control values, when the pipeline has a control stream (see Control
+//     state below): control.a.b, control["a"], control.a[expr];
 //   - arithmetic + - * / % and unary -, on numbers (float64);
 //   - comparison < <= > >= on numbers, == and != on any values;
 //   - logic && || !, and cond ? a : b;
@@ -28,14 +30,47 @@
 //   - functions abs, ceil, floor, round (half away from zero), sqrt,
 //     pow(x, y), min(x, ...), max(x, ...), lower, upper, len (Unicode code
 //     points), contains(s, sub), startswith(s, prefix), endswith(s, suffix),
-//     coalesce(a, ...), has(event.x), tonumber, tostring.
+//     coalesce(a, ...), has(event.x), has(control.x), tonumber,
+//     tostring.
 //
 // Anything else (other variables, unknown functions, wrong arity, lists,
-// objects, for expressions, splats, dynamic indexes) is a compile-time
+// objects, for expressions, splats, indexes other than event["name"] and
+// control keys) is a compile-time
 // diagnostic whose Subject is the offending part, with a "Did you mean"
 // hint for near-miss names and the list of functions for unknown ones.
 // Operands whose type is known at compile time are type-checked then
 // ("a" * 2 is a diagnostic), and constant sub-expressions are computed once.
+//
+// # Control state
+//
+// CompileWith with Options.Control lets expressions read the pipeline's
+// control state (package control): a JSON document the cloud updates by
+// sending merge messages on a control stream, such as per-device
+// thresholds or calibration offsets:
+//
+//	filter = event.temp > control.threshold[event.device]
+//	map { temp = event.temp + coalesce(control.offset[event.device], 0) }
+//
+// A control reference is control followed by keys: constant ones
+// (.name, ["name"], or [3], the key "3") and computed ones ([expr], with
+// expr any expression giving a string, or a number, which is written as
+// key-by writes it: 3, 21.5). control.cal[event.device].gain mixes both.
+// Reading a missing value, or through a leaf, or with a null key, gives a
+// missing value, so the null rules below apply: with no threshold for
+// the device, event.temp > control.threshold[event.device] is null and
+// the filter drops the reading. Write a default with coalesce, as in
+// event.temp > coalesce(control.threshold[event.device], 30), and test
+// presence with has(control.threshold[event.device]). Values are read as
+// the JSON decoder reads fields: numbers, strings and bools as they are,
+// arrays and objects as their JSON text.
+//
+// The state is read at each evaluation, never at compile time: a reading
+// evaluated after State.Apply sees the new values. Such a Program must be
+// evaluated on the goroutine that owns the State (the pipeline's prepare
+// stage); ReadsControl tells the programs that read it. Reading the state
+// does not allocate; a computed key that is a bool is a runtime ErrType.
+// control alone, splats, and bool or null constant keys are compile-time
+// diagnostics; without Options.Control every control reference is one.
 //
 // # Null rules
 //

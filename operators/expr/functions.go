@@ -288,12 +288,23 @@ func buildCoalesce(_ *compiler, args []node, _ []kindErrs) evalFn {
 }
 
 // buildHas tests a field for presence: has(event.x) is true when the
-// reading has x and it is not null.
+// reading has x and it is not null; has(control.x) likewise for a value of
+// the control state (an error in a computed key stays an error).
 func buildHas(c *compiler, args []node, _ []kindErrs) evalFn {
+	if args[0].control {
+		f := args[0].eval
+		return func(rec *event.Record) event.Value {
+			v := f(rec)
+			if v.Kind == kindError {
+				return v
+			}
+			return event.BoolValue(!v.IsNull())
+		}
+	}
 	slot := args[0].slot
 	if slot < 0 {
 		c.errorf(args[0].rng, "Invalid function argument",
-			"has takes an event field, as in has(event.temp).")
+			"has takes an event field, as in has(event.temp), or a control value, as in has(control.threshold[event.device]).")
 		return nil
 	}
 	return func(rec *event.Record) event.Value {

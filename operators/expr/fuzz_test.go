@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -43,6 +44,10 @@ func FuzzCompile(f *testing.F) {
 		`"%{if event.ok}yes%{else}no%{endif}"`,
 		`[for x in event.l : x]`,
 		`control.paused`,
+		`event.temp > coalesce(control.threshold[event.device], 30)`,
+		`control.cal[event.device].gain * event.temp + control["offset"][event.temp]`,
+		`has(control.t[event.ok]) || control.t[event.n] == null`,
+		`control.a[*]`,
 		`evnt.temp`,
 		`foo(1)`,
 	} {
@@ -53,37 +58,50 @@ func FuzzCompile(f *testing.F) {
 		if diags.HasErrors() {
 			return
 		}
-		schema := event.NewSchema()
-		p, diags := Compile(e, schema)
-		if diags.HasErrors() {
-			if p != nil {
-				t.Fatalf("program with error diagnostics")
-			}
-			for _, d := range diags {
-				if d.Subject == nil {
-					t.Fatalf("diagnostic without subject: %s", d.Error())
-				}
-			}
-			return
+		st := control.New()
+		if err := st.Apply([]byte(fuzzControl)); err != nil {
+			t.Fatal(err)
 		}
-		rec := &event.Record{}
-		for _, fs := range fuzzReadings {
-			fill(rec, schema, fs)
-			checkValue(t, p.Eval(rec))
-			v, err := p.EvalErr(rec)
-			checkValue(t, v)
-			var re *RuntimeError
-			if err != nil && (!errors.As(err, &re) || !v.IsNull()) {
-				t.Fatalf("EvalErr = %s, %v", show(v), err)
-			}
-			if _, err := p.EvalBool(rec); err != nil && !errors.As(err, &re) {
-				t.Fatalf("EvalBool error %v is not a *RuntimeError", err)
-			}
-			p.AppendKey(nil, rec)
+		for _, opts := range []Options{{}, {Control: st}} {
+			fuzzProgram(t, e, opts)
 		}
-		rec.Reset(0) // shorter than the schema
-		checkValue(t, p.Eval(rec))
 	})
+}
+
+// fuzzControl is the control state FuzzCompile's programs read.
+const fuzzControl = `{"threshold":{"dev-1":20,"0":1},"cal":{"dev-1":{"gain":2}},"t":{"true":true},"paused":false,"tags":[1]}`
+
+func fuzzProgram(t *testing.T, e hcl.Expression, opts Options) {
+	schema := event.NewSchema()
+	p, diags := CompileWith(e, schema, opts)
+	if diags.HasErrors() {
+		if p != nil {
+			t.Fatalf("program with error diagnostics")
+		}
+		for _, d := range diags {
+			if d.Subject == nil {
+				t.Fatalf("diagnostic without subject: %s", d.Error())
+			}
+		}
+		return
+	}
+	rec := &event.Record{}
+	for _, fs := range fuzzReadings {
+		fill(rec, schema, fs)
+		checkValue(t, p.Eval(rec))
+		v, err := p.EvalErr(rec)
+		checkValue(t, v)
+		var re *RuntimeError
+		if err != nil && (!errors.As(err, &re) || !v.IsNull()) {
+			t.Fatalf("EvalErr = %s, %v", show(v), err)
+		}
+		if _, err := p.EvalBool(rec); err != nil && !errors.As(err, &re) {
+			t.Fatalf("EvalBool error %v is not a *RuntimeError", err)
+		}
+		p.AppendKey(nil, rec)
+	}
+	rec.Reset(0) // shorter than the schema
+	checkValue(t, p.Eval(rec))
 }
 
 func checkValue(t *testing.T, v event.Value) {

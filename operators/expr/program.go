@@ -1,15 +1,21 @@
 package expr
 
 import (
+	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/hashicorp/hcl/v2"
 )
 
 // Program is a compiled expression. Safe for concurrent use (it holds no
-// per-call state); Eval writes into caller-owned memory.
+// per-call state); Eval writes into caller-owned memory. A Program that
+// reads control.* (ReadsControl) is the exception: it reads its
+// control.State on every evaluation, so it must be evaluated only on the
+// goroutine that owns that State.
 type Program struct {
 	root evalFn
 	rng  hcl.Range
+	// readsControl is set when the program reads the control state.
+	readsControl bool
 	// errs holds every runtime error the program can return, built at
 	// compile time; internal error values index it.
 	errs []error
@@ -32,13 +38,31 @@ type Program struct {
 //
 // The diagnostics carry the exact source range of the offending part. When
 // they have errors, the Program is nil.
+//
+// Compile rejects control.*; CompileWith enables it.
 func Compile(e hcl.Expression, schema *event.Schema) (*Program, hcl.Diagnostics) {
-	c := &compiler{schema: schema}
+	return CompileWith(e, schema, Options{})
+}
+
+// Options configure CompileWith. The zero Options compile as Compile does.
+type Options struct {
+	// Control, when set, lets the expression read the pipeline's control
+	// state as control.a.b, control.a[expr] and control["a"] (see the
+	// package documentation). The Program reads the State at every
+	// evaluation, not at compile time, so it sees every Apply made
+	// before the evaluation; it must be evaluated on the goroutine that
+	// owns the State. Nil: control.* is a diagnostic.
+	Control *control.State
+}
+
+// CompileWith is Compile with options.
+func CompileWith(e hcl.Expression, schema *event.Schema, opts Options) (*Program, hcl.Diagnostics) {
+	c := &compiler{schema: schema, control: opts.Control}
 	n := c.expr(e)
 	if c.diags.HasErrors() {
 		return nil, c.diags
 	}
-	p := &Program{root: n.eval, rng: n.rng, errs: c.errs, test: n.test, pair: n.pair}
+	p := &Program{root: n.eval, rng: n.rng, readsControl: c.readsControl, errs: c.errs, test: n.test, pair: n.pair}
 	for _, k := range []event.Kind{event.Number, event.String} {
 		p.notBool[k] = &RuntimeError{
 			Range:  n.rng,
@@ -48,6 +72,10 @@ func Compile(e hcl.Expression, schema *event.Schema) (*Program, hcl.Diagnostics)
 	}
 	return p, c.diags
 }
+
+// ReadsControl reports whether p reads the control state (control.*), so
+// that the agent can tell a pipeline whose control stream nothing reads.
+func (p *Program) ReadsControl() bool { return p.readsControl }
 
 // Range returns the source range of the compiled expression.
 func (p *Program) Range() hcl.Range { return p.rng }

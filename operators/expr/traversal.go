@@ -7,11 +7,16 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-// rootEvent is the only variable an expression may name.
+// rootEvent names the reading; control (rootControl) is the only other
+// variable, and only when Options.Control is set.
 const rootEvent = "event"
 
-// traversal compiles event.a.b (or event["a"]["b"]) into a slot read.
+// traversal compiles event.a.b (or event["a"]["b"]) into a slot read, and
+// control.a.b into a read of the control state.
 func (c *compiler) traversal(e *hclsyntax.ScopeTraversalExpr) node {
+	if e.Traversal.RootName() == rootControl {
+		return c.controlRef(e)
+	}
 	path, ok := c.eventPath(e.Traversal, e.SrcRange)
 	if !ok {
 		return bad(e.SrcRange)
@@ -44,13 +49,14 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 	}
 	switch root.Name {
 	case rootEvent:
-	case "control":
-		c.errorf(root.SrcRange, "Unsupported variable",
-			"control.* is not supported in expressions yet; only event fields can be read.")
-		return nil, false
 	default:
 		detail := "Expressions can read only event fields, as in event.temp."
-		if s := nameSuggestion(root.Name, []string{rootEvent}); s != "" {
+		names := []string{rootEvent}
+		if c.control != nil {
+			detail = "Expressions can read only event fields and control values, as in event.temp or control.threshold."
+			names = append(names, rootControl)
+		}
+		if s := nameSuggestion(root.Name, names); s != "" {
 			detail = "There is no variable named \"" + root.Name + "\". Did you mean \"" + s + "\"?"
 		}
 		c.errorf(root.SrcRange, "Unknown variable", "%s", detail)

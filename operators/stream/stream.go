@@ -34,6 +34,9 @@ type BarrierInfo struct {
 	// the snapshot taken for checkpoint Parent (full if the task has none).
 	Full   bool
 	Parent uint64
+	// Control is the pipeline's control state at the barrier (its JSON
+	// snapshot), carried to subtask 0, which puts it in the checkpoint.
+	Control []byte
 }
 
 // Message is one item on an Edge.
