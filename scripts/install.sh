@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Installs Eddy as a systemd service: the binary, a config and the unit.
+#
+#   sudo bash scripts/install.sh [--binary FILE] [--config FILE] [--no-start]
+#   DESTDIR=/tmp/root PREFIX=/usr bash scripts/install.sh   # stage into a tree
+#
+# Places
+#   $DESTDIR$PREFIX/bin/eddy                (PREFIX defaults to /usr/local)
+#   $DESTDIR/etc/eddy/eddy.hcl              only if absent: an existing config is
+#                                           kept, the new one goes to eddy.hcl.new
+#   $DESTDIR/etc/systemd/system/eddy.service  (binary path rewritten for PREFIX)
+#
+# --binary defaults to dist/eddy-linux-<this machine's arch> from
+# scripts/build.sh, checked against dist/SHA256SUMS. --config defaults to
+# examples/quickstart.hcl with data_dir set to /var/lib/eddy (the unit's
+# StateDirectory). The config is validated with the binary when it runs
+# here. systemd-analyze verify checks the unit when it is installed (a
+# warning fails the install). Without
+# DESTDIR, on a machine running systemd, it reloads systemd and enables and
+# starts eddy (unless --no-start).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+binary= config= start=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --binary) binary=$2; shift 2 ;;
+    --config) config=$2; shift 2 ;;
+    --no-start) start=0; shift ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+destdir=${DESTDIR:-}
+prefix=${PREFIX:-/usr/local}
+
+if [ -z "$binary" ]; then
+  case $(uname -m) in
+    x86_64) arch=amd64 ;;
+    aarch64|arm64) arch=arm64 ;;
+    armv7l|armv8l) arch=armv7 ;;
+    armv6l) arch=armv6 ;;
+    *) echo "install: no release build for $(uname -m); pass --binary" >&2; exit 1 ;;
+  esac
+  binary=dist/eddy-linux-$arch
+  [ -f "$binary" ] || { echo "install: $binary missing: run scripts/build.sh first" >&2; exit 1; }
+  if [ -f dist/SHA256SUMS ]; then
+    (cd dist && grep " eddy-linux-$arch\$" SHA256SUMS | sha256sum -c --quiet -) \
+      || { echo "install: $binary does not match dist/SHA256SUMS" >&2; exit 1; }
+  fi
+fi
+[ -f "$binary" ] || { echo "install: binary $binary not found" >&2; exit 1; }
+
+bin="$destdir$prefix/bin/eddy"
+install -D -m 0755 "$binary" "$bin"
+echo "install: $bin"
+
+# The config: the user's, or the quickstart pointed at the state directory.
+conf_dir="$destdir/etc/eddy"
+install -d -m 0755 "$conf_dir"
+new=$(mktemp)
+trap 'rm -f "$new"' EXIT
+if [ -n "$config" ]; then
+  cp "$config" "$new"
+else
+  sed 's#^\( *data_dir *= *\)"[^"]*"#\1"/var/lib/eddy"#' examples/quickstart.hcl >"$new"
+fi
+# Validate with the installed binary when it runs on this machine (not an
+# ARM binary staged on amd64). Relative paths in it resolve against the
+# config's directory, so validate a copy in the config's place.
+if "$bin" version >/dev/null 2>&1; then
+  "$bin" validate -c "$new" >/dev/null || { echo "install: the config does not validate (above)" >&2; exit 1; }
+fi
+if [ -e "$conf_dir/eddy.hcl" ]; then
+  install -m 0644 "$new" "$conf_dir/eddy.hcl.new"
+  echo "install: kept $conf_dir/eddy.hcl; the new config is $conf_dir/eddy.hcl.new"
+else
+  install -m 0644 "$new" "$conf_dir/eddy.hcl"
+  echo "install: $conf_dir/eddy.hcl"
+fi
+
+# The unit, with ExecStart and ExecStartPre pointing at the installed binary.
+unit="$destdir/etc/systemd/system/eddy.service"
+install -d -m 0755 "$(dirname "$unit")"
+sed "s#/usr/local/bin/eddy#$prefix/bin/eddy#g" scripts/systemd/eddy.service >"$new"
+install -m 0644 "$new" "$unit"
+echo "install: $unit"
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+  # verify checks that ExecStart's binary exists, so a staged unit is
+  # verified as a copy pointing into DESTDIR. It exits 0 on unknown keys and
+  # bad values (it only warns), so any output is a failure.
+  check=$unit
+  if [ -n "$destdir" ]; then
+    check_dir=$(mktemp -d)
+    trap 'rm -f "$new"; rm -rf "$check_dir"' EXIT
+    check=$check_dir/eddy.service
+    sed "s#$prefix/bin/eddy#$bin#g" "$unit" >"$check"
+  fi
+  if ! out=$(systemd-analyze verify "$check" 2>&1) || [ -n "$out" ]; then
+    echo "$out" >&2; echo "install: systemd-analyze verify rejected $unit" >&2; exit 1
+  fi
+  echo "install: systemd-analyze verify passed"
+else
+  echo "install: systemd-analyze not found; unit not verified"
+fi
+
+if [ -z "$destdir" ] && [ -d /run/systemd/system ]; then
+  systemctl daemon-reload
+  if [ "$start" = 1 ]; then
+    systemctl enable --now eddy.service
+    echo "install: eddy enabled and started; journalctl -u eddy -f shows its log"
+  fi
+else
+  echo "install: then: systemctl daemon-reload && systemctl enable --now eddy"
+fi
