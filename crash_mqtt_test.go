@@ -169,9 +169,16 @@ func (r *mqttCrashRun) waitResults(want int) map[string]string {
 // window fires. between is called after each batch.
 func publishReadings(t *testing.T, url, client string, readings, devices int, between func(i int)) {
 	t.Helper()
+	if err := sendReadings(url, client, readings, devices, between); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sendReadings is publishReadings without a *testing.T, for goroutines.
+func sendReadings(url, client string, readings, devices int, between func(i int)) error {
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(client).SetMaxResumePubInFlight(1000))
 	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("publisher connect: %v", tok.Error())
+		return fmt.Errorf("publisher connect: %v", tok.Error())
 	}
 	defer pub.Disconnect(100)
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -187,15 +194,16 @@ func publishReadings(t *testing.T, url, client string, readings, devices int, be
 		}
 		for _, tok := range toks {
 			if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
-				t.Fatalf("publish: %v", tok.Error())
+				return fmt.Errorf("publish: %v", tok.Error())
 			}
 		}
 		between(i)
 	}
 	flush := fmt.Sprintf(`{"device":"flush","ts":%d,"v":0}`, base+int64(readings)*5+3_600_000)
 	if tok := pub.Publish("sensors/flush/telemetry", 1, false, flush); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
-		t.Fatalf("publish flush: %v", tok.Error())
+		return fmt.Errorf("publish flush: %v", tok.Error())
 	}
+	return nil
 }
 
 // TestCrash_MQTTExactlyOnce is the checkpoint acceptance test: readings at

@@ -85,7 +85,8 @@ ingest { max_disk = "2MiB" }
 		t.Fatal(err)
 	}
 	r.start()
-	go publishReadings(t, in.URL(), "pub-budget", readings, devices, func(int) {})
+	published := make(chan error, 1)
+	go func() { published <- sendReadings(in.URL(), "pub-budget", readings, devices, func(int) {}) }()
 
 	// The WAL reaches its budget and holds there; the pipeline stalls.
 	const budget = 1 << 20
@@ -111,6 +112,9 @@ ingest { max_disk = "2MiB" }
 		metricValue(t, admin, `eddy_ingest_log_bytes{source="sensors"}`))
 
 	up.Restart() // the uplink returns
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
 	want := expectedWindows(readings, devices)
 	waitFor(t, 120*time.Second, func() bool { return len(col.windows("budget")) >= len(want) })
 	r.stop()
