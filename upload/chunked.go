@@ -8,9 +8,9 @@ package upload
 //	{"version":1,"size":N,"sha256":"<whole file>","chunk_size":8388608,
 //	 "chunks":[{"size":8388608,"sha256":"<chunk>"}, …]}
 //
-// Why not S3 multipart: a multipart upload cannot be resumed by minio-go
-// after the process restarts (its upload id and part list are not kept), and
-// its parts are not independently verifiable. Chunk objects are: PutFile
+// Why not S3 multipart: a multipart upload cannot be resumed after the
+// process restarts unless its upload id and part list are kept somewhere,
+// and its parts are not independently verifiable. Chunk objects are: PutFile
 // computes each chunk's SHA-256 from the local file and skips a chunk whose
 // object already exists with that SHA-256 in its metadata, so an upload
 // interrupted by a reboot or a dropped uplink resumes at the first missing

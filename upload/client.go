@@ -11,9 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Object key layout below Options.Prefix.
@@ -44,7 +41,7 @@ const (
 // and returns ErrNoBucket, ErrCredentials or ErrAccessDenied clearly when
 // that fails, then retries the check on the next operation.
 type Client struct {
-	mc       *minio.Client
+	s3       *s3
 	log      *slog.Logger
 	opts     Options
 	bucket   string
@@ -95,50 +92,12 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var creds *credentials.Credentials
-	if opts.AccessKey != "" {
-		creds = credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken)
-	} else {
-		creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.EnvMinio{},
-			&credentials.FileAWSCredentials{},
-			&credentials.IAM{},
-		})
-	}
-	transport := opts.Transport
-	if transport == nil {
-		t, err := minio.DefaultTransport(opts.Secure)
-		if err != nil {
-			return nil, fmt.Errorf("upload: transport: %w", err)
-		}
-		if opts.CAFile != "" {
-			if t.TLSClientConfig, err = tlsWithCA(opts.CAFile); err != nil {
-				return nil, err
-			}
-		}
-		transport = t
-	}
-	lookup := minio.BucketLookupAuto
-	if opts.PathStyle {
-		lookup = minio.BucketLookupPath
-	}
-	mc, err := minio.New(opts.Endpoint, &minio.Options{
-		Creds:        creds,
-		Secure:       opts.Secure,
-		Transport:    transport,
-		Region:       opts.Region,
-		BucketLookup: lookup,
-		// The Shipper retries with its own backoff; minio-go's ten
-		// retries would hold an operation for minutes while the uplink
-		// is down.
-		MaxRetries: 2,
-	})
+	s, err := newS3(opts, resolveCredentials(opts, osCredentialSource()), opts.Transport)
 	if err != nil {
-		return nil, fmt.Errorf("upload: client for %s: %w", opts.Endpoint, err)
+		return nil, err
 	}
 	c := &Client{
-		mc:        mc,
+		s3:        s,
 		log:       log,
 		opts:      opts,
 		bucket:    opts.Bucket,
@@ -177,19 +136,22 @@ func (c *Client) Check(ctx context.Context) error {
 	// A one-key listing (GET, not HEAD) so the error carries S3's code:
 	// HEAD responses have no body, and a wrong secret and a missing
 	// permission would both read as 403.
-	var err error
-	for obj := range c.mc.ListObjectsIter(ctx, c.bucket, minio.ListObjectsOptions{Prefix: c.prefix, MaxKeys: 1}) {
-		err = obj.Err
-		break
+	_, _, err := c.s3.listPage(ctx, c.prefix, "", 1)
+	if region := regionHint(err); c.opts.Region == "" && region != "" && region != c.s3.currentRegion() {
+		// The bucket lives elsewhere than the default region: sign for
+		// the region the server named and ask again.
+		c.s3.setRegion(region)
+		c.log.Info("upload: using the bucket's region", "bucket", c.bucket, "region", region)
+		_, _, err = c.s3.listPage(ctx, c.prefix, "", 1)
 	}
 	if err != nil {
 		err = c.classify("check bucket", "", err)
 		if !(c.opts.CreateBucket && isNoBucket(err)) {
 			return err
 		}
-		if err := c.mc.MakeBucket(ctx, c.bucket, minio.MakeBucketOptions{Region: c.opts.Region}); err != nil {
-			code := minio.ToErrorResponse(err).Code
-			if code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
+		if err := c.s3.makeBucket(ctx, c.s3.currentRegion()); err != nil {
+			var se *s3Error
+			if !errors.As(err, &se) || (se.Code != "BucketAlreadyOwnedByYou" && se.Code != "BucketAlreadyExists") {
 				return c.classify("create bucket", "", err)
 			}
 		}
@@ -200,6 +162,15 @@ func (c *Client) Check(ctx context.Context) error {
 }
 
 func isNoBucket(err error) bool { return errors.Is(err, ErrNoBucket) }
+
+// regionHint returns the bucket region an S3 error names, or "".
+func regionHint(err error) string {
+	var se *s3Error
+	if errors.As(err, &se) {
+		return se.Region
+	}
+	return ""
+}
 
 // key returns the object key of name below dir.
 func (c *Client) key(dir, name string) string { return c.prefix + dir + name }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // Delete removes the files <prefix>files/<name> for every name, with their
@@ -63,20 +61,20 @@ func fileOf(object string) string {
 	return object
 }
 
-// remove deletes keys with multi-object deletes.
+// remove deletes keys with multi-object deletes. A key that is already
+// gone is not an error.
 func (c *Client) remove(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	ch := make(chan minio.ObjectInfo, len(keys))
-	for _, k := range keys {
-		ch <- minio.ObjectInfo{Key: k}
+	failed, err := c.s3.deleteObjects(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("upload: delete %d objects: %w", len(keys), c.classify("delete", "", err))
 	}
-	close(ch)
 	var errs []error
-	for e := range c.mc.RemoveObjects(ctx, c.bucket, ch, minio.RemoveObjectsOptions{}) {
-		if e.Err != nil && !errors.Is(c.classify("delete", e.ObjectName, e.Err), ErrNotFound) {
-			errs = append(errs, c.classify("delete", e.ObjectName, e.Err))
+	for _, f := range failed {
+		if err := c.classify("delete", f.Key, f.Err); !errors.Is(err, ErrNotFound) {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {

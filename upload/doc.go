@@ -1,6 +1,8 @@
 // Package upload ships checkpoint files to S3-compatible storage (AWS S3,
-// MinIO, versitygw, any S3 API, through minio-go) and fetches them back, so a
-// replacement device can restore the state of a dead one.
+// MinIO, versitygw, any S3 API) and fetches them back, so a replacement
+// device can restore the state of a dead one. It speaks S3 through a small
+// client of its own on net/http (s3.go, SigV4 in sigv4.go, credentials in
+// credentials.go) rather than an SDK, to keep the binary small.
 //
 // # What is uploaded, and where
 //

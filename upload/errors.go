@@ -2,11 +2,8 @@ package upload
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // Sentinel errors. Every error the package returns names the object or bucket
@@ -94,14 +91,15 @@ func (c *Client) object(key string) string {
 	return "s3://" + c.bucket + "/" + key
 }
 
-// classify turns a minio-go error for op on object key ("" for the bucket)
-// into an *ObjectError with the matching sentinel.
+// classify turns an error of the S3 client for op on object key ("" for the
+// bucket) into an *ObjectError with the matching sentinel. The S3 error's
+// text carries its code.
 func (c *Client) classify(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
 	e := &ObjectError{Op: op, Object: c.object(key), Endpoint: c.endpoint, Err: err}
-	var resp minio.ErrorResponse
+	var resp *s3Error
 	if !errors.As(err, &resp) {
 		return e
 	}
@@ -122,9 +120,6 @@ func (c *Client) classify(op, key string, err error) error {
 		case http.StatusForbidden:
 			e.Kind = ErrAccessDenied
 		}
-	}
-	if e.Kind != nil {
-		e.Err = fmt.Errorf("%s: %w", resp.Code, err)
 	}
 	return e
 }

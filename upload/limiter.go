@@ -62,13 +62,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // pacedReader reads from r at most limitChunk bytes at a time (when limited)
-// and waits for the limiter after each read. r must be an io.Seeker: minio-go
-// rewinds a body to retry a request.
+// and waits for the limiter after each read.
 type pacedReader struct {
 	ctx context.Context
-	r   io.Reader // an io.Seeker for uploads
+	r   io.Reader
 	l   *limiter
-	n   int64 // bytes read so far
 }
 
 const limitChunk = 32 << 10
@@ -78,13 +76,8 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 		b = b[:limitChunk]
 	}
 	n, err := p.r.Read(b)
-	p.n += int64(n)
 	if werr := p.l.wait(p.ctx, n); werr != nil && err == nil {
 		err = werr
 	}
 	return n, err
-}
-
-func (p *pacedReader) Seek(offset int64, whence int) (int64, error) {
-	return p.r.(io.Seeker).Seek(offset, whence)
 }

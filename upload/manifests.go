@@ -9,8 +9,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // maxManifestBytes bounds what GetManifest reads: a manifest lists files, it
@@ -50,13 +48,13 @@ func (c *Client) ListManifests(ctx context.Context) ([]string, error) {
 func (c *Client) list(ctx context.Context, dir string) ([]string, error) {
 	prefix := c.key(dir, "")
 	var names []string
-	for obj := range c.mc.ListObjectsIter(ctx, c.bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-		if obj.Err != nil {
-			return nil, c.classify("list", prefix, obj.Err)
-		}
-		if name := strings.TrimPrefix(obj.Key, prefix); name != "" && !strings.HasSuffix(name, "/") {
+	err := c.s3.list(ctx, prefix, func(key string) {
+		if name := strings.TrimPrefix(key, prefix); name != "" && !strings.HasSuffix(name, "/") {
 			names = append(names, name)
 		}
+	})
+	if err != nil {
+		return nil, c.classify("list", prefix, err)
 	}
 	sort.Strings(names)
 	return names, nil

@@ -5,11 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
-
-	"github.com/minio/minio-go/v7"
+	"sync/atomic"
 )
 
-// partSize is minio-go's multipart part size. Every object this package
+// partSize bounds the pooled object buffers. Every object this package
 // writes is at most a chunk (8 MiB) plus framing, so it goes in one PUT;
 // larger files use the chunked layout instead of S3 multipart (chunked.go).
 const partSize = 16 << 20
@@ -42,16 +41,12 @@ func (c *Client) putBuf(b *bytes.Buffer) {
 }
 
 // putObject uploads body as object key with metadata meta, paced by the
-// bandwidth limit.
+// bandwidth limit. The bytes sent, retries included, count as uploaded.
 func (c *Client) putObject(ctx context.Context, key string, body []byte, meta map[string]string) error {
-	r := &pacedReader{ctx: ctx, r: bytes.NewReader(body), l: c.up}
-	_, err := c.mc.PutObject(ctx, c.bucket, key, r, int64(len(body)), minio.PutObjectOptions{
-		UserMetadata: meta,
-		ContentType:  "application/octet-stream",
-		PartSize:     partSize,
-	})
-	c.bytesUp.Add(r.n)
-	if err != nil {
+	wrap := func(r io.Reader) io.Reader {
+		return &countingReader{n: &c.bytesUp, r: &pacedReader{ctx: ctx, r: r, l: c.up}}
+	}
+	if err := c.s3.putObject(ctx, key, body, meta, wrap); err != nil {
 		return c.classify("put", key, err)
 	}
 	c.objectsPut.Add(1)
@@ -60,8 +55,8 @@ func (c *Client) putObject(ctx context.Context, key string, body []byte, meta ma
 
 // stat returns the object's info, or an error wrapping ErrNotFound when it
 // does not exist.
-func (c *Client) stat(ctx context.Context, key string) (minio.ObjectInfo, error) {
-	info, err := c.mc.StatObject(ctx, c.bucket, key, minio.StatObjectOptions{})
+func (c *Client) stat(ctx context.Context, key string) (objectInfo, error) {
+	info, err := c.s3.headObject(ctx, key)
 	if err != nil {
 		return info, c.classify("stat", key, err)
 	}
@@ -72,24 +67,19 @@ func (c *Client) stat(ctx context.Context, key string) (minio.ObjectInfo, error)
 // and returns its plaintext and metadata. Reading errors are already
 // classified: ErrCorrupt or ErrWrongKey naming the object, or a transport
 // error. The caller closes the returned reader.
-func (c *Client) openObject(ctx context.Context, key, name string) (io.ReadCloser, minio.ObjectInfo, error) {
-	obj, err := c.mc.GetObject(ctx, c.bucket, key, minio.GetObjectOptions{})
+func (c *Client) openObject(ctx context.Context, key, name string) (io.ReadCloser, objectInfo, error) {
+	body, info, err := c.s3.getObject(ctx, key)
 	if err != nil {
-		return nil, minio.ObjectInfo{}, c.classify("get", key, err)
-	}
-	info, err := obj.Stat()
-	if err != nil {
-		obj.Close()
 		return nil, info, c.classify("get", key, err)
 	}
 	c.objectsGot.Add(1)
-	paced := &countingReader{c: c, r: &pacedReader{ctx: ctx, r: obj, l: c.down}}
+	paced := &countingReader{n: &c.bytesDown, r: &pacedReader{ctx: ctx, r: body, l: c.down}}
 	plain, err := c.codec.decode(paced, name)
 	if err != nil {
-		obj.Close()
+		body.Close()
 		return nil, info, c.readErr(key, err)
 	}
-	return &objectReader{c: c, key: key, plain: plain, obj: obj}, info, nil
+	return &objectReader{c: c, key: key, plain: plain, body: body}, info, nil
 }
 
 // readErr classifies an error from decoding object key.
@@ -107,15 +97,17 @@ func (c *Client) readErr(key string, err error) error {
 	}
 }
 
-// countingReader adds what it reads to the Client's download counter.
+// countingReader adds what it reads to a Client counter. The counter is
+// atomic: the HTTP transport may still read a request body after the
+// request returned.
 type countingReader struct {
-	c *Client
+	n *atomic.Int64
 	r io.Reader
 }
 
 func (r *countingReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
-	r.c.bytesDown.Add(int64(n))
+	r.n.Add(int64(n))
 	return n, err
 }
 
@@ -124,7 +116,7 @@ type objectReader struct {
 	c     *Client
 	key   string
 	plain io.ReadCloser
-	obj   *minio.Object
+	body  io.ReadCloser
 }
 
 func (r *objectReader) Read(p []byte) (int, error) {
@@ -137,5 +129,5 @@ func (r *objectReader) Read(p []byte) (int, error) {
 
 func (r *objectReader) Close() error {
 	r.plain.Close()
-	return r.obj.Close()
+	return r.body.Close()
 }

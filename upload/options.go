@@ -23,15 +23,20 @@ type Options struct {
 	// missing. Conventionally "${device_id}/" so one bucket serves a fleet.
 	// Empty: the bucket root.
 	Prefix string
-	// Region is the bucket's region. Empty: asked from the server (one
-	// extra request), which for most S3-compatible servers is "us-east-1".
+	// Region is the bucket's region, used to sign requests and to create
+	// the bucket. Empty: "us-east-1" (what most S3-compatible servers
+	// expect), switched to the region the server names when the first
+	// request is refused for a wrong region (AWS does so).
 	Region string
 	// AccessKey, SecretKey and SessionToken are static credentials. When
-	// AccessKey is empty, minio-go's standard chain is used instead: the
+	// AccessKey is empty, the standard chain is read once by New: the
 	// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN)
-	// environment, MINIO_ACCESS_KEY/MINIO_SECRET_KEY, the shared
-	// credentials file (~/.aws/credentials, AWS_PROFILE), then IAM (EC2/ECS
-	// instance role, web identity).
+	// environment, MINIO_ROOT_USER/MINIO_ROOT_PASSWORD or
+	// MINIO_ACCESS_KEY/MINIO_SECRET_KEY, then the shared credentials file
+	// (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
+	// AWS_PROFILE or "default"). Nothing found: anonymous (unsigned)
+	// requests. IAM instance roles (EC2/ECS metadata, web identity) are not
+	// supported. See resolveCredentials.
 	AccessKey, SecretKey, SessionToken string
 	// Secure selects HTTPS.
 	Secure bool
@@ -40,8 +45,9 @@ type Options struct {
 	CAFile string
 	// PathStyle addresses buckets as https://host/bucket/key instead of
 	// https://bucket.host/key; most self-hosted servers need it. Off: the
-	// style is chosen from the endpoint (path style for IPs and non-AWS
-	// hosts).
+	// style is chosen from the endpoint: virtual hosts for *.amazonaws.com
+	// (unless a dotted bucket name over HTTPS would break the wildcard
+	// certificate), path style for everything else.
 	PathStyle bool
 	// MaxBandwidth caps the bytes per second of all transfers of the Client
 	// together, uploads and downloads counted separately. 0: unlimited.
@@ -64,7 +70,9 @@ type Options struct {
 	// Client; it may be called from several goroutines at once.
 	Progress func(Progress)
 	// Transport replaces the HTTP transport (tests count requests with
-	// it). Nil: minio-go's default, with CAFile applied.
+	// it); CAFile is then ignored. Nil: http.DefaultTransport's settings
+	// (proxy from the environment, dial and TLS timeouts) without
+	// compression, a 1-minute response-header timeout, and CAFile applied.
 	Transport http.RoundTripper
 }
 

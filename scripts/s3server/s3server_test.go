@@ -1,40 +1,39 @@
 package s3server
 
 import (
-	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/eddy-edge/eddy/upload"
 )
 
 func TestServer_PutGetRestart(t *testing.T) {
 	s := Start(t)
 	s.MakeBucket("bkt")
-	mc, err := minio.New(s.Endpoint(), &minio.Options{
-		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath,
-	})
+	c, err := upload.New(upload.Options{Endpoint: s.Endpoint(), Bucket: "bkt", Prefix: "x/", AccessKey: s.AccessKey,
+		SecretKey: s.SecretKey, PathStyle: true}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	body := []byte("hello")
-	if _, err := mc.PutObject(ctx, "bkt", "x/y", bytes.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
+	const name = "00000000000000000001.json"
+	if err := c.PutManifest(ctx, name, []byte(`{"hello":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := os.ReadFile(s.ObjectPath("bkt", "x/y")); err != nil || !bytes.Equal(got, body) {
-		t.Fatalf("object file = %q, %v", got, err)
+	if _, err := os.Stat(s.ObjectPath("bkt", "x/manifests/"+name)); err != nil {
+		t.Fatalf("object file: %v", err)
 	}
 	s.Stop()
-	if _, err := mc.StatObject(ctx, "bkt", "x/y", minio.StatObjectOptions{}); err == nil {
+	if _, err := c.ListManifests(ctx); err == nil {
 		t.Fatal("stopped server answered")
 	}
 	s.Restart()
-	if _, err := mc.StatObject(ctx, "bkt", "x/y", minio.StatObjectOptions{}); err != nil {
-		t.Fatalf("after restart: %v", err)
+	names, err := c.ListManifests(ctx)
+	if err != nil || len(names) != 1 || names[0] != name {
+		t.Fatalf("after restart: %v %v", names, err)
 	}
 }
