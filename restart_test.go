@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -27,7 +28,7 @@ restart {
 	path := filepath.Join(dir, "agent.hcl")
 	os.WriteFile(path, []byte(cfg), 0o644)
 	cmd := exec.Command(eddyBin, "run", "-c", path)
-	var log strings.Builder
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -86,4 +87,22 @@ restart {
 	if !strings.Contains(s, "restart strategy gives up") || !strings.Contains(s, "state store full") {
 		t.Fatalf("the exit does not say why:\n%s", s)
 	}
+}
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
