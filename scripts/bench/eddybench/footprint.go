@@ -1,0 +1,109 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+func runFootprint(args []string) error {
+	fs := flag.NewFlagSet("footprint", flag.ContinueOnError)
+	rate := fs.Int("rate", 10_000, "readings/s")
+	dur := fs.Duration("duration", 60*time.Second, "measured time at the rate (after a 5 s warm-up)")
+	devices := fs.Int("devices", 1000, "devices (keys)")
+	window := fs.String("window", "1m", "tumbling window size")
+	sinks := fs.String("sinks", "file", "exactly-once sinks to run, one agent each: file, mqtt (the WAL sink, upstream = the same mosquitto)")
+	ingestAck := fs.String("ingest-ack", "after_fsync", "ingest log ack mode: after_fsync or after_write")
+	perfSeconds := fs.Int("perf", 0, "if > 0, record the agent with perf for this many seconds of the run (perf.data in the working directory)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "eddybench-footprint-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin, err := buildEddy(tmp)
+	if err != nil {
+		return err
+	}
+	br, err := startBroker(tmp)
+	if err != nil {
+		return err
+	}
+	defer br.stop()
+	t := newTable("sink (exactly once)", "rate", "agent CPU (% of one core)", "peak RSS (VmHWM)", "written/min (write_bytes)", "mosquitto CPU", "readings in/sent", "checkpoints")
+	for _, sink := range splitList(*sinks) {
+		progress("footprint: %s sink, %d readings/s for %v (+5 s warm-up)", sink, *rate, *dur)
+		dir := filepath.Join(tmp, sink)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		out := filepath.Join(dir, "out")
+		if sink == "mqtt" {
+			out = "mqtt:" + br.url()
+		}
+		cfg := agentConfig(br.url(), "eddy-bench-fp-"+sink, "bench/fp-"+sink+"/+", "exactly_once", out, *window)
+		cfg += fmt.Sprintf("ingest { ack = %q }\n", *ingestAck)
+		ag, err := startAgent(bin, dir, cfg)
+		if err != nil {
+			return err
+		}
+		if err := waitConnected(ag); err != nil {
+			ag.kill()
+			return err
+		}
+		pub, err := newPublisher(br.url(), "bench-pub-fp-"+sink, "bench/fp-"+sink, *devices)
+		if err != nil {
+			ag.kill()
+			return err
+		}
+		type result struct {
+			sent int
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			n, err := pub.publishPaced(*rate, *dur+5*time.Second, nil)
+			done <- result{n, err}
+		}()
+		time.Sleep(5 * time.Second) // warm-up: connections, first windows, first checkpoint under way
+		a0, err0 := sampleProc(ag.pid())
+		b0, _ := sampleProc(br.pid())
+		c0, _ := ag.checkpoints()
+		if *perfSeconds > 0 {
+			perf := exec.Command("perf", "record", "-g", "-o", "perf-"+sink+".data", "-p", strconv.Itoa(ag.pid()), "--", "sleep", strconv.Itoa(*perfSeconds))
+			if out, err := perf.CombinedOutput(); err != nil {
+				progress("perf: %v %s", err, out)
+			}
+		}
+		time.Sleep(*dur - time.Since(a0.at))
+		a1, err1 := sampleProc(ag.pid())
+		b1, _ := sampleProc(br.pid())
+		c1, _ := ag.checkpoints()
+		res := <-done
+		pub.close()
+		if res.err != nil || err0 != nil || err1 != nil {
+			ag.kill()
+			return fmt.Errorf("footprint %s: %v %v %v", sink, res.err, err0, err1)
+		}
+		_ = ag.waitReadings("e2e", uint64(res.sent), 30*time.Second)
+		rep, _ := ag.pipeline("e2e")
+		if err := ag.stop(); err != nil {
+			return err
+		}
+		elapsed := a1.at.Sub(a0.at)
+		perMin := float64(a1.writeBytes-a0.writeBytes) / elapsed.Minutes()
+		t.add(sink, si(float64(*rate))+"/s", cpuPercent(a0, a1), mib(float64(a1.peakRSS)), mib(perMin), cpuPercent(b0, b1),
+			fmt.Sprintf("%d/%d", rep.ReadingsIn, res.sent), fmt.Sprintf("%d completed, %d failed", c1.Completed-c0.Completed, c1.Failed-c0.Failed))
+	}
+	fmt.Printf("\n(c) footprint at a fixed rate: MQTT QoS 1 → ingest log (after_fsync) → %s tumbling event-time windows, %d devices, count/sum/max → exactly-once sink; checkpoints every 10 s; ingest ack %s; measured over %v from /proc/PID/{stat,status,io}; %d CPUs, %s\n\n",
+		*window, *devices, *ingestAck, *dur, runtime.NumCPU(), runtime.Version())
+	t.write(os.Stdout)
+	return nil
+}
