@@ -354,7 +354,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
 		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
 		first := true
-		r.src = source.NewMQTT(source.MQTTOptions{
+		mopts := source.MQTTOptions{
 			Broker: m.Broker, ClientID: config.Expand(m.ClientID, a.vars()), Topics: topics, QoS: byte(m.QoS),
 			Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
 			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
@@ -369,7 +369,12 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 					connected.Set(0)
 				}
 			},
-		}, a.log)
+		}
+		if m.Connections > 1 {
+			r.src = source.NewSharedMQTT(mopts, source.SharedOptions{Connections: m.Connections}, a.log)
+		} else {
+			r.src = source.NewMQTT(mopts, a.log)
+		}
 		in, err := a.openIngest(src.Name)
 		if err != nil {
 			return nil, err

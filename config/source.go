@@ -59,6 +59,11 @@ type MQTTSource struct {
 	// and 1m.
 	ReconnectMin, ReconnectMax time.Duration
 	TLS                        *TLS
+	// Connections above 1 (at most 16) read through that many connections
+	// with a shared subscription ($share/GROUP/TOPIC), so ingest can use more
+	// cores. Readings of one sensor may then arrive out of order across
+	// connections: keep max_out_of_orderness above zero. Default 1.
+	Connections int
 }
 
 // FileSource reads newline-separated readings from a file.
@@ -192,7 +197,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -206,8 +211,13 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 		ReconnectMin: time.Second,
 		ReconnectMax: time.Minute,
 		TLS:          d.decodeTLS(c.Blocks, false),
+		Connections:  int(a.integer("connections", 1, 1, 16)),
 	}
 	s.MQTT = m
+	if m.Connections > 1 && m.Broker == Embedded {
+		d.errorf(a.rangeOf("connections"), "Argument does not apply",
+			"The embedded broker hands messages to Eddy in its publish hook; \"connections\" is for an external broker.")
+	}
 	d.checkBroker(a, m.Broker, broker)
 	topics, ranges, ok := a.strList("topics", deviceIDVars)
 	if ok && len(topics) == 0 {

@@ -31,6 +31,7 @@ source "mqtt" "sensors" {
   topics        = ["sensors/+/telemetry", "lab/#"]
   qos           = 1
   clean_session = false # keep the session so nothing is lost while down
+  connections   = 1     # >1: shared subscription over that many connections (more cores; readings may reorder)
   keepalive     = "30s"
   format        = "json" # json | csv | raw
   reconnect {
