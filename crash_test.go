@@ -222,9 +222,18 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, func() bool { return newest() >= before+2 })
+		exited := make(chan struct{})
+		go func() { cmd.Wait(); close(exited) }()
+		waitFor(t, 30*time.Second, func() bool {
+			select {
+			case <-exited: // the job reached its end first: nothing to kill
+				return true
+			default:
+			}
+			return newest() >= before+2
+		})
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-exited
 	}
 	cfg := strings.Replace(replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
 		"parallelism = 2", "parallelism = 1", 1)

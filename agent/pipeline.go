@@ -556,6 +556,14 @@ func (p *pipeline) releaseHeld(st *subtask) {
 		p.log.Error("reading held results failed", "pipeline", p.name, "err", err)
 	}
 	p.arriveHeld(st, mine)
+	// Released: the next checkpoint must not hold them, or a restart after
+	// the end of input would release them a second time.
+	for _, r := range mine {
+		if err := st.backend.Delete(st.held, r.key); err != nil {
+			p.log.Error("dropping released results failed", "pipeline", p.name, "err", err)
+			return
+		}
+	}
 }
 
 // arriveHeld adds a subtask's held results to the merge; the last subtask
