@@ -18,7 +18,7 @@ import (
 // output still equals an uninterrupted run.
 func TestCorrupt_CheckpointSkipped(t *testing.T) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
-	writeReadings(t, input, 500, 400, 21)
+	writeReadings(t, input, 1000, 800, 21)
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
 	runToEnd(t, clean)
@@ -57,9 +57,18 @@ func TestCorrupt_CheckpointSkipped(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := filepath.Join(dir, "data", "checkpoints")
-			waitFor(t, 30*time.Second, func() bool { return len(manifests(root)) >= 2 })
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			waitFor(t, 30*time.Second, func() bool {
+				select {
+				case <-exited:
+					t.Fatal("the job ended before two checkpoints: make the input longer")
+				default:
+				}
+				return len(manifests(root)) >= 2
+			})
 			cmd.Process.Kill()
-			cmd.Wait()
+			<-exited
 			ms := manifests(root)
 			newest := ms[len(ms)-1]
 			d.damage(t, root, newest)
@@ -111,7 +120,7 @@ func manifests(root string) []manifestInfo {
 		}
 		info := manifestInfo{path: n, id: m.ID}
 		for _, f := range m.Files {
-			if f.Checkpoint == m.ID && f.Size > 100 {
+			if f.Checkpoint == m.ID && f.Size > 0 {
 				info.ownFile = f.Name
 			}
 		}
