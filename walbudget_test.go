@@ -116,7 +116,14 @@ ingest { max_disk = "2MiB" }
 		t.Fatal(err)
 	}
 	want := expectedWindows(readings, devices)
-	waitFor(t, 120*time.Second, func() bool { return len(col.windows("budget")) >= len(want) })
+	deadline := time.Now().Add(4 * time.Minute)
+	for len(col.windows("budget")) < len(want) {
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+			t.Fatalf("%d of %d results after the uplink returned; agent log:\n%s", len(col.windows("budget")), len(want), b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	r.stop()
 	got := col.windows("budget")
 	col.mu.Lock()
