@@ -93,7 +93,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if strings.HasPrefix(*from, "s3://") {
-		id, err := agent.RestoreFromS3(ctx, *path, *from, slog.New(slog.NewTextHandler(stderr, nil)), func(l string) { fmt.Fprintln(stderr, l) })
+		id, err := agent.RestoreFromS3(ctx, *path, *from, slog.New(slog.NewTextHandler(stderr, nil)),
+			func(l string) { fmt.Fprintln(stderr, l) }, terminalBar(stderr))
 		if err != nil {
 			fmt.Fprintf(stderr, "eddy: restore: %v\n", err)
 			return 1
@@ -205,11 +206,25 @@ func cmdRestore(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	id, err := agent.RestoreFromS3(ctx, *path, *from, slog.New(slog.NewTextHandler(stderr, nil)), func(l string) { fmt.Fprintln(stdout, l) })
+	id, err := agent.RestoreFromS3(ctx, *path, *from, slog.New(slog.NewTextHandler(stderr, nil)),
+		func(l string) { fmt.Fprintln(stdout, l) }, terminalBar(stdout))
 	if err != nil {
 		fmt.Fprintf(stderr, "eddy: restore: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "checkpoint %d restored into data_dir; `eddy run` resumes from it\n", id)
 	return 0
+}
+
+// terminalBar returns a progress-bar writer when w is a terminal, else nil
+// (periodic lines instead, for logs).
+func terminalBar(w io.Writer) func(string) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return func(s string) { fmt.Fprint(w, s) }
 }

@@ -220,7 +220,10 @@ func ParseS3(s string) (S3Location, error) {
 // from S3 into the data_dir of the configuration at cfgPath, verifying every
 // checksum, so that the next `eddy run` restores it. It reports progress to
 // w. Nothing in data_dir changes unless everything downloaded and verified.
-func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, w func(string)) (uint64, error) {
+//
+// Progress: with bar set (standard output is a terminal) each file gets a
+// progress bar redrawn in place; otherwise a line per file and second.
+func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, w func(string), bar func(string)) (uint64, error) {
 	cfg, diags := config.Load(cfgPath)
 	if diags.HasErrors() {
 		return 0, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
@@ -231,6 +234,10 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	}
 	var lastReport time.Time
 	client, err := uploadClient(cfg, loc.Bucket, loc.Prefix, log, func(p upload.Progress) {
+		if bar != nil {
+			bar(progressBar(p))
+			return
+		}
 		if time.Since(lastReport) > time.Second || p.Done == p.Total {
 			lastReport = time.Now()
 			w(fmt.Sprintf("  %s %s: %d/%d bytes", p.Op, p.Name, p.Done, p.Total))
@@ -452,4 +459,25 @@ func RequestSavepoint(ctx context.Context, cfgPath string) (uint64, error) {
 		return 0, fmt.Errorf("%s: %s", resp.Status, msg)
 	}
 	return body.ID, nil
+}
+
+// progressBar draws one transfer as "\r  download ab12…: [#####     ] 50% 3.0/6.0 MiB",
+// ending with a newline when the transfer is done.
+func progressBar(p upload.Progress) string {
+	const width = 30
+	frac := 1.0
+	if p.Total > 0 {
+		frac = float64(p.Done) / float64(p.Total)
+	}
+	n := int(frac * width)
+	name := p.Name
+	if len(name) > 12 {
+		name = name[:12] + "…"
+	}
+	line := fmt.Sprintf("\r  %s %s: [%s%s] %3.0f%% %.1f/%.1f MiB", p.Op, name, strings.Repeat("#", n), strings.Repeat(" ", width-n),
+		frac*100, float64(p.Done)/(1<<20), float64(p.Total)/(1<<20))
+	if p.Done >= p.Total {
+		line += "\n"
+	}
+	return line
 }
