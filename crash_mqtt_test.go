@@ -123,6 +123,10 @@ func (r *mqttCrashRun) start() {
 	}
 	r.done = make(chan error, 1)
 	go func(cmd *exec.Cmd) { r.done <- cmd.Wait(); lf.Close() }(r.cmd)
+	if r.starts == 0 {
+		// Never leave an agent behind when the test ends early.
+		r.t.Cleanup(func() { r.cmd.Process.Kill() }) // an error once it has exited: harmless
+	}
 	r.starts++
 	p := &agentProc{admin: r.admin}
 	waitFor(r.t, 15*time.Second, func() bool { return p.connected(r.t, "sensors") })

@@ -326,10 +326,18 @@ func (s *Sink) makeRoomLocked(ctx context.Context, need int64) error {
 		}
 		ch := s.spaceCh
 		s.mu.Unlock()
+		// Re-check now and then as well: the backlog can drain to nothing
+		// without freeing a segment (the last one also holds uncommitted
+		// data), and that frees the writer without a space signal.
+		recheck := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ch:
+			recheck.Stop()
+			s.mu.Lock()
+		case <-recheck.C:
 			s.mu.Lock()
 		case <-ctx.Done():
+			recheck.Stop()
 			s.mu.Lock()
 			return fmt.Errorf("walsink: write blocked on a full WAL: %w", ctx.Err())
 		case <-s.closeCh:
