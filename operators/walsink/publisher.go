@@ -225,6 +225,9 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 		s.mu.Lock()
 		s.backlogMsgs -= int64(n)
 		s.backlogBytes -= bytes
+		if s.backlogMsgs == 0 {
+			s.wakeWritersLocked()
+		}
 		err := s.collectLocked()
 		s.mu.Unlock()
 		if err != nil {

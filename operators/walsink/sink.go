@@ -57,7 +57,7 @@ type Sink struct {
 	warnedOver   bool
 	backlogMsgs  int64
 	backlogBytes int64
-	spaceCh      chan struct{} // closed and replaced when segments are deleted
+	spaceCh      chan struct{} // closed and replaced by wakeWritersLocked
 
 	sess      *qos2.Session // owned by the publisher goroutine after Open
 	closeCh   chan struct{}
@@ -326,18 +326,10 @@ func (s *Sink) makeRoomLocked(ctx context.Context, need int64) error {
 		}
 		ch := s.spaceCh
 		s.mu.Unlock()
-		// Re-check now and then as well: the backlog can drain to nothing
-		// without freeing a segment (the last one also holds uncommitted
-		// data), and that frees the writer without a space signal.
-		recheck := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ch:
-			recheck.Stop()
-			s.mu.Lock()
-		case <-recheck.C:
 			s.mu.Lock()
 		case <-ctx.Done():
-			recheck.Stop()
 			s.mu.Lock()
 			return fmt.Errorf("walsink: write blocked on a full WAL: %w", ctx.Err())
 		case <-s.closeCh:
@@ -451,9 +443,17 @@ func (s *Sink) collectLocked() error {
 		}
 		s.st.segs = slices.DeleteFunc(s.st.segs, func(sd segData) bool { return sd.id == id })
 	}
+	s.wakeWritersLocked()
+	return nil
+}
+
+// wakeWritersLocked wakes writers blocked in makeRoomLocked: called when
+// segments are freed and when the committed backlog drains to nothing (it
+// may do so without freeing a segment, since the last one also holds
+// uncommitted data, and makeRoomLocked then accepts the write).
+func (s *Sink) wakeWritersLocked() {
 	close(s.spaceCh)
 	s.spaceCh = make(chan struct{})
-	return nil
 }
 
 // oldestLocked is the lowest seq not yet delivered or dropped.
