@@ -36,7 +36,12 @@ type txSink interface {
 // A transactional sink is a checkpoint task: it aligns barriers across its
 // producers by epoch (each delivery says which epoch it belongs to, so no
 // producer is ever blocked) and pre-commits epoch n once every producer has
-// passed barrier n, then acknowledges.
+// passed barrier n, then acknowledges. A producer past barrier n sends
+// epoch n+1 while others still send epoch n; the runner holds such early
+// deliveries in memory (at most what the fastest producer emits while the
+// barrier aligns) and writes them once barrier n is pre-committed, so the
+// sink sees epochs in order and the data of epoch n+1 never reaches it
+// before PreCommit(n).
 type sinkRunner struct {
 	name  string
 	plain sink.Sink // at-least-once sinks
@@ -46,7 +51,8 @@ type sinkRunner struct {
 
 	producers  sync.WaitGroup // producers register before sending
 	nProducers int
-	arrived    map[uint64]int
+	arrived    map[uint64]int // barrier id → producers past it, until all are
+	held       []sinkMsg      // early deliveries, in arrival order
 	ckpt       *checkpointer
 
 	done     chan struct{}
@@ -74,17 +80,18 @@ func (r *sinkRunner) run() {
 			r.onBarrier(m.barrier)
 			continue
 		}
-		items := m.d.Items()
-		var err error
 		if r.tx != nil {
-			err = r.tx.Write(m.epoch, items)
-		} else {
-			err = r.plain.Write(items)
+			if r.early(m.epoch) {
+				r.held = append(r.held, m)
+				continue
+			}
+			r.writeTx(m)
+			continue
 		}
-		if err != nil {
+		if err := r.plain.Write(m.d.Items()); err != nil {
 			r.fail("write", err)
 		}
-		if len(r.in) == 0 && r.plain != nil {
+		if len(r.in) == 0 {
 			if err := r.plain.Flush(); err != nil {
 				r.fail("flush", err)
 			}
@@ -97,11 +104,51 @@ func (r *sinkRunner) run() {
 		}
 		err = r.plain.Close()
 	} else {
+		// Deliveries still held belong to a barrier that never aligned (a
+		// producer ended before it): written like any uncommitted epoch,
+		// Recover discards them at the next start.
+		for _, m := range r.held {
+			r.writeTx(m)
+		}
+		r.held = nil
 		err = r.tx.Close()
 	}
 	if err != nil {
 		r.fail("close", err)
 	}
+}
+
+// early reports whether a delivery of epoch is ahead of the alignment: its
+// producer passed barrier epoch-1 and another has not yet. Barriers align in
+// order (every producer sends them in order), so when barrier epoch-1 has
+// aligned every earlier one has too.
+func (r *sinkRunner) early(epoch uint64) bool {
+	if epoch == 0 {
+		return false
+	}
+	_, aligning := r.arrived[epoch-1]
+	return aligning
+}
+
+func (r *sinkRunner) writeTx(m sinkMsg) {
+	if err := r.tx.Write(m.epoch, m.d.Items()); err != nil {
+		r.fail("write", err)
+	}
+}
+
+// writeHeld writes the held deliveries that are no longer early, in arrival
+// order, and keeps the rest.
+func (r *sinkRunner) writeHeld() {
+	keep := r.held[:0]
+	for _, m := range r.held {
+		if r.early(m.epoch) {
+			keep = append(keep, m)
+			continue
+		}
+		r.writeTx(m)
+	}
+	clear(r.held[len(keep):])
+	r.held = keep
 }
 
 func (r *sinkRunner) onBarrier(id uint64) {
@@ -118,6 +165,9 @@ func (r *sinkRunner) onBarrier(id uint64) {
 		}
 		return
 	}
+	// The held deliveries of epoch id+1 are written after the pre-commit
+	// (even a failed one: the run stops then, and they are uncommitted).
+	defer r.writeHeld()
 	if err := r.tx.PreCommit(id); err != nil {
 		r.fail("pre-commit", err)
 		if r.ckpt != nil {
