@@ -14,11 +14,13 @@ import (
 )
 
 // walTx adapts the exactly-once MQTT sink to the agent's txSink: it renders
-// each result's topic from the sink's template, and serializes calls, since
-// the sink runner (Write, PreCommit) and the checkpointer (Commit) call from
-// different goroutines.
+// each result's topic from the sink's template. It takes no lock of its
+// own: the sink runner calls Write and PreCommit, the checkpointer Commit,
+// and walsink.Sink allows Commit concurrently with them. A Write blocked on
+// a full WAL (when_full = "block") waits for the uplink; a lock held across
+// it would stop the checkpointer with it: no commit, no checkpoint timeout,
+// no ingest log truncation, until the uplink returns.
 type walTx struct {
-	mu       sync.Mutex
 	s        *walsink.Sink
 	topic    *sink.Template
 	deviceID string
@@ -27,8 +29,6 @@ type walTx struct {
 }
 
 func (w *walTx) Write(epoch uint64, items []sink.Item) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.msgs = w.msgs[:0]
 	w.buf = w.buf[:0]
 	for _, it := range items {
@@ -40,20 +40,14 @@ func (w *walTx) Write(epoch uint64, items []sink.Item) error {
 }
 
 func (w *walTx) PreCommit(epoch uint64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	return w.s.PreCommit(epoch)
 }
 
 func (w *walTx) Commit(epoch uint64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	return w.s.Commit(epoch)
 }
 
 func (w *walTx) Recover(last uint64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	return w.s.Recover(last)
 }
 
@@ -112,6 +106,12 @@ func registerWALMetrics(set *metrics.Set, name string, ws *walsink.Sink) {
 	set.NewGauge("eddy_wal_delivered_total"+l, func() float64 { return float64(stats().Delivered) })
 	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
 	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_wal_write_blocked"+l, func() float64 {
+		if stats().WriteBlocked {
+			return 1
+		}
+		return 0
+	})
 	set.NewGauge("eddy_wal_connected"+l, func() float64 {
 		if stats().Connected {
 			return 1

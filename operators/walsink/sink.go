@@ -32,12 +32,15 @@ type Stats struct {
 	Retried         uint64        // PUBLISH (DUP) and PUBREL re-sent on (re)connect since Open
 	Dropped         uint64        // dropped by drop_oldest since Open
 	Connected       bool
+	WriteBlocked    bool // a Write waits for room (when_full = block)
 }
 
-// Sink is the exactly-once MQTT sink. Write, PreCommit, Commit and Recover
-// may be called from different goroutines but not concurrently with each
-// other (the agent calls them from its pipeline and checkpoint path, in
-// order); Stats and Close are safe at any time.
+// Sink is the exactly-once MQTT sink. Write and PreCommit are called from
+// one goroutine at a time, in order (the agent's sink runner); Commit may
+// be called from another goroutine at any time, also while a Write is
+// blocked on a full WAL (the agent's checkpointer: the commit it brings is
+// what lets the backlog that blocks the Write drain). Recover is called
+// before any of them. Stats and Close are safe at any time.
 type Sink struct {
 	opts Options
 	log  *slog.Logger
@@ -58,6 +61,7 @@ type Sink struct {
 	backlogMsgs  int64
 	backlogBytes int64
 	spaceCh      chan struct{} // closed and replaced by wakeWritersLocked
+	blocked      bool          // a Write waits on spaceCh
 
 	sess      *qos2.Session // owned by the publisher goroutine after Open
 	closeCh   chan struct{}
@@ -325,17 +329,21 @@ func (s *Sink) makeRoomLocked(ctx context.Context, need int64) error {
 			continue
 		}
 		ch := s.spaceCh
+		s.blocked = true
 		s.mu.Unlock()
 		select {
 		case <-ch:
 			s.mu.Lock()
 		case <-ctx.Done():
 			s.mu.Lock()
+			s.blocked = false
 			return fmt.Errorf("walsink: write blocked on a full WAL: %w", ctx.Err())
 		case <-s.closeCh:
 			s.mu.Lock()
+			s.blocked = false
 			return ErrClosed
 		}
+		s.blocked = false
 	}
 }
 
@@ -604,6 +612,7 @@ func (s *Sink) Stats() Stats {
 		BacklogMessages: s.backlogMsgs,
 		BacklogBytes:    s.backlogBytes,
 		WALBytes:        s.wal.Size(),
+		WriteBlocked:    s.blocked,
 	}
 	if s.backlogMsgs > 0 {
 		oldest := s.oldestLocked()
