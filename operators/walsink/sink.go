@@ -180,7 +180,8 @@ func (s *Sink) loadBacklog() error {
 // Write appends msgs, the results produced in epoch (between checkpoints
 // epoch-1 and epoch), to the WAL in one write, without syncing. Nothing is
 // published before Commit(n ≥ epoch). Epochs must not decrease, and an
-// epoch cannot be written after PreCommit of it or a later one. When the
+// epoch cannot be written after PreCommit of it or a later one; a later
+// epoch may be written before PreCommit of an earlier one. When the
 // WAL is full (Options.MaxDiskBytes) Write blocks (Block) or drops the
 // oldest unsent messages (DropOldest). msgs and their memory may be reused
 // once Write returns. It is WriteContext with context.Background.
@@ -484,7 +485,8 @@ func (s *Sink) pruneCommitTimesLocked() {
 
 // PreCommit makes everything written for epochs ≤ epoch durable (one
 // fsync) and marks it pre-committed: the sink's part of checkpoint epoch.
-// After it returns, Write accepts only later epochs.
+// Data of later epochs written before it is not part of it. After it
+// returns, Write accepts only later epochs.
 func (s *Sink) PreCommit(epoch uint64) error {
 	s.mu.Lock()
 	if err := s.usableLocked(); err != nil {
@@ -495,12 +497,23 @@ func (s *Sink) PreCommit(epoch uint64) error {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: pre-commit %d after %d", ErrEpoch, epoch, s.highestPreCommitLocked())
 	}
-	s.buf = appendWords(s.buf[:0], kindPreCommit, epoch, s.st.nextSeq-1)
+	// The mark ends before the data of later epochs already written: the
+	// commit of epoch publishes epochs ≤ epoch only, and an epoch's data
+	// (one span) is never split by a mark, which the backlog count, taken
+	// per span at commit, relies on.
+	seq := s.st.nextSeq - 1
+	for _, sp := range s.st.uncommitted {
+		if sp.epoch > epoch {
+			seq = sp.first - 1
+			break
+		}
+	}
+	s.buf = appendWords(s.buf[:0], kindPreCommit, epoch, seq)
 	if _, err := s.appendLocked(s.buf); err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	s.st.precommits = append(s.st.precommits, mark{epoch: epoch, seq: s.st.nextSeq - 1})
+	s.st.precommits = append(s.st.precommits, mark{epoch: epoch, seq: seq})
 	s.st.lastEpoch = max(s.st.lastEpoch, epoch)
 	s.mu.Unlock()
 	if err := s.wal.Sync(); err != nil {

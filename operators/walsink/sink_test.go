@@ -1,6 +1,7 @@
 package walsink
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"os"
@@ -167,4 +168,115 @@ func TestSink_BrokerRestartsMidDrain(t *testing.T) {
 	got = c.received()
 	checkExactlyOnce(t, got, want)
 	t.Logf("stats %+v; broker-side DUP repeats ignored by the collector: %d", s.Stats(), c.brokerDups)
+}
+
+// paddedMessages returns n messages of epoch with ids e<epoch>-<from…>,
+// about 1 KiB each, and appends their ids to ids.
+func paddedMessages(epoch uint64, from, n int, ids *[]string) []Message {
+	msgs := make([]Message, n)
+	for i := range msgs {
+		p := testID([]byte(`{"id":"`), epoch, from+i)
+		p = append(p, `","pad":"`...)
+		p = append(p, bytes.Repeat([]byte{'x'}, 1000)...)
+		msgs[i] = Message{Topic: "up/test", Payload: append(p, `"}`...)}
+		*ids = append(*ids, string(testID(nil, epoch, from+i)))
+	}
+	return msgs
+}
+
+// TestSink_LaterEpochBeforePreCommit pins the marks when a later epoch is
+// written before an earlier one is pre-committed (a producer past barrier
+// 1 while another is not): PreCommit(1) covers epoch 1 only, so Commit(1)
+// makes exactly epoch 1 publishable and counts exactly it as backlog, at
+// runtime and after reopening the WAL.
+func TestSink_LaterEpochBeforePreCommit(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Broker: "tcp://127.0.0.1:1", ClientID: "x", ReconnectMin: time.Hour}
+	s := mustOpen(t, dir, opts)
+	var ids []string
+	for _, step := range []func() error{
+		func() error { return s.Write(1, paddedMessages(1, 0, 5, &ids)) },
+		func() error { return s.Write(2, paddedMessages(2, 0, 3, &ids)) },
+		func() error { return s.PreCommit(1) },
+		func() error { return s.Write(2, paddedMessages(2, 3, 2, &ids)) },
+		func() error { return s.Commit(1) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string, s *Sink) {
+		t.Helper()
+		s.mu.Lock()
+		committed := s.st.committedSeq
+		s.mu.Unlock()
+		if st := s.Stats(); committed != 5 || st.BacklogMessages != 5 {
+			t.Errorf("%s: committed up to seq %d with %d messages of backlog; want epoch 1 only: seq 5, 5 messages",
+				when, committed, st.BacklogMessages)
+		}
+	}
+	check("after Commit(1)", s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, dir, opts)
+	if err := s.Recover(1); err != nil {
+		t.Fatal(err)
+	}
+	check("reopened, recovered to 1", s)
+}
+
+// TestSink_BlockNeverWaitsOnUncommittedOnly reproduces issue 6's stall at
+// the sink: epoch 2 was partly written before PreCommit(1). Commit(1)
+// used to make that part publishable too without counting it, so once it
+// was delivered the committed backlog read negative, and a Write over
+// max_disk (when_full = block) waited for it to reach zero: forever, with
+// the uplink up and nothing left to send — the checkpoint that would have
+// committed the rest sat behind that Write.
+func TestSink_BlockNeverWaitsOnUncommittedOnly(t *testing.T) {
+	b := mosquitto.Start(t)
+	c := startCollector(t, b.URL(), "up/#")
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + t.Name(),
+		MaxDiskBytes: 64 << 10, WhenFull: Block})
+	var ids []string
+	for _, step := range []func() error{
+		func() error { return s.Write(1, paddedMessages(1, 0, 20, &ids)) },
+		func() error { return s.Write(2, paddedMessages(2, 0, 10, &ids)) },
+		func() error { return s.PreCommit(1) },
+		func() error { return s.Write(2, paddedMessages(2, 10, 10, &ids)) },
+		func() error { return s.Commit(1) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All publishable flows start at once (MaxInflight 100), so when none
+	// is open every publishable message has been delivered.
+	waitDelivered(t, s, 20, 30*time.Second)
+	for s.Stats().Inflight > 0 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if st := s.Stats(); st.Delivered != 20 || st.BacklogMessages != 0 {
+		t.Errorf("after Commit(1) drained: %+v; want exactly epoch 1 (20) delivered and no backlog", st)
+	}
+	// Over max_disk with only uncommitted data in the WAL: accepted.
+	wrote := make(chan error, 1)
+	go func() { wrote <- s.Write(2, paddedMessages(2, 20, 40, &ids)) }()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Write blocked with no committed backlog to wait for: %+v", s.Stats())
+	}
+	if err := s.PreCommit(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(2); err != nil {
+		t.Fatal(err)
+	}
+	got := c.waitFor(t, len(ids), 30*time.Second)
+	waitDrained(t, s, 10*time.Second)
+	checkExactlyOnce(t, got, ids)
 }
