@@ -130,11 +130,25 @@ ingest { max_disk = "2MiB" }
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(col.windows("budget")) < len(want) {
 		if time.Now().After(deadline) {
+			got := col.windows("budget")
+			var missing []string
+			for k := range want {
+				if _, ok := got[k]; !ok && len(missing) < 10 {
+					missing = append(missing, k)
+				}
+			}
+			t.Logf("missing (up to 10): %v", missing)
+			for _, m := range []string{"eddy_wal_delivered_total", "eddy_wal_backlog_messages", "eddy_wal_inflight",
+				"eddy_wal_write_blocked", "eddy_wal_connected"} {
+				t.Logf("%s = %v", m, metricValue(t, admin, m+`{sink="cloud"}`))
+			}
+			t.Logf("eddy_readings_in_total = %v, eddy_results_out_total = %v", metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`),
+				metricValue(t, admin, `eddy_results_out_total{pipeline="sums"}`))
 			// A goroutine dump in the log shows where the pipeline waits.
 			r.cmd.Process.Signal(syscall.SIGQUIT)
 			<-r.done
 			b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
-			t.Fatalf("%d of %d results after the uplink returned; agent log:\n%s", len(col.windows("budget")), len(want), b)
+			t.Fatalf("%d of %d results after the uplink returned; agent log:\n%s", len(got), len(want), b)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -11,8 +11,9 @@ import (
 type WhenFull string
 
 const (
-	// Block makes Write wait until delivered segments are deleted
-	// (backpressure), or its context ends, or the sink is closed.
+	// Block makes Write wait (backpressure) until delivery frees segments or
+	// leaves no committed message undelivered, or its context ends, or the
+	// sink is closed.
 	Block WhenFull = "block"
 	// DropOldest drops the oldest committed messages not yet sent, counts
 	// them (Stats.Dropped) and logs it.
@@ -41,11 +42,12 @@ type Options struct {
 	// It must not exceed the broker's per-client limit (mosquitto:
 	// max_inflight_messages), or the broker queues or drops the excess.
 	MaxInflight int
-	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. The bound
-	// is enforced against committed, undelivered data: data of epochs not yet
-	// committed is always accepted (blocking it would stall the checkpoint
-	// that commits it, forever), so the WAL can exceed the bound by up to one
-	// checkpoint interval of output.
+	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. A Write
+	// that would pass it applies WhenFull only while the WAL holds committed,
+	// undelivered messages (what delivery frees); with none, it is accepted:
+	// only the commit of its own or an earlier pending epoch could make room,
+	// and that checkpoint has to pass the sink first. So the WAL can exceed
+	// the bound by the data of the epochs not yet committed.
 	MaxDiskBytes int64
 	// WhenFull is Block (default) or DropOldest.
 	WhenFull WhenFull
