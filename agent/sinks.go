@@ -20,7 +20,10 @@ type sinkMsg struct {
 }
 
 // txSink is a sink with two-phase commit, driven by checkpoints: writes of
-// epoch n become visible only after checkpoint n completes.
+// epoch n become visible only after checkpoint n completes. The sink runner
+// calls Write with epochs that never decrease, an epoch's writes all after
+// PreCommit of the checkpoint before it; Commit comes from the
+// checkpointer's goroutine, possibly while a Write is in progress.
 type txSink interface {
 	Write(epoch uint64, items []sink.Item) error
 	PreCommit(epoch uint64) error
