@@ -240,7 +240,9 @@ func (s *Bolt) write(b Bucket, key, value []byte, del bool) error {
 	}
 	if e := &s.cache.entries[i]; e.flags&flagChanged == 0 {
 		e.flags |= flagChanged
-		s.changes.add(b, key, s.keys)
+		// The store's size: bbolt's keys plus, at most, the dirty ones not
+		// written back yet (a Snapshot no longer flushes them).
+		s.changes.add(b, key, s.keys+len(s.cache.dirty))
 	}
 	return s.makeRoom(i)
 }
