@@ -63,8 +63,6 @@ type Bolt struct {
 	gen    uint64
 	err    error // sticky write error
 	closed bool
-
-	arena []byte // Restore: copies of keys and values of one transaction
 }
 
 // OpenBolt creates the working database at path, discarding any file already
