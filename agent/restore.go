@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -97,14 +96,6 @@ func (a *Agent) setupCheckpoints() error {
 // source positions. State is mapped by pipeline name and key group, so a
 // changed parallelism restores too.
 func (a *Agent) restore(sel checkpoint.Selection) error {
-	// Rebuilding bbolt allocates much and keeps little (a cursor and a key
-	// copy per put): collecting less often saves ~20% of the restore's CPU,
-	// and the garbage is gone after the first collection that follows.
-	if old := debug.SetGCPercent(400); old < 0 || old > 400 {
-		debug.SetGCPercent(old) // GOGC=off or already higher: keep the operator's choice
-	} else {
-		defer debug.SetGCPercent(old)
-	}
 	m := sel.Manifest
 	known := map[string]bool{}
 	for _, p := range a.pipelines {

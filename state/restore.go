@@ -15,7 +15,7 @@ import (
 const (
 	restoreBlock   = 256 << 10
 	restoreAhead   = 4
-	restoreTxBytes = 8 << 20
+	restoreTxBytes = 4 << 20
 )
 
 // Restore implements Backend: the working file is discarded and recreated,
