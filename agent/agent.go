@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -81,6 +82,9 @@ type Agent struct {
 	from      string     // --from: the checkpoint to restore
 	failed    chan error // a component that cannot go on; run stops
 	shipper   *upload.Shipper
+	// shipperSeen publishes shipper to the admin endpoint, which starts
+	// first (the upload's start may wait for the S3 server).
+	shipperSeen atomic.Pointer[upload.Shipper]
 	// allowNonRestored drops checkpointed state of pipelines the
 	// configuration no longer has, instead of refusing to start.
 	allowNonRestored bool
