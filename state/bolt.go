@@ -96,6 +96,11 @@ func (s *Bolt) open() error {
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("state: discard old working file: %w", err)
 	}
+	return s.openFile()
+}
+
+// openFile opens the working file as it is (new, or just bulk loaded).
+func (s *Bolt) openFile() error {
 	db, err := bolt.Open(s.path, 0o600, &bolt.Options{
 		Timeout:         time.Second, // another process holds the file lock
 		NoSync:          true,        // disposable: rebuilt from a checkpoint after a crash

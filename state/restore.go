@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Restore tuning: entries travel from the reader to the writer in blocks of
@@ -18,12 +20,14 @@ const (
 	restoreTxBytes = 4 << 20
 )
 
-// Restore implements Backend: the working file is discarded and recreated,
-// then entries are written in large batched transactions. Reading entries
-// (decoding and verifying a checkpoint) runs in its own goroutine, one step
-// ahead of the bbolt writes, so a restore can use two cores. The buckets are
-// filled to 100% (the entries of a checkpoint come in key order), which
-// makes the rebuilt file smaller and later writes split pages sooner.
+// Restore implements Backend: the working file is discarded and rebuilt.
+// While entries come in strictly increasing (bucket, key) order without
+// deletions — a full checkpoint, the base of a chain — their pages are
+// written straight into a new bbolt file (bulkLoader); from the first
+// entry that breaks the order on (the increments), the file is opened with
+// bbolt and entries are written in large batched transactions. Reading
+// entries (decoding and verifying a checkpoint) runs in its own goroutine,
+// one block ahead, so a restore can use two cores.
 func (s *Bolt) Restore(entries Entries, opts RestoreOptions) error {
 	if s.closed {
 		return ErrClosed
@@ -40,15 +44,52 @@ func (s *Bolt) Restore(entries Entries, opts RestoreOptions) error {
 	s.changes.reset()
 	s.keys = 0
 	s.err = nil
-	if err := s.open(); err != nil {
+	s.db = nil
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.closed = true
-		return fmt.Errorf("state: restore: %w", err)
+		return fmt.Errorf("state: restore: discard old working file: %w", err)
 	}
-	err := s.load(entries, opts)
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		s.closed = true
+		return fmt.Errorf("state: restore: create working file: %w", err)
+	}
+	bl, err := newBulkLoader(f, s.opts.MaxSize, func() error { return s.writeErr("restore", bolterrors.ErrMaxSizeReached) })
+	if err != nil {
+		f.Close()
+		s.closed = true
+		return err
+	}
+	err = s.load(bl, entries, opts)
+	if s.db == nil && err != nil {
+		// The file was never opened as a database: the backend cannot go
+		// on until the next Restore.
+		f.Close()
+		if oerr := s.open(); oerr != nil {
+			s.closed = true
+		}
+	}
 	if err != nil {
 		s.err = err
 	}
 	return err
+}
+
+// endBulk finishes the bulk-loaded file and opens it with bbolt, for the
+// entries that do not continue its order and for everything after.
+func (s *Bolt) endBulk(bl *bulkLoader) error {
+	err := bl.finish()
+	if cerr := bl.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("state: restore: close %s: %w", s.path, cerr)
+	}
+	if err != nil {
+		return err
+	}
+	s.keys = bl.keys
+	if err := s.openFile(); err != nil {
+		return fmt.Errorf("state: restore: %w", err)
+	}
+	return nil
 }
 
 // errRestoreStopped tells the reader goroutine that the writer gave up.
@@ -107,16 +148,22 @@ func readAhead(entries Entries, blocks chan<- []byte, free <-chan []byte, stop <
 	errc <- err
 }
 
-func (s *Bolt) load(entries Entries, opts RestoreOptions) error {
+func (s *Bolt) load(bl *bulkLoader, entries Entries, opts RestoreOptions) error {
 	blocks := make(chan []byte, restoreAhead)
 	free := make(chan []byte, restoreTxBytes/restoreBlock+restoreAhead+1)
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go readAhead(entries, blocks, free, stop, errc)
+	release := func(b []byte) {
+		select {
+		case free <- b:
+		default:
+		}
+	}
 
 	var tx *bolt.Tx
 	var held [][]byte // blocks whose values the open transaction references
-	txBytes := 0
+	txBytes, extra := 0, 0
 	commit := func() error {
 		if tx == nil {
 			return nil
@@ -124,10 +171,7 @@ func (s *Bolt) load(entries Entries, opts RestoreOptions) error {
 		err := tx.Commit()
 		tx, txBytes = nil, 0
 		for _, b := range held {
-			select {
-			case free <- b:
-			default:
-			}
+			release(b)
 		}
 		held = held[:0]
 		if err != nil {
@@ -137,7 +181,10 @@ func (s *Bolt) load(entries Entries, opts RestoreOptions) error {
 	}
 	var bk *bolt.Bucket
 	var bkName []byte
-	apply := func(blk []byte) error {
+	// apply writes a block's entries; it reports whether the open
+	// transaction references the block.
+	apply := func(blk []byte) (bool, error) {
+		used := false
 		for len(blk) > 0 {
 			deleted := blk[0] == 1
 			blk = blk[1:]
@@ -152,39 +199,61 @@ func (s *Bolt) load(entries Entries, opts RestoreOptions) error {
 			blk = blk[ln[0]+ln[1]+ln[2]:]
 			_, keep, err := s.buckets.keep(bucket, key, opts)
 			if err != nil {
-				return err
+				return used, err
 			}
 			if !keep {
 				continue
 			}
+			if bl != nil {
+				if !deleted {
+					ok, err := bl.add(bucket, key, value)
+					if err != nil {
+						return used, err
+					}
+					if ok {
+						continue
+					}
+				}
+				if err := s.endBulk(bl); err != nil {
+					return used, err
+				}
+				bl = nil
+			}
 			if tx == nil {
 				if tx, err = s.db.Begin(true); err != nil {
-					return fmt.Errorf("state: restore: begin write: %w", err)
+					return used, fmt.Errorf("state: restore: begin write: %w", err)
 				}
 				bk, bkName = nil, nil
 			}
 			if bk == nil || string(bkName) != string(bucket) {
 				if bk, err = tx.CreateBucketIfNotExists(bucket); err != nil {
-					return s.writeErr("restore bucket", err)
+					return used, s.writeErr("restore bucket", err)
 				}
-				bk.FillPercent = 1
 				bkName = append(bkName[:0], bucket...)
 			}
 			if deleted {
 				err = bk.Delete(key)
+				extra--
 			} else {
 				err = bk.Put(key, value) // bbolt copies the key; value stays in the block until commit
+				extra++                  // mostly updates, but the count is an estimate (see keys)
 			}
 			if err != nil {
-				return s.writeErr("restore write", err)
+				return used, s.writeErr("restore write", err)
 			}
+			used = true
 		}
-		return nil
+		return used, nil
 	}
 	var err error
 	for blk := range blocks {
-		if err = apply(blk); err != nil {
+		var used bool
+		if used, err = apply(blk); err != nil {
 			break
+		}
+		if !used {
+			release(blk) // bulk loaded: copied into pages already
+			continue
 		}
 		held = append(held, blk)
 		if txBytes += cap(blk); txBytes >= restoreTxBytes {
@@ -193,17 +262,18 @@ func (s *Bolt) load(entries Entries, opts RestoreOptions) error {
 			}
 		}
 	}
-	if err != nil {
+	if err == nil {
+		err = <-errc
+	} else {
 		close(stop)
 		for range blocks { // let the reader finish
 		}
 		<-errc
-		if tx != nil {
-			_ = tx.Rollback()
-		}
-		return fmt.Errorf("state: restore: %w", err)
 	}
-	if err := <-errc; err != nil {
+	if err == nil && bl != nil {
+		err = s.endBulk(bl)
+	}
+	if err != nil {
 		if tx != nil {
 			_ = tx.Rollback()
 		}
@@ -212,10 +282,6 @@ func (s *Bolt) load(entries Entries, opts RestoreOptions) error {
 	if err := commit(); err != nil {
 		return fmt.Errorf("state: restore: %w", err)
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(_ []byte, bk *bolt.Bucket) error {
-			s.keys += bk.Stats().KeyN
-			return nil
-		})
-	})
+	s.keys = max(0, s.keys+extra)
+	return nil
 }
