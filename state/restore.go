@@ -181,6 +181,8 @@ func (s *Bolt) load(bl *bulkLoader, entries Entries, opts RestoreOptions) error 
 	}
 	var bk *bolt.Bucket
 	var bkName []byte
+	var keepName []byte     // the bucket of the previous entry
+	var keepKG KeyGroupFunc // its key-group filter, nil to keep every entry
 	// apply writes a block's entries; it reports whether the open
 	// transaction references the block.
 	apply := func(blk []byte) (bool, error) {
@@ -197,13 +199,23 @@ func (s *Bolt) load(bl *bulkLoader, entries Entries, opts RestoreOptions) error 
 			key := blk[ln[0] : ln[0]+ln[1] : ln[0]+ln[1]]
 			value := blk[ln[0]+ln[1] : ln[0]+ln[1]+ln[2] : ln[0]+ln[1]+ln[2]]
 			blk = blk[ln[0]+ln[1]+ln[2]:]
-			_, keep, err := s.buckets.keep(bucket, key, opts)
-			if err != nil {
-				return used, err
+			if string(bucket) != string(keepName) || keepName == nil {
+				// A new bucket: look up how to filter it once, not per entry.
+				b, _, err := s.buckets.keep(bucket, key, opts)
+				if err != nil {
+					return used, err
+				}
+				keepName, keepKG = append(keepName[:0], bucket...), s.buckets.kgOf[b]
+				if opts.KeyGroups == nil {
+					keepKG = nil
+				}
 			}
-			if !keep {
-				continue
+			if keepKG != nil {
+				if kg, ok := keepKG(key); ok && !opts.KeyGroups.Contains(kg) {
+					continue
+				}
 			}
+			var err error
 			if bl != nil {
 				if !deleted {
 					ok, err := bl.add(bucket, key, value)
