@@ -38,7 +38,10 @@
 //  2. Build the operators (they call Bucket; window.NewStateStore does).
 //  3. Restore(entries, opts) from the last checkpoint: the base, then its
 //     increments, in order. With a changed parallelism pass the subtask's
-//     KeyGroupRange; every bucket must be registered first.
+//     KeyGroupRange; every bucket must be registered first. The ordered
+//     base is written as bbolt pages directly (bulkload.go documents the
+//     file format), the increments through bbolt transactions; entries are
+//     read in a goroutine of their own, a block ahead.
 //  4. Process. Check errors; they are sticky (see Errors).
 //  5. At a checkpoint barrier: snap, err := be.Snapshot(full). It takes the
 //     change set, copies the cache entries the snapshot needs (the changed
@@ -97,4 +100,7 @@
 //     20–50 ms on a loaded 2-core machine (go test -run '^$' -bench
 //     OnePercentOfMillion ./checkpoint/). Snapshot used to write the dirty
 //     entries back first, ~100 ms for 10k scattered keys.
+//   - Restore of 2M entries (1M windows and their timers) into a fresh
+//     working file: ~1 s (go test ./state/ -run '^$' -bench RestoreMillion
+//     -benchtime 2x); through bbolt puts it took 4.5–5.5 s.
 package state
