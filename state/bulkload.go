@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // bulkLoader writes a bbolt database file directly, page by page, from
@@ -113,8 +115,8 @@ func (bl *bulkLoader) add(bucket, key, value []byte) (ok bool, err error) {
 	} else if c < 0 || bytes.Compare(key, bl.lastKey) <= 0 {
 		return false, nil
 	}
-	if len(key) == 0 {
-		return false, nil // bbolt refuses empty keys: let it say so
+	if len(key) == 0 || len(key) > bolt.MaxKeySize {
+		return false, nil // bbolt refuses such keys: let it say so
 	}
 	bl.lastKey = append(bl.lastKey[:0], key...)
 	bl.keys++
