@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/upload"
 )
 
 // The admin endpoint (DESIGN.md "Operations"):
@@ -172,11 +173,13 @@ func (ad *admin) observeSources() []sourceReport {
 	return srcs
 }
 
-// healthCheck is one line of the readiness answer.
+// healthCheck is one line of the readiness answer. Warning marks a problem
+// that does not make the agent unready (an upload that keeps failing).
 type healthCheck struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`
+	Warning bool   `json:"warning,omitempty"`
+	Detail  string `json:"detail"`
 }
 
 // readiness is the body of /readyz.
@@ -194,6 +197,7 @@ type readinessInput struct {
 	maxDisconnectedMs int64
 	ingest            []ingestReport
 	wal               []walReport
+	upload            *upload.Stats // nil without an upload block
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -208,6 +212,11 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //   - an MQTT source on an outside broker has been disconnected for
 //     maxDisconnectedMs or longer;
 //   - an ingest log or a WAL holds fullFraction of its max_disk or more.
+//
+// Uploads that fail (uplink down, wrong credentials, missing bucket) are a
+// warning with the last error, not unreadiness: the agent goes on
+// processing and checkpointing locally (issue 7), and a supervisor that
+// restarted it would not bring the uplink back.
 //
 // A WAL whose sink does not report its size yet passes, with a detail
 // that says so.
@@ -245,6 +254,15 @@ func evaluateReadiness(in readinessInput) readiness {
 		full := isFull(l.SizeBytes, l.MaxDiskBytes)
 		add("ingest/"+l.Source, !full, fmt.Sprintf("%s of %s", formatBytes(l.SizeBytes), formatBytes(l.MaxDiskBytes)))
 	}
+	if u := in.upload; u != nil {
+		detail := fmt.Sprintf("%d checkpoints waiting, recovery point lag %v", u.Pending, u.RecoveryPointLag.Round(time.Second))
+		if u.LastError != "" {
+			r.Checks = append(r.Checks, healthCheck{Name: "upload", OK: true, Warning: true,
+				Detail: "failing, checkpoints stay local: " + u.LastError + "; " + detail})
+		} else {
+			add("upload", true, detail)
+		}
+	}
 	for _, w := range in.wal {
 		if w.DiskBytes == nil {
 			add("wal/"+w.Sink, true, "size not reported")
@@ -264,6 +282,10 @@ func evaluateReadiness(in readinessInput) readiness {
 func (ad *admin) readiness() readiness {
 	in := readinessInput{sources: ad.observeSources(), maxDisconnectedMs: ad.maxDisconnected.Milliseconds(),
 		ingest: ad.a.ingestReports(), wal: ad.a.walReports()}
+	if ship := ad.a.shipperSeen.Load(); ship != nil {
+		st := ship.Stats()
+		in.upload = &st
+	}
 	if rep, ok := ad.a.checkpointReport(); ok {
 		in.checkpoints = true
 		in.consecutiveFails, in.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures

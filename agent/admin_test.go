@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/upload"
 )
 
 // testConfig: an MQTT source on a broker nobody listens on (build does not
@@ -175,6 +176,8 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"ingest log full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
 		{"wal size not reported", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
 		{"wal full", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
+		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
+		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

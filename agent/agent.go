@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -81,6 +82,9 @@ type Agent struct {
 	from      string     // --from: the checkpoint to restore
 	failed    chan error // a component that cannot go on; run stops
 	shipper   *upload.Shipper
+	// shipperSeen publishes shipper to the admin endpoint, which starts
+	// first (the upload's start may wait for the S3 server).
+	shipperSeen atomic.Pointer[upload.Shipper]
 	// allowNonRestored drops checkpointed state of pipelines the
 	// configuration no longer has, instead of refusing to start.
 	allowNonRestored bool
@@ -340,7 +344,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			if err != nil {
 				return nil, err
 			}
-			in, err := a.openIngest(src.Name)
+			in, err := a.openIngest(src.Name, dedupOptions(m))
 			if err != nil {
 				return nil, err
 			}
@@ -375,7 +379,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		} else {
 			r.src = source.NewMQTT(mopts, a.log)
 		}
-		in, err := a.openIngest(src.Name)
+		in, err := a.openIngest(src.Name, dedupOptions(m))
 		if err != nil {
 			return nil, err
 		}
@@ -389,7 +393,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 				return nil, err
 			}
 			url = b.URL()
-			in, err := a.openIngest(src.Name)
+			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
 			if err != nil {
 				return nil, err
 			}
@@ -397,7 +401,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		} else {
 			r.src = source.NewMQTT(source.MQTTOptions{Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
 				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
-			in, err := a.openIngest(src.Name)
+			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
 			if err != nil {
 				return nil, err
 			}
@@ -495,7 +499,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 
 // openIngest opens the ingest log of a source under data_dir/ingest, with
 // its redelivery filter rebuilt from the log's tail.
-func (a *Agent) openIngest(name string) (*logIntake, error) {
+func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
 	ic := a.cfg.Ingest
 	// Segments of at most a quarter of the budget, so truncation can always
 	// free one.
@@ -508,7 +512,7 @@ func (a *Agent) openIngest(name string) (*logIntake, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
-	d := ingest.NewDedup(ingest.DedupOptions{})
+	d := ingest.NewDedup(dopts)
 	if err := d.Load(l); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
@@ -517,7 +521,7 @@ func (a *Agent) openIngest(name string) (*logIntake, error) {
 	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	return &logIntake{log: l, dedup: d, logger: a.log, name: name, dups: dups.Inc}, nil
+	return &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc}, nil
 }
 
 // dataPath resolves a path from the configuration: relative paths are

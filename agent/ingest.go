@@ -5,11 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/decode"
+	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/source"
 )
@@ -18,12 +22,13 @@ import (
 // before the broker is acked (DESIGN.md "Exactly once, end to end"), so a
 // crash after the ack loses nothing: MQTT cannot replay, the log can.
 type logIntake struct {
-	log     *ingest.Log
-	dedup   *ingest.Dedup
-	entries []ingest.Entry
-	logger  *slog.Logger
-	name    string
-	dups    func()
+	log       *ingest.Log
+	dedup     *ingest.Dedup
+	dedupOpts ingest.DedupOptions
+	entries   []ingest.Entry
+	logger    *slog.Logger
+	name      string
+	dups      func()
 
 	mu sync.Mutex // serializes dedup and Append between intake paths
 }
@@ -53,6 +58,9 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 		in.entries = append(in.entries, e)
 	}
 	err := in.appendLocked(ctx)
+	if err != nil {
+		in.forgetUnlogged()
+	}
 	in.mu.Unlock()
 	if err != nil {
 		return err
@@ -62,6 +70,52 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 		msgs[i].Ack()
 	}
 	return nil
+}
+
+// forgetUnlogged rebuilds the dedup filter from the log after a failed
+// append: it had remembered the failed messages as logged, and their resends
+// (the broker's, or a dedup_key producer's) must not be dropped.
+func (in *logIntake) forgetUnlogged() {
+	d := ingest.NewDedup(in.dedupOpts)
+	if err := d.Load(in.log); err != nil {
+		in.logger.Warn("ingest dedup: cannot rebuild from the log; forgetting what it held", "source", in.name, "err", err)
+		d = ingest.NewDedup(in.dedupOpts)
+	}
+	in.dedup = d
+}
+
+// dedupOptions builds the redelivery filter's options of an MQTT source:
+// with dedup_key, the message id is the JSON field it names (the value's
+// kind and text, so 7 and "7" differ), remembered for dedup_window.
+func dedupOptions(m *config.MQTTSource) ingest.DedupOptions {
+	if m.DedupKey == "" {
+		return ingest.DedupOptions{}
+	}
+	schema := event.NewSchema()
+	slot := schema.Slot(event.Path(strings.Split(m.DedupKey, ".")))
+	dec := decode.NewJSON(schema)
+	var rec event.Record
+	var key []byte
+	return ingest.DedupOptions{
+		Window:   config.DedupMaxIDs,
+		WindowMs: m.DedupWindow.Milliseconds(),
+		// Called by the goroutine that owns the filter only, so one record
+		// and key buffer serve every message.
+		Key: func(_, payload []byte) ([]byte, bool) {
+			rec.Reset(schema.Len())
+			rec.Payload = append(rec.Payload, payload...)
+			if dec.Decode(&rec) != nil {
+				return nil, false // malformed: kept, and dead-lettered downstream
+			}
+			v := rec.Fields[slot]
+			if v.IsNull() {
+				return nil, false
+			}
+			key = append(key[:0], byte(v.Kind))
+			key = v.AppendText(key)
+			return key, true
+		},
+	}
 }
 
 func (in *logIntake) appendLocked(ctx context.Context) error {
@@ -154,9 +208,17 @@ func (g *groupCommit) run(ctx context.Context) {
 		in.mu.Lock()
 		in.entries = in.entries[:0]
 		for _, p := range batch {
-			in.entries = append(in.entries, in.entry(p.topic, p.payload, p.arrival, false))
+			e := in.entry(p.topic, p.payload, p.arrival, false)
+			if in.dedup.Observe(&e) { // only dedup_key can match: the hook sees no DUP flag
+				in.dups()
+				continue
+			}
+			in.entries = append(in.entries, e)
 		}
 		err := in.appendLocked(ctx)
+		if err != nil {
+			in.forgetUnlogged()
+		}
 		in.mu.Unlock()
 		for _, p := range batch {
 			p.done <- err

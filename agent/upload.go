@@ -81,6 +81,7 @@ func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error 
 	cancel()
 	ship := upload.NewShipper(client, upload.ShipperOptions{}, a.log)
 	a.shipper = ship
+	a.shipperSeen.Store(ship)
 	registerUploadMetrics(a.metrics, ship)
 	go func() {
 		if err := ship.Run(ctx); err != nil && ctx.Err() == nil {

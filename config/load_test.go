@@ -77,6 +77,26 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "4:9", want: `Value out of range; "qos" must be between 0 and 2; got 3.`,
 		},
 		{
+			name: "dedup_key not a field path",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_key = \"meta..id\"", 1),
+			pos:  "4:15", want: `Invalid field path; "meta..id" is not a field path`,
+		},
+		{
+			name: "dedup_key on a csv source",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  format = \"csv\"\n  dedup_key = \"id\"", 1),
+			pos:  "5:15", want: `Argument does not apply; "dedup_key" reads a field of a JSON payload; this source's format is "csv".`,
+		},
+		{
+			name: "dedup_window without dedup_key",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_window = \"5m\"", 1),
+			pos:  "4:18", want: `Argument does not apply; "dedup_window" is how long the ids of dedup_key are remembered`,
+		},
+		{
+			name: "dedup_window zero",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_key = \"id\"\n  dedup_window = \"0s\"", 1),
+			pos:  "5:18", want: `Value out of range; "dedup_window" must be positive`,
+		},
+		{
 			name: "empty topic list",
 			src:  strings.Replace(base, `["a/b"]`, `[]`, 1),
 			pos:  "3:12", want: `Empty topic list`,
@@ -332,6 +352,13 @@ func TestParse_Defaults(t *testing.T) {
 	if m.ClientID != "eddy-${device_id}-sensors" || m.QoS != 1 || m.KeepAlive != 30*time.Second ||
 		m.ReconnectMin != time.Second || m.ReconnectMax != time.Minute || m.CleanSession || cfg.Sources[0].Format != "json" {
 		t.Errorf("mqtt source defaults: %+v", m)
+	}
+	if m.DedupKey != "" || m.DedupWindow != 10*time.Minute {
+		t.Errorf("dedup defaults: key %q, window %s", m.DedupKey, m.DedupWindow)
+	}
+	dd := mustParse(t, strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_key = \"meta.id\"\n  dedup_window = \"1h\"", 1), noEnv)
+	if m := dd.Sources[0].MQTT; m.DedupKey != "meta.id" || m.DedupWindow != time.Hour {
+		t.Errorf("dedup: key %q, window %s", m.DedupKey, m.DedupWindow)
 	}
 	if p := cfg.Pipelines[0]; p.Parallelism != 1 || p.Window != nil || p.Filter != nil {
 		t.Errorf("pipeline defaults: %+v", p)

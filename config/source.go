@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -64,7 +65,22 @@ type MQTTSource struct {
 	// cores. Readings of one sensor may then arrive out of order across
 	// connections: keep max_out_of_orderness above zero. Default 1.
 	Connections int
+	// DedupKey, when set, is a field path of the JSON payload (e.g. "id" or
+	// "meta.seq") carrying a producer-assigned message id: a message whose
+	// (topic, id) was logged within DedupWindow is dropped before the
+	// ingest log (and acked), even without the broker's DUP flag, which a
+	// QoS 1 producer re-sending after its own reconnect does not set.
+	// Messages without the field are kept. Empty: only broker redeliveries
+	// are dropped.
+	DedupKey string
+	// DedupWindow is how long an id is remembered, by arrival time; default
+	// 10m. At most DedupMaxIDs ids are remembered, whatever the window.
+	DedupWindow time.Duration
 }
+
+// DedupMaxIDs is the most ids a source's dedup_key filter remembers (the
+// ingest package's default window, about 40 bytes each).
+const DedupMaxIDs = 65536
 
 // FileSource reads newline-separated readings from a file.
 type FileSource struct {
@@ -197,7 +213,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -243,6 +259,34 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 		}
 	}
 	d.decodeFormat(a, c, s)
+	d.decodeDedup(a, s)
+}
+
+// decodeDedup reads dedup_key and dedup_window of an MQTT source whose
+// format is known.
+func (d *decoder) decodeDedup(a attrs, s *Source) {
+	m := s.MQTT
+	m.DedupKey = a.str("dedup_key", noVars, "")
+	m.DedupWindow = a.duration("dedup_window", 10*time.Minute)
+	if a.has("dedup_key") {
+		switch {
+		case m.DedupKey == "" || slices.Contains(strings.Split(m.DedupKey, "."), ""):
+			d.errorf(a.rangeOf("dedup_key"), "Invalid field path",
+				"%q is not a field path; name the payload field that carries the message id, e.g. dedup_key = \"id\" or \"meta.seq\".", m.DedupKey)
+		case s.Format != "json":
+			d.errorf(a.rangeOf("dedup_key"), "Argument does not apply",
+				"\"dedup_key\" reads a field of a JSON payload; this source's format is %q.", s.Format)
+		}
+	}
+	if a.has("dedup_window") {
+		switch {
+		case !a.has("dedup_key"):
+			d.errorf(a.rangeOf("dedup_window"), "Argument does not apply",
+				"\"dedup_window\" is how long the ids of dedup_key are remembered; set dedup_key too.")
+		case m.DedupWindow == 0:
+			d.errorf(a.rangeOf("dedup_window"), "Value out of range", "\"dedup_window\" must be positive; %s.", durationHint)
+		}
+	}
 }
 
 // checkBroker validates a broker attribute of a source or sink: a URL, or

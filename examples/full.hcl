@@ -33,6 +33,8 @@ source "mqtt" "sensors" {
   clean_session = false # keep the session so nothing is lost while down
   connections   = 1     # >1: shared subscription over that many connections (more cores; readings may reorder)
   keepalive     = "30s"
+  # dedup_key    = "id"  # default unset; a JSON field with the producer's message id: a repeated (topic, id) is dropped
+  # dedup_window = "10m" # how long ids are remembered (at most 65,536 of them)
   format        = "json" # json | csv | raw
   reconnect {
     min = "1s"

@@ -42,8 +42,9 @@ type Backend interface {
 
 	// Flush writes the write-back cache through (no-op for Memory).
 	Flush() error
-	// Snapshot flushes, captures and resets the change set and returns a
-	// consistent view of the store as of this call. It is incremental
+	// Snapshot captures and resets the change set and returns a consistent
+	// view of the store as of this call, without writing the cache back
+	// (Bolt copies the cached entries it needs). It is incremental
 	// (changes since the previous Snapshot or Restore) unless full is set
 	// or the change set overflowed its bound. The caller must Close it.
 	Snapshot(full bool) (Snapshot, error)

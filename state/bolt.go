@@ -63,8 +63,6 @@ type Bolt struct {
 	gen    uint64
 	err    error // sticky write error
 	closed bool
-
-	arena []byte // Restore: copies of keys and values of one transaction
 }
 
 // OpenBolt creates the working database at path, discarding any file already
@@ -98,6 +96,11 @@ func (s *Bolt) open() error {
 	if err := os.Remove(s.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("state: discard old working file: %w", err)
 	}
+	return s.openFile()
+}
+
+// openFile opens the working file as it is (new, or just bulk loaded).
+func (s *Bolt) openFile() error {
 	db, err := bolt.Open(s.path, 0o600, &bolt.Options{
 		Timeout:         time.Second, // another process holds the file lock
 		NoSync:          true,        // disposable: rebuilt from a checkpoint after a crash
@@ -240,7 +243,9 @@ func (s *Bolt) write(b Bucket, key, value []byte, del bool) error {
 	}
 	if e := &s.cache.entries[i]; e.flags&flagChanged == 0 {
 		e.flags |= flagChanged
-		s.changes.add(b, key, s.keys)
+		// The store's size: bbolt's keys plus, at most, the dirty ones not
+		// written back yet (a Snapshot no longer flushes them).
+		s.changes.add(b, key, s.keys+len(s.cache.dirty))
 	}
 	return s.makeRoom(i)
 }

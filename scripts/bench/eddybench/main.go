@@ -6,6 +6,7 @@
 //	eddybench footprint   (c) CPU %, peak RSS and disk writes of the agent at a fixed 10,000 readings/s
 //	eddybench checkpoint  (d) checkpoint duration and size against state size
 //	eddybench restore     (e) restore time against state size
+//	eddybench restore-s3  (e) restore time from a local S3 server (versitygw) against state size
 //	eddybench shared      ingest over 1..N shared-subscription connections (connections = N)
 //
 // Benchmarks that need the binary build it from the repository (go build)
@@ -34,6 +35,7 @@ var commands = map[string]command{
 	"footprint":  {"(c) CPU, peak RSS, disk writes at a fixed rate", runFootprint},
 	"checkpoint": {"(d) checkpoint duration and size vs state size", runCheckpoint},
 	"restore":    {"(e) restore time vs state size", runRestore},
+	"restore-s3": {"(e) restore time from a local S3 server vs state size", runRestoreS3},
 	"shared":     {"ingest rate over N shared-subscription connections", runShared},
 }
 
