@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 				c.offsetMs += c.interval.Milliseconds()
 				c.coord.Tick(c.now())
 				forced = m.done
+			case regionChange:
+				c.changeRegion(m)
+				forced = m.done
 			case checkpoint.Message:
 				msg = m
 			}
@@ -273,6 +277,40 @@ type savepointRequest struct {
 }
 
 type forceCheckpoint struct{ done chan struct{} }
+
+// regionChange, on suspend, stops checkpoints while a failover region
+// restarts (the one in progress is aborted: the region's tasks will not
+// acknowledge it) and detaches the region's sources and transactional
+// sinks; otherwise it attaches the restarted region's and resumes.
+type regionChange struct {
+	suspend bool
+	reason  error
+	sources []*sourceRunner
+	txSinks []*sinkRunner
+	done    chan struct{}
+}
+
+// changeRegion applies rc on the run goroutine.
+func (c *checkpointer) changeRegion(rc regionChange) {
+	if rc.suspend {
+		c.coord.Tick(c.now())
+		c.coord.Suspend(rc.reason)
+		c.sources = slices.DeleteFunc(c.sources, func(s *sourceRunner) bool { return slices.Contains(rc.sources, s) })
+		c.txSinks = slices.DeleteFunc(c.txSinks, func(s *sinkRunner) bool { return slices.Contains(rc.txSinks, s) })
+		return
+	}
+	c.sources = append(c.sources, rc.sources...)
+	c.txSinks = append(c.txSinks, rc.txSinks...)
+	c.coord.Tick(c.now())
+	c.coord.Resume()
+}
+
+// changeRegions hands rc to the run goroutine and waits until it is done.
+func (c *checkpointer) changeRegions(rc regionChange) {
+	rc.done = make(chan struct{})
+	c.msgs <- rc
+	<-rc.done
+}
 
 // Savepoint takes a savepoint and waits for it: a full checkpoint that
 // retention never deletes.

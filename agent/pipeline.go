@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/stream"
@@ -47,6 +48,7 @@ func (w *punctuatedWatermark) mark(wm int64) {
 // subtasks, which feed the sinks.
 type pipeline struct {
 	name      string
+	cfg       *config.Pipeline
 	in        chan *rawBatch
 	prep      *operators.Preparer
 	wm        watermarkGenerator // nil on processing time
@@ -71,12 +73,12 @@ type pipeline struct {
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
-	control     *control.State
-	controlIn   chan *rawBatch
-	controlKeys atomic.Int64
+	control   *control.State
+	controlIn chan *rawBatch
 
 	ckpt  *checkpointer // nil: no checkpoints
-	fatal func(error)   // stops the agent
+	fatal func(error)   // fails the pipeline's region, which restarts
+	done  chan struct{} // closed when run returns
 	epoch uint64        // the prepare stage's epoch (dead letters)
 
 	m   *pipelineMetrics
@@ -84,7 +86,16 @@ type pipeline struct {
 	clk clock
 
 	dlLog rateLimiter
+
+	// Test-only fault injection (config debug_*): a delay per record in the
+	// window subtasks, and a panic on the record at source offset panicAt.
+	debugDelay time.Duration
+	panicAt    uint64
 }
+
+// debugPanicked makes debug_panic_at_offset fire once per process, so the
+// restarted region replays the record without failing again.
+var debugPanicked atomic.Bool
 
 // subtask is one parallel instance of a pipeline's keyed window.
 type subtask struct {
@@ -101,6 +112,12 @@ type subtask struct {
 
 func (st *subtask) taskID(pipeline string) string {
 	return "pipeline/" + pipeline + "/" + strconv.Itoa(st.index)
+}
+
+// start runs the pipeline in a goroutine counted by wg.
+func (p *pipeline) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() { defer wg.Done(); defer close(p.done); p.run() }()
 }
 
 // run starts the prepare stage and the window subtasks and returns when all
@@ -174,7 +191,7 @@ func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
 			}
 		}
 	}
-	p.controlKeys.Store(int64(p.control.Keys()))
+	p.m.controlKeys.Store(int64(p.control.Keys()))
 }
 
 // guardSubtask runs a window subtask and, if it panics, reports the failure
@@ -398,6 +415,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 		}
 		switch m.Kind {
 		case stream.Records:
+			p.debugRecords(m.Batch)
 			t.Process(m.Batch, keepLate)
 			m.Batch.Release()
 		case stream.Watermark:
@@ -433,6 +451,18 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.m.unassigned.Add(int(d))
 			lastUnassigned = t.Unassigned
 		}
+	}
+}
+
+// debugRecords applies the test-only knobs to a batch about to be
+// processed: one sleep for the whole batch (the delay per record times its
+// length, not a timer per record), and the injected panic.
+func (p *pipeline) debugRecords(b *stream.Batch) {
+	if p.debugDelay > 0 {
+		time.Sleep(p.debugDelay * time.Duration(b.Len()))
+	}
+	if p.panicAt != 0 && slices.Contains(b.Offsets, p.panicAt) && debugPanicked.CompareAndSwap(false, true) {
+		panic(fmt.Sprintf("debug_panic_at_offset: the record at offset %d", p.panicAt))
 	}
 }
 

@@ -100,38 +100,8 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 	known := map[string]bool{}
 	for _, p := range a.pipelines {
 		known[p.name] = true
-		files := m.PipelineFiles(p.name)
-		entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
-			for _, f := range files {
-				if err := sel.Store.ReadSnapshot(f, fn); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		for _, st := range p.subtasks {
-			if st.backend == nil {
-				continue
-			}
-			kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
-			if !ok {
-				return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
-			}
-			if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
-				return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
-			}
-			st.lastSnap = 0 // the next snapshot is full
-			st.epoch = m.ID + 1
-		}
-		p.epoch = m.ID + 1
-		if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
-			if err := p.control.Restore(b); err != nil {
-				return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
-			}
-			p.controlKeys.Store(int64(p.control.Keys()))
-		}
-		if wm, ok := restoredWatermark(m, p.name); ok {
-			p.restoreWatermark(wm)
+		if err := a.restorePipeline(sel, p); err != nil {
+			return err
 		}
 	}
 	for _, name := range m.Pipelines() {
@@ -149,6 +119,46 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 	}
 	a.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),
 		"pipelines", len(m.Pipelines()), "positions", m.SourcePositions)
+	return nil
+}
+
+// restorePipeline loads pipeline p's part of checkpoint sel: the state of
+// its key groups, its control state and its watermark.
+func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
+	m := sel.Manifest
+	files := m.PipelineFiles(p.name)
+	entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
+		for _, f := range files {
+			if err := sel.Store.ReadSnapshot(f, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, st := range p.subtasks {
+		if st.backend == nil {
+			continue
+		}
+		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
+		if !ok {
+			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
+		}
+		if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
+			return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
+		}
+		st.lastSnap = 0 // the next snapshot is full
+		st.epoch = m.ID + 1
+	}
+	p.epoch = m.ID + 1
+	if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
+		if err := p.control.Restore(b); err != nil {
+			return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
+		}
+		p.m.controlKeys.Store(int64(p.control.Keys()))
+	}
+	if wm, ok := restoredWatermark(m, p.name); ok {
+		p.restoreWatermark(wm)
+	}
 	return nil
 }
 
