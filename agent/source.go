@@ -61,7 +61,7 @@ type sourceRunner struct {
 	drained    chan struct{} // closed once the source has stopped and its messages are forwarded
 	// reopen, for a source read by run itself (a file), returns a fresh
 	// source reading from the start, for a region restart.
-	reopen func() source.Source
+	reopen  func() source.Source
 	cancel  context.CancelFunc // ends this generation's reading
 	done    chan struct{}      // closed when run returns
 	stopped bool               // by stop, until reset: ctrl is closed
