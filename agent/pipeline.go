@@ -204,7 +204,7 @@ func (p *pipeline) guardSubtask(st *subtask) {
 		}
 		p.fatal(fmt.Errorf("pipeline %q subtask %d: panic: %v\n%s", p.name, st.index, r, debug.Stack()))
 		if p.ordered {
-			p.arriveHeld(st, nil) // do not keep the other subtasks waiting at the end of input
+			p.arriveHeld(st, nil, false) // do not keep the other subtasks waiting at the end of input
 		}
 		for m := range p.edges[st.index].C() {
 			if m.Kind == stream.Records {
@@ -585,7 +585,7 @@ func (p *pipeline) releaseHeld(st *subtask) {
 	if err != nil {
 		p.log.Error("reading held results failed", "pipeline", p.name, "err", err)
 	}
-	p.arriveHeld(st, mine)
+	p.arriveHeld(st, mine, true)
 	// Released: the next checkpoint must not hold them, or a restart after
 	// the end of input would release them a second time.
 	for _, r := range mine {
@@ -597,8 +597,10 @@ func (p *pipeline) releaseHeld(st *subtask) {
 }
 
 // arriveHeld adds a subtask's held results to the merge; the last subtask
-// to arrive sends them all, sorted, and releases the others.
-func (p *pipeline) arriveHeld(st *subtask, mine []heldResult) {
+// to arrive sends them all, sorted, and releases the others. A failed
+// subtask does not wait (wait false): the input may never end, when its
+// region restarts.
+func (p *pipeline) arriveHeld(st *subtask, mine []heldResult, wait bool) {
 	hm := &p.merge
 	hm.mu.Lock()
 	hm.results = append(hm.results, mine...)
@@ -606,7 +608,9 @@ func (p *pipeline) arriveHeld(st *subtask, mine []heldResult) {
 	last := hm.arrived == len(p.subtasks)
 	hm.mu.Unlock()
 	if !last {
-		<-hm.done
+		if wait {
+			<-hm.done
+		}
 		return
 	}
 	// Sort on what follows the key-group prefix: (end, key, start, firing).
