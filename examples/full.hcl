@@ -147,6 +147,10 @@ pipeline "temp_1m" {
   to          = [sink.mqtt.cloud, sink.stdout.console]
   late_output = sink.file.late
   dead_letter = sink.file.dead
+  # For tests only (both default off): a deliberately slow operator, and a
+  # panic injected once per process at one source offset.
+  debug_delay_per_record = "0s"
+  debug_panic_at_offset  = 0
 }
 
 pipeline "humidity_sliding" {
