@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -248,7 +250,9 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		clk:        a.clk,
 		done:       make(chan struct{}),
 		debugDelay: pl.cfg.DebugDelayPerRecord,
-		panicAt:    pl.cfg.DebugPanicAtOffset,
+		align: checkpoint.AlignmentPolicy{Unaligned: a.cfg.Checkpoint.Unaligned,
+			AlignedTimeoutMs: a.cfg.Checkpoint.AlignedTimeout.Milliseconds()},
+		panicAt: pl.cfg.DebugPanicAtOffset,
 	}
 	if pl.eventTime {
 		src := pl.cfg.From.Source
@@ -280,7 +284,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 	p.merge.done = make(chan struct{})
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
-		st := &subtask{index: i, epoch: 1} // epoch n: output before barrier n
+		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
 		var op *window.Operator
 		if pl.window != nil {
 			be, err := a.openBackend(name, i, pl.parallelism)
@@ -293,6 +297,9 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			st.store = store
+			if st.inflight, err = be.Bucket("inflight", state.KeyGroupPrefix); err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
 			if p.ordered {
 				if st.held, err = be.Bucket("held", state.KeyGroupPrefix); err != nil {
 					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)

@@ -37,6 +37,9 @@ type BarrierInfo struct {
 	// Control is the pipeline's control state at the barrier (its JSON
 	// snapshot), carried to subtask 0, which puts it in the checkpoint.
 	Control []byte
+	// Announcement marks the copy of a barrier sent ahead on the priority
+	// channel (unaligned checkpoints): the barrier itself follows in-band.
+	Announcement bool
 }
 
 // Message is one item on an Edge.
@@ -169,6 +172,18 @@ func (e *Edge) SendPriority(ctx context.Context, m Message) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// TrySendPriority delivers m ahead of queued data if the priority channel
+// has room, without blocking: for a sender that must never wait on a
+// consumer that may be gone.
+func (e *Edge) TrySendPriority(m Message) bool {
+	select {
+	case e.priority <- m:
+		return true
+	default:
+		return false
 	}
 }
 
