@@ -745,6 +745,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	stopIntake()
 	a.waitDrained()
 	if runErr == nil {
+		// The final checkpoint is aligned: let the queues drain first, so
+		// a slow operator does not make it time out behind them.
+		a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
 		// Everything taken in is in the pipelines: one last checkpoint
 		// commits it, so a restart resumes exactly here.
 		fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)

@@ -122,6 +122,7 @@ type subtask struct {
 	seq         uint64
 	replayWM    int64 // restored channel watermark, reached after the in-flight replay
 	buf         []byte
+	queued      atomic.Int64 // len(queue), for idleness
 }
 
 func (st *subtask) taskID(pipeline string) string {
@@ -217,6 +218,7 @@ func (p *pipeline) guardSubtask(st *subtask) {
 			return
 		}
 		p.fatal(fmt.Errorf("pipeline %q subtask %d: panic: %v\n%s", p.name, st.index, r, debug.Stack()))
+		p.edges[st.index].Gate(false)
 		if p.ordered {
 			p.arriveHeld(st, nil, false) // do not keep the other subtasks waiting at the end of input
 		}
@@ -415,6 +417,10 @@ func (p *pipeline) runSubtask(st *subtask) {
 				m = st.queue[0]
 				st.queue[0] = stream.Message{}
 				st.queue = st.queue[1:]
+				st.queued.Store(int64(len(st.queue)))
+				if len(st.queue) == 0 {
+					e.Gate(false) // the overtaken records are processed: the edge takes more
+				}
 				break
 			}
 			select {
@@ -467,7 +473,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.emit(st)
 			p.barrier(st, m.Barrier, nil)
 		}
-		if st.announced != nil && p.align.Overtake(st.announcedAt, p.clk.monoMs()) {
+		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.monoMs()) {
 			p.overtake(st)
 		}
 		p.emit(st)
@@ -537,6 +543,12 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
 }
 
+// overtakeLimit bounds the messages a subtask holds read ahead: each
+// overtaking barrier reads up to it what the stages upstream held, so
+// checkpoints faster than the operator drains would pile them up. Past it,
+// the barrier waits (still announced) until the subtask is back under it.
+const overtakeLimit = 32
+
 // overtake takes the announced barrier now, ahead of the records queued
 // before it (an unaligned checkpoint): it reads the edge ahead up to the
 // barrier itself, stores the records it passed in the subtask's state so
@@ -567,6 +579,8 @@ func (p *pipeline) overtake(st *subtask) {
 		captured = append(captured, m)
 		return false
 	}
+	// Upstream must deliver up to the barrier: open the gate while reading.
+	e.Gate(false)
 	q := st.queue
 	st.queue = nil
 	for i, m := range q {
@@ -581,6 +595,7 @@ func (p *pipeline) overtake(st *subtask) {
 			// The input ended without the barrier (the region is stopping):
 			// no snapshot; process what was read.
 			st.queue = captured
+			st.queued.Store(int64(len(st.queue)))
 			return
 		}
 		take(m)
@@ -610,6 +625,7 @@ func (p *pipeline) overtake(st *subtask) {
 				if err := st.backend.Put(st.inflight, key, st.buf); err != nil {
 					p.fatal(fmt.Errorf("pipeline %q subtask %d: storing in-flight records: %w", p.name, st.index, err))
 					st.failed = true
+					st.queue = captured
 					return
 				}
 				keys = append(keys, key)
@@ -632,7 +648,27 @@ func (p *pipeline) overtake(st *subtask) {
 			break
 		}
 	}
+	p.log.Debug("barrier overtook", "pipeline", p.name, "subtask", st.index, "id", id, "queued_before", len(q), "messages", len(captured), "records", len(keys))
 	st.queue = captured
+	st.queued.Store(int64(len(st.queue)))
+	// The overtaken records still count against the edge's capacity: hold
+	// upstream back until they are processed, or every checkpoint would
+	// let another edge's worth in.
+	e.Gate(len(st.queue) > 0)
+}
+
+// idle reports whether nothing waits to be processed in the pipeline's
+// queues (a stage may still be busy with what it took).
+func (p *pipeline) idle() bool {
+	if len(p.in) > 0 {
+		return false
+	}
+	for i, e := range p.edges {
+		if e.Len() > 0 || p.subtasks[i].queued.Load() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // sinkBarrier tells the subtask's sinks it passed barrier id.

@@ -409,6 +409,21 @@ func (a *Agent) allDrained() bool {
 	return true
 }
 
+// waitIdle waits, at most d, until no pipeline has queued input.
+func (a *Agent) waitIdle(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		idle := true
+		a.mu.Lock()
+		for _, p := range a.pipelines {
+			idle = idle && p.idle()
+		}
+		a.mu.Unlock()
+		if idle {
+			return
+		}
+	}
+}
+
 // waitDrained waits until every source has forwarded what it took in.
 func (a *Agent) waitDrained() {
 	for !a.allDrained() {
