@@ -208,8 +208,8 @@ checkpoint {
   retain             = 3
   mode               = "exactly_once" # | at_least_once
   full_every         = 10
-  unaligned          = false
-  aligned_timeout    = "0s"
+  unaligned          = false # true: barriers overtake queued records, which go into the checkpoint
+  aligned_timeout    = "0s"  # switch an aligned checkpoint to unaligned after this long; 0 = never
 }
 
 upload "s3" {
