@@ -720,15 +720,20 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		stopping bool
 	)
 	drained := a.watchDrained(ctx)
+	var idle <-chan struct{}
 	for !stopping {
 		select {
 		case <-ctx.Done():
 			a.log.Info("stopping: taking a final checkpoint")
 			stopping = true
 		case <-drained:
+			// Every source has ended: wait for the queues to drain (a
+			// failure meanwhile restarts its region, as before the end).
+			drained, idle = nil, a.watchIdle(ctx)
+		case <-idle:
 			// A failure reported as the input ended is handled first.
 			stopping = len(a.regionFailed) == 0
-			drained = nil
+			idle = nil
 		case runErr = <-ckptErr:
 			a.log.Error("checkpoints keep failing: stopping", "err", runErr)
 			stopping = true
@@ -739,7 +744,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			if err := a.restartRegion(ctx, f, srcCtx, &srcWG, &pipeWG); err != nil {
 				runErr, gaveUp, stopping = err, true, true
 			}
-			drained = a.watchDrained(ctx)
+			drained, idle = a.watchDrained(ctx), nil
 		}
 	}
 	stopIntake()
@@ -755,6 +760,13 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
 		}
 		cancel()
+		select {
+		case f := <-a.regionFailed:
+			// Failed while stopping: too late to restart the region here;
+			// the run counts as failed (the next start restores).
+			runErr = f.err
+		default:
+		}
 	}
 	// No more checkpoints: the coordinator stops before the sources stop
 	// taking barriers; then the final checkpoint, the newest, is shipped.

@@ -411,17 +411,37 @@ func (a *Agent) allDrained() bool {
 
 // waitIdle waits, at most d, until no pipeline has queued input.
 func (a *Agent) waitIdle(d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		idle := true
-		a.mu.Lock()
-		for _, p := range a.pipelines {
-			idle = idle && p.idle()
+	for end := time.Now().Add(d); time.Now().Before(end) && !a.allIdle(); time.Sleep(20 * time.Millisecond) {
+	}
+}
+
+// watchIdle returns a channel closed once no pipeline has queued input, or
+// after a minute and twice the checkpoint timeout.
+func (a *Agent) watchIdle(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		end := time.Now().Add(time.Minute + 2*a.cfg.Checkpoint.Timeout)
+		for time.Now().Before(end) && !a.allIdle() {
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
 		}
-		a.mu.Unlock()
-		if idle {
-			return
+	}()
+	return ch
+}
+
+func (a *Agent) allIdle() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range a.pipelines {
+		if !p.idle() {
+			return false
 		}
 	}
+	return true
 }
 
 // waitDrained waits until every source has forwarded what it took in.
