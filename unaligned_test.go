@@ -95,7 +95,7 @@ func unalignedWithRecords(log string) int {
 // uninterrupted run's.
 func TestUnaligned_SlowOperator(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "in.jsonl")
-	writeReadings(t, src, 1000, 20, 11)
+	writeReadings(t, src, 1000, 30, 11)
 	refDir, refPath := unalignedRun(t, src, "0s", "")
 	if out, err := exec.Command(eddyBin, "run", "-c", refPath).CombinedOutput(); err != nil {
 		t.Fatalf("uninterrupted run: %v\n%s", err, out)
