@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -105,4 +108,343 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// regionConfig has two failover regions: "sums" (a file of readings →
+// tumbling windows → an exactly-once file sink), slowed down so that it is
+// still running when a failure is injected, and, with %LIVE% set to
+// liveConfig, "live" (simulated sensors on the embedded broker →
+// pass-through → an at-least-once file sink).
+const regionConfig = `
+agent {
+  device_id   = "region"
+  data_dir    = "%DATA%"
+  admin       = ""
+  parallelism = 2
+  log_level   = "info"
+}
+source "file" "in" {
+  path = "%DIR%/in.jsonl"
+  timestamp {
+    field = "ts"
+    unit  = "ms"
+  }
+  watermark { max_out_of_orderness = "5s" }
+}
+sink "file" "out" {
+  path     = "%DIR%/out"
+  delivery = "exactly_once"
+}
+sink "file" "dead" { path = "%DEAD%" }
+pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" { size = "10s" }
+  aggregate {
+    n   = count()
+    sum = sum(event.v)
+    max = max(event.v)
+  }
+  to                     = [sink.file.out]
+  dead_letter            = sink.file.dead
+  debug_delay_per_record = "20us"
+  %EXTRA%
+}
+checkpoint {
+  interval = "200ms"
+}
+restart {
+  strategy = "fixed_delay"
+  attempts = %ATTEMPTS%
+  delay    = "2s"
+}
+%LIVE%
+`
+
+const liveConfig = `
+broker { listen = "%BROKER%" }
+source "simulator" "sim" {
+  devices      = 10
+  rate         = 1000
+  max_readings = %LIVEN%
+  malformed    = 0
+}
+sink "file" "live" { path = "%DIR%/live.jsonl" }
+pipeline "live" {
+  from = source.simulator.sim
+  to   = [sink.file.live]
+}
+`
+
+const liveReadings = 8000
+
+// regionRun writes the input and the configuration into a new directory.
+func regionRun(t *testing.T, dead, extra string, attempts int, live bool) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	writeReadings(t, filepath.Join(dir, "in.jsonl"), 1000, 150, 5)
+	if dead == "" {
+		dead = filepath.Join(dir, "dead.jsonl")
+	}
+	lv := ""
+	if live {
+		lv = replaceAll(liveConfig, "%BROKER%", freeAddr(t), "%LIVEN%", strconv.Itoa(liveReadings))
+	}
+	cfg := replaceAll(regionConfig, "%LIVE%", lv)
+	cfg = replaceAll(cfg, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%DEAD%", dead,
+		"%EXTRA%", extra, "%ATTEMPTS%", strconv.Itoa(attempts))
+	path = filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
+}
+
+func fileLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return countLines(b)
+}
+
+// TestRestart_RegionRestartsAlone injects each kind of failure into the
+// "sums" pipeline of a running agent: a sink that fails (its directory
+// replaced by a file for a while) and an operator panic (caught at the
+// subtask's boundary). Only "sums" restarts from the last checkpoint;
+// "live" keeps writing while "sums" is down and is never restored, so its
+// at-least-once output has each reading exactly once; the exactly-once
+// output of "sums" equals an uninterrupted run's.
+func TestRestart_RegionRestartsAlone(t *testing.T) {
+	refDir, refPath := regionRun(t, "", "", 3, false)
+	if out, err := exec.Command(eddyBin, "run", "-c", refPath).CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	}
+	want := committedRecords(t, filepath.Join(refDir, "out"))
+	if len(want) == 0 {
+		t.Fatal("the uninterrupted run committed nothing")
+	}
+	for _, tc := range []struct {
+		name   string
+		extra  string
+		inject func(t *testing.T, dir string, log *syncBuffer)
+		heal   func(dir string)
+	}{
+		{name: "sink fails", inject: func(t *testing.T, dir string, log *syncBuffer) {
+			waitFor(t, 30*time.Second, func() bool { return strings.Contains(log.String(), "checkpoint completed") })
+			out := filepath.Join(dir, "out")
+			os.RemoveAll(out) // nothing is committed yet: sums releases its results at the end of its input
+			os.WriteFile(out, []byte("not a directory"), 0o644)
+		}, heal: func(dir string) { os.Remove(filepath.Join(dir, "out")) }},
+		{name: "operator panics", extra: `debug_panic_at_offset = 90000`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, path := regionRun(t, "", tc.extra, 3, true)
+			cmd := exec.Command(eddyBin, "run", "-c", path)
+			var log syncBuffer
+			cmd.Stdout, cmd.Stderr = &log, &log
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			defer cmd.Process.Kill()
+			if tc.inject != nil {
+				tc.inject(t, dir, &log)
+			}
+			if !waitUntil(60*time.Second, func() bool { return strings.Contains(log.String(), "restarting from the last checkpoint") }) {
+				t.Fatalf("sums did not restart:\n%s", log.String())
+			}
+			live := filepath.Join(dir, "live.jsonl")
+			atFailure := fileLines(live)
+			if tc.heal != nil {
+				tc.heal(dir)
+			}
+			if !waitUntil(30*time.Second, func() bool { return strings.Contains(log.String(), "pipelines restarted") }) {
+				t.Fatalf("sums did not come back:\n%s", log.String())
+			}
+			atRestart := fileLines(live)
+			if atRestart <= atFailure {
+				t.Errorf("pipeline live wrote nothing while sums was down (%d lines at the failure, %d at the restart)", atFailure, atRestart)
+			}
+			out := filepath.Join(dir, "out")
+			if !waitUntil(60*time.Second, func() bool {
+				return fileLines(live) >= liveReadings && len(committedRecords(t, out)) >= len(want)
+			}) {
+				t.Fatalf("the jobs did not finish: %d of %d live lines, %d of %d results:\n%s",
+					fileLines(live), liveReadings, len(committedRecords(t, out)), len(want), log.String())
+			}
+			cmd.Process.Signal(os.Interrupt)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("agent exited with %v:\n%s", err, log.String())
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the agent did not stop:\n%s", log.String())
+			}
+			s := log.String()
+			if strings.Contains(s, "pipelines=live") || strings.Contains(s, "pipelines=sums,live") {
+				t.Errorf("pipeline live was restarted or restored:\n%s", s)
+			}
+			if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
+				t.Errorf("%d restarts of sums, want 1:\n%s", c, s)
+			}
+			if n := fileLines(live); n != liveReadings {
+				t.Errorf("live wrote %d lines, want each of the %d readings once", n, liveReadings)
+			}
+			if got := committedRecords(t, out); !slices.Equal(got, want) {
+				t.Fatalf("committed output differs from the uninterrupted run: %d records, want %d", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestRestart_DeadLetterFailureGivesUp: a malformed reading whose dead
+// letter cannot be written (the dead-letter sink writes to /dev/full) fails
+// the "sums" region every time it is replayed; after the strategy's
+// restarts the agent exits non-zero, while "live" ran on meanwhile.
+func TestRestart_DeadLetterFailureGivesUp(t *testing.T) {
+	dir, path := regionRun(t, "/dev/full", "", 1, true)
+	f, err := os.OpenFile(filepath.Join(dir, "in.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("{not json\n")
+	f.Close()
+	cmd := exec.Command(eddyBin, "run", "-c", path)
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	if !waitUntil(60*time.Second, func() bool { return strings.Contains(log.String(), "restarting from the last checkpoint") }) {
+		t.Fatalf("sums did not restart:\n%s", log.String())
+	}
+	live := filepath.Join(dir, "live.jsonl")
+	atFailure := fileLines(live)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("agent exited 0 although sums could not dead-letter a reading:\n%s", log.String())
+		}
+	case <-time.After(120 * time.Second):
+		t.Fatalf("the agent did not give up:\n%s", log.String())
+	}
+	s := log.String()
+	if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
+		t.Errorf("%d restarts, want 1 (attempts = 1):\n%s", c, s)
+	}
+	if !strings.Contains(s, "restart strategy gives up") || !strings.Contains(s, `sink \"dead\"`) {
+		t.Errorf("the exit does not say why:\n%s", s)
+	}
+	if strings.Contains(s, "pipelines=live") {
+		t.Errorf("pipeline live was restarted:\n%s", s)
+	}
+	if n := fileLines(live); n <= atFailure {
+		t.Errorf("live stopped at the failure of sums: %d lines then, %d at the exit", atFailure, n)
+	}
+}
+
+func waitUntil(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// ingestRegionConfig: simulated sensors on the embedded broker, through the
+// durable ingest log, counted in count windows of 100 readings per device
+// into an exactly-once file sink; the window subtask panics once at ingest
+// offset 3000.
+const ingestRegionConfig = `
+agent {
+  device_id   = "ingest-region"
+  data_dir    = "%DATA%"
+  admin       = ""
+  parallelism = 2
+  log_level   = "info"
+}
+broker { listen = "%BROKER%" }
+source "simulator" "sim" {
+  devices      = 10
+  rate         = 1000
+  max_readings = 8000
+  malformed    = 0
+}
+sink "file" "out" {
+  path     = "%DIR%/out"
+  delivery = "exactly_once"
+}
+pipeline "counts" {
+  from = source.simulator.sim
+  key  = event.device
+  window "count" { count = 100 }
+  aggregate { n = count() }
+  to                    = [sink.file.out]
+  debug_panic_at_offset = 3000
+}
+checkpoint { interval = "200ms" }
+restart {
+  strategy = "fixed_delay"
+  attempts = 3
+  delay    = "500ms"
+}
+`
+
+// TestRestart_RegionReplaysIngestLog: a region whose source is an ingest
+// log (embedded broker) restarts after an operator panic by rewinding its
+// reader to the checkpoint's position while the broker and the log keep
+// taking readings in: every reading is counted exactly once (80 windows of
+// 100, no id twice).
+func TestRestart_RegionReplaysIngestLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := replaceAll(ingestRegionConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%BROKER%", freeAddr(t))
+	path := filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(eddyBin, "run", "-c", path)
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	out := filepath.Join(dir, "out")
+	if !waitUntil(120*time.Second, func() bool { return len(committedRecords(t, out)) >= 80 }) {
+		t.Fatalf("%d of 80 windows committed:\n%s", len(committedRecords(t, out)), log.String())
+	}
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("agent exited with %v:\n%s", err, log.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the agent did not stop:\n%s", log.String())
+	}
+	s := log.String()
+	if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
+		t.Fatalf("%d restarts, want 1 (the injected panic):\n%s", c, s)
+	}
+	recs := committedRecords(t, out) // fails on an id seen twice
+	total := 0
+	for _, line := range recs {
+		var r struct{ N int }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.N != 100 {
+			t.Errorf("a count window of %d readings, want 100: %s", r.N, line)
+		}
+		total += r.N
+	}
+	if len(recs) != 80 || total != 8000 {
+		t.Fatalf("%d windows counting %d readings, want 80 counting 8000", len(recs), total)
+	}
 }

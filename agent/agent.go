@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -88,6 +90,15 @@ type Agent struct {
 	// allowNonRestored drops checkpointed state of pipelines the
 	// configuration no longer has, instead of refusing to start.
 	allowNonRestored bool
+
+	// regions are the failover regions: a failure restarts only its own.
+	regions      []*region
+	regionFailed chan regionFailure
+	// mu guards pipelines, sources and sinks, which a region restart
+	// replaces while the admin endpoint reads them.
+	mu          sync.Mutex
+	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
+	walSinks    map[string]*walHolder       // kept across region restarts
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -171,7 +182,8 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // starting them.
 func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
 	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
-		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}}
+		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
+		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	var diags hcl.Diagnostics
 	var plans []*plan
 	for _, p := range cfg.Pipelines {
@@ -193,6 +205,7 @@ func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
 			return nil, err
 		}
 	}
+	a.regions = a.failoverRegions()
 	return a, nil
 }
 
@@ -207,21 +220,43 @@ func (a *Agent) vars(extra ...string) map[string]string {
 // addPipeline creates the runtime of one plan and registers it with its
 // source and sinks.
 func (a *Agent) addPipeline(pl *plan) error {
+	p, err := a.newPipeline(pl)
+	if err != nil {
+		return err
+	}
+	a.pipelines = append(a.pipelines, p)
+	return nil
+}
+
+// newPipeline creates the runtime of one plan, registered with its source
+// and sinks (created on first use).
+func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 	name := pl.cfg.Name
+	pm := a.pipeMetrics[name]
+	if pm == nil {
+		pm = newPipelineMetrics(a.metrics, name)
+		a.pipeMetrics[name] = pm
+	}
 	p := &pipeline{
-		fatal:     a.fail,
-		epoch:     1, // dead letters before barrier 1
-		ordered:   pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
-		bound:     pl.bound,
-		name:      name,
-		in:        make(chan *rawBatch, 4),
-		prep:      operators.NewPreparer(pl.prep),
-		stride:    len(pl.prep.AggArgs),
-		eventTime: pl.eventTime,
-		tickEvery: 100 * time.Millisecond,
-		m:         newPipelineMetrics(a.metrics, name),
-		log:       a.log,
-		clk:       a.clk,
+		cfg:        pl.cfg,
+		fatal:      a.fail,
+		epoch:      1, // dead letters before barrier 1
+		ordered:    pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
+		bound:      pl.bound,
+		name:       name,
+		in:         make(chan *rawBatch, 4),
+		prep:       operators.NewPreparer(pl.prep),
+		stride:     len(pl.prep.AggArgs),
+		eventTime:  pl.eventTime,
+		tickEvery:  100 * time.Millisecond,
+		m:          pm,
+		log:        a.log,
+		clk:        a.clk,
+		done:       make(chan struct{}),
+		debugDelay: pl.cfg.DebugDelayPerRecord,
+		align: checkpoint.AlignmentPolicy{Unaligned: a.cfg.Checkpoint.Unaligned,
+			AlignedTimeoutMs: a.cfg.Checkpoint.AlignedTimeout.Milliseconds()},
+		panicAt: pl.cfg.DebugPanicAtOffset,
 	}
 	if pl.eventTime {
 		src := pl.cfg.From.Source
@@ -234,13 +269,13 @@ func (a *Agent) addPipeline(pl *plan) error {
 			}
 			w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), a.clk.monoMs())
 			if err != nil {
-				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			p.wm = w
 		} else {
 			g, err := watermark.NewBoundedOutOfOrder(pl.bound)
 			if err != nil {
-				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			p.wm = g
 		}
@@ -253,27 +288,30 @@ func (a *Agent) addPipeline(pl *plan) error {
 	p.merge.done = make(chan struct{})
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
-		st := &subtask{index: i, epoch: 1} // epoch n: output before barrier n
+		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
 		var op *window.Operator
 		if pl.window != nil {
 			be, err := a.openBackend(name, i, pl.parallelism)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			st.backend = be
 			store, err := window.NewStateStore(be, "window", aggFuncs(pl.window.Aggs))
 			if err != nil {
-				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			st.store = store
+			if st.inflight, err = be.Bucket("inflight", state.KeyGroupPrefix); err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
 			if p.ordered {
 				if st.held, err = be.Bucket("held", state.KeyGroupPrefix); err != nil {
-					return fmt.Errorf("agent: pipeline %q: %w", name, err)
+					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 				}
 			}
 			op, err = window.NewOperator(*pl.window, store)
 			if err != nil {
-				return fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 		}
 		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
@@ -282,7 +320,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 	for _, ref := range pl.cfg.To {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.addProducers(pl.parallelism)
 		p.to = append(p.to, s)
@@ -290,7 +328,7 @@ func (a *Agent) addPipeline(pl *plan) error {
 	if ref := pl.cfg.LateOutput; ref != nil {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.addProducers(pl.parallelism)
 		p.late = s
@@ -298,28 +336,28 @@ func (a *Agent) addPipeline(pl *plan) error {
 	if ref := pl.cfg.DeadLetter; ref != nil {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.addProducers(1)
+		s.deadLetters = true
 		p.deadLetter = s
 	}
 	sr, err := a.source(pl.cfg.From.Source)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sr.outs = append(sr.outs, p.in)
 	if ref := pl.cfg.Control; ref != nil {
 		cr, err := a.source(ref.Source)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p.control = pl.control
 		p.controlIn = make(chan *rawBatch, 4)
 		cr.outs = append(cr.outs, p.controlIn)
-		a.metrics.NewGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(p.controlKeys.Load()) })
+		a.metrics.GetOrCreateGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(pm.controlKeys.Load()) })
 	}
-	a.pipelines = append(a.pipelines, p)
-	return nil
+	return p, nil
 }
 
 // source returns the runner of src, creating it on first use: pipelines that
@@ -331,7 +369,8 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 	r := newSourceRunner(src.Name, nil)
 	switch {
 	case src.File != nil:
-		r.src = source.NewFile(source.FileOptions{Path: src.File.Path})
+		r.reopen = func() source.Source { return source.NewFile(source.FileOptions{Path: src.File.Path}) }
+		r.src = r.reopen()
 		r.replayable = src.File.Path != "-"
 	case src.MQTT != nil:
 		m := src.MQTT
@@ -442,7 +481,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	if r, ok := a.sinks[s.Name]; ok {
 		return r, nil
 	}
-	failures := a.metrics.NewCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
+	failures := a.metrics.GetOrCreateCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
 	r := newSinkRunner(s.Name, a.log, failures.Inc)
 	r.fatal = a.fail
 	var (
@@ -605,9 +644,11 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		if a.broker != nil {
 			_ = a.broker.Close()
 		}
+		a.mu.Lock()
 		for _, be := range a.backends {
 			_ = be.Close()
 		}
+		a.mu.Unlock()
 		for _, l := range a.logs {
 			_ = l.Close()
 		}
@@ -628,15 +669,14 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	var pipeWG sync.WaitGroup
 	for _, p := range a.pipelines {
-		pipeWG.Add(1)
-		go func() { defer pipeWG.Done(); p.run() }()
+		p.start(&pipeWG)
 	}
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
 	var srcWG sync.WaitGroup
 	for _, s := range a.sources {
-		srcWG.Add(1)
-		go func() { defer srcWG.Done(); s.run(srcCtx, a.log) }()
+		s.startIntake(srcCtx)
+		s.start(srcCtx, a.log, &srcWG)
 	}
 	simCtx, stopSims := context.WithCancel(srcCtx)
 	defer stopSims()
@@ -676,27 +716,47 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		opts.Ready(a)
 	}
 
-	// Run until every source has ended (files) or we are told to stop.
-	drained := make(chan struct{})
-	go func() {
-		for _, s := range a.sources {
-			<-s.drained
+	// Run until every source has ended (files) or we are told to stop; a
+	// failed region restarts meanwhile, the others running on.
+	var (
+		runErr   error
+		gaveUp   bool
+		stopping bool
+	)
+	drained := a.watchDrained(ctx)
+	var idle <-chan struct{}
+	for !stopping {
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping: taking a final checkpoint")
+			stopping = true
+		case <-drained:
+			// Every source has ended: wait for the queues to drain (a
+			// failure meanwhile restarts its region, as before the end).
+			drained, idle = nil, a.watchIdle(ctx)
+		case <-idle:
+			// A failure reported as the input ended is handled first.
+			stopping = len(a.regionFailed) == 0
+			idle = nil
+		case runErr = <-ckptErr:
+			a.log.Error("checkpoints keep failing: stopping", "err", runErr)
+			stopping = true
+		case runErr = <-a.failed:
+			a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", runErr)
+			stopping = true
+		case f := <-a.regionFailed:
+			if err := a.restartRegion(ctx, f, srcCtx, &srcWG, &pipeWG); err != nil {
+				runErr, gaveUp, stopping = err, true, true
+			}
+			drained, idle = a.watchDrained(ctx), nil
 		}
-		close(drained)
-	}()
-	var runErr error
-	select {
-	case <-ctx.Done():
-		a.log.Info("stopping: taking a final checkpoint")
-	case <-drained:
-	case runErr = <-ckptErr:
-		a.log.Error("checkpoints keep failing: stopping", "err", runErr)
-	case runErr = <-a.failed:
-		a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", runErr)
 	}
 	stopIntake()
-	<-drained
+	a.waitDrained()
 	if runErr == nil {
+		// The final checkpoint is aligned: let the queues drain first, so
+		// a slow operator does not make it time out behind them.
+		a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
 		// Everything taken in is in the pipelines: one last checkpoint
 		// commits it, so a restart resumes exactly here.
 		fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
@@ -704,6 +764,13 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
 		}
 		cancel()
+		select {
+		case f := <-a.regionFailed:
+			// Failed while stopping: too late to restart the region here;
+			// the run counts as failed (the next start restores).
+			runErr = f.err
+		default:
+		}
 	}
 	// No more checkpoints: the coordinator stops before the sources stop
 	// taking barriers; then the final checkpoint, the newest, is shipped.
@@ -711,7 +778,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	<-ckptDone
 	a.flushUpload()
 	for _, s := range a.sources {
-		close(s.ctrl)
+		if !s.stopped { // a region that gave up is stopped already
+			close(s.ctrl)
+		}
 	}
 	srcWG.Wait()
 	pipeWG.Wait()
@@ -723,7 +792,10 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
 	var errs []error
-	if runErr != nil {
+	switch {
+	case gaveUp:
+		errs = append(errs, runErr)
+	case runErr != nil:
 		errs = append(errs, &runFailure{runErr})
 	}
 	for _, s := range a.sources {
@@ -760,6 +832,8 @@ func (a *Agent) AdminAddr() string {
 
 // PipelineStatus reports each pipeline's counters.
 func (a *Agent) PipelineStatus() []pipelineStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var out []pipelineStatus
 	for _, p := range a.pipelines {
 		st := pipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),

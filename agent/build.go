@@ -186,17 +186,9 @@ func Validate(path string) (report string, ok bool) {
 }
 
 // unsupported reports settings the configuration language accepts but this
-// build cannot honour yet, as warnings for validate and errors for run.
-func unsupported(cfg *config.Config) hcl.Diagnostics {
-	var diags hcl.Diagnostics
-	if cfg.Checkpoint.Unaligned || cfg.Checkpoint.AlignedTimeout > 0 {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning,
-			Summary: "Unaligned checkpoints are not available yet",
-			Detail:  "This build takes aligned checkpoints only; remove unaligned and aligned_timeout.",
-			Subject: cfg.Checkpoint.DeclRange.Ptr()})
-	}
-	return diags
-}
+// build cannot honour, as warnings for validate and errors for run. None
+// today.
+func unsupported(cfg *config.Config) hcl.Diagnostics { return nil }
 
 func aggFuncs(specs []window.AggSpec) []aggregate.Func {
 	fs := make([]aggregate.Func, len(specs))

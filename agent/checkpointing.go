@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,14 @@ type checkpointer struct {
 	msgs    chan any // checkpoint.Message, savepointRequest or forceCheckpoint
 	sources []*sourceRunner
 	txSinks []*sinkRunner
-	log     *slog.Logger
-	clk     clock
+	// announce, if set, sends each trigger ahead to the window subtasks
+	// (unaligned checkpoints), before the sources inject the barrier.
+	announce func(checkpoint.Trigger)
+	// finalizing: the final checkpoint is aligned, so that it holds
+	// everything taken in processed, with no in-flight records left over.
+	finalizing atomic.Bool
+	log        *slog.Logger
+	clk        clock
 
 	// offsetMs is added to the clock the coordinator sees: a final
 	// checkpoint is forced by moving its time on by one interval.
@@ -69,6 +76,10 @@ type checkpointRecord struct {
 	AlignmentMs int64  `json:"alignment_ms"`
 	Files       int    `json:"files"`
 	Aborted     string `json:"aborted,omitempty"`
+	// UnalignedTasks took the barrier ahead of their queues, storing
+	// InFlightRecords records it overtook.
+	UnalignedTasks  int    `json:"unaligned_tasks,omitempty"`
+	InFlightRecords uint64 `json:"inflight_records,omitempty"`
 }
 
 func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, retain int, interval time.Duration,
@@ -140,6 +151,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 				c.offsetMs += c.interval.Milliseconds()
 				c.coord.Tick(c.now())
 				forced = m.done
+			case regionChange:
+				c.changeRegion(m)
+				forced = m.done
 			case checkpoint.Message:
 				msg = m
 			}
@@ -171,6 +185,9 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 	for _, tr := range rd.Triggers {
 		c.lastTrig.Store(tr.ID)
 		c.log.Debug("checkpoint triggered", "id", tr.ID, "kind", tr.Kind)
+		if c.announce != nil && !c.finalizing.Load() {
+			c.announce(tr) // first: a source may be blocked behind backpressure
+		}
 		for _, s := range c.sources {
 			s.ctrl <- tr
 		}
@@ -210,10 +227,12 @@ func (c *checkpointer) complete(done checkpoint.Completed) {
 	c.lastSize.Store(m.Size())
 	c.lastFull.Store(m.FullSize())
 	c.lastAlign.Store(m.AlignmentMs)
+	unaligned, inflight := inflightSummary(m)
 	c.log.Info("checkpoint completed", "id", done.ID, "kind", done.Kind, "duration_ms", m.DurationMs,
-		"bytes", m.Size(), "chain_bytes", m.FullSize())
+		"bytes", m.Size(), "chain_bytes", m.FullSize(), "unaligned_tasks", unaligned, "inflight_records", inflight)
 	c.record(checkpointRecord{ID: done.ID, Kind: done.Kind.String(), Time: m.Time.Format(time.RFC3339Nano),
-		SizeBytes: m.Size(), FullBytes: m.FullSize(), DurationMs: m.DurationMs, AlignmentMs: m.AlignmentMs, Files: len(m.Files)})
+		SizeBytes: m.Size(), FullBytes: m.FullSize(), DurationMs: m.DurationMs, AlignmentMs: m.AlignmentMs, Files: len(m.Files),
+		UnalignedTasks: unaligned, InFlightRecords: inflight})
 	retain := c.retain
 	if c.keepUnshipped != nil {
 		retain = max(retain, c.keepUnshipped())
@@ -274,6 +293,40 @@ type savepointRequest struct {
 
 type forceCheckpoint struct{ done chan struct{} }
 
+// regionChange, on suspend, stops checkpoints while a failover region
+// restarts (the one in progress is aborted: the region's tasks will not
+// acknowledge it) and detaches the region's sources and transactional
+// sinks; otherwise it attaches the restarted region's and resumes.
+type regionChange struct {
+	suspend bool
+	reason  error
+	sources []*sourceRunner
+	txSinks []*sinkRunner
+	done    chan struct{}
+}
+
+// changeRegion applies rc on the run goroutine.
+func (c *checkpointer) changeRegion(rc regionChange) {
+	if rc.suspend {
+		c.coord.Tick(c.now())
+		c.coord.Suspend(rc.reason)
+		c.sources = slices.DeleteFunc(c.sources, func(s *sourceRunner) bool { return slices.Contains(rc.sources, s) })
+		c.txSinks = slices.DeleteFunc(c.txSinks, func(s *sinkRunner) bool { return slices.Contains(rc.txSinks, s) })
+		return
+	}
+	c.sources = append(c.sources, rc.sources...)
+	c.txSinks = append(c.txSinks, rc.txSinks...)
+	c.coord.Tick(c.now())
+	c.coord.Resume()
+}
+
+// changeRegions hands rc to the run goroutine and waits until it is done.
+func (c *checkpointer) changeRegions(rc regionChange) {
+	rc.done = make(chan struct{})
+	c.msgs <- rc
+	<-rc.done
+}
+
 // Savepoint takes a savepoint and waits for it: a full checkpoint that
 // retention never deletes.
 func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
@@ -303,6 +356,7 @@ func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
 // later one) completes. Used at shutdown and at the end of input, after the
 // sources have stopped, so the checkpoint holds everything taken in.
 func (c *checkpointer) final(ctx context.Context) error {
+	c.finalizing.Store(true)
 	want := c.lastTrig.Load() + 1
 	deadline := time.After(2*c.interval + time.Minute)
 	for c.lastDone.Load() < want {

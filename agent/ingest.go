@@ -267,8 +267,7 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 // the live tail. Barriers are injected between batches.
 func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 	l := s.ilog
-	intakeDone := make(chan struct{})
-	go func() { s.intake(ctx); close(intakeDone) }()
+	intakeDone := s.intakeDone
 
 	next := s.skipTo + 1
 	if first := l.FirstOffset(); first > next {

@@ -54,6 +54,8 @@ type pipelineReport struct {
 // with watermark lags measured against wallMs.
 func (a *Agent) pipelineReports(wallMs int64) []pipelineReport {
 	base := a.PipelineStatus()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	out := make([]pipelineReport, 0, len(base))
 	for i, st := range base {
 		p := a.pipelines[i]
@@ -219,6 +221,8 @@ type walReport struct {
 func (a *Agent) walReports() []walReport {
 	var out []walReport
 	g := a.gaugeReader()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, s := range a.cfg.Sinks {
 		if s.MQTT == nil || s.MQTT.Delivery != config.ExactlyOnce {
 			continue

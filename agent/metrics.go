@@ -19,6 +19,8 @@ type pipelineMetrics struct {
 	late       *metrics.Counter
 	unassigned *metrics.Counter
 	watermark  atomic.Int64
+	// controlKeys is the size of the control state (pipelines with one).
+	controlKeys atomic.Int64
 
 	mu   sync.Mutex
 	dead map[string]*metrics.Counter

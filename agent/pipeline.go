@@ -11,11 +11,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/stream"
@@ -47,6 +49,7 @@ func (w *punctuatedWatermark) mark(wm int64) {
 // subtasks, which feed the sinks.
 type pipeline struct {
 	name      string
+	cfg       *config.Pipeline
 	in        chan *rawBatch
 	prep      *operators.Preparer
 	wm        watermarkGenerator // nil on processing time
@@ -71,12 +74,12 @@ type pipeline struct {
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
-	control     *control.State
-	controlIn   chan *rawBatch
-	controlKeys atomic.Int64
+	control   *control.State
+	controlIn chan *rawBatch
 
 	ckpt  *checkpointer // nil: no checkpoints
-	fatal func(error)   // stops the agent
+	fatal func(error)   // fails the pipeline's region, which restarts
+	done  chan struct{} // closed when run returns
 	epoch uint64        // the prepare stage's epoch (dead letters)
 
 	m   *pipelineMetrics
@@ -84,7 +87,18 @@ type pipeline struct {
 	clk clock
 
 	dlLog rateLimiter
+
+	align checkpoint.AlignmentPolicy
+
+	// Test-only fault injection (config debug_*): a delay per record in the
+	// window subtasks, and a panic on the record at source offset panicAt.
+	debugDelay time.Duration
+	panicAt    uint64
 }
+
+// debugPanicked makes debug_panic_at_offset fire once per process, so the
+// restarted region replays the record without failing again.
+var debugPanicked atomic.Bool
 
 // subtask is one parallel instance of a pipeline's keyed window.
 type subtask struct {
@@ -97,10 +111,28 @@ type subtask struct {
 	epoch    uint64       // results produced now belong to this epoch
 	lastSnap uint64       // checkpoint id of the last snapshot taken
 	heldKey  []byte
+
+	// Unaligned checkpoints (checkpoint.AlignmentPolicy).
+	inflight    state.Bucket        // records a barrier overtook, while in a snapshot or restored
+	queue       []stream.Message    // read ahead of an overtaking barrier: processed before the edge
+	announced   *stream.BarrierInfo // announced barrier not yet taken
+	announcedAt int64
+	lastBarrier uint64 // newest barrier taken, in-band or overtaking
+	overtaken   uint64 // newest barrier taken ahead of the queue: its in-band copy is skipped
+	seq         uint64
+	replayWM    int64 // restored channel watermark, reached after the in-flight replay
+	buf         []byte
+	queued      atomic.Int64 // len(queue), for idleness
 }
 
 func (st *subtask) taskID(pipeline string) string {
 	return "pipeline/" + pipeline + "/" + strconv.Itoa(st.index)
+}
+
+// start runs the pipeline in a goroutine counted by wg.
+func (p *pipeline) start(wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() { defer wg.Done(); defer close(p.done); p.run() }()
 }
 
 // run starts the prepare stage and the window subtasks and returns when all
@@ -174,7 +206,7 @@ func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
 			}
 		}
 	}
-	p.controlKeys.Store(int64(p.control.Keys()))
+	p.m.controlKeys.Store(int64(p.control.Keys()))
 }
 
 // guardSubtask runs a window subtask and, if it panics, reports the failure
@@ -186,8 +218,9 @@ func (p *pipeline) guardSubtask(st *subtask) {
 			return
 		}
 		p.fatal(fmt.Errorf("pipeline %q subtask %d: panic: %v\n%s", p.name, st.index, r, debug.Stack()))
+		p.edges[st.index].Gate(false)
 		if p.ordered {
-			p.arriveHeld(st, nil) // do not keep the other subtasks waiting at the end of input
+			p.arriveHeld(st, nil, false) // do not keep the other subtasks waiting at the end of input
 		}
 		for m := range p.edges[st.index].C() {
 			if m.Kind == stream.Records {
@@ -370,6 +403,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 	}
 	keepLate := p.late != nil
 	var lastLate, lastUnassigned int64
+	p.replayInFlight(st, keepLate)
 	for {
 		var (
 			m  stream.Message
@@ -378,6 +412,17 @@ func (p *pipeline) runSubtask(st *subtask) {
 		select {
 		case m = <-e.Priority():
 		default:
+			if len(st.queue) > 0 {
+				// Read ahead by an overtaking barrier: these come first.
+				m = st.queue[0]
+				st.queue[0] = stream.Message{}
+				st.queue = st.queue[1:]
+				st.queued.Store(int64(len(st.queue)))
+				if len(st.queue) == 0 {
+					e.Gate(false) // the overtaken records are processed: the edge takes more
+				}
+				break
+			}
 			select {
 			case m = <-e.Priority():
 			case m, ok = <-e.C():
@@ -396,8 +441,17 @@ func (p *pipeline) runSubtask(st *subtask) {
 			}
 			continue
 		}
+		if m.Kind == stream.Barrier && m.Barrier.Announcement {
+			if st.backend != nil && m.Barrier.ID > st.lastBarrier {
+				b := m.Barrier
+				st.announced, st.announcedAt = &b, p.clk.monoMs()
+			}
+		} else if m.Kind == stream.Barrier && m.Barrier.ID <= st.overtaken {
+			continue // taken already, ahead of the queue
+		}
 		switch m.Kind {
 		case stream.Records:
+			p.debugRecords(m.Batch)
 			t.Process(m.Batch, keepLate)
 			m.Batch.Release()
 		case stream.Watermark:
@@ -412,8 +466,15 @@ func (p *pipeline) runSubtask(st *subtask) {
 				p.releaseHeld(st)
 			}
 		case stream.Barrier:
+			if m.Barrier.Announcement {
+				break
+			}
+			st.announced, st.lastBarrier = nil, m.Barrier.ID
 			p.emit(st)
-			p.barrier(st, m.Barrier)
+			p.barrier(st, m.Barrier, nil)
+		}
+		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.monoMs()) {
+			p.overtake(st)
 		}
 		p.emit(st)
 		if st.store != nil {
@@ -436,16 +497,23 @@ func (p *pipeline) runSubtask(st *subtask) {
 	}
 }
 
+// debugRecords applies the test-only knobs to a batch about to be
+// processed: one sleep for the whole batch (the delay per record times its
+// length, not a timer per record), and the injected panic.
+func (p *pipeline) debugRecords(b *stream.Batch) {
+	if p.debugDelay > 0 {
+		time.Sleep(p.debugDelay * time.Duration(b.Len()))
+	}
+	if p.panicAt != 0 && slices.Contains(b.Offsets, p.panicAt) && debugPanicked.CompareAndSwap(false, true) {
+		panic(fmt.Sprintf("debug_panic_at_offset: the record at offset %d", p.panicAt))
+	}
+}
+
 // barrier passes checkpoint barrier b at subtask st: its output so far
 // belongs to epoch b.ID, so the sinks get the barrier after it; then the
 // state is snapshotted (the view is taken now, written asynchronously).
-func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo) {
-	for _, s := range p.to {
-		s.in <- sinkMsg{barrier: b.ID}
-	}
-	if p.late != nil {
-		p.late.in <- sinkMsg{barrier: b.ID}
-	}
+func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]byte) {
+	p.sinkBarrier(b.ID)
 	st.epoch = b.ID + 1
 	if p.ckpt == nil {
 		return
@@ -457,6 +525,9 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo) {
 	}
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
+	}
+	for k, v := range more {
+		extra[k] = v
 	}
 	if st.backend == nil {
 		p.ckpt.send(checkpoint.Ack{CheckpointID: b.ID, Task: task, Extra: extra})
@@ -470,6 +541,256 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo) {
 	}
 	st.lastSnap = b.ID
 	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
+}
+
+// overtakeLimit bounds the messages a subtask holds read ahead: each
+// overtaking barrier reads up to it what the stages upstream held, so
+// checkpoints faster than the operator drains would pile them up. Past it,
+// the barrier waits (still announced) until the subtask is back under it.
+const overtakeLimit = 32
+
+// overtake takes the announced barrier now, ahead of the records queued
+// before it (an unaligned checkpoint): it reads the edge ahead up to the
+// barrier itself, stores the records it passed in the subtask's state so
+// the snapshot holds them, snapshots, and leaves them queued to be
+// processed next. Their output belongs to the next epoch; a restore replays
+// them from the checkpoint before any new input.
+func (p *pipeline) overtake(st *subtask) {
+	id := st.announced.ID
+	st.announced = nil
+	e := p.edges[st.index]
+	var (
+		captured []stream.Message
+		inBand   *stream.BarrierInfo
+		older    []uint64 // in-band barriers of aborted checkpoints passed on the way
+	)
+	take := func(m stream.Message) bool {
+		if m.Kind == stream.Barrier && !m.Barrier.Announcement {
+			switch {
+			case m.Barrier.ID == id:
+				b := m.Barrier
+				inBand = &b
+				return true
+			case m.Barrier.ID > st.overtaken:
+				older = append(older, m.Barrier.ID)
+			}
+			return false
+		}
+		captured = append(captured, m)
+		return false
+	}
+	// Upstream must deliver up to the barrier: open the gate while reading.
+	e.Gate(false)
+	q := st.queue
+	st.queue = nil
+	for i, m := range q {
+		if take(m) {
+			captured = append(captured, q[i+1:]...)
+			break
+		}
+	}
+	for inBand == nil {
+		m, ok := <-e.C()
+		if !ok {
+			// The input ended without the barrier (the region is stopping):
+			// no snapshot; process what was read.
+			st.queue = captured
+			st.queued.Store(int64(len(st.queue)))
+			return
+		}
+		take(m)
+	}
+	// The in-flight records go into the state under key group | sequence,
+	// so the snapshot holds them and a restore hands each to its subtask.
+	var (
+		keys   [][]byte
+		lastWM = int64(math.MinInt64)
+		rec    checkpoint.InFlightRecord
+	)
+	for _, m := range captured {
+		switch m.Kind {
+		case stream.Watermark:
+			lastWM = max(lastWM, m.Watermark)
+		case stream.Records:
+			b := m.Batch
+			for i := 0; i < b.Len(); i++ {
+				st.seq++
+				rec = checkpoint.InFlightRecord{Seq: st.seq, KeyGroup: b.KeyGroups[i], Key: b.Key(i), Time: b.Times[i],
+					Watermark: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i)}
+				if len(b.Watermarks) == b.Len() {
+					rec.Watermark = b.Watermarks[i]
+				}
+				key := binary.BigEndian.AppendUint64([]byte{byte(rec.KeyGroup >> 8), byte(rec.KeyGroup)}, rec.Seq)
+				st.buf = checkpoint.AppendInFlight(st.buf[:0], &rec)
+				if err := st.backend.Put(st.inflight, key, st.buf); err != nil {
+					p.fatal(fmt.Errorf("pipeline %q subtask %d: storing in-flight records: %w", p.name, st.index, err))
+					st.failed = true
+					st.queue = captured
+					return
+				}
+				keys = append(keys, key)
+			}
+		}
+	}
+	for _, old := range older {
+		p.sinkBarrier(old)
+	}
+	st.lastBarrier, st.overtaken = id, id
+	p.emit(st)
+	p.barrier(st, *inBand, map[string][]byte{inflightExtraKey(p.name, st.index): encodeInflightExtra(lastWM, uint64(len(keys)))})
+	// The snapshot's view is taken: the records leave the working state
+	// (the next incremental checkpoint records their deletion) and are
+	// processed from the queue.
+	for _, k := range keys {
+		if err := st.backend.Delete(st.inflight, k); err != nil {
+			p.fatal(fmt.Errorf("pipeline %q subtask %d: dropping in-flight records: %w", p.name, st.index, err))
+			st.failed = true
+			break
+		}
+	}
+	p.log.Debug("barrier overtook", "pipeline", p.name, "subtask", st.index, "id", id, "queued_before", len(q), "messages", len(captured), "records", len(keys))
+	st.queue = captured
+	st.queued.Store(int64(len(st.queue)))
+	// The overtaken records still count against the edge's capacity: hold
+	// upstream back until they are processed, or every checkpoint would
+	// let another edge's worth in.
+	e.Gate(len(st.queue) > 0)
+}
+
+// idle reports whether nothing waits to be processed in the pipeline's
+// queues (a stage may still be busy with what it took).
+func (p *pipeline) idle() bool {
+	if len(p.in) > 0 {
+		return false
+	}
+	for i, e := range p.edges {
+		if e.Len() > 0 || p.subtasks[i].queued.Load() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// sinkBarrier tells the subtask's sinks it passed barrier id.
+func (p *pipeline) sinkBarrier(id uint64) {
+	for _, s := range p.to {
+		s.in <- sinkMsg{barrier: id}
+	}
+	if p.late != nil {
+		p.late.in <- sinkMsg{barrier: id}
+	}
+}
+
+// replayInFlight processes the in-flight records a restored unaligned
+// checkpoint holds for this subtask, before any new input, in the order
+// they were first read, and then moves to the channel's watermark at the
+// barrier.
+func (p *pipeline) replayInFlight(st *subtask, keepLate bool) {
+	if st.backend == nil {
+		return
+	}
+	var (
+		recs []checkpoint.InFlightRecord
+		keys [][]byte
+		bad  error
+	)
+	err := st.backend.Scan(st.inflight, nil, func(key, value []byte) bool {
+		r, err := checkpoint.DecodeInFlight(value)
+		if err != nil {
+			bad = err
+			return false
+		}
+		recs = append(recs, r)
+		keys = append(keys, append([]byte(nil), key...))
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		panic(fmt.Sprintf("pipeline %q subtask %d: reading restored in-flight records: %v", p.name, st.index, err))
+	}
+	if len(recs) > 0 {
+		checkpoint.SortInFlight(recs)
+		t := st.task
+		for len(recs) > 0 {
+			n := min(len(recs), 512)
+			b := stream.NewBatch(p.stride)
+			for _, r := range recs[:n] {
+				if r.Watermark != math.MinInt64 {
+					b.AppendWatermarked(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset, r.Watermark)
+				} else {
+					b.Append(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset)
+				}
+			}
+			recs = recs[n:]
+			t.Process(b, keepLate)
+			b.Release()
+			p.emit(st)
+		}
+		p.log.Info("replayed in-flight records of an unaligned checkpoint", "pipeline", p.name, "subtask", st.index, "records", len(keys))
+	}
+	if st.replayWM != math.MinInt64 {
+		st.task.AdvanceWatermark(st.replayWM)
+		p.emit(st)
+	}
+	for _, k := range keys {
+		if err := st.backend.Delete(st.inflight, k); err != nil {
+			panic(fmt.Sprintf("pipeline %q subtask %d: dropping replayed in-flight records: %v", p.name, st.index, err))
+		}
+	}
+}
+
+// inflightSummary counts the subtasks of checkpoint m that took the barrier
+// unaligned and the in-flight records they stored.
+func inflightSummary(m *checkpoint.Manifest) (tasks int, records uint64) {
+	for k, v := range m.Extra {
+		if _, n, ok := decodeInflightExtra(v); ok && strings.HasPrefix(k, "inflight/") {
+			tasks++
+			records += n
+		}
+	}
+	return tasks, records
+}
+
+// announce sends trigger tr ahead of the queues to the window subtasks of
+// every pipeline with unaligned checkpoints (savepoints stay aligned, as in
+// Flink). It never blocks: a subtask that misses one takes that barrier
+// aligned.
+func (a *Agent) announce(tr checkpoint.Trigger) {
+	if tr.Kind == checkpoint.KindSavepoint {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Announcement: true}
+	for _, p := range a.pipelines {
+		if !p.align.Announces() {
+			continue
+		}
+		for _, e := range p.edges {
+			e.TrySendPriority(stream.Message{Kind: stream.Barrier, Barrier: b})
+		}
+	}
+}
+
+func inflightExtraKey(pipeline string, subtask int) string {
+	return "inflight/" + pipeline + "/" + strconv.Itoa(subtask)
+}
+
+// encodeInflightExtra is a subtask's in-flight summary in the manifest:
+// version 1, the channel's watermark at the barrier, the record count.
+func encodeInflightExtra(wm int64, n uint64) []byte {
+	b := []byte{1}
+	b = binary.BigEndian.AppendUint64(b, uint64(wm))
+	return binary.BigEndian.AppendUint64(b, n)
+}
+
+func decodeInflightExtra(b []byte) (wm int64, n uint64, ok bool) {
+	if len(b) != 17 || b[0] != 1 {
+		return 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b[1:])), binary.BigEndian.Uint64(b[9:]), true
 }
 
 func controlExtraKey(pipeline string) string { return "control/" + pipeline }
@@ -555,7 +876,7 @@ func (p *pipeline) releaseHeld(st *subtask) {
 	if err != nil {
 		p.log.Error("reading held results failed", "pipeline", p.name, "err", err)
 	}
-	p.arriveHeld(st, mine)
+	p.arriveHeld(st, mine, true)
 	// Released: the next checkpoint must not hold them, or a restart after
 	// the end of input would release them a second time.
 	for _, r := range mine {
@@ -567,8 +888,10 @@ func (p *pipeline) releaseHeld(st *subtask) {
 }
 
 // arriveHeld adds a subtask's held results to the merge; the last subtask
-// to arrive sends them all, sorted, and releases the others.
-func (p *pipeline) arriveHeld(st *subtask, mine []heldResult) {
+// to arrive sends them all, sorted, and releases the others. A failed
+// subtask does not wait (wait false): the input may never end, when its
+// region restarts.
+func (p *pipeline) arriveHeld(st *subtask, mine []heldResult, wait bool) {
 	hm := &p.merge
 	hm.mu.Lock()
 	hm.results = append(hm.results, mine...)
@@ -576,7 +899,9 @@ func (p *pipeline) arriveHeld(st *subtask, mine []heldResult) {
 	last := hm.arrived == len(p.subtasks)
 	hm.mu.Unlock()
 	if !last {
-		<-hm.done
+		if wait {
+			<-hm.done
+		}
 		return
 	}
 	// Sort on what follows the key-group prefix: (end, key, start, firing).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -56,6 +57,9 @@ func (a *Agent) setupCheckpoints() error {
 	for _, s := range sources {
 		s.acks = ck.send
 	}
+	if cc.Unaligned || cc.AlignedTimeout > 0 {
+		ck.announce = a.announce
+	}
 	for _, p := range a.pipelines {
 		p.ckpt = ck
 	}
@@ -100,38 +104,8 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 	known := map[string]bool{}
 	for _, p := range a.pipelines {
 		known[p.name] = true
-		files := m.PipelineFiles(p.name)
-		entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
-			for _, f := range files {
-				if err := sel.Store.ReadSnapshot(f, fn); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		for _, st := range p.subtasks {
-			if st.backend == nil {
-				continue
-			}
-			kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
-			if !ok {
-				return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
-			}
-			if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
-				return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
-			}
-			st.lastSnap = 0 // the next snapshot is full
-			st.epoch = m.ID + 1
-		}
-		p.epoch = m.ID + 1
-		if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
-			if err := p.control.Restore(b); err != nil {
-				return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
-			}
-			p.controlKeys.Store(int64(p.control.Keys()))
-		}
-		if wm, ok := restoredWatermark(m, p.name); ok {
-			p.restoreWatermark(wm)
+		if err := a.restorePipeline(sel, p); err != nil {
+			return err
 		}
 	}
 	for _, name := range m.Pipelines() {
@@ -150,6 +124,105 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 	a.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),
 		"pipelines", len(m.Pipelines()), "positions", m.SourcePositions)
 	return nil
+}
+
+// restorePipeline loads pipeline p's part of checkpoint sel: the state of
+// its key groups, its control state and its watermark.
+func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
+	m := sel.Manifest
+	files := m.PipelineFiles(p.name)
+	entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
+		for _, f := range files {
+			if err := sel.Store.ReadSnapshot(f, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, st := range p.subtasks {
+		if st.backend == nil {
+			continue
+		}
+		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
+		if !ok {
+			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
+		}
+		if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
+			return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
+		}
+		st.lastSnap = 0 // the next snapshot is full
+		st.epoch = m.ID + 1
+	}
+	p.epoch = m.ID + 1
+	if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
+		if err := p.control.Restore(b); err != nil {
+			return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
+		}
+		p.m.controlKeys.Store(int64(p.control.Keys()))
+	}
+	if unaligned, err := p.restoreUnalignedWatermarks(m); unaligned || err != nil {
+		return err
+	}
+	if wm, ok := restoredWatermark(m, p.name); ok {
+		p.restoreWatermark(wm)
+	}
+	return nil
+}
+
+// restoreUnalignedWatermarks restores the watermarks of a checkpoint in
+// which some subtask of p took the barrier unaligned: subtasks were then
+// at different watermarks, so each operator restarts at its own, replays
+// its in-flight records and moves to its channel's watermark at the
+// barrier; the prepare stage resumes at the newest of them, where it was
+// at the barrier. This needs the parallelism the checkpoint was taken with.
+func (p *pipeline) restoreUnalignedWatermarks(m *checkpoint.Manifest) (bool, error) {
+	channel := map[int]int64{}
+	for k, v := range m.Extra {
+		rest, ok := strings.CutPrefix(k, "inflight/"+p.name+"/")
+		if !ok {
+			continue
+		}
+		i, err := strconv.Atoi(rest)
+		wm, _, ok := decodeInflightExtra(v)
+		if err != nil || !ok {
+			return true, fmt.Errorf("agent: checkpoint %d: bad in-flight entry %q", m.ID, k)
+		}
+		channel[i] = wm
+	}
+	if len(channel) == 0 {
+		return false, nil
+	}
+	taken := 0
+	for k := range m.Extra {
+		if strings.HasPrefix(k, "watermark/"+p.name+"/") {
+			taken++
+		}
+	}
+	if taken != len(p.subtasks) {
+		return true, fmt.Errorf("agent: checkpoint %d of pipeline %q is unaligned (it holds in-flight records of %d subtasks); "+
+			"restore it with parallelism %d, then take a savepoint (always aligned) to change it", m.ID, p.name, taken, taken)
+	}
+	top := int64(math.MinInt64)
+	for _, st := range p.subtasks {
+		b, ok := m.Extra[watermarkExtraKey(p.name, st.index)]
+		if !ok || len(b) != 8 {
+			continue
+		}
+		own := int64(binary.BigEndian.Uint64(b))
+		top = max(top, own)
+		if own != math.MinInt64 {
+			st.task.AdvanceWatermark(own)
+			st.task.TakeResults() // fired before the checkpoint
+		}
+		if cw, ok := channel[st.index]; ok {
+			st.replayWM = cw
+			top = max(top, cw)
+		}
+	}
+	if top != math.MinInt64 {
+		p.restoreGenerator(top)
+	}
+	return true, nil
 }
 
 // restoredWatermark is the pipeline's watermark at the checkpoint: every
@@ -171,6 +244,15 @@ func restoredWatermark(m *checkpoint.Manifest, pipeline string) (int64, bool) {
 // restoreWatermark puts the restored watermark back into the prepare
 // stage's generator and every subtask's operator.
 func (p *pipeline) restoreWatermark(wm int64) {
+	p.restoreGenerator(wm)
+	for _, st := range p.subtasks {
+		st.task.AdvanceWatermark(wm)
+		st.task.TakeResults() // nothing is due: those timers fired before the checkpoint
+	}
+}
+
+// restoreGenerator puts the prepare stage's watermark generator at wm.
+func (p *pipeline) restoreGenerator(wm int64) {
 	switch g := p.wm.(type) {
 	case *watermark.BoundedOutOfOrder:
 		g.Observe(wm + p.bound + 1)
@@ -180,10 +262,6 @@ func (p *pipeline) restoreWatermark(wm int64) {
 		for _, gen := range g.gens {
 			gen.Observe(wm + p.bound + 1)
 		}
-	}
-	for _, st := range p.subtasks {
-		st.task.AdvanceWatermark(wm)
-		st.task.TakeResults() // nothing is due: those timers fired before the checkpoint
 	}
 }
 

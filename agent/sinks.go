@@ -60,7 +60,11 @@ type sinkRunner struct {
 
 	done     chan struct{}
 	failures func()      // counts a failed write
-	fatal    func(error) // a transactional sink that fails stops the run
+	fatal    func(error) // a transactional sink that fails fails its region
+	// deadLetters: the sink takes a pipeline's dead letters, so a failed
+	// write is a record that could not even be dead-lettered, which fails
+	// the region like a transactional sink's failure.
+	deadLetters bool
 }
 
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
@@ -190,7 +194,7 @@ func (r *sinkRunner) fail(op string, err error) {
 	// run stops and restarts from the last checkpoint (restart strategy).
 	// At-least-once sinks retry with the next batch; an uplink that is down
 	// is normal at the edge.
-	if r.tx != nil && r.fatal != nil {
+	if (r.tx != nil || r.deadLetters) && r.fatal != nil {
 		r.fatal(fmt.Errorf("sink %q: %s: %w", r.name, op, err))
 	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -49,16 +50,71 @@ type sourceRunner struct {
 	skipTo     uint64 // restored position: messages at or below it were processed
 	pos        uint64 // offset of the last message forwarded
 	// ilog is the ingest log of a source that cannot replay (MQTT, the
-	// embedded broker): intake appends to it, run reads from it.
-	ilog    *ingest.Log
-	intake  func(ctx context.Context)
-	eof     atomic.Bool
-	err     error
-	drained chan struct{} // closed once the source has stopped and its messages are forwarded
+	// embedded broker): intake appends to it, run reads from it. The intake
+	// runs for the life of the agent (startIntake); a restarted failover
+	// region only starts a new reader at its restored position.
+	ilog       *ingest.Log
+	intake     func(ctx context.Context)
+	intakeDone chan struct{} // closed when intake has returned
+	eof        atomic.Bool
+	err        error
+	drained    chan struct{} // closed once the source has stopped and its messages are forwarded
+	// reopen, for a source read by run itself (a file), returns a fresh
+	// source reading from the start, for a region restart.
+	reopen  func() source.Source
+	cancel  context.CancelFunc // ends this generation's reading
+	done    chan struct{}      // closed when run returns
+	stopped bool               // by stop, until reset: ctrl is closed
 }
 
 func newSourceRunner(name string, src source.Source) *sourceRunner {
-	return &sourceRunner{name: name, src: src, ctrl: make(chan checkpoint.Trigger, 1), drained: make(chan struct{})}
+	return &sourceRunner{name: name, src: src, ctrl: make(chan checkpoint.Trigger, 1), drained: make(chan struct{}),
+		intakeDone: make(chan struct{}), done: make(chan struct{})}
+}
+
+// startIntake runs the intake of an ingest-log source until ctx ends.
+func (s *sourceRunner) startIntake(ctx context.Context) {
+	if s.intake == nil {
+		close(s.intakeDone)
+		return
+	}
+	go func() { s.intake(ctx); close(s.intakeDone) }()
+}
+
+// start runs a generation of the runner under a context of its own.
+func (s *sourceRunner) start(ctx context.Context, log *slog.Logger, wg *sync.WaitGroup) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	wg.Add(1)
+	go func() { defer wg.Done(); s.run(ctx, log) }()
+}
+
+// stop ends a running generation without draining: its outputs close,
+// and what they held is abandoned (a restarting region replays it).
+func (s *sourceRunner) stop() {
+	close(s.ctrl)
+	s.cancel()
+	<-s.done
+	s.stopped = true
+	select {
+	case <-s.drained:
+	default:
+		close(s.drained) // run has returned: nothing more will be forwarded
+	}
+}
+
+// reset prepares a stopped runner (run has returned) for a new generation
+// after a region restart: no outputs (the new pipelines register again), a
+// new barrier channel, and the position set by the restore that follows.
+func (s *sourceRunner) reset() {
+	s.outs = nil
+	s.ctrl = make(chan checkpoint.Trigger, 1)
+	s.drained = make(chan struct{})
+	s.done = make(chan struct{})
+	s.skipTo, s.pos, s.err, s.stopped = 0, 0, nil, false
+	s.eof.Store(false)
+	if s.reopen != nil {
+		s.src = s.reopen()
+	}
 }
 
 func (s *sourceRunner) taskID() string { return "source/" + s.name }
@@ -66,6 +122,7 @@ func (s *sourceRunner) taskID() string { return "source/" + s.name }
 // run reads the source until ctx ends or input ends, then keeps serving
 // barriers until ctrl is closed, and finally closes its outputs.
 func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
+	defer close(s.done)
 	if s.ilog != nil {
 		s.readLog(ctx, log)
 		return
@@ -97,6 +154,13 @@ func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
 		case tr, ok := <-s.ctrl:
 			if !ok {
 				s.closeOuts()
+				// Stopped before the end (a region restart): wait for the
+				// reader, cancelled too, so nothing of this generation
+				// outlives it.
+				if in != nil {
+					for range in {
+					}
+				}
 				return
 			}
 			s.inject(tr)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -78,11 +79,21 @@ func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
 		return nil, err
 	}
 	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID}
-	registerWALMetrics(a.metrics, s.Name, ws)
+	h := a.walSinks[s.Name]
+	if h == nil {
+		h = new(walHolder)
+		a.walSinks[s.Name] = h
+		registerWALMetrics(a.metrics, s.Name, h)
+	}
+	h.s.Store(ws)
 	return w, nil
 }
 
-func registerWALMetrics(set *metrics.Set, name string, ws *walsink.Sink) {
+// walHolder is the current WAL sink of a name: a region restart reopens the
+// sink, and the gauges registered once follow it.
+type walHolder struct{ s atomic.Pointer[walsink.Sink] }
+
+func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	var (
 		mu   sync.Mutex
 		last walsink.Stats
@@ -93,7 +104,7 @@ func registerWALMetrics(set *metrics.Set, name string, ws *walsink.Sink) {
 		mu.Lock()
 		defer mu.Unlock()
 		if time.Since(at) > 500*time.Millisecond {
-			last, at = ws.Stats(), time.Now()
+			last, at = h.s.Load().Stats(), time.Now()
 		}
 		return last
 	}

@@ -253,6 +253,7 @@ type Coordinator struct {
 	ended      bool
 
 	pending    *pending
+	suspended  int // Suspend calls not yet matched by Resume
 	savepoints []uint64
 	failures   int
 	failed     error
@@ -313,8 +314,30 @@ func (c *Coordinator) Tick(nowMs int64) {
 	c.maybeTrigger()
 }
 
+// Suspend stops checkpoints while a failover region restarts: its tasks
+// cannot acknowledge until it runs again. The checkpoint in progress, if
+// any, is aborted with reason (reported in the next Ready) without counting
+// towards TolerableFailures, since no task failed to take it; nothing is
+// triggered (requested savepoints wait) until every Suspend is matched by a
+// Resume.
+func (c *Coordinator) Suspend(reason error) {
+	c.suspended++
+	if c.pending != nil {
+		c.abortCounting(reason, false)
+	}
+}
+
+// Resume undoes one Suspend. The next checkpoint is triggered as the
+// interval and pause allow, or at once if a savepoint is waiting.
+func (c *Coordinator) Resume() {
+	if c.suspended > 0 {
+		c.suspended--
+	}
+	c.maybeTrigger()
+}
+
 func (c *Coordinator) maybeTrigger() {
-	if !c.started || c.failed != nil || c.pending != nil {
+	if !c.started || c.failed != nil || c.pending != nil || c.suspended > 0 {
 		return
 	}
 	if len(c.savepoints) > 0 {
@@ -481,8 +504,12 @@ func (c *Coordinator) prepareManifest(p *pending) error {
 	return nil
 }
 
-// abort ends the pending checkpoint with reason.
-func (c *Coordinator) abort(reason error) {
+// abort ends the pending checkpoint with reason, a failure.
+func (c *Coordinator) abort(reason error) { c.abortCounting(reason, true) }
+
+// abortCounting ends the pending checkpoint with reason; count says whether
+// it counts towards TolerableFailures.
+func (c *Coordinator) abortCounting(reason error, count bool) {
 	p := c.pending
 	c.pending = nil
 	c.ended, c.lastEndMs = true, c.nowMs
@@ -491,7 +518,7 @@ func (c *Coordinator) abort(reason error) {
 	if c.ready.Manifest == p.m {
 		c.ready.Manifest = nil
 	}
-	if p.trigger.Kind == KindSavepoint {
+	if p.trigger.Kind == KindSavepoint || !count {
 		return
 	}
 	c.failures++

@@ -478,3 +478,47 @@ func TestNewCoordinator_InvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestCoordinator_SuspendAbortsWithoutFailingAndHolds: a restarting region
+// suspends checkpoints; the one in progress is aborted without counting as a
+// failure, nothing triggers until Resume, then checkpoints go on.
+func TestCoordinator_SuspendAbortsWithoutFailingAndHolds(t *testing.T) {
+	cfg := DefaultConfig("a", "b")
+	cfg.Interval, cfg.TolerableFailures = time.Second, 0
+	c, err := NewCoordinator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(0)
+	c.Tick(1000)
+	rd := c.Ready()
+	c.Advance()
+	if len(rd.Triggers) != 1 {
+		t.Fatalf("triggers %v", rd.Triggers)
+	}
+	c.Suspend(errors.New("region restarting"))
+	rd = c.Ready()
+	c.Advance()
+	if len(rd.Aborted) != 1 || rd.Aborted[0].ID != 1 {
+		t.Fatalf("aborted %v, want checkpoint 1", rd.Aborted)
+	}
+	if c.Failed() != nil || c.Stats().ConsecutiveFailures != 0 {
+		t.Fatalf("a suspension counted as a failure: %v, %d", c.Failed(), c.Stats().ConsecutiveFailures)
+	}
+	c.Tick(5000)
+	if c.HasReady() {
+		t.Fatalf("triggered while suspended: %+v", c.Ready())
+	}
+	if err := c.Step(TriggerSavepoint{Request: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if c.HasReady() {
+		t.Fatalf("a savepoint triggered while suspended: %+v", c.Ready())
+	}
+	c.Resume()
+	rd = c.Ready()
+	c.Advance()
+	if len(rd.Triggers) != 1 || rd.Triggers[0].ID != 2 || rd.Triggers[0].SavepointRequest != 7 {
+		t.Fatalf("after Resume: %+v, want the waiting savepoint as checkpoint 2", rd.Triggers)
+	}
+}

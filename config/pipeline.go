@@ -2,6 +2,7 @@ package config
 
 import (
 	"sort"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -32,7 +33,14 @@ type Pipeline struct {
 	// LateOutput and DeadLetter are nil when not set.
 	LateOutput *SinkRef
 	DeadLetter *SinkRef
-	DeclRange  hcl.Range
+	// DebugDelayPerRecord and DebugPanicAtOffset are for tests only: a
+	// window subtask sleeps this long per record (a deliberately slow
+	// operator, to build backpressure), and panics once per process on the
+	// record at this source offset (0: never), to inject an operator
+	// failure. Defaults 0.
+	DebugDelayPerRecord time.Duration
+	DebugPanicAtOffset  uint64
+	DeclRange           hcl.Range
 }
 
 // MapField is one NAME = expr of a map block.
@@ -54,7 +62,8 @@ type SinkRef struct {
 	Range hcl.Range
 }
 
-var pipelineAttrs = []string{"from", "control", "filter", "key", "parallelism", "to", "late_output", "dead_letter"}
+var pipelineAttrs = []string{"from", "control", "filter", "key", "parallelism", "to", "late_output", "dead_letter",
+	"debug_delay_per_record", "debug_panic_at_offset"}
 
 // decodePipelines decodes every pipeline block, resolving references against
 // the declared sources and sinks.
@@ -95,6 +104,8 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			p.Key = at.Expr
 		}
 		p.Parallelism = int(a.integer("parallelism", int64(ag.Parallelism), 1, int64(ag.MaxKeyGroups)))
+		p.DebugDelayPerRecord = a.duration("debug_delay_per_record", 0)
+		p.DebugPanicAtOffset = uint64(a.integer("debug_panic_at_offset", 0, 0, 1<<62))
 		if at := a.m["to"]; at != nil {
 			exprs, diags := hcl.ExprList(at.Expr)
 			if diags.HasErrors() {

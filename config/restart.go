@@ -14,11 +14,13 @@ const (
 	RestartNone             = "none"
 )
 
-// Restart is the restart block: what the agent does when a failure stops
-// its pipelines (a state store that fails, a panic caught at a stage, a
-// sink that keeps failing). It restarts them from the last completed
-// checkpoint after a delay, and exits non-zero (so systemd takes over) only
-// when the strategy gives up.
+// Restart is the restart block: what the agent does when a pipeline fails
+// (a state store that fails, a panic caught at a stage, a sink that keeps
+// failing, a reading that cannot be dead-lettered). It restarts the
+// pipeline's failover region (the pipelines sharing a source or sink with
+// it) from the last completed checkpoint after a delay, each region with
+// its own instance of the strategy, and exits non-zero (so systemd takes
+// over) only when a strategy gives up.
 type Restart struct {
 	// Strategy is RestartExponentialDelay (default), RestartFixedDelay,
 	// RestartFailureRate or RestartNone.

@@ -59,10 +59,14 @@ type Checkpoint struct {
 	Mode string
 	// FullEvery takes a full snapshot every so many checkpoints; default 10.
 	FullEvery int
-	// Unaligned lets barriers overtake in-flight records.
+	// Unaligned makes every checkpoint but savepoints and the final one
+	// unaligned: window subtasks take the barrier ahead of their queued
+	// input and store the records it overtook in the checkpoint, to be
+	// replayed on restore. Default false.
 	Unaligned bool
-	// AlignedTimeout switches from aligned to unaligned after this long;
-	// 0 means never.
+	// AlignedTimeout switches a checkpoint from aligned to unaligned at a
+	// subtask that has waited this long for the barrier since it was
+	// announced; 0 (default) means never.
 	AlignedTimeout time.Duration
 	DeclRange      hcl.Range
 }

@@ -149,6 +149,10 @@ pipeline "temp_1m" {
   to          = [sink.mqtt.cloud, sink.stdout.console]
   late_output = sink.file.late
   dead_letter = sink.file.dead
+  # For tests only (both default off): a deliberately slow operator, and a
+  # panic injected once per process at one source offset.
+  debug_delay_per_record = "0s"
+  debug_panic_at_offset  = 0
 }
 
 pipeline "humidity_sliding" {
@@ -206,8 +210,8 @@ checkpoint {
   retain             = 3
   mode               = "exactly_once" # | at_least_once
   full_every         = 10
-  unaligned          = false
-  aligned_timeout    = "0s"
+  unaligned          = false # true: barriers overtake queued records, which go into the checkpoint
+  aligned_timeout    = "0s"  # switch an aligned checkpoint to unaligned after this long; 0 = never
 }
 
 upload "s3" {

@@ -37,6 +37,9 @@ type BarrierInfo struct {
 	// Control is the pipeline's control state at the barrier (its JSON
 	// snapshot), carried to subtask 0, which puts it in the checkpoint.
 	Control []byte
+	// Announcement marks the copy of a barrier sent ahead on the priority
+	// channel (unaligned checkpoints): the barrier itself follows in-band.
+	Announcement bool
 }
 
 // Message is one item on an Edge.
@@ -144,16 +147,53 @@ func (b *Batch) RecordValues(i int) []float64 {
 type Edge struct {
 	data     chan Message
 	priority chan Message
+
+	// A closed gate holds Send back: the consumer has read messages ahead
+	// of processing them (an unaligned barrier overtook them), and they
+	// still count against the edge's capacity, so backpressure holds.
+	gateMu sync.Mutex
+	closed bool
+	open   chan struct{} // closed while the gate is open
 }
 
 // NewEdge returns an edge whose data channel holds capacity messages.
 func NewEdge(capacity int) *Edge {
-	return &Edge{data: make(chan Message, capacity), priority: make(chan Message, 4)}
+	open := make(chan struct{})
+	close(open)
+	return &Edge{data: make(chan Message, capacity), priority: make(chan Message, 4), open: open}
 }
 
+// Gate closes (true) or opens (false) the gate in front of the data
+// channel. Only the consumer calls it.
+func (e *Edge) Gate(closed bool) {
+	e.gateMu.Lock()
+	defer e.gateMu.Unlock()
+	if closed == e.closed {
+		return
+	}
+	e.closed = closed
+	if closed {
+		e.open = make(chan struct{})
+	} else {
+		close(e.open)
+	}
+}
+
+// Len is the number of messages queued on the data channel.
+func (e *Edge) Len() int { return len(e.data) }
+
 // Send delivers m in order with the data before it, blocking while the edge
-// is full (backpressure). It returns ctx.Err() if ctx ends first.
+// is full or its gate closed (backpressure). It returns ctx.Err() if ctx
+// ends first.
 func (e *Edge) Send(ctx context.Context, m Message) error {
+	e.gateMu.Lock()
+	open := e.open
+	e.gateMu.Unlock()
+	select {
+	case <-open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	select {
 	case e.data <- m:
 		return nil
@@ -169,6 +209,18 @@ func (e *Edge) SendPriority(ctx context.Context, m Message) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// TrySendPriority delivers m ahead of queued data if the priority channel
+// has room, without blocking: for a sender that must never wait on a
+// consumer that may be gone.
+func (e *Edge) TrySendPriority(m Message) bool {
+	select {
+	case e.priority <- m:
+		return true
+	default:
+		return false
 	}
 }
 

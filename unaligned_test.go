@@ -1,0 +1,194 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// unalignedConfig: a file of readings through a deliberately slow window
+// operator (%DELAY% per record), so the queues in front of it stay full and
+// an aligned barrier waits behind them (about 3 s here); checkpoints time
+// out after 2 s.
+const unalignedConfig = `
+agent {
+  device_id   = "unaligned"
+  data_dir    = "%DATA%"
+  admin       = ""
+  parallelism = 2
+  log_level   = "info"
+}
+source "file" "in" {
+  path = "%DIR%/in.jsonl"
+  timestamp {
+    field = "ts"
+    unit  = "ms"
+  }
+  watermark { max_out_of_orderness = "5s" }
+}
+sink "file" "out" {
+  path     = "%DIR%/out"
+  delivery = "exactly_once"
+}
+pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" { size = "10s" }
+  aggregate {
+    n   = count()
+    sum = sum(event.v)
+    max = max(event.v)
+  }
+  to                     = [sink.file.out]
+  debug_delay_per_record = "%DELAY%"
+}
+checkpoint {
+  interval           = "3s"
+  timeout            = "2s"
+  tolerable_failures = 1000
+  %MODE%
+}
+`
+
+func unalignedRun(t *testing.T, in, delay, mode string) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	b, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "in.jsonl"), b, 0o644)
+	cfg := replaceAll(unalignedConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%DELAY%", delay, "%MODE%", mode)
+	path = filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
+}
+
+var inflightRe = regexp.MustCompile(`checkpoint completed.*unaligned_tasks=([1-9][0-9]*) inflight_records=([0-9]+)`)
+
+// unalignedWithRecords counts completed checkpoints taken unaligned that
+// stored in-flight records.
+func unalignedWithRecords(log string) int {
+	n := 0
+	for _, m := range inflightRe.FindAllStringSubmatch(log, -1) {
+		if r, _ := strconv.Atoi(m[2]); r > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestUnaligned_SlowOperator: under backpressure from a slow operator,
+// aligned checkpoints time out while unaligned ones (and aligned ones that
+// switch after aligned_timeout) complete, storing the records their barrier
+// overtook; killed with SIGKILL after such checkpoints and restarted, the
+// agent replays those records and its committed output equals an
+// uninterrupted run's.
+func TestUnaligned_SlowOperator(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "in.jsonl")
+	writeReadings(t, src, 1000, 30, 11)
+	refDir, refPath := unalignedRun(t, src, "0s", "")
+	if out, err := exec.Command(eddyBin, "run", "-c", refPath).CombinedOutput(); err != nil {
+		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	}
+	want := committedRecords(t, filepath.Join(refDir, "out"))
+	if len(want) == 0 {
+		t.Fatal("the uninterrupted run committed nothing")
+	}
+
+	t.Run("aligned times out", func(t *testing.T) {
+		_, path := unalignedRun(t, src, "1ms", "")
+		cmd := exec.Command(eddyBin, "run", "-c", path)
+		var log syncBuffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		if !waitUntil(60*time.Second, func() bool { return strings.Count(log.String(), "timed out after 2s") >= 2 }) {
+			t.Fatalf("aligned checkpoints did not time out behind the slow operator:\n%s", log.String())
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if strings.Contains(log.String(), "checkpoint completed") {
+			t.Errorf("an aligned checkpoint completed within 2s behind the slow operator:\n%s", log.String())
+		}
+	})
+
+	for _, tc := range []struct{ name, mode string }{
+		{"unaligned", `unaligned = true`},
+		{"aligned_timeout", `aligned_timeout = "200ms"`},
+	} {
+		t.Run(tc.name+" kill -9", func(t *testing.T) {
+			dir, path := unalignedRun(t, src, "1ms", tc.mode)
+			var all strings.Builder
+			kills := 0
+			for {
+				cmd := exec.Command(eddyBin, "run", "-c", path)
+				var log syncBuffer
+				cmd.Stdout, cmd.Stderr = &log, &log
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				if kills < 3 {
+					// Kill once an unaligned checkpoint with in-flight records
+					// completed in this run, or let it end.
+					killed := false
+					for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && !killed; time.Sleep(20 * time.Millisecond) {
+						select {
+						case err := <-done:
+							done <- err
+							end = time.Now()
+							continue
+						default:
+						}
+						if unalignedWithRecords(log.String()) > 0 {
+							cmd.Process.Signal(syscall.SIGKILL)
+							killed = true
+						}
+					}
+					if killed {
+						<-done
+						kills++
+						all.WriteString(log.String())
+						continue
+					}
+				}
+				select {
+				case err := <-done:
+					all.WriteString(log.String())
+					if err != nil {
+						t.Fatalf("run exited with %v:\n%s", err, all.String())
+					}
+				case <-time.After(120 * time.Second):
+					cmd.Process.Kill()
+					t.Fatalf("run did not finish:\n%s%s", all.String(), log.String())
+				}
+				break
+			}
+			s := all.String()
+			if kills == 0 {
+				t.Fatalf("no unaligned checkpoint with in-flight records completed:\n%s", s)
+			}
+			if !strings.Contains(s, "replayed in-flight records of an unaligned checkpoint") {
+				t.Errorf("no restore replayed in-flight records (%d kills):\n%s", kills, s)
+			}
+			got := committedRecords(t, filepath.Join(dir, "out"))
+			if !slices.Equal(got, want) {
+				t.Fatalf("after %d kills: %d committed records, want the uninterrupted run's %d", kills, len(got), len(want))
+			}
+			t.Logf("%d kills; %d unaligned checkpoints with in-flight records completed", kills, unalignedWithRecords(s))
+		})
+	}
+}
