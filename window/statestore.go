@@ -1,6 +1,7 @@
 package window
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -15,30 +16,47 @@ import (
 // counters (keyGroup | key | namespace), and one "<operator>/timers" for the
 // timers of all domains, ordered exactly as PopTimer must return them. It
 // gives the same results as MemoryStore (a property test pins this) while
-// keeping memory bounded by the backend's cache, whatever the number of keys
-// and windows.
+// keeping memory bounded, whatever the number of keys and windows.
+//
+// Object cache: window states of recently used keys stay decoded in front of
+// the backend (up to StateStoreOptions.CacheBytes), so a reading of a live
+// window costs no decoding, encoding or backend access. A window is encoded
+// into the backend only when it must leave: its key is evicted, Flush is
+// called, or it is deleted after having been written (a window opened and
+// purged between two Flushes never reaches the backend). Merging sets, count
+// counters and timers go to the backend directly.
+//
+// Checkpoints: the backend lags behind the store by the dirty cached
+// windows, so the caller must call Flush right before Backend.Snapshot (and
+// before anything else reads the windows bucket from the backend).
 //
 // Errors: the Store interface returns none, so StateStore keeps the first
 // backend error (state.ErrFull, an I/O error) and then acts as an empty,
 // inert store; the caller must check Err after each batch and stop the
-// pipeline (restoring from the last checkpoint) when it is not nil.
+// pipeline (restoring from the last checkpoint) when it is not nil. With the
+// object cache, a write error may surface later than the reading that caused
+// it (at an eviction or at Flush), never after Flush returns nil.
 //
 // Restore: a Backend.Restore is noticed (through Backend.Generation) at the
-// next call, and the counts are rebuilt with one scan.
+// next call; the object cache is dropped and the counts are rebuilt with one
+// scan.
 type StateStore struct {
 	be      state.Backend
 	bucket  state.Bucket
 	timers  state.Bucket
 	queues  [CountDomain + 1]*state.TimerQueue
 	funcs   []aggregate.Func
-	windows int
+	windows int // window states, cached or in the backend
+	outside int // window states in the backend only (not cached)
 	gen     uint64
 	err     error
 
-	kg  uint16
-	key []byte
+	objs objCache
+	cur  int32 // cache slot of the current key, or -1
+	kg   uint16
+	key  []byte
 
-	st       WindowState // scratch returned by Window and CreateWindow
+	st       WindowState // scratch returned by CreateWindow once failed
 	kbuf     []byte
 	vbuf     []byte
 	below    []byte
@@ -47,11 +65,34 @@ type StateStore struct {
 
 var _ Store = (*StateStore)(nil)
 
+// StateStoreOptions tune a StateStore.
+type StateStoreOptions struct {
+	// CacheBytes bounds the approximate memory of the decoded window states
+	// kept in front of the backend (keys, windows, accumulators, sketches).
+	// Zero means DefaultStateCacheBytes. A tiny value is valid: every key
+	// switch then evicts every window, slowly but correctly.
+	CacheBytes int
+}
+
+// DefaultStateCacheBytes is the default StateStoreOptions.CacheBytes: about
+// 20,000 windows of five simple aggregates.
+const DefaultStateCacheBytes = 8 << 20
+
 // NewStateStore returns the Store of the operator named operatorName (unique
 // per backend) whose aggregates are funcs (Operator.Funcs, i.e. Spec.Aggs in
-// order), over be, counting any state be already holds.
+// order), over be, counting any state be already holds, with the default
+// options.
 func NewStateStore(be state.Backend, operatorName string, funcs []aggregate.Func) (*StateStore, error) {
-	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...)}
+	return NewStateStoreWith(be, operatorName, funcs, StateStoreOptions{})
+}
+
+// NewStateStoreWith is NewStateStore with options.
+func NewStateStoreWith(be state.Backend, operatorName string, funcs []aggregate.Func, opts StateStoreOptions) (*StateStore, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultStateCacheBytes
+	}
+	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...), cur: -1}
+	s.objs = newObjCache(opts.CacheBytes, s.funcs)
 	var err error
 	if s.bucket, err = be.Bucket(operatorName+"/windows", state.KeyGroupPrefix); err != nil {
 		return nil, fmt.Errorf("window: state store: %w", err)
@@ -88,6 +129,65 @@ func (s *StateStore) fail(err error) {
 	}
 }
 
+// Flush writes every changed cached window state into the backend (the
+// states stay cached) and returns Err. Call it right before
+// Backend.Snapshot: the snapshot then holds exactly the store's state.
+func (s *StateStore) Flush() error {
+	if !s.refresh() {
+		return s.err
+	}
+	c := &s.objs
+	for _, slot := range c.listed {
+		k := &c.keys[slot]
+		k.listed = false
+		if !k.dirty {
+			continue
+		}
+		k.dirty = false
+		for i := range k.wins {
+			if ow := &k.wins[i]; ow.dirty {
+				s.write(k, ow)
+			}
+		}
+	}
+	c.listed = c.listed[:0]
+	return s.err
+}
+
+// write encodes a cached window state into the backend.
+func (s *StateStore) write(k *objKey, ow *objWin) {
+	s.kbuf = AppendWindowKey(s.kbuf[:0], k.kg, k.key, ow.w)
+	s.vbuf = AppendWindowState(s.vbuf[:0], s.funcs, &ow.st)
+	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
+		s.fail(err)
+	}
+	ow.dirty, ow.stored = false, true
+}
+
+// evict writes back and drops keys until the cache is within its budget.
+// The current key is not resident when this runs, so no pointer handed out
+// for the current call can be invalidated.
+func (s *StateStore) evict() {
+	c := &s.objs
+	for c.bytes > c.budget {
+		if c.dropSpare() {
+			continue
+		}
+		slot := c.victim()
+		if slot < 0 {
+			return
+		}
+		k := &c.keys[slot]
+		for i := range k.wins {
+			if ow := &k.wins[i]; ow.dirty {
+				s.write(k, ow)
+			}
+		}
+		s.outside += len(k.wins)
+		c.drop(slot)
+	}
+}
+
 // refresh recounts after a Backend.Restore.
 func (s *StateStore) refresh() bool {
 	if s.err != nil {
@@ -102,9 +202,12 @@ func (s *StateStore) refresh() bool {
 	return true
 }
 
-// recount counts the window states in the backend.
+// recount drops the object cache and counts the window states in the
+// backend.
 func (s *StateStore) recount() error {
 	s.gen = s.be.Generation()
+	s.objs.reset()
+	s.cur = -1
 	s.windows = 0
 	var bad error
 	err := s.be.Scan(s.bucket, nil, func(k, _ []byte) bool {
@@ -124,6 +227,7 @@ func (s *StateStore) recount() error {
 	if err != nil {
 		return fmt.Errorf("window: state store: count windows: %w", err)
 	}
+	s.outside = s.windows
 	return nil
 }
 
@@ -141,14 +245,44 @@ func namespaceTag(k []byte) (byte, error) {
 
 // SetCurrentKey implements Store.
 func (s *StateStore) SetCurrentKey(keyGroup uint16, key []byte) {
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if k.kg == keyGroup && bytes.Equal(k.key, key) {
+			return
+		}
+	}
 	s.kg = keyGroup
 	s.key = append(s.key[:0], key...)
+	s.cur = -1
+	if s.objs.bytes > s.objs.budget && s.err == nil {
+		s.evict()
+	}
+	if s.cur = s.objs.lookup(key); s.cur >= 0 {
+		s.objs.keys[s.cur].ref = true
+	}
+}
+
+// mustKey returns the cache slot of the current key, admitting it.
+func (s *StateStore) mustKey() int32 {
+	if s.cur < 0 {
+		s.cur = s.objs.admit(s.kg, s.key)
+	}
+	return s.cur
 }
 
 // Window implements Store.
 func (s *StateStore) Window(w Window) *WindowState {
 	if !s.refresh() {
 		return nil
+	}
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if i := k.find(w); i >= 0 {
+			return &k.wins[i].st
+		}
+	}
+	if s.outside == 0 {
+		return nil // every window state is cached: no need to ask the backend
 	}
 	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
 	v, ok, err := s.be.Get(s.bucket, s.kbuf)
@@ -159,11 +293,15 @@ func (s *StateStore) Window(w Window) *WindowState {
 	if !ok {
 		return nil
 	}
-	if err := DecodeWindowState(v, s.funcs, &s.st); err != nil {
+	ow := s.objs.addWin(s.mustKey(), w)
+	if err := DecodeWindowState(v, s.funcs, &ow.st); err != nil {
 		s.fail(err)
 		return nil
 	}
-	return &s.st
+	ow.stored = true
+	s.objs.charge(ow)
+	s.outside--
+	return &ow.st
 }
 
 // CreateWindow implements Store.
@@ -171,58 +309,76 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 	if nAccs != len(s.funcs) {
 		panic(fmt.Sprintf("window: CreateWindow with %d accumulators, the store has %d funcs", nAccs, len(s.funcs)))
 	}
-	s.st.Fired, s.st.SinceFire, s.st.NextEarly = 0, 0, NoTimer
-	if len(s.st.Accs) != nAccs {
-		s.st.Accs = make([]aggregate.Acc, nAccs)
+	if !s.refresh() {
+		s.st.Fired, s.st.SinceFire, s.st.NextEarly = 0, 0, NoTimer
+		if len(s.st.Accs) != nAccs {
+			s.st.Accs = make([]aggregate.Acc, nAccs)
+		}
+		for i := range s.st.Accs {
+			s.st.Accs[i].Reset()
+		}
+		return &s.st
 	}
-	for i := range s.st.Accs {
-		s.st.Accs[i].Reset()
-	}
-	if s.refresh() {
-		s.put(w, &s.st)
-		s.windows++
-	}
-	return &s.st
+	slot := s.mustKey()
+	s.objs.addWin(slot, w)
+	k := &s.objs.keys[slot]
+	s.objs.markDirty(slot, len(k.wins)-1)
+	s.windows++
+	return &k.wins[len(k.wins)-1].st
 }
 
-// PutWindow implements Store.
+// PutWindow implements Store. States this store returned are changed in
+// place, so PutWindow only marks them dirty; a foreign *WindowState is copied
+// in.
 func (s *StateStore) PutWindow(w Window, st *WindowState) {
-	if s.refresh() {
-		s.put(w, st)
+	if !s.refresh() {
+		return
 	}
-}
-
-func (s *StateStore) put(w Window, st *WindowState) {
-	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
-	s.vbuf = AppendWindowState(s.vbuf[:0], s.funcs, st)
-	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
-		s.fail(err)
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if i := k.find(w); i >= 0 && &k.wins[i].st == st {
+			s.objs.markDirty(s.cur, i)
+			if s.objs.sketchy {
+				s.objs.charge(&k.wins[i])
+			}
+			return
+		}
 	}
+	mine := s.Window(w)
+	if mine == nil {
+		if s.err != nil {
+			return
+		}
+		mine = s.CreateWindow(w, len(st.Accs))
+	}
+	mine.Fired, mine.SinceFire, mine.NextEarly = st.Fired, st.SinceFire, st.NextEarly
+	for i := range mine.Accs {
+		mine.Accs[i].CopyFrom(&st.Accs[i])
+	}
+	k := &s.objs.keys[s.cur]
+	i := k.find(w)
+	s.objs.markDirty(s.cur, i)
+	s.objs.charge(&k.wins[i])
 }
 
 // MoveWindow implements Store.
 func (s *StateStore) MoveWindow(from, to Window) bool {
-	if !s.refresh() {
+	if s.Window(from) == nil { // makes it cached
 		return false
 	}
-	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, from)
-	v, ok, err := s.be.Get(s.bucket, s.kbuf)
-	if err != nil || !ok {
-		if err != nil {
+	k := &s.objs.keys[s.cur]
+	i := k.find(from)
+	ow := &k.wins[i]
+	if ow.stored {
+		s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, from)
+		if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
 			s.fail(err)
+			return false
 		}
-		return false
+		ow.stored = false
 	}
-	s.vbuf = append(s.vbuf[:0], v...)
-	if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
-		s.fail(err)
-		return false
-	}
-	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, to)
-	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
-		s.fail(err)
-		return false
-	}
+	ow.w = to
+	s.objs.markDirty(s.cur, i)
 	return true
 }
 
@@ -231,11 +387,29 @@ func (s *StateStore) DeleteWindow(w Window) {
 	if !s.refresh() {
 		return
 	}
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if i := k.find(w); i >= 0 {
+			if k.wins[i].stored {
+				s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
+				if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
+					s.fail(err)
+				}
+			}
+			s.objs.removeWin(s.cur, i)
+			s.windows--
+			return
+		}
+	}
+	if s.outside == 0 {
+		return
+	}
 	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
 	_, ok, err := s.be.Get(s.bucket, s.kbuf)
 	if err == nil && ok {
 		err = s.be.Delete(s.bucket, s.kbuf)
 		s.windows--
+		s.outside--
 	}
 	if err != nil {
 		s.fail(err)

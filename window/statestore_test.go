@@ -24,8 +24,13 @@ type chainEntry struct {
 	deleted            bool
 }
 
-func (c *checkpointChain) take(t testing.TB, be state.Backend, full bool) {
+// take snapshots be after flushing store's cached windows into it, as the
+// agent does at a barrier.
+func (c *checkpointChain) take(t testing.TB, store *StateStore, be state.Backend, full bool) {
 	t.Helper()
+	if err := store.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	snap, err := be.Snapshot(full)
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +72,11 @@ func openTestBolt(t testing.TB, cacheBytes int) *state.Bolt {
 }
 
 // Random specs and inputs give identical firings and counts on MemoryStore
-// and on StateStore over bbolt (with a cache small enough to spill) and over
-// the memory backend, including across checkpoint, close and restore into a
-// fresh backend (DESIGN.md "State": spilled state gives unchanged results).
+// and on StateStore over bbolt (with a byte cache small enough to spill, and
+// once more with an object cache so small that every key switch evicts every
+// window) and over the memory backend, including across checkpoint, close
+// and restore into a fresh backend (DESIGN.md "State": spilled state gives
+// unchanged results).
 func TestStateStore_MatchesMemoryStore(t *testing.T) {
 	seed := uint64(2024)
 	t.Logf("seed %d", seed)
@@ -110,15 +117,16 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 		}
 		type sut struct {
 			name  string
+			cache int // StateStoreOptions.CacheBytes
 			be    state.Backend
 			store *StateStore
 			op    *Operator
 			chain checkpointChain
 			out   Output
 		}
-		mk := func(name string, be state.Backend) *sut {
-			s := &sut{name: name, be: be}
-			if s.store, err = NewStateStore(be, "op", funcs); err != nil {
+		mk := func(name string, cache int, be state.Backend) *sut {
+			s := &sut{name: name, cache: cache, be: be}
+			if s.store, err = NewStateStoreWith(be, "op", funcs, StateStoreOptions{CacheBytes: cache}); err != nil {
 				t.Fatal(err)
 			}
 			if s.op, err = NewOperator(spec, s.store); err != nil {
@@ -126,7 +134,11 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 			}
 			return s
 		}
-		suts := []*sut{mk("bolt", openTestBolt(t, 2<<10)), mk("memory", state.NewMemory())}
+		suts := []*sut{
+			mk("bolt", 0, openTestBolt(t, 2<<10)),
+			mk("bolt, evicting", 1, openTestBolt(t, 2<<10)),
+			mk("memory", 0, state.NewMemory()),
+		}
 		var refOut Output
 		now, wm, procSet := int64(0), int64(-50), false
 		nkeys := 1 + r.IntN(12)
@@ -166,7 +178,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 				// A checkpoint: full or incremental.
 				full := r.IntN(4) == 0
 				for _, s := range suts {
-					s.chain.take(t, s.be, full)
+					s.chain.take(t, s.store, s.be, full)
 				}
 			case 4:
 				if r.IntN(3) != 0 {
@@ -174,16 +186,16 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 				}
 				// Close and restore into a fresh backend, as after a restart.
 				for i, s := range suts {
-					s.chain.take(t, s.be, false)
+					s.chain.take(t, s.store, s.be, false)
 					if err := s.be.Close(); err != nil {
 						t.Fatal(err)
 					}
 					var be state.Backend = state.NewMemory()
-					if s.name == "bolt" {
+					if s.name != "memory" {
 						be = openTestBolt(t, 2<<10)
 					}
 					// Register before restoring, as the agent does.
-					ns := mk(s.name, be)
+					ns := mk(s.name, s.cache, be)
 					if err := be.Restore(s.chain.source(), state.RestoreOptions{}); err != nil {
 						t.Fatal(err)
 					}
