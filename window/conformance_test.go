@@ -65,10 +65,11 @@ func TestConformance(t *testing.T) {
 					runScenario(t, sc, p, memoryStores)
 				}
 				// The agent's store: bbolt behind a spilling byte cache,
-				// with the default object cache and with one that evicts
-				// every window at every key switch.
+				// with the default object cache and with tiny ones, always
+				// full (keys evicted, admitted and refused all the time).
 				runScenario(t, sc, 2, boltStores(0))
 				runScenario(t, sc, 2, boltStores(1))
+				runScenario(t, sc, 1, boltStores(600))
 			})
 		}
 	}

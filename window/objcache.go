@@ -53,7 +53,7 @@ type objWin struct {
 const (
 	objKeyOverhead = 160
 	objWinOverhead = 96
-	accBytes       = 48 // unsafe.Sizeof(aggregate.Acc{})
+	accBytes       = 40 // unsafe.Sizeof(aggregate.Acc{})
 )
 
 func newObjCache(budget int, funcs []aggregate.Func) objCache {
@@ -179,26 +179,28 @@ func (c *objCache) dropSpare() bool {
 	return true
 }
 
-// victim returns the slot of the key CLOCK evicts next, or -1 if no key is
-// resident.
-func (c *objCache) victim() int32 {
-	if len(c.index) == 0 {
-		return -1
+// step moves the CLOCK hand by one resident key other than skip: it clears
+// the key's reference bit, or, if the key was not used since the hand last
+// passed, returns its slot for eviction.
+func (c *objCache) step(skip int32) (int32, bool) {
+	if len(c.index) == 0 || len(c.index) == 1 && skip >= 0 {
+		return -1, false
 	}
 	for {
 		if c.hand >= len(c.keys) {
 			c.hand = 0
 		}
-		k := &c.keys[c.hand]
+		i := int32(c.hand)
+		k := &c.keys[i]
 		c.hand++
-		if !k.used {
+		if !k.used || i == skip {
 			continue
 		}
 		if k.ref {
 			k.ref = false
-			continue
+			return -1, false
 		}
-		return int32(c.hand - 1)
+		return i, true
 	}
 }
 

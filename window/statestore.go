@@ -23,8 +23,13 @@ import (
 // window costs no decoding, encoding or backend access. A window is encoded
 // into the backend only when it must leave: its key is evicted, Flush is
 // called, or it is deleted after having been written (a window opened and
-// purged between two Flushes never reaches the backend). Merging sets, count
-// counters and timers go to the backend directly.
+// purged between two Flushes never reaches the backend). When the cache is
+// full, a key is admitted only if one step of the CLOCK hand frees room (a
+// key unused for a whole turn); otherwise its windows are read and written
+// through the backend as they would be without the cache. So a working set
+// larger than the cache keeps the part that fits (cyclic access would evict
+// every key before its next use under plain CLOCK), and cold keys still age
+// out. Merging sets, count counters and timers go to the backend directly.
 //
 // Checkpoints: the backend lags behind the store by the dirty cached
 // windows, so the caller must call Flush right before Backend.Snapshot (and
@@ -56,9 +61,10 @@ type StateStore struct {
 	kg   uint16
 	key  []byte
 
-	st       WindowState // scratch returned by CreateWindow once failed
+	st       WindowState // scratch for windows of keys not cached (and once failed)
 	kbuf     []byte
 	vbuf     []byte
+	gbuf     []byte // a value read from the backend, copied
 	below    []byte
 	timerKey []byte
 }
@@ -164,28 +170,42 @@ func (s *StateStore) write(k *objKey, ow *objWin) {
 	ow.dirty, ow.stored = false, true
 }
 
-// evict writes back and drops keys until the cache is within its budget.
-// The current key is not resident when this runs, so no pointer handed out
-// for the current call can be invalidated.
-func (s *StateStore) evict() {
+// makeRoom releases spare accumulators and moves the CLOCK hand one step
+// (evicting the key under it if unused for a whole turn, never the current
+// key), and reports whether the cache is then within its budget.
+func (s *StateStore) makeRoom() bool {
 	c := &s.objs
-	for c.bytes > c.budget {
-		if c.dropSpare() {
-			continue
-		}
-		slot := c.victim()
-		if slot < 0 {
-			return
-		}
-		k := &c.keys[slot]
-		for i := range k.wins {
-			if ow := &k.wins[i]; ow.dirty {
-				s.write(k, ow)
-			}
-		}
-		s.outside += len(k.wins)
-		c.drop(slot)
+	for c.bytes > c.budget && c.dropSpare() {
 	}
+	if c.bytes <= c.budget {
+		return true
+	}
+	slot, ok := c.step(s.cur)
+	if !ok {
+		return false
+	}
+	k := &c.keys[slot]
+	for i := range k.wins {
+		if ow := &k.wins[i]; ow.dirty {
+			s.write(k, ow)
+		}
+	}
+	s.outside += len(k.wins)
+	c.drop(slot)
+	return c.bytes <= c.budget
+}
+
+// cached reports whether the current key is cached, admitting it if there is
+// room.
+func (s *StateStore) cached() bool {
+	if s.cur >= 0 {
+		return true
+	}
+	if !s.makeRoom() {
+		return false
+	}
+	s.cur = s.objs.admit(s.kg, s.key)
+	return true
 }
 
 // refresh recounts after a Backend.Restore.
@@ -253,21 +273,9 @@ func (s *StateStore) SetCurrentKey(keyGroup uint16, key []byte) {
 	}
 	s.kg = keyGroup
 	s.key = append(s.key[:0], key...)
-	s.cur = -1
-	if s.objs.bytes > s.objs.budget && s.err == nil {
-		s.evict()
-	}
 	if s.cur = s.objs.lookup(key); s.cur >= 0 {
 		s.objs.keys[s.cur].ref = true
 	}
-}
-
-// mustKey returns the cache slot of the current key, admitting it.
-func (s *StateStore) mustKey() int32 {
-	if s.cur < 0 {
-		s.cur = s.objs.admit(s.kg, s.key)
-	}
-	return s.cur
 }
 
 // Window implements Store.
@@ -293,7 +301,20 @@ func (s *StateStore) Window(w Window) *WindowState {
 	if !ok {
 		return nil
 	}
-	ow := s.objs.addWin(s.mustKey(), w)
+	if s.cur < 0 {
+		// Admitting the key may evict others through the backend, which
+		// invalidates v.
+		s.gbuf = append(s.gbuf[:0], v...)
+		v = s.gbuf
+	}
+	if !s.cached() {
+		if err := DecodeWindowState(v, s.funcs, &s.st); err != nil {
+			s.fail(err)
+			return nil
+		}
+		return &s.st
+	}
+	ow := s.objs.addWin(s.cur, w)
 	if err := DecodeWindowState(v, s.funcs, &ow.st); err != nil {
 		s.fail(err)
 		return nil
@@ -309,7 +330,11 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 	if nAccs != len(s.funcs) {
 		panic(fmt.Sprintf("window: CreateWindow with %d accumulators, the store has %d funcs", nAccs, len(s.funcs)))
 	}
-	if !s.refresh() {
+	ok := s.refresh()
+	if ok && s.cur >= 0 && s.objs.bytes > s.objs.budget {
+		s.makeRoom() // a cached key's windows grow the cache too
+	}
+	if !ok || !s.cached() {
 		s.st.Fired, s.st.SinceFire, s.st.NextEarly = 0, 0, NoTimer
 		if len(s.st.Accs) != nAccs {
 			s.st.Accs = make([]aggregate.Acc, nAccs)
@@ -317,9 +342,14 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 		for i := range s.st.Accs {
 			s.st.Accs[i].Reset()
 		}
+		if ok {
+			s.put(w, &s.st)
+			s.windows++
+			s.outside++
+		}
 		return &s.st
 	}
-	slot := s.mustKey()
+	slot := s.cur
 	s.objs.addWin(slot, w)
 	k := &s.objs.keys[slot]
 	s.objs.markDirty(slot, len(k.wins)-1)
@@ -332,6 +362,10 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 // in.
 func (s *StateStore) PutWindow(w Window, st *WindowState) {
 	if !s.refresh() {
+		return
+	}
+	if st == &s.st {
+		s.put(w, st) // a window of a key not cached
 		return
 	}
 	if s.cur >= 0 {
@@ -355,16 +389,32 @@ func (s *StateStore) PutWindow(w Window, st *WindowState) {
 	for i := range mine.Accs {
 		mine.Accs[i].CopyFrom(&st.Accs[i])
 	}
-	k := &s.objs.keys[s.cur]
-	i := k.find(w)
-	s.objs.markDirty(s.cur, i)
-	s.objs.charge(&k.wins[i])
+	s.PutWindow(w, mine)
+}
+
+// put encodes a window state of the current key into the backend.
+func (s *StateStore) put(w Window, st *WindowState) {
+	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
+	s.vbuf = AppendWindowState(s.vbuf[:0], s.funcs, st)
+	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
+		s.fail(err)
+	}
 }
 
 // MoveWindow implements Store.
 func (s *StateStore) MoveWindow(from, to Window) bool {
-	if s.Window(from) == nil { // makes it cached
+	st := s.Window(from)
+	if st == nil {
 		return false
+	}
+	if st == &s.st { // not cached: move the bytes
+		s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, from)
+		if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
+			s.fail(err)
+			return false
+		}
+		s.put(to, st)
+		return s.err == nil
 	}
 	k := &s.objs.keys[s.cur]
 	i := k.find(from)

@@ -73,8 +73,8 @@ func openTestBolt(t testing.TB, cacheBytes int) *state.Bolt {
 
 // Random specs and inputs give identical firings and counts on MemoryStore
 // and on StateStore over bbolt (with a byte cache small enough to spill, and
-// once more with an object cache so small that every key switch evicts every
-// window) and over the memory backend, including across checkpoint, close
+// again with object caches so small that they are always full: keys are
+// evicted, admitted and refused all the time) and over the memory backend, including across checkpoint, close
 // and restore into a fresh backend (DESIGN.md "State": spilled state gives
 // unchanged results).
 func TestStateStore_MatchesMemoryStore(t *testing.T) {
@@ -137,6 +137,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 		suts := []*sut{
 			mk("bolt", 0, openTestBolt(t, 2<<10)),
 			mk("bolt, evicting", 1, openTestBolt(t, 2<<10)),
+			mk("bolt, 2 KiB objects", 2<<10, openTestBolt(t, 2<<10)),
 			mk("memory", 0, state.NewMemory()),
 		}
 		var refOut Output
