@@ -56,10 +56,11 @@ type StateStore struct {
 	gen     uint64
 	err     error
 
-	objs objCache
-	cur  int32 // cache slot of the current key, or -1
-	kg   uint16
-	key  []byte
+	objs  objCache
+	cur   int32 // cache slot of the current key, or -1
+	tried bool  // admitting the current key was tried (once per SetCurrentKey)
+	kg    uint16
+	key   []byte
 
 	st       WindowState // scratch for windows of keys not cached (and once failed)
 	kbuf     []byte
@@ -196,11 +197,17 @@ func (s *StateStore) makeRoom() bool {
 }
 
 // cached reports whether the current key is cached, admitting it if there is
-// room.
+// room. Admission is tried once per SetCurrentKey: the CLOCK hand moving
+// once per reading of an uncached key, not once per window, lets keys used
+// once per turn of a cyclic access pattern stay.
 func (s *StateStore) cached() bool {
 	if s.cur >= 0 {
 		return true
 	}
+	if s.tried {
+		return false
+	}
+	s.tried = true
 	if !s.makeRoom() {
 		return false
 	}
@@ -273,6 +280,7 @@ func (s *StateStore) SetCurrentKey(keyGroup uint16, key []byte) {
 	}
 	s.kg = keyGroup
 	s.key = append(s.key[:0], key...)
+	s.tried = false
 	if s.cur = s.objs.lookup(key); s.cur >= 0 {
 		s.objs.keys[s.cur].ref = true
 	}
