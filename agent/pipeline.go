@@ -534,6 +534,12 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 		return
 	}
 	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
+	// The window store keeps changed windows decoded in front of the
+	// backend: write them in, so the snapshot holds the state as of b.
+	if err := st.store.Flush(); err != nil {
+		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
+		return
+	}
 	snap, err := st.backend.Snapshot(full)
 	if err != nil {
 		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})

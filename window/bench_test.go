@@ -1,6 +1,7 @@
 package window
 
 import (
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -32,8 +33,34 @@ var benchAggs = []AggSpec{
 // after each round, as a source batch would. It reports readings per second
 // of CPU time.
 func benchOperator(b *testing.B, a Assigner, nKeys int, everyMs int64) {
+	benchOperatorOn(b, NewMemoryStore(), a, nKeys, everyMs)
+}
+
+// benchOperatorBolt is benchOperator on the agent's store: StateStore over
+// bbolt with the default caches.
+func benchOperatorBolt(b *testing.B, a Assigner, nKeys int, everyMs int64) {
+	be, err := state.OpenBolt(filepath.Join(b.TempDir(), "state.db"), state.BoltOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	var funcs []aggregate.Func
+	for _, a := range benchAggs {
+		funcs = append(funcs, a.Func)
+	}
+	store, err := NewStateStore(be, "op", funcs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchOperatorOn(b, store, a, nKeys, everyMs)
+	if err := store.Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchOperatorOn(b *testing.B, store Store, a Assigner, nKeys int, everyMs int64) {
 	keys, groups := benchKeys(nKeys)
-	op, err := NewOperator(Spec{Assigner: a, Aggs: benchAggs}, NewMemoryStore())
+	op, err := NewOperator(Spec{Assigner: a, Aggs: benchAggs}, store)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,6 +109,14 @@ func BenchmarkOperator_Tumbling60sSparse(b *testing.B) {
 
 func BenchmarkOperator_Sliding60s10s(b *testing.B) {
 	benchOperator(b, Sliding(60_000, 10_000, 0, true), 10_000, 1000)
+}
+
+func BenchmarkOperator_Tumbling60sBolt(b *testing.B) {
+	benchOperatorBolt(b, Tumbling(60_000, 0, true), 10_000, 1000)
+}
+
+func BenchmarkOperator_Sliding60s10sBolt(b *testing.B) {
+	benchOperatorBolt(b, Sliding(60_000, 10_000, 0, true), 10_000, 1000)
 }
 
 func BenchmarkOperator_Sliding60s10sSparse(b *testing.B) {

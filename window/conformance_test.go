@@ -62,8 +62,14 @@ func TestConformance(t *testing.T) {
 			total++
 			t.Run(sc.name, func(t *testing.T) {
 				for _, p := range []int{1, 2, 3} {
-					runScenario(t, sc, p)
+					runScenario(t, sc, p, memoryStores)
 				}
+				// The agent's store: bbolt behind a spilling byte cache,
+				// with the default object cache and with tiny ones, always
+				// full (keys evicted, admitted and refused all the time).
+				runScenario(t, sc, 2, boltStores(0))
+				runScenario(t, sc, 2, boltStores(1))
+				runScenario(t, sc, 1, boltStores(600))
 			})
 		}
 	}
@@ -327,11 +333,35 @@ type run struct {
 	now  int64
 }
 
-func runScenario(t *testing.T, sc *scenario, p int) {
+// A storeFunc returns the Store of a new operator subtask and names it.
+type storeFunc func(t *testing.T, funcs []aggregate.Func) (Store, string)
+
+func memoryStores(*testing.T, []aggregate.Func) (Store, string) { return NewMemoryStore(), "memory" }
+
+// boltStores returns StateStores over bbolt with a 2 KiB byte cache and an
+// object cache of cacheBytes (0: the default).
+func boltStores(cacheBytes int) storeFunc {
+	return func(t *testing.T, funcs []aggregate.Func) (Store, string) {
+		s, err := NewStateStoreWith(openTestBolt(t, 2<<10), "op", funcs, StateStoreOptions{CacheBytes: cacheBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, fmt.Sprintf("bbolt, object cache %d B", cacheBytes)
+	}
+}
+
+func runScenario(t *testing.T, sc *scenario, p int, newStore storeFunc) {
 	t.Helper()
 	r := &run{}
+	var funcs []aggregate.Func
+	for _, a := range sc.spec.Aggs {
+		funcs = append(funcs, a.Func)
+	}
+	storeName := ""
 	for range p {
-		op, err := NewOperator(sc.spec, NewMemoryStore())
+		var store Store
+		store, storeName = newStore(t, funcs)
+		op, err := NewOperator(sc.spec, store)
 		if err != nil {
 			t.Fatalf("%s: NewOperator: %v", sc.file, err)
 		}
@@ -352,7 +382,7 @@ func runScenario(t *testing.T, sc *scenario, p int) {
 		}
 	}
 	for _, st := range sc.steps {
-		where := fmt.Sprintf("%s:%d (parallelism %d)", sc.file, st.line, p)
+		where := fmt.Sprintf("%s:%d (parallelism %d, %s)", sc.file, st.line, p, storeName)
 		for i := range r.outs {
 			r.outs[i].Reset()
 		}

@@ -13,9 +13,10 @@
 //	out.Firings                         // results: Final | Early | LateUpdate
 //
 // State (window accumulators, session sets, count-window counters, timers)
-// sits behind the Store interface; MemoryStore is the in-memory twin, and a
-// bbolt store can implement the same interface with the byte layouts of
-// statekey.go. One Operator and one Store serve one parallel subtask; neither
+// sits behind the Store interface; MemoryStore is the in-memory twin, and
+// StateStore keeps it in a state.Backend (bbolt) with the byte layouts of
+// statekey.go, live windows decoded in a bounded object cache in front (call
+// StateStore.Flush before Backend.Snapshot). One Operator and one Store serve one parallel subtask; neither
 // is safe for concurrent use. Because the operator only reacts to its inputs,
 // the same inputs always give the same outputs, in the same order.
 //

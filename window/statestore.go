@@ -1,6 +1,7 @@
 package window
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -15,43 +16,90 @@ import (
 // counters (keyGroup | key | namespace), and one "<operator>/timers" for the
 // timers of all domains, ordered exactly as PopTimer must return them. It
 // gives the same results as MemoryStore (a property test pins this) while
-// keeping memory bounded by the backend's cache, whatever the number of keys
-// and windows.
+// keeping memory bounded, whatever the number of keys and windows.
+//
+// Object cache: window states of recently used keys stay decoded in front of
+// the backend (up to StateStoreOptions.CacheBytes), so a reading of a live
+// window costs no decoding, encoding or backend access. A window is encoded
+// into the backend only when it must leave: its key is evicted, Flush is
+// called, or it is deleted after having been written (a window opened and
+// purged between two Flushes never reaches the backend). When the cache is
+// full, a key is admitted only if one step of the CLOCK hand frees room (a
+// key unused for a whole turn); otherwise its windows are read and written
+// through the backend as they would be without the cache. So a working set
+// larger than the cache keeps the part that fits (cyclic access would evict
+// every key before its next use under plain CLOCK), and cold keys still age
+// out. Merging sets, count counters and timers go to the backend directly.
+//
+// Checkpoints: the backend lags behind the store by the dirty cached
+// windows, so the caller must call Flush right before Backend.Snapshot (and
+// before anything else reads the windows bucket from the backend).
 //
 // Errors: the Store interface returns none, so StateStore keeps the first
 // backend error (state.ErrFull, an I/O error) and then acts as an empty,
 // inert store; the caller must check Err after each batch and stop the
-// pipeline (restoring from the last checkpoint) when it is not nil.
+// pipeline (restoring from the last checkpoint) when it is not nil. With the
+// object cache, a write error may surface later than the reading that caused
+// it (at an eviction or at Flush), never after Flush returns nil.
 //
 // Restore: a Backend.Restore is noticed (through Backend.Generation) at the
-// next call, and the counts are rebuilt with one scan.
+// next call; the object cache is dropped and the counts are rebuilt with one
+// scan.
 type StateStore struct {
 	be      state.Backend
 	bucket  state.Bucket
 	timers  state.Bucket
 	queues  [CountDomain + 1]*state.TimerQueue
 	funcs   []aggregate.Func
-	windows int
+	windows int // window states, cached or in the backend
+	outside int // window states in the backend only (not cached)
 	gen     uint64
 	err     error
 
-	kg  uint16
-	key []byte
+	objs  objCache
+	cur   int32 // cache slot of the current key, or -1
+	tried bool  // admitting the current key was tried (once per SetCurrentKey)
+	kg    uint16
+	key   []byte
 
-	st       WindowState // scratch returned by Window and CreateWindow
+	st       WindowState // scratch for windows of keys not cached (and once failed)
 	kbuf     []byte
 	vbuf     []byte
+	gbuf     []byte // a value read from the backend, copied
 	below    []byte
 	timerKey []byte
 }
 
 var _ Store = (*StateStore)(nil)
 
+// StateStoreOptions tune a StateStore.
+type StateStoreOptions struct {
+	// CacheBytes bounds the approximate memory of the decoded window states
+	// kept in front of the backend (keys, windows, accumulators, sketches).
+	// Zero means DefaultStateCacheBytes. A tiny value is valid: every key
+	// switch then evicts every window, slowly but correctly.
+	CacheBytes int
+}
+
+// DefaultStateCacheBytes is the default StateStoreOptions.CacheBytes: about
+// 20,000 windows of five simple aggregates.
+const DefaultStateCacheBytes = 8 << 20
+
 // NewStateStore returns the Store of the operator named operatorName (unique
 // per backend) whose aggregates are funcs (Operator.Funcs, i.e. Spec.Aggs in
-// order), over be, counting any state be already holds.
+// order), over be, counting any state be already holds, with the default
+// options.
 func NewStateStore(be state.Backend, operatorName string, funcs []aggregate.Func) (*StateStore, error) {
-	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...)}
+	return NewStateStoreWith(be, operatorName, funcs, StateStoreOptions{})
+}
+
+// NewStateStoreWith is NewStateStore with options.
+func NewStateStoreWith(be state.Backend, operatorName string, funcs []aggregate.Func, opts StateStoreOptions) (*StateStore, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultStateCacheBytes
+	}
+	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...), cur: -1}
+	s.objs = newObjCache(opts.CacheBytes, s.funcs)
 	var err error
 	if s.bucket, err = be.Bucket(operatorName+"/windows", state.KeyGroupPrefix); err != nil {
 		return nil, fmt.Errorf("window: state store: %w", err)
@@ -88,6 +136,85 @@ func (s *StateStore) fail(err error) {
 	}
 }
 
+// Flush writes every changed cached window state into the backend (the
+// states stay cached) and returns Err. Call it right before
+// Backend.Snapshot: the snapshot then holds exactly the store's state.
+func (s *StateStore) Flush() error {
+	if !s.refresh() {
+		return s.err
+	}
+	c := &s.objs
+	for _, slot := range c.listed {
+		k := &c.keys[slot]
+		k.listed = false
+		if !k.dirty {
+			continue
+		}
+		k.dirty = false
+		for i := range k.wins {
+			if ow := &k.wins[i]; ow.dirty {
+				s.write(k, ow)
+			}
+		}
+	}
+	c.listed = c.listed[:0]
+	return s.err
+}
+
+// write encodes a cached window state into the backend.
+func (s *StateStore) write(k *objKey, ow *objWin) {
+	s.kbuf = AppendWindowKey(s.kbuf[:0], k.kg, k.key, ow.w)
+	s.vbuf = AppendWindowState(s.vbuf[:0], s.funcs, &ow.st)
+	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
+		s.fail(err)
+	}
+	ow.dirty, ow.stored = false, true
+}
+
+// makeRoom releases spare accumulators and moves the CLOCK hand one step
+// (evicting the key under it if unused for a whole turn, never the current
+// key), and reports whether the cache is then within its budget.
+func (s *StateStore) makeRoom() bool {
+	c := &s.objs
+	for c.bytes > c.budget && c.dropSpare() {
+	}
+	if c.bytes <= c.budget {
+		return true
+	}
+	slot, ok := c.step(s.cur)
+	if !ok {
+		return false
+	}
+	k := &c.keys[slot]
+	for i := range k.wins {
+		if ow := &k.wins[i]; ow.dirty {
+			s.write(k, ow)
+		}
+	}
+	s.outside += len(k.wins)
+	c.drop(slot)
+	return c.bytes <= c.budget
+}
+
+// cached reports whether the current key is cached, admitting it if there is
+// room. Admission is tried once per SetCurrentKey: the CLOCK hand moving
+// once per reading of an uncached key, not once per window, lets keys used
+// once per turn of a cyclic access pattern stay.
+func (s *StateStore) cached() bool {
+	if s.cur >= 0 {
+		return true
+	}
+	if s.tried {
+		return false
+	}
+	s.tried = true
+	if !s.makeRoom() {
+		return false
+	}
+	s.cur = s.objs.admit(s.kg, s.key)
+	return true
+}
+
 // refresh recounts after a Backend.Restore.
 func (s *StateStore) refresh() bool {
 	if s.err != nil {
@@ -102,9 +229,12 @@ func (s *StateStore) refresh() bool {
 	return true
 }
 
-// recount counts the window states in the backend.
+// recount drops the object cache and counts the window states in the
+// backend.
 func (s *StateStore) recount() error {
 	s.gen = s.be.Generation()
+	s.objs.reset()
+	s.cur = -1
 	s.windows = 0
 	var bad error
 	err := s.be.Scan(s.bucket, nil, func(k, _ []byte) bool {
@@ -124,6 +254,7 @@ func (s *StateStore) recount() error {
 	if err != nil {
 		return fmt.Errorf("window: state store: count windows: %w", err)
 	}
+	s.outside = s.windows
 	return nil
 }
 
@@ -141,14 +272,33 @@ func namespaceTag(k []byte) (byte, error) {
 
 // SetCurrentKey implements Store.
 func (s *StateStore) SetCurrentKey(keyGroup uint16, key []byte) {
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if k.kg == keyGroup && bytes.Equal(k.key, key) {
+			return
+		}
+	}
 	s.kg = keyGroup
 	s.key = append(s.key[:0], key...)
+	s.tried = false
+	if s.cur = s.objs.lookup(key); s.cur >= 0 {
+		s.objs.keys[s.cur].ref = true
+	}
 }
 
 // Window implements Store.
 func (s *StateStore) Window(w Window) *WindowState {
 	if !s.refresh() {
 		return nil
+	}
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if i := k.find(w); i >= 0 {
+			return &k.wins[i].st
+		}
+	}
+	if s.outside == 0 {
+		return nil // every window state is cached: no need to ask the backend
 	}
 	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
 	v, ok, err := s.be.Get(s.bucket, s.kbuf)
@@ -159,11 +309,28 @@ func (s *StateStore) Window(w Window) *WindowState {
 	if !ok {
 		return nil
 	}
-	if err := DecodeWindowState(v, s.funcs, &s.st); err != nil {
+	if s.cur < 0 {
+		// Admitting the key may evict others through the backend, which
+		// invalidates v.
+		s.gbuf = append(s.gbuf[:0], v...)
+		v = s.gbuf
+	}
+	if !s.cached() {
+		if err := DecodeWindowState(v, s.funcs, &s.st); err != nil {
+			s.fail(err)
+			return nil
+		}
+		return &s.st
+	}
+	ow := s.objs.addWin(s.cur, w)
+	if err := DecodeWindowState(v, s.funcs, &ow.st); err != nil {
 		s.fail(err)
 		return nil
 	}
-	return &s.st
+	ow.stored = true
+	s.objs.charge(ow)
+	s.outside--
+	return &ow.st
 }
 
 // CreateWindow implements Store.
@@ -171,27 +338,69 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 	if nAccs != len(s.funcs) {
 		panic(fmt.Sprintf("window: CreateWindow with %d accumulators, the store has %d funcs", nAccs, len(s.funcs)))
 	}
-	s.st.Fired, s.st.SinceFire, s.st.NextEarly = 0, 0, NoTimer
-	if len(s.st.Accs) != nAccs {
-		s.st.Accs = make([]aggregate.Acc, nAccs)
+	ok := s.refresh()
+	if ok && s.cur >= 0 && s.objs.bytes > s.objs.budget {
+		s.makeRoom() // a cached key's windows grow the cache too
 	}
-	for i := range s.st.Accs {
-		s.st.Accs[i].Reset()
+	if !ok || !s.cached() {
+		s.st.Fired, s.st.SinceFire, s.st.NextEarly = 0, 0, NoTimer
+		if len(s.st.Accs) != nAccs {
+			s.st.Accs = make([]aggregate.Acc, nAccs)
+		}
+		for i := range s.st.Accs {
+			s.st.Accs[i].Reset()
+		}
+		if ok {
+			s.put(w, &s.st)
+			s.windows++
+			s.outside++
+		}
+		return &s.st
 	}
-	if s.refresh() {
-		s.put(w, &s.st)
-		s.windows++
-	}
-	return &s.st
+	slot := s.cur
+	s.objs.addWin(slot, w)
+	k := &s.objs.keys[slot]
+	s.objs.markDirty(slot, len(k.wins)-1)
+	s.windows++
+	return &k.wins[len(k.wins)-1].st
 }
 
-// PutWindow implements Store.
+// PutWindow implements Store. States this store returned are changed in
+// place, so PutWindow only marks them dirty; a foreign *WindowState is copied
+// in.
 func (s *StateStore) PutWindow(w Window, st *WindowState) {
-	if s.refresh() {
-		s.put(w, st)
+	if !s.refresh() {
+		return
 	}
+	if st == &s.st {
+		s.put(w, st) // a window of a key not cached
+		return
+	}
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if i := k.find(w); i >= 0 && &k.wins[i].st == st {
+			s.objs.markDirty(s.cur, i)
+			if s.objs.sketchy {
+				s.objs.charge(&k.wins[i])
+			}
+			return
+		}
+	}
+	mine := s.Window(w)
+	if mine == nil {
+		if s.err != nil {
+			return
+		}
+		mine = s.CreateWindow(w, len(st.Accs))
+	}
+	mine.Fired, mine.SinceFire, mine.NextEarly = st.Fired, st.SinceFire, st.NextEarly
+	for i := range mine.Accs {
+		mine.Accs[i].CopyFrom(&st.Accs[i])
+	}
+	s.PutWindow(w, mine)
 }
 
+// put encodes a window state of the current key into the backend.
 func (s *StateStore) put(w Window, st *WindowState) {
 	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
 	s.vbuf = AppendWindowState(s.vbuf[:0], s.funcs, st)
@@ -202,27 +411,32 @@ func (s *StateStore) put(w Window, st *WindowState) {
 
 // MoveWindow implements Store.
 func (s *StateStore) MoveWindow(from, to Window) bool {
-	if !s.refresh() {
+	st := s.Window(from)
+	if st == nil {
 		return false
 	}
-	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, from)
-	v, ok, err := s.be.Get(s.bucket, s.kbuf)
-	if err != nil || !ok {
-		if err != nil {
+	if st == &s.st { // not cached: move the bytes
+		s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, from)
+		if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
 			s.fail(err)
+			return false
 		}
-		return false
+		s.put(to, st)
+		return s.err == nil
 	}
-	s.vbuf = append(s.vbuf[:0], v...)
-	if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
-		s.fail(err)
-		return false
+	k := &s.objs.keys[s.cur]
+	i := k.find(from)
+	ow := &k.wins[i]
+	if ow.stored {
+		s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, from)
+		if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
+			s.fail(err)
+			return false
+		}
+		ow.stored = false
 	}
-	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, to)
-	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
-		s.fail(err)
-		return false
-	}
+	ow.w = to
+	s.objs.markDirty(s.cur, i)
 	return true
 }
 
@@ -231,11 +445,29 @@ func (s *StateStore) DeleteWindow(w Window) {
 	if !s.refresh() {
 		return
 	}
+	if s.cur >= 0 {
+		k := &s.objs.keys[s.cur]
+		if i := k.find(w); i >= 0 {
+			if k.wins[i].stored {
+				s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
+				if err := s.be.Delete(s.bucket, s.kbuf); err != nil {
+					s.fail(err)
+				}
+			}
+			s.objs.removeWin(s.cur, i)
+			s.windows--
+			return
+		}
+	}
+	if s.outside == 0 {
+		return
+	}
 	s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
 	_, ok, err := s.be.Get(s.bucket, s.kbuf)
 	if err == nil && ok {
 		err = s.be.Delete(s.bucket, s.kbuf)
 		s.windows--
+		s.outside--
 	}
 	if err != nil {
 		s.fail(err)

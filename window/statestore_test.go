@@ -24,8 +24,13 @@ type chainEntry struct {
 	deleted            bool
 }
 
-func (c *checkpointChain) take(t testing.TB, be state.Backend, full bool) {
+// take snapshots be after flushing store's cached windows into it, as the
+// agent does at a barrier.
+func (c *checkpointChain) take(t testing.TB, store *StateStore, be state.Backend, full bool) {
 	t.Helper()
+	if err := store.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	snap, err := be.Snapshot(full)
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +72,11 @@ func openTestBolt(t testing.TB, cacheBytes int) *state.Bolt {
 }
 
 // Random specs and inputs give identical firings and counts on MemoryStore
-// and on StateStore over bbolt (with a cache small enough to spill) and over
-// the memory backend, including across checkpoint, close and restore into a
-// fresh backend (DESIGN.md "State": spilled state gives unchanged results).
+// and on StateStore over bbolt (with a byte cache small enough to spill, and
+// again with object caches so small that they are always full: keys are
+// evicted, admitted and refused all the time) and over the memory backend, including across checkpoint, close
+// and restore into a fresh backend (DESIGN.md "State": spilled state gives
+// unchanged results).
 func TestStateStore_MatchesMemoryStore(t *testing.T) {
 	seed := uint64(2024)
 	t.Logf("seed %d", seed)
@@ -110,15 +117,16 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 		}
 		type sut struct {
 			name  string
+			cache int // StateStoreOptions.CacheBytes
 			be    state.Backend
 			store *StateStore
 			op    *Operator
 			chain checkpointChain
 			out   Output
 		}
-		mk := func(name string, be state.Backend) *sut {
-			s := &sut{name: name, be: be}
-			if s.store, err = NewStateStore(be, "op", funcs); err != nil {
+		mk := func(name string, cache int, be state.Backend) *sut {
+			s := &sut{name: name, cache: cache, be: be}
+			if s.store, err = NewStateStoreWith(be, "op", funcs, StateStoreOptions{CacheBytes: cache}); err != nil {
 				t.Fatal(err)
 			}
 			if s.op, err = NewOperator(spec, s.store); err != nil {
@@ -126,7 +134,12 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 			}
 			return s
 		}
-		suts := []*sut{mk("bolt", openTestBolt(t, 2<<10)), mk("memory", state.NewMemory())}
+		suts := []*sut{
+			mk("bolt", 0, openTestBolt(t, 2<<10)),
+			mk("bolt, evicting", 1, openTestBolt(t, 2<<10)),
+			mk("bolt, 2 KiB objects", 2<<10, openTestBolt(t, 2<<10)),
+			mk("memory", 0, state.NewMemory()),
+		}
 		var refOut Output
 		now, wm, procSet := int64(0), int64(-50), false
 		nkeys := 1 + r.IntN(12)
@@ -166,7 +179,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 				// A checkpoint: full or incremental.
 				full := r.IntN(4) == 0
 				for _, s := range suts {
-					s.chain.take(t, s.be, full)
+					s.chain.take(t, s.store, s.be, full)
 				}
 			case 4:
 				if r.IntN(3) != 0 {
@@ -174,16 +187,16 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 				}
 				// Close and restore into a fresh backend, as after a restart.
 				for i, s := range suts {
-					s.chain.take(t, s.be, false)
+					s.chain.take(t, s.store, s.be, false)
 					if err := s.be.Close(); err != nil {
 						t.Fatal(err)
 					}
 					var be state.Backend = state.NewMemory()
-					if s.name == "bolt" {
+					if s.name != "memory" {
 						be = openTestBolt(t, 2<<10)
 					}
 					// Register before restoring, as the agent does.
-					ns := mk(s.name, be)
+					ns := mk(s.name, s.cache, be)
 					if err := be.Restore(s.chain.source(), state.RestoreOptions{}); err != nil {
 						t.Fatal(err)
 					}
@@ -244,7 +257,7 @@ func firingEqual(a, b Firing) bool {
 }
 
 // A reading of a hot key with an open window costs no allocation through
-// StateStore on bbolt (cache hit: decode, fold, encode in reused buffers).
+// StateStore on bbolt (object cache hit: the accumulators fold in place).
 func TestStateStore_SteadyStateAllocs(t *testing.T) {
 	be := openTestBolt(t, 1<<20)
 	funcs := []aggregate.Func{aggregate.Count, aggregate.Avg, aggregate.Max}
@@ -275,5 +288,85 @@ func TestStateStore_SteadyStateAllocs(t *testing.T) {
 	}
 	if err := store.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Flush writes the cached windows that changed, and only those: windows
+// opened and purged between two flushes never reach the backend, so the
+// incremental snapshot after Flush holds exactly the live windows, and a
+// restore from it fires them with their full contents.
+func TestStateStore_FlushWritesOnlyLiveWindows(t *testing.T) {
+	funcs := []aggregate.Func{aggregate.Count, aggregate.Sum}
+	spec := Spec{Assigner: Tumbling(10, 0, true), Aggs: []AggSpec{{Func: aggregate.Count, Arg: -1}, {Func: aggregate.Sum, Arg: 0}}}
+	be := openTestBolt(t, 1<<20)
+	store, err := NewStateStore(be, "op", funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := NewOperator(spec, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain checkpointChain
+	chain.take(t, store, be, true) // the base: empty
+	var out Output
+	keys := []string{"a", "b", "c"}
+	feed := func(ts int64) {
+		for _, k := range keys {
+			e := Element{Key: []byte(k), KeyGroup: state.KeyGroup([]byte(k), 8), Time: ts, Values: []float64{float64(ts)}}
+			op.Process(&e, &out)
+		}
+	}
+	feed(1)
+	feed(2)
+	op.AdvanceWatermark(9, &out) // [0, 10) fires and is purged
+	if len(out.Firings) != len(keys) {
+		t.Fatalf("%d firings of [0, 10), want %d", len(out.Firings), len(keys))
+	}
+	feed(11)
+	feed(12)
+	base := len(chain.entries)
+	chain.take(t, store, be, false) // flushes
+	if len(chain.entries) < base {
+		t.Fatal("the second snapshot was not incremental")
+	}
+	var windows int
+	for _, e := range chain.entries[base:] {
+		if string(e.bucket) != "op/windows" {
+			continue
+		}
+		if e.deleted {
+			t.Errorf("deletion of %x: the purged windows should never have reached the backend", e.key)
+		}
+		windows++
+	}
+	if windows != len(keys) {
+		t.Fatalf("incremental snapshot with %d window entries, want %d", windows, len(keys))
+	}
+
+	be2 := openTestBolt(t, 1<<20)
+	store2, err := NewStateStore(be2, "op", funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be2.Restore(chain.source(), state.RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	op2, err := NewOperator(spec, store2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := op2.Stats(); s.OpenWindows != len(keys) {
+		t.Fatalf("restored %d windows, want %d", s.OpenWindows, len(keys))
+	}
+	out.Reset()
+	op2.AdvanceWatermark(math.MaxInt64, &out)
+	for _, f := range out.Firings {
+		if f.Window != (Window{10, 20}) || f.Values[0] != 2 || f.Values[1] != 23 {
+			t.Errorf("restored firing %s %v %v", f.Key, f.Window, f.Values)
+		}
+	}
+	if len(out.Firings) != len(keys) || store2.Err() != nil {
+		t.Fatalf("%d firings after restore, want %d (err %v)", len(out.Firings), len(keys), store2.Err())
 	}
 }

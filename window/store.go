@@ -4,7 +4,7 @@ import "github.com/eddy-edge/eddy/window/aggregate"
 
 // Store holds the operator's keyed state: window accumulators, the merging
 // window sets of sessions, count-window counters, and timers. The in-memory
-// MemoryStore implements it; a bbolt store implements it later with keys
+// MemoryStore implements it, and StateStore on a state.Backend, with keys
 // laid out as in statekey.go (keygroup | key | namespace).
 //
 // Keyed methods act on the current key, chosen with SetCurrentKey (as Flink's

@@ -45,6 +45,12 @@ func (s *Sketch) Reset() {
 	s.neg.reset()
 }
 
+// MemBytes approximates the heap memory s holds: the struct and the
+// capacity of its bucket arrays (kept across Reset for reuse).
+func (s *Sketch) MemBytes() int {
+	return 64 + 8*(cap(s.pos.counts)+cap(s.neg.counts))
+}
+
 // Count is the number of values added.
 func (s *Sketch) Count() uint64 { return s.zero + s.pos.total() + s.neg.total() }
 
