@@ -111,16 +111,20 @@
 //
 // While the broker is unreachable the publisher reconnects with exponential
 // backoff (ReconnectMin..ReconnectMax) and the WAL grows. When it would pass
-// MaxDiskBytes, WhenFull decides: Block makes Write wait until delivered
-// segments are deleted (backpressure: the pipeline stops, the ingest log
-// absorbs, then sensors' messages stay unacked at their broker), or the
-// caller's context ends, or Close. DropOldest drops the oldest committed
-// messages never sent, one segment's worth at a time, records the drop
-// durably, counts it exactly (Stats.Dropped) and logs it. Open flows are
-// never dropped: their ids are live at the broker. Data of epochs not yet
-// committed is always accepted: blocking it would stall the checkpoint that
-// commits it, forever. On reconnect the backlog drains in order at most
-// DrainRate messages per second.
+// MaxDiskBytes while committed messages wait for delivery, WhenFull decides:
+// Block makes Write wait until delivery frees segments or leaves no
+// committed message undelivered (backpressure: the pipeline stops, the
+// ingest log absorbs, then sensors' messages stay unacked at their broker),
+// or the caller's context ends, or Close; Commit still runs meanwhile.
+// DropOldest drops the oldest committed messages never sent, one segment's
+// worth at a time, records the drop durably, counts it exactly
+// (Stats.Dropped) and logs it. Open flows are never dropped: their ids are
+// live at the broker. With no committed message left to deliver, a Write is
+// accepted past MaxDiskBytes: only the commit of pending epochs could make
+// room, and their checkpoint has to pass the sink first. This relies on the
+// backlog count being exact, which is why an epoch's data is never split by
+// a pre-commit mark (see PreCommit). On reconnect the backlog drains in
+// order at most DrainRate messages per second.
 //
 // # Broker settings
 //

@@ -45,9 +45,9 @@ type Options struct {
 	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. A Write
 	// that would pass it applies WhenFull only while the WAL holds committed,
 	// undelivered messages (what delivery frees); with none, it is accepted:
-	// only the commit of its own or an earlier pending epoch could make room,
-	// and that checkpoint has to pass the sink first. So the WAL can exceed
-	// the bound by the data of the epochs not yet committed.
+	// room could then only come from committing pending epochs, and their
+	// checkpoint has to pass the sink first. So the WAL can exceed the bound
+	// by the data of the epochs not yet committed.
 	MaxDiskBytes int64
 	// WhenFull is Block (default) or DropOldest.
 	WhenFull WhenFull

@@ -58,6 +58,7 @@ type Sink struct {
 	closed       bool
 	failed       error // a WAL write failed in the publisher: the sink is inoperable
 	warnedOver   bool
+	warnedCount  bool // backlogMsgs went below zero (logged once)
 	backlogMsgs  int64
 	backlogBytes int64
 	spaceCh      chan struct{} // closed and replaced by wakeWritersLocked
@@ -303,7 +304,7 @@ func (s *Sink) makeRoomLocked(ctx context.Context, need int64) error {
 			s.warnedOver = false
 			return nil
 		}
-		if s.backlogMsgs == 0 {
+		if s.backlogMsgs <= 0 {
 			// All of it is uncommitted: blocking would stall the checkpoint
 			// that commits it, forever.
 			if !s.warnedOver {
