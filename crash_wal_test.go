@@ -43,6 +43,13 @@ func newCollector(t *testing.T, url, topic string) *collector {
 		t.Fatalf("collector connect: %v", tok.Error())
 	}
 	t.Cleanup(func() { c.client.Disconnect(100) })
+	// OnConnect subscribes in its own goroutine: wait here until the broker
+	// has the subscription, or a broker stopped right after this returns
+	// might never store it, and results published after its restart would
+	// reach nobody.
+	if tok := c.client.Subscribe(topic, 2, c.onMessage); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("collector subscribe: %v", tok.Error())
+	}
 	return c
 }
 
