@@ -6,8 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/ingest"
@@ -24,8 +27,29 @@ type logIntake struct {
 	logger  *slog.Logger
 	name    string
 	dups    func()
+	// linger is the shortest time between the starts of two commits in
+	// after_fsync mode (ingest { linger }): what arrives meanwhile waits and
+	// shares the next commit, so the log fsyncs at most 1/linger times a
+	// second. Zero in after_write mode, where an append is not fsynced.
+	linger time.Duration
+	// commits counts Appends that wrote something (each one fsync in
+	// after_fsync mode), also as eddy_ingest_commits_total when set.
+	commits       atomic.Uint64
+	commitsMetric *metrics.Counter
 
-	mu sync.Mutex // serializes dedup and Append between intake paths
+	mu         sync.Mutex // serializes dedup and Append between intake paths
+	lastCommit time.Time  // start of the last Append, for linger
+}
+
+// commitAfter is when the next commit may start (linger); the zero time when
+// there is no linger.
+func (in *logIntake) commitAfter() time.Time {
+	if in.linger <= 0 {
+		return time.Time{}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.lastCommit.Add(in.linger)
 }
 
 func (in *logIntake) entry(topic string, payload []byte, arrival int64, dup bool) ingest.Entry {
@@ -70,7 +94,16 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 	warned := false
 	for {
+		if in.linger > 0 {
+			in.lastCommit = time.Now()
+		}
 		_, _, err := in.log.Append(in.entries)
+		if err == nil {
+			in.commits.Add(1)
+			if in.commitsMetric != nil {
+				in.commitsMetric.Inc()
+			}
+		}
 		if !errors.Is(err, ingest.ErrFull) {
 			return err
 		}
@@ -87,33 +120,93 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 }
 
+// lingerTimer waits until a commit may start, reusing one timer.
+type lingerTimer struct{ t *time.Timer }
+
+// wait returns a channel that fires at until, or nil when until has passed
+// (a nil channel never fires: the caller commits at once).
+func (lt *lingerTimer) wait(until time.Time) <-chan time.Time {
+	d := time.Until(until)
+	if d <= 0 {
+		return nil
+	}
+	if lt.t == nil {
+		lt.t = time.NewTimer(d)
+	} else {
+		lt.t.Reset(d)
+	}
+	return lt.t.C
+}
+
+func (lt *lingerTimer) stop() {
+	if lt.t != nil {
+		lt.t.Stop()
+	}
+}
+
+// maxDeferred bounds the embedded broker's publishes waiting for a commit;
+// beyond it the publish hook waits, stalling the publishing connection.
+const maxDeferred = 8192
+
 // groupCommit appends messages from the embedded broker's publish hooks,
-// which run in one goroutine per sensor connection and must not return
-// (ack the sensor) before the message is durable: concurrent hooks share
-// one Append, so one fsync serves them all.
+// which must not ack the sensor before the message is durable: every
+// message waiting when a commit starts shares its one Append (one fsync).
+// Hooks of different connections run concurrently; a QoS 1 publish is
+// deferred (broker.SubscribeDeferred), so even one connection's publishes
+// accumulate while a commit runs or lingers.
 type groupCommit struct {
 	in      *logIntake
 	mu      sync.Mutex
 	pending []pendingEntry
 	kick    chan struct{}
+	room    chan struct{} // one token per deferred entry not yet done
 }
 
 type pendingEntry struct {
-	topic   string
-	payload []byte
-	arrival int64
-	done    chan error
+	topic    string
+	payload  []byte
+	arrival  int64
+	dup      bool
+	done     broker.Completion
+	deferred bool // holds a room token
 }
 
 func newGroupCommit(in *logIntake) *groupCommit {
-	return &groupCommit{in: in, kick: make(chan struct{}, 1)}
+	return &groupCommit{in: in, kick: make(chan struct{}, 1), room: make(chan struct{}, maxDeferred)}
 }
 
-// append is the publish hook's subscriber: it returns once the message is
-// in the log, or with an error, which makes the broker refuse the publish
-// so the sensor sends it again.
+// chanCompletion is the Completion of a hook that waits.
+type chanCompletion chan error
+
+func (c chanCompletion) Done(err error) { c <- err }
+
+// append is the publish hook's subscriber for publishes the broker does not
+// defer: it returns once the message is in the log, or with an error, which
+// makes the broker refuse the publish so the sensor sends it again.
 func (g *groupCommit) append(ctx context.Context, topic string, payload []byte) error {
-	p := pendingEntry{topic: topic, payload: append([]byte(nil), payload...), arrival: time.Now().UnixMilli(), done: make(chan error, 1)}
+	c := make(chanCompletion, 1)
+	g.push(pendingEntry{topic: topic, payload: append([]byte(nil), payload...), arrival: time.Now().UnixMilli(), done: c})
+	select {
+	case err := <-c:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// appendDeferred queues a publish whose acknowledgement waits for its
+// commit; it blocks only while maxDeferred publishes already wait.
+func (g *groupCommit) appendDeferred(ctx context.Context, topic string, payload []byte, dup bool, done broker.Completion) {
+	select {
+	case g.room <- struct{}{}:
+	case <-ctx.Done():
+		done.Done(ctx.Err())
+		return
+	}
+	g.push(pendingEntry{topic: topic, payload: payload, arrival: time.Now().UnixMilli(), dup: dup, done: done, deferred: true})
+}
+
+func (g *groupCommit) push(p pendingEntry) {
 	g.mu.Lock()
 	g.pending = append(g.pending, p)
 	g.mu.Unlock()
@@ -121,28 +214,36 @@ func (g *groupCommit) append(ctx context.Context, topic string, payload []byte) 
 	case g.kick <- struct{}{}:
 	default:
 	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+}
+
+// finish completes p and frees its room.
+func (g *groupCommit) finish(p *pendingEntry, err error) {
+	p.done.Done(err)
+	if p.deferred {
+		<-g.room
 	}
 }
 
 // run commits batches until ctx ends.
 func (g *groupCommit) run(ctx context.Context) {
 	var batch []pendingEntry
+	var lt lingerTimer
+	defer lt.stop()
 	for {
 		select {
 		case <-ctx.Done():
-			g.mu.Lock()
-			for _, p := range g.pending {
-				p.done <- ctx.Err()
-			}
-			g.pending = nil
-			g.mu.Unlock()
+			g.failPending(ctx.Err())
 			return
 		case <-g.kick:
+		}
+		// Linger: let more publishes join this commit.
+		if ch := lt.wait(g.in.commitAfter()); ch != nil {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				g.failPending(ctx.Err())
+				return
+			}
 		}
 		g.mu.Lock()
 		batch, g.pending = g.pending, batch[:0]
@@ -153,15 +254,32 @@ func (g *groupCommit) run(ctx context.Context) {
 		in := g.in
 		in.mu.Lock()
 		in.entries = in.entries[:0]
-		for _, p := range batch {
-			in.entries = append(in.entries, in.entry(p.topic, p.payload, p.arrival, false))
+		for i := range batch {
+			p := &batch[i]
+			e := in.entry(p.topic, p.payload, p.arrival, p.dup)
+			if in.dedup.Observe(&e) {
+				in.dups()
+				continue // a re-send of a logged publish whose PUBACK was lost: ack it again
+			}
+			in.entries = append(in.entries, e)
 		}
 		err := in.appendLocked(ctx)
 		in.mu.Unlock()
-		for _, p := range batch {
-			p.done <- err
+		// In the order received: the broker writes each PUBACK here.
+		for i := range batch {
+			g.finish(&batch[i], err)
 		}
 		clear(batch)
+	}
+}
+
+func (g *groupCommit) failPending(err error) {
+	g.mu.Lock()
+	pending := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	for i := range pending {
+		g.finish(&pending[i], err)
 	}
 }
 
@@ -170,15 +288,18 @@ func (g *groupCommit) run(ctx context.Context) {
 func embeddedIntake(b *broker.Broker, filters []string, in *logIntake) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		g := newGroupCommit(in)
-		unsubscribe := b.Subscribe(filters, func(topic string, payload []byte) error {
-			return g.append(ctx, topic, payload)
+		unsubscribe := b.SubscribeDeferred(filters, func(topic string, payload []byte, dup bool, done broker.Completion) {
+			g.appendDeferred(ctx, topic, payload, dup, done)
 		})
 		g.run(ctx)
 		unsubscribe()
+		// A hook that queued after run returned is failed here.
+		g.failPending(ctx.Err())
 	}
 }
 
-// mqttIntake runs an MQTT source and commits its batches to the log.
+// mqttIntake runs an MQTT source and commits its batches to the log. With a
+// linger, batches that arrive before the next commit may start join it.
 func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string, setErr func(error)) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		ch := make(chan []source.Message, 4)
@@ -189,13 +310,35 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 			}
 			close(ch)
 		}()
+		var lt lingerTimer
+		defer lt.stop()
+		var acc []source.Message
 		for msgs := range ch {
+			if timeout := lt.wait(in.commitAfter()); timeout != nil {
+				acc = append(acc[:0], msgs...)
+			gather:
+				for {
+					select {
+					case more, ok := <-ch:
+						if !ok {
+							break gather
+						}
+						acc = append(acc, more...)
+					case <-timeout:
+						break gather
+					case <-ctx.Done():
+						break gather
+					}
+				}
+				msgs = acc
+			}
 			if err := in.appendMessages(ctx, msgs); err != nil {
 				if ctx.Err() == nil {
 					log.Error("ingest log append failed: messages stay unacked at the broker", "source", name, "err", err)
 				}
 				// Unacked messages come back from the broker's session.
 			}
+			clear(acc)
 		}
 	}
 }

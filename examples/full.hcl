@@ -228,4 +228,5 @@ ingest {
   ack           = "after_fsync" # | after_write
   sync_interval = "100ms"
   max_disk      = "1GiB"
+  linger        = "10ms"        # after_fsync: shortest time between two fsyncs; arrivals meanwhile share the next
 }

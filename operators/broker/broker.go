@@ -148,6 +148,24 @@ func (b *Broker) URL() string { return "tcp://" + b.Addr() }
 // configured filters with ValidateFilter first); use the returned func to unsubscribe. After
 // unsubscribe returns, fn is not called for messages whose hook starts later.
 func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byte) error) (unsubscribe func()) {
+	return b.subscribe(filters, fn, nil)
+}
+
+// SubscribeDeferred is Subscribe for a subscriber that acknowledges
+// asynchronously (a group commit): fn gets each message with a Completion
+// and the broker acknowledges the publish only when fn's Completion is
+// done. A QoS 1 publish (not retained) that matches this subscriber and no
+// other is taken out of the sensor connection's read loop meanwhile, so the
+// sensor's further publishes arrive and can share one commit; PUBACKs still
+// go out in the order received as long as fn completes in the order it is
+// called. Every other publish it matches (QoS 0 and 2, retained, several
+// subscribers) waits in the hook, as with Subscribe. Filters are checked as
+// for Subscribe.
+func (b *Broker) SubscribeDeferred(filters []string, fn DeferredFunc) (unsubscribe func()) {
+	return b.subscribe(filters, nil, fn)
+}
+
+func (b *Broker) subscribe(filters []string, fn SubscriberFunc, deferred DeferredFunc) (unsubscribe func()) {
 	if len(filters) == 0 {
 		panic("broker: Subscribe with no filters")
 	}
@@ -156,7 +174,7 @@ func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byt
 			panic(err)
 		}
 	}
-	id := b.subs.add(filters, fn)
+	id := b.subs.add(filters, fn, deferred)
 	var once sync.Once
 	return func() { once.Do(func() { b.subs.remove(id) }) }
 }

@@ -1,0 +1,83 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/ingest"
+)
+
+// TestEmbeddedIntake_OneConnectionSharesCommits publishes QoS 1 readings
+// from one sensor connection with many in flight into the embedded broker
+// with the ingest log in after_fsync mode and a linger: every reading is in
+// the log exactly once and in order once acknowledged, and the commits
+// (fsyncs) are far fewer than the readings, because the broker keeps
+// reading the connection while a commit is pending. Before deferred
+// acknowledgements each reading of one connection was a commit of its own.
+func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
+		name: "s", dups: func() {}, linger: 5 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { embeddedIntake(b, []string{"sensors/#"}, in)(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor").SetAutoReconnect(false).
+		SetMaxResumePubInFlight(256)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	const n = 2000
+	toks := make([]paho.Token, n)
+	for i := range n {
+		toks[i] = c.Publish("sensors/s1/telemetry", 1, false, `{"seq":`+strconv.Itoa(i)+`}`)
+	}
+	for i, tok := range toks {
+		if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %d not acknowledged: %v", i, tok.Error())
+		}
+	}
+	// Acknowledged means durable: everything is in the log already.
+	r, err := l.Reader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range n {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatalf("entry %d: %v (acknowledged but not in the log)", i, err)
+		}
+		if want := `{"seq":` + strconv.Itoa(i) + `}`; string(e.Payload) != want || string(e.Topic) != "sensors/s1/telemetry" {
+			t.Fatalf("entry %d = %s %s, want %s", i, e.Topic, e.Payload, want)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
+	}
+	commits := in.commits.Load()
+	t.Logf("%d readings from one connection in %d commits", n, commits)
+	if commits > n/4 {
+		t.Fatalf("%d commits for %d readings of one connection: the broker did not let them share commits", commits, n)
+	}
+}
