@@ -500,7 +500,8 @@ func (a *Agent) openIngest(name string) (*logIntake, error) {
 	// Segments of at most a quarter of the budget, so truncation can always
 	// free one.
 	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log}
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
+		Compress: ic.Compression != config.IngestCompressionNone}
 	if ic.Ack == config.AckAfterWrite {
 		opts.Ack = ingest.AfterWrite
 	}

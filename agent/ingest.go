@@ -447,7 +447,27 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 		start := len(arena)
 		arena = append(arena, e.Payload...)
 		payload := arena[start:len(arena):len(arena)]
-		msgs = append(msgs, source.Message{Topic: string(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset})
+		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset})
 	}
 	return msgs, nil
+}
+
+// maxInterned bounds the topics a topicInterner keeps; past it, it starts
+// over (a fleet of more topics than that just allocates more often).
+const maxInterned = 16384
+
+// topicInterner returns one string per distinct topic read from the log,
+// so reading a message allocates no topic: sensors publish on a fixed set.
+type topicInterner map[string]string
+
+func (ti *topicInterner) intern(b []byte) string {
+	if s, ok := (*ti)[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	if *ti == nil || len(*ti) >= maxInterned {
+		*ti = make(topicInterner)
+	}
+	s := string(b)
+	(*ti)[s] = s
+	return s
 }

@@ -51,6 +51,7 @@ type sourceRunner struct {
 	// ilog is the ingest log of a source that cannot replay (MQTT, the
 	// embedded broker): intake appends to it, run reads from it.
 	ilog    *ingest.Log
+	topics  topicInterner // topics read from ilog
 	intake  func(ctx context.Context)
 	eof     atomic.Bool
 	err     error

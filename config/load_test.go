@@ -343,7 +343,7 @@ func TestParse_Defaults(t *testing.T) {
 	if cfg.Checkpoint != wantCP {
 		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
 	}
-	if cfg.Ingest != (Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger}) {
+	if cfg.Ingest != (Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger, Compression: IngestCompressionZstd}) {
 		t.Errorf("ingest defaults: %+v", cfg.Ingest)
 	}
 	if cfg.Broker != nil || cfg.Upload != nil {

@@ -113,24 +113,36 @@ type Ingest struct {
 	// (fsyncs) of the log; what arrives meanwhile shares the next one.
 	// Default DefaultIngestLinger; 0 commits as soon as the previous one is
 	// done.
-	Linger    time.Duration
-	DeclRange hcl.Range
+	Linger time.Duration
+	// Compression is IngestCompressionZstd (default: batches are stored
+	// zstd-compressed when that makes them smaller) or
+	// IngestCompressionNone.
+	Compression string
+	DeclRange   hcl.Range
 }
+
+// Ingest log compression (ingest { compression }).
+const (
+	IngestCompressionZstd = "zstd"
+	IngestCompressionNone = "none"
+)
 
 // DefaultIngestLinger is the default ingest { linger }.
 const DefaultIngestLinger = 10 * time.Millisecond
 
 func (d *decoder) decodeIngest(b *hcl.Block) Ingest {
-	in := Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger}
+	in := Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger,
+		Compression: IngestCompressionZstd}
 	if b == nil {
 		return in
 	}
-	a, _ := d.content(b, []string{"ack", "sync_interval", "max_disk", "linger"})
+	a, _ := d.content(b, []string{"ack", "sync_interval", "max_disk", "linger", "compression"})
 	in.DeclRange = b.DefRange
 	in.Ack = a.enum("ack", []string{AckAfterFsync, AckAfterWrite}, in.Ack)
 	in.SyncInterval = a.duration("sync_interval", in.SyncInterval)
 	in.MaxDiskBytes = a.size("max_disk", in.MaxDiskBytes)
 	in.Linger = a.duration("linger", in.Linger)
+	in.Compression = a.enum("compression", []string{IngestCompressionZstd, IngestCompressionNone}, in.Compression)
 	if in.Linger > time.Second {
 		d.errorf(a.rangeOf("linger"), "Value out of range", "\"linger\" must be at most 1s: every acknowledgement waits up to that long.")
 	}

@@ -229,4 +229,5 @@ ingest {
   sync_interval = "100ms"
   max_disk      = "1GiB"
   linger        = "10ms"        # after_fsync: shortest time between two fsyncs; arrivals meanwhile share the next
+  compression   = "zstd"        # | none: each batch stored compressed when that makes it smaller
 }
