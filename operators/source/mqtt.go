@@ -258,6 +258,10 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 	if s.opts.TLS != nil {
 		o.SetTLSConfig(s.opts.TLS)
 	}
+	if u, err := url.Parse(s.opts.Broker); err == nil && (u.Scheme == "tcp" || u.Scheme == "mqtt") {
+		// Acks of a committed batch leave in one write (coalescingConn).
+		o.SetCustomOpenConnectionFn(coalescingDial)
+	}
 	return o
 }
 
