@@ -518,10 +518,7 @@ func (a *Agent) openIngest(name string) (*logIntake, error) {
 	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	in := &logIntake{log: l, dedup: d, logger: a.log, name: name, dups: dups.Inc}
-	if opts.Ack != ingest.AfterWrite {
-		in.linger = ic.Linger
-	}
+	in := &logIntake{log: l, dedup: d, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
 }

@@ -27,10 +27,11 @@ type logIntake struct {
 	logger  *slog.Logger
 	name    string
 	dups    func()
-	// linger is the shortest time between the starts of two commits in
-	// after_fsync mode (ingest { linger }): what arrives meanwhile waits and
-	// shares the next commit, so the log fsyncs at most 1/linger times a
-	// second. Zero in after_write mode, where an append is not fsynced.
+	// linger is the shortest time between the starts of two commits
+	// (ingest { linger }) unless lingerBatch messages wait: what arrives
+	// meanwhile shares the next commit, so the log fsyncs (after_fsync) or
+	// writes (after_write) at most 1/linger times a second at low rates, and
+	// batches are large enough to compress.
 	linger time.Duration
 	// commits counts Appends that wrote something (each one fsync in
 	// after_fsync mode), also as eddy_ingest_commits_total when set.
@@ -120,6 +121,12 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 }
 
+// lingerBatch is how many waiting messages start a commit before linger
+// has passed: in a batch that large the fsync's rewrite of the log's last
+// page costs under 16 bytes per message, so waiting longer saves little
+// and would cap a connection at its in-flight window per linger.
+const lingerBatch = 256
+
 // lingerTimer waits until a commit may start, reusing one timer.
 type lingerTimer struct{ t *time.Timer }
 
@@ -145,105 +152,122 @@ func (lt *lingerTimer) stop() {
 }
 
 // maxDeferred bounds the embedded broker's publishes waiting for a commit;
-// beyond it the publish hook waits, stalling the publishing connection.
-const maxDeferred = 8192
+// beyond it the publish hook waits, stalling the publishing connection, up
+// to maxDeferredWait, after which the publish is refused (the sensor
+// re-sends it after reconnecting).
+const (
+	maxDeferred     = 8192
+	maxDeferredWait = 5 * time.Second
+)
 
-// groupCommit appends messages from the embedded broker's publish hooks,
+// errIntakeStopped refuses publishes that arrive after the intake stopped.
+var errIntakeStopped = errors.New("ingest intake stopped")
+
+// errIntakeBusy refuses a publish that found no room for maxDeferredWait.
+var errIntakeBusy = errors.New("ingest intake busy: too many publishes wait for a commit")
+
+// groupCommit appends messages from the embedded broker's publish hook,
 // which must not ack the sensor before the message is durable: every
 // message waiting when a commit starts shares its one Append (one fsync).
-// Hooks of different connections run concurrently; a QoS 1 publish is
-// deferred (broker.SubscribeDeferred), so even one connection's publishes
-// accumulate while a commit runs or lingers.
+// A QoS 1 publish is deferred (broker.SubscribeDeferred), so even one
+// connection's publishes accumulate while a commit runs or lingers.
 type groupCommit struct {
 	in      *logIntake
 	mu      sync.Mutex
 	pending []pendingEntry
-	kick    chan struct{}
-	room    chan struct{} // one token per deferred entry not yet done
+	stopped bool          // run ended: refuse what comes
+	kick    chan struct{} // capacity 1: pending is not empty
+	full    chan struct{} // lingerBatch entries wait: commit without lingering
+	room    chan struct{} // one token per entry not yet done
 }
 
 type pendingEntry struct {
-	topic    string
-	payload  []byte
-	arrival  int64
-	dup      bool
-	done     broker.Completion
-	deferred bool // holds a room token
+	topic   string
+	payload []byte
+	arrival int64
+	dup     bool
+	done    broker.Completion
 }
 
 func newGroupCommit(in *logIntake) *groupCommit {
-	return &groupCommit{in: in, kick: make(chan struct{}, 1), room: make(chan struct{}, maxDeferred)}
+	return &groupCommit{in: in, kick: make(chan struct{}, 1), full: make(chan struct{}, 1), room: make(chan struct{}, maxDeferred)}
 }
 
-// chanCompletion is the Completion of a hook that waits.
-type chanCompletion chan error
-
-func (c chanCompletion) Done(err error) { c <- err }
-
-// append is the publish hook's subscriber for publishes the broker does not
-// defer: it returns once the message is in the log, or with an error, which
-// makes the broker refuse the publish so the sensor sends it again.
-func (g *groupCommit) append(ctx context.Context, topic string, payload []byte) error {
-	c := make(chanCompletion, 1)
-	g.push(pendingEntry{topic: topic, payload: append([]byte(nil), payload...), arrival: time.Now().UnixMilli(), done: c})
-	select {
-	case err := <-c:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// appendDeferred queues a publish whose acknowledgement waits for its
-// commit; it blocks only while maxDeferred publishes already wait.
-func (g *groupCommit) appendDeferred(ctx context.Context, topic string, payload []byte, dup bool, done broker.Completion) {
+// appendDeferred is the broker subscriber: it queues a publish for the next
+// commit, which completes it. It blocks only while maxDeferred publishes
+// wait already.
+func (g *groupCommit) appendDeferred(topic string, payload []byte, dup bool, done broker.Completion) {
 	select {
 	case g.room <- struct{}{}:
-	case <-ctx.Done():
-		done.Done(ctx.Err())
+	default:
+		t := time.NewTimer(maxDeferredWait)
+		defer t.Stop()
+		select {
+		case g.room <- struct{}{}:
+		case <-t.C:
+			done.Done(errIntakeBusy)
+			return
+		}
+	}
+	p := pendingEntry{topic: topic, payload: payload, arrival: time.Now().UnixMilli(), dup: dup, done: done}
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		g.finish(&p, errIntakeStopped)
 		return
 	}
-	g.push(pendingEntry{topic: topic, payload: payload, arrival: time.Now().UnixMilli(), dup: dup, done: done, deferred: true})
-}
-
-func (g *groupCommit) push(p pendingEntry) {
-	g.mu.Lock()
 	g.pending = append(g.pending, p)
+	full := len(g.pending) == lingerBatch
 	g.mu.Unlock()
 	select {
 	case g.kick <- struct{}{}:
 	default:
 	}
+	if full {
+		select {
+		case g.full <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (g *groupCommit) isFull() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending) >= lingerBatch
 }
 
 // finish completes p and frees its room.
 func (g *groupCommit) finish(p *pendingEntry, err error) {
 	p.done.Done(err)
-	if p.deferred {
-		<-g.room
-	}
+	<-g.room
 }
 
-// run commits batches until ctx ends.
+// run commits batches until ctx ends, then refuses what is left and what
+// comes later.
 func (g *groupCommit) run(ctx context.Context) {
+	defer g.stop(ctx.Err())
 	var batch []pendingEntry
 	var lt lingerTimer
 	defer lt.stop()
 	for {
 		select {
 		case <-ctx.Done():
-			g.failPending(ctx.Err())
 			return
 		case <-g.kick:
 		}
 		// Linger: let more publishes join this commit.
-		if ch := lt.wait(g.in.commitAfter()); ch != nil {
+		if ch := lt.wait(g.in.commitAfter()); ch != nil && !g.isFull() {
 			select {
 			case <-ch:
+			case <-g.full:
 			case <-ctx.Done():
-				g.failPending(ctx.Err())
 				return
 			}
+		}
+		select {
+		case <-g.full: // taken with this batch
+		default:
 		}
 		g.mu.Lock()
 		batch, g.pending = g.pending, batch[:0]
@@ -273,28 +297,32 @@ func (g *groupCommit) run(ctx context.Context) {
 	}
 }
 
-func (g *groupCommit) failPending(err error) {
+// stop refuses every waiting publish with err and every later one.
+func (g *groupCommit) stop(err error) {
+	if err == nil {
+		err = errIntakeStopped
+	}
 	g.mu.Lock()
 	pending := g.pending
-	g.pending = nil
+	g.pending, g.stopped = nil, true
 	g.mu.Unlock()
 	for i := range pending {
 		g.finish(&pending[i], err)
 	}
 }
 
-// embeddedIntake subscribes to the embedded broker's publish hook and
-// commits what it receives to the log until ctx ends.
+// embeddedIntake subscribes to the embedded broker's publish hook at once
+// (the broker is listening already: a publish before the subscription would
+// be acknowledged and lost) and returns the function that commits what it
+// receives to the log until ctx ends. Publishes that arrive before it runs
+// wait for its first commit.
 func embeddedIntake(b *broker.Broker, filters []string, in *logIntake) func(ctx context.Context) {
+	g := newGroupCommit(in)
+	unsubscribe := b.SubscribeDeferred(filters, g.appendDeferred)
 	return func(ctx context.Context) {
-		g := newGroupCommit(in)
-		unsubscribe := b.SubscribeDeferred(filters, func(topic string, payload []byte, dup bool, done broker.Completion) {
-			g.appendDeferred(ctx, topic, payload, dup, done)
-		})
 		g.run(ctx)
 		unsubscribe()
-		// A hook that queued after run returned is failed here.
-		g.failPending(ctx.Err())
+		g.stop(ctx.Err()) // publishes that raced with unsubscribe
 	}
 }
 
@@ -317,7 +345,7 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 			if timeout := lt.wait(in.commitAfter()); timeout != nil {
 				acc = append(acc[:0], msgs...)
 			gather:
-				for {
+				for len(acc) < lingerBatch {
 					select {
 					case more, ok := <-ch:
 						if !ok {

@@ -37,7 +37,8 @@ func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
 		name: "s", dups: func() {}, linger: 5 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { embeddedIntake(b, []string{"sensors/#"}, in)(ctx) })
+	run := embeddedIntake(b, []string{"sensors/#"}, in) // subscribes before the sensor connects
+	wg.Go(func() { run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 
 	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor").SetAutoReconnect(false).

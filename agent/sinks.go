@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
@@ -50,8 +51,9 @@ type sinkRunner struct {
 	ckpt       *checkpointer
 
 	done     chan struct{}
-	failures func()      // counts a failed write
-	fatal    func(error) // a transactional sink that fails stops the run
+	txWrites atomic.Uint64 // writes to tx, for the checkpointer's skip
+	failures func()        // counts a failed write
+	fatal    func(error)   // a transactional sink that fails stops the run
 }
 
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
@@ -77,6 +79,7 @@ func (r *sinkRunner) run() {
 		items := m.d.Items()
 		var err error
 		if r.tx != nil {
+			r.txWrites.Add(1) // output to commit: the next checkpoint is not skipped
 			err = r.tx.Write(m.epoch, items)
 		} else {
 			err = r.plain.Write(items)

@@ -50,10 +50,13 @@ type sourceRunner struct {
 	pos        uint64 // offset of the last message forwarded
 	// ilog is the ingest log of a source that cannot replay (MQTT, the
 	// embedded broker): intake appends to it, run reads from it.
-	ilog    *ingest.Log
-	topics  topicInterner // topics read from ilog
-	intake  func(ctx context.Context)
-	eof     atomic.Bool
+	ilog   *ingest.Log
+	topics topicInterner // topics read from ilog
+	intake func(ctx context.Context)
+	eof    atomic.Bool
+	// sent counts the batches and end-of-input markers forwarded: the
+	// checkpointer skips a periodic checkpoint while no count moved.
+	sent    atomic.Uint64
 	err     error
 	drained chan struct{} // closed once the source has stopped and its messages are forwarded
 }
@@ -163,6 +166,9 @@ func (s *sourceRunner) forward(msgs []source.Message) {
 }
 
 func (s *sourceRunner) send(rb *rawBatch) {
+	if rb.barrier == nil {
+		s.sent.Add(1)
+	}
 	for _, o := range s.outs {
 		o <- rb // pipelines drain until their input closes: never blocks forever
 	}

@@ -109,10 +109,11 @@ type Ingest struct {
 	SyncInterval time.Duration
 	// MaxDiskBytes bounds the log; default 1 GiB.
 	MaxDiskBytes int64
-	// Linger is, under AckAfterFsync, the shortest time between two commits
-	// (fsyncs) of the log; what arrives meanwhile shares the next one.
-	// Default DefaultIngestLinger; 0 commits as soon as the previous one is
-	// done.
+	// Linger is the shortest time between two commits of the log (an
+	// fsync under AckAfterFsync, a write under AckAfterWrite) while fewer
+	// than 256 messages wait; what arrives meanwhile shares the next
+	// commit, and acknowledgements wait for it. Default
+	// DefaultIngestLinger; 0 commits as soon as the previous one is done.
 	Linger time.Duration
 	// Compression is IngestCompressionZstd (default: batches are stored
 	// zstd-compressed when that makes them smaller) or
@@ -128,7 +129,7 @@ const (
 )
 
 // DefaultIngestLinger is the default ingest { linger }.
-const DefaultIngestLinger = 10 * time.Millisecond
+const DefaultIngestLinger = 100 * time.Millisecond
 
 func (d *decoder) decodeIngest(b *hcl.Block) Ingest {
 	in := Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger,

@@ -228,6 +228,6 @@ ingest {
   ack           = "after_fsync" # | after_write
   sync_interval = "100ms"
   max_disk      = "1GiB"
-  linger        = "10ms"        # after_fsync: shortest time between two fsyncs; arrivals meanwhile share the next
+  linger        = "100ms"       # shortest time between two commits (fsyncs) unless 256 messages wait; acks wait for their commit
   compression   = "zstd"        # | none: each batch stored compressed when that makes it smaller
 }

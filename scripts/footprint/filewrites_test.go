@@ -17,12 +17,33 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // writepagesLine matches perf's text for ext4:ext4_writepages_result: the
 // pages ext4 sent to storage for one inode in one writeback pass, whether
 // an fsync or the kernel's background flusher started it.
-var writepagesLine = regexp.MustCompile(`ext4_writepages_result: dev \S+ ino (\d+) .*pages_written (\d+)`)
+var writepagesLine = regexp.MustCompile(`\s(\d+)\.(\d+): ext4:ext4_writepages_result: dev \S+ ino (\d+) .*pages_written (\d+)`)
+
+// scanEvery is how often fileWrites maps inodes to paths; an event counts
+// for a path if it falls between one period before the inode was first
+// seen there and one period after it was last seen, so a freed inode
+// number that another process's file had, or gets, is not counted.
+const scanEvery = 250 * time.Millisecond
+
+// seenFile is where and when an inode was seen under the directory, on
+// CLOCK_MONOTONIC (perf records on the same clock).
+type seenFile struct {
+	name        string
+	first, last time.Duration
+}
+
+func monotonic() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
 
 // fileWrites attributes the storage writes under dir to its files for the
 // duration d: it records the ext4:ext4_writepages_result tracepoint system
@@ -33,7 +54,7 @@ var writepagesLine = regexp.MustCompile(`ext4_writepages_result: dev \S+ ino (\d
 // inodes outside dir (other processes) are left out.
 func fileWrites(t *testing.T, dir string, d time.Duration) (map[string]int64, error) {
 	out := filepath.Join(t.TempDir(), "perf.data")
-	perf := exec.Command("perf", "record", "-q", "-a", "-e", "ext4:ext4_writepages_result", "-o", out,
+	perf := exec.Command("perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-e", "ext4:ext4_writepages_result", "-o", out,
 		"--", "sleep", strconv.Itoa(int(d.Seconds())))
 	perf.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var perfErr bytes.Buffer
@@ -41,9 +62,10 @@ func fileWrites(t *testing.T, dir string, d time.Duration) (map[string]int64, er
 	if err := perf.Start(); err != nil {
 		return nil, err
 	}
-	names := map[uint64]string{}
+	names := map[uint64]*seenFile{}
 	var mu sync.Mutex
 	scan := func() {
+		now := monotonic()
 		filepath.WalkDir(dir, func(path string, de fs.DirEntry, err error) error {
 			if err != nil || de.IsDir() {
 				return nil
@@ -55,8 +77,10 @@ func fileWrites(t *testing.T, dir string, d time.Duration) (map[string]int64, er
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
 				rel, _ := filepath.Rel(dir, path)
 				mu.Lock()
-				if _, seen := names[st.Ino]; !seen {
-					names[st.Ino] = rel
+				if f := names[st.Ino]; f != nil && f.name == rel {
+					f.last = now
+				} else if f == nil {
+					names[st.Ino] = &seenFile{name: rel, first: now, last: now}
 				}
 				mu.Unlock()
 			}
@@ -65,7 +89,7 @@ func fileWrites(t *testing.T, dir string, d time.Duration) (map[string]int64, er
 	}
 	done := make(chan error, 1)
 	go func() { done <- perf.Wait() }()
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(scanEvery)
 	defer tick.Stop()
 	scan()
 wait:
@@ -93,10 +117,13 @@ wait:
 		if m == nil {
 			continue
 		}
-		ino, _ := strconv.ParseUint(m[1], 10, 64)
-		pages, _ := strconv.ParseInt(m[2], 10, 64)
-		if name, ok := names[ino]; ok {
-			byPath[name] += pages * page
+		sec, _ := strconv.ParseInt(m[1], 10, 64)
+		frac, _ := strconv.ParseInt((m[2] + "000000000")[:9], 10, 64)
+		at := time.Duration(sec)*time.Second + time.Duration(frac)
+		ino, _ := strconv.ParseUint(m[3], 10, 64)
+		pages, _ := strconv.ParseInt(m[4], 10, 64)
+		if f, ok := names[ino]; ok && at >= f.first-scanEvery && at <= f.last+scanEvery {
+			byPath[f.name] += pages * page
 		}
 	}
 	return byPath, nil
@@ -135,4 +162,12 @@ func reportFileWrites(t *testing.T, byPath map[string]int64, d time.Duration) {
 		t.Logf("FIGURE wear %s by file: %-18s %s over %v (%s per hour, %d files)", t.Name(), k, mib(groups[k]), d, mib(perHour(groups[k])), files[k])
 	}
 	t.Logf("FIGURE wear %s by file: total attributed %s over %v (%s per hour)", t.Name(), mib(total), d, mib(perHour(total)))
+	paths := make([]string, 0, len(byPath))
+	for p := range byPath {
+		paths = append(paths, p)
+	}
+	sort.Slice(paths, func(i, j int) bool { return byPath[paths[i]] > byPath[paths[j]] })
+	for _, p := range paths[:min(len(paths), 5)] {
+		t.Logf("wear %s: top file %s: %s", t.Name(), p, mib(byPath[p]))
+	}
 }
