@@ -50,10 +50,11 @@ type sourceRunner struct {
 	pos        uint64 // offset of the last message forwarded
 	// ilog is the ingest log of a source that cannot replay (MQTT, the
 	// embedded broker): intake appends to it, run reads from it.
-	ilog   *ingest.Log
-	topics topicInterner // topics read from ilog
-	intake func(ctx context.Context)
-	eof    atomic.Bool
+	ilog      *ingest.Log
+	topics    topicInterner // topics read from ilog
+	arenaHint int           // payload bytes of the last batch read from ilog
+	intake    func(ctx context.Context)
+	eof       atomic.Bool
 	// sent counts the batches and end-of-input markers forwarded: the
 	// checkpointer skips a periodic checkpoint while no count moved.
 	sent    atomic.Uint64
