@@ -150,72 +150,65 @@ type Recovery struct {
 // were acknowledged. It returns the offset after the last frame, the
 // segment's end and its format version.
 func recoverLast(f *os.File, first uint64, size int64) (next uint64, end int64, version uint32, rec Recovery, err error) {
-	next, end, rec, err = recoverLastV(f, first, size, &version)
-	return next, end, version, rec, err
-}
-
-func recoverLastV(f *os.File, first uint64, size int64, version *uint32) (next uint64, end int64, rec Recovery, err error) {
 	rec.Segment = f.Name()
 	if size < int64(headerLen) {
 		// Created but the header never fully reached the disk: rewrite it.
 		if err := f.Truncate(0); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
 		}
 		if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutBytes = size
-		*version = segmentVersion
-		return first, int64(headerLen), rec, nil
+		return first, int64(headerLen), segmentVersion, rec, nil
 	}
-	v, err := checkHeader(f)
+	version, err = checkHeader(f)
 	if err != nil {
-		return 0, 0, rec, err
+		return 0, 0, 0, rec, err
 	}
-	*version = v
 	var fr frameReader
-	fr.reset(f, v, int64(headerLen), size)
+	fr.reset(f, version, int64(headerLen), size)
 	next = first
 	for {
 		pos := fr.pos()
 		frm, st, reason, err := fr.next()
 		if err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
 		}
 		if st == frameOK {
 			if frm.first != next {
-				return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+				return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
 					Reason: fmt.Sprintf("frame holds offset %d", frm.first)}
 			}
 			if reason := checkRecords(&frm); reason != "" {
-				return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
+				return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
 			}
 			next += uint64(frm.count)
 			continue
 		}
 		if pos == size {
-			return next, size, rec, nil
+			return next, size, version, rec, nil
 		}
-		if found, at, err := validFrameAfter(f, v, pos, size, next); err != nil {
-			return 0, 0, rec, err
+		if found, at, err := validFrameAfter(f, version, pos, size, next); err != nil {
+			return 0, 0, version, rec, err
 		} else if found {
 			if reason == "" {
 				reason = "incomplete frame"
 			}
-			return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+			return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
 				Reason: fmt.Sprintf("%s, followed by a valid frame at byte %d", reason, at)}
 		}
 		if err := f.Truncate(pos); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutAt, rec.CutBytes = pos, size-pos
-		return next, pos, rec, nil
+		return next, pos, version, rec, nil
 	}
 }
 
