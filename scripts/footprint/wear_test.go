@@ -58,8 +58,9 @@ var checkpointBytes = regexp.MustCompile(`msg="checkpoint completed".* bytes=(\d
 // TestWear_WriteBytesPerHour measures the SD card wear of wearConfig: the
 // bytes the agent makes the kernel write to storage (write_bytes of
 // /proc/PID/io, less cancelled_write_bytes) over EDDY_WEAR_SECONDS after a
-// 15 s warm-up, scaled to an hour, for each ingest acknowledgement mode (the
-// ingest log is the largest writer). It runs only when EDDY_WEAR_SECONDS is
+// 15 s warm-up, scaled to an hour, for the default ingest settings and for
+// variations of ack, linger and compression (the ingest log is the largest
+// writer). It runs only when EDDY_WEAR_SECONDS is
 // set (scripts/footprint/wear.sh), since a meaningful figure takes minutes.
 // The data_dir must be on a disk-backed file system: tmpfs writes nothing.
 // With EDDY_WEAR_FILES=1 it also attributes the writes to files and
