@@ -37,15 +37,17 @@ type checkpointer struct {
 
 	writers sync.WaitGroup // snapshot writes in flight
 
-	mu        sync.Mutex
-	waiters   map[uint64]chan error // savepoint request → result
-	nextReq   uint64
-	completed []func(checkpoint.Completed)
-	lastDone  atomic.Uint64 // id of the last completed checkpoint
-	lastTrig  atomic.Uint64 // id of the last triggered checkpoint
-	// trigActivity is activity() when the last checkpoint was triggered.
+	// trigActivity is activity() when the last checkpoint was triggered
+	// (run's goroutine only).
 	trigActivity uint64
-	completeCh   chan uint64 // ids of completed or aborted checkpoints, for waiters
+
+	mu         sync.Mutex
+	waiters    map[uint64]chan error // savepoint request → result
+	nextReq    uint64
+	completed  []func(checkpoint.Completed)
+	lastDone   atomic.Uint64 // id of the last completed checkpoint
+	lastTrig   atomic.Uint64 // id of the last triggered checkpoint
+	completeCh chan uint64   // ids of completed or aborted checkpoints, for waiters
 	// keepUnshipped, when uploads are on, returns how many of the newest
 	// checkpoints retention must keep so that none waiting for upload
 	// loses its files.

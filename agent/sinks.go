@@ -51,9 +51,10 @@ type sinkRunner struct {
 	ckpt       *checkpointer
 
 	done     chan struct{}
-	txWrites atomic.Uint64 // writes to tx, for the checkpointer's skip
-	failures func()        // counts a failed write
-	fatal    func(error)   // a transactional sink that fails stops the run
+	failures func()      // counts a failed write
+	fatal    func(error) // a transactional sink that fails stops the run
+
+	txWrites atomic.Uint64 // writes to tx: the checkpointer does not skip while it moves
 }
 
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
