@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -85,26 +86,50 @@ func (s *reconnectingSensor) connect() error {
 	}
 }
 
-// publish publishes a batch and waits for its acknowledgements; when the
-// connection breaks meanwhile, it reconnects (which re-sends what was not
-// acknowledged) and returns.
+// publish publishes a batch and waits for its acknowledgements. When the
+// connection breaks meanwhile, it connects again (the new client re-sends
+// what was sent but not acknowledged) and publishes anew only what paho
+// refused without storing (ErrNotConnected): never a message twice.
 func (s *reconnectingSensor) publish(topics, payloads []string) error {
-	s.mu.Lock()
-	c, lost := s.c, s.lost
-	s.mu.Unlock()
-	toks := make([]paho.Token, len(topics))
-	for i := range topics {
-		toks[i] = c.Publish(topics[i], 1, false, payloads[i])
-	}
-	for _, tok := range toks {
-		select {
-		case <-tok.Done():
-		case <-lost:
-			c.Disconnect(0)
-			return s.connect()
-		case <-time.After(60 * time.Second):
-			return tok.Error()
+	for len(topics) > 0 {
+		s.mu.Lock()
+		c, lost := s.c, s.lost
+		s.mu.Unlock()
+		toks := make([]paho.Token, len(topics))
+		for i := range topics {
+			toks[i] = c.Publish(topics[i], 1, false, payloads[i])
 		}
+		broke := false
+		var retryT, retryP []string
+		for i, tok := range toks {
+			if !broke {
+				select {
+				case <-tok.Done():
+				case <-lost:
+					broke = true
+				case <-time.After(60 * time.Second):
+					return errors.New("publish not acknowledged within 60 s")
+				}
+			}
+			select {
+			case <-tok.Done():
+				if errors.Is(tok.Error(), paho.ErrNotConnected) {
+					retryT, retryP = append(retryT, topics[i]), append(retryP, payloads[i])
+				}
+			default: // sent and stored: the next connection re-sends it
+			}
+		}
+		if len(retryT) > 0 && !broke {
+			<-lost // refused as not connected: the loss is being reported
+			broke = true
+		}
+		if broke {
+			c.Disconnect(0)
+			if err := s.connect(); err != nil {
+				return err
+			}
+		}
+		topics, payloads = retryT, retryP
 	}
 	return nil
 }
