@@ -424,8 +424,10 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
 	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight}, a.log)
+		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}, a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -611,6 +613,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			_ = l.Close()
 		}
 	}()
+	if a.broker != nil {
+		a.broker.Open() // every embedded source has subscribed (build)
+	}
 	if err := a.setupCheckpoints(); err != nil {
 		return err
 	}

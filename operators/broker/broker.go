@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -42,7 +43,16 @@ type Options struct {
 	// not limit publishers: their QoS 1/2 flows are never refused for being
 	// too many (mochi's default of 1024 disconnects a fast QoS 2 publisher).
 	MaxInflight int
+	// Closed makes the broker hold every client's CONNACK until Open is
+	// called (for up to ClosedWait, then it refuses the connection), so no
+	// publish arrives before the subscribers are in place: one matching no
+	// subscriber would be acknowledged and go nowhere.
+	Closed bool
 }
+
+// ClosedWait is how long a connection waits for Open before it is refused;
+// below common connect timeouts (paho: 30 s).
+const ClosedWait = 10 * time.Second
 
 // Broker is a running embedded broker. Its methods are safe for concurrent
 // use.
@@ -93,7 +103,10 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		Logger:                   mochiLog,
 	})
 	b := &Broker{server: server, subs: &subscribers{}}
-	b.hook = &hook{server: server, subs: b.subs, log: log}
+	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{})}
+	if !opts.Closed {
+		b.Open()
+	}
 	if opts.Username != "" {
 		b.hook.username = []byte(opts.Username)
 		b.hook.password = []byte(opts.Password)
@@ -178,6 +191,10 @@ func (b *Broker) subscribe(filters []string, fn SubscriberFunc, deferred Deferre
 	var once sync.Once
 	return func() { once.Do(func() { b.subs.remove(id) }) }
 }
+
+// Open lets clients in (see Options.Closed). Calling it again does
+// nothing.
+func (b *Broker) Open() { b.hook.openOnce.Do(func() { close(b.hook.opened) }) }
 
 // Rejected returns how many publishes subscribers have rejected.
 func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }

@@ -162,3 +162,27 @@ func TestBroker_SubscribeDeferred_QoS0Waits(t *testing.T) {
 		t.Fatal("second QoS 0 publish never arrived")
 	}
 }
+
+// TestBroker_Closed_HoldsConnectionsUntilOpen: with Options.Closed a
+// client's CONNACK waits for Open, so nothing it publishes can arrive
+// before the subscribers are in place.
+func TestBroker_Closed_HoldsConnectionsUntilOpen(t *testing.T) {
+	b := mustStart(t, Options{Closed: true})
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("early").SetAutoReconnect(false).
+		SetConnectTimeout(30 * time.Second))
+	tok := c.Connect()
+	if tok.WaitTimeout(300 * time.Millisecond) {
+		t.Fatalf("connected before Open: %v", tok.Error())
+	}
+	got := make(chan string, 1)
+	b.Subscribe([]string{"#"}, func(_ string, p []byte) error { got <- string(p); return nil })
+	b.Open()
+	if !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect after Open: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	c.Publish("t", 1, false, "x").Wait()
+	if p := <-got; p != "x" {
+		t.Fatalf("subscriber got %q", p)
+	}
+}

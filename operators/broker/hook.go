@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -20,6 +21,8 @@ type hook struct {
 	username []byte // nil: allow every client
 	password []byte
 	rejected atomic.Uint64
+	opened   chan struct{} // closed by Broker.Open
+	openOnce sync.Once
 
 	// reinjected holds the deferred publishes being handed back to mochi
 	// (see deferPublish): OnPublish lets them through untouched.
@@ -41,9 +44,21 @@ func (h *hook) Provides(b byte) bool {
 	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnPublish
 }
 
-// OnConnectAuthenticate allows exactly the configured credentials, compared
-// in constant time, or every client when none are configured.
+// OnConnectAuthenticate waits until the broker is open (Options.Closed),
+// then allows exactly the configured credentials, compared in constant
+// time, or every client when none are configured.
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	select {
+	case <-h.opened:
+	default:
+		t := time.NewTimer(ClosedWait)
+		defer t.Stop()
+		select {
+		case <-h.opened:
+		case <-t.C:
+			return false
+		}
+	}
 	if h.username == nil {
 		return true
 	}
