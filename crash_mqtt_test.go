@@ -96,6 +96,7 @@ type mqttCrashRun struct {
 	done   chan error
 	logs   strings.Builder
 	starts int
+	ready  func() bool // nil: the MQTT source is connected
 }
 
 func newMQTTCrashRun(t *testing.T, broker, client string) *mqttCrashRun {
@@ -128,8 +129,12 @@ func (r *mqttCrashRun) start() {
 		r.t.Cleanup(func() { r.cmd.Process.Kill() }) // an error once it has exited: harmless
 	}
 	r.starts++
-	p := &agentProc{admin: r.admin}
-	waitFor(r.t, 15*time.Second, func() bool { return p.connected(r.t, "sensors") })
+	ready := r.ready
+	if ready == nil {
+		p := &agentProc{admin: r.admin}
+		ready = func() bool { return p.connected(r.t, "sensors") }
+	}
+	waitFor(r.t, 15*time.Second, ready)
 }
 
 func (r *mqttCrashRun) kill() {

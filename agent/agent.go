@@ -467,8 +467,10 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
 	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight}, a.log)
+		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}, a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -543,7 +545,8 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	// Segments of at most a quarter of the budget, so truncation can always
 	// free one.
 	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log}
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
+		Compress: ic.Compression != config.IngestCompressionNone}
 	if ic.Ack == config.AckAfterWrite {
 		opts.Ack = ingest.AfterWrite
 	}
@@ -560,7 +563,9 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	return &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc}, nil
+	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
+	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
+	return in, nil
 }
 
 // dataPath resolves a path from the configuration: relative paths are
@@ -653,6 +658,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			_ = l.Close()
 		}
 	}()
+	if a.broker != nil {
+		a.broker.Open() // every embedded source has subscribed (build)
+	}
 	if err := a.setupCheckpoints(); err != nil {
 		return err
 	}

@@ -44,6 +44,10 @@ type checkpointer struct {
 
 	writers sync.WaitGroup // snapshot writes in flight
 
+	// trigActivity is activity() when the last checkpoint was triggered
+	// (run's goroutine only).
+	trigActivity uint64
+
 	mu         sync.Mutex
 	waiters    map[uint64]chan error // savepoint request → result
 	nextReq    uint64
@@ -138,6 +142,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			if c.unchanged() {
+				continue
+			}
 			c.coord.Tick(c.now())
 		case m := <-c.msgs:
 			var msg checkpoint.Message
@@ -181,9 +188,39 @@ func (c *checkpointer) run(ctx context.Context) error {
 
 func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
 
+// activity counts what the sources have forwarded and the exactly-once
+// sinks have been given; it only grows.
+func (c *checkpointer) activity() uint64 {
+	var n uint64
+	for _, s := range c.sources {
+		n += s.sent.Load()
+	}
+	for _, s := range c.txSinks {
+		n += s.txWrites.Load()
+	}
+	return n
+}
+
+// unchanged reports that a periodic checkpoint would only repeat the last
+// one: none is in flight and, since the last was triggered, no source
+// forwarded anything and no exactly-once sink received output. The ticker
+// then leaves the coordinator alone, so an idle device writes nothing; the
+// next input makes the overdue checkpoint start at once. Savepoints and the
+// final checkpoint do not come through the ticker and are never skipped.
+// State that changes without input or exactly-once output (TTL cleanup,
+// firings to at-least-once sinks) is checkpointed with the next change; a
+// restore meanwhile repeats that cleanup or at-least-once output.
+func (c *checkpointer) unchanged() bool {
+	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity
+}
+
 func (c *checkpointer) handle(rd checkpoint.Ready) {
 	for _, tr := range rd.Triggers {
 		c.lastTrig.Store(tr.ID)
+		// Before the barriers go out: what is counted after this belongs
+		// to this checkpoint or a later one, so at worst one checkpoint too
+		// many is taken, never one too few.
+		c.trigActivity = c.activity()
 		c.log.Debug("checkpoint triggered", "id", tr.ID, "kind", tr.Kind)
 		if c.announce != nil && !c.finalizing.Load() {
 			c.announce(tr) // first: a source may be blocked behind backpressure

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -24,13 +27,35 @@ import (
 type logIntake struct {
 	log       *ingest.Log
 	dedup     *ingest.Dedup
-	dedupOpts ingest.DedupOptions
 	entries   []ingest.Entry
+	dedupOpts ingest.DedupOptions
 	logger    *slog.Logger
 	name      string
 	dups      func()
+	// linger is the shortest time between the starts of two commits
+	// (ingest { linger }) unless lingerBatch messages wait: what arrives
+	// meanwhile shares the next commit, so the log fsyncs (after_fsync) or
+	// writes (after_write) at most 1/linger times a second at low rates, and
+	// batches are large enough to compress.
+	linger time.Duration
+	// commits counts Appends that wrote something (each one fsync in
+	// after_fsync mode), also as eddy_ingest_commits_total when set.
+	commits       atomic.Uint64
+	commitsMetric *metrics.Counter
 
-	mu sync.Mutex // serializes dedup and Append between intake paths
+	mu         sync.Mutex // serializes dedup and Append between intake paths
+	lastCommit time.Time  // start of the last Append, for linger
+}
+
+// commitAfter is when the next commit may start (linger); the zero time when
+// there is no linger.
+func (in *logIntake) commitAfter() time.Time {
+	if in.linger <= 0 {
+		return time.Time{}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.lastCommit.Add(in.linger)
 }
 
 func (in *logIntake) entry(topic string, payload []byte, arrival int64, dup bool) ingest.Entry {
@@ -124,7 +149,16 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 	warned := false
 	for {
+		if in.linger > 0 {
+			in.lastCommit = time.Now()
+		}
 		_, _, err := in.log.Append(in.entries)
+		if err == nil {
+			in.commits.Add(1)
+			if in.commitsMetric != nil {
+				in.commitsMetric.Inc()
+			}
+		}
 		if !errors.Is(err, ingest.ErrFull) {
 			return err
 		}
@@ -141,62 +175,153 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 }
 
-// groupCommit appends messages from the embedded broker's publish hooks,
-// which run in one goroutine per sensor connection and must not return
-// (ack the sensor) before the message is durable: concurrent hooks share
-// one Append, so one fsync serves them all.
+// lingerBatch is how many waiting messages start a commit before linger
+// has passed: in a batch that large the fsync's rewrite of the log's last
+// page costs under 16 bytes per message, so waiting longer saves little
+// and would cap a connection at its in-flight window per linger.
+const lingerBatch = 256
+
+// lingerTimer waits until a commit may start, reusing one timer.
+type lingerTimer struct{ t *time.Timer }
+
+// wait returns a channel that fires at until, or nil when until has passed
+// (a nil channel never fires: the caller commits at once).
+func (lt *lingerTimer) wait(until time.Time) <-chan time.Time {
+	d := time.Until(until)
+	if d <= 0 {
+		return nil
+	}
+	if lt.t == nil {
+		lt.t = time.NewTimer(d)
+	} else {
+		lt.t.Reset(d)
+	}
+	return lt.t.C
+}
+
+func (lt *lingerTimer) stop() {
+	if lt.t != nil {
+		lt.t.Stop()
+	}
+}
+
+// maxDeferred bounds the embedded broker's publishes waiting for a commit;
+// beyond it the publish hook waits, stalling the publishing connection, up
+// to maxDeferredWait, after which the publish is refused (the sensor
+// re-sends it after reconnecting).
+const (
+	maxDeferred     = 8192
+	maxDeferredWait = 5 * time.Second
+)
+
+// errIntakeStopped refuses publishes that arrive after the intake stopped.
+var errIntakeStopped = errors.New("ingest intake stopped")
+
+// errIntakeBusy refuses a publish that found no room for maxDeferredWait.
+var errIntakeBusy = errors.New("ingest intake busy: too many publishes wait for a commit")
+
+// groupCommit appends messages from the embedded broker's publish hook,
+// which must not ack the sensor before the message is durable: every
+// message waiting when a commit starts shares its one Append (one fsync).
+// A QoS 1 publish is deferred (broker.SubscribeDeferred), so even one
+// connection's publishes accumulate while a commit runs or lingers.
 type groupCommit struct {
 	in      *logIntake
 	mu      sync.Mutex
 	pending []pendingEntry
-	kick    chan struct{}
+	stopped bool          // run ended: refuse what comes
+	kick    chan struct{} // capacity 1: pending is not empty
+	full    chan struct{} // lingerBatch entries wait: commit without lingering
+	room    chan struct{} // one token per entry not yet done
 }
 
 type pendingEntry struct {
 	topic   string
 	payload []byte
 	arrival int64
-	done    chan error
+	dup     bool
+	done    broker.Completion
 }
 
 func newGroupCommit(in *logIntake) *groupCommit {
-	return &groupCommit{in: in, kick: make(chan struct{}, 1)}
+	return &groupCommit{in: in, kick: make(chan struct{}, 1), full: make(chan struct{}, 1), room: make(chan struct{}, maxDeferred)}
 }
 
-// append is the publish hook's subscriber: it returns once the message is
-// in the log, or with an error, which makes the broker refuse the publish
-// so the sensor sends it again.
-func (g *groupCommit) append(ctx context.Context, topic string, payload []byte) error {
-	p := pendingEntry{topic: topic, payload: append([]byte(nil), payload...), arrival: time.Now().UnixMilli(), done: make(chan error, 1)}
+// appendDeferred is the broker subscriber: it queues a publish for the next
+// commit, which completes it. It blocks only while maxDeferred publishes
+// wait already.
+func (g *groupCommit) appendDeferred(topic string, payload []byte, dup bool, done broker.Completion) {
+	select {
+	case g.room <- struct{}{}:
+	default:
+		t := time.NewTimer(maxDeferredWait)
+		defer t.Stop()
+		select {
+		case g.room <- struct{}{}:
+		case <-t.C:
+			done.Done(errIntakeBusy)
+			return
+		}
+	}
+	p := pendingEntry{topic: topic, payload: payload, arrival: time.Now().UnixMilli(), dup: dup, done: done}
 	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		g.finish(&p, errIntakeStopped)
+		return
+	}
 	g.pending = append(g.pending, p)
+	full := len(g.pending) == lingerBatch
 	g.mu.Unlock()
 	select {
 	case g.kick <- struct{}{}:
 	default:
 	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	if full {
+		select {
+		case g.full <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// run commits batches until ctx ends.
+func (g *groupCommit) isFull() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending) >= lingerBatch
+}
+
+// finish completes p and frees its room.
+func (g *groupCommit) finish(p *pendingEntry, err error) {
+	p.done.Done(err)
+	<-g.room
+}
+
+// run commits batches until ctx ends, then refuses what is left and what
+// comes later.
 func (g *groupCommit) run(ctx context.Context) {
+	defer g.stop(ctx.Err())
 	var batch []pendingEntry
+	var lt lingerTimer
+	defer lt.stop()
 	for {
 		select {
 		case <-ctx.Done():
-			g.mu.Lock()
-			for _, p := range g.pending {
-				p.done <- ctx.Err()
-			}
-			g.pending = nil
-			g.mu.Unlock()
 			return
 		case <-g.kick:
+		}
+		// Linger: let more publishes join this commit.
+		if ch := lt.wait(g.in.commitAfter()); ch != nil && !g.isFull() {
+			select {
+			case <-ch:
+			case <-g.full:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-g.full: // taken with this batch
+		default:
 		}
 		g.mu.Lock()
 		batch, g.pending = g.pending, batch[:0]
@@ -207,11 +332,12 @@ func (g *groupCommit) run(ctx context.Context) {
 		in := g.in
 		in.mu.Lock()
 		in.entries = in.entries[:0]
-		for _, p := range batch {
-			e := in.entry(p.topic, p.payload, p.arrival, false)
-			if in.dedup.Observe(&e) { // only dedup_key can match: the hook sees no DUP flag
+		for i := range batch {
+			p := &batch[i]
+			e := in.entry(p.topic, p.payload, p.arrival, p.dup)
+			if in.dedup.Observe(&e) {
 				in.dups()
-				continue
+				continue // a re-send of a logged publish whose PUBACK was lost: ack it again
 			}
 			in.entries = append(in.entries, e)
 		}
@@ -220,27 +346,45 @@ func (g *groupCommit) run(ctx context.Context) {
 			in.forgetUnlogged()
 		}
 		in.mu.Unlock()
-		for _, p := range batch {
-			p.done <- err
+		// In the order received: the broker writes each PUBACK here.
+		for i := range batch {
+			g.finish(&batch[i], err)
 		}
 		clear(batch)
 	}
 }
 
-// embeddedIntake subscribes to the embedded broker's publish hook and
-// commits what it receives to the log until ctx ends.
-func embeddedIntake(b *broker.Broker, filters []string, in *logIntake) func(ctx context.Context) {
-	return func(ctx context.Context) {
-		g := newGroupCommit(in)
-		unsubscribe := b.Subscribe(filters, func(topic string, payload []byte) error {
-			return g.append(ctx, topic, payload)
-		})
-		g.run(ctx)
-		unsubscribe()
+// stop refuses every waiting publish with err and every later one.
+func (g *groupCommit) stop(err error) {
+	if err == nil {
+		err = errIntakeStopped
+	}
+	g.mu.Lock()
+	pending := g.pending
+	g.pending, g.stopped = nil, true
+	g.mu.Unlock()
+	for i := range pending {
+		g.finish(&pending[i], err)
 	}
 }
 
-// mqttIntake runs an MQTT source and commits its batches to the log.
+// embeddedIntake subscribes to the embedded broker's publish hook at once
+// (the broker is listening already: a publish before the subscription would
+// be acknowledged and lost) and returns the function that commits what it
+// receives to the log until ctx ends. Publishes that arrive before it runs
+// wait for its first commit.
+func embeddedIntake(b *broker.Broker, filters []string, in *logIntake) func(ctx context.Context) {
+	g := newGroupCommit(in)
+	unsubscribe := b.SubscribeDeferred(filters, g.appendDeferred)
+	return func(ctx context.Context) {
+		g.run(ctx)
+		unsubscribe()
+		g.stop(ctx.Err()) // publishes that raced with unsubscribe
+	}
+}
+
+// mqttIntake runs an MQTT source and commits its batches to the log. With a
+// linger, batches that arrive before the next commit may start join it.
 func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string, setErr func(error)) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		ch := make(chan []source.Message, 4)
@@ -251,13 +395,35 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 			}
 			close(ch)
 		}()
+		var lt lingerTimer
+		defer lt.stop()
+		var acc []source.Message
 		for msgs := range ch {
+			if timeout := lt.wait(in.commitAfter()); timeout != nil {
+				acc = append(acc[:0], msgs...)
+			gather:
+				for len(acc) < lingerBatch {
+					select {
+					case more, ok := <-ch:
+						if !ok {
+							break gather
+						}
+						acc = append(acc, more...)
+					case <-timeout:
+						break gather
+					case <-ctx.Done():
+						break gather
+					}
+				}
+				msgs = acc
+			}
 			if err := in.appendMessages(ctx, msgs); err != nil {
 				if ctx.Err() == nil {
 					log.Error("ingest log append failed: messages stay unacked at the broker", "source", name, "err", err)
 				}
 				// Unacked messages come back from the broker's session.
 			}
+			clear(acc)
 		}
 	}
 }
@@ -360,12 +526,37 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 			return msgs, err
 		}
 		if arena == nil {
-			arena = make([]byte, 0, 64<<10)
+			// Sized by the previous batch: a full 64 KiB per small live
+			// batch would be most of the agent's garbage at 10k readings/s.
+			arena = make([]byte, 0, min(max(s.arenaHint+s.arenaHint/4, 4<<10), 64<<10))
 		}
 		start := len(arena)
 		arena = append(arena, e.Payload...)
 		payload := arena[start:len(arena):len(arena)]
-		msgs = append(msgs, source.Message{Topic: string(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset})
+		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset})
+	}
+	if len(msgs) > 0 {
+		s.arenaHint = len(arena)
 	}
 	return msgs, nil
+}
+
+// maxInterned bounds the topics a topicInterner keeps; past it, it starts
+// over (a fleet of more topics than that just allocates more often).
+const maxInterned = 16384
+
+// topicInterner returns one string per distinct topic read from the log,
+// so reading a message allocates no topic: sensors publish on a fixed set.
+type topicInterner map[string]string
+
+func (ti *topicInterner) intern(b []byte) string {
+	if s, ok := (*ti)[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	if *ti == nil || len(*ti) >= maxInterned {
+		*ti = make(topicInterner)
+	}
+	s := string(b)
+	(*ti)[s] = s
+	return s
 }

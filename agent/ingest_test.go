@@ -1,44 +1,84 @@
 package agent
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/config"
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/ingest"
 )
 
-// dedup_key reads the id from the JSON payload: strings and numbers are
-// distinct ids, a nested path works, and a message without the field, with
-// a null, or malformed has no id (it is kept).
-func TestDedupOptions_Key(t *testing.T) {
-	opts := dedupOptions(&config.MQTTSource{DedupKey: "meta.id", DedupWindow: time.Minute})
-	if opts.Key == nil || opts.WindowMs != 60_000 || opts.Window != config.DedupMaxIDs {
-		t.Fatalf("options: %+v", opts)
+// TestEmbeddedIntake_OneConnectionSharesCommits publishes QoS 1 readings
+// from one sensor connection with many in flight into the embedded broker
+// with the ingest log in after_fsync mode and a linger: every reading is in
+// the log exactly once and in order once acknowledged, and the commits
+// (fsyncs) are far fewer than the readings, because the broker keeps
+// reading the connection while a commit is pending. Before deferred
+// acknowledgements each reading of one connection was a commit of its own.
+func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tests := []struct {
-		payload string
-		ok      bool
-		key     string
-	}{
-		{`{"meta":{"id":"r-7"},"v":1}`, true, "r-7"},
-		{`{"meta":{"id":7},"v":1}`, true, "7"},
-		{`{"v":1}`, false, ""},
-		{`{"meta":{"id":null}}`, false, ""},
-		{`{"meta":`, false, ""},
+	defer b.Close()
+	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		k, ok := opts.Key([]byte("t"), []byte(tt.payload))
-		if ok != tt.ok || (ok && string(k[1:]) != tt.key) {
-			t.Errorf("%s: key %q, %v; want %q, %v", tt.payload, k, ok, tt.key, tt.ok)
+	defer l.Close()
+	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
+		name: "s", dups: func() {}, linger: 5 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	run := embeddedIntake(b, []string{"sensors/#"}, in) // subscribes before the sensor connects
+	wg.Go(func() { run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor").SetAutoReconnect(false).
+		SetMaxResumePubInFlight(256)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	const n = 2000
+	toks := make([]paho.Token, n)
+	for i := range n {
+		toks[i] = c.Publish("sensors/s1/telemetry", 1, false, `{"seq":`+strconv.Itoa(i)+`}`)
+	}
+	for i, tok := range toks {
+		if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %d not acknowledged: %v", i, tok.Error())
 		}
 	}
-	str, _ := opts.Key([]byte("t"), []byte(`{"meta":{"id":"7"}}`))
-	str = append([]byte(nil), str...) // the next call reuses the buffer
-	num, _ := opts.Key([]byte("t"), []byte(`{"meta":{"id":7}}`))
-	if string(str) == string(num) {
-		t.Errorf("the string \"7\" and the number 7 give the same id %q", str)
+	// Acknowledged means durable: everything is in the log already.
+	r, err := l.Reader(0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o := dedupOptions(&config.MQTTSource{}); o.Key != nil {
-		t.Error("a key function without dedup_key")
+	defer r.Close()
+	for i := range n {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatalf("entry %d: %v (acknowledged but not in the log)", i, err)
+		}
+		if want := `{"seq":` + strconv.Itoa(i) + `}`; string(e.Payload) != want || string(e.Topic) != "sensors/s1/telemetry" {
+			t.Fatalf("entry %d = %s %s, want %s", i, e.Topic, e.Payload, want)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
+	}
+	commits := in.commits.Load()
+	t.Logf("%d readings from one connection in %d commits", n, commits)
+	if commits > n/4 {
+		t.Fatalf("%d commits for %d readings of one connection: the broker did not let them share commits", commits, n)
 	}
 }

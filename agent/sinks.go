@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
@@ -65,6 +66,8 @@ type sinkRunner struct {
 	// write is a record that could not even be dead-lettered, which fails
 	// the region like a transactional sink's failure.
 	deadLetters bool
+
+	txWrites atomic.Uint64 // writes to tx: the checkpointer does not skip while it moves
 }
 
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
@@ -88,6 +91,7 @@ func (r *sinkRunner) run() {
 			continue
 		}
 		if r.tx != nil {
+			r.txWrites.Add(1) // output to commit: the next checkpoint is not skipped
 			if r.early(m.epoch) {
 				r.held = append(r.held, m)
 				continue

@@ -54,11 +54,16 @@ type sourceRunner struct {
 	// runs for the life of the agent (startIntake); a restarted failover
 	// region only starts a new reader at its restored position.
 	ilog       *ingest.Log
+	topics     topicInterner // topics read from ilog
+	arenaHint  int           // payload bytes of the last batch read from ilog
 	intake     func(ctx context.Context)
 	intakeDone chan struct{} // closed when intake has returned
 	eof        atomic.Bool
-	err        error
-	drained    chan struct{} // closed once the source has stopped and its messages are forwarded
+	// sent counts the batches and end-of-input markers forwarded: the
+	// checkpointer skips a periodic checkpoint while no count moved.
+	sent    atomic.Uint64
+	err     error
+	drained chan struct{} // closed once the source has stopped and its messages are forwarded
 	// reopen, for a source read by run itself (a file), returns a fresh
 	// source reading from the start, for a region restart.
 	reopen  func() source.Source
@@ -226,6 +231,9 @@ func (s *sourceRunner) forward(msgs []source.Message) {
 }
 
 func (s *sourceRunner) send(rb *rawBatch) {
+	if rb.barrier == nil {
+		s.sent.Add(1)
+	}
 	for _, o := range s.outs {
 		o <- rb // pipelines drain until their input closes: never blocks forever
 	}

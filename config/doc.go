@@ -45,7 +45,7 @@
 //	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
 //	        secure, ca_file, path_style, max_bandwidth, concurrency,
 //	        create_bucket, encryption_key }
-//	ingest { ack, sync_interval, max_disk }
+//	ingest { ack, sync_interval, max_disk, linger, compression }
 //
 // The field documentation of each struct states its default and range;
 // examples/full.hcl shows every option. Source and sink names are unique

@@ -47,6 +47,16 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "11:3", want: `Unsupported argument; An argument named "device_idd" is not expected here. Did you mean "device_id"?`,
 		},
 		{
+			name: "ingest linger too long",
+			src:  base + "ingest {\n  linger = \"2s\"\n}\n",
+			pos:  "11:12", want: `Value out of range; "linger" must be at most 1s`,
+		},
+		{
+			name: "unknown ingest compression",
+			src:  base + "ingest {\n  compression = \"lz4\"\n}\n",
+			pos:  "11:17", want: `"compression"`,
+		},
+		{
 			name: "unknown block type",
 			src:  base + "chekpoint {}\n",
 			pos:  "10:1", want: `Did you mean "checkpoint"?`,
@@ -370,7 +380,7 @@ func TestParse_Defaults(t *testing.T) {
 	if cfg.Checkpoint != wantCP {
 		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
 	}
-	if cfg.Ingest != (Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30}) {
+	if cfg.Ingest != (Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger, Compression: IngestCompressionZstd}) {
 		t.Errorf("ingest defaults: %+v", cfg.Ingest)
 	}
 	if cfg.Broker != nil || cfg.Upload != nil {

@@ -113,19 +113,44 @@ type Ingest struct {
 	SyncInterval time.Duration
 	// MaxDiskBytes bounds the log; default 1 GiB.
 	MaxDiskBytes int64
-	DeclRange    hcl.Range
+	// Linger is the shortest time between two commits of the log (an
+	// fsync under AckAfterFsync, a write under AckAfterWrite) while fewer
+	// than 256 messages wait; what arrives meanwhile shares the next
+	// commit, and acknowledgements wait for it. Default
+	// DefaultIngestLinger; 0 commits as soon as the previous one is done.
+	Linger time.Duration
+	// Compression is IngestCompressionZstd (default: batches are stored
+	// zstd-compressed when that makes them smaller) or
+	// IngestCompressionNone.
+	Compression string
+	DeclRange   hcl.Range
 }
 
+// Ingest log compression (ingest { compression }).
+const (
+	IngestCompressionZstd = "zstd"
+	IngestCompressionNone = "none"
+)
+
+// DefaultIngestLinger is the default ingest { linger }.
+const DefaultIngestLinger = 100 * time.Millisecond
+
 func (d *decoder) decodeIngest(b *hcl.Block) Ingest {
-	in := Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30}
+	in := Ingest{Ack: AckAfterFsync, SyncInterval: 100 * time.Millisecond, MaxDiskBytes: 1 << 30, Linger: DefaultIngestLinger,
+		Compression: IngestCompressionZstd}
 	if b == nil {
 		return in
 	}
-	a, _ := d.content(b, []string{"ack", "sync_interval", "max_disk"})
+	a, _ := d.content(b, []string{"ack", "sync_interval", "max_disk", "linger", "compression"})
 	in.DeclRange = b.DefRange
 	in.Ack = a.enum("ack", []string{AckAfterFsync, AckAfterWrite}, in.Ack)
 	in.SyncInterval = a.duration("sync_interval", in.SyncInterval)
 	in.MaxDiskBytes = a.size("max_disk", in.MaxDiskBytes)
+	in.Linger = a.duration("linger", in.Linger)
+	in.Compression = a.enum("compression", []string{IngestCompressionZstd, IngestCompressionNone}, in.Compression)
+	if in.Linger > time.Second {
+		d.errorf(a.rangeOf("linger"), "Value out of range", "\"linger\" must be at most 1s: every acknowledgement waits up to that long.")
+	}
 	if a.has("sync_interval") && in.SyncInterval == 0 {
 		d.errorf(a.rangeOf("sync_interval"), "Value out of range", "\"sync_interval\" must be positive; %s.", durationHint)
 	}

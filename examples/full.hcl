@@ -234,4 +234,6 @@ ingest {
   ack           = "after_fsync" # | after_write
   sync_interval = "100ms"
   max_disk      = "1GiB"
+  linger        = "100ms"       # shortest time between two commits (fsyncs) unless 256 messages wait; acks wait for their commit
+  compression   = "zstd"        # | none: each batch stored compressed when that makes it smaller
 }

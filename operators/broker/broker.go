@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -42,7 +43,16 @@ type Options struct {
 	// not limit publishers: their QoS 1/2 flows are never refused for being
 	// too many (mochi's default of 1024 disconnects a fast QoS 2 publisher).
 	MaxInflight int
+	// Closed makes the broker hold every client's CONNACK until Open is
+	// called (for up to ClosedWait, then it refuses the connection), so no
+	// publish arrives before the subscribers are in place: one matching no
+	// subscriber would be acknowledged and go nowhere.
+	Closed bool
 }
+
+// ClosedWait is how long a connection waits for Open before it is refused;
+// below common connect timeouts (paho: 30 s).
+const ClosedWait = 10 * time.Second
 
 // Broker is a running embedded broker. Its methods are safe for concurrent
 // use.
@@ -93,7 +103,10 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		Logger:                   mochiLog,
 	})
 	b := &Broker{server: server, subs: &subscribers{}}
-	b.hook = &hook{server: server, subs: b.subs, log: log}
+	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{})}
+	if !opts.Closed {
+		b.Open()
+	}
 	if opts.Username != "" {
 		b.hook.username = []byte(opts.Username)
 		b.hook.password = []byte(opts.Password)
@@ -148,6 +161,24 @@ func (b *Broker) URL() string { return "tcp://" + b.Addr() }
 // configured filters with ValidateFilter first); use the returned func to unsubscribe. After
 // unsubscribe returns, fn is not called for messages whose hook starts later.
 func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byte) error) (unsubscribe func()) {
+	return b.subscribe(filters, fn, nil)
+}
+
+// SubscribeDeferred is Subscribe for a subscriber that acknowledges
+// asynchronously (a group commit): fn gets each message with a Completion
+// and the broker acknowledges the publish only when fn's Completion is
+// done. A QoS 1 publish (not retained) that matches this subscriber and no
+// other is taken out of the sensor connection's read loop meanwhile, so the
+// sensor's further publishes arrive and can share one commit; PUBACKs still
+// go out in the order received as long as fn completes in the order it is
+// called. Every other publish it matches (QoS 0 and 2, retained, several
+// subscribers) waits in the hook, as with Subscribe. Filters are checked as
+// for Subscribe.
+func (b *Broker) SubscribeDeferred(filters []string, fn DeferredFunc) (unsubscribe func()) {
+	return b.subscribe(filters, nil, fn)
+}
+
+func (b *Broker) subscribe(filters []string, fn SubscriberFunc, deferred DeferredFunc) (unsubscribe func()) {
 	if len(filters) == 0 {
 		panic("broker: Subscribe with no filters")
 	}
@@ -156,10 +187,14 @@ func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byt
 			panic(err)
 		}
 	}
-	id := b.subs.add(filters, fn)
+	id := b.subs.add(filters, fn, deferred)
 	var once sync.Once
 	return func() { once.Do(func() { b.subs.remove(id) }) }
 }
+
+// Open lets clients in (see Options.Closed). Calling it again does
+// nothing.
+func (b *Broker) Open() { b.hook.openOnce.Do(func() { close(b.hook.opened) }) }
 
 // Rejected returns how many publishes subscribers have rejected.
 func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }

@@ -11,6 +11,14 @@
 // subscriber function has returned nil for that message; a durable ingest log
 // placed in the subscriber makes the acknowledgement mean "on disk".
 //
+// SubscribeDeferred is the same contract for a subscriber that completes
+// later (a group commit): a QoS 1 publish that only it matches is taken out
+// of the connection's read loop until its Completion is done, then handed
+// back to mochi (InjectPacket), which acknowledges and routes it. So one
+// sensor can have many publishes waiting for the same commit — up to its
+// own in-flight window — where a blocking subscriber would see them one at
+// a time. Re-injected publishes count twice in mochi's $SYS statistics.
+//
 // # Life cycle
 //
 // Start binds the listener and serves; Subscribe may be called at any time;

@@ -3,7 +3,9 @@ package broker
 import (
 	"crypto/subtle"
 	"log/slog"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -19,6 +21,21 @@ type hook struct {
 	username []byte // nil: allow every client
 	password []byte
 	rejected atomic.Uint64
+	opened   chan struct{} // closed by Broker.Open
+	openOnce sync.Once
+
+	// reinjected holds the deferred publishes being handed back to mochi
+	// (see deferPublish): OnPublish lets them through untouched.
+	mu         sync.Mutex
+	reinjected map[reinjectKey]struct{}
+	pool       sync.Pool // *deferredPublish
+}
+
+// reinjectKey names a publish by client and packet id: the id stays in use
+// until the PUBACK, which mochi writes after OnPublish, so it is unique.
+type reinjectKey struct {
+	cl *mqtt.Client
+	id uint16
 }
 
 func (h *hook) ID() string { return "eddy" }
@@ -27,9 +44,21 @@ func (h *hook) Provides(b byte) bool {
 	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnPublish
 }
 
-// OnConnectAuthenticate allows exactly the configured credentials, compared
-// in constant time, or every client when none are configured.
+// OnConnectAuthenticate waits until the broker is open (Options.Closed),
+// then allows exactly the configured credentials, compared in constant
+// time, or every client when none are configured.
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	select {
+	case <-h.opened:
+	default:
+		t := time.NewTimer(ClosedWait)
+		defer t.Stop()
+		select {
+		case <-h.opened:
+		case <-t.C:
+			return false
+		}
+	}
 	if h.username == nil {
 		return true
 	}
@@ -42,24 +71,106 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 // every topic: the broker serves one device's sensors.
 func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool { return true }
 
-// OnPublish runs the subscribers before mochi acknowledges the publish.
+// OnPublish runs the subscribers before mochi acknowledges the publish. A
+// QoS 1 publish whose only subscriber is deferred is taken out of mochi's
+// hands instead (rejected, so mochi neither acks nor routes it) and handed
+// back once the subscriber is done: the sensor's next packets are read
+// meanwhile, so one connection can have many publishes in one commit.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	err := h.subs.deliver(pk.TopicName, pk.Payload)
+	if h.takeReinjected(cl, pk) {
+		return pk, nil
+	}
+	if pk.FixedHeader.Qos == 1 && !pk.FixedHeader.Retain && !cl.Net.Inline {
+		if sub := h.subs.only(pk.TopicName); sub != nil && sub.deferred != nil {
+			h.deferPublish(cl, pk, sub.deferred)
+			return pk, packets.ErrRejectPacket
+		}
+	}
+	err := h.subs.deliver(pk.TopicName, pk.Payload, pk.FixedHeader.Dup)
 	if err == nil {
 		return pk, nil
 	}
+	h.reject(cl, pk, err)
+	return pk, packets.ErrRejectPacket
+}
+
+// reject counts and logs a refused publish and, for QoS 1/2, closes the
+// connection: no acknowledgement goes out, and closing makes the sensor
+// re-send the message when it reconnects instead of waiting for a PUBACK
+// forever. MQTT 3.1.1 has no server DISCONNECT packet.
+func (h *hook) reject(cl *mqtt.Client, pk packets.Packet, err error) {
 	n := h.rejected.Add(1)
 	h.log.Warn("broker: publish rejected by subscriber",
 		"client", cl.ID, "topic", pk.TopicName, "qos", pk.FixedHeader.Qos, "rejected_total", n, "error", err)
 	if pk.FixedHeader.Qos > 0 {
-		// No acknowledgement goes out; closing the connection makes the
-		// sensor re-send the message when it reconnects instead of waiting
-		// for a PUBACK forever. MQTT 3.1.1 has no server DISCONNECT packet.
 		if cl.Properties.ProtocolVersion == 5 {
 			_ = h.server.DisconnectClient(cl, packets.ErrImplementationSpecificError)
 		} else {
 			cl.Stop(packets.ErrImplementationSpecificError)
 		}
 	}
-	return pk, packets.ErrRejectPacket
+}
+
+// deferredPublish is a QoS 1 publish held until its subscriber is done.
+type deferredPublish struct {
+	h  *hook
+	cl *mqtt.Client
+	pk packets.Packet
+}
+
+func (h *hook) deferPublish(cl *mqtt.Client, pk packets.Packet, fn DeferredFunc) {
+	d, _ := h.pool.Get().(*deferredPublish)
+	if d == nil {
+		d = &deferredPublish{h: h}
+	}
+	// The topic alias is resolved already; the re-injected packet must not
+	// set it again from another goroutine.
+	pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = 0, false
+	pk.Payload = append([]byte(nil), pk.Payload...) // the subscriber and the re-injection keep it
+	d.cl, d.pk = cl, pk
+	fn(pk.TopicName, pk.Payload, pk.FixedHeader.Dup, d)
+}
+
+// Done hands the publish back to mochi, which acknowledges it (PUBACK) and
+// routes it to MQTT subscribers as if the hook had just returned, or
+// rejects it.
+func (d *deferredPublish) Done(err error) {
+	h, cl, pk := d.h, d.cl, d.pk
+	d.cl, d.pk = nil, packets.Packet{}
+	h.pool.Put(d)
+	if err != nil {
+		h.reject(cl, pk, err)
+		return
+	}
+	if cl.Closed() {
+		return // the sensor re-sends it, marked DUP, after reconnecting
+	}
+	key := reinjectKey{cl, pk.PacketID}
+	h.mu.Lock()
+	if h.reinjected == nil {
+		h.reinjected = make(map[reinjectKey]struct{})
+	}
+	h.reinjected[key] = struct{}{}
+	h.mu.Unlock()
+	if err := h.server.InjectPacket(cl, pk); err != nil {
+		h.log.Debug("broker: acknowledging a deferred publish failed", "client", cl.ID, "error", err)
+	}
+	h.mu.Lock()
+	delete(h.reinjected, key) // normally taken by OnPublish already
+	h.mu.Unlock()
+}
+
+// takeReinjected reports whether pk is a deferred publish being handed back.
+func (h *hook) takeReinjected(cl *mqtt.Client, pk packets.Packet) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.reinjected) == 0 {
+		return false
+	}
+	key := reinjectKey{cl, pk.PacketID}
+	if _, ok := h.reinjected[key]; !ok {
+		return false
+	}
+	delete(h.reinjected, key)
+	return true
 }

@@ -98,3 +98,47 @@ func BenchmarkDedupObserve(b *testing.B) {
 		d.Observe(&entries[i%len(entries)])
 	}
 }
+
+// BenchmarkAppendCompressed measures AfterWrite Appends of batches of 256
+// sensor readings ({"device":…,"ts":…,"temp":…,"humidity":…} on per-device
+// topics, as the simulator publishes them) with and without Compress, and
+// reports the bytes stored per entry.
+func BenchmarkAppendCompressed(b *testing.B) {
+	batch := make([]Entry, 256)
+	for i := range batch {
+		dev := (i * 37) % 1000
+		batch[i] = Entry{
+			Arrival: 1_764_410_400_000 + int64(i/10),
+			Topic:   fmt.Appendf(nil, "sensors/sensor-%d/telemetry", dev),
+			Payload: fmt.Appendf(nil, `{"device":"sensor-%d","ts":%d,"temp":%.2f,"humidity":%.1f}`, dev, 1_764_410_400_000+i*4, 18+float64(i%700)/100, 35+float64(i%200)/10),
+		}
+	}
+	for _, compress := range []bool{false, true} {
+		b.Run(fmt.Sprintf("compress=%v", compress), func(b *testing.B) {
+			l := mustOpen(b, b.TempDir(), Options{Ack: AfterWrite, SyncInterval: -1, Compress: compress})
+			defer l.Close()
+			b.ReportAllocs()
+			var entries int64
+			size0 := l.SizeBytes()
+			for range b.N {
+				if _, _, err := l.Append(batch); err != nil {
+					b.Fatal(err)
+				}
+				entries += int64(len(batch))
+				if l.SizeBytes() > 256<<20 {
+					b.StopTimer()
+					b.ReportMetric(float64(l.SizeBytes()-size0)/float64(entries), "B/entry")
+					if err := l.Truncate(l.LastOffset()); err != nil {
+						b.Fatal(err)
+					}
+					size0, entries = l.SizeBytes(), 0
+					b.StartTimer()
+				}
+			}
+			if entries > 0 {
+				b.ReportMetric(float64(l.SizeBytes()-size0)/float64(entries), "B/entry")
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/entry")
+		})
+	}
+}

@@ -75,22 +75,36 @@
 // entry, 20 decimal digits: 00000000000000000001.log,
 // 00000000000000052311.log, ... plus a LOCK file. Offsets are dense: they
 // start at 1 and each segment starts where the previous ended. A segment
-// is a header followed by frames; all integers are little-endian:
+// is a header followed by frames; fixed-size integers are little-endian:
 //
-//	header (12 bytes):  magic "EDDYILOG" | version uint32 (1)
+//	header (12 bytes):  magic "EDDYILOG" | version uint32 (2)
 //
-//	frame:
-//	+------------+-----------+---------------------------------------------------+
-//	| length u32 | CRC-32C   | body (length bytes)                                |
-//	|            | u32       | offset u64 | arrival ms i64 | flags u8 |           |
-//	|            |           | topic length u16 | topic | payload                 |
-//	+------------+-----------+---------------------------------------------------+
+//	frame (one per Append, or per chunk of up to 256 KiB of records):
+//	+------------+-----------+------------------------------------------------+
+//	| length u32 | CRC-32C   | body (length bytes)                             |
+//	|            | u32       | first offset u64 | count u32 | codec u8 |       |
+//	|            |           | records (codec 0), or their zstd frame (1)      |
+//	+------------+-----------+------------------------------------------------+
 //
-// length counts the body (at least 19 bytes). The CRC (Castagnoli) covers
-// the length field and the body, so a damaged length is detected too. A
-// frame's offset must be the one expected at its position; flags bit 0 is
-// the MQTT DUP flag, bit 1 RETAIN, others are zero. A frame never spans
-// segments and a segment never exceeds Options.SegmentBytes.
+//	record: flags u8 | arrival delta, zig-zag varint |
+//	        [topic length uvarint | topic] | payload length uvarint | payload
+//
+// A frame holds count ≥ 1 consecutive entries, the first at the offset it
+// names, which must be the one expected at its position. The CRC
+// (Castagnoli) covers the length field and the body, so a damaged length is
+// detected too. A record's arrival is the difference to the previous
+// record's (the first: to 0); flags bit 0 is the MQTT DUP flag, bit 1
+// RETAIN, bit 7 "same topic as the previous record" (the topic is then
+// not stored), others are zero. The records must be exactly count. With
+// Options.Compress a frame's records are zstd-compressed when that makes
+// them smaller: per-reading overhead is a few bytes, and JSON readings of
+// one batch compress several-fold. A frame never spans segments and a
+// segment never exceeds Options.SegmentBytes.
+//
+// Version 1 segments (one entry per frame: length u32 | CRC u32 | offset
+// u64 | arrival i64 | flags u8 | topic length u16 | topic | payload) are
+// still read; Open starts a new segment rather than append to one. Other
+// versions are refused by name.
 //
 // On Open the last segment is scanned and a torn tail — trailing bytes that
 // do not form a valid frame and are followed by no valid frame — is cut

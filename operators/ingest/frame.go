@@ -2,7 +2,11 @@ package ingest
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Flags are per-entry bits as received from the broker.
@@ -14,6 +18,11 @@ const (
 	FlagDup Flags = 1 << 0
 	// FlagRetain is set when the message was a retained message.
 	FlagRetain Flags = 1 << 1
+
+	flagsKnown = FlagDup | FlagRetain
+	// recSameTopic marks a version 2 record whose topic is the previous
+	// record's (not stored again). Stored only, never in an Entry.
+	recSameTopic = 1 << 7
 )
 
 // Entry is one message in the log.
@@ -33,35 +42,131 @@ type Entry struct {
 	Payload []byte
 }
 
-// Frame layout constants (see the package documentation).
+// Frame layout constants (see the package documentation). Both versions
+// start with the body length, the CRC and the offset of the (first) entry.
 const (
 	frameHeaderLen = 8                             // body length u32, CRC-32C u32
-	bodyFixedLen   = 8 + 8 + 1 + 2                 // offset, arrival, flags, topic length
-	frameOverhead  = frameHeaderLen + bodyFixedLen // bytes of a frame besides topic and payload
+	bodyFixedLen   = 8 + 4 + 1                     // first offset u64, count u32, codec u8
+	frameOverhead  = frameHeaderLen + bodyFixedLen // bytes of a frame besides its records
 	maxBodyLen     = 1 << 30                       // sanity bound on a decoded length
 	maxTopicLen    = 1<<16 - 1                     // MQTT's own topic bound
+
+	// Version 1: one entry per frame.
+	bodyFixedLenV1  = 8 + 8 + 1 + 2 // offset, arrival, flags, topic length
+	frameOverheadV1 = frameHeaderLen + bodyFixedLenV1
 )
+
+// Frame codecs (version 2).
+const (
+	codecRaw  = 0
+	codecZstd = 1
+)
+
+// compressMin is the smallest record block worth compressing: below it
+// zstd's own framing eats the gain.
+const compressMin = 256
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// frameLen is the encoded size of e.
-func frameLen(e *Entry) int { return frameOverhead + len(e.Topic) + len(e.Payload) }
+// The zstd coder is shared by every log and reader of the process (its
+// EncodeAll and DecodeAll are safe for concurrent use), created on first
+// use. Windows and memory are kept small: a block is one batch.
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+			zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(1<<20), zstd.WithEncoderCRC(false))
+		if err != nil {
+			return nil // unreachable with these options; nil means no compression
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(maxBodyLen))
+		if err != nil {
+			return nil
+		}
+		return d
+	})
+)
 
-// appendFrame appends e's frame, holding offset, to dst. It never
-// allocates when dst has room.
-func appendFrame(dst []byte, offset uint64, e *Entry) []byte {
-	start := len(dst)
-	bodyLen := bodyFixedLen + len(e.Topic) + len(e.Payload)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(bodyLen))
-	dst = append(dst, 0, 0, 0, 0) // CRC, filled below
-	dst = binary.LittleEndian.AppendUint64(dst, offset)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(e.Arrival))
-	dst = append(dst, byte(e.Flags))
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(e.Topic)))
-	dst = append(dst, e.Topic...)
-	dst = append(dst, e.Payload...)
-	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:]))
+// recordLen is the encoded size of e as a version 2 record, at most.
+func recordLen(e *Entry) int {
+	return 1 + binary.MaxVarintLen64 + uvarintLen(uint64(len(e.Topic))) + len(e.Topic) +
+		uvarintLen(uint64(len(e.Payload))) + len(e.Payload)
+}
+
+// frameLen is the largest encoded size of a frame holding e alone.
+func frameLen(e *Entry) int { return frameOverhead + recordLen(e) }
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// appendRecords appends the version 2 records of batch to dst:
+//
+//	flags u8 (bit 7: same topic as the previous record) |
+//	arrival − previous arrival, zig-zag varint (the first from 0) |
+//	[topic length uvarint | topic] unless bit 7 | payload length uvarint | payload
+func appendRecords(dst []byte, batch []Entry) []byte {
+	var prevArrival int64
+	var prevTopic []byte
+	for i := range batch {
+		e := &batch[i]
+		flags := byte(e.Flags & flagsKnown)
+		same := i > 0 && string(e.Topic) == string(prevTopic)
+		if same {
+			flags |= recSameTopic
+		}
+		dst = append(dst, flags)
+		dst = binary.AppendVarint(dst, e.Arrival-prevArrival)
+		if !same {
+			dst = binary.AppendUvarint(dst, uint64(len(e.Topic)))
+			dst = append(dst, e.Topic...)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(e.Payload)))
+		dst = append(dst, e.Payload...)
+		prevArrival, prevTopic = e.Arrival, e.Topic
+	}
 	return dst
+}
+
+// appendFrame appends a version 2 frame holding batch, the first entry at
+// offset first, to dst. raw is scratch space for the uncompressed records;
+// the (possibly grown) scratch is returned for reuse. The records are
+// stored zstd-compressed when compress is set and that makes them smaller.
+// It does not allocate once dst and raw have room.
+func appendFrame(dst []byte, first uint64, batch []Entry, compress bool, raw []byte) ([]byte, []byte) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and CRC, filled below
+	dst = binary.LittleEndian.AppendUint64(dst, first)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(batch)))
+	codecAt := len(dst)
+	dst = append(dst, codecRaw)
+	recStart := len(dst)
+	if compress {
+		raw = appendRecords(raw[:0], batch)
+		if enc := zstdEncoder(); enc != nil && len(raw) >= compressMin {
+			dst = enc.EncodeAll(raw, dst)
+			if len(dst)-recStart < len(raw) {
+				dst[codecAt] = codecZstd
+			} else {
+				dst = append(dst[:recStart], raw...)
+			}
+		} else {
+			dst = append(dst, raw...)
+		}
+	} else {
+		dst = appendRecords(dst, batch)
+	}
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeaderLen))
+	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:]))
+	return dst, raw
 }
 
 // frameCRC is the CRC-32C of a frame's length field and body, so a
@@ -80,37 +185,162 @@ const (
 	frameBad               // the frame fails a check
 )
 
-// decodeFrame decodes the frame at the start of b. With frameOK it returns
-// the entry (aliasing b) and the frame size. With frameShort, size is the
-// number of bytes needed (frameHeaderLen when even the header is missing).
-// With frameBad, reason says which check failed.
-func decodeFrame(b []byte) (e Entry, size int, st frameStatus, reason string) {
+// frame is a decoded frame: count entries from offset first. Version 2
+// frames hold their records in recs (decompressed); a version 1 frame
+// holds its one entry in single.
+type frame struct {
+	first  uint64
+	count  int
+	recs   []byte
+	single Entry
+	v1     bool
+}
+
+// frameAt checks the frame at the start of b (CRC and fixed fields, not
+// the records). With frameOK it returns the frame's body and size. With
+// frameShort, size is the number of bytes needed (frameHeaderLen when even
+// the header is missing). With frameBad, reason says which check failed.
+func frameAt(b []byte, minBody uint32) (body []byte, size int, st frameStatus, reason string) {
 	if len(b) < frameHeaderLen {
-		return Entry{}, frameHeaderLen, frameShort, ""
+		return nil, frameHeaderLen, frameShort, ""
 	}
 	bodyLen := binary.LittleEndian.Uint32(b)
-	if bodyLen < bodyFixedLen || bodyLen > maxBodyLen {
-		return Entry{}, 0, frameBad, "invalid frame length"
+	if bodyLen < minBody || bodyLen > maxBodyLen {
+		return nil, 0, frameBad, "invalid frame length"
 	}
 	size = frameHeaderLen + int(bodyLen)
 	if len(b) < size {
-		return Entry{}, size, frameShort, ""
+		return nil, size, frameShort, ""
 	}
 	f := b[:size]
 	if frameCRC(f) != binary.LittleEndian.Uint32(f[4:]) {
-		return Entry{}, 0, frameBad, "checksum mismatch"
+		return nil, 0, frameBad, "checksum mismatch"
 	}
-	body := f[frameHeaderLen:]
+	return f[frameHeaderLen:], size, frameOK, ""
+}
+
+// decodeFrame decodes the version 2 frame at the start of b; a compressed
+// block is decompressed into scratch (returned grown, for reuse). The frame
+// aliases b or scratch. The records are checked later, by records.
+func decodeFrame(b, scratch []byte) (fr frame, size int, st frameStatus, reason string, _ []byte) {
+	body, size, st, reason := frameAt(b, bodyFixedLen)
+	if st != frameOK {
+		return frame{}, size, st, reason, scratch
+	}
+	fr = frame{first: binary.LittleEndian.Uint64(body), count: int(binary.LittleEndian.Uint32(body[8:]))}
+	if fr.count == 0 {
+		return frame{}, 0, frameBad, "frame holds no entries", scratch
+	}
+	switch body[12] {
+	case codecRaw:
+		fr.recs = body[bodyFixedLen:]
+	case codecZstd:
+		dec := zstdDecoder()
+		if dec == nil {
+			return frame{}, 0, frameBad, "zstd decoder unavailable", scratch
+		}
+		out, err := dec.DecodeAll(body[bodyFixedLen:], scratch[:0])
+		if err != nil {
+			return frame{}, 0, frameBad, "compressed block: " + err.Error(), scratch
+		}
+		scratch, fr.recs = out, out
+	default:
+		return frame{}, 0, frameBad, fmt.Sprintf("unknown codec %d", body[12]), scratch
+	}
+	return fr, size, frameOK, "", scratch
+}
+
+// recordCursor walks the records of a version 2 frame.
+type recordCursor struct {
+	rest        []byte
+	left        int
+	prevArrival int64
+	prevTopic   []byte
+}
+
+func (c *recordCursor) reset(fr *frame) {
+	*c = recordCursor{rest: fr.recs, left: fr.count}
+}
+
+// next decodes the next record into e (Offset unset). It returns a reason
+// when the records are malformed: they must be exactly count records.
+func (c *recordCursor) next(e *Entry) (reason string) {
+	b := c.rest
+	if len(b) < 1 {
+		return "records end early"
+	}
+	flags := b[0]
+	if Flags(flags&^recSameTopic)&^flagsKnown != 0 {
+		return "unknown record flags"
+	}
+	b = b[1:]
+	delta, n := binary.Varint(b)
+	if n <= 0 {
+		return "bad arrival"
+	}
+	b = b[n:]
+	e.Arrival = c.prevArrival + delta
+	e.Flags = Flags(flags) & flagsKnown
+	if flags&recSameTopic != 0 {
+		if c.prevTopic == nil {
+			return "first record repeats a topic"
+		}
+		e.Topic = c.prevTopic
+	} else {
+		tl, n := binary.Uvarint(b)
+		if n <= 0 || tl > maxTopicLen || tl > uint64(len(b)-n) {
+			return "bad topic length"
+		}
+		e.Topic = b[n : n+int(tl) : n+int(tl)]
+		b = b[n+int(tl):]
+	}
+	pl, n := binary.Uvarint(b)
+	if n <= 0 || pl > uint64(len(b)-n) {
+		return "bad payload length"
+	}
+	e.Payload = b[n : n+int(pl) : n+int(pl)]
+	c.rest = b[n+int(pl):]
+	c.left--
+	if c.left == 0 && len(c.rest) != 0 {
+		return "bytes after the last record"
+	}
+	c.prevArrival, c.prevTopic = e.Arrival, e.Topic
+	return ""
+}
+
+// checkRecords reports why fr's records are malformed, or "".
+func checkRecords(fr *frame) string {
+	if fr.v1 {
+		return ""
+	}
+	var c recordCursor
+	c.reset(fr)
+	var e Entry
+	for c.left > 0 {
+		if reason := c.next(&e); reason != "" {
+			return reason
+		}
+	}
+	return ""
+}
+
+// decodeFrameV1 decodes the version 1 frame (one entry) at the start of b,
+// as frameAt reports.
+func decodeFrameV1(b []byte) (fr frame, size int, st frameStatus, reason string) {
+	body, size, st, reason := frameAt(b, bodyFixedLenV1)
+	if st != frameOK {
+		return frame{}, size, st, reason
+	}
 	topicLen := int(binary.LittleEndian.Uint16(body[17:]))
-	if topicLen > len(body)-bodyFixedLen {
-		return Entry{}, 0, frameBad, "topic length exceeds frame"
+	if topicLen > len(body)-bodyFixedLenV1 {
+		return frame{}, 0, frameBad, "topic length exceeds frame"
 	}
-	e = Entry{
+	e := Entry{
 		Offset:  binary.LittleEndian.Uint64(body),
 		Arrival: int64(binary.LittleEndian.Uint64(body[8:])),
 		Flags:   Flags(body[16]),
-		Topic:   body[bodyFixedLen : bodyFixedLen+topicLen],
-		Payload: body[bodyFixedLen+topicLen:],
+		Topic:   body[bodyFixedLenV1 : bodyFixedLenV1+topicLen],
+		Payload: body[bodyFixedLenV1+topicLen:],
 	}
-	return e, size, frameOK, ""
+	return frame{first: e.Offset, count: 1, single: e, v1: true}, size, frameOK, ""
 }

@@ -14,14 +14,16 @@ const frameReaderChunk = 64 << 10
 // to be complete).
 type frameReader struct {
 	f          *os.File
+	version    uint32 // the segment's format version
 	buf        []byte
-	start, end int   // unread bytes are buf[start:end]
-	filePos    int64 // file position of buf[end]
+	scratch    []byte // decompressed records of the last frame
+	start, end int    // unread bytes are buf[start:end]
+	filePos    int64  // file position of buf[end]
 	limit      int64
 }
 
-func (fr *frameReader) reset(f *os.File, pos, limit int64) {
-	fr.f, fr.start, fr.end, fr.filePos, fr.limit = f, 0, 0, pos, limit
+func (fr *frameReader) reset(f *os.File, version uint32, pos, limit int64) {
+	fr.f, fr.version, fr.start, fr.end, fr.filePos, fr.limit = f, version, 0, 0, pos, limit
 	if fr.buf == nil {
 		fr.buf = make([]byte, frameReaderChunk)
 	}
@@ -30,24 +32,33 @@ func (fr *frameReader) reset(f *os.File, pos, limit int64) {
 // pos is the file position of the next frame.
 func (fr *frameReader) pos() int64 { return fr.filePos - int64(fr.end-fr.start) }
 
-// next decodes the frame at pos(). On frameOK it advances past it; the entry
-// aliases the buffer until the next call. On frameShort the bytes up to
-// limit end inside the frame (or exactly at pos when pos() == limit).
-func (fr *frameReader) next() (Entry, frameStatus, string, error) {
+// next decodes the frame at pos(). On frameOK it advances past it; the
+// frame aliases the reader's buffers until the next call. On frameShort the
+// bytes up to limit end inside the frame (or exactly at pos when pos() ==
+// limit).
+func (fr *frameReader) next() (frame, frameStatus, string, error) {
 	for {
-		e, size, st, reason := decodeFrame(fr.buf[fr.start:fr.end])
+		var f frame
+		var size int
+		var st frameStatus
+		var reason string
+		if fr.version == segmentVersionV1 {
+			f, size, st, reason = decodeFrameV1(fr.buf[fr.start:fr.end])
+		} else {
+			f, size, st, reason, fr.scratch = decodeFrame(fr.buf[fr.start:fr.end], fr.scratch)
+		}
 		switch st {
 		case frameOK:
 			fr.start += size
-			return e, st, "", nil
+			return f, st, "", nil
 		case frameBad:
-			return Entry{}, st, reason, nil
+			return frame{}, st, reason, nil
 		}
 		if fr.filePos >= fr.limit || fr.pos()+int64(size) > fr.limit {
-			return Entry{}, frameShort, "", nil
+			return frame{}, frameShort, "", nil
 		}
 		if err := fr.fill(size); err != nil {
-			return Entry{}, 0, "", err
+			return frame{}, 0, "", err
 		}
 	}
 }

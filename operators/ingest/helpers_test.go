@@ -92,3 +92,14 @@ func readAll(t testing.TB, l *Log, from uint64) int {
 	}
 	return n
 }
+
+// testFrame is the frame an uncompressed Append of the test entries
+// first..last writes.
+func testFrame(first, last uint64) []byte {
+	var batch []Entry
+	for off := first; off <= last; off++ {
+		batch = append(batch, testEntry(off))
+	}
+	b, _ := appendFrame(nil, first, batch, false, nil)
+	return b
+}

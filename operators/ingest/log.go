@@ -52,6 +52,10 @@ const (
 // unusually large batch does not pin its buffer for the life of the log.
 const maxKeptBuffer = 8 << 20
 
+// maxChunk bounds the records of one frame (before compression), so a
+// reader's buffers stay small and a frame always fits a segment.
+const maxChunk = 256 << 10
+
 // Options configure a Log. The zero value is valid: after_fsync, 64 MiB
 // segments, 1 GiB on disk.
 type Options struct {
@@ -76,6 +80,11 @@ type Options struct {
 	// Logger, if set, receives a warning when Open cuts a torn tail. Nil:
 	// no logging (Recovery still reports it).
 	Logger *slog.Logger
+	// Compress stores each Append's records zstd-compressed when that makes
+	// them smaller (batches of a few hundred bytes and more). It costs CPU
+	// per batch, on append and on read, and nothing per entry. Segments
+	// written either way are read either way.
+	Compress bool
 }
 
 func (o *Options) setDefaults() error {
@@ -116,6 +125,7 @@ type Log struct {
 
 	mu       sync.Mutex // serializes Append, Truncate, Close and rolls
 	buf      []byte     // reused encode buffer
+	raw      []byte     // reused scratch for records before compression
 	next     uint64     // offset the next Append starts at
 	writeEnd int64      // bytes written to the active segment
 	closed   bool
@@ -200,13 +210,21 @@ func (l *Log) load() error {
 		if err != nil {
 			return fmt.Errorf("ingest: open last segment: %w", err)
 		}
-		next, end, rec, err := recoverLast(f, s.first, s.end)
+		next, end, version, rec, err := recoverLast(f, s.first, s.end)
 		if err != nil {
 			f.Close()
 			return err
 		}
 		s.end, l.rec = end, rec
 		l.segs, l.active, l.next, l.writeEnd = segs, f, next, end
+		if version != segmentVersion {
+			// An older format: it stays readable, and appends go to a new
+			// segment in the current one (a segment has one format).
+			if err := l.upgradeActive(version); err != nil {
+				f.Close()
+				return err
+			}
+		}
 	}
 	var size int64
 	for _, s := range l.segs {
@@ -216,6 +234,28 @@ func (l *Log) load() error {
 	l.last.Store(l.next - 1)
 	l.synced.Store(l.next - 1)
 	return nil
+}
+
+// upgradeActive makes the active segment, of an older format version, one
+// of the current version: an empty one gets the current header, a
+// non-empty one is sealed and a new segment started.
+func (l *Log) upgradeActive(version uint32) error {
+	last := &l.segs[len(l.segs)-1]
+	if l.writeEnd == int64(headerLen) {
+		if _, err := l.active.WriteAt(segmentHeader(), 0); err != nil {
+			return fmt.Errorf("ingest: rewrite segment header %s: %w", l.active.Name(), err)
+		}
+		if err := l.active.Sync(); err != nil {
+			return fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err)
+		}
+		return nil
+	}
+	last.end = l.writeEnd
+	if l.opts.Logger != nil {
+		l.opts.Logger.Info("ingest: the last segment has an older format; new entries go to a new segment",
+			"segment", l.active.Name(), "version", version)
+	}
+	return l.roll(l.next)
 }
 
 // Append writes batch as consecutive entries and returns the offsets of the
@@ -249,17 +289,35 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 		return 0, 0, err
 	}
 	maxFrame := l.opts.SegmentBytes - int64(headerLen)
-	first = l.next
-	buf := l.buf[:0]
 	for i := range batch {
 		e := &batch[i]
 		if n := frameLen(e); int64(n) > maxFrame || len(e.Topic) > maxTopicLen {
 			return 0, 0, fmt.Errorf("%w: entry %d of the batch is %d bytes with a %d-byte topic; a segment holds at most %d",
 				ErrTooLarge, i, n, len(e.Topic), maxFrame)
 		}
-		buf = appendFrame(buf, first+uint64(i), e)
+	}
+	first = l.next
+	buf := l.buf[:0]
+	// One frame per chunk of the batch: a frame never spans segments, so
+	// chunks stay well below a segment.
+	chunkMax := min(int64(maxChunk), maxFrame/2)
+	for i := 0; i < len(batch); {
+		j, size := i+1, int64(frameLen(&batch[i]))
+		for j < len(batch) {
+			n := int64(recordLen(&batch[j]))
+			if size+n > chunkMax {
+				break
+			}
+			size += n
+			j++
+		}
+		buf, l.raw = appendFrame(buf, first+uint64(i), batch[i:j], l.opts.Compress, l.raw)
+		i = j
 	}
 	l.buf = buf
+	if cap(l.raw) > maxKeptBuffer {
+		l.raw = nil
+	}
 	if cap(buf) > maxKeptBuffer {
 		l.buf = nil
 	}
@@ -321,6 +379,7 @@ func (l *Log) write(buf []byte) error {
 	for len(buf) > 0 {
 		k := fitFrames(buf, l.opts.SegmentBytes-l.writeEnd)
 		if k == 0 {
+			// Both format versions hold the (first) offset after the header.
 			if err := l.roll(binary.LittleEndian.Uint64(buf[frameHeaderLen:])); err != nil {
 				return err
 			}

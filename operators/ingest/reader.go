@@ -20,6 +20,11 @@ type Reader struct {
 	segFirst uint64 // the segment being read
 	f        *os.File
 	fr       frameReader
+	// The frame being read: its entries from cur.first+done on are left.
+	cur     frame
+	curPos  int64 // file position of cur
+	done    int
+	records recordCursor
 }
 
 // Reader returns a Reader positioned at offset from; 0 means FirstOffset().
@@ -69,12 +74,14 @@ func (r *Reader) open(s segment) error {
 		}
 		return fmt.Errorf("ingest: open segment: %w", err)
 	}
-	if err := checkHeader(f); err != nil {
+	version, err := checkHeader(f)
+	if err != nil {
 		f.Close()
 		return err
 	}
 	r.f, r.segFirst, r.next = f, s.first, s.first
-	r.fr.reset(f, int64(headerLen), s.end)
+	r.fr.reset(f, version, int64(headerLen), s.end)
+	r.cur, r.done = frame{}, 0
 	return nil
 }
 
@@ -93,21 +100,34 @@ func (r *Reader) Next() (Entry, error) {
 		return Entry{}, fmt.Errorf("ingest: reader: %w", os.ErrClosed)
 	}
 	for {
-		pos := r.fr.pos()
-		e, st, reason, err := r.fr.next()
-		if err != nil {
-			return Entry{}, fmt.Errorf("ingest: read segment %s: %w", r.f.Name(), err)
-		}
-		switch st {
-		case frameOK:
-			if e.Offset != r.next {
-				return Entry{}, r.corrupt(pos, fmt.Sprintf("frame holds offset %d", e.Offset))
+		for r.done < r.cur.count {
+			e := r.cur.single
+			if !r.cur.v1 {
+				if reason := r.records.next(&e); reason != "" {
+					return Entry{}, r.corrupt(r.curPos, reason)
+				}
 			}
+			e.Offset = r.next
+			r.done++
 			r.next++
 			if e.Offset < r.from {
 				continue
 			}
 			return e, nil
+		}
+		pos := r.fr.pos()
+		f, st, reason, err := r.fr.next()
+		if err != nil {
+			return Entry{}, fmt.Errorf("ingest: read segment %s: %w", r.f.Name(), err)
+		}
+		switch st {
+		case frameOK:
+			if f.first != r.next {
+				return Entry{}, r.corrupt(pos, fmt.Sprintf("frame holds offset %d", f.first))
+			}
+			r.cur, r.curPos, r.done = f, pos, 0
+			r.records.reset(&r.cur)
+			continue
 		case frameBad:
 			return Entry{}, r.corrupt(pos, reason)
 		}

@@ -72,7 +72,7 @@ func TestReader_CorruptEarlierSegment(t *testing.T) {
 		}, "inside a frame"},
 		{"last frame removed", func(t *testing.T, p string) {
 			info, _ := os.Stat(p)
-			os.Truncate(p, info.Size()-int64(frameLen(new(testEntry(lastInFirstSegment)))))
+			os.Truncate(p, info.Size()-int64(len(testFrame(lastInFirstSegment, lastInFirstSegment))))
 		}, "no segment starts there"},
 	}
 	for _, tt := range tests {

@@ -14,11 +14,12 @@ import (
 
 // Segment header: magic and format version.
 const (
-	segmentMagic   = "EDDYILOG"
-	segmentVersion = 1
-	headerLen      = len(segmentMagic) + 4
-	segmentExt     = ".log"
-	segmentDigits  = 20
+	segmentMagic     = "EDDYILOG"
+	segmentVersion   = 2 // batch frames, compact records, zstd
+	segmentVersionV1 = 1 // one entry per frame: still read, never written
+	headerLen        = len(segmentMagic) + 4
+	segmentExt       = ".log"
+	segmentDigits    = 20
 )
 
 // segment is one segment file as the log knows it.
@@ -83,22 +84,23 @@ func segmentHeader() []byte {
 	return binary.LittleEndian.AppendUint32(h, segmentVersion)
 }
 
-// checkHeader verifies a segment's header.
-func checkHeader(f *os.File) error {
+// checkHeader verifies a segment's header and returns its format version.
+func checkHeader(f *os.File) (uint32, error) {
 	var h [headerLen]byte
 	if _, err := f.ReadAt(h[:], 0); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
+			return 0, &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
 		}
-		return fmt.Errorf("ingest: read segment header: %w", err)
+		return 0, fmt.Errorf("ingest: read segment header: %w", err)
 	}
 	if string(h[:len(segmentMagic)]) != segmentMagic {
-		return &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
+		return 0, &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
 	}
-	if v := binary.LittleEndian.Uint32(h[len(segmentMagic):]); v != segmentVersion {
-		return &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d", v)}
+	v := binary.LittleEndian.Uint32(h[len(segmentMagic):])
+	if v != segmentVersion && v != segmentVersionV1 {
+		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d (this Eddy reads 1 and 2)", v)}
 	}
-	return nil
+	return v, nil
 }
 
 // createSegment creates the segment file for first with its header and
@@ -145,85 +147,103 @@ type Recovery struct {
 // every frame and cuts a torn tail: bytes at the end that do not form a
 // valid frame, with no valid frame after them. A failing frame followed by
 // a valid one is corruption, never cut: cutting would drop entries that
-// were acknowledged. It returns the offset after the last frame and the
-// segment's end.
-func recoverLast(f *os.File, first uint64, size int64) (next uint64, end int64, rec Recovery, err error) {
+// were acknowledged. It returns the offset after the last frame, the
+// segment's end and its format version.
+func recoverLast(f *os.File, first uint64, size int64) (next uint64, end int64, version uint32, rec Recovery, err error) {
 	rec.Segment = f.Name()
 	if size < int64(headerLen) {
 		// Created but the header never fully reached the disk: rewrite it.
 		if err := f.Truncate(0); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
 		}
 		if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutBytes = size
-		return first, int64(headerLen), rec, nil
+		return first, int64(headerLen), segmentVersion, rec, nil
 	}
-	if err := checkHeader(f); err != nil {
-		return 0, 0, rec, err
+	version, err = checkHeader(f)
+	if err != nil {
+		return 0, 0, 0, rec, err
 	}
 	var fr frameReader
-	fr.reset(f, int64(headerLen), size)
+	fr.reset(f, version, int64(headerLen), size)
 	next = first
 	for {
 		pos := fr.pos()
-		e, st, reason, err := fr.next()
+		frm, st, reason, err := fr.next()
 		if err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
 		}
 		if st == frameOK {
-			if e.Offset != next {
-				return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
-					Reason: fmt.Sprintf("frame holds offset %d", e.Offset)}
+			if frm.first != next {
+				return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+					Reason: fmt.Sprintf("frame holds offset %d", frm.first)}
 			}
-			next++
+			if reason := checkRecords(&frm); reason != "" {
+				return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
+			}
+			next += uint64(frm.count)
 			continue
 		}
 		if pos == size {
-			return next, size, rec, nil
+			return next, size, version, rec, nil
 		}
-		if found, at, err := validFrameAfter(f, pos, size, next); err != nil {
-			return 0, 0, rec, err
+		if found, at, err := validFrameAfter(f, version, pos, size, next); err != nil {
+			return 0, 0, version, rec, err
 		} else if found {
 			if reason == "" {
 				reason = "incomplete frame"
 			}
-			return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+			return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
 				Reason: fmt.Sprintf("%s, followed by a valid frame at byte %d", reason, at)}
 		}
 		if err := f.Truncate(pos); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutAt, rec.CutBytes = pos, size-pos
-		return next, pos, rec, nil
+		return next, pos, version, rec, nil
 	}
 }
 
 // validFrameAfter reports whether a valid frame holding an offset ≥ next
 // starts anywhere in (pos, size) of f. It reads the rest of the segment
 // into memory, once, on this failure path only.
-func validFrameAfter(f *os.File, pos, size int64, next uint64) (bool, int64, error) {
+func validFrameAfter(f *os.File, version uint32, pos, size int64, next uint64) (bool, int64, error) {
 	rest := make([]byte, size-pos)
 	if _, err := f.ReadAt(rest, pos); err != nil && !errors.Is(err, io.EOF) {
 		return false, 0, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
 	}
-	// A frame at i holds offset next+k with k < (size-pos)/frameOverhead:
-	// checking the offset field first skips almost every position without
-	// computing a CRC.
-	maxOffset := next + uint64(len(rest)/frameOverhead)
-	for i := 1; i+frameOverhead <= len(rest); i++ {
+	// Both versions hold the (first) offset right after the frame header.
+	// A version 1 frame at i holds offset next+k with k < (size-pos) /
+	// frameOverheadV1; a version 2 frame holds at least one record of 3
+	// bytes. Checking the offset field first skips almost every position
+	// without computing a CRC.
+	overhead := frameOverhead
+	maxOffset := next + uint64(len(rest)/3)
+	if version == segmentVersionV1 {
+		overhead = frameOverheadV1
+		maxOffset = next + uint64(len(rest)/frameOverheadV1)
+	}
+	var scratch []byte
+	for i := 1; i+overhead <= len(rest); i++ {
 		off := binary.LittleEndian.Uint64(rest[i+frameHeaderLen:])
 		if off < next || off > maxOffset {
 			continue
 		}
-		if _, _, st, _ := decodeFrame(rest[i:]); st == frameOK {
+		var st frameStatus
+		if version == segmentVersionV1 {
+			_, _, st, _ = decodeFrameV1(rest[i:])
+		} else {
+			_, _, st, _, scratch = decodeFrame(rest[i:], scratch)
+		}
+		if st == frameOK {
 			return true, pos + int64(i), nil
 		}
 	}

@@ -125,6 +125,10 @@ func (o *MQTTOptions) validate() error {
 // again with a fresh paho client, forever until ctx ends. paho does not
 // deduplicate redelivered QoS 2 messages, and QoS 1 is at least once:
 // receivers must recognize duplicates.
+//
+// On tcp:// and mqtt:// brokers the connection coalesces paho's writes
+// (coalescingConn): the acks of a batch leave in one write(2) instead of one
+// each.
 type MQTT struct {
 	opts MQTTOptions
 	log  *slog.Logger
@@ -257,6 +261,10 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 		})
 	if s.opts.TLS != nil {
 		o.SetTLSConfig(s.opts.TLS)
+	}
+	if u, err := url.Parse(s.opts.Broker); err == nil && (u.Scheme == "tcp" || u.Scheme == "mqtt") {
+		// Acks of a committed batch leave in one write (coalescingConn).
+		o.SetCustomOpenConnectionFn(coalescingDial)
 	}
 	return o
 }

@@ -48,6 +48,7 @@ type runningAgent struct {
 	log       strings.Builder // stderr
 	readers   sync.WaitGroup
 	startedAt time.Time
+	dir       string // the agent's working directory: "%DIR%" in its config
 }
 
 // startAgent runs bin with the config text (written to a temp dir, where
@@ -60,7 +61,7 @@ func startAgent(t *testing.T, bin, config string) *runningAgent {
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(config, "%DIR%", dir)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := &runningAgent{cmd: exec.Command(bin, "run", "-c", path)}
+	a := &runningAgent{cmd: exec.Command(bin, "run", "-c", path), dir: dir}
 	a.cmd.Dir = dir
 	// If the test binary dies (a CI step killed, a timeout), the agent dies
 	// with it instead of running on unobserved.

@@ -48,6 +48,8 @@ checkpoint { interval = "10s" }
 ingest {
   ack           = "%ACK%"
   sync_interval = "%SYNC%"
+  linger        = "%LINGER%"
+  compression   = "%COMPRESSION%"
 }
 `
 
@@ -56,10 +58,13 @@ var checkpointBytes = regexp.MustCompile(`msg="checkpoint completed".* bytes=(\d
 // TestWear_WriteBytesPerHour measures the SD card wear of wearConfig: the
 // bytes the agent makes the kernel write to storage (write_bytes of
 // /proc/PID/io, less cancelled_write_bytes) over EDDY_WEAR_SECONDS after a
-// 15 s warm-up, scaled to an hour, for each ingest acknowledgement mode (the
-// ingest log is the largest writer). It runs only when EDDY_WEAR_SECONDS is
+// 15 s warm-up, scaled to an hour, for the default ingest settings and for
+// variations of ack, linger and compression (the ingest log is the largest
+// writer). It runs only when EDDY_WEAR_SECONDS is
 // set (scripts/footprint/wear.sh), since a meaningful figure takes minutes.
 // The data_dir must be on a disk-backed file system: tmpfs writes nothing.
+// With EDDY_WEAR_FILES=1 it also attributes the writes to files and
+// directories (fileWrites: perf on an ext4 tracepoint, needs root).
 func TestWear_WriteBytesPerHour(t *testing.T) {
 	bin := distBinary(t, "eddy-linux-amd64")
 	secs, _ := strconv.Atoi(os.Getenv("EDDY_WEAR_SECONDS"))
@@ -67,14 +72,18 @@ func TestWear_WriteBytesPerHour(t *testing.T) {
 		t.Skip("EDDY_WEAR_SECONDS is unset: run scripts/footprint/wear.sh")
 	}
 	run := time.Duration(secs) * time.Second
-	for _, mode := range []struct{ ack, sync string }{
-		{"after_fsync", "100ms"}, // the default: survives power loss
-		{"after_write", "100ms"}, // survives a crash; power loss may lose 100 ms
-		{"after_write", "1s"},
+	for _, mode := range []struct{ name, ack, sync, linger, compression string }{
+		{"default", "after_fsync", "100ms", "100ms", "zstd"}, // survives power loss
+		{"after_fsync_linger_10ms", "after_fsync", "100ms", "10ms", "zstd"},
+		{"after_fsync_linger_0", "after_fsync", "100ms", "0s", "zstd"},
+		{"after_fsync_uncompressed", "after_fsync", "100ms", "100ms", "none"},
+		{"after_write_100ms", "after_write", "100ms", "100ms", "zstd"}, // survives a crash; power loss may lose 100 ms
+		{"after_write_1s", "after_write", "1s", "100ms", "zstd"},
 	} {
-		t.Run(mode.ack+"/"+mode.sync, func(t *testing.T) {
+		t.Run(mode.name, func(t *testing.T) {
 			t.Parallel() // separate processes: /proc/PID/io counts each alone
-			cfg := strings.NewReplacer("%ACK%", mode.ack, "%SYNC%", mode.sync).Replace(wearConfig)
+			cfg := strings.NewReplacer("%ACK%", mode.ack, "%SYNC%", mode.sync, "%LINGER%", mode.linger,
+				"%COMPRESSION%", mode.compression).Replace(wearConfig)
 			measureWear(t, bin, cfg, run)
 		})
 	}
@@ -87,7 +96,15 @@ func measureWear(t *testing.T, bin, cfg string, run time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait(run)
+	var byFile map[string]int64
+	if os.Getenv("EDDY_WEAR_FILES") == "1" {
+		byFile, err = fileWrites(t, a.dir, run)
+		if err != nil {
+			t.Fatalf("per-file accounting (perf): %v", err)
+		}
+	} else {
+		wait(run)
+	}
 	after, err := ReadIO(a.pid)
 	if err != nil {
 		t.Fatal(err)
@@ -106,5 +123,8 @@ func measureWear(t *testing.T, bin, cfg string, run time.Duration) {
 		t.Name(), run, mib(disk), mib(perHour(disk)), mib(calls), mib(perHour(calls)))
 	if ckpts > 0 {
 		t.Logf("FIGURE wear %s: %d checkpoints in the whole run, %s on average each (snapshot files written)", t.Name(), ckpts, mib(ckptBytes/ckpts))
+	}
+	if byFile != nil {
+		reportFileWrites(t, byFile, run)
 	}
 }

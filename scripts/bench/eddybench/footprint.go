@@ -19,6 +19,8 @@ func runFootprint(args []string) error {
 	window := fs.String("window", "1m", "tumbling window size")
 	sinks := fs.String("sinks", "file", "exactly-once sinks to run, one agent each: file, mqtt (the WAL sink, upstream = the same mosquitto)")
 	ingestAck := fs.String("ingest-ack", "after_fsync", "ingest log ack mode: after_fsync or after_write")
+	ingestLinger := fs.String("ingest-linger", "", `ingest { linger }, e.g. "10ms" (empty: the agent's default)`)
+	ingestCompression := fs.String("ingest-compression", "", `ingest { compression }: zstd or none (empty: the agent's default)`)
 	perfSeconds := fs.Int("perf", 0, "if > 0, record the agent with perf for this many seconds of the run (perf.data in the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -49,7 +51,14 @@ func runFootprint(args []string) error {
 			out = "mqtt:" + br.url()
 		}
 		cfg := agentConfig(br.url(), "eddy-bench-fp-"+sink, "bench/fp-"+sink+"/+", "exactly_once", out, *window)
-		cfg += fmt.Sprintf("ingest { ack = %q }\n", *ingestAck)
+		cfg += fmt.Sprintf("ingest {\n  ack = %q\n", *ingestAck)
+		if *ingestLinger != "" {
+			cfg += fmt.Sprintf("  linger = %q\n", *ingestLinger)
+		}
+		if *ingestCompression != "" {
+			cfg += fmt.Sprintf("  compression = %q\n", *ingestCompression)
+		}
+		cfg += "}\n"
 		ag, err := startAgent(bin, dir, cfg)
 		if err != nil {
 			return err
@@ -102,8 +111,15 @@ func runFootprint(args []string) error {
 		t.add(sink, si(float64(*rate))+"/s", cpuPercent(a0, a1), mib(float64(a1.peakRSS)), mib(perMin), cpuPercent(b0, b1),
 			fmt.Sprintf("%d/%d", rep.ReadingsIn, res.sent), fmt.Sprintf("%d completed, %d failed", c1.Completed-c0.Completed, c1.Failed-c0.Failed))
 	}
-	fmt.Printf("\n(c) footprint at a fixed rate: MQTT QoS 1 → ingest log (after_fsync) → %s tumbling event-time windows, %d devices, count/sum/max → exactly-once sink; checkpoints every 10 s; ingest ack %s; measured over %v from /proc/PID/{stat,status,io}; %d CPUs, %s\n\n",
-		*window, *devices, *ingestAck, *dur, runtime.NumCPU(), runtime.Version())
+	fmt.Printf("\n(c) footprint at a fixed rate: MQTT QoS 1 → ingest log → %s tumbling event-time windows, %d devices, count/sum/max → exactly-once sink; checkpoints every 10 s; ingest ack %s, linger %s, compression %s; measured over %v from /proc/PID/{stat,status,io}; %d CPUs, %s\n\n",
+		*window, *devices, *ingestAck, orDefault(*ingestLinger), orDefault(*ingestCompression), *dur, runtime.NumCPU(), runtime.Version())
 	t.write(os.Stdout)
 	return nil
+}
+
+func orDefault(v string) string {
+	if v == "" {
+		return "default"
+	}
+	return v
 }

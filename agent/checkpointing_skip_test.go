@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// TestCheckpoint_SkippedWhileNothingChanges runs an agent whose sensors
+// stop publishing: once the checkpoint holding their readings is complete,
+// no periodic checkpoint follows while nothing arrives (an idle device
+// writes nothing), and the next reading gets one again.
+func TestCheckpoint_SkippedWhileNothingChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an agent")
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerAddr := l.Addr().String()
+	l.Close()
+	cfg := `
+agent {
+  device_id = "skip"
+  data_dir  = "` + filepath.Join(dir, "data") + `"
+  admin     = ""
+}
+broker { listen = "` + brokerAddr + `" }
+source "mqtt" "s" {
+  broker = "embedded"
+  topics = ["sensors/+/telemetry"]
+  qos    = 1
+}
+sink "file" "out" {
+  path     = "` + filepath.Join(dir, "out") + `"
+  delivery = "exactly_once"
+}
+pipeline "p" {
+  from = source.mqtt.s
+  key  = event.device
+  window "tumbling" { size = "1h" }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+checkpoint { interval = "100ms" }
+ingest { linger = "0s" }
+`
+	path := filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logw, err := os.Create(filepath.Join(dir, "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logw.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *Agent, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: logw, Ready: func(a *Agent) { ready <- a }})
+	}()
+	var a *Agent
+	select {
+	case a = <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not start")
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("sensor"))
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	publish := func(n int) {
+		for i := range n {
+			tok := c.Publish("sensors/d1/telemetry", 1, false, fmt.Sprintf(`{"device":"d1","ts":%d}`, time.Now().UnixMilli()+int64(i)))
+			if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+	}
+	completed := func() uint64 { return a.ckpt.lastDone.Load() }
+	waitCompleted := func(after uint64) uint64 {
+		deadline := time.Now().Add(30 * time.Second)
+		for completed() <= after {
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+				t.Fatalf("no checkpoint completed after %d within 30 s; agent log:\n%s", after, b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return completed()
+	}
+
+	publish(5)
+	quiet := waitCompleted(0)
+	time.Sleep(2 * time.Second) // 20 intervals
+	// One more may follow if the readings straddled the first barrier.
+	if got := completed(); got > quiet+1 {
+		t.Fatalf("checkpoints went from %d to %d in 2 s with nothing arriving: want them skipped", quiet, got)
+	}
+	quiet = completed()
+	publish(1)
+	waitCompleted(quiet)
+}

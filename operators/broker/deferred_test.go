@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// heldPublish is a deferred publish the test has not completed yet.
+type heldPublish struct {
+	payload string
+	dup     bool
+	done    Completion
+}
+
+// TestBroker_SubscribeDeferred_OneConnectionBatches pins what the group
+// commit relies on: while a QoS 1 publish waits for its Completion, the
+// broker keeps reading the same connection, so several of its publishes are
+// held at once; none is acknowledged before its Completion, all are
+// acknowledged after, and an MQTT subscriber gets each one only then, in
+// order.
+func TestBroker_SubscribeDeferred_OneConnectionBatches(t *testing.T) {
+	b := mustStart(t, Options{})
+	held := make(chan heldPublish, 100)
+	b.SubscribeDeferred([]string{"sensors/#"}, func(topic string, payload []byte, dup bool, done Completion) {
+		held <- heldPublish{string(payload), dup, done}
+	})
+	var mu sync.Mutex
+	var routed []string
+	watcher := connect(t, b.URL(), "watcher", "", "")
+	if tok := watcher.Subscribe("sensors/#", 1, func(_ paho.Client, m paho.Message) {
+		mu.Lock()
+		routed = append(routed, string(m.Payload()))
+		mu.Unlock()
+	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+
+	pub := connect(t, b.URL(), "pub", "", "")
+	const n = 10
+	toks := make([]paho.Token, n)
+	for i := range n {
+		toks[i] = pub.Publish("sensors/a", 1, false, strconv.Itoa(i))
+	}
+	var got []heldPublish
+	for len(got) < n {
+		select {
+		case h := <-held:
+			got = append(got, h)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of %d publishes of one connection reached the deferred subscriber before any was completed", len(got), n)
+		}
+	}
+	for i, tok := range toks {
+		if tok.WaitTimeout(50 * time.Millisecond) {
+			t.Fatalf("publish %d acknowledged before its Completion", i)
+		}
+	}
+	mu.Lock()
+	if len(routed) != 0 {
+		t.Errorf("MQTT subscriber got %v before the Completions", routed)
+	}
+	mu.Unlock()
+	for i, h := range got {
+		if h.payload != strconv.Itoa(i) || h.dup {
+			t.Fatalf("held publish %d = %q dup=%v", i, h.payload, h.dup)
+		}
+		h.done.Done(nil)
+	}
+	for i, tok := range toks {
+		if !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %d not acknowledged after its Completion: %v", i, tok.Error())
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		r := append([]string(nil), routed...)
+		mu.Unlock()
+		if len(r) == n {
+			for i, p := range r {
+				if p != strconv.Itoa(i) {
+					t.Fatalf("routed %v: want 0..%d in order", r, n-1)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("MQTT subscriber got %v, want %d messages", r, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tok := pub.Publish("sensors/a", 1, false, "after"); tok.WaitTimeout(50 * time.Millisecond) {
+		t.Fatal("a later publish was acknowledged without its Completion")
+	}
+	(<-held).done.Done(nil)
+}
+
+// TestBroker_SubscribeDeferred_RejectRedelivers: a Completion with an error
+// leaves the publish unacknowledged and closes the connection; the
+// publisher re-sends it, marked DUP, after reconnecting.
+func TestBroker_SubscribeDeferred_RejectRedelivers(t *testing.T) {
+	b := mustStart(t, Options{})
+	held := make(chan heldPublish, 10)
+	b.SubscribeDeferred([]string{"#"}, func(topic string, payload []byte, dup bool, done Completion) {
+		held <- heldPublish{string(payload), dup, done}
+	})
+	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("retry").
+		SetCleanSession(false).SetAutoReconnect(true).SetMaxReconnectInterval(100 * time.Millisecond)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	c.Publish("t", 1, false, "reading")
+	first := <-held
+	first.done.Done(errors.New("ingest log failed"))
+	select {
+	case again := <-held:
+		if again.payload != "reading" || !again.dup {
+			t.Fatalf("re-sent %q dup=%v, want \"reading\" marked DUP", again.payload, again.dup)
+		}
+		again.done.Done(nil)
+	case <-time.After(20 * time.Second):
+		t.Fatal("rejected publish never re-sent")
+	}
+	if b.Rejected() != 1 {
+		t.Fatalf("Rejected = %d, want 1", b.Rejected())
+	}
+}
+
+// TestBroker_SubscribeDeferred_QoS0Waits: publishes the broker cannot defer
+// (here QoS 0) still reach a deferred subscriber, and the hook waits for
+// the Completion.
+func TestBroker_SubscribeDeferred_QoS0Waits(t *testing.T) {
+	b := mustStart(t, Options{})
+	held := make(chan heldPublish, 10)
+	b.SubscribeDeferred([]string{"#"}, func(topic string, payload []byte, dup bool, done Completion) {
+		held <- heldPublish{string(payload), dup, done}
+	})
+	c := connect(t, b.URL(), "q0", "", "")
+	c.Publish("t", 0, false, "a")
+	c.Publish("t", 0, false, "b")
+	h := <-held
+	select {
+	case h2 := <-held:
+		t.Fatalf("second QoS 0 publish %q read while the first was not complete", h2.payload)
+	case <-time.After(100 * time.Millisecond):
+	}
+	h.done.Done(nil)
+	select {
+	case h2 := <-held:
+		if h2.payload != "b" {
+			t.Fatalf("second = %q", h2.payload)
+		}
+		h2.done.Done(nil)
+	case <-time.After(20 * time.Second):
+		t.Fatal("second QoS 0 publish never arrived")
+	}
+}
+
+// TestBroker_Closed_HoldsConnectionsUntilOpen: with Options.Closed a
+// client's CONNACK waits for Open, so nothing it publishes can arrive
+// before the subscribers are in place.
+func TestBroker_Closed_HoldsConnectionsUntilOpen(t *testing.T) {
+	b := mustStart(t, Options{Closed: true})
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("early").SetAutoReconnect(false).
+		SetConnectTimeout(30 * time.Second))
+	tok := c.Connect()
+	if tok.WaitTimeout(300 * time.Millisecond) {
+		t.Fatalf("connected before Open: %v", tok.Error())
+	}
+	got := make(chan string, 1)
+	b.Subscribe([]string{"#"}, func(_ string, p []byte) error { got <- string(p); return nil })
+	b.Open()
+	if !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect after Open: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	c.Publish("t", 1, false, "x").Wait()
+	if p := <-got; p != "x" {
+		t.Fatalf("subscriber got %q", p)
+	}
+}
