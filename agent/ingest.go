@@ -181,6 +181,14 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 // and would cap a connection at its in-flight window per linger.
 const lingerBatch = 256
 
+// lingerQuiet ends a linger early once no message arrived for that long: a
+// sender whose in-flight window is full (mosquitto allows 20 unacked
+// messages per client by default, a sensor may allow one) sends nothing more
+// until this commit acks what it has, so lingering on would only cap it at
+// its window per linger — and let a stock broker's queue overflow. Paced
+// streams, whose gaps are shorter, still share one commit per linger.
+const lingerQuiet = 5 * time.Millisecond
+
 // lingerTimer waits until a commit may start, reusing one timer.
 type lingerTimer struct{ t *time.Timer }
 
@@ -233,6 +241,7 @@ type groupCommit struct {
 	kick    chan struct{} // capacity 1: pending is not empty
 	full    chan struct{} // lingerBatch entries wait: commit without lingering
 	room    chan struct{} // one token per entry not yet done
+	arrived atomic.Int64  // UnixNano of the last publish queued, for lingerQuiet
 }
 
 type pendingEntry struct {
@@ -263,7 +272,9 @@ func (g *groupCommit) appendDeferred(topic string, payload []byte, dup bool, don
 			return
 		}
 	}
-	p := pendingEntry{topic: topic, payload: payload, arrival: time.Now().UnixMilli(), dup: dup, done: done}
+	now := time.Now()
+	g.arrived.Store(now.UnixNano())
+	p := pendingEntry{topic: topic, payload: payload, arrival: now.UnixMilli(), dup: dup, done: done}
 	g.mu.Lock()
 	if g.stopped {
 		g.mu.Unlock()
@@ -310,14 +321,28 @@ func (g *groupCommit) run(ctx context.Context) {
 			return
 		case <-g.kick:
 		}
-		// Linger: let more publishes join this commit.
+		// Linger: let more publishes join this commit, until the senders go
+		// quiet (lingerQuiet).
 		if ch := lt.wait(g.in.commitAfter()); ch != nil && !g.isFull() {
-			select {
-			case <-ch:
-			case <-g.full:
-			case <-ctx.Done():
-				return
+			var quiet lingerTimer
+		linger:
+			for {
+				idle := time.Since(time.Unix(0, g.arrived.Load()))
+				if idle >= lingerQuiet {
+					break
+				}
+				select {
+				case <-ch:
+					break linger
+				case <-g.full:
+					break linger
+				case <-quiet.wait(time.Now().Add(lingerQuiet - idle)):
+				case <-ctx.Done():
+					quiet.stop()
+					return
+				}
 			}
+			quiet.stop()
 		}
 		select {
 		case <-g.full: // taken with this batch
@@ -395,8 +420,9 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 			}
 			close(ch)
 		}()
-		var lt lingerTimer
+		var lt, quiet lingerTimer
 		defer lt.stop()
+		defer quiet.stop()
 		var acc []source.Message
 		for msgs := range ch {
 			if timeout := lt.wait(in.commitAfter()); timeout != nil {
@@ -410,6 +436,8 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 						}
 						acc = append(acc, more...)
 					case <-timeout:
+						break gather
+					case <-quiet.wait(time.Now().Add(lingerQuiet)): // the broker waits for acks
 						break gather
 					case <-ctx.Done():
 						break gather

@@ -82,3 +82,46 @@ func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
 		t.Fatalf("%d commits for %d readings of one connection: the broker did not let them share commits", commits, n)
 	}
 }
+
+// TestEmbeddedIntake_WaitingSenderNotHeldByLinger: a sensor that waits for
+// each PUBACK (an in-flight window of 1, like a full mosquitto window of 20)
+// sends nothing while its publish lingers, so the commit starts once the
+// intake has been quiet for lingerQuiet instead of at the end of the linger.
+// With a 10 s linger, 20 such readings would take over 3 minutes without
+// that rule; the test allows 60 s.
+func TestEmbeddedIntake_WaitingSenderNotHeldByLinger(t *testing.T) {
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
+		name: "s", dups: func() {}, linger: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	run := embeddedIntake(b, []string{"sensors/#"}, in)
+	wg.Go(func() { run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sequential").SetAutoReconnect(false))
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	const n = 20
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range n {
+		tok := c.Publish("sensors/s1/telemetry", 1, false, `{"seq":`+strconv.Itoa(i)+`}`)
+		if !tok.WaitTimeout(time.Until(deadline)) || tok.Error() != nil {
+			t.Fatalf("publish %d not acknowledged within the test's minute (the linger held a waiting sender): %v", i, tok.Error())
+		}
+	}
+	if got := in.commits.Load(); got != n {
+		t.Fatalf("%d commits for %d readings sent one at a time, want one each", got, n)
+	}
+}
