@@ -40,7 +40,18 @@ for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do
     echo "fuzz $pkg $target ($fuzztime)"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/eddy-fuzz.log 2>&1 || { cat /tmp/eddy-fuzz.log; exit 1; }
+    if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >/tmp/eddy-fuzz.log 2>&1; then
+      # Go 1.26's fuzz coordinator can report a bare "context deadline
+      # exceeded" when -fuzztime ends while a worker is mid-input
+      # (golang/go#75804, fixed in 1.27): no input failed. Anything else,
+      # or a written failing input, fails the run.
+      if grep -q 'context deadline exceeded' /tmp/eddy-fuzz.log && ! grep -qE 'Failing input written|panic:' /tmp/eddy-fuzz.log \
+        && [ "$(grep -c -- '--- FAIL' /tmp/eddy-fuzz.log)" = 1 ] && ! grep -qE '^\s+[a-z_]+_test\.go:[0-9]+:' /tmp/eddy-fuzz.log; then
+        echo "  (fuzz coordinator deadline race, golang/go#75804: no failing input)"
+      else
+        cat /tmp/eddy-fuzz.log; exit 1
+      fi
+    fi
   done
 done
 
