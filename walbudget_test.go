@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -84,6 +85,13 @@ func TestWALSink_DiskBudgetBlocks(t *testing.T) {
   }`, 1) + `
 ingest { max_disk = "2MiB" }
 `
+	// The outage outlasts (tolerable_failures + 1) × timeout: checkpoints
+	// must wait for the uplink, not time out and fail the run.
+	cfg = strings.Replace(cfg, `checkpoint { interval = "200ms" }`, `checkpoint {
+  interval           = "200ms"
+  timeout            = "3s"
+  tolerable_failures = 1
+}`, 1)
 	r := &mqttCrashRun{t: t, dir: dir, admin: admin, cfg: filepath.Join(dir, "agent.hcl")}
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -122,6 +130,10 @@ ingest { max_disk = "2MiB" }
 	t.Logf("blocked: WAL %v bytes, %v of %d readings processed, ingest log %v bytes", walBytes, readIn, readings,
 		metricValue(t, admin, `eddy_ingest_log_bytes{source="sensors"}`))
 
+	time.Sleep(8 * time.Second) // longer than the 2 × 3 s the checkpoints would tolerate
+	if b, _ := os.ReadFile(filepath.Join(dir, "agent.log")); bytes.Contains(b, []byte("checkpoints keep failing")) {
+		t.Fatalf("checkpoints failed during the outage instead of waiting for the uplink:\n%s", b)
+	}
 	up.Restart() // the uplink returns
 	if err := <-published; err != nil {
 		t.Fatal(err)

@@ -41,6 +41,12 @@ type checkpointer struct {
 	// checkpoint is forced by moving its time on by one interval.
 	offsetMs int64
 	interval time.Duration
+	timeout  time.Duration // checkpoint { timeout }
+
+	// holdWhileBlocked's state: since when a sink is blocked, and whether
+	// that was logged.
+	blockedSinceMs int64
+	blockedLogged  bool
 
 	writers sync.WaitGroup // snapshot writes in flight
 
@@ -142,6 +148,7 @@ func (c *checkpointer) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			c.holdWhileBlocked()
 			if c.unchanged() {
 				continue
 			}
@@ -187,6 +194,40 @@ func (c *checkpointer) run(ctx context.Context) error {
 }
 
 func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
+
+// budgetBlocked is a transactional sink that can wait in Write for room
+// (the WAL sink with when_full = "block").
+type budgetBlocked interface{ writeBlocked() bool }
+
+// holdWhileBlocked stalls the coordinator while an exactly-once sink waits
+// for its uplink with a full buffer (checkpoint.Coordinator.Stall): the
+// checkpoint in flight then waits for the uplink instead of timing out and,
+// after tolerable_failures, failing the run, which cannot bring the uplink
+// back. It logs once a stall has lasted half the checkpoint timeout.
+func (c *checkpointer) holdWhileBlocked() {
+	blocked := false
+	for _, s := range c.txSinks {
+		if b, ok := s.tx.(budgetBlocked); ok && b.writeBlocked() {
+			blocked = true
+			break
+		}
+	}
+	now := c.clk.monoMs()
+	if blocked != c.coord.Stalled() {
+		c.coord.Tick(c.now())
+		c.coord.Stall(blocked)
+		if blocked {
+			c.blockedSinceMs, c.blockedLogged = now, false
+		} else if c.blockedLogged {
+			c.log.Info("checkpoints resume: the exactly-once sink writes again", "after", time.Duration(now-c.blockedSinceMs)*time.Millisecond)
+		}
+		return
+	}
+	if blocked && !c.blockedLogged && now-c.blockedSinceMs >= c.timeout.Milliseconds()/2 {
+		c.blockedLogged = true
+		c.log.Warn("checkpoints wait for the uplink: an exactly-once sink is blocked with its buffer full (when_full = \"block\")")
+	}
+}
 
 // activity counts what the sources have forwarded and the exactly-once
 // sinks have been given; it only grows.

@@ -53,6 +53,7 @@ func (a *Agent) setupCheckpoints() error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	ck := newCheckpointer(coord, store, cc.Retain, cc.Interval, a.log, a.clk, a.metrics)
+	ck.timeout = cc.Timeout
 	ck.sources, ck.txSinks = sources, txSinks
 	for _, s := range sources {
 		s.acks = ck.send

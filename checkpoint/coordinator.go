@@ -253,7 +253,8 @@ type Coordinator struct {
 	ended      bool
 
 	pending    *pending
-	suspended  int // Suspend calls not yet matched by Resume
+	suspended  int  // Suspend calls not yet matched by Resume
+	stalled    bool // see Stall
 	savepoints []uint64
 	failures   int
 	failed     error
@@ -266,10 +267,13 @@ type Coordinator struct {
 type pending struct {
 	trigger Trigger
 	startMs int64
-	acks    []*Ack // by task index
-	nAcked  int
-	writing bool // the manifest was handed out
-	m       *Manifest
+	// deadlineMs is when it times out: Timeout after the trigger, or
+	// after the end of a stall (Stall).
+	deadlineMs int64
+	acks       []*Ack // by task index
+	nAcked     int
+	writing    bool // the manifest was handed out
+	m          *Manifest
 }
 
 // NewCoordinator returns a Coordinator whose first checkpoint will have id 1
@@ -308,7 +312,7 @@ func (c *Coordinator) Tick(nowMs int64) {
 		c.started, c.nowMs, c.lastTrigMs = true, nowMs, nowMs
 	}
 	c.nowMs = max(c.nowMs, nowMs)
-	if p := c.pending; p != nil && !p.writing && c.nowMs-p.startMs >= c.cfg.Timeout.Milliseconds() {
+	if p := c.pending; p != nil && !p.writing && !c.stalled && c.nowMs >= p.deadlineMs {
 		c.abort(fmt.Errorf("%w after %v", ErrTimeout, c.cfg.Timeout))
 	}
 	c.maybeTrigger()
@@ -327,6 +331,31 @@ func (c *Coordinator) Suspend(reason error) {
 	}
 }
 
+// Stall tells the coordinator whether the pipelines stand still for a
+// reason outside the protocol: an exactly-once sink waiting in Write for
+// its uplink with its buffer full (when_full = "block"). A barrier then
+// waits behind the blocked write and passes once it returns, so while
+// stalled the pending checkpoint does not time out (timing it out would
+// count a failure for an outage, and after TolerableFailures fail the run,
+// which cannot bring the uplink back), and no periodic checkpoint is
+// triggered (nothing moves; a requested savepoint still is). When the stall
+// ends, the pending checkpoint gets a full Timeout from then.
+func (c *Coordinator) Stall(stalled bool) {
+	if c.stalled == stalled {
+		return
+	}
+	c.stalled = stalled
+	if !stalled {
+		if p := c.pending; p != nil {
+			p.deadlineMs = c.nowMs + c.cfg.Timeout.Milliseconds()
+		}
+		c.maybeTrigger()
+	}
+}
+
+// Stalled reports the last Stall.
+func (c *Coordinator) Stalled() bool { return c.stalled }
+
 // Resume undoes one Suspend. The next checkpoint is triggered as the
 // interval and pause allow, or at once if a savepoint is waiting.
 func (c *Coordinator) Resume() {
@@ -338,6 +367,9 @@ func (c *Coordinator) Resume() {
 
 func (c *Coordinator) maybeTrigger() {
 	if !c.started || c.failed != nil || c.pending != nil || c.suspended > 0 {
+		return
+	}
+	if c.stalled && len(c.savepoints) == 0 {
 		return
 	}
 	if len(c.savepoints) > 0 {
@@ -364,7 +396,7 @@ func (c *Coordinator) maybeTrigger() {
 func (c *Coordinator) trigger(t Trigger) {
 	t.ID, t.Mode = c.nextID, c.cfg.Mode
 	c.nextID++
-	c.pending = &pending{trigger: t, startMs: c.nowMs, acks: make([]*Ack, len(c.cfg.Tasks))}
+	c.pending = &pending{trigger: t, startMs: c.nowMs, deadlineMs: c.nowMs + c.cfg.Timeout.Milliseconds(), acks: make([]*Ack, len(c.cfg.Tasks))}
 	c.lastTrigMs = c.nowMs
 	c.ready.Triggers = append(c.ready.Triggers, t)
 	c.stats.Triggered++

@@ -522,3 +522,38 @@ func TestCoordinator_SuspendAbortsWithoutFailingAndHolds(t *testing.T) {
 		t.Fatalf("after Resume: %+v, want the waiting savepoint as checkpoint 2", rd.Triggers)
 	}
 }
+
+// A stall (an exactly-once sink waiting for its uplink) keeps the pending
+// checkpoint alive past its timeout and triggers nothing new; when it ends,
+// the pending checkpoint has a full timeout from then.
+func TestCoordinator_StallHoldsTimeoutAndTriggers(t *testing.T) {
+	cfg := DefaultConfig("a")
+	cfg.Interval, cfg.Timeout, cfg.TolerableFailures = time.Second, 2*time.Second, 1
+	c, err := NewCoordinator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(0)
+	c.Tick(1000)
+	rd := c.Ready()
+	c.Advance()
+	if len(rd.Triggers) != 1 {
+		t.Fatalf("triggers %v", rd.Triggers)
+	}
+	c.Stall(true)
+	c.Tick(60_000) // far past the 2 s timeout
+	if c.HasReady() {
+		t.Fatalf("while stalled: %+v, want nothing (no timeout, no trigger)", c.Ready())
+	}
+	c.Stall(false)
+	c.Tick(61_999)
+	if c.HasReady() {
+		t.Fatalf("timed out %d ms after the stall ended: %+v", 1999, c.Ready())
+	}
+	c.Tick(62_000)
+	rd = c.Ready()
+	c.Advance()
+	if len(rd.Aborted) != 1 || !errors.Is(rd.Aborted[0].Reason, ErrTimeout) {
+		t.Fatalf("a full timeout after the stall: %+v, want checkpoint 1 timed out", rd.Aborted)
+	}
+}
