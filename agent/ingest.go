@@ -187,7 +187,7 @@ const lingerBatch = 256
 // until this commit acks what it has, so lingering on would only cap it at
 // its window per linger — and let a stock broker's queue overflow. Paced
 // streams, whose gaps are shorter, still share one commit per linger.
-const lingerQuiet = 5 * time.Millisecond
+const lingerQuiet = 20 * time.Millisecond
 
 // lingerTimer waits until a commit may start, reusing one timer.
 type lingerTimer struct{ t *time.Timer }
