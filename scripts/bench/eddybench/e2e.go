@@ -19,8 +19,11 @@ import (
 // (part files committed at each checkpoint) or at least once (one file,
 // flushed whenever the sink is idle). Checkpoints every 10 s either way.
 func e2eConfig(brokerURL, clientID, topic, delivery, out string) string {
-	return agentConfig(brokerURL, clientID, topic, delivery, out, "1s")
+	return agentConfig(brokerURL, clientID, topic, delivery, out, "1s") + fmt.Sprintf("ingest { ack = %q }\n", e2eIngestAck)
 }
+
+// e2eIngestAck is the ingest log's ack mode in benchmark (b) (-ingest-ack).
+var e2eIngestAck = "after_fsync"
 
 // agentConfig is e2eConfig with a window size; out is a path, or for an
 // exactly-once MQTT sink "mqtt:" + the upstream broker URL.
@@ -134,6 +137,7 @@ func runE2E(args []string) error {
 	rate := fs.Int("rate", 10_000, "readings/s of the latency runs")
 	dur := fs.Duration("duration", 30*time.Second, "length of each latency run")
 	devices := fs.Int("devices", 100, "devices (keys)")
+	fs.StringVar(&e2eIngestAck, "ingest-ack", e2eIngestAck, "ingest log ack mode: after_fsync or after_write")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -189,8 +193,8 @@ func runE2E(args []string) error {
 		}
 		t.add(row...)
 	}
-	fmt.Printf("\n(b) end to end: mosquitto → eddy (MQTT QoS 1, ingest log after_fsync, 1 s event-time windows, checkpoints every 10 s) → file sink; %d devices; publisher %s readings/s; %d CPUs, %s\n\n",
-		*devices, si(pubRate), runtime.NumCPU(), runtime.Version())
+	fmt.Printf("\n(b) end to end: mosquitto → eddy (MQTT QoS 1, ingest log %s, 1 s event-time windows, checkpoints every 10 s) → file sink; %d devices; publisher %s readings/s; %d CPUs, %s\n\n",
+		e2eIngestAck, *devices, si(pubRate), runtime.NumCPU(), runtime.Version())
 	t.write(os.Stdout)
 	fmt.Println("\nThroughput rows drain a backlog queued at the broker while the consumer was down (rate between 10% and 90% of it);")
 	fmt.Println("latency rows publish live at a fixed rate: latency = time the output record became visible − window end (the window's last reading was published just before its end).")
