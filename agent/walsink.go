@@ -55,7 +55,7 @@ func (w *walTx) Recover(last uint64) error {
 func (w *walTx) Close() error { return w.s.Close() }
 
 // writeBlocked reports a Write waiting for room (when_full = "block").
-func (w *walTx) writeBlocked() bool { return w.s.Stats().WriteBlocked }
+func (w *walTx) writeBlocked() bool { return w.s.WriteBlocked() }
 
 // openWALSink opens the exactly-once MQTT sink of s under data_dir/wal and
 // exposes its backlog on /metrics.

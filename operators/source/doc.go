@@ -20,9 +20,9 @@
 //     downstream (paho does not deduplicate inbound QoS 2).
 //   - MQTT QoS 0: at most once; the queue is capped by MaxPending and
 //     overflows are dropped and counted (Stats).
-//   - Embedded broker: the broker's publish hook copies each message into
-//     the queue before the sensor is acked; when the queue is full the hook
-//     waits, bounded, which holds back the sensor (see Embedded).
+//   - Embedded broker: not a Source here; the agent takes its publishes
+//     from the broker's hook straight into the ingest log
+//     (broker.SubscribeDeferred), acking each after the commit.
 //   - Files: read as fast as the channel accepts.
 //
 // # Broker settings
@@ -35,7 +35,7 @@
 //
 // # Life cycle
 //
-// Build a source with NewMQTT, NewEmbedded or NewFile, call Run once at a
+// Build a source with NewMQTT, NewSharedMQTT or NewFile, call Run once at a
 // time (it may be called again after it returns: queued messages are kept),
 // and read Stats through the StatsReporter interface of network sources.
 package source

@@ -2,34 +2,23 @@ package source
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 )
 
-// errPendingFull is returned by pushCopyWait when no room freed up in time.
-var errPendingFull = errors.New("source: pending queue full")
-
-// errStopped is returned by pushCopyWait when the source's Run ended.
-var errStopped = errors.New("source: stopped")
-
 // pending is the queue between a receiving callback (paho's message handler,
-// the broker's publish hook), which must return quickly, and Run's delivery
-// loop, which may block on a full out channel. push never blocks;
-// pushCopyWait blocks for room, bounded. Safe for concurrent use.
+// a shared subscription's handlers), which must return quickly, and Run's
+// delivery loop, which may block on a full out channel. push never blocks.
+// Safe for concurrent use.
 type pending struct {
-	mu          sync.Mutex
-	msgs        []Message // msgs[head:] are queued
-	head        int
-	seq         uint64        // Offset of the last message queued
-	ready       chan struct{} // capacity 1: a token means "maybe not empty"
-	space       chan struct{} // closed by take when spaceWanted
-	spaceWanted bool
-	arena       arena
+	mu    sync.Mutex
+	msgs  []Message // msgs[head:] are queued
+	head  int
+	seq   uint64        // Offset of the last message queued
+	ready chan struct{} // capacity 1: a token means "maybe not empty"
 }
 
 func newPending() *pending {
-	return &pending{ready: make(chan struct{}, 1), space: make(chan struct{})}
+	return &pending{ready: make(chan struct{}, 1)}
 }
 
 // len returns the number of queued messages.
@@ -51,37 +40,6 @@ func (p *pending) push(m Message, limit int) bool {
 	p.mu.Unlock()
 	p.signal()
 	return true
-}
-
-// pushCopyWait queues a message with a copy of payload, waiting while limit
-// messages are queued: until take makes room, done is closed (errStopped) or
-// maxWait passes (errPendingFull). A nil done never closes.
-func (p *pending) pushCopyWait(topic string, payload []byte, arrival int64, limit int, done <-chan struct{}, maxWait time.Duration) error {
-	var timeout <-chan time.Time
-	for {
-		p.mu.Lock()
-		if len(p.msgs)-p.head < limit {
-			p.appendLocked(Message{Topic: topic, Payload: p.arena.copy(payload), Arrival: arrival})
-			p.mu.Unlock()
-			p.signal()
-			return nil
-		}
-		p.spaceWanted = true
-		space := p.space
-		p.mu.Unlock()
-		if timeout == nil {
-			t := time.NewTimer(maxWait)
-			defer t.Stop()
-			timeout = t.C
-		}
-		select {
-		case <-space:
-		case <-done:
-			return errStopped
-		case <-timeout:
-			return errPendingFull
-		}
-	}
 }
 
 func (p *pending) appendLocked(m Message) {
@@ -118,11 +76,6 @@ func (p *pending) take(max int) []Message {
 		rest := copy(p.msgs, p.msgs[p.head:])
 		clear(p.msgs[rest:])
 		p.msgs, p.head = p.msgs[:rest], 0
-	}
-	if p.spaceWanted {
-		close(p.space)
-		p.space = make(chan struct{})
-		p.spaceWanted = false
 	}
 	return batch
 }

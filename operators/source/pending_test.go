@@ -2,9 +2,7 @@ package source
 
 import (
 	"context"
-	"errors"
 	"testing"
-	"time"
 )
 
 func TestPending_PushTakeOrder(t *testing.T) {
@@ -36,45 +34,6 @@ func TestPending_Limit(t *testing.T) {
 		if ok := p.push(Message{}, 2); ok != (i < 2) {
 			t.Fatalf("push %d with limit 2: ok=%v", i, ok)
 		}
-	}
-}
-
-func TestPending_PushCopyWait(t *testing.T) {
-	p := newPending()
-	payload := []byte("abc")
-	if err := p.pushCopyWait("t", payload, 1, 1, nil, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	payload[0] = 'X'
-	// Full: a closed done channel ends the wait at once.
-	done := make(chan struct{})
-	close(done)
-	if err := p.pushCopyWait("t", payload, 2, 1, done, time.Hour); !errors.Is(err, errStopped) {
-		t.Fatalf("err = %v, want errStopped", err)
-	}
-	// Full: the bound ends the wait.
-	if err := p.pushCopyWait("t", payload, 2, 1, nil, time.Millisecond); !errors.Is(err, errPendingFull) {
-		t.Fatalf("err = %v, want errPendingFull", err)
-	}
-	// Full: take makes room for a waiting push.
-	result := make(chan error)
-	go func() { result <- p.pushCopyWait("t", []byte("def"), 3, 1, nil, time.Hour) }()
-	for {
-		p.mu.Lock()
-		waiting := p.spaceWanted
-		p.mu.Unlock()
-		if waiting {
-			break
-		}
-		time.Sleep(time.Millisecond) // wait for the goroutine to block
-	}
-	first := p.take(MaxBatch)
-	if err := <-result; err != nil {
-		t.Fatal(err)
-	}
-	second := p.take(MaxBatch)
-	if string(first[0].Payload) != "abc" || string(second[0].Payload) != "def" || second[0].Offset != 2 {
-		t.Fatalf("got %q (%d), %q (%d)", first[0].Payload, first[0].Offset, second[0].Payload, second[0].Offset)
 	}
 }
 

@@ -17,7 +17,7 @@ type Stats struct {
 	Pending int
 }
 
-// StatsReporter is implemented by the network sources (*MQTT, *Embedded).
+// StatsReporter is implemented by the network sources (*MQTT, *SharedMQTT).
 type StatsReporter interface {
 	Stats() Stats
 }

@@ -646,6 +646,14 @@ func (s *Sink) Stats() Stats {
 	return st
 }
 
+// WriteBlocked reports whether a Write waits for room (when_full = block):
+// Stats().WriteBlocked without the rest of Stats' work, for polling.
+func (s *Sink) WriteBlocked() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.blocked
+}
+
 // Close stops publishing (open flows stay in the WAL and resume at the next
 // Open), unblocks blocked Writes with ErrClosed, and closes the WAL. It does
 // not wait for the backlog to drain.
