@@ -105,19 +105,35 @@ func (c *coalescingConn) flushLoop() {
 }
 
 // Close sends what is buffered, for up to closeFlushTimeout, then closes
-// the connection. Later calls return the first call's result.
+// the connection gracefully: it shuts down the sending side and reads until
+// the broker closes its side (or closeFlushTimeout passes). Closing a socket
+// with unread bytes makes the kernel send RST instead of FIN, and a broker
+// that receives RST discards what it had not read yet: the last acks and the
+// DISCONNECT. mosquitto reads one packet per wakeup, so up to a whole
+// committed batch of acks was lost that way and redelivered after the
+// reconnect. Later calls return the first call's result.
 func (c *coalescingConn) Close() error {
 	c.once.Do(func() {
 		c.mu.Lock()
 		c.closing = true
 		c.cond.Broadcast()
 		c.mu.Unlock()
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(closeFlushTimeout))
+		deadline := time.Now().Add(closeFlushTimeout)
+		_ = c.Conn.SetWriteDeadline(deadline)
 		select {
 		case c.kick <- struct{}{}:
 		default:
 		}
 		<-c.flushed
+		if tc, ok := c.Conn.(*net.TCPConn); ok && tc.CloseWrite() == nil {
+			_ = tc.SetReadDeadline(deadline)
+			var sink [512]byte
+			for {
+				if _, err := tc.Read(sink[:]); err != nil {
+					break
+				}
+			}
+		}
 		c.cerr = c.Conn.Close()
 	})
 	return c.cerr

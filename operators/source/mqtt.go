@@ -21,6 +21,13 @@ const (
 	DefaultReconnectMax = time.Minute
 	DefaultMaxPending   = 100000
 	connectTimeout      = 10 * time.Second
+	// disconnectQuiesceMs bounds how long a disconnect waits for the acks
+	// already handed to paho and the DISCONNECT to be written. Every
+	// disconnect waits, also one while SUBSCRIBE is pending: a broker with a
+	// persistent session sends its queued messages before the SUBACK, and the
+	// agent may have acked them. paho's Disconnect(0) returns at once and
+	// closes the connection later, so the next Run's connection could take
+	// the session over before those acks left.
 	disconnectQuiesceMs = 250
 )
 
@@ -195,7 +202,7 @@ func (s *MQTT) connectLoop(ctx context.Context) {
 		client := paho.NewClient(s.clientOptions(lost))
 		err := s.connect(ctx, client)
 		if ctx.Err() != nil {
-			client.Disconnect(0)
+			client.Disconnect(disconnectQuiesceMs)
 			return
 		}
 		if err != nil {
@@ -284,13 +291,13 @@ func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
 	}
 	sub := client.SubscribeMultiple(filters, nil)
 	if err := waitToken(ctx, sub); err != nil {
-		client.Disconnect(0)
+		client.Disconnect(disconnectQuiesceMs)
 		return fmt.Errorf("source: mqtt subscribe: %w", err)
 	}
 	if st, ok := sub.(*paho.SubscribeToken); ok {
 		for topic, granted := range st.Result() {
 			if granted == 0x80 {
-				client.Disconnect(0)
+				client.Disconnect(disconnectQuiesceMs)
 				return fmt.Errorf("source: mqtt subscribe to %q refused by the broker", topic)
 			}
 		}

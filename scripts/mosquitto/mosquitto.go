@@ -48,6 +48,13 @@ func Start(tb testing.TB) *Broker {
 		tb.Fatal("mosquitto is not installed: run scripts/install-deps.sh")
 	}
 	b := &Broker{tb: tb, dir: tb.TempDir(), Port: freePort(tb)}
+	// Cleanups run last-registered first: the log is shown after Stop.
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
+			tb.Logf("mosquitto log:\n%s", log)
+		}
+	})
 	b.start()
 	tb.Cleanup(func() { b.Stop() })
 	return b
