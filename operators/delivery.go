@@ -16,6 +16,41 @@ type Delivery struct {
 	results []sink.Result
 	isRes   []bool
 	items   []sink.Item
+
+	// Sizes of the previous Delivery of the same producer, for the first
+	// Add to allocate once instead of growing each buffer by doubling.
+	hint deliverySizes
+}
+
+type deliverySizes struct{ buf, items, keys, vals int }
+
+// maxHintBuf caps the preallocated encoding buffer: after a burst of
+// firings the next batches are usually small.
+const maxHintBuf = 4 << 20
+
+// next returns an empty Delivery for the producer's next batch, sized like
+// d.
+func (d *Delivery) next() *Delivery {
+	return &Delivery{hint: deliverySizes{buf: min(len(d.buf), maxHintBuf), items: min(len(d.ends), maxHintBuf/64), keys: min(len(d.keys), maxHintBuf), vals: min(len(d.vals), maxHintBuf/8)}}
+}
+
+// reserve allocates the buffers at the first Add.
+func (d *Delivery) reserve() {
+	if d.ends != nil {
+		return
+	}
+	h := d.hint
+	d.buf = make([]byte, 0, max(h.buf, 512))
+	d.ends = make([]int, 0, max(h.items, 8))
+	d.keyEnds = make([]int, 0, max(h.items, 8))
+	d.results = make([]sink.Result, 0, h.items)
+	d.isRes = make([]bool, 0, max(h.items, 8))
+	if h.keys > 0 {
+		d.keys = make([]byte, 0, h.keys)
+	}
+	if h.vals > 0 {
+		d.vals = make([]float64, 0, h.vals)
+	}
 }
 
 // Len is the number of items added.
@@ -24,6 +59,7 @@ func (d *Delivery) Len() int { return len(d.ends) }
 // AddResult encodes r for deviceID and keeps a copy of r for topic templates
 // and pretty printing.
 func (d *Delivery) AddResult(deviceID string, r *sink.Result) {
+	d.reserve()
 	d.buf = sink.AppendJSON(d.buf, deviceID, r)
 	d.ends = append(d.ends, len(d.buf))
 	d.keys = append(d.keys, r.Key...)
@@ -37,6 +73,7 @@ func (d *Delivery) AddResult(deviceID string, r *sink.Result) {
 
 // AddEncoded adds a result whose JSON encoding is already done.
 func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
+	d.reserve()
 	d.buf = append(d.buf, payload...)
 	d.ends = append(d.ends, len(d.buf))
 	d.keys = append(d.keys, r.Key...)
@@ -50,6 +87,7 @@ func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
 
 // AddDeadLetter encodes a dead letter or late reading.
 func (d *Delivery) AddDeadLetter(pipeline, reason, detail, topic string, offset uint64, payload []byte) {
+	d.reserve()
 	d.buf = sink.AppendDeadLetter(d.buf, pipeline, reason, detail, topic, offset, payload)
 	d.ends = append(d.ends, len(d.buf))
 	d.keyEnds = append(d.keyEnds, len(d.keys))
@@ -60,6 +98,7 @@ func (d *Delivery) AddDeadLetter(pipeline, reason, detail, topic string, offset 
 // AddRaw adds a payload as it is (a pipeline without a window forwards the
 // readings that pass its filter).
 func (d *Delivery) AddRaw(payload []byte) {
+	d.reserve()
 	d.buf = append(d.buf, payload...)
 	d.ends = append(d.ends, len(d.buf))
 	d.keyEnds = append(d.keyEnds, len(d.keys))

@@ -109,6 +109,6 @@ func take(d **Delivery) *Delivery {
 		return nil
 	}
 	r := *d
-	*d = new(Delivery)
+	*d = r.next()
 	return r
 }
