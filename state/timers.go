@@ -16,6 +16,10 @@ import (
 // merges them with the keys added since, in memory. It is exact: a key
 // added or deleted while popping is seen.
 //
+// Add and Delete look a key up only when it is not above the largest key the
+// queue may hold (hi): timers are mostly added at ever later times, so most
+// adds cost one Put.
+//
 // A TimerQueue belongs to the goroutine that owns its Backend. After a
 // Backend.Restore it recounts itself (it watches Backend.Generation).
 type TimerQueue struct {
@@ -24,6 +28,7 @@ type TimerQueue struct {
 	prefix []byte
 	n      int
 	gen    uint64
+	hi     []byte // no key above it is in the queue; meaningful while n > 0
 
 	// Read-ahead: keys read from the store in order, from buf.
 	buf       []byte
@@ -56,11 +61,13 @@ func (q *TimerQueue) recount() error {
 	q.reset()
 	q.gen = q.be.Generation()
 	q.n = 0
+	q.hi = q.hi[:0]
 	return q.be.Scan(q.bucket, q.prefix, func(k, _ []byte) bool {
 		if !bytes.HasPrefix(k, q.prefix) {
 			return false
 		}
 		q.n++
+		q.hi = append(q.hi[:0], k...) // keys come in order: the last is the largest
 		return true
 	})
 }
@@ -91,24 +98,56 @@ func (q *TimerQueue) Len() int {
 	return q.n
 }
 
+// Contains reports whether key is in the queue.
+func (q *TimerQueue) Contains(key []byte) (bool, error) {
+	if err := q.sync(); err != nil {
+		return false, err
+	}
+	return q.contains(key)
+}
+
+func (q *TimerQueue) contains(key []byte) (bool, error) {
+	if q.n == 0 || bytes.Compare(key, q.hi) > 0 {
+		return false, nil
+	}
+	_, ok, err := q.be.Get(q.bucket, key)
+	return ok, err
+}
+
 // Add inserts key (which must start with the prefix) and reports whether it
 // was new.
 func (q *TimerQueue) Add(key []byte) (bool, error) {
 	if err := q.sync(); err != nil {
 		return false, err
 	}
-	if _, ok, err := q.be.Get(q.bucket, key); ok || err != nil {
+	if ok, err := q.contains(key); ok || err != nil {
 		return false, err
 	}
+	return true, q.insert(key)
+}
+
+// AddNew inserts key, which the caller knows is not in the queue (Contains
+// said so, and nothing was added since): it saves Add's lookup.
+func (q *TimerQueue) AddNew(key []byte) error {
+	if err := q.sync(); err != nil {
+		return err
+	}
+	return q.insert(key)
+}
+
+func (q *TimerQueue) insert(key []byte) error {
 	if err := q.be.Put(q.bucket, key, nil); err != nil {
-		return false, err
+		return err
+	}
+	if q.n == 0 || bytes.Compare(key, q.hi) > 0 {
+		q.hi = append(q.hi[:0], key...)
 	}
 	q.n++
 	if q.hasCover && (q.exhausted || bytes.Compare(key, q.covered) <= 0) {
 		// Within what was read ahead: a later read would skip it.
 		if len(q.added) >= maxTimerAdded {
 			q.reset()
-			return true, nil
+			return nil
 		}
 		i, _ := slices.BinarySearchFunc(q.added, key, bytes.Compare)
 		var k []byte
@@ -117,7 +156,7 @@ func (q *TimerQueue) Add(key []byte) (bool, error) {
 		}
 		q.added = slices.Insert(q.added, i, append(k, key...))
 	}
-	return true, nil
+	return nil
 }
 
 // Delete removes key and reports whether it was there.
@@ -125,7 +164,7 @@ func (q *TimerQueue) Delete(key []byte) (bool, error) {
 	if err := q.sync(); err != nil {
 		return false, err
 	}
-	if _, ok, err := q.be.Get(q.bucket, key); !ok || err != nil {
+	if ok, err := q.contains(key); !ok || err != nil {
 		return false, err
 	}
 	if err := q.be.Delete(q.bucket, key); err != nil {
@@ -134,6 +173,19 @@ func (q *TimerQueue) Delete(key []byte) (bool, error) {
 	q.n--
 	// A read-ahead or added copy is skipped by Pop's existence check.
 	return true, nil
+}
+
+// DeleteKnown removes key, which the caller knows is in the queue: it saves
+// Delete's lookup.
+func (q *TimerQueue) DeleteKnown(key []byte) error {
+	if err := q.sync(); err != nil {
+		return err
+	}
+	if err := q.be.Delete(q.bucket, key); err != nil {
+		return err
+	}
+	q.n--
+	return nil
 }
 
 // Pop removes and returns the smallest key below the exclusive bound below

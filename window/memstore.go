@@ -2,7 +2,6 @@ package window
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/eddy-edge/eddy/window/aggregate"
 )
@@ -30,7 +29,7 @@ type MemoryStore struct {
 	empties int    // memKeys with no state
 
 	windows int
-	timers  [CountDomain + 1]timerQueue
+	timers  [CountDomain + 1]timerQueue[*memKey]
 }
 
 type memKey struct {
@@ -58,7 +57,7 @@ const (
 func NewMemoryStore() *MemoryStore {
 	s := &MemoryStore{keys: make(map[string]*memKey)}
 	for i := range s.timers {
-		s.timers[i] = newTimerQueue()
+		s.timers[i] = newTimerQueue(memKeyBytes)
 	}
 	return s
 }
@@ -275,7 +274,7 @@ func (s *MemoryStore) PutReadingCount(n int64) {
 // AddTimer implements Store.
 func (s *MemoryStore) AddTimer(d Domain, time int64, w Window) {
 	mk := s.mustKey()
-	if s.timers[d].add(time, timerID{mk, w}) {
+	if s.timers[d].add(time, timerID[*memKey]{mk, w}) {
 		mk.timers++
 	}
 }
@@ -285,7 +284,7 @@ func (s *MemoryStore) DeleteTimer(d Domain, time int64, w Window) {
 	if s.cur == nil {
 		return
 	}
-	if s.timers[d].remove(time, timerID{s.cur, w}) {
+	if ok, _ := s.timers[d].remove(time, timerID[*memKey]{s.cur, w}); ok {
 		s.cur.timers--
 		s.checkEmpty(s.cur)
 	}
@@ -310,241 +309,4 @@ func (s *MemoryStore) Counts() (windows, timers int) {
 	return s.windows, timers
 }
 
-type timerID struct {
-	k *memKey
-	w Window
-}
-
-type timerKey struct {
-	t  int64
-	id timerID
-}
-
-// timerQueue holds the timers of one domain: the set of timers (set), a
-// bucket per distinct time listing the timers added at that time, and a
-// min-heap of those times (a time is in the heap iff it has a bucket).
-// DeleteTimer only removes from the set; a bucket may thus hold stale or
-// repeated entries, which popping skips by checking the set. Bucket slots
-// and their slices are recycled, so a steady state allocates nothing.
-type timerQueue struct {
-	set     map[timerKey]struct{}
-	byTime  map[int64]int32 // time → index into buckets
-	buckets []timerBucket
-	free    []int32 // unused bucket slots
-	times   timeHeap
-
-	// The bucket being popped, copied and sorted into drain.
-	draining bool
-	drainAt  int64
-	drain    []drainEntry
-	drainPos int
-}
-
-type timerBucket struct {
-	ids []timerID
-}
-
-func newTimerQueue() timerQueue {
-	return timerQueue{set: make(map[timerKey]struct{}), byTime: make(map[int64]int32)}
-}
-
-func (q *timerQueue) len() int { return len(q.set) }
-
-func (q *timerQueue) add(t int64, id timerID) bool {
-	n := len(q.set)
-	q.set[timerKey{t, id}] = struct{}{}
-	if len(q.set) == n {
-		return false // already registered (one map probe instead of two)
-	}
-	slot, ok := q.byTime[t]
-	if !ok {
-		if n := len(q.free); n > 0 {
-			slot = q.free[n-1]
-			q.free = q.free[:n-1]
-		} else {
-			slot = int32(len(q.buckets))
-			q.buckets = append(q.buckets, timerBucket{})
-		}
-		q.byTime[t] = slot
-		q.times.push(t)
-	}
-	b := &q.buckets[slot]
-	b.ids = append(b.ids, id)
-	return true
-}
-
-func (q *timerQueue) remove(t int64, id timerID) bool {
-	k := timerKey{t, id}
-	if _, ok := q.set[k]; !ok {
-		return false
-	}
-	delete(q.set, k)
-	return true
-}
-
-func (q *timerQueue) pop(upTo int64) (timerID, int64, bool) {
-	for {
-		if q.draining {
-			for q.drainPos < len(q.drain) {
-				id := q.drain[q.drainPos].id
-				q.drainPos++
-				k := timerKey{q.drainAt, id}
-				if _, ok := q.set[k]; ok {
-					delete(q.set, k)
-					return id, q.drainAt, true
-				}
-			}
-			slot := q.byTime[q.drainAt]
-			if len(q.buckets[slot].ids) > 0 {
-				q.startDrain(slot) // timers added to this time while draining
-				continue
-			}
-			q.draining = false
-			q.dropBucket(q.drainAt)
-			continue
-		}
-		if len(q.times) == 0 || q.times[0] > upTo {
-			return timerID{}, 0, false
-		}
-		q.drainAt, q.draining = q.times[0], true
-		q.startDrain(q.byTime[q.drainAt])
-	}
-}
-
-// startDrain moves the bucket's timers into drain, sorted by (key, window).
-// Each entry carries its key and 8 distinguishing key bytes, so the sort
-// compares mostly integers in one array instead of chasing a pointer per
-// comparison (a tumbling bucket holds one timer per key).
-func (q *timerQueue) startDrain(slot int32) {
-	b := &q.buckets[slot]
-	// Keys often share a long prefix ("device-…"): take the 8 bytes after
-	// the prefix common to all keys of the bucket.
-	lcp := 0
-	if len(b.ids) > 0 {
-		first := b.ids[0].k.key
-		lcp = len(first)
-		for _, id := range b.ids[1:] {
-			k := id.k.key
-			n := min(lcp, len(k))
-			i := 0
-			for i < n && k[i] == first[i] {
-				i++
-			}
-			lcp = i
-		}
-	}
-	q.drain = q.drain[:0]
-	for _, id := range b.ids {
-		q.drain = append(q.drain, drainEntry{prefix: keyPrefix(id.k.key[lcp:]), key: id.k.key, id: id})
-	}
-	clear(b.ids)
-	b.ids = b.ids[:0]
-	slices.SortFunc(q.drain, func(a, b drainEntry) int {
-		if a.prefix != b.prefix {
-			if a.prefix < b.prefix {
-				return -1
-			}
-			return 1
-		}
-		if c := bytes.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		if a.id.w.Start != b.id.w.Start {
-			if a.id.w.Start < b.id.w.Start {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.id.w.End < b.id.w.End:
-			return -1
-		case a.id.w.End > b.id.w.End:
-			return 1
-		}
-		return 0
-	})
-	q.drainPos = 0
-}
-
-// drainEntry is a timer being popped with its sort key.
-type drainEntry struct {
-	prefix uint64 // 8 key bytes after the bucket's common prefix, big-endian, zero-padded: orders as bytes.Compare where it differs
-	key    []byte
-	id     timerID
-}
-
-func keyPrefix(k []byte) uint64 {
-	var p uint64
-	for i := range 8 {
-		p <<= 8
-		if i < len(k) {
-			p |= uint64(k[i])
-		}
-	}
-	return p
-}
-
-// dropBucket removes the (empty) bucket of t and t from the heap.
-func (q *timerQueue) dropBucket(t int64) {
-	q.times.remove(t)
-	slot := q.byTime[t]
-	delete(q.byTime, t)
-	q.free = append(q.free, slot)
-}
-
-// timeHeap is a binary min-heap of distinct timer times. (container/heap
-// would box every pushed int64.)
-type timeHeap []int64
-
-func (h *timeHeap) push(t int64) {
-	*h = append(*h, t)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-}
-
-// remove deletes t (usually the minimum; a time added below a bucket being
-// drained is the only other case).
-func (h *timeHeap) remove(t int64) {
-	a := *h
-	i := 0
-	if a[0] != t {
-		i = slices.Index(a, t)
-		if i < 0 {
-			panic("window: timer heap lost a time")
-		}
-	}
-	last := len(a) - 1
-	a[i] = a[last]
-	a = a[:last]
-	*h = a
-	if i == last {
-		return
-	}
-	// Restore the heap at i: up, then down.
-	for i > 0 && a[(i-1)/2] > a[i] {
-		p := (i - 1) / 2
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-	for {
-		l, m := 2*i+1, i
-		if l < len(a) && a[l] < a[m] {
-			m = l
-		}
-		if r := l + 1; r < len(a) && a[r] < a[m] {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		a[m], a[i] = a[i], a[m]
-		i = m
-	}
-}
+func memKeyBytes(k *memKey) []byte { return k.key }

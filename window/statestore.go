@@ -29,10 +29,21 @@ import (
 // through the backend as they would be without the cache. So a working set
 // larger than the cache keeps the part that fits (cyclic access would evict
 // every key before its next use under plain CLOCK), and cold keys still age
-// out. Merging sets, count counters and timers go to the backend directly.
+// out. Merging sets and count counters go to the backend directly.
+//
+// Timer front: timers stay in memory too (up to StateStoreOptions.TimerCache
+// of them, then all go to the backend at once), so a timer that fires before
+// the next checkpoint never reaches the backend, and one that fires after
+// costs a delete but no backend scan; when event time runs ahead of the wall
+// clock (a backlog replayed after an outage) most timers are of the first
+// kind. Flush writes the new ones into the backend. The backend is asked
+// whether it holds a timer only when it holds timers the front does not
+// (after a restore or a full front) and the timer sorts at or below the
+// largest one it may hold (state.TimerQueue), which new windows' timers
+// rarely do.
 //
 // Checkpoints: the backend lags behind the store by the dirty cached
-// windows, so the caller must call Flush right before Backend.Snapshot (and
+// windows and the front's timers, so the caller must call Flush right before Backend.Snapshot (and
 // before anything else reads the windows bucket from the backend).
 //
 // Errors: the Store interface returns none, so StateStore keeps the first
@@ -56,11 +67,15 @@ type StateStore struct {
 	gen     uint64
 	err     error
 
-	objs  objCache
-	cur   int32 // cache slot of the current key, or -1
-	tried bool  // admitting the current key was tried (once per SetCurrentKey)
-	kg    uint16
-	key   []byte
+	objs       objCache
+	front      timerFront
+	frontLimit int
+	fk         *frontKey // the current key's front record, or nil if not looked up
+	fkLooked   bool      // fk was looked up for the current key
+	cur        int32     // cache slot of the current key, or -1
+	tried      bool      // admitting the current key was tried (once per SetCurrentKey)
+	kg         uint16
+	key        []byte
 
 	st       WindowState // scratch for windows of keys not cached (and once failed)
 	kbuf     []byte
@@ -79,7 +94,15 @@ type StateStoreOptions struct {
 	// Zero means DefaultStateCacheBytes. A tiny value is valid: every key
 	// switch then evicts every window, slowly but correctly.
 	CacheBytes int
+	// TimerCache bounds the timers kept in memory since the last Flush
+	// (roughly 100 bytes each). Zero means DefaultTimerCache; 1 keeps at most
+	// one.
+	TimerCache int
 }
+
+// DefaultTimerCache is the default StateStoreOptions.TimerCache: a sliding
+// window's timers of some 5,000 keys between two checkpoints, ~3 MiB.
+const DefaultTimerCache = 32 << 10
 
 // DefaultStateCacheBytes is the default StateStoreOptions.CacheBytes: about
 // 20,000 windows of five simple aggregates.
@@ -98,8 +121,12 @@ func NewStateStoreWith(be state.Backend, operatorName string, funcs []aggregate.
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = DefaultStateCacheBytes
 	}
-	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...), cur: -1}
+	if opts.TimerCache <= 0 {
+		opts.TimerCache = DefaultTimerCache
+	}
+	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...), cur: -1, frontLimit: opts.TimerCache}
 	s.objs = newObjCache(opts.CacheBytes, s.funcs)
+	s.front = newTimerFront()
 	var err error
 	if s.bucket, err = be.Bucket(operatorName+"/windows", state.KeyGroupPrefix); err != nil {
 		return nil, fmt.Errorf("window: state store: %w", err)
@@ -136,13 +163,15 @@ func (s *StateStore) fail(err error) {
 	}
 }
 
-// Flush writes every changed cached window state into the backend (the
-// states stay cached) and returns Err. Call it right before
-// Backend.Snapshot: the snapshot then holds exactly the store's state.
+// Flush writes every changed cached window state and every new timer into
+// the backend (both stay cached) and returns Err.
+// Call it right before Backend.Snapshot: the snapshot then holds exactly the
+// store's state.
 func (s *StateStore) Flush() error {
 	if !s.refresh() {
 		return s.err
 	}
+	s.storeTimers()
 	c := &s.objs
 	for _, slot := range c.listed {
 		k := &c.keys[slot]
@@ -159,6 +188,37 @@ func (s *StateStore) Flush() error {
 	}
 	c.listed = c.listed[:0]
 	return s.err
+}
+
+// storeTimers writes the front's new timers into the backend (they stay in
+// the front, stored). The front's timers are not in the backend otherwise,
+// so each is new there.
+func (s *StateStore) storeTimers() {
+	if s.front.unstored() == 0 {
+		return
+	}
+	s.front.store(func(d Domain, t int64, k *frontKey, w Window) {
+		if s.err != nil {
+			return
+		}
+		s.kbuf = AppendTimerKey(s.kbuf[:0], d, t, k.kg, k.key, w)
+		if err := s.queues[d].AddNew(s.kbuf); err != nil {
+			s.fail(err)
+		}
+	})
+}
+
+// spillTimers empties a full front into the backend.
+func (s *StateStore) spillTimers() {
+	s.storeTimers()
+	s.front.reset()
+	s.fk, s.fkLooked = nil, false
+}
+
+// backendOnly reports whether the backend holds timers of d the front does
+// not.
+func (s *StateStore) backendOnly(d Domain) bool {
+	return s.queues[d].Len() > s.front.stored[d]
 }
 
 // write encodes a cached window state into the backend.
@@ -234,6 +294,8 @@ func (s *StateStore) refresh() bool {
 func (s *StateStore) recount() error {
 	s.gen = s.be.Generation()
 	s.objs.reset()
+	s.front.reset()
+	s.fk, s.fkLooked = nil, false
 	s.cur = -1
 	s.windows = 0
 	var bad error
@@ -281,6 +343,7 @@ func (s *StateStore) SetCurrentKey(keyGroup uint16, key []byte) {
 	s.kg = keyGroup
 	s.key = append(s.key[:0], key...)
 	s.tried = false
+	s.fk, s.fkLooked = nil, false
 	if s.cur = s.objs.lookup(key); s.cur >= 0 {
 		s.objs.keys[s.cur].ref = true
 	}
@@ -552,14 +615,40 @@ func (s *StateStore) PutReadingCount(n int64) {
 	}
 }
 
+// frontKey returns the current key's front record; with create, it
+// creates it.
+func (s *StateStore) frontKey(create bool) *frontKey {
+	if !s.fkLooked || (create && s.fk == nil) {
+		if create {
+			s.fk = s.front.intern(s.kg, s.key)
+		} else {
+			s.fk = s.front.lookup(s.key)
+		}
+		s.fkLooked = true
+	}
+	return s.fk
+}
+
 // AddTimer implements Store.
 func (s *StateStore) AddTimer(d Domain, time int64, w Window) {
 	if !s.refresh() {
 		return
 	}
-	s.kbuf = AppendTimerKey(s.kbuf[:0], d, time, s.kg, s.key, w)
-	if _, err := s.queues[d].Add(s.kbuf); err != nil {
-		s.fail(err)
+	if k := s.frontKey(false); k != nil && s.front.has(d, time, k, w) {
+		return
+	}
+	if s.backendOnly(d) {
+		s.kbuf = AppendTimerKey(s.kbuf[:0], d, time, s.kg, s.key, w)
+		if ok, err := s.queues[d].Contains(s.kbuf); ok || err != nil {
+			if err != nil {
+				s.fail(err)
+			}
+			return
+		}
+	}
+	s.front.add(d, time, s.frontKey(true), w)
+	if s.front.n > s.frontLimit {
+		s.spillTimers()
 	}
 }
 
@@ -568,39 +657,74 @@ func (s *StateStore) DeleteTimer(d Domain, time int64, w Window) {
 	if !s.refresh() {
 		return
 	}
+	if k := s.frontKey(false); k != nil {
+		if ok, stored := s.front.remove(d, time, k, w); ok {
+			if stored {
+				s.kbuf = AppendTimerKey(s.kbuf[:0], d, time, s.kg, s.key, w)
+				if err := s.queues[d].DeleteKnown(s.kbuf); err != nil {
+					s.fail(err)
+				}
+			}
+			return
+		}
+	}
+	if !s.backendOnly(d) {
+		return
+	}
 	s.kbuf = AppendTimerKey(s.kbuf[:0], d, time, s.kg, s.key, w)
 	if _, err := s.queues[d].Delete(s.kbuf); err != nil {
 		s.fail(err)
 	}
 }
 
-// PopTimer implements Store.
+// PopTimer implements Store. It returns the earlier of the front's and the
+// backend-only timers' next.
 func (s *StateStore) PopTimer(d Domain, upTo int64) (Timer, bool) {
 	if !s.refresh() {
 		return Timer{}, false
 	}
-	// Timer keys of d with time ≤ upTo sort below d | ordered(upTo+1).
-	s.below = append(s.below[:0], byte(d))
-	if upTo == math.MaxInt64 {
-		s.below[0]++
-	} else {
-		s.below = appendOrderedInt(s.below, upTo+1)
+	fk, fw, ft, inFront := s.front.peek(d, upTo)
+	q := s.queues[d]
+	if s.backendOnly(d) {
+		if inFront {
+			// Backend timers that sort before the front's: stored copies of
+			// front timers sort after it, so these are backend-only.
+			s.below = AppendTimerKey(s.below[:0], d, ft, fk.kg, fk.key, fw)
+		} else {
+			// Timer keys of d with time ≤ upTo sort below d | ordered(upTo+1).
+			s.below = append(s.below[:0], byte(d))
+			if upTo == math.MaxInt64 {
+				s.below[0]++
+			} else {
+				s.below = appendOrderedInt(s.below, upTo+1)
+			}
+		}
+		k, ok, err := q.Pop(s.below)
+		if err != nil {
+			s.fail(err)
+			return Timer{}, false
+		}
+		if ok {
+			t, err := ParseTimerKey(k, s.timerKey[:0])
+			if err != nil {
+				s.fail(err)
+				return Timer{}, false
+			}
+			s.timerKey = t.Key
+			return t, true
+		}
 	}
-	k, ok, err := s.queues[d].Pop(s.below)
-	if err != nil {
-		s.fail(err)
+	if !inFront {
 		return Timer{}, false
 	}
-	if !ok {
-		return Timer{}, false
+	if s.front.take(d, fk) {
+		s.below = AppendTimerKey(s.below[:0], d, ft, fk.kg, fk.key, fw)
+		if err := q.DeleteKnown(s.below); err != nil {
+			s.fail(err)
+			return Timer{}, false
+		}
 	}
-	t, err := ParseTimerKey(k, s.timerKey[:0])
-	if err != nil {
-		s.fail(err)
-		return Timer{}, false
-	}
-	s.timerKey = t.Key
-	return t, true
+	return Timer{Domain: d, Time: ft, KeyGroup: fk.kg, Key: fk.key, Window: fw}, true
 }
 
 // Counts implements Store.
@@ -611,5 +735,5 @@ func (s *StateStore) Counts() (windows, timers int) {
 	for _, q := range s.queues[EventTime:] {
 		timers += q.Len()
 	}
-	return s.windows, timers
+	return s.windows, timers + s.front.unstored()
 }

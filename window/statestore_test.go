@@ -118,15 +118,16 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 		type sut struct {
 			name  string
 			cache int // StateStoreOptions.CacheBytes
+			tc    int // StateStoreOptions.TimerCache
 			be    state.Backend
 			store *StateStore
 			op    *Operator
 			chain checkpointChain
 			out   Output
 		}
-		mk := func(name string, cache int, be state.Backend) *sut {
-			s := &sut{name: name, cache: cache, be: be}
-			if s.store, err = NewStateStoreWith(be, "op", funcs, StateStoreOptions{CacheBytes: cache}); err != nil {
+		mk := func(name string, cache, tc int, be state.Backend) *sut {
+			s := &sut{name: name, cache: cache, tc: tc, be: be}
+			if s.store, err = NewStateStoreWith(be, "op", funcs, StateStoreOptions{CacheBytes: cache, TimerCache: tc}); err != nil {
 				t.Fatal(err)
 			}
 			if s.op, err = NewOperator(spec, s.store); err != nil {
@@ -135,10 +136,12 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 			return s
 		}
 		suts := []*sut{
-			mk("bolt", 0, openTestBolt(t, 2<<10)),
-			mk("bolt, evicting", 1, openTestBolt(t, 2<<10)),
-			mk("bolt, 2 KiB objects", 2<<10, openTestBolt(t, 2<<10)),
-			mk("memory", 0, state.NewMemory()),
+			mk("bolt", 0, 0, openTestBolt(t, 2<<10)),
+			mk("bolt, evicting", 1, 0, openTestBolt(t, 2<<10)),
+			mk("bolt, 2 KiB objects", 2<<10, 0, openTestBolt(t, 2<<10)),
+			mk("bolt, timers spilling", 0, 1, openTestBolt(t, 2<<10)),
+			mk("bolt, 3 front timers", 1, 3, openTestBolt(t, 2<<10)),
+			mk("memory", 0, 0, state.NewMemory()),
 		}
 		var refOut Output
 		now, wm, procSet := int64(0), int64(-50), false
@@ -196,7 +199,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 						be = openTestBolt(t, 2<<10)
 					}
 					// Register before restoring, as the agent does.
-					ns := mk(s.name, s.cache, be)
+					ns := mk(s.name, s.cache, s.tc, be)
 					if err := be.Restore(s.chain.source(), state.RestoreOptions{}); err != nil {
 						t.Fatal(err)
 					}
@@ -368,5 +371,105 @@ func TestStateStore_FlushWritesOnlyLiveWindows(t *testing.T) {
 	}
 	if len(out.Firings) != len(keys) || store2.Err() != nil {
 		t.Fatalf("%d firings after restore, want %d (err %v)", len(out.Firings), len(keys), store2.Err())
+	}
+}
+
+// Timers through the Store interface alone, with what the operator never
+// does but the contract allows: adding a timer twice, adding one below the
+// time being popped, popping with a bound that goes down, deleting absent
+// ones. StateStore (its in-memory front merged with the backend, with
+// flushes, spills and restores in between) pops exactly what MemoryStore
+// pops, in the same order.
+func TestStateStore_TimersMatchMemoryStore(t *testing.T) {
+	r := rand.New(rand.NewPCG(77, 3))
+	funcs := []aggregate.Func{aggregate.Count}
+	for iter := range 40 {
+		ref := NewMemoryStore()
+		type sut struct {
+			name  string
+			tc    int
+			be    state.Backend
+			store *StateStore
+			chain checkpointChain
+		}
+		mk := func(name string, tc int, be state.Backend) *sut {
+			st, err := NewStateStoreWith(be, "op", funcs, StateStoreOptions{TimerCache: tc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &sut{name: name, tc: tc, be: be, store: st}
+		}
+		suts := []*sut{
+			mk("front", 0, openTestBolt(t, 2<<10)),
+			mk("front of 1", 1, openTestBolt(t, 2<<10)),
+			mk("front of 5", 5, state.NewMemory()),
+		}
+		keys := [][]byte{[]byte("a"), []byte("a\x00"), []byte("ab"), []byte("b"), {0}, []byte("device-17")}
+		for step := range 400 {
+			key := keys[r.IntN(len(keys))]
+			kg := state.KeyGroup(key, 8)
+			d := Domain(r.IntN(2)) + EventTime
+			tm := int64(r.IntN(40))
+			w := Window{Start: int64(r.IntN(3)), End: int64(3 + r.IntN(3))}
+			where := fmt.Sprintf("iter %d step %d", iter, step)
+			switch op := r.IntN(10); {
+			case op < 4:
+				ref.SetCurrentKey(kg, key)
+				ref.AddTimer(d, tm, w)
+				for _, s := range suts {
+					s.store.SetCurrentKey(kg, key)
+					s.store.AddTimer(d, tm, w)
+				}
+			case op < 6:
+				ref.SetCurrentKey(kg, key)
+				ref.DeleteTimer(d, tm, w)
+				for _, s := range suts {
+					s.store.SetCurrentKey(kg, key)
+					s.store.DeleteTimer(d, tm, w)
+				}
+			case op < 9:
+				upTo := int64(r.IntN(45))
+				for range 1 + r.IntN(4) {
+					want, wok := ref.PopTimer(d, upTo)
+					want.Key = bytes.Clone(want.Key)
+					for _, s := range suts {
+						got, ok := s.store.PopTimer(d, upTo)
+						if ok != wok || ok && (got.Time != want.Time || got.KeyGroup != want.KeyGroup || !bytes.Equal(got.Key, want.Key) || got.Window != want.Window) {
+							t.Fatalf("%s %s: PopTimer(%v, %d) = %+v %v, want %+v %v", where, s.name, d, upTo, got, ok, want, wok)
+						}
+					}
+				}
+			default:
+				for i, s := range suts {
+					s.chain.take(t, s.store, s.be, r.IntN(3) == 0)
+					if r.IntN(2) == 0 {
+						continue
+					}
+					// Restore into a fresh backend, as after a restart.
+					var be state.Backend = state.NewMemory()
+					if _, isBolt := s.be.(*state.Bolt); isBolt {
+						be = openTestBolt(t, 2<<10)
+					}
+					ns := mk(s.name, s.tc, be)
+					if err := be.Restore(s.chain.source(), state.RestoreOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					ns.chain = s.chain
+					if err := s.be.Close(); err != nil {
+						t.Fatal(err)
+					}
+					suts[i] = ns
+				}
+			}
+			_, want := ref.Counts()
+			for _, s := range suts {
+				if err := s.store.Err(); err != nil {
+					t.Fatalf("%s %s: %v", where, s.name, err)
+				}
+				if _, got := s.store.Counts(); got != want {
+					t.Fatalf("%s %s: %d timers, want %d", where, s.name, got, want)
+				}
+			}
+		}
 	}
 }
