@@ -93,6 +93,16 @@ func (c *objCache) admit(kg uint16, key []byte) int32 {
 
 // find returns the index of w among k's windows, or -1.
 func (k *objKey) find(w Window) int {
+	return k.findFrom(w, 0)
+}
+
+// findFrom is find trying index hint first: a reading's windows come in
+// ascending order, as they were created, so the next is usually the one
+// after the last found.
+func (k *objKey) findFrom(w Window, hint int) int {
+	if hint >= 0 && hint < len(k.wins) && k.wins[hint].w == w {
+		return hint
+	}
 	for i := range k.wins {
 		if k.wins[i].w == w {
 			return i

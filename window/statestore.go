@@ -73,6 +73,7 @@ type StateStore struct {
 	fk         *frontKey // the current key's front record, or nil if not looked up
 	fkLooked   bool      // fk was looked up for the current key
 	cur        int32     // cache slot of the current key, or -1
+	lastWin    int       // index of the window Window or CreateWindow last returned in the current key
 	tried      bool      // admitting the current key was tried (once per SetCurrentKey)
 	kg         uint16
 	key        []byte
@@ -356,7 +357,8 @@ func (s *StateStore) Window(w Window) *WindowState {
 	}
 	if s.cur >= 0 {
 		k := &s.objs.keys[s.cur]
-		if i := k.find(w); i >= 0 {
+		if i := k.findFrom(w, s.lastWin+1); i >= 0 {
+			s.lastWin = i
 			return &k.wins[i].st
 		}
 	}
@@ -425,6 +427,7 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 	k := &s.objs.keys[slot]
 	s.objs.markDirty(slot, len(k.wins)-1)
 	s.windows++
+	s.lastWin = len(k.wins) - 1
 	return &k.wins[len(k.wins)-1].st
 }
 
@@ -441,7 +444,7 @@ func (s *StateStore) PutWindow(w Window, st *WindowState) {
 	}
 	if s.cur >= 0 {
 		k := &s.objs.keys[s.cur]
-		if i := k.find(w); i >= 0 && &k.wins[i].st == st {
+		if i := k.findFrom(w, s.lastWin); i >= 0 && &k.wins[i].st == st {
 			s.objs.markDirty(s.cur, i)
 			if s.objs.sketchy {
 				s.objs.charge(&k.wins[i])
