@@ -412,21 +412,20 @@ func TestStateStore_TimersMatchMemoryStore(t *testing.T) {
 			tm := int64(r.IntN(40))
 			w := Window{Start: int64(r.IntN(3)), End: int64(3 + r.IntN(3))}
 			where := fmt.Sprintf("iter %d step %d", iter, step)
+			// each applies a keyed timer change to every store.
+			each := func(change func(st Store)) {
+				ref.SetCurrentKey(kg, key)
+				change(ref)
+				for _, s := range suts {
+					s.store.SetCurrentKey(kg, key)
+					change(s.store)
+				}
+			}
 			switch op := r.IntN(10); {
 			case op < 4:
-				ref.SetCurrentKey(kg, key)
-				ref.AddTimer(d, tm, w)
-				for _, s := range suts {
-					s.store.SetCurrentKey(kg, key)
-					s.store.AddTimer(d, tm, w)
-				}
+				each(func(st Store) { st.AddTimer(d, tm, w) })
 			case op < 6:
-				ref.SetCurrentKey(kg, key)
-				ref.DeleteTimer(d, tm, w)
-				for _, s := range suts {
-					s.store.SetCurrentKey(kg, key)
-					s.store.DeleteTimer(d, tm, w)
-				}
+				each(func(st Store) { st.DeleteTimer(d, tm, w) })
 			case op < 9:
 				upTo := int64(r.IntN(45))
 				for range 1 + r.IntN(4) {
