@@ -65,6 +65,7 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 	}
 	spec.Key = prog(p.Key)
 	var aggs []window.AggSpec
+	args := map[string]*expr.Program{} // plain traversals already compiled
 	for i, a := range p.Aggregates {
 		f, err := aggregate.ParseFunc(a.Func)
 		if err != nil {
@@ -76,7 +77,16 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		if a.Arg != nil {
 			arg = i
 		}
-		spec.AggArgs = append(spec.AggArgs, prog(a.Arg))
+		// Aggregates of the same field share its program, which the
+		// preparer then evaluates once per reading.
+		pr, ok := args[traversalKey(a.Arg)]
+		if !ok {
+			pr = prog(a.Arg)
+			if k := traversalKey(a.Arg); k != "" {
+				args[k] = pr
+			}
+		}
+		spec.AggArgs = append(spec.AggArgs, pr)
 		aggs = append(aggs, window.AggSpec{Func: f, Arg: arg, Q: a.Q})
 		pl.names = append(pl.names, a.Name)
 	}
@@ -196,4 +206,27 @@ func aggFuncs(specs []window.AggSpec) []aggregate.Func {
 		fs[i] = a.Func
 	}
 	return fs
+}
+
+// traversalKey names an expression that is a plain attribute traversal
+// (event.a.b), or returns "" for anything else.
+func traversalKey(e hcl.Expression) string {
+	if e == nil {
+		return ""
+	}
+	t, diags := hcl.AbsTraversalForExpr(e)
+	if diags.HasErrors() {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(t.RootName())
+	for _, step := range t[1:] {
+		a, ok := step.(hcl.TraverseAttr)
+		if !ok {
+			return ""
+		}
+		b.WriteString(".")
+		b.WriteString(a.Name)
+	}
+	return b.String()
 }

@@ -32,7 +32,9 @@ type PrepareSpec struct {
 	Filter          *expr.Program // nil: keep everything
 	Maps            []MapField
 	Key             *expr.Program // nil: one key, ""
-	// AggArgs has one program per aggregate; nil for count().
+	// AggArgs has one program per aggregate; nil for count(). Aggregates
+	// given the same *Program (avg, min and max of one field) evaluate it
+	// once per reading.
 	AggArgs      []*expr.Program
 	MaxKeyGroups int
 	Parallelism  int
@@ -70,6 +72,7 @@ const (
 type Preparer struct {
 	spec PrepareSpec
 	rec  event.Record
+	same []int // same[i] = j < i when AggArgs[i] == AggArgs[j], else -1
 
 	// Results of the last Pass.
 	Key      []byte
@@ -92,7 +95,17 @@ func NewPreparer(spec PrepareSpec) *Preparer {
 	if spec.Parallelism <= 0 {
 		spec.Parallelism = 1
 	}
-	return &Preparer{spec: spec, Values: make([]float64, len(spec.AggArgs))}
+	same := make([]int, len(spec.AggArgs))
+	for i, a := range spec.AggArgs {
+		same[i] = -1
+		for j := range i {
+			if a != nil && spec.AggArgs[j] == a {
+				same[i] = j
+				break
+			}
+		}
+	}
+	return &Preparer{spec: spec, same: same, Values: make([]float64, len(spec.AggArgs))}
 }
 
 // Prepare decodes and prepares one reading. payload is copied into the
@@ -156,6 +169,10 @@ func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTime
 	for i, a := range p.spec.AggArgs {
 		if a == nil {
 			p.Values[i] = 0
+			continue
+		}
+		if j := p.same[i]; j >= 0 {
+			p.Values[i] = p.Values[j] // a string there was rejected
 			continue
 		}
 		v := a.Eval(rec)

@@ -15,7 +15,9 @@ func TestPreparer_Prepare(t *testing.T) {
 	spec.Filter = mustCompile(t, `event.temp == null || event.temp < 200`, schema)
 	spec.Maps = []MapField{{Slot: schema.Slot(event.Path{"temp_f"}), Prog: mustCompile(t, `event.temp * 9 / 5 + 32`, schema)}}
 	spec.Key = mustCompile(t, `event.device`, schema)
-	spec.AggArgs = []*expr.Program{nil, mustCompile(t, `event.temp_f`, schema)}
+	// Two aggregates of one field share its program (evaluated once).
+	tempF := mustCompile(t, `event.temp_f`, schema)
+	spec.AggArgs = []*expr.Program{nil, tempF, tempF}
 	ts, err := decode.NewTimestamp(schema.Slot(event.Path{"ts"}), "ms", "")
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +64,10 @@ func TestPreparer_Prepare(t *testing.T) {
 				if string(p.Key) != c.key {
 					t.Fatalf("key %q, want %q", p.Key, c.key)
 				}
-				if v := p.Values[1]; !(v == c.value || math.IsNaN(v) && math.IsNaN(c.value)) {
-					t.Fatalf("value %v, want %v", v, c.value)
+				for i := 1; i <= 2; i++ {
+					if v := p.Values[i]; !(v == c.value || math.IsNaN(v) && math.IsNaN(c.value)) {
+						t.Fatalf("value %d: %v, want %v", i, v, c.value)
+					}
 				}
 				if p.Time != 1_700_000_000_000 {
 					t.Fatalf("time %d", p.Time)
