@@ -64,8 +64,10 @@ type coalescingConn struct {
 // must not block.
 type publishReader struct {
 	// queue takes one message (Topic, Payload, Arrival, Dup and the ack
-	// fields set), received at QoS qos, without waking its consumer.
-	queue func(m *Message, qos byte)
+	// fields set), received at QoS qos, without waking its consumer. By
+	// value: a pointer through a func value would move every message to
+	// the heap.
+	queue func(m Message, qos byte)
 	// wake wakes the consumer: queued messages wait. Called once the
 	// messages already read are queued, before the reader may block.
 	wake func()
@@ -219,7 +221,7 @@ func (c *coalescingConn) publish(hdr byte, body []byte) error {
 		c.in.topics[m.Topic] = m.Topic
 	}
 	m.Payload = c.in.arena.copy(body[end:])
-	c.recv.queue(&m, qos)
+	c.recv.queue(m, qos)
 	c.in.queued = true
 	return nil
 }

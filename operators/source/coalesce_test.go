@@ -161,10 +161,10 @@ func TestCoalescingConn_ReadsPublishes(t *testing.T) {
 		var qoss []byte
 		wakes := 0
 		cc.recv = publishReader{
-			queue: func(m *Message, qos byte) {
+			queue: func(m Message, qos byte) {
 				mu.Lock()
 				defer mu.Unlock()
-				got = append(got, *m)
+				got = append(got, m)
 				qoss = append(qoss, qos)
 			},
 			wake: func() { mu.Lock(); wakes++; mu.Unlock() },

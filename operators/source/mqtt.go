@@ -336,19 +336,19 @@ func (s *MQTT) onMessage(_ paho.Client, pm paho.Message) {
 	if pm.Qos() > 0 {
 		m.ack = pm.Ack
 	}
-	s.queue(&m, pm.Qos())
+	s.queue(m, pm.Qos())
 	s.q.signal()
 }
 
 // queue queues m, received at QoS qos, without waking Run's delivery. It
 // never blocks: QoS 1/2 messages are bounded by the broker's in-flight
 // window, QoS 0 ones by MaxPending (beyond which they are dropped).
-func (s *MQTT) queue(m *Message, qos byte) {
+func (s *MQTT) queue(m Message, qos byte) {
 	limit := 0
 	if qos == 0 {
 		limit = s.opts.MaxPending
 	}
-	if !s.q.pushQuiet(m, limit) {
+	if !s.q.pushQuiet(&m, limit) {
 		if s.dropped.Add(1) == 1 {
 			s.log.Warn("mqtt source: QoS 0 message dropped, pending queue full; further drops are only counted", "max_pending", limit)
 		}
