@@ -65,8 +65,8 @@ type MQTTOptions struct {
 	// is made and subscribed, and with false when it is lost. Calls are
 	// sequential; it must not block for long.
 	OnConnectionChange func(connected bool)
-	// MaxPending caps the QoS 0 messages held between paho and Run's
-	// delivery; more are dropped and counted. Default DefaultMaxPending.
+	// MaxPending caps the QoS 0 messages held between the connection and
+	// Run's delivery; more are dropped and counted. Default DefaultMaxPending.
 	// QoS 1/2 messages are not capped: they stay unacknowledged at the
 	// broker until the receiver calls Ack, so the broker's in-flight window
 	// per client bounds them (mosquitto: max_inflight_messages, which must
@@ -124,10 +124,10 @@ func (o *MQTTOptions) validate() error {
 //
 // Acknowledgements are manual: a QoS 1/2 message is acked to the broker only
 // when the receiver calls Message.Ack, so the broker keeps (and, after a
-// reconnect, redelivers) everything not yet safely handed over. paho's
-// message handler never blocks (a blocked handler stops paho's reader: ping
-// timeouts and reconnect loops follow); it appends to a queue, and Run moves
-// the queue to out in batches of up to MaxBatch.
+// reconnect, redelivers) everything not yet safely handed over. Receiving
+// never blocks the connection's reader (a blocked reader stops paho's
+// keepalive: ping timeouts and reconnect loops follow); it appends to a
+// queue, and Run moves the queue to out in batches of up to MaxBatch.
 //
 // Connection: Run connects, subscribes, and on any failure or loss waits
 // (ReconnectMin doubling up to ReconnectMax), then connects and subscribes
