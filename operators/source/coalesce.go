@@ -117,6 +117,10 @@ func (c *coalescingConn) Read(p []byte) (int, error) {
 // parse, as paho would.
 var errMalformed = errors.New("source: mqtt: malformed packet from the broker")
 
+// maxKeptBuffer is the largest buffer for big PUBLISH packets that a
+// connection keeps for the next one.
+const maxKeptBuffer = 1 << 20
+
 // maxInternedTopics bounds a connection's topic strings; past it the set
 // starts over.
 const maxInternedTopics = 16384
@@ -188,6 +192,8 @@ func (c *coalescingConn) readPacket() error {
 	}
 	if size <= c.r.Size() {
 		_, _ = c.r.Discard(size) // Peeked: buffered
+	} else if cap(c.in.big) > maxKeptBuffer {
+		c.in.big = nil // one huge message should not stay for the connection's life
 	}
 	return nil
 }
