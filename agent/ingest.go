@@ -91,9 +91,7 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 		return err
 	}
 	// Acks go out in the order received, after the append is durable.
-	for i := range msgs {
-		msgs[i].Ack()
-	}
+	source.AckAll(msgs)
 	return nil
 }
 

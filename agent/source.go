@@ -27,9 +27,7 @@ func (b *rawBatch) release() {
 		return
 	}
 	if b.refs.Add(-1) == 0 {
-		for i := range b.msgs {
-			b.msgs[i].Ack()
-		}
+		source.AckAll(b.msgs)
 	}
 }
 

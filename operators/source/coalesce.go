@@ -1,8 +1,12 @@
 package source
 
 import (
+	"bufio"
+	"errors"
+	"io"
 	"net"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +22,10 @@ const (
 	// closeFlushTimeout bounds how long Close spends sending what is
 	// buffered (the DISCONNECT, the last acks) to a peer that does not read.
 	closeFlushTimeout = time.Second
+	// readBufferSize is coalescingConn's read buffer: paho reads a packet
+	// in three reads (type byte, length, body), one read(2) each without a
+	// buffer; with it one read(2) takes in whatever the broker sent.
+	readBufferSize = 16 << 10
 )
 
 // coalescingConn turns many small writes into few write(2) calls. paho
@@ -27,9 +35,18 @@ const (
 // everything buffered in one call, so the acks of a committed batch leave
 // together, in order. A write error is returned by the following Writes (a
 // lost ack only makes the broker redeliver, which the ingest log's dedup
-// recognizes). Reads, deadlines and addresses are the connection's own.
+// recognizes). Every Write and writeAcks appends whole packets under the
+// lock, so packets of concurrent writers never interleave. Reads go through
+// a buffer (one reader: paho's); deadlines and addresses are the
+// connection's own.
 type coalescingConn struct {
 	net.Conn
+	r *bufio.Reader
+	// recv, when set, takes the PUBLISH packets read: Read parses them
+	// itself and passes only the other packets on (see Read).
+	recv publishReader
+	in   inboundState
+
 	mu      sync.Mutex
 	cond    sync.Cond // signalled when the buffer was taken or an error occurred
 	buf     []byte    // bytes not yet handed to the flusher
@@ -42,18 +59,197 @@ type coalescingConn struct {
 	cerr    error
 }
 
+// publishReader is what receives the PUBLISH packets a coalescingConn
+// reads. Its methods run on the connection's reader goroutine (paho's) and
+// must not block.
+type publishReader struct {
+	// queue takes one message (Topic, Payload, Arrival, Dup and the ack
+	// fields set), received at QoS qos, without waking its consumer. By
+	// value: a pointer through a func value would move every message to
+	// the heap.
+	queue func(m Message, qos byte)
+	// wake wakes the consumer: queued messages wait. Called once the
+	// messages already read are queued, before the reader may block.
+	wake func()
+}
+
+// inboundState is the reader goroutine's own part of a coalescingConn with
+// a publishReader.
+type inboundState struct {
+	pass    []byte // bytes of a non-PUBLISH packet not yet returned by Read
+	passBuf []byte
+	big     []byte // a PUBLISH larger than the read buffer
+	queued  bool   // messages were queued since the last wake
+	arrival int64  // UnixMilli of the last read(2) that started a packet
+	topics  map[string]string
+	arena   arena
+}
+
 func newCoalescingConn(c net.Conn) *coalescingConn {
-	cc := &coalescingConn{Conn: c, kick: make(chan struct{}, 1), flushed: make(chan struct{})}
+	cc := &coalescingConn{Conn: c, r: bufio.NewReaderSize(c, readBufferSize), kick: make(chan struct{}, 1), flushed: make(chan struct{})}
 	cc.cond.L = &cc.mu
 	go cc.flushLoop()
 	return cc
 }
 
+// Read reads from the read buffer, which one read(2) refills with whatever
+// the connection has. With a publishReader, Read hands every PUBLISH packet
+// to it and returns only the other packets (CONNACK, SUBACK, PUBREL,
+// PINGRESP...) to paho: a message then takes no goroutine hand-off between
+// the socket and the source's queue, where paho's reader passes it through
+// four goroutines, and the consumer is woken once per read(2) rather than
+// once per message.
+func (c *coalescingConn) Read(p []byte) (int, error) {
+	if c.recv.queue == nil {
+		return c.r.Read(p)
+	}
+	for len(c.in.pass) == 0 {
+		if err := c.readPacket(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.in.pass)
+	c.in.pass = c.in.pass[n:]
+	return n, nil
+}
+
+// errMalformed ends a connection whose broker sent a packet that does not
+// parse, as paho would.
+var errMalformed = errors.New("source: mqtt: malformed packet from the broker")
+
+// maxKeptBuffer is the largest buffer for big PUBLISH packets that a
+// connection keeps for the next one.
+const maxKeptBuffer = 1 << 20
+
+// maxInternedTopics bounds a connection's topic strings; past it the set
+// starts over.
+const maxInternedTopics = 16384
+
+// mayBlock wakes the publishReader's consumer if messages were queued and
+// fewer than n bytes are buffered: the next read may wait for the broker.
+func (c *coalescingConn) mayBlock(n int) {
+	if c.in.queued && c.r.Buffered() < n {
+		c.in.queued = false
+		c.recv.wake()
+	}
+}
+
+// readPacket reads one packet: a PUBLISH goes to the publishReader, any
+// other into in.pass for Read.
+func (c *coalescingConn) readPacket() error {
+	c.mayBlock(1)
+	fresh := c.r.Buffered() == 0
+	hdr, err := c.r.ReadByte()
+	if err != nil {
+		return err
+	}
+	if fresh {
+		// One clock read per read(2): what it read arrived together.
+		c.in.arrival = time.Now().UnixMilli()
+	}
+	var lenBytes [4]byte
+	size, nl := 0, 0
+	for {
+		c.mayBlock(1)
+		b, err := c.r.ReadByte()
+		if err != nil {
+			return err
+		}
+		if nl == len(lenBytes) {
+			return errMalformed
+		}
+		lenBytes[nl] = b
+		size |= int(b&0x7f) << (7 * nl)
+		nl++
+		if b&0x80 == 0 {
+			break
+		}
+	}
+	c.mayBlock(size)
+	if hdr>>4 != 3 { // not PUBLISH: for paho
+		b := append(append(c.in.passBuf[:0], hdr), lenBytes[:nl]...)
+		b = slices.Grow(b, size)[:len(b)+size]
+		if _, err := io.ReadFull(c.r, b[1+nl:]); err != nil {
+			return err
+		}
+		c.in.passBuf, c.in.pass = b, b
+		return nil
+	}
+	var body []byte
+	if size <= c.r.Size() {
+		if body, err = c.r.Peek(size); err != nil {
+			return err
+		}
+	} else {
+		c.in.big = slices.Grow(c.in.big[:0], size)[:size]
+		if _, err := io.ReadFull(c.r, c.in.big); err != nil {
+			return err
+		}
+		body = c.in.big
+	}
+	if err := c.publish(hdr, body); err != nil {
+		return err
+	}
+	if size <= c.r.Size() {
+		_, _ = c.r.Discard(size) // Peeked: buffered
+	} else if cap(c.in.big) > maxKeptBuffer {
+		c.in.big = nil // one huge message should not stay for the connection's life
+	}
+	return nil
+}
+
+// publish parses a PUBLISH packet's body (MQTT 3.1.1 and 3.1 alike) and
+// queues its message, copying topic and payload out of the read buffer.
+func (c *coalescingConn) publish(hdr byte, body []byte) error {
+	qos := (hdr >> 1) & 3
+	if qos == 3 || len(body) < 2 {
+		return errMalformed
+	}
+	end := 2 + (int(body[0])<<8 | int(body[1]))
+	if len(body) < end {
+		return errMalformed
+	}
+	topic := body[2:end]
+	m := Message{Arrival: c.in.arrival, Dup: hdr&0x08 != 0}
+	if qos > 0 {
+		if len(body) < end+2 {
+			return errMalformed
+		}
+		m.conn, m.ackID, m.ackPubrec = c, uint16(body[end])<<8|uint16(body[end+1]), qos == 2
+		end += 2
+	}
+	var ok bool
+	if m.Topic, ok = c.in.topics[string(topic)]; !ok { // no allocation for the lookup
+		if c.in.topics == nil || len(c.in.topics) >= maxInternedTopics {
+			c.in.topics = make(map[string]string)
+		}
+		m.Topic = string(topic)
+		c.in.topics[m.Topic] = m.Topic
+	}
+	m.Payload = c.in.arena.copy(body[end:])
+	c.recv.queue(m, qos)
+	c.in.queued = true
+	return nil
+}
+
 // Write buffers p for the flusher; it waits only while coalesceMax bytes are
 // buffered already.
 func (c *coalescingConn) Write(p []byte) (int, error) {
+	if err := c.lockRoom(len(p)); err != nil {
+		return 0, err
+	}
+	c.buf = append(c.buf, p...)
+	c.mu.Unlock()
+	c.kickFlusher()
+	return len(p), nil
+}
+
+// lockRoom locks c.mu once n more bytes fit (or the buffer is empty); it
+// returns with c.mu unlocked and an error if the connection failed or is
+// closing.
+func (c *coalescingConn) lockRoom(n int) error {
 	c.mu.Lock()
-	for c.err == nil && !c.closing && len(c.buf) > 0 && len(c.buf)+len(p) > coalesceMax {
+	for c.err == nil && !c.closing && len(c.buf) > 0 && len(c.buf)+n > coalesceMax {
 		c.cond.Wait()
 	}
 	if c.err != nil || c.closing {
@@ -62,15 +258,69 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 		if err == nil {
 			err = net.ErrClosed
 		}
-		return 0, err
+		return err
 	}
-	c.buf = append(c.buf, p...)
-	c.mu.Unlock()
+	return nil
+}
+
+func (c *coalescingConn) kickFlusher() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
-	return len(p), nil
+}
+
+// ackPacketSize is the size of a PUBACK or PUBREC packet.
+const ackPacketSize = 4
+
+// writeAcks acknowledges the messages at the start of msgs that arrived on
+// c, in order, and returns how many it took: a PUBACK for QoS 1, a PUBREC
+// for QoS 2 (paho answers the broker's PUBREL with the PUBCOMP), all in
+// one append to the buffer and one wake-up of the flusher. This replaces
+// paho's ack path (three goroutine hand-offs and a few allocations per
+// ack). Acks for a connection that failed or is closing are dropped: the
+// broker redelivers those messages on the next connection.
+func (c *coalescingConn) writeAcks(msgs []Message) int {
+	n := 0
+	for n < len(msgs) && msgs[n].conn == c {
+		n++
+	}
+	// Taken in chunks so a huge batch still fits the buffer's cap.
+	for done := 0; done < n; {
+		k := min(n-done, coalesceMax/ackPacketSize)
+		if c.lockRoom(k*ackPacketSize) != nil {
+			break
+		}
+		for i := done; i < done+k; i++ {
+			c.appendAckLocked(&msgs[i])
+		}
+		c.mu.Unlock()
+		c.kickFlusher()
+		done += k
+	}
+	for i := range n {
+		msgs[i].conn = nil
+	}
+	return n
+}
+
+// writeAck acknowledges m, which arrived on c (see writeAcks).
+func (c *coalescingConn) writeAck(m *Message) {
+	m.conn = nil
+	if c.lockRoom(ackPacketSize) != nil {
+		return
+	}
+	c.appendAckLocked(m)
+	c.mu.Unlock()
+	c.kickFlusher()
+}
+
+func (c *coalescingConn) appendAckLocked(m *Message) {
+	kind := byte(0x40) // PUBACK
+	if m.ackPubrec {
+		kind = 0x50 // PUBREC
+	}
+	c.buf = append(c.buf, kind, 2, byte(m.ackID>>8), byte(m.ackID))
 }
 
 func (c *coalescingConn) flushLoop() {
@@ -139,10 +389,10 @@ func (c *coalescingConn) Close() error {
 	return c.cerr
 }
 
-// coalescingDial is paho's OpenConnectionFunc for plain TCP brokers: it
-// dials as paho would (its Dialer, the proxy from the environment) and
-// wraps the connection in a coalescingConn.
-func coalescingDial(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+// coalescingDial dials a plain TCP broker as paho would (its Dialer, the
+// proxy from the environment) and wraps the connection in a coalescingConn;
+// the MQTT source's paho OpenConnectionFunc.
+func coalescingDial(uri *url.URL, o paho.ClientOptions) (*coalescingConn, error) {
 	d := o.Dialer
 	if d == nil {
 		d = &net.Dialer{Timeout: 30 * time.Second}

@@ -94,3 +94,137 @@ func TestCoalescingConn_ErrorSurfaces(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// publishPacket encodes an MQTT 3.1.1 PUBLISH.
+func publishPacket(topic string, payload []byte, qos byte, dup bool, id uint16) []byte {
+	body := []byte{byte(len(topic) >> 8), byte(len(topic))}
+	body = append(body, topic...)
+	if qos > 0 {
+		body = append(body, byte(id>>8), byte(id))
+	}
+	body = append(body, payload...)
+	hdr := 0x30 | qos<<1
+	if dup {
+		hdr |= 0x08
+	}
+	p := []byte{hdr}
+	for n := len(body); ; {
+		b := byte(n & 0x7f)
+		n >>= 7
+		if n > 0 {
+			b |= 0x80
+		}
+		p = append(p, b)
+		if n == 0 {
+			break
+		}
+	}
+	return append(p, body...)
+}
+
+// TestCoalescingConn_ReadsPublishes: with a publishReader, Read queues
+// every PUBLISH (QoS 0, 1 and 2, DUP, an empty and a payload larger than the
+// read buffer), even when the broker's bytes arrive split at every possible
+// point, and returns exactly the other packets to its caller; AckAll then
+// writes PUBACK / PUBREC in order, in one write.
+func TestCoalescingConn_ReadsPublishes(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), readBufferSize+100)
+	type want struct {
+		topic, payload string
+		qos            byte
+		dup            bool
+		id             uint16
+	}
+	wants := []want{
+		{"a/1", `{"v":1}`, 1, false, 1},
+		{"a/2", "", 0, false, 0},
+		{"a/1", `{"v":3}`, 2, true, 513},
+		{"b", string(big), 1, false, 2},
+		{"a/1", "last", 1, false, 65535},
+	}
+	pingresp := []byte{0xd0, 0x00}
+	pubrel := []byte{0x62, 0x02, 0x02, 0x01}
+	var stream, others []byte
+	for i, w := range wants {
+		stream = append(stream, publishPacket(w.topic, []byte(w.payload), w.qos, w.dup, w.id)...)
+		if i == 2 {
+			stream = append(stream, pingresp...)
+			stream = append(stream, pubrel...)
+			others = append(append(others, pingresp...), pubrel...)
+		}
+	}
+	for _, chunk := range []int{len(stream), 1, 3, 7, 1000} {
+		client, server := tcpPair(t)
+		cc := newCoalescingConn(client)
+		var mu sync.Mutex // the reader goroutine appends, the test polls
+		var got []Message
+		var qoss []byte
+		wakes := 0
+		cc.recv = publishReader{
+			queue: func(m Message, qos byte) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, m)
+				qoss = append(qoss, qos)
+			},
+			wake: func() { mu.Lock(); wakes++; mu.Unlock() },
+		}
+		go func() {
+			for b := stream; len(b) > 0; {
+				n := min(chunk, len(b))
+				if _, err := server.Write(b[:n]); err != nil {
+					return
+				}
+				b = b[n:]
+			}
+		}()
+		passed := make([]byte, len(others))
+		if _, err := io.ReadFull(cc, passed); err != nil {
+			t.Fatalf("chunk %d: Read: %v", chunk, err)
+		}
+		if !bytes.Equal(passed, others) {
+			t.Fatalf("chunk %d: Read returned % x, want % x", chunk, passed, others)
+		}
+		// The last publishes follow the passed packets: read until they are
+		// queued (Read blocks afterwards; the connection's close ends it).
+		go func() { io.Copy(io.Discard, cc) }()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			n := len(got)
+			mu.Unlock()
+			if n == len(wants) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("chunk %d: %d of %d publishes queued", chunk, n, len(wants))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for i, w := range wants {
+			m := got[i]
+			if m.Topic != w.topic || string(m.Payload) != w.payload || qoss[i] != w.qos || m.Dup != w.dup || m.Arrival == 0 {
+				t.Fatalf("chunk %d: message %d is %q %d bytes qos %d dup %v, want %q %d bytes qos %d dup %v",
+					chunk, i, m.Topic, len(m.Payload), qoss[i], m.Dup, w.topic, len(w.payload), w.qos, w.dup)
+			}
+			if (m.conn != nil) != (w.qos > 0) || w.qos > 0 && m.ackID != w.id {
+				t.Fatalf("chunk %d: message %d ack id %d on %p, want %d", chunk, i, m.ackID, m.conn, w.id)
+			}
+		}
+		mu.Lock()
+		if wakes == 0 {
+			t.Fatalf("chunk %d: the consumer was never woken", chunk)
+		}
+		AckAll(got)
+		AckAll(got) // a second time: nothing
+		want := []byte{0x40, 2, 0, 1, 0x50, 2, 2, 1, 0x40, 2, 0, 2, 0x40, 2, 0xff, 0xff}
+		acks := make([]byte, len(want))
+		server.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadFull(server, acks); err != nil || !bytes.Equal(acks, want) {
+			t.Fatalf("chunk %d: acks % x (%v), want % x", chunk, acks, err, want)
+		}
+		mu.Unlock()
+		server.Close()
+		cc.Close()
+	}
+}

@@ -20,6 +20,12 @@ type Message struct {
 	// dedup checks such messages against what it already holds.
 	Dup bool
 	ack func() // nil when the source needs no ack
+	// conn, when set, is the connection to write the ack to (the MQTT
+	// source's tcp:// connections): PUBACK, or PUBREC when ackPubrec, for
+	// packet id ackID.
+	conn      *coalescingConn
+	ackID     uint16
+	ackPubrec bool
 }
 
 // Ack acknowledges the message to the broker (the PUBACK of QoS 1, the PUBREC
@@ -30,13 +36,31 @@ type Message struct {
 // messages in the order received. Further calls do nothing.
 //
 // Acks of messages received on a connection that has since been lost are
-// dropped (paho binds them to the connection): the broker redelivers those
+// dropped (an ack is bound to its connection): the broker redelivers those
 // messages on the new connection, and the redelivered copies must be acked
 // too, even when the receiver recognizes them as duplicates.
 func (m *Message) Ack() {
+	if m.conn != nil {
+		m.conn.writeAck(m)
+		return
+	}
 	if f := m.ack; f != nil {
 		m.ack = nil
 		f()
+	}
+}
+
+// AckAll acks msgs in order, as calling Ack on each would, but the acks of
+// consecutive messages from one MQTT connection leave together: one append
+// to its write buffer and one wake-up of its writer per run.
+func AckAll(msgs []Message) {
+	for i := 0; i < len(msgs); {
+		if c := msgs[i].conn; c != nil {
+			i += c.writeAcks(msgs[i:])
+			continue
+		}
+		msgs[i].Ack()
+		i++
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
 // MQTT source defaults.
@@ -63,8 +65,8 @@ type MQTTOptions struct {
 	// is made and subscribed, and with false when it is lost. Calls are
 	// sequential; it must not block for long.
 	OnConnectionChange func(connected bool)
-	// MaxPending caps the QoS 0 messages held between paho and Run's
-	// delivery; more are dropped and counted. Default DefaultMaxPending.
+	// MaxPending caps the QoS 0 messages held between the connection and
+	// Run's delivery; more are dropped and counted. Default DefaultMaxPending.
 	// QoS 1/2 messages are not capped: they stay unacknowledged at the
 	// broker until the receiver calls Ack, so the broker's in-flight window
 	// per client bounds them (mosquitto: max_inflight_messages, which must
@@ -122,10 +124,10 @@ func (o *MQTTOptions) validate() error {
 //
 // Acknowledgements are manual: a QoS 1/2 message is acked to the broker only
 // when the receiver calls Message.Ack, so the broker keeps (and, after a
-// reconnect, redelivers) everything not yet safely handed over. paho's
-// message handler never blocks (a blocked handler stops paho's reader: ping
-// timeouts and reconnect loops follow); it appends to a queue, and Run moves
-// the queue to out in batches of up to MaxBatch.
+// reconnect, redelivers) everything not yet safely handed over. Receiving
+// never blocks the connection's reader (a blocked reader stops paho's
+// keepalive: ping timeouts and reconnect loops follow); it appends to a
+// queue, and Run moves the queue to out in batches of up to MaxBatch.
 //
 // Connection: Run connects, subscribes, and on any failure or loss waits
 // (ReconnectMin doubling up to ReconnectMax), then connects and subscribes
@@ -133,9 +135,13 @@ func (o *MQTTOptions) validate() error {
 // deduplicate redelivered QoS 2 messages, and QoS 1 is at least once:
 // receivers must recognize duplicates.
 //
-// On tcp:// and mqtt:// brokers the connection coalesces paho's writes
-// (coalescingConn): the acks of a batch leave in one write(2) instead of one
-// each.
+// On tcp:// and mqtt:// brokers the connection (coalescingConn) reads the
+// PUBLISH packets itself and queues them from the socket's reader
+// goroutine, waking Run's delivery once per read(2); it writes the acks
+// itself, those of a batch in one write(2), and coalesces paho's writes.
+// paho keeps the session (connect, subscribe, keepalive, the QoS 2
+// PUBREL/PUBCOMP, disconnect). On other brokers messages go through paho's
+// handler and acks through paho.
 type MQTT struct {
 	opts MQTTOptions
 	log  *slog.Logger
@@ -260,6 +266,12 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 		// The default handler receives everything, including messages the
 		// broker sends from the persistent session before SUBSCRIBE is done.
 		SetDefaultPublishHandler(s.onMessage).
+		// paho's store keeps each received QoS 1/2 message until its ack,
+		// to resume a session in the same client; Run makes a fresh client
+		// per connection, so it would never be read, and acks written to
+		// the connection directly (coalescingConn) would never remove its
+		// entries.
+		SetStore(noStore{}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			select {
 			case lost <- err:
@@ -270,8 +282,18 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 		o.SetTLSConfig(s.opts.TLS)
 	}
 	if u, err := url.Parse(s.opts.Broker); err == nil && (u.Scheme == "tcp" || u.Scheme == "mqtt") {
-		// Acks of a committed batch leave in one write (coalescingConn).
-		o.SetCustomOpenConnectionFn(coalescingDial)
+		// The connection reads PUBLISH packets itself, straight into the
+		// queue, and writes the acks of a committed batch in one write
+		// (coalescingConn); paho keeps the session: connect, subscribe,
+		// keepalive, PUBREL/PUBCOMP, disconnect.
+		o.SetCustomOpenConnectionFn(func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+			c, err := coalescingDial(uri, o)
+			if err != nil {
+				return nil, err // not a nil *coalescingConn in a non-nil net.Conn
+			}
+			c.recv = publishReader{queue: s.queue, wake: s.q.signal}
+			return c, nil
+		})
 	}
 	return o
 }
@@ -306,16 +328,27 @@ func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
 	return nil
 }
 
-// onMessage is paho's message handler. It must never block.
+// onMessage is paho's message handler, for brokers other than tcp://
+// (coalescingConn takes tcp:// ones' messages before paho). It must never
+// block.
 func (s *MQTT) onMessage(_ paho.Client, pm paho.Message) {
 	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli(), Dup: pm.Duplicate()}
-	limit := 0 // QoS 1/2: bounded by the broker's in-flight window
 	if pm.Qos() > 0 {
 		m.ack = pm.Ack
-	} else {
+	}
+	s.queue(m, pm.Qos())
+	s.q.signal()
+}
+
+// queue queues m, received at QoS qos, without waking Run's delivery. It
+// never blocks: QoS 1/2 messages are bounded by the broker's in-flight
+// window, QoS 0 ones by MaxPending (beyond which they are dropped).
+func (s *MQTT) queue(m Message, qos byte) {
+	limit := 0
+	if qos == 0 {
 		limit = s.opts.MaxPending
 	}
-	if !s.q.push(m, limit) {
+	if !s.q.pushQuiet(&m, limit) {
 		if s.dropped.Add(1) == 1 {
 			s.log.Warn("mqtt source: QoS 0 message dropped, pending queue full; further drops are only counted", "max_pending", limit)
 		}
@@ -345,3 +378,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// noStore is a paho.Store that keeps nothing (see clientOptions).
+type noStore struct{}
+
+func (noStore) Open()                             {}
+func (noStore) Put(string, packets.ControlPacket) {}
+func (noStore) Get(string) packets.ControlPacket  { return nil }
+func (noStore) All() []string                     { return nil }
+func (noStore) Del(string)                        {}
+func (noStore) Close()                            {}
+func (noStore) Reset()                            {}

@@ -284,6 +284,30 @@ func TestMQTT_ReconnectAfterBrokerRestart(t *testing.T) {
 	}
 }
 
+// TestMQTT_KeepaliveThroughOwnReader: the connection reads the packets
+// itself and hands paho only the non-PUBLISH ones; paho's keepalive must
+// still get its PINGRESPs, or it drops the connection once its ping timeout
+// (10 s) passes after the first unanswered ping. With a 1 s keepalive, 14 s
+// of messages and silence pass without a reconnect.
+func TestMQTT_KeepaliveThroughOwnReader(t *testing.T) {
+	broker := mosquitto.Start(t)
+	src := NewMQTT(MQTTOptions{Broker: broker.URL(), ClientID: "eddy-keepalive", Topics: []string{"t"}, QoS: 1,
+		KeepAlive: time.Second, ReconnectMin: 20 * time.Millisecond}, testLogger(t))
+	r := startSource(t, src)
+	waitConnected(t, src)
+	pub := mustPublisher(t, broker.URL(), "pub-keepalive")
+	const n = 14
+	for i := range n {
+		mustPublish(t, pub, "t", 1, strconv.Itoa(i))
+		m := r.receive(t, 1, 30*time.Second)
+		AckAll(m)
+		time.Sleep(time.Second) // the keepalive's ping interval
+	}
+	if st := src.(StatsReporter).Stats(); st.Reconnects != 0 || !st.Connected || st.Received != n {
+		t.Fatalf("stats %+v, want %d received on one connection", st, n)
+	}
+}
+
 func TestMQTT_QoS0DropsOverMaxPending(t *testing.T) {
 	broker := mosquitto.Start(t)
 	src := NewMQTT(MQTTOptions{Broker: broker.URL(), ClientID: "eddy-qos0", Topics: []string{"t"}, QoS: 0, MaxPending: 10}, testLogger(t))

@@ -31,14 +31,23 @@ func (p *pending) len() int {
 // push queues m, assigning its Offset, unless limit > 0 and limit messages
 // are queued already; it reports whether m was queued.
 func (p *pending) push(m Message, limit int) bool {
+	if !p.pushQuiet(&m, limit) {
+		return false
+	}
+	p.signal()
+	return true
+}
+
+// pushQuiet is push without waking deliver: the caller calls signal once
+// for everything it pushed.
+func (p *pending) pushQuiet(m *Message, limit int) bool {
 	p.mu.Lock()
 	if limit > 0 && len(p.msgs)-p.head >= limit {
 		p.mu.Unlock()
 		return false
 	}
-	p.appendLocked(m)
+	p.appendLocked(*m)
 	p.mu.Unlock()
-	p.signal()
 	return true
 }
 
