@@ -21,7 +21,10 @@ func TestRestart_SinkFailureRestartsFromCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.jsonl")
 	writeReadings(t, input, 1000, 400, 3)
-	cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir) + `
+	// Slowed down (~4 s of input) so that the job is still running when the
+	// sink's directory goes.
+	cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir,
+		"  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"20us\"\n}") + `
 restart {
   strategy = "fixed_delay"
   attempts = 3

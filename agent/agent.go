@@ -767,15 +767,31 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
 		// Everything taken in is in the pipelines: one last checkpoint
 		// commits it, so a restart resumes exactly here.
+		// A region that fails meanwhile (a full store as the last windows
+		// fire) never acknowledges it: stop waiting at once. Too late to
+		// restart the region here; the run counts as failed (the next
+		// start restores).
 		fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
+		failedLate := make(chan error, 1)
+		watchDone, watchExited := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watchExited)
+			select {
+			case f := <-a.regionFailed:
+				failedLate <- f.err
+				cancel()
+			case <-watchDone:
+			}
+		}()
 		if err := a.ckpt.final(fctx); err != nil {
 			a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
 		}
+		close(watchDone)
+		<-watchExited
 		cancel()
 		select {
+		case runErr = <-failedLate:
 		case f := <-a.regionFailed:
-			// Failed while stopping: too late to restart the region here;
-			// the run counts as failed (the next start restores).
 			runErr = f.err
 		default:
 		}

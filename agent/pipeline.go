@@ -108,6 +108,7 @@ type subtask struct {
 	store    *window.StateStore
 	failed   bool         // the state store failed: input is drained, not processed
 	held     state.Bucket // ordered pipelines: results by (end, key, start, firing)
+	holdErr  error        // the first failure to hold a result (a full store): fails the subtask like a state error
 	epoch    uint64       // results produced now belong to this epoch
 	lastSnap uint64       // checkpoint id of the last snapshot taken
 	heldKey  []byte
@@ -478,7 +479,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 		}
 		p.emit(st)
 		if st.store != nil {
-			if err := st.store.Err(); err != nil {
+			if err := st.stateErr(); err != nil {
 				// State errors are sticky (a full store, an I/O error):
 				// this subtask cannot go on; the agent stops and the next
 				// start restores the last checkpoint.
@@ -536,7 +537,11 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
 	// The window store keeps changed windows decoded in front of the
 	// backend: write them in, so the snapshot holds the state as of b.
-	if err := st.store.Flush(); err != nil {
+	err := st.store.Flush()
+	if err == nil {
+		err = st.holdErr // the state lacks a result: never checkpoint it
+	}
+	if err != nil {
 		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
 		return
 	}
@@ -838,9 +843,22 @@ func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
 		kg := state.KeyGroup(r.Key, p.maxKeyGroups)
 		st.heldKey = heldKey(append(st.heldKey[:0], byte(kg>>8), byte(kg)), r.End, r.Key, r.Start, r.Firing)
 		if err := st.backend.Put(st.held, st.heldKey, it.Payload); err != nil {
-			p.log.Error("holding a result failed", "pipeline", p.name, "err", err)
+			// A result that cannot be held would be lost: the subtask
+			// fails (stateErr) and its region restarts from the last
+			// checkpoint.
+			st.holdErr = fmt.Errorf("holding a result: %w", err)
+			return
 		}
 	}
+}
+
+// stateErr returns the subtask's sticky state error: its window store's, or
+// a failure to hold a result.
+func (st *subtask) stateErr() error {
+	if err := st.store.Err(); err != nil {
+		return err
+	}
+	return st.holdErr
 }
 
 // heldKey encodes the release order so that byte order is (end, key,
@@ -879,15 +897,21 @@ func (p *pipeline) releaseHeld(st *subtask) {
 		mine = append(mine, heldResult{append([]byte(nil), key...), append([]byte(nil), value...)})
 		return true
 	})
-	if err != nil {
-		p.log.Error("reading held results failed", "pipeline", p.name, "err", err)
+	if err != nil && st.holdErr == nil {
+		st.holdErr = fmt.Errorf("reading held results: %w", err)
+	}
+	if st.holdErr != nil {
+		// Some results are missing: release none. The subtask fails
+		// (stateErr) and its region restarts from the last checkpoint.
+		p.arriveHeld(st, nil, false)
+		return
 	}
 	p.arriveHeld(st, mine, true)
 	// Released: the next checkpoint must not hold them, or a restart after
 	// the end of input would release them a second time.
 	for _, r := range mine {
 		if err := st.backend.Delete(st.held, r.key); err != nil {
-			p.log.Error("dropping released results failed", "pipeline", p.name, "err", err)
+			st.holdErr = fmt.Errorf("dropping released results: %w", err)
 			return
 		}
 	}
