@@ -127,6 +127,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if err != nil {
 			return err
 		}
+		a.inheritRestarts(strategy, restarts)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
 		if opts.Reload != nil {
@@ -134,6 +135,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		}
 		err = a.run(runCtx, opts)
 		stop()
+		restarts = a.carryRestarts(strategy, restarts)
 		select {
 		case nl := <-next:
 			if err == nil && ctx.Err() == nil {

@@ -47,6 +47,35 @@ type regionFailure struct {
 
 // failoverRegions groups the pipelines into regions: the connected
 // components of "shares a source or a sink".
+// inheritRestarts starts every region's restart strategy where the
+// run-level one stands: a run that failed as a whole (a region failing as
+// its input ended, too late to restart it alone) spends the same attempts
+// as a region restart, so a persistent failure gives up after the
+// configured attempts, whichever way it recurs.
+func (a *Agent) inheritRestarts(s *restartStrategy, restarts int) {
+	for _, r := range a.regions {
+		c := *s
+		c.failures = slices.Clone(s.failures)
+		*r.strategy = c
+		r.restarts = restarts
+	}
+}
+
+// carryRestarts is inheritRestarts' other half, after a run: the run-level
+// strategy takes the state of the region that restarted most, and the
+// restart count goes on from it.
+func (a *Agent) carryRestarts(s *restartStrategy, restarts int) int {
+	for _, r := range a.regions {
+		if r.restarts > restarts {
+			restarts = r.restarts
+			c := *r.strategy
+			c.failures = slices.Clone(r.strategy.failures)
+			*s = c
+		}
+	}
+	return restarts
+}
+
 func (a *Agent) failoverRegions() []*region {
 	n := len(a.pipelines)
 	parent := make([]int, n)
