@@ -79,10 +79,11 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		}
 		// Aggregates of the same field share its program, which the
 		// preparer then evaluates once per reading.
-		pr, ok := args[traversalKey(a.Arg)]
-		if !ok {
+		k := traversalKey(a.Arg)
+		pr, ok := args[k]
+		if !ok || k == "" {
 			pr = prog(a.Arg)
-			if k := traversalKey(a.Arg); k != "" {
+			if k != "" {
 				args[k] = pr
 			}
 		}

@@ -54,9 +54,7 @@ type regionFailure struct {
 // configured attempts, whichever way it recurs.
 func (a *Agent) inheritRestarts(s *restartStrategy, restarts int) {
 	for _, r := range a.regions {
-		c := *s
-		c.failures = slices.Clone(s.failures)
-		*r.strategy = c
+		*r.strategy = s.clone()
 		r.restarts = restarts
 	}
 }
@@ -68,9 +66,7 @@ func (a *Agent) carryRestarts(s *restartStrategy, restarts int) int {
 	for _, r := range a.regions {
 		if r.restarts > restarts {
 			restarts = r.restarts
-			c := *r.strategy
-			c.failures = slices.Clone(r.strategy.failures)
-			*s = c
+			*s = r.strategy.clone()
 		}
 	}
 	return restarts

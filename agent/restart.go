@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"time"
 
 	"github.com/eddy-edge/eddy/config"
@@ -15,6 +16,13 @@ type restartStrategy struct {
 	backoff  time.Duration
 	last     int64   // ms of the previous failure; 0 before the first
 	failures []int64 // ms of recent failures (failure_rate)
+}
+
+// clone returns a copy that shares no memory with r.
+func (r *restartStrategy) clone() restartStrategy {
+	c := *r
+	c.failures = slices.Clone(r.failures)
+	return c
 }
 
 // next is called with the monotonic time of a failure (ms) and a random

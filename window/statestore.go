@@ -95,14 +95,15 @@ type StateStoreOptions struct {
 	// Zero means DefaultStateCacheBytes. A tiny value is valid: every key
 	// switch then evicts every window, slowly but correctly.
 	CacheBytes int
-	// TimerCache bounds the timers kept in memory since the last Flush
-	// (roughly 100 bytes each). Zero means DefaultTimerCache; 1 keeps at most
-	// one.
+	// TimerCache bounds the timers kept in memory (roughly 100 bytes
+	// each), those written at a Flush included until they fire; a full
+	// front goes to the backend whole. Zero means DefaultTimerCache; 1
+	// keeps at most one.
 	TimerCache int
 }
 
-// DefaultTimerCache is the default StateStoreOptions.TimerCache: a sliding
-// window's timers of some 5,000 keys between two checkpoints, ~3 MiB.
+// DefaultTimerCache is the default StateStoreOptions.TimerCache: the timers
+// of some 5,000 keys' sliding windows (1m/10s), ~3 MiB.
 const DefaultTimerCache = 32 << 10
 
 // DefaultStateCacheBytes is the default StateStoreOptions.CacheBytes: about
