@@ -83,6 +83,13 @@
 //   - A reading whose every window is past cleanup is Late and changes no
 //     state.
 //
+// Panes (pane.go): a sliding event-time window whose slide divides its size
+// (without TriggerCount or EarlyEvery) is evaluated in panes of one slide: a
+// reading folds into its pane only, and a window merges its size/slide panes
+// when it fires. Firings, their order, Seq and Kind are those of the rules
+// above; sums are added pane by pane (they may differ in the last bits from
+// a reading-by-reading sum). The Store then holds panes, not windows.
+//
 // Timers live in the Store keyed by (domain, time, key, key group, window):
 // a firing timer at End−1 and a cleanup timer at End−1+L per window (one
 // when equal), plus an early timer. The store hands them out in time order,

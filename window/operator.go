@@ -24,7 +24,7 @@ type Element struct {
 
 // Stats are counters of an Operator.
 type Stats struct {
-	OpenWindows   int   // window states in the store
+	OpenWindows   int   // window states in the store (panes for paned sliding windows, pane.go)
 	PendingTimers int   // timers in the store, all domains
 	Accepted      int64 // readings some window took
 	Late          int64 // readings with verdict Late
@@ -39,6 +39,10 @@ type Operator struct {
 	assigner Assigner
 	store    Store
 	funcs    []aggregate.Func
+
+	// panes is size/slide when sliding windows are evaluated in panes
+	// (pane.go), else 0.
+	panes int64
 
 	wm      int64 // current watermark
 	procNow int64 // current processing time
@@ -73,6 +77,7 @@ func NewOperator(spec Spec, store Store) (*Operator, error) {
 	for _, a := range spec.Aggs {
 		op.funcs = append(op.funcs, a.Func)
 	}
+	op.panes = paneCount(spec)
 	return op, nil
 }
 
@@ -116,7 +121,11 @@ func (op *Operator) Process(e *Element, out *Output) Verdict {
 	case kindCount:
 		v = op.processCount(e, out)
 	default:
-		v = op.processTime(e, out)
+		if op.panes > 0 {
+			v = op.processPaned(e, out)
+		} else {
+			v = op.processTime(e, out)
+		}
 	}
 	switch v {
 	case Accepted:
@@ -333,6 +342,10 @@ func (op *Operator) emit(kg uint16, key []byte, w Window, kind Kind, st *WindowS
 
 // onTimer handles one due timer.
 func (op *Operator) onTimer(t Timer, out *Output) {
+	if op.panes > 0 {
+		op.onPaneTimer(t, out)
+		return
+	}
 	op.timerKey = append(op.timerKey[:0], t.Key...)
 	key, kg, w := op.timerKey, t.KeyGroup, t.Window
 	op.store.SetCurrentKey(kg, key)
