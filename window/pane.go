@@ -13,16 +13,24 @@ package window
 // equal; sums (sum, avg, stddev, variance) are added pane by pane, so they
 // may differ from a reading-by-reading sum in the last bits.
 //
-// A pane p is stored as the window state of Window p. Its Accs hold p's
-// readings, SinceFire counts them (0: a "marker" pane without readings), and
-// Fired counts the firings of the window ending with p, W(p) = [p.End−size,
-// p.End). The rules keep every window that has readings and is not late
-// with its last pane (its firing count) and its timers:
-//   - creating a pane registers W(p)'s timers, unless W(p) is late;
-//   - a pane's first reading creates the missing last panes of every
-//     window containing p that is not late;
+// A pane p is stored as the window state of Window p: its Accs hold p's
+// readings and SinceFire counts them. Fired of pane p counts the firings of
+// W(p) = [p.End−size, p.End), the window ending with p; a pane without
+// readings (a "marker") exists only to hold that count for a window that
+// fired and lives on within its allowed lateness. The rules:
+//   - a pane's first reading registers the timers of every window containing
+//     it that is not late (only the newest one when the previous pane has
+//     readings: the others contain that pane too and have theirs), so every
+//     window with readings that is not late has its timers;
+//   - a window's firing merges its panes; its Seq is its last pane's Fired;
+//     a window that lives on after firing (allowed lateness) keeps the count
+//     in its last pane, created empty if absent;
 //   - when the watermark cleans W up, W's first pane is deleted (no later
 //     window contains it), and W's last pane too if it has no readings.
+//
+// A key therefore holds about as many panes as the per-window operator holds
+// windows ((size+lateness)/slide + 1), each reading touches one of them,
+// and a firing reads size/slide of them.
 //
 // Triggers that count or time each window (TriggerCount, EarlyEvery) and
 // processing time keep the per-window operator.
@@ -53,22 +61,21 @@ func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 		return Late
 	}
 	st := op.store.Window(p)
-	created := st == nil
-	if created {
+	if st == nil {
 		st = op.store.CreateWindow(p, len(op.funcs))
 	}
 	op.add(st, e)
 	st.SinceFire++
 	first := st.SinceFire == 1
 	op.store.PutWindow(p, st)
-	if created {
-		op.newPane(p)
-	}
 	if first {
-		for q := (Window{p.Start + slide, p.End + slide}); q.Start <= s+size-slide; q = (Window{q.Start + slide, q.End + slide}) {
-			if !op.isWindowLate(op.paneWindow(q)) && op.store.Window(q) == nil {
-				op.store.CreateWindow(q, len(op.funcs))
-				op.newPane(q)
+		end := p.End
+		if prev := op.store.Window(Window{s - slide, s}); prev != nil && prev.SinceFire > 0 {
+			end = s + size // the older windows contain prev: only the newest is new
+		}
+		for ; end <= s+size; end += slide {
+			if w := (Window{end - size, end}); !op.isWindowLate(w) {
+				op.registerTimers(w, NoTimer)
 			}
 		}
 	}
@@ -84,56 +91,60 @@ func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 	return Accepted
 }
 
-// newPane registers the timers of W(p) for a pane just created, unless
-// W(p) is late.
-func (op *Operator) newPane(p Window) {
-	if w := op.paneWindow(p); !op.isWindowLate(w) {
-		op.registerTimers(w, NoTimer)
-	}
-}
-
 // firePaned emits a firing of window w of the current key with its panes
-// merged, and counts it in w's last pane (which exists).
+// merged. A window with no pane (a timer without state) does not fire.
 func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *Output) {
 	slide := op.assigner.slide
 	for i := range op.merge {
 		op.merge[i].Reset()
 	}
+	found := false
 	for s := w.Start; s < w.End; s += slide {
 		if st := op.store.Window(Window{s, s + slide}); st != nil {
+			found = true
 			for i := range op.merge {
 				op.merge[i].Merge(op.funcs[i], &st.Accs[i])
 			}
 		}
 	}
+	if !found {
+		return
+	}
 	last := Window{w.End - slide, w.End}
 	st := op.store.Window(last)
-	f := out.add(kg, key, w, kind, st.Fired, len(op.funcs))
+	var seq int64
+	if st != nil {
+		seq = st.Fired
+	}
+	f := out.add(kg, key, w, kind, seq, len(op.funcs))
 	for i := range op.spec.Aggs {
 		f.Values[i] = op.merge[i].Result(op.funcs[i], op.spec.Aggs[i].Q)
 	}
-	st.Fired++
 	op.stats.Firings++
+	if op.cleanupTime(w) == w.MaxTimestamp() {
+		return // purged with this firing: the count is not needed again
+	}
+	if st == nil {
+		st = op.store.CreateWindow(last, len(op.funcs))
+	}
+	st.Fired = seq + 1
 	op.store.PutWindow(last, st)
 }
 
-// onPaneTimer is onTimer for a paned operator: every timer is a firing or a
-// cleanup timer of a window (the firing timer pops first when they differ,
-// so a cleanup has nothing to delete but panes).
+// onPaneTimer is onTimer for a paned operator: every timer is the firing or
+// the cleanup timer of a window (when they differ the firing timer pops
+// first, so a cleanup has no timer left to delete).
 func (op *Operator) onPaneTimer(t Timer, out *Output) {
 	op.timerKey = append(op.timerKey[:0], t.Key...)
 	key, kg, w := op.timerKey, t.KeyGroup, t.Window
 	op.store.SetCurrentKey(kg, key)
-	slide := op.assigner.slide
-	last := Window{w.End - slide, w.End}
-	if op.store.Window(last) == nil {
-		return // cleaned up already
-	}
 	if t.Time == w.MaxTimestamp() {
 		op.firePaned(kg, key, w, Final, out)
 	}
 	if t.Time == op.cleanupTime(w) {
+		slide := op.assigner.slide
 		op.store.DeleteWindow(Window{w.Start, w.Start + slide})
+		last := Window{w.End - slide, w.End}
 		if st := op.store.Window(last); st != nil && st.SinceFire == 0 {
 			op.store.DeleteWindow(last)
 		}
