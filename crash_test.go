@@ -109,9 +109,26 @@ checkpoint {
 }
 `
 
+// slidingConfig is crashConfig with sliding windows kept in panes (the
+// slide divides the size) and a watermark bound (2 s) below the readings'
+// jitter (4 s) within allowed lateness, so late readings re-fire windows
+// (late_update) that may have fired before a crash.
+var slidingConfig = replaceAll(crashConfig, `  window "tumbling" { size = "10s" }`, `  window "sliding" {
+    size             = "30s"
+    slide            = "10s"
+    allowed_lateness = "3s"
+  }`, `max_out_of_orderness = "5s"`, `max_out_of_orderness = "2s"`)
+
 func runToEnd(t *testing.T, dir string) {
 	t.Helper()
-	cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir)
+	runToEndWith(t, dir, crashConfig)
+}
+
+// runToEndWith runs the configuration template tmpl (crashConfig's
+// placeholders) in dir to the end of its input.
+func runToEndWith(t *testing.T, dir, tmpl string) {
+	t.Helper()
+	cfg := replaceAll(tmpl, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir)
 	path := filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -128,13 +145,18 @@ func runToEnd(t *testing.T, dir string) {
 // committed output must equal that of an uninterrupted run: no reading lost,
 // none counted twice, no record duplicated.
 func TestCrash_FileSourceExactlyOnce(t *testing.T) {
+	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig) })
+	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig) })
+}
+
+func crashFileSource(t *testing.T, tmpl string) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 400, 7)
 
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
 	start := time.Now()
-	runToEnd(t, clean)
+	runToEndWith(t, clean, tmpl)
 	cleanRun := time.Since(start)
 	t.Logf("uninterrupted run: %v", cleanRun)
 	want := committedRecords(t, filepath.Join(clean, "out"))
@@ -144,7 +166,7 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 
 	crashed := t.TempDir()
 	os.Link(input, filepath.Join(crashed, "in.jsonl"))
-	cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(crashed, "data"), "%DIR%", crashed)
+	cfg := replaceAll(tmpl, "%DATA%", filepath.Join(crashed, "data"), "%DIR%", crashed)
 	path := filepath.Join(crashed, "agent.hcl")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -179,7 +201,7 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 		}
 	}
 	if kills != 100 {
-		runToEnd(t, crashed)
+		runToEndWith(t, crashed, tmpl)
 	}
 	if restores < 2 {
 		t.Fatalf("only %d of the runs restored a checkpoint: the kills came too early to test recovery", restores)

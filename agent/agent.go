@@ -298,7 +298,8 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 				return nil, err
 			}
 			st.backend = be
-			store, err := window.NewStateStore(be, "window", aggFuncs(pl.window.Aggs))
+			p.windowState = windowStateName(*pl.window)
+			store, err := window.NewStateStore(be, p.windowState, aggFuncs(pl.window.Aggs))
 			if err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}

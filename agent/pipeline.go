@@ -67,6 +67,9 @@ type pipeline struct {
 	merge        heldMerge
 	closeOnce    sync.Once
 	maxKeyGroups int
+	// windowState names the window operator's state in the subtasks'
+	// backends: windowStateName of its layout ("" without a window).
+	windowState string
 
 	to         []*sinkRunner
 	late       *sinkRunner

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window"
 	"github.com/eddy-edge/eddy/window/watermark"
 )
 
@@ -132,9 +133,22 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 	m := sel.Manifest
 	files := m.PipelineFiles(p.name)
+	var foreign string // a window state layout other than p's, found in the checkpoint
 	entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
 		for _, f := range files {
-			if err := sel.Store.ReadSnapshot(f, fn); err != nil {
+			err := sel.Store.ReadSnapshot(f, func(bucket, key, value []byte, deleted bool) error {
+				if name, ok := otherWindowState(bucket, p.windowState); ok {
+					if foreign == "" {
+						foreign = name
+					}
+					if !a.allowNonRestored {
+						return errWindowStateLayout
+					}
+					return nil // dropped
+				}
+				return fn(bucket, key, value, deleted)
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -149,12 +163,21 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
 		}
 		if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
+			if errors.Is(err, errWindowStateLayout) {
+				return fmt.Errorf("agent: checkpoint %d holds pipeline %q's windows %s, and this build with this configuration keeps them %s: "+
+					"restore it with the build and window configuration that wrote it, or start with --allow-non-restored-state to drop that state",
+					m.ID, p.name, windowLayouts[foreign], windowLayouts[p.windowState])
+			}
 			return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
 		}
 		st.lastSnap = 0 // the next snapshot is full
 		st.epoch = m.ID + 1
 	}
 	p.epoch = m.ID + 1
+	if foreign != "" {
+		a.log.Warn("dropped window state of another layout (--allow-non-restored-state)", "pipeline", p.name,
+			"checkpoint", m.ID, "layout", windowLayouts[foreign])
+	}
 	if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
 		if err := p.control.Restore(b); err != nil {
 			return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
@@ -297,4 +320,40 @@ func (a *Agent) truncateIngest(store *checkpoint.Store) {
 			a.log.Warn("ingest truncation failed", "source", name, "err", err)
 		}
 	}
+}
+
+// Window state names: the window operator's state lives in the backend
+// buckets "<name>/…", one name per layout, so that a checkpoint of one
+// layout is never read as the other.
+const (
+	windowStatePerWindow = "window" // one state per (key, window)
+	windowStatePanes     = "panes"  // one state per (key, pane): window.UsesPanes
+)
+
+// windowLayouts describes each layout for the error of a mismatch.
+var windowLayouts = map[string]string{
+	windowStatePerWindow: "as one state per window",
+	windowStatePanes:     "in panes (a sliding window whose slide divides its size, without trigger_count or early_every)",
+}
+
+// errWindowStateLayout stops a restore that meets the other layout.
+var errWindowStateLayout = errors.New("window state of another layout")
+
+// windowStateName returns the state name of a window operator with spec.
+func windowStateName(spec window.Spec) string {
+	if window.UsesPanes(spec) {
+		return windowStatePanes
+	}
+	return windowStatePerWindow
+}
+
+// otherWindowState reports whether bucket holds window state of a layout
+// other than mine ("" for a pipeline without a window), and its name.
+func otherWindowState(bucket []byte, mine string) (string, bool) {
+	for _, name := range []string{windowStatePerWindow, windowStatePanes} {
+		if name != mine && len(bucket) > len(name) && bucket[len(name)] == '/' && string(bucket[:len(name)]) == name {
+			return name, true
+		}
+	}
+	return "", false
 }

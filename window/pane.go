@@ -35,6 +35,11 @@ package window
 // Triggers that count or time each window (TriggerCount, EarlyEvery) and
 // processing time keep the per-window operator.
 
+// UsesPanes reports whether an operator with spec keeps its state in panes
+// (a layout of its own: a checkpoint of one layout cannot be read as the
+// other).
+func UsesPanes(spec Spec) bool { return paneCount(spec) > 0 }
+
 // paneCount returns size/slide for a spec the paned operator evaluates, or 0.
 func paneCount(spec Spec) int64 {
 	a := spec.Assigner
