@@ -83,7 +83,7 @@
 //   - A reading whose every window is past cleanup is Late and changes no
 //     state.
 //
-// Panes (pane.go): a sliding event-time window whose slide divides its size
+// Panes (pane.go): a sliding window whose slide divides its size
 // (without TriggerCount or EarlyEvery) is evaluated in panes of one slide: a
 // reading folds into its pane only, and a window merges its size/slide panes
 // when it fires. Firings, their order, Seq and Kind are those of the rules

@@ -1,6 +1,6 @@
 package window
 
-// Panes: sliding event-time windows evaluated one slide at a time.
+// Panes: sliding windows evaluated one slide at a time.
 //
 // A sliding window whose slide divides its size is the union of size/slide
 // panes [s, s+slide). A paned operator folds a reading into its one pane,
@@ -32,8 +32,11 @@ package window
 // windows ((size+lateness)/slide + 1), each reading touches one of them,
 // and a firing reads size/slide of them.
 //
-// Triggers that count or time each window (TriggerCount, EarlyEvery) and
-// processing time keep the per-window operator.
+// Processing-time windows work alike, without lateness: a reading stamped
+// at or before the current processing time counts as the next millisecond
+// (Process), so it never reaches a pane of a window that has fired.
+// Triggers that count or time each window (TriggerCount, EarlyEvery) keep
+// the per-window operator.
 
 // UsesPanes reports whether an operator with spec keeps its state in panes
 // (a layout of its own: a checkpoint of one layout cannot be read as the
@@ -43,7 +46,7 @@ func UsesPanes(spec Spec) bool { return paneCount(spec) > 0 }
 // paneCount returns size/slide for a spec the paned operator evaluates, or 0.
 func paneCount(spec Spec) int64 {
 	a := spec.Assigner
-	if a.kind != kindSliding || a.domain != EventTime || a.size <= a.slide || a.size%a.slide != 0 ||
+	if a.kind != kindSliding || a.size <= a.slide || a.size%a.slide != 0 ||
 		spec.TriggerCount > 0 || spec.EarlyEvery > 0 {
 		return 0
 	}
@@ -84,7 +87,7 @@ func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 			}
 		}
 	}
-	if p.MaxTimestamp() <= op.wm {
+	if op.assigner.domain == EventTime && p.MaxTimestamp() <= op.wm {
 		// Windows past their end but within lateness re-fire at once
 		// (EventTimeTrigger.onElement), in ascending order.
 		for end := p.End; end <= s+size && end-1 <= op.wm; end += slide {
@@ -137,8 +140,8 @@ func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *O
 }
 
 // onPaneTimer is onTimer for a paned operator: every timer is the firing or
-// the cleanup timer of a window (when they differ the firing timer pops
-// first, so a cleanup has no timer left to delete).
+// the cleanup timer of a window, in the assigner's domain (when they differ
+// the firing timer pops first, so a cleanup has no timer left to delete).
 func (op *Operator) onPaneTimer(t Timer, out *Output) {
 	op.timerKey = append(op.timerKey[:0], t.Key...)
 	key, kg, w := op.timerKey, t.KeyGroup, t.Window

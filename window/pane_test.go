@@ -21,7 +21,7 @@ func TestPaneCount(t *testing.T) {
 		{"slide does not divide size", Spec{Assigner: Sliding(2500, 1000, 0, true), Aggs: count}, 0},
 		{"slide = size", Spec{Assigner: Sliding(1000, 1000, 0, true), Aggs: count}, 0},
 		{"slide > size", Spec{Assigner: Sliding(1000, 2000, 0, true), Aggs: count}, 0},
-		{"processing time", Spec{Assigner: Sliding(3000, 1000, 0, false), Aggs: count}, 0},
+		{"processing time", Spec{Assigner: Sliding(3000, 1000, 0, false), Aggs: count}, 3},
 		{"trigger count", Spec{Assigner: Sliding(3000, 1000, 0, true), TriggerCount: 2, Aggs: count}, 0},
 		{"early firings", Spec{Assigner: Sliding(3000, 1000, 0, true), EarlyEvery: 100, Aggs: count}, 0},
 		{"tumbling", Spec{Assigner: Tumbling(1000, 0, true), Aggs: count}, 0},
@@ -33,7 +33,8 @@ func TestPaneCount(t *testing.T) {
 }
 
 // Random streams (late readings, allowed lateness, several keys, watermark
-// jumps) give the same verdicts, the same firings in the same order (kind,
+// jumps; a third on processing time, with readings stamped before the
+// current processing time) give the same verdicts, the same firings in the same order (kind,
 // key, window, Seq) and the same values on a paned operator as on the
 // per-window one, on MemoryStore and on StateStore with spilling caches.
 // Values are small integers, so sums are exact in any order and every
@@ -59,8 +60,9 @@ func TestPanes_MatchPerWindowOperator(t *testing.T) {
 	}
 	for iter := range iters {
 		slide := int64(1 + r.IntN(12))
+		eventTime := r.IntN(3) != 0
 		spec := Spec{
-			Assigner:        Sliding(slide*int64(2+r.IntN(6)), slide, int64(r.IntN(20))-10, true),
+			Assigner:        Sliding(slide*int64(2+r.IntN(6)), slide, int64(r.IntN(20))-10, eventTime),
 			AllowedLateness: int64(r.IntN(2) * r.IntN(40)),
 			Aggs:            aggs,
 		}
@@ -121,13 +123,21 @@ func TestPanes_MatchPerWindowOperator(t *testing.T) {
 			}
 			refOut.Reset()
 		}
-		wm := int64(-30)
+		wm := int64(-30) // the watermark, or processing time
 		for step := range 400 {
 			if r.IntN(6) == 0 {
 				wm += int64(r.IntN(25))
-				ref.AdvanceWatermark(wm, &refOut)
+				if eventTime {
+					ref.AdvanceWatermark(wm, &refOut)
+				} else {
+					ref.AdvanceProcessingTime(wm, &refOut)
+				}
 				for _, s := range suts {
-					s.op.AdvanceWatermark(wm, &s.out)
+					if eventTime {
+						s.op.AdvanceWatermark(wm, &s.out)
+					} else {
+						s.op.AdvanceProcessingTime(wm, &s.out)
+					}
 				}
 			} else {
 				e := Element{Key: []byte(fmt.Sprint(r.IntN(5))), Time: wm + int64(r.IntN(90)) - 50, Values: []float64{float64(r.IntN(40)) - 20}}
