@@ -18,19 +18,23 @@ package window
 // W(p) = [p.End−size, p.End), the window ending with p; a pane without
 // readings (a "marker") exists only to hold that count for a window that
 // fired and lives on within its allowed lateness. The rules:
-//   - a pane's first reading registers the timers of every window containing
-//     it that is not late (only the newest one when the previous pane has
-//     readings: the others contain that pane too and have theirs), so every
-//     window with readings that is not late has its timers;
+//   - firing timers form a chain: a pane's first reading registers the
+//     earliest window containing it that has not reached its end, and a
+//     window's final firing registers the next window (one slide later) if
+//     a pane they share has readings. Every window with readings thus fires
+//     in turn, and a key whose readings arrive in order has one pending
+//     firing timer, not one per window (timers are a set: the two ways of
+//     registering a window meet in one timer);
 //   - a window's firing merges its panes; its Seq is its last pane's Fired;
 //     a window that lives on after firing (allowed lateness) keeps the count
-//     in its last pane, created empty if absent;
+//     in its last pane, created empty if absent, and gets its cleanup timer;
 //   - when the watermark cleans W up, W's first pane is deleted (no later
 //     window contains it), and W's last pane too if it has no readings.
 //
 // A key therefore holds about as many panes as the per-window operator holds
-// windows ((size+lateness)/slide + 1), each reading touches one of them,
-// and a firing reads size/slide of them.
+// windows ((size+lateness)/slide + 1) but about 1 + lateness/slide timers
+// instead of (size+lateness)/slide; each reading touches one pane, and a
+// firing reads size/slide of them.
 //
 // Processing-time windows work alike, without lateness: a reading stamped
 // at or before the current processing time counts as the next millisecond
@@ -77,13 +81,12 @@ func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 	first := st.SinceFire == 1
 	op.store.PutWindow(p, st)
 	if first {
-		end := p.End
-		if prev := op.store.Window(Window{s - slide, s}); prev != nil && prev.SinceFire > 0 {
-			end = s + size // the older windows contain prev: only the newest is new
-		}
-		for ; end <= s+size; end += slide {
-			if w := (Window{end - size, end}); !op.isWindowLate(w) {
-				op.registerTimers(w, NoTimer)
+		// The earliest of p's windows still to fire; the chain takes the
+		// rest.
+		for end := p.End; end <= s+size; end += slide {
+			if w := (Window{end - size, end}); !op.endPassed(w) {
+				op.store.AddTimer(op.assigner.domain, w.MaxTimestamp(), w)
+				break
 			}
 		}
 	}
@@ -99,9 +102,20 @@ func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 	return Accepted
 }
 
+// endPassed reports whether time has passed w's end, so that it fired (or,
+// created by a late reading, never will fire Final). Unlike pastEnd, no
+// processing time has passed before AdvanceProcessingTime is first called.
+func (op *Operator) endPassed(w Window) bool {
+	if op.assigner.domain == ProcessingTime && !op.procSet {
+		return false
+	}
+	return op.pastEnd(w)
+}
+
 // firePaned emits a firing of window w of the current key with its panes
-// merged. A window with no pane (a timer without state) does not fire.
-func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *Output) {
+// merged, and reports whether a pane of w other than the first has
+// readings. A window with no pane (a timer without state) does not fire.
+func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *Output) (laterReadings bool) {
 	slide := op.assigner.slide
 	for i := range op.merge {
 		op.merge[i].Reset()
@@ -110,13 +124,14 @@ func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *O
 	for s := w.Start; s < w.End; s += slide {
 		if st := op.store.Window(Window{s, s + slide}); st != nil {
 			found = true
+			laterReadings = laterReadings || (s > w.Start && st.SinceFire > 0)
 			for i := range op.merge {
 				op.merge[i].Merge(op.funcs[i], &st.Accs[i])
 			}
 		}
 	}
 	if !found {
-		return
+		return false
 	}
 	last := Window{w.End - slide, w.End}
 	st := op.store.Window(last)
@@ -129,14 +144,17 @@ func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *O
 		f.Values[i] = op.merge[i].Result(op.funcs[i], op.spec.Aggs[i].Q)
 	}
 	op.stats.Firings++
-	if op.cleanupTime(w) == w.MaxTimestamp() {
-		return // purged with this firing: the count is not needed again
+	cleanup := op.cleanupTime(w)
+	if cleanup == w.MaxTimestamp() {
+		return laterReadings // purged with this firing: the count is not needed again
 	}
 	if st == nil {
 		st = op.store.CreateWindow(last, len(op.funcs))
 	}
 	st.Fired = seq + 1
 	op.store.PutWindow(last, st)
+	op.store.AddTimer(op.assigner.domain, cleanup, w)
+	return laterReadings
 }
 
 // onPaneTimer is onTimer for a paned operator: every timer is the firing or
@@ -146,11 +164,17 @@ func (op *Operator) onPaneTimer(t Timer, out *Output) {
 	op.timerKey = append(op.timerKey[:0], t.Key...)
 	key, kg, w := op.timerKey, t.KeyGroup, t.Window
 	op.store.SetCurrentKey(kg, key)
+	slide := op.assigner.slide
 	if t.Time == w.MaxTimestamp() {
-		op.firePaned(kg, key, w, Final, out)
+		// The next window, if a pane it shares with w has readings; if only
+		// its last pane has, that pane's first reading registered it (the
+		// next window had not reached its end then, since w had not).
+		if op.firePaned(kg, key, w, Final, out) {
+			next := Window{w.Start + slide, w.End + slide}
+			op.store.AddTimer(op.assigner.domain, next.MaxTimestamp(), next)
+		}
 	}
 	if t.Time == op.cleanupTime(w) {
-		slide := op.assigner.slide
 		op.store.DeleteWindow(Window{w.Start, w.Start + slide})
 		last := Window{w.End - slide, w.End}
 		if st := op.store.Window(last); st != nil && st.SinceFire == 0 {
