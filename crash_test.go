@@ -217,11 +217,16 @@ func crashFileSource(t *testing.T, tmpl string) {
 // checkpoints and restarts it with 3 subtasks instead of 2, then 1: state is
 // redistributed by key group and the output equals an uninterrupted run.
 func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
+	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
+	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
+}
+
+func rescale(t *testing.T, tmpl string) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 300, 5)
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
-	runToEnd(t, clean)
+	runToEndWith(t, clean, tmpl)
 	want := committedRecords(t, filepath.Join(clean, "out"))
 
 	dir := t.TempDir()
@@ -229,7 +234,7 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 	path := filepath.Join(dir, "agent.hcl")
 	root := filepath.Join(dir, "data", "checkpoints")
 	for _, parallelism := range []string{"2", "3"} {
-		cfg := strings.Replace(replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
+		cfg := strings.Replace(replaceAll(tmpl, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
 			"parallelism = 2", "parallelism = "+parallelism, 1)
 		os.WriteFile(path, []byte(cfg), 0o644)
 		newest := func() uint64 {
@@ -257,7 +262,7 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 		cmd.Process.Kill()
 		<-exited
 	}
-	cfg := strings.Replace(replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
+	cfg := strings.Replace(replaceAll(tmpl, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
 		"parallelism = 2", "parallelism = 1", 1)
 	os.WriteFile(path, []byte(cfg), 0o644)
 	out, err := exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
