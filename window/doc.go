@@ -88,7 +88,9 @@
 // reading folds into its pane only, and a window merges its size/slide panes
 // when it fires. Firings, their order, Seq and Kind are those of the rules
 // above; sums are added pane by pane (they may differ in the last bits from
-// a reading-by-reading sum). The Store then holds panes, not windows.
+// a reading-by-reading sum). The Store then holds panes, not windows, and
+// a window's firing timer is registered when the window before it fires
+// (or by its earliest pane's first reading), not when it is created.
 //
 // Timers live in the Store keyed by (domain, time, key, key group, window):
 // a firing timer at End−1 and a cleanup timer at End−1+L per window (one

@@ -57,11 +57,6 @@ func paneCount(spec Spec) int64 {
 	return a.size / a.slide
 }
 
-// paneWindow returns W(p), the window that ends with pane p.
-func (op *Operator) paneWindow(p Window) Window {
-	return Window{p.End - op.assigner.size, p.End}
-}
-
 // processPaned is processTime for a paned operator.
 func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 	size, slide := op.assigner.size, op.assigner.slide
