@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,21 +26,8 @@ func embeddedCrashConfig(brokerAddr string) string {
 }
 
 func newEmbeddedCrashRun(t *testing.T, brokerAddr string) *mqttCrashRun {
-	r := &mqttCrashRun{t: t, dir: t.TempDir()}
-	r.admin = freeAddr(t)
-	cfg := replaceAll(embeddedCrashConfig(brokerAddr), "%DATA%", filepath.Join(r.dir, "data"), "%DIR%", r.dir, "%ADMIN%", r.admin)
-	r.cfg = filepath.Join(r.dir, "agent.hcl")
-	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r.ready = func() bool {
-		resp, err := http.Get("http://" + r.admin + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
+	r := newCrashRun(t, embeddedCrashConfig(brokerAddr))
+	r.ready = func() bool { return healthzStatus(r.admin) == http.StatusOK }
 	return r
 }
 

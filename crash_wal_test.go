@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -151,14 +150,7 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 	col := newCollector(t, up.URL(), "results/#")
 
 	run := func(device string) *mqttCrashRun {
-		r := &mqttCrashRun{t: t, dir: t.TempDir(), admin: freeAddr(t)}
-		cfg := replaceAll(walCrashConfig, "%DEVICE%", device, "%DATA%", filepath.Join(r.dir, "data"), "%ADMIN%", r.admin,
-			"%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
-		r.cfg = filepath.Join(r.dir, "agent.hcl")
-		if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return newCrashRun(t, walCrashConfig, "%DEVICE%", device, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
 	}
 	settle := func(device string) map[string]string {
 		var got map[string]string
