@@ -146,6 +146,62 @@ func (r *mqttCrashRun) waitResults(want int) map[string]string {
 	return nil
 }
 
+// settledResults waits for the first committed window, then until the
+// number of windows stays the same for a second (all windows of every
+// device), stops the agent, and returns the last firings (lastFirings)
+// without a window keyed "".
+func (r *mqttCrashRun) settledResults() map[string]string {
+	r.t.Helper()
+	want := r.waitResults(1)
+	for {
+		time.Sleep(time.Second)
+		more := lastFirings(r.t, filepath.Join(r.dir, "out"))
+		if len(more) == len(want) {
+			break
+		}
+		want = more
+	}
+	r.stop()
+	delete(want, "")
+	return want
+}
+
+// finalResults waits until the committed output holds n windows, stops the
+// agent, and returns the last firings read after the stop, without a window
+// keyed "".
+func (r *mqttCrashRun) finalResults(n int) map[string]string {
+	r.t.Helper()
+	r.waitResults(n)
+	r.stop()
+	got := lastFirings(r.t, filepath.Join(r.dir, "out"))
+	delete(got, "")
+	return got
+}
+
+// sameWindows fails the test unless got holds exactly want's windows with
+// the same results: it reports up to 10 differing windows and every extra
+// one.
+func sameWindows(t *testing.T, want, got map[string]string, kills int) {
+	t.Helper()
+	diff := 0
+	for k, w := range want {
+		if got[k] != w {
+			if diff < 10 {
+				t.Errorf("%s: got %q, want %q", k, got[k], w)
+			}
+			diff++
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: extra window %q", k, got[k])
+		}
+	}
+	if diff > 0 {
+		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
+	}
+}
+
 // publishReadings publishes the test's readings at QoS 1, out of order
 // within the watermark bound, then a flush reading far ahead so every
 // window fires. between is called after each batch.
@@ -201,18 +257,7 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 	clean := newMQTTCrashRun(t, b.URL(), "eddy-clean")
 	clean.start()
 	publishReadings(t, b.URL(), "pub-clean", readings, devices, func(int) {})
-	want := clean.waitResults(1)
-	// All windows of every device: wait until the count stops growing.
-	for {
-		time.Sleep(time.Second)
-		more := lastFirings(t, filepath.Join(clean.dir, "out"))
-		if len(more) == len(want) {
-			break
-		}
-		want = more
-	}
-	clean.stop()
-	delete(want, "")
+	want := clean.settledResults()
 	if len(want) < devices {
 		t.Fatalf("uninterrupted run produced %d windows", len(want))
 	}
@@ -232,29 +277,10 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 			crashed.start()
 		}
 	})
-	got := crashed.waitResults(len(want))
-	crashed.stop()
-	got = lastFirings(t, filepath.Join(crashed.dir, "out"))
-	delete(got, "")
+	got := crashed.finalResults(len(want))
 	if crashed.starts != kills+1 {
 		t.Fatalf("%d starts, want %d", crashed.starts, kills+1)
 	}
-	diff := 0
-	for k, w := range want {
-		if got[k] != w {
-			if diff < 10 {
-				t.Errorf("%s: got %q, want %q", k, got[k], w)
-			}
-			diff++
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: extra window %q", k, got[k])
-		}
-	}
-	if diff > 0 {
-		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
-	}
+	sameWindows(t, want, got, kills)
 	t.Logf("%d readings, %d kills: %d windows identical to the uninterrupted run, no duplicate records", readings, kills, len(want))
 }
