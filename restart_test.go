@@ -77,47 +77,20 @@ restart {
 	}
 }
 
-// regionConfig has two failover regions: "sums" (a file of readings →
-// tumbling windows → an exactly-once file sink), slowed down so that it is
-// still running when a failure is injected, and, with %LIVE% set to
-// liveConfig, "live" (simulated sensors on the embedded broker →
-// pass-through → an at-least-once file sink).
-const regionConfig = `
-agent {
-  device_id   = "region"
-  data_dir    = "%DATA%"
-  admin       = ""
-  parallelism = 2
-  log_level   = "info"
-}
-source "file" "in" {
-  path = "%DIR%/in.jsonl"
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-sink "file" "dead" { path = "%DEAD%" }
-pipeline "sums" {
-  from = source.file.in
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-    max = max(event.v)
-  }
-  to                     = [sink.file.out]
+// regionConfig is crashConfig with two failover regions: "sums" (a file of
+// readings → tumbling windows → an exactly-once file sink, dead letters to
+// %DEAD%), slowed down so that it is still running when a failure is
+// injected, and, with %LIVE% set to liveConfig, "live" (simulated sensors on
+// the embedded broker → pass-through → an at-least-once file sink).
+var regionConfig = replaceAll(crashConfig,
+	`device_id   = "crash"`, `device_id   = "region"`,
+	"  delivery = \"exactly_once\"\n}\n", "  delivery = \"exactly_once\"\n}\nsink \"file\" \"dead\" { path = \"%DEAD%\" }\n",
+	"  to = [sink.file.out]\n}", `  to                     = [sink.file.out]
   dead_letter            = sink.file.dead
   debug_delay_per_record = "20us"
   %EXTRA%
-}
-checkpoint {
+}`,
+	"checkpoint {\n  interval = \"100ms\"\n}\n", `checkpoint {
   interval = "200ms"
 }
 restart {
@@ -126,7 +99,7 @@ restart {
   delay    = "2s"
 }
 %LIVE%
-`
+`)
 
 const liveConfig = `
 broker { listen = "%BROKER%" }

@@ -11,49 +11,19 @@ import (
 	"time"
 )
 
-// unalignedConfig: a file of readings through a deliberately slow window
+// unalignedConfig is crashConfig through a deliberately slow window
 // operator (%DELAY% per record), so the queues in front of it stay full and
 // an aligned barrier waits behind them (about 3 s here); checkpoints time
-// out after 2 s.
-const unalignedConfig = `
-agent {
-  device_id   = "unaligned"
-  data_dir    = "%DATA%"
-  admin       = ""
-  parallelism = 2
-  log_level   = "info"
-}
-source "file" "in" {
-  path = "%DIR%/in.jsonl"
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-pipeline "sums" {
-  from = source.file.in
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-    max = max(event.v)
-  }
-  to                     = [sink.file.out]
-  debug_delay_per_record = "%DELAY%"
-}
-checkpoint {
+// out after 2 s. %MODE% sets the checkpoints' alignment.
+var unalignedConfig = replaceAll(crashConfig,
+	`device_id   = "crash"`, `device_id   = "unaligned"`,
+	"  to = [sink.file.out]\n}", "  to                     = [sink.file.out]\n  debug_delay_per_record = \"%DELAY%\"\n}",
+	"checkpoint {\n  interval = \"100ms\"\n}", `checkpoint {
   interval           = "3s"
   timeout            = "2s"
   tolerable_failures = 1000
   %MODE%
-}
-`
+}`)
 
 func unalignedRun(t *testing.T, in, delay, mode string) (dir, path string) {
 	t.Helper()

@@ -12,37 +12,14 @@ import (
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
 
-const s3Config = `
-agent {
-  device_id   = "gw-1"
-  data_dir    = "%DATA%"
-  admin       = ""
-  parallelism = 2
-}
-source "file" "in" {
-  path = "%INPUT%"
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-pipeline "sums" {
-  from = source.file.in
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-    max = max(event.v)
-  }
-  to = [sink.file.out]
-}
-checkpoint { interval = "100ms" }
+// s3Config is crashConfig on device gw-1, reading %INPUT%, with its
+// checkpoints uploaded to S3 (%S3%, credentials %AK% and %SK%) encrypted with
+// %KEY%.
+var s3Config = replaceAll(crashConfig,
+	`device_id   = "crash"`, `device_id   = "gw-1"`,
+	"  log_level   = \"info\"\n", "",
+	`path = "%DIR%/in.jsonl"`, `path = "%INPUT%"`,
+	"checkpoint {\n  interval = \"100ms\"\n}\n", `checkpoint { interval = "100ms" }
 upload "s3" {
   endpoint      = "%S3%"
   bucket        = "eddy"
@@ -53,7 +30,7 @@ upload "s3" {
   secret_key    = "%SK%"
   encryption_key = "%KEY%"
 }
-`
+`)
 
 // TestS3_ReplacedDeviceRestores is the upload acceptance test: an agent
 // ships its checkpoints to a real S3 server (versitygw) while the server
