@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -265,14 +264,9 @@ func TestCLI_Conformance(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(strings.Join(sc.lines, "\n")+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfgPath := filepath.Join(dir, "agent.hcl")
 			cfg := sc.config(dir)
-			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command(eddyBin, "run", "-c", cfgPath).CombinedOutput()
-			if err != nil {
-				t.Fatalf("eddy run: %v\n%s\nconfig:%s", err, out, cfg)
+			if _, err := runEddy(t, "run", "-c", writeConfig(t, dir, cfg)); err != nil {
+				t.Fatalf("eddy run: %v\nconfig:%s", err, cfg)
 			}
 			got := readOutputs(t, filepath.Join(dir, "out.jsonl"))
 			want := slices.Clone(sc.expect)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,8 +77,7 @@ checkpoint { interval = "200ms" }
 	}
 	waitFor(t, 10*time.Second, func() bool { return len(hot()) == 6 })
 	time.Sleep(500 * time.Millisecond) // a checkpoint holds the thresholds
-	ag.cmd.Process.Kill()
-	ag.done <- <-ag.done // cleanup waits on it again
+	ag.kill()
 
 	ag2 := startAgent(t, dir, cfg)
 	waitFor(t, 10*time.Second, func() bool { return ag2.connected(t, "sensors") })
@@ -89,5 +89,5 @@ checkpoint { interval = "200ms" }
 	if len(got) != 7 || !strings.Contains(got[6], `"device":"a","temp":25`) {
 		t.Fatalf("after the restart the thresholds were not applied:\n%s", strings.Join(got, "\n"))
 	}
-	ag2.stop(t)
+	ag2.stop(syscall.SIGTERM, 20*time.Second)
 }

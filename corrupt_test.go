@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -48,40 +47,30 @@ func TestCorrupt_CheckpointSkipped(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			dir := t.TempDir()
 			os.Link(input, filepath.Join(dir, "in.jsonl"))
-			cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir)
-			path := filepath.Join(dir, "agent.hcl")
-			os.WriteFile(path, []byte(cfg), 0o644)
+			path := writeConfig(t, dir, crashConfig)
 			// Run until at least two checkpoints exist, then kill.
-			cmd := exec.Command(eddyBin, "run", "-c", path)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			p := startEddy(t, "run", "-c", path)
 			root := filepath.Join(dir, "data", "checkpoints")
-			exited := make(chan struct{})
-			go func() { cmd.Wait(); close(exited) }()
 			waitFor(t, 30*time.Second, func() bool {
-				select {
-				case <-exited:
+				if p.exited() {
 					t.Fatal("the job ended before two checkpoints: make the input longer")
-				default:
 				}
 				return len(manifests(root)) >= 2
 			})
-			cmd.Process.Kill()
-			<-exited
+			p.kill()
 			ms := manifests(root)
 			newest := ms[len(ms)-1]
 			d.damage(t, root, newest)
 
-			out, err := exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
+			out, err := runEddy(t, "run", "-c", path)
 			if err != nil {
-				t.Fatalf("restart: %v\n%s", err, out)
+				t.Fatalf("restart: %v", err)
 			}
-			if !strings.Contains(string(out), d.log) {
-				t.Fatalf("restart log lacks %q:\n%s", d.log, out)
+			if !strings.Contains(out, d.log) {
+				t.Fatalf("restart log lacks %q", d.log)
 			}
-			if d.log == "checkpoint skipped" && !strings.Contains(string(out), "files/") {
-				t.Fatalf("the skip does not name the damaged file:\n%s", out)
+			if d.log == "checkpoint skipped" && !strings.Contains(out, "files/") {
+				t.Fatal("the skip does not name the damaged file")
 			}
 			got := committedRecords(t, filepath.Join(dir, "out"))
 			if !slices.Equal(got, want) {

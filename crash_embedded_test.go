@@ -4,8 +4,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,21 +25,8 @@ func embeddedCrashConfig(brokerAddr string) string {
 }
 
 func newEmbeddedCrashRun(t *testing.T, brokerAddr string) *mqttCrashRun {
-	r := &mqttCrashRun{t: t, dir: t.TempDir()}
-	r.admin = freeAddr(t)
-	cfg := replaceAll(embeddedCrashConfig(brokerAddr), "%DATA%", filepath.Join(r.dir, "data"), "%DIR%", r.dir, "%ADMIN%", r.admin)
-	r.cfg = filepath.Join(r.dir, "agent.hcl")
-	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r.ready = func() bool {
-		resp, err := http.Get("http://" + r.admin + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
+	r := newCrashRun(t, embeddedCrashConfig(brokerAddr))
+	r.ready = func() bool { return healthzStatus(r.admin) == http.StatusOK }
 	return r
 }
 
@@ -186,17 +171,7 @@ func TestCrash_EmbeddedBrokerExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.close()
-	want := clean.waitResults(1)
-	for {
-		time.Sleep(time.Second)
-		more := lastFirings(t, filepath.Join(clean.dir, "out"))
-		if len(more) == len(want) {
-			break
-		}
-		want = more
-	}
-	clean.stop()
-	delete(want, "")
+	want := clean.settledResults()
 	if len(want) < devices {
 		t.Fatalf("uninterrupted run produced %d windows", len(want))
 	}
@@ -228,27 +203,8 @@ func TestCrash_EmbeddedBrokerExactlyOnce(t *testing.T) {
 		t.Fatalf("publisher: %v", pubErr)
 	}
 	defer sensor.close() // after the output is complete: it may still re-send
-	got := crashed.waitResults(len(want))
-	crashed.stop()
-	got = lastFirings(t, filepath.Join(crashed.dir, "out"))
-	delete(got, "")
-	diff := 0
-	for k, w := range want {
-		if got[k] != w {
-			if diff < 10 {
-				t.Errorf("%s: got %q, want %q", k, got[k], w)
-			}
-			diff++
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: extra window %q", k, got[k])
-		}
-	}
-	if diff > 0 {
-		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
-	}
+	got := crashed.finalResults(len(want))
+	sameWindows(t, want, got, kills)
 	t.Logf("%d readings, %d kills (%d while the sensor was publishing): %d windows identical to the uninterrupted run, no duplicate records",
 		readings, kills, during, len(want))
 }

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,73 +85,49 @@ func lastFirings(t *testing.T, dir string) map[string]string {
 	return out
 }
 
+// mqttCrashRun is one agent's data directory and configuration, run again
+// and again (start, kill, stop) by the crash tests; its admin endpoint
+// keeps one address across the runs.
 type mqttCrashRun struct {
 	t      *testing.T
 	dir    string
-	cfg    string
+	cfg    string // the configuration's path
 	admin  string
-	cmd    *exec.Cmd
-	done   chan error
-	logs   strings.Builder
+	p      *eddyProc // the current run
 	starts int
 	ready  func() bool // nil: the MQTT source is connected
 }
 
-func newMQTTCrashRun(t *testing.T, broker, client string) *mqttCrashRun {
-	r := &mqttCrashRun{t: t, dir: t.TempDir()}
-	r.admin = freeAddr(t)
-	cfg := replaceAll(mqttCrashConfig, "%DATA%", filepath.Join(r.dir, "data"), "%DIR%", r.dir, "%BROKER%", broker,
-		"%CLIENT%", client, "%ADMIN%", r.admin)
-	r.cfg = filepath.Join(r.dir, "agent.hcl")
-	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+// newCrashRun writes tmpl into a new directory (writeConfig, with %ADMIN%
+// a free loopback address and kv before it).
+func newCrashRun(t *testing.T, tmpl string, kv ...string) *mqttCrashRun {
+	r := &mqttCrashRun{t: t, dir: t.TempDir(), admin: freeAddr(t)}
+	r.cfg = writeConfig(t, r.dir, tmpl, append(kv[:len(kv):len(kv)], "%ADMIN%", r.admin)...)
 	return r
 }
 
+func newMQTTCrashRun(t *testing.T, broker, client string) *mqttCrashRun {
+	return newCrashRun(t, mqttCrashConfig, "%BROKER%", broker, "%CLIENT%", client)
+}
+
+// start starts a run and waits up to 15 s until it is ready.
 func (r *mqttCrashRun) start() {
 	r.t.Helper()
-	r.cmd = exec.Command(eddyBin, "run", "-c", r.cfg)
-	lf, err := os.OpenFile(filepath.Join(r.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.cmd.Stdout, r.cmd.Stderr = lf, lf
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	r.done = make(chan error, 1)
-	go func(cmd *exec.Cmd) { r.done <- cmd.Wait(); lf.Close() }(r.cmd)
-	if r.starts == 0 {
-		// Never leave an agent behind when the test ends early.
-		r.t.Cleanup(func() { r.cmd.Process.Kill() }) // an error once it has exited: harmless
-	}
+	r.p = startEddy(r.t, "run", "-c", r.cfg)
+	r.p.admin = r.admin
 	r.starts++
 	ready := r.ready
 	if ready == nil {
-		p := &agentProc{admin: r.admin}
-		ready = func() bool { return p.connected(r.t, "sensors") }
+		ready = func() bool { return sourceConnected(r.admin, "sensors") }
 	}
 	waitFor(r.t, 15*time.Second, ready)
 }
 
-func (r *mqttCrashRun) kill() {
-	r.cmd.Process.Kill()
-	<-r.done
-}
+func (r *mqttCrashRun) kill() { r.p.kill() }
 
 func (r *mqttCrashRun) stop() {
 	r.t.Helper()
-	r.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-r.done:
-		if err != nil {
-			b, _ := os.ReadFile(filepath.Join(r.dir, "agent.log"))
-			r.t.Fatalf("agent exited with %v:\n%s", err, b)
-		}
-	case <-time.After(60 * time.Second):
-		r.t.Fatal("agent did not stop")
-	}
+	r.p.stop(os.Interrupt, 60*time.Second)
 }
 
 // waitResults waits until the committed output holds want windows.
@@ -168,9 +142,64 @@ func (r *mqttCrashRun) waitResults(want int) map[string]string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(filepath.Join(r.dir, "agent.log"))
-	r.t.Fatalf("only %d of %d windows committed:\n%s", len(got), want, b)
+	r.t.Fatalf("only %d of %d windows committed", len(got), want)
 	return nil
+}
+
+// settledResults waits for the first committed window, then until the
+// number of windows stays the same for a second (all windows of every
+// device), stops the agent, and returns the last firings (lastFirings)
+// without a window keyed "".
+func (r *mqttCrashRun) settledResults() map[string]string {
+	r.t.Helper()
+	want := r.waitResults(1)
+	for {
+		time.Sleep(time.Second)
+		more := lastFirings(r.t, filepath.Join(r.dir, "out"))
+		if len(more) == len(want) {
+			break
+		}
+		want = more
+	}
+	r.stop()
+	delete(want, "")
+	return want
+}
+
+// finalResults waits until the committed output holds n windows, stops the
+// agent, and returns the last firings read after the stop, without a window
+// keyed "".
+func (r *mqttCrashRun) finalResults(n int) map[string]string {
+	r.t.Helper()
+	r.waitResults(n)
+	r.stop()
+	got := lastFirings(r.t, filepath.Join(r.dir, "out"))
+	delete(got, "")
+	return got
+}
+
+// sameWindows fails the test unless got holds exactly want's windows with
+// the same results: it reports up to 10 differing windows and every extra
+// one.
+func sameWindows(t *testing.T, want, got map[string]string, kills int) {
+	t.Helper()
+	diff := 0
+	for k, w := range want {
+		if got[k] != w {
+			if diff < 10 {
+				t.Errorf("%s: got %q, want %q", k, got[k], w)
+			}
+			diff++
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: extra window %q", k, got[k])
+		}
+	}
+	if diff > 0 {
+		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
+	}
 }
 
 // publishReadings publishes the test's readings at QoS 1, out of order
@@ -228,18 +257,7 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 	clean := newMQTTCrashRun(t, b.URL(), "eddy-clean")
 	clean.start()
 	publishReadings(t, b.URL(), "pub-clean", readings, devices, func(int) {})
-	want := clean.waitResults(1)
-	// All windows of every device: wait until the count stops growing.
-	for {
-		time.Sleep(time.Second)
-		more := lastFirings(t, filepath.Join(clean.dir, "out"))
-		if len(more) == len(want) {
-			break
-		}
-		want = more
-	}
-	clean.stop()
-	delete(want, "")
+	want := clean.settledResults()
 	if len(want) < devices {
 		t.Fatalf("uninterrupted run produced %d windows", len(want))
 	}
@@ -259,29 +277,10 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 			crashed.start()
 		}
 	})
-	got := crashed.waitResults(len(want))
-	crashed.stop()
-	got = lastFirings(t, filepath.Join(crashed.dir, "out"))
-	delete(got, "")
+	got := crashed.finalResults(len(want))
 	if crashed.starts != kills+1 {
 		t.Fatalf("%d starts, want %d", crashed.starts, kills+1)
 	}
-	diff := 0
-	for k, w := range want {
-		if got[k] != w {
-			if diff < 10 {
-				t.Errorf("%s: got %q, want %q", k, got[k], w)
-			}
-			diff++
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: extra window %q", k, got[k])
-		}
-	}
-	if diff > 0 {
-		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
-	}
+	sameWindows(t, want, got, kills)
 	t.Logf("%d readings, %d kills: %d windows identical to the uninterrupted run, no duplicate records", readings, kills, len(want))
 }

@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -124,21 +122,6 @@ func runToEnd(t *testing.T, dir string) {
 	runToEndWith(t, dir, crashConfig)
 }
 
-// runToEndWith runs the configuration template tmpl (crashConfig's
-// placeholders) in dir to the end of its input.
-func runToEndWith(t *testing.T, dir, tmpl string) {
-	t.Helper()
-	cfg := replaceAll(tmpl, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir)
-	path := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("eddy run: %v\n%s", err, out)
-	}
-}
-
 // TestCrash_FileSourceExactlyOnce kills the binary with SIGKILL at random
 // moments while it replays a file into windows and an exactly-once file
 // sink; after each kill it restarts (restoring the last checkpoint). The
@@ -166,37 +149,24 @@ func crashFileSource(t *testing.T, tmpl string) {
 
 	crashed := t.TempDir()
 	os.Link(input, filepath.Join(crashed, "in.jsonl"))
-	cfg := replaceAll(tmpl, "%DATA%", filepath.Join(crashed, "data"), "%DIR%", crashed)
-	path := filepath.Join(crashed, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, crashed, tmpl)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	kills, restores := 0, 0
 	for kills < 10 {
-		cmd := exec.Command(eddyBin, "run", "-c", path)
-		var log strings.Builder
-		cmd.Stdout, cmd.Stderr = &log, &log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run exited with %v:\n%s", err, log.String())
+		p := startEddy(t, "run", "-c", path)
+		// Kill after a random part of what a whole run takes: at least
+		// 150ms, so most runs get past a checkpoint (every 100ms) first.
+		if p.wait(150*time.Millisecond + time.Duration(rng.Int64N(int64(cleanRun)/4))) {
+			if p.err != nil {
+				t.Fatalf("run exited with %v", p.err)
 			}
 			t.Logf("run finished by itself after %d kills", kills)
 			kills = 100
-		// Kill after a random part of what a whole run takes: at least
-		// 150ms, so most runs get past a checkpoint (every 100ms) first.
-		case <-time.After(150*time.Millisecond + time.Duration(rng.Int64N(int64(cleanRun)/4))):
-			cmd.Process.Kill()
-			<-done
+		} else {
+			p.kill()
 			kills++
 		}
-		if strings.Contains(log.String(), "restored checkpoint") {
+		if p.logContains("restored checkpoint") {
 			restores++
 		}
 	}
@@ -231,12 +201,9 @@ func rescale(t *testing.T, tmpl string) {
 
 	dir := t.TempDir()
 	os.Link(input, filepath.Join(dir, "in.jsonl"))
-	path := filepath.Join(dir, "agent.hcl")
 	root := filepath.Join(dir, "data", "checkpoints")
 	for _, parallelism := range []string{"2", "3"} {
-		cfg := strings.Replace(replaceAll(tmpl, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
-			"parallelism = 2", "parallelism = "+parallelism, 1)
-		os.WriteFile(path, []byte(cfg), 0o644)
+		path := writeConfig(t, dir, tmpl, "parallelism = 2", "parallelism = "+parallelism)
 		newest := func() uint64 {
 			ms := manifests(root)
 			if len(ms) == 0 {
@@ -245,29 +212,14 @@ func rescale(t *testing.T, tmpl string) {
 			return ms[len(ms)-1].id
 		}
 		before := newest()
-		cmd := exec.Command(eddyBin, "run", "-c", path)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { cmd.Wait(); close(exited) }()
+		p := startEddy(t, "run", "-c", path)
 		waitFor(t, 30*time.Second, func() bool {
-			select {
-			case <-exited: // the job reached its end first: nothing to kill
-				return true
-			default:
-			}
-			return newest() >= before+2
+			return p.exited() || newest() >= before+2 // exited: the job reached its end first, nothing to kill
 		})
-		cmd.Process.Kill()
-		<-exited
+		p.kill()
 	}
-	cfg := strings.Replace(replaceAll(tmpl, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir),
-		"parallelism = 2", "parallelism = 1", 1)
-	os.WriteFile(path, []byte(cfg), 0o644)
-	out, err := exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("final run: %v\n%s", err, out)
+	if _, err := runEddy(t, "run", "-c", writeConfig(t, dir, tmpl, "parallelism = 2", "parallelism = 1")); err != nil {
+		t.Fatalf("final run: %v", err)
 	}
 	if got := committedRecords(t, filepath.Join(dir, "out")); !slices.Equal(got, want) {
 		t.Fatalf("after rescaling 2 → 3 → 1: %d records, want %d", len(got), len(want))

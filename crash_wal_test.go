@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -103,41 +102,16 @@ func (c *collector) windows(device string) map[string]string {
 	return out
 }
 
-const walCrashConfig = `
-agent {
-  device_id   = "%DEVICE%"
-  data_dir    = "%DATA%"
-  admin       = "%ADMIN%"
-  parallelism = 2
-}
-source "mqtt" "sensors" {
-  broker    = "%BROKER%"
-  client_id = "eddy-%DEVICE%-in"
-  topics    = ["sensors/+/telemetry"]
-  qos       = 1
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "mqtt" "cloud" {
+// walCrashConfig is mqttCrashConfig on device %DEVICE% whose results go
+// upstream (%UPSTREAM%) through an exactly-once MQTT sink.
+var walCrashConfig = replaceAll(mqttCrashConfig,
+	`device_id   = "crash"`, `device_id   = "%DEVICE%"`,
+	`client_id = "%CLIENT%"`, `client_id = "eddy-%DEVICE%-in"`,
+	`sink "file" "out" {
+  path     = "%DIR%/out"`, `sink "mqtt" "cloud" {
   broker   = "%UPSTREAM%"
-  topic    = "results/${device_id}/${pipeline}/${key}"
-  delivery = "exactly_once"
-}
-pipeline "sums" {
-  from = source.mqtt.sensors
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-  }
-  to = [sink.mqtt.cloud]
-}
-checkpoint { interval = "200ms" }
-`
+  topic    = "results/${device_id}/${pipeline}/${key}"`,
+	`to = [sink.file.out]`, `to = [sink.mqtt.cloud]`)
 
 // TestCrash_WALSinkExactlyOnce is the write-ahead-log sink's chaos test:
 // results published upstream at QoS 2 through the sink's own session, the
@@ -151,14 +125,7 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 	col := newCollector(t, up.URL(), "results/#")
 
 	run := func(device string) *mqttCrashRun {
-		r := &mqttCrashRun{t: t, dir: t.TempDir(), admin: freeAddr(t)}
-		cfg := replaceAll(walCrashConfig, "%DEVICE%", device, "%DATA%", filepath.Join(r.dir, "data"), "%ADMIN%", r.admin,
-			"%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
-		r.cfg = filepath.Join(r.dir, "agent.hcl")
-		if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return newCrashRun(t, walCrashConfig, "%DEVICE%", device, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
 	}
 	settle := func(device string) map[string]string {
 		var got map[string]string

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,7 +76,7 @@ pipeline "counts" {
 			}
 		}
 	}
-	dropped := func(ag *agentProc) float64 {
+	dropped := func(ag *eddyProc) float64 {
 		return metricValue(t, ag.admin, `eddy_ingest_redeliveries_dropped_total{source="sensors"}`)
 	}
 
@@ -99,7 +100,7 @@ pipeline "counts" {
 		return len(st) == 1 && st[0].ReadingsIn == first+2 && dropped(ag) == resent
 	})
 	time.Sleep(1500 * time.Millisecond) // every 500 ms window fires
-	ag.stop(t)
+	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	ag = startAgent(t, dir, cfg)
 	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
@@ -113,7 +114,7 @@ pipeline "counts" {
 	if d := dropped(ag); d != later {
 		t.Errorf("after the restart %v repeats dropped, want %d", d, later)
 	}
-	ag.stop(t)
+	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	want := map[string]float64{}
 	for i := range first + later {

@@ -4,13 +4,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,141 +21,6 @@ import (
 
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
-
-var eddyBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "eddy-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	eddyBin = filepath.Join(dir, "eddy")
-	out, err := exec.Command("go", "build", "-o", eddyBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build eddy: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// agentProc is a running eddy binary.
-type agentProc struct {
-	cmd   *exec.Cmd
-	admin string
-	done  chan error
-	log   string
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startAgent writes cfg (with %ADMIN% and %DATA% substituted) and runs eddy.
-func startAgent(t *testing.T, dir, cfg string) *agentProc {
-	t.Helper()
-	admin := freeAddr(t)
-	cfg = replaceAll(cfg, "%ADMIN%", admin, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir)
-	path := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "agent.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(eddyBin, "run", "-c", path)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &agentProc{cmd: cmd, admin: admin, done: make(chan error, 1), log: logPath}
-	go func() { p.done <- cmd.Wait(); lf.Close() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("agent log:\n%s", b)
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + admin + "/healthz"); err == nil {
-			resp.Body.Close()
-			return p
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(logPath)
-	t.Fatalf("agent did not become healthy:\n%s", b)
-	return nil
-}
-
-func replaceAll(s string, kv ...string) string {
-	for i := 0; i+1 < len(kv); i += 2 {
-		for {
-			j := indexOf(s, kv[i])
-			if j < 0 {
-				break
-			}
-			s = s[:j] + kv[i+1] + s[j+len(kv[i]):]
-		}
-	}
-	return s
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
-}
-
-type pipelineStatus struct {
-	Name         string `json:"name"`
-	ReadingsIn   uint64 `json:"readings_in"`
-	ResultsOut   uint64 `json:"results_out"`
-	DeadLettered uint64 `json:"dead_lettered"`
-}
-
-func (p *agentProc) status(t *testing.T) []pipelineStatus {
-	t.Helper()
-	resp, err := http.Get("http://" + p.admin + "/api/pipelines")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var st []pipelineStatus
-	_ = json.NewDecoder(resp.Body).Decode(&st)
-	return st
-}
-
-func (p *agentProc) stop(t *testing.T) {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			b, _ := os.ReadFile(p.log)
-			t.Fatalf("agent exited with %v after SIGTERM:\n%s", err, b)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("agent did not exit within 20s of SIGTERM")
-	}
-}
 
 type totals struct {
 	count         float64
@@ -250,7 +112,7 @@ pipeline "totals" {
 	})
 	// Windows are 500ms of processing time: wait until every one has fired.
 	time.Sleep(1500 * time.Millisecond)
-	ag.stop(t)
+	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	got := map[string]*totals{}
 	f, err := os.Open(out)
@@ -294,22 +156,6 @@ pipeline "totals" {
 	}
 }
 
-func (p *agentProc) connected(t *testing.T, source string) bool {
-	resp, err := http.Get("http://" + p.admin + "/metrics")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	want := `eddy_mqtt_connected{source="` + source + `"} 1`
-	for sc.Scan() {
-		if sc.Text() == want {
-			return true
-		}
-	}
-	return false
-}
-
 func countLines(b []byte) int {
 	n := 0
 	for _, c := range b {
@@ -318,19 +164,6 @@ func countLines(b []byte) int {
 		}
 	}
 	return n
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("condition not met within %v", d)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // TestCLI_Validate runs `eddy validate` on a file with several mistakes: it
@@ -469,7 +302,7 @@ pipeline "p" {
 		send("a/1", "a", 5000)
 		return fired()[5000]
 	})
-	ag.stop(t)
+	ag.stop(syscall.SIGTERM, 20*time.Second)
 }
 
 func readOutputsIfAny(path string) []map[string]any {

@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,41 +56,25 @@ pipeline "p2" {
 func TestReload_SIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	brokerAddr := freeAddr(t)
-	write := func(size, extra string) {
-		cfg := replaceAll(reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", size, "%EXTRA%", extra)
-		cfg = replaceAll(cfg, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir)
-		if err := os.WriteFile(filepath.Join(dir, "agent.hcl"), []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("300ms", "")
-	cfg, _ := os.ReadFile(filepath.Join(dir, "agent.hcl"))
-	ag := startAgent(t, dir, string(cfg))
-	logContains := func(s string) bool {
-		b, _ := os.ReadFile(ag.log)
-		return strings.Contains(string(b), s)
-	}
+	ag := startAgent(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", "300ms", "%EXTRA%", "")
 	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl")); return len(b) > 0 })
 
-	// startAgent substituted %ADMIN%; keep the same admin address.
+	// The same admin address as the running agent's.
 	rewrite := func(size, extra string) {
-		write(size, extra)
-		b, _ := os.ReadFile(filepath.Join(dir, "agent.hcl"))
-		os.WriteFile(filepath.Join(dir, "agent.hcl"), []byte(strings.ReplaceAll(string(b), "%ADMIN%", ag.admin)), 0o644)
+		writeConfig(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", size, "%EXTRA%", extra, "%ADMIN%", ag.admin)
 	}
 	rewrite("300ms", reloadExtra)
-	ag.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 20*time.Second, func() bool { return logContains("configuration reloaded") })
+	ag.signal(syscall.SIGHUP)
+	waitFor(t, 20*time.Second, func() bool { return ag.logContains("configuration reloaded") })
 	// The reload is logged before the rebuilt pipelines restore.
-	waitFor(t, 20*time.Second, func() bool { return logContains("restored checkpoint") })
+	waitFor(t, 20*time.Second, func() bool { return ag.logContains("restored checkpoint") })
 	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "two.jsonl")); return len(b) > 0 })
 
 	rewrite("1s", reloadExtra) // p1's window changes: its state would not fit
-	ag.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 10*time.Second, func() bool { return logContains("configuration reload refused") })
-	b, _ := os.ReadFile(ag.log)
-	if !strings.Contains(string(b), `pipeline \"p1\": the window changed`) && !strings.Contains(string(b), `pipeline "p1": the window changed`) {
-		t.Fatalf("the refusal does not say why:\n%s", b)
+	ag.signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, func() bool { return ag.logContains("configuration reload refused") })
+	if !ag.logContains(`pipeline \"p1\": the window changed`) && !ag.logContains(`pipeline "p1": the window changed`) {
+		t.Fatal("the refusal does not say why")
 	}
 	// Still running on the previous configuration.
 	before, _ := os.ReadFile(filepath.Join(dir, "two.jsonl"))
@@ -99,5 +82,5 @@ func TestReload_SIGHUP(t *testing.T) {
 		after, _ := os.ReadFile(filepath.Join(dir, "two.jsonl"))
 		return len(after) > len(before)
 	})
-	ag.stop(t)
+	ag.stop(syscall.SIGTERM, 20*time.Second)
 }

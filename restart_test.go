@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -23,42 +21,29 @@ func TestRestart_SinkFailureRestartsFromCheckpoint(t *testing.T) {
 	writeReadings(t, input, 1000, 400, 3)
 	// Slowed down (~4 s of input) so that the job is still running when the
 	// sink's directory goes.
-	cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir,
-		"  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"20us\"\n}") + `
+	path := writeConfig(t, dir, crashConfig+`
 restart {
   strategy = "fixed_delay"
   attempts = 3
   delay    = "200ms"
 }
-`
-	path := filepath.Join(dir, "agent.hcl")
-	os.WriteFile(path, []byte(cfg), 0o644)
-	cmd := exec.Command(eddyBin, "run", "-c", path)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 20*time.Second, func() bool { return strings.Contains(log.String(), "checkpoint completed") })
+`, "  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"20us\"\n}")
+	p := startEddy(t, "run", "-c", path)
+	waitFor(t, 20*time.Second, func() bool { return p.logContains("checkpoint completed") })
 	// Replace the sink's directory by a file: every part file write fails.
 	out := filepath.Join(dir, "out")
 	os.RemoveAll(out)
 	os.WriteFile(out, []byte("not a directory"), 0o644)
-	waitFor(t, 20*time.Second, func() bool { return strings.Contains(log.String(), "restarting from the last checkpoint") })
+	waitFor(t, 20*time.Second, func() bool { return p.logContains("restarting from the last checkpoint") })
 	os.Remove(out) // the disk is fine again
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("agent exited with %v after the restart:\n%s", err, log.String())
-		}
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("the job did not finish after the restart:\n%s", log.String())
+	if !p.wait(60 * time.Second) {
+		t.Fatal("the job did not finish after the restart")
+	}
+	if p.err != nil {
+		t.Fatalf("agent exited with %v after the restart", p.err)
 	}
 	if n := len(committedRecords(t, out)); n == 0 {
-		t.Fatalf("no committed output after the restart:\n%s", log.String())
+		t.Fatal("no committed output after the restart")
 	}
 }
 
@@ -69,7 +54,7 @@ func TestRestart_GivesUp(t *testing.T) {
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.jsonl")
 	writeReadings(t, input, 20000, 10, 4)
-	cfg := replaceAll(crashConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir) + `
+	path := writeConfig(t, dir, crashConfig+`
 state {
   max_size = "1MiB"
   cache    = "64KiB"
@@ -79,81 +64,33 @@ restart {
   attempts = 2
   delay    = "100ms"
 }
-`
-	path := filepath.Join(dir, "agent.hcl")
-	os.WriteFile(path, []byte(cfg), 0o644)
-	out, err := exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
+`)
+	s, err := runEddy(t, "run", "-c", path)
 	if err == nil {
-		t.Fatalf("agent exited 0 with a state store that cannot hold the job:\n%s", out)
+		t.Fatal("agent exited 0 with a state store that cannot hold the job")
 	}
-	s := string(out)
 	if c := strings.Count(s, "restarting from the last checkpoint"); c != 2 {
-		t.Fatalf("%d restarts, want 2 (fixed_delay attempts):\n%s", c, s)
+		t.Fatalf("%d restarts, want 2 (fixed_delay attempts)", c)
 	}
 	if !strings.Contains(s, "restart strategy gives up") || !strings.Contains(s, "state store full") {
-		t.Fatalf("the exit does not say why:\n%s", s)
+		t.Fatal("the exit does not say why")
 	}
 }
 
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// regionConfig has two failover regions: "sums" (a file of readings →
-// tumbling windows → an exactly-once file sink), slowed down so that it is
-// still running when a failure is injected, and, with %LIVE% set to
-// liveConfig, "live" (simulated sensors on the embedded broker →
-// pass-through → an at-least-once file sink).
-const regionConfig = `
-agent {
-  device_id   = "region"
-  data_dir    = "%DATA%"
-  admin       = ""
-  parallelism = 2
-  log_level   = "info"
-}
-source "file" "in" {
-  path = "%DIR%/in.jsonl"
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-sink "file" "dead" { path = "%DEAD%" }
-pipeline "sums" {
-  from = source.file.in
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-    max = max(event.v)
-  }
-  to                     = [sink.file.out]
+// regionConfig is crashConfig with two failover regions: "sums" (a file of
+// readings → tumbling windows → an exactly-once file sink, dead letters to
+// %DEAD%), slowed down so that it is still running when a failure is
+// injected, and, with %LIVE% set to liveConfig, "live" (simulated sensors on
+// the embedded broker → pass-through → an at-least-once file sink).
+var regionConfig = replaceAll(crashConfig,
+	`device_id   = "crash"`, `device_id   = "region"`,
+	"  delivery = \"exactly_once\"\n}\n", "  delivery = \"exactly_once\"\n}\nsink \"file\" \"dead\" { path = \"%DEAD%\" }\n",
+	"  to = [sink.file.out]\n}", `  to                     = [sink.file.out]
   dead_letter            = sink.file.dead
   debug_delay_per_record = "20us"
   %EXTRA%
-}
-checkpoint {
+}`,
+	"checkpoint {\n  interval = \"100ms\"\n}\n", `checkpoint {
   interval = "200ms"
 }
 restart {
@@ -162,7 +99,7 @@ restart {
   delay    = "2s"
 }
 %LIVE%
-`
+`)
 
 const liveConfig = `
 broker { listen = "%BROKER%" }
@@ -193,14 +130,7 @@ func regionRun(t *testing.T, dead, extra string, attempts int, live bool) (dir, 
 	if live {
 		lv = replaceAll(liveConfig, "%BROKER%", freeAddr(t), "%LIVEN%", strconv.Itoa(liveReadings))
 	}
-	cfg := replaceAll(regionConfig, "%LIVE%", lv)
-	cfg = replaceAll(cfg, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%DEAD%", dead,
-		"%EXTRA%", extra, "%ATTEMPTS%", strconv.Itoa(attempts))
-	path = filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, path
+	return dir, writeConfig(t, dir, regionConfig, "%LIVE%", lv, "%DEAD%", dead, "%EXTRA%", extra, "%ATTEMPTS%", strconv.Itoa(attempts))
 }
 
 func fileLines(path string) int {
@@ -217,8 +147,8 @@ func fileLines(path string) int {
 // output of "sums" equals an uninterrupted run's.
 func TestRestart_RegionRestartsAlone(t *testing.T) {
 	refDir, refPath := regionRun(t, "", "", 3, false)
-	if out, err := exec.Command(eddyBin, "run", "-c", refPath).CombinedOutput(); err != nil {
-		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	if _, err := runEddy(t, "run", "-c", refPath); err != nil {
+		t.Fatalf("uninterrupted run: %v", err)
 	}
 	want := committedRecords(t, filepath.Join(refDir, "out"))
 	if len(want) == 0 {
@@ -227,11 +157,11 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		extra  string
-		inject func(t *testing.T, dir string, log *syncBuffer)
+		inject func(t *testing.T, dir string, p *eddyProc)
 		heal   func(dir string)
 	}{
-		{name: "sink fails", inject: func(t *testing.T, dir string, log *syncBuffer) {
-			waitFor(t, 30*time.Second, func() bool { return strings.Contains(log.String(), "checkpoint completed") })
+		{name: "sink fails", inject: func(t *testing.T, dir string, p *eddyProc) {
+			waitFor(t, 30*time.Second, func() bool { return p.logContains("checkpoint completed") })
 			out := filepath.Join(dir, "out")
 			os.RemoveAll(out) // nothing is committed yet: sums releases its results at the end of its input
 			os.WriteFile(out, []byte("not a directory"), 0o644)
@@ -240,28 +170,20 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, path := regionRun(t, "", tc.extra, 3, true)
-			cmd := exec.Command(eddyBin, "run", "-c", path)
-			var log syncBuffer
-			cmd.Stdout, cmd.Stderr = &log, &log
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			defer cmd.Process.Kill()
+			p := startEddy(t, "run", "-c", path)
 			if tc.inject != nil {
-				tc.inject(t, dir, &log)
+				tc.inject(t, dir, p)
 			}
-			if !waitUntil(60*time.Second, func() bool { return strings.Contains(log.String(), "restarting from the last checkpoint") }) {
-				t.Fatalf("sums did not restart:\n%s", log.String())
+			if !p.waitLog("restarting from the last checkpoint", 60*time.Second) {
+				t.Fatal("sums did not restart")
 			}
 			live := filepath.Join(dir, "live.jsonl")
 			atFailure := fileLines(live)
 			if tc.heal != nil {
 				tc.heal(dir)
 			}
-			if !waitUntil(30*time.Second, func() bool { return strings.Contains(log.String(), "pipelines restarted") }) {
-				t.Fatalf("sums did not come back:\n%s", log.String())
+			if !p.waitLog("pipelines restarted", 30*time.Second) {
+				t.Fatal("sums did not come back")
 			}
 			atRestart := fileLines(live)
 			if atRestart <= atFailure {
@@ -271,24 +193,16 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 			if !waitUntil(60*time.Second, func() bool {
 				return fileLines(live) >= liveReadings && len(committedRecords(t, out)) >= len(want)
 			}) {
-				t.Fatalf("the jobs did not finish: %d of %d live lines, %d of %d results:\n%s",
-					fileLines(live), liveReadings, len(committedRecords(t, out)), len(want), log.String())
+				t.Fatalf("the jobs did not finish: %d of %d live lines, %d of %d results",
+					fileLines(live), liveReadings, len(committedRecords(t, out)), len(want))
 			}
-			cmd.Process.Signal(os.Interrupt)
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("agent exited with %v:\n%s", err, log.String())
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatalf("the agent did not stop:\n%s", log.String())
-			}
-			s := log.String()
+			p.stop(os.Interrupt, 60*time.Second)
+			s := p.output()
 			if strings.Contains(s, "pipelines=live") || strings.Contains(s, "pipelines=sums,live") {
-				t.Errorf("pipeline live was restarted or restored:\n%s", s)
+				t.Error("pipeline live was restarted or restored")
 			}
 			if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
-				t.Errorf("%d restarts of sums, want 1:\n%s", c, s)
+				t.Errorf("%d restarts of sums, want 1", c)
 			}
 			if n := fileLines(live); n != liveReadings {
 				t.Errorf("live wrote %d lines, want each of the %d readings once", n, liveReadings)
@@ -312,50 +226,31 @@ func TestRestart_DeadLetterFailureGivesUp(t *testing.T) {
 	}
 	f.WriteString("{not json\n")
 	f.Close()
-	cmd := exec.Command(eddyBin, "run", "-c", path)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer cmd.Process.Kill()
-	if !waitUntil(60*time.Second, func() bool { return strings.Contains(log.String(), "restarting from the last checkpoint") }) {
-		t.Fatalf("sums did not restart:\n%s", log.String())
+	p := startEddy(t, "run", "-c", path)
+	if !p.waitLog("restarting from the last checkpoint", 60*time.Second) {
+		t.Fatal("sums did not restart")
 	}
 	live := filepath.Join(dir, "live.jsonl")
 	atFailure := fileLines(live)
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatalf("agent exited 0 although sums could not dead-letter a reading:\n%s", log.String())
-		}
-	case <-time.After(120 * time.Second):
-		t.Fatalf("the agent did not give up:\n%s", log.String())
+	if !p.wait(120 * time.Second) {
+		t.Fatal("the agent did not give up")
 	}
-	s := log.String()
+	if p.err == nil {
+		t.Fatal("agent exited 0 although sums could not dead-letter a reading")
+	}
+	s := p.output()
 	if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
-		t.Errorf("%d restarts, want 1 (attempts = 1):\n%s", c, s)
+		t.Errorf("%d restarts, want 1 (attempts = 1)", c)
 	}
 	if !strings.Contains(s, "restart strategy gives up") || !strings.Contains(s, `sink \"dead\"`) {
-		t.Errorf("the exit does not say why:\n%s", s)
+		t.Error("the exit does not say why")
 	}
 	if strings.Contains(s, "pipelines=live") {
-		t.Errorf("pipeline live was restarted:\n%s", s)
+		t.Error("pipeline live was restarted")
 	}
 	if n := fileLines(live); n <= atFailure {
 		t.Errorf("live stopped at the failure of sums: %d lines then, %d at the exit", atFailure, n)
 	}
-}
-
-func waitUntil(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return false
 }
 
 // ingestRegionConfig: simulated sensors on the embedded broker, through the
@@ -404,36 +299,14 @@ restart {
 // 100, no id twice).
 func TestRestart_RegionReplaysIngestLog(t *testing.T) {
 	dir := t.TempDir()
-	cfg := replaceAll(ingestRegionConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%BROKER%", freeAddr(t))
-	path := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(eddyBin, "run", "-c", path)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer cmd.Process.Kill()
+	p := startEddy(t, "run", "-c", writeConfig(t, dir, ingestRegionConfig, "%BROKER%", freeAddr(t)))
 	out := filepath.Join(dir, "out")
 	if !waitUntil(120*time.Second, func() bool { return len(committedRecords(t, out)) >= 80 }) {
-		t.Fatalf("%d of 80 windows committed:\n%s", len(committedRecords(t, out)), log.String())
+		t.Fatalf("%d of 80 windows committed", len(committedRecords(t, out)))
 	}
-	cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("agent exited with %v:\n%s", err, log.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the agent did not stop:\n%s", log.String())
-	}
-	s := log.String()
-	if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
-		t.Fatalf("%d restarts, want 1 (the injected panic):\n%s", c, s)
+	p.stop(os.Interrupt, 60*time.Second)
+	if c := strings.Count(p.output(), "restarting from the last checkpoint"); c != 1 {
+		t.Fatalf("%d restarts, want 1 (the injected panic)", c)
 	}
 	recs := committedRecords(t, out) // fails on an id seen twice
 	total := 0

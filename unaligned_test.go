@@ -2,60 +2,28 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
 
-// unalignedConfig: a file of readings through a deliberately slow window
+// unalignedConfig is crashConfig through a deliberately slow window
 // operator (%DELAY% per record), so the queues in front of it stay full and
 // an aligned barrier waits behind them (about 3 s here); checkpoints time
-// out after 2 s.
-const unalignedConfig = `
-agent {
-  device_id   = "unaligned"
-  data_dir    = "%DATA%"
-  admin       = ""
-  parallelism = 2
-  log_level   = "info"
-}
-source "file" "in" {
-  path = "%DIR%/in.jsonl"
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-pipeline "sums" {
-  from = source.file.in
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-    max = max(event.v)
-  }
-  to                     = [sink.file.out]
-  debug_delay_per_record = "%DELAY%"
-}
-checkpoint {
+// out after 2 s. %MODE% sets the checkpoints' alignment.
+var unalignedConfig = replaceAll(crashConfig,
+	`device_id   = "crash"`, `device_id   = "unaligned"`,
+	"  to = [sink.file.out]\n}", "  to                     = [sink.file.out]\n  debug_delay_per_record = \"%DELAY%\"\n}",
+	"checkpoint {\n  interval = \"100ms\"\n}", `checkpoint {
   interval           = "3s"
   timeout            = "2s"
   tolerable_failures = 1000
   %MODE%
-}
-`
+}`)
 
 func unalignedRun(t *testing.T, in, delay, mode string) (dir, path string) {
 	t.Helper()
@@ -65,12 +33,7 @@ func unalignedRun(t *testing.T, in, delay, mode string) (dir, path string) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "in.jsonl"), b, 0o644)
-	cfg := replaceAll(unalignedConfig, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%DELAY%", delay, "%MODE%", mode)
-	path = filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, path
+	return dir, writeConfig(t, dir, unalignedConfig, "%DELAY%", delay, "%MODE%", mode)
 }
 
 var inflightRe = regexp.MustCompile(`checkpoint completed.*unaligned_tasks=([1-9][0-9]*) inflight_records=([0-9]+)`)
@@ -97,8 +60,8 @@ func TestUnaligned_SlowOperator(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, src, 1000, 30, 11)
 	refDir, refPath := unalignedRun(t, src, "0s", "")
-	if out, err := exec.Command(eddyBin, "run", "-c", refPath).CombinedOutput(); err != nil {
-		t.Fatalf("uninterrupted run: %v\n%s", err, out)
+	if _, err := runEddy(t, "run", "-c", refPath); err != nil {
+		t.Fatalf("uninterrupted run: %v", err)
 	}
 	want := committedRecords(t, filepath.Join(refDir, "out"))
 	if len(want) == 0 {
@@ -107,20 +70,13 @@ func TestUnaligned_SlowOperator(t *testing.T) {
 
 	t.Run("aligned times out", func(t *testing.T) {
 		_, path := unalignedRun(t, src, "1ms", "")
-		cmd := exec.Command(eddyBin, "run", "-c", path)
-		var log syncBuffer
-		cmd.Stdout, cmd.Stderr = &log, &log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		p := startEddy(t, "run", "-c", path)
+		if !waitUntil(60*time.Second, func() bool { return strings.Count(p.output(), "timed out after 2s") >= 2 }) {
+			t.Fatal("aligned checkpoints did not time out behind the slow operator")
 		}
-		defer cmd.Process.Kill()
-		if !waitUntil(60*time.Second, func() bool { return strings.Count(log.String(), "timed out after 2s") >= 2 }) {
-			t.Fatalf("aligned checkpoints did not time out behind the slow operator:\n%s", log.String())
-		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		if strings.Contains(log.String(), "checkpoint completed") {
-			t.Errorf("an aligned checkpoint completed within 2s behind the slow operator:\n%s", log.String())
+		p.kill()
+		if p.logContains("checkpoint completed") {
+			t.Error("an aligned checkpoint completed within 2s behind the slow operator")
 		}
 	})
 
@@ -133,56 +89,39 @@ func TestUnaligned_SlowOperator(t *testing.T) {
 			var all strings.Builder
 			kills := 0
 			for {
-				cmd := exec.Command(eddyBin, "run", "-c", path)
-				var log syncBuffer
-				cmd.Stdout, cmd.Stderr = &log, &log
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan error, 1)
-				go func() { done <- cmd.Wait() }()
+				p := startEddy(t, "run", "-c", path)
 				if kills < 3 {
 					// Kill once an unaligned checkpoint with in-flight records
 					// completed in this run, or let it end.
 					killed := false
-					for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && !killed; time.Sleep(20 * time.Millisecond) {
-						select {
-						case err := <-done:
-							done <- err
-							end = time.Now()
-							continue
-						default:
-						}
-						if unalignedWithRecords(log.String()) > 0 {
-							cmd.Process.Signal(syscall.SIGKILL)
+					for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && !p.exited(); time.Sleep(20 * time.Millisecond) {
+						if unalignedWithRecords(p.output()) > 0 {
+							p.kill()
 							killed = true
+							break
 						}
 					}
 					if killed {
-						<-done
 						kills++
-						all.WriteString(log.String())
+						all.WriteString(p.output())
 						continue
 					}
 				}
-				select {
-				case err := <-done:
-					all.WriteString(log.String())
-					if err != nil {
-						t.Fatalf("run exited with %v:\n%s", err, all.String())
-					}
-				case <-time.After(120 * time.Second):
-					cmd.Process.Kill()
-					t.Fatalf("run did not finish:\n%s%s", all.String(), log.String())
+				if !p.wait(120 * time.Second) {
+					t.Fatal("run did not finish")
+				}
+				all.WriteString(p.output())
+				if p.err != nil {
+					t.Fatalf("run exited with %v", p.err)
 				}
 				break
 			}
 			s := all.String()
 			if kills == 0 {
-				t.Fatalf("no unaligned checkpoint with in-flight records completed:\n%s", s)
+				t.Fatal("no unaligned checkpoint with in-flight records completed")
 			}
 			if !strings.Contains(s, "replayed in-flight records of an unaligned checkpoint") {
-				t.Errorf("no restore replayed in-flight records (%d kills):\n%s", kills, s)
+				t.Errorf("no restore replayed in-flight records (%d kills)", kills)
 			}
 			got := committedRecords(t, filepath.Join(dir, "out"))
 			if !slices.Equal(got, want) {

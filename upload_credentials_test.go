@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,12 +120,11 @@ upload "s3" {
 	if !strings.Contains(upload, "rejected the credentials") || !strings.Contains(upload, "checkpoints waiting") {
 		t.Errorf("/readyz upload check: %q", upload)
 	}
-	ag.stop(t) // SIGTERM: a final checkpoint, local only
+	ag.stop(syscall.SIGTERM, 20*time.Second) // a final checkpoint, local only
 
-	logText, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
-	if !strings.Contains(string(logText), "S3 upload not possible yet; checkpoints stay local and uploads retry") ||
-		!strings.Contains(string(logText), "S3 rejected the credentials") {
-		t.Errorf("no clear credentials error in the log:\n%s", logText)
+	if !ag.logContains("S3 upload not possible yet; checkpoints stay local and uploads retry") ||
+		!ag.logContains("S3 rejected the credentials") {
+		t.Error("no clear credentials error in the log")
 	}
 	if objs, _ := filepath.Glob(filepath.Join(s3.Dir, "eddy", "gw-1", "manifests", "*")); len(objs) != 0 {
 		t.Fatalf("manifests in the bucket despite wrong credentials: %v", objs)
@@ -139,16 +138,16 @@ upload "s3" {
 	// Credentials fixed: the next start ships the newest local checkpoint.
 	ag = startAgent(t, dir, config(s3.SecretKey))
 	waitFor(t, 60*time.Second, func() bool { return metric("eddy_upload_last_id") > 0 })
-	ag.stop(t)
+	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	// A device replaced from the bucket gets at least the checkpoint the
 	// first run ended with.
 	os.Rename(filepath.Join(dir, "data"), filepath.Join(dir, "old-data"))
-	out, err := exec.Command(eddyBin, "restore", "-c", filepath.Join(dir, "agent.hcl"), "--from", "s3://eddy/gw-1/").CombinedOutput()
+	out, err := runEddy(t, "restore", "-c", filepath.Join(dir, "agent.hcl"), "--from", "s3://eddy/gw-1/")
 	if err != nil {
-		t.Fatalf("restore: %v\n%s", err, out)
+		t.Fatalf("restore: %v", err)
 	}
-	m := regexp.MustCompile(`checkpoint (\d+) restored into data_dir`).FindStringSubmatch(string(out))
+	m := regexp.MustCompile(`checkpoint (\d+) restored into data_dir`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("restore output: %s", out)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,37 +12,14 @@ import (
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
 
-const s3Config = `
-agent {
-  device_id   = "gw-1"
-  data_dir    = "%DATA%"
-  admin       = ""
-  parallelism = 2
-}
-source "file" "in" {
-  path = "%INPUT%"
-  timestamp {
-    field = "ts"
-    unit  = "ms"
-  }
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-pipeline "sums" {
-  from = source.file.in
-  key  = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.v)
-    max = max(event.v)
-  }
-  to = [sink.file.out]
-}
-checkpoint { interval = "100ms" }
+// s3Config is crashConfig on device gw-1, reading %INPUT%, with its
+// checkpoints uploaded to S3 (%S3%, credentials %AK% and %SK%) encrypted with
+// %KEY%.
+var s3Config = replaceAll(crashConfig,
+	`device_id   = "crash"`, `device_id   = "gw-1"`,
+	"  log_level   = \"info\"\n", "",
+	`path = "%DIR%/in.jsonl"`, `path = "%INPUT%"`,
+	"checkpoint {\n  interval = \"100ms\"\n}\n", `checkpoint { interval = "100ms" }
 upload "s3" {
   endpoint      = "%S3%"
   bucket        = "eddy"
@@ -54,7 +30,7 @@ upload "s3" {
   secret_key    = "%SK%"
   encryption_key = "%KEY%"
 }
-`
+`)
 
 // TestS3_ReplacedDeviceRestores is the upload acceptance test: an agent
 // ships its checkpoints to a real S3 server (versitygw) while the server
@@ -79,49 +55,41 @@ func TestS3_ReplacedDeviceRestores(t *testing.T) {
 
 	dir := t.TempDir()
 	key := strings.Repeat("ab", 32)
-	cfg := replaceAll(s3Config, "%DATA%", filepath.Join(dir, "data"), "%DIR%", dir, "%INPUT%", input,
+	path := writeConfig(t, dir, s3Config, "%INPUT%", input,
 		"%S3%", s3.Endpoint(), "%AK%", s3.AccessKey, "%SK%", s3.SecretKey, "%KEY%", key)
-	path := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// The uplink is down when the device starts: processing and local
 	// checkpoints go on, uploads retry.
 	s3.Stop()
-	cmd := exec.Command(eddyBin, "run", "-c", path)
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	first := startEddy(t, "run", "-c", path)
 	time.Sleep(max(300*time.Millisecond, cleanRun/4))
 	s3.Restart()
 	time.Sleep(max(300*time.Millisecond, cleanRun/4))
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("first run: %v\n%s", err, log.String())
+	first.signal(syscall.SIGTERM)
+	<-first.done
+	if first.err != nil {
+		t.Fatalf("first run: %v", first.err)
 	}
-	if !strings.Contains(log.String(), "checkpoint completed") {
-		t.Fatalf("no checkpoint before the stop:\n%s", log.String())
+	if !first.logContains("checkpoint completed") {
+		t.Fatal("no checkpoint before the stop")
 	}
 
 	// The device is replaced: nothing of its data_dir survives.
 	if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(eddyBin, "restore", "-c", path, "--from", "s3://eddy/gw-1/").CombinedOutput()
+	out, err := runEddy(t, "restore", "-c", path, "--from", "s3://eddy/gw-1/")
 	if err != nil {
-		t.Fatalf("restore: %v\n%s\nfirst run:\n%s", err, out, log.String())
+		t.Fatalf("restore: %v", err)
 	}
-	if !strings.Contains(string(out), "restored into data_dir") {
+	if !strings.Contains(out, "restored into data_dir") {
 		t.Fatalf("restore output:\n%s", out)
 	}
-	out, err = exec.Command(eddyBin, "run", "-c", path).CombinedOutput()
+	out, err = runEddy(t, "run", "-c", path)
 	if err != nil {
-		t.Fatalf("second run: %v\n%s", err, out)
+		t.Fatalf("second run: %v", err)
 	}
-	if !strings.Contains(string(out), "restored checkpoint") {
-		t.Fatalf("second run did not restore:\n%s", out)
+	if !strings.Contains(out, "restored checkpoint") {
+		t.Fatal("second run did not restore")
 	}
 	got := committedRecords(t, filepath.Join(dir, "out"))
 	if !slices.Equal(got, want) {
@@ -148,8 +116,8 @@ func TestS3_ReplacedDeviceRestores(t *testing.T) {
 		os.WriteFile(o, b, 0o644)
 	}
 	os.RemoveAll(filepath.Join(dir, "data"))
-	out, err = exec.Command(eddyBin, "restore", "-c", path, "--from", "s3://eddy/gw-1/").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "files/") {
+	out, err = runEddy(t, "restore", "-c", path, "--from", "s3://eddy/gw-1/")
+	if err == nil || !strings.Contains(out, "files/") {
 		t.Fatalf("tampered restore: err %v, output:\n%s", err, out)
 	}
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,11 +71,7 @@ func TestWALSink_DiskBudgetBlocks(t *testing.T) {
 	col := newCollector(t, up.URL(), "results/#") // persistent session, kept while the broker is down
 	up.Stop()
 
-	dir := t.TempDir()
-	admin := freeAddr(t)
-	cfg := replaceAll(walCrashConfig, "%DEVICE%", "budget", "%DATA%", filepath.Join(dir, "data"), "%ADMIN%", admin,
-		"%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
-	cfg = strings.Replace(cfg, `delivery = "exactly_once"`, `delivery = "exactly_once"
+	tmpl := strings.Replace(walCrashConfig, `delivery = "exactly_once"`, `delivery = "exactly_once"
   buffer {
     max_disk  = "1MiB"
     when_full = "block"
@@ -87,15 +80,13 @@ ingest { max_disk = "2MiB" }
 `
 	// The outage outlasts (tolerable_failures + 1) × timeout: checkpoints
 	// must wait for the uplink, not time out and fail the run.
-	cfg = strings.Replace(cfg, `checkpoint { interval = "200ms" }`, `checkpoint {
+	tmpl = strings.Replace(tmpl, `checkpoint { interval = "200ms" }`, `checkpoint {
   interval           = "200ms"
   timeout            = "3s"
   tolerable_failures = 1
 }`, 1)
-	r := &mqttCrashRun{t: t, dir: dir, admin: admin, cfg: filepath.Join(dir, "agent.hcl")}
-	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	r := newCrashRun(t, tmpl, "%DEVICE%", "budget", "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+	admin := r.admin
 	r.start()
 	published := make(chan error, 1)
 	go func() { published <- sendReadings(in.URL(), "pub-budget", readings, devices, func(int) {}) }()
@@ -131,8 +122,8 @@ ingest { max_disk = "2MiB" }
 		metricValue(t, admin, `eddy_ingest_log_bytes{source="sensors"}`))
 
 	time.Sleep(8 * time.Second) // longer than the 2 × 3 s the checkpoints would tolerate
-	if b, _ := os.ReadFile(filepath.Join(dir, "agent.log")); bytes.Contains(b, []byte("checkpoints keep failing")) {
-		t.Fatalf("checkpoints failed during the outage instead of waiting for the uplink:\n%s", b)
+	if r.p.logContains("checkpoints keep failing") {
+		t.Fatal("checkpoints failed during the outage instead of waiting for the uplink")
 	}
 	up.Restart() // the uplink returns
 	if err := <-published; err != nil {
@@ -157,10 +148,9 @@ ingest { max_disk = "2MiB" }
 			t.Logf("eddy_readings_in_total = %v, eddy_results_out_total = %v", metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`),
 				metricValue(t, admin, `eddy_results_out_total{pipeline="sums"}`))
 			// A goroutine dump in the log shows where the pipeline waits.
-			r.cmd.Process.Signal(syscall.SIGQUIT)
-			<-r.done
-			b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
-			t.Fatalf("%d of %d results after the uplink returned; agent log:\n%s", len(got), len(want), b)
+			r.p.signal(syscall.SIGQUIT)
+			<-r.p.done
+			t.Fatalf("%d of %d results after the uplink returned", len(got), len(want))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -190,19 +180,12 @@ func TestWALSink_DiskBudgetDropsOldest(t *testing.T) {
 	col := newCollector(t, up.URL(), "results/#")
 	up.Stop()
 
-	dir := t.TempDir()
-	admin := freeAddr(t)
-	cfg := replaceAll(walCrashConfig, "%DEVICE%", "drop", "%DATA%", filepath.Join(dir, "data"), "%ADMIN%", admin,
-		"%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
-	cfg = strings.Replace(cfg, `delivery = "exactly_once"`, `delivery = "exactly_once"
+	r := newCrashRun(t, strings.Replace(walCrashConfig, `delivery = "exactly_once"`, `delivery = "exactly_once"
   buffer {
     max_disk  = "1MiB"
     when_full = "drop_oldest"
-  }`, 1)
-	r := &mqttCrashRun{t: t, dir: dir, admin: admin, cfg: filepath.Join(dir, "agent.hcl")}
-	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+  }`, 1), "%DEVICE%", "drop", "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+	admin := r.admin
 	r.start()
 	publishReadings(t, in.URL(), "pub-drop", readings, devices, func(int) {})
 	want := expectedWindows(readings, devices)

@@ -92,6 +92,69 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 	return a
 }
 
+// freeAddr returns a loopback TCP address that was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startAgent runs the agent of src in this process (Run) until the test
+// ends. It writes src to dir/agent.hcl with %DATA% replaced by dir/data and
+// %DIR% by dir, and the agent's log (Options.Stderr) to dir/agent.log. It
+// returns once the agent is ready (Options.Ready); it fails the test if Run
+// returns first or the agent is not ready within 30 s. When the test ends,
+// in a cleanup registered here, the agent's context is cancelled and the
+// cleanup waits for Run to return: an error from it fails the test, and the
+// log is printed if the test failed.
+func startAgent(t *testing.T, dir, src string) *Agent {
+	t.Helper()
+	src = strings.ReplaceAll(strings.ReplaceAll(src, "%DATA%", filepath.Join(dir, "data")), "%DIR%", dir)
+	path := filepath.Join(dir, "agent.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "agent.log")
+	logw, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *Agent, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: logw, Ready: func(a *Agent) { ready <- a }})
+	}()
+	stopped := false
+	t.Cleanup(func() {
+		cancel()
+		if !stopped {
+			if err := <-done; err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		}
+		logw.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("agent log:\n%s", b)
+		}
+	})
+	select {
+	case a := <-ready:
+		return a
+	case err := <-done:
+		stopped = true
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not start")
+	}
+	return nil
+}
+
 // testAdmin is an admin handler on a built agent with a settable clock.
 type testAdmin struct {
 	ad  *admin
@@ -509,19 +572,13 @@ func TestAdmin_Savepoint_Running(t *testing.T) {
 		t.Skip("runs an agent")
 	}
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	brokerAddr := l.Addr().String()
-	l.Close()
-	cfg := `
+	a := startAgent(t, dir, `
 agent {
   device_id = "sp"
-  data_dir  = "` + filepath.Join(dir, "data") + `"
+  data_dir  = "%DATA%"
   admin     = "127.0.0.1:0"
 }
-broker { listen = "` + brokerAddr + `" }
+broker { listen = "`+freeAddr(t)+`" }
 source "simulator" "sim" {
   devices = 3
   rate    = 100
@@ -535,31 +592,7 @@ pipeline "temps" {
   to = [sink.file.out]
 }
 checkpoint { interval = "200ms" }
-`
-	path := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan *Agent, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: io.Discard, Ready: func(a *Agent) { ready <- a }})
-	}()
-	var a *Agent
-	select {
-	case a = <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not start")
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+`)
 	base := "http://" + a.AdminAddr()
 	resp, err := http.Post(base+"/api/savepoint", "", nil)
 	if err != nil {

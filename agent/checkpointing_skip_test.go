@@ -1,12 +1,7 @@
 package agent
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,26 +17,21 @@ func TestCheckpoint_SkippedWhileNothingChanges(t *testing.T) {
 		t.Skip("runs an agent")
 	}
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	brokerAddr := l.Addr().String()
-	l.Close()
-	cfg := `
+	brokerAddr := freeAddr(t)
+	a := startAgent(t, dir, `
 agent {
   device_id = "skip"
-  data_dir  = "` + filepath.Join(dir, "data") + `"
+  data_dir  = "%DATA%"
   admin     = ""
 }
-broker { listen = "` + brokerAddr + `" }
+broker { listen = "`+brokerAddr+`" }
 source "mqtt" "s" {
   broker = "embedded"
   topics = ["sensors/+/telemetry"]
   qos    = 1
 }
 sink "file" "out" {
-  path     = "` + filepath.Join(dir, "out") + `"
+  path     = "%DIR%/out"
   delivery = "exactly_once"
 }
 pipeline "p" {
@@ -53,36 +43,7 @@ pipeline "p" {
 }
 checkpoint { interval = "100ms" }
 ingest { linger = "0s" }
-`
-	path := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logw, err := os.Create(filepath.Join(dir, "agent.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logw.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan *Agent, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: logw, Ready: func(a *Agent) { ready <- a }})
-	}()
-	var a *Agent
-	select {
-	case a = <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent did not start")
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+`)
 	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("sensor"))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("connect: %v", tok.Error())
@@ -101,8 +62,7 @@ ingest { linger = "0s" }
 		deadline := time.Now().Add(30 * time.Second)
 		for completed() <= after {
 			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
-				t.Fatalf("no checkpoint completed after %d within 30 s; agent log:\n%s", after, b)
+				t.Fatalf("no checkpoint completed after %d within 30 s", after)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

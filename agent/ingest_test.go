@@ -15,6 +15,33 @@ import (
 	"github.com/eddy-edge/eddy/operators/ingest"
 )
 
+// startEmbeddedIntake starts an embedded broker on a free loopback port and
+// runs embeddedIntake on it ("sensors/#") into a new ingest log in
+// after_fsync mode with the given linger. The intake has subscribed when it
+// returns, so a sensor connecting then is heard. When the test ends the
+// intake is stopped and waited for, then the log and the broker are closed.
+func startEmbeddedIntake(t *testing.T, linger time.Duration) (*broker.Broker, *ingest.Log, *logIntake) {
+	t.Helper()
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
+		name: "s", dups: func() {}, linger: linger}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	run := embeddedIntake(b, []string{"sensors/#"}, in) // subscribes before the sensor connects
+	wg.Go(func() { run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return b, l, in
+}
+
 // TestEmbeddedIntake_OneConnectionSharesCommits publishes QoS 1 readings
 // from one sensor connection with many in flight into the embedded broker
 // with the ingest log in after_fsync mode and a linger: every reading is in
@@ -23,23 +50,7 @@ import (
 // reading the connection while a commit is pending. Before deferred
 // acknowledgements each reading of one connection was a commit of its own.
 func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
-	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
-		name: "s", dups: func() {}, linger: 5 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	run := embeddedIntake(b, []string{"sensors/#"}, in) // subscribes before the sensor connects
-	wg.Go(func() { run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
+	b, l, in := startEmbeddedIntake(t, 5*time.Millisecond)
 
 	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor").SetAutoReconnect(false).
 		SetMaxResumePubInFlight(256)
@@ -90,23 +101,7 @@ func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
 // With a 10 s linger, 20 such readings would take over 3 minutes without
 // that rule; the test allows 60 s.
 func TestEmbeddedIntake_WaitingSenderNotHeldByLinger(t *testing.T) {
-	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
-		name: "s", dups: func() {}, linger: 10 * time.Second}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	run := embeddedIntake(b, []string{"sensors/#"}, in)
-	wg.Go(func() { run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
+	b, _, in := startEmbeddedIntake(t, 10*time.Second)
 
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sequential").SetAutoReconnect(false))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -19,12 +18,7 @@ import (
 // which stopped the checkpointer (no commit, no timeout, no ingest log
 // truncation) for as long as the uplink was down.
 func TestWALTx_CommitWhileWriteBlocked(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := "tcp://" + l.Addr().String()
-	l.Close() // nothing listens: the uplink is down
+	down := "tcp://" + freeAddr(t) // nothing listens: the uplink is down
 
 	ws, err := walsink.Open(t.TempDir(), walsink.Options{Broker: down, ClientID: "waltx-test",
 		MaxDiskBytes: 256 << 10, ReconnectMin: time.Second, WhenFull: walsink.Block}, slog.New(slog.DiscardHandler))
