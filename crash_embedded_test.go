@@ -11,6 +11,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // embeddedCrashConfig is mqttCrashConfig with the embedded broker as the
@@ -163,7 +165,7 @@ func sendReadingsReconnecting(url, client string, readings, devices int) (*recon
 func TestCrash_EmbeddedBrokerExactlyOnce(t *testing.T) {
 	readings, devices, kills := crashScale()
 
-	cleanAddr := freeAddr(t)
+	cleanAddr := loopback.Addr(t)
 	clean := newEmbeddedCrashRun(t, cleanAddr)
 	clean.start()
 	pub, err := sendReadingsReconnecting("tcp://"+cleanAddr, "pub-clean", readings, devices)
@@ -176,7 +178,7 @@ func TestCrash_EmbeddedBrokerExactlyOnce(t *testing.T) {
 		t.Fatalf("uninterrupted run produced %d windows", len(want))
 	}
 
-	addr := freeAddr(t)
+	addr := loopback.Addr(t)
 	crashed := newEmbeddedCrashRun(t, addr)
 	crashed.start()
 	var wg sync.WaitGroup

@@ -12,6 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -101,7 +102,7 @@ type mqttCrashRun struct {
 // newCrashRun writes tmpl into a new directory (writeConfig, with %ADMIN%
 // a free loopback address and kv before it).
 func newCrashRun(t *testing.T, tmpl string, kv ...string) *mqttCrashRun {
-	r := &mqttCrashRun{t: t, dir: t.TempDir(), admin: freeAddr(t)}
+	r := &mqttCrashRun{t: t, dir: t.TempDir(), admin: loopback.Addr(t)}
 	r.cfg = writeConfig(t, r.dir, tmpl, append(kv[:len(kv):len(kv)], "%ADMIN%", r.admin)...)
 	return r
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // eddyBin is the eddy binary built by TestMain from this module.
@@ -188,24 +189,13 @@ func (p *eddyProc) stop(sig os.Signal, d time.Duration) {
 	}
 }
 
-// freeAddr returns a loopback TCP address that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startAgent writes tmpl into dir as writeConfig does, with %ADMIN% replaced
 // by a free loopback address, starts `eddy run` on it, and returns once the
 // admin endpoint answers /healthz. It fails the test if that takes more than
 // 15 s. The process is reaped at the test's end as startEddy says.
 func startAgent(t testing.TB, dir, tmpl string, kv ...string) *eddyProc {
 	t.Helper()
-	admin := freeAddr(t)
+	admin := loopback.Addr(t)
 	path := writeConfig(t, dir, tmpl, append(kv[:len(kv):len(kv)], "%ADMIN%", admin)...)
 	p := startEddy(t, "run", "-c", path)
 	p.admin = admin

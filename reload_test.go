@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 const reloadConfig = `
@@ -55,7 +57,7 @@ pipeline "p2" {
 // on the previous configuration.
 func TestReload_SIGHUP(t *testing.T) {
 	dir := t.TempDir()
-	brokerAddr := freeAddr(t)
+	brokerAddr := loopback.Addr(t)
 	ag := startAgent(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", "300ms", "%EXTRA%", "")
 	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl")); return len(b) > 0 })
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // TestRestart_SinkFailureRestartsFromCheckpoint: the exactly-once sink's
@@ -128,7 +130,7 @@ func regionRun(t *testing.T, dead, extra string, attempts int, live bool) (dir, 
 	}
 	lv := ""
 	if live {
-		lv = replaceAll(liveConfig, "%BROKER%", freeAddr(t), "%LIVEN%", strconv.Itoa(liveReadings))
+		lv = replaceAll(liveConfig, "%BROKER%", loopback.Addr(t), "%LIVEN%", strconv.Itoa(liveReadings))
 	}
 	return dir, writeConfig(t, dir, regionConfig, "%LIVE%", lv, "%DEAD%", dead, "%EXTRA%", extra, "%ATTEMPTS%", strconv.Itoa(attempts))
 }
@@ -299,7 +301,7 @@ restart {
 // 100, no id twice).
 func TestRestart_RegionReplaysIngestLog(t *testing.T) {
 	dir := t.TempDir()
-	p := startEddy(t, "run", "-c", writeConfig(t, dir, ingestRegionConfig, "%BROKER%", freeAddr(t)))
+	p := startEddy(t, "run", "-c", writeConfig(t, dir, ingestRegionConfig, "%BROKER%", loopback.Addr(t)))
 	out := filepath.Join(dir, "out")
 	if !waitUntil(120*time.Second, func() bool { return len(committedRecords(t, out)) >= 80 }) {
 		t.Fatalf("%d of 80 windows committed", len(committedRecords(t, out)))

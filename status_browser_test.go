@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // statusSnapshot is what the page shows, read from its DOM.
@@ -84,7 +86,7 @@ pipeline "temps" {
   to = [sink.file.out]
 }
 checkpoint { interval = "1s" }
-`, "%BROKER%", freeAddr(t)))
+`, "%BROKER%", loopback.Addr(t)))
 
 	b := startChromium(t, chromium, t.TempDir())
 	var target struct{ TargetID string }

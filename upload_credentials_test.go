@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
 
@@ -61,7 +62,7 @@ upload "s3" {
 }
 `
 	config := func(secret string) string {
-		return replaceAll(cfgTemplate, "%BROKER%", freeAddr(t), "%S3%", s3.Endpoint(), "%AK%", s3.AccessKey, "%SK%", secret)
+		return replaceAll(cfgTemplate, "%BROKER%", loopback.Addr(t), "%S3%", s3.Endpoint(), "%AK%", s3.AccessKey, "%SK%", secret)
 	}
 	ag := startAgent(t, dir, config(strings.Repeat("0", len(s3.SecretKey))))
 	metric := func(name string) float64 { return metricValue(t, ag.admin, name) }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/upload"
 )
 
@@ -90,17 +90,6 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 		}
 	}
 	return a
-}
-
-// freeAddr returns a loopback TCP address that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startAgent runs the agent of src in this process (Run) until the test
@@ -578,7 +567,7 @@ agent {
   data_dir  = "%DATA%"
   admin     = "127.0.0.1:0"
 }
-broker { listen = "`+freeAddr(t)+`" }
+broker { listen = "`+loopback.Addr(t)+`" }
 source "simulator" "sim" {
   devices = 3
   rate    = 100

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // TestCheckpoint_SkippedWhileNothingChanges runs an agent whose sensors
@@ -17,7 +19,7 @@ func TestCheckpoint_SkippedWhileNothingChanges(t *testing.T) {
 		t.Skip("runs an agent")
 	}
 	dir := t.TempDir()
-	brokerAddr := freeAddr(t)
+	brokerAddr := loopback.Addr(t)
 	a := startAgent(t, dir, `
 agent {
   device_id = "skip"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/walsink"
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // TestWALTx_CommitWhileWriteBlocked: with the uplink down and the WAL full
@@ -18,7 +19,7 @@ import (
 // which stopped the checkpointer (no commit, no timeout, no ingest log
 // truncation) for as long as the uplink was down.
 func TestWALTx_CommitWhileWriteBlocked(t *testing.T) {
-	down := "tcp://" + freeAddr(t) // nothing listens: the uplink is down
+	down := "tcp://" + loopback.Addr(t) // nothing listens: the uplink is down
 
 	ws, err := walsink.Open(t.TempDir(), walsink.Options{Broker: down, ClientID: "waltx-test",
 		MaxDiskBytes: 256 << 10, ReconnectMin: time.Second, WhenFull: walsink.Block}, slog.New(slog.DiscardHandler))

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // Broker is a running mosquitto process.
@@ -47,7 +49,7 @@ func Start(tb testing.TB) *Broker {
 	if Binary() == "" {
 		tb.Fatal("mosquitto is not installed: run scripts/install-deps.sh")
 	}
-	b := &Broker{tb: tb, dir: tb.TempDir(), Port: freePort(tb)}
+	b := &Broker{tb: tb, dir: tb.TempDir(), Port: loopback.MustPort(tb)}
 	// Cleanups run last-registered first: the log is shown after Stop.
 	tb.Cleanup(func() {
 		if tb.Failed() {
@@ -145,14 +147,4 @@ func (b *Broker) signal(sig syscall.Signal) {
 		_ = b.cmd.Process.Kill()
 		<-b.done
 	}
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -18,7 +18,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // Server is a running versitygw process.
@@ -89,7 +90,7 @@ func Start(tb testing.TB) *Server {
 	logDir := tb.TempDir()
 	s := &Server{
 		tb:        tb,
-		Port:      freePort(tb),
+		Port:      loopback.MustPort(tb),
 		AccessKey: "eddy" + randomHex(tb, 8),
 		SecretKey: randomHex(tb, 20),
 		Dir:       filepath.Join(tb.TempDir(), "s3"),
@@ -206,16 +207,6 @@ func (s *Server) waitReady(deadline time.Time) bool {
 		}
 	}
 	return false
-}
-
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func randomHex(tb testing.TB, n int) string {

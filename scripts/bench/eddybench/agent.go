@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // buildEddy builds the binary from the repository in the working directory
@@ -41,7 +43,7 @@ type agentProc struct {
 // startAgent writes cfg to dir/agent.hcl, with %ADMIN% and %DATA%
 // replaced, starts bin and waits until the admin endpoint answers.
 func startAgent(bin, dir, cfg string) (*agentProc, error) {
-	port, err := freePort()
+	port, err := loopback.Port()
 	if err != nil {
 		return nil, err
 	}

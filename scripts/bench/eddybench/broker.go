@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // broker is a mosquitto process for one benchmark, configured as the
@@ -30,7 +32,7 @@ func startBroker(dir string) (*broker, error) {
 			return nil, fmt.Errorf("mosquitto is not installed: run scripts/install-deps.sh")
 		}
 	}
-	port, err := freePort()
+	port, err := loopback.Port()
 	if err != nil {
 		return nil, err
 	}
@@ -87,13 +89,4 @@ func (b *broker) stop() {
 		_ = b.cmd.Process.Kill()
 		<-b.done
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
 
@@ -38,7 +39,7 @@ func startVersitygw(root string) (*versitygw, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := loopback.Port()
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func restoreFromS3(bin, tmp string, gw *versitygw, keys int) (s3Result, error) {
 	if err != nil {
 		return res, err
 	}
-	port, err := freePort()
+	port, err := loopback.Port()
 	if err != nil {
 		return res, err
 	}

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // stateConfig is the agent of benchmarks (d) and (e): the simulator
@@ -78,7 +80,7 @@ func loadState(bin, tmp string, keys int, restore bool) (stateResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	port, err := freePort()
+	port, err := loopback.Port()
 	if err != nil {
 		return res, err
 	}
