@@ -159,7 +159,7 @@ func runE2E(args []string) error {
 
 	// Raw paho subscriber: register its session, queue the backlog, drain.
 	progress("e2e: raw paho subscriber, %d readings", *n)
-	raw, err := newRawSubscriber(br.url(), "bench-raw", "bench/raw/+")
+	raw, err := newRawSubscriber(br.url(), "bench-raw", "bench/raw/+", 0)
 	if err != nil {
 		return err
 	}
@@ -168,11 +168,11 @@ func runE2E(args []string) error {
 	if err != nil {
 		return err
 	}
-	raw, err = newRawSubscriber(br.url(), "bench-raw", "bench/raw/+")
+	raw, err = newRawSubscriber(br.url(), "bench-raw", "bench/raw/+", int64(*n))
 	if err != nil {
 		return err
 	}
-	rawRate, err := rateBetween(raw.n.Load, int64(*n), 5*time.Minute)
+	rawRate, err := raw.rate(5 * time.Minute)
 	raw.close()
 	if err != nil {
 		return err

@@ -117,12 +117,27 @@ func (p *publisher) publishPaced(rate int, d time.Duration, stop *atomic.Bool) (
 type rawSubscriber struct {
 	client paho.Client
 	n      atomic.Int64
+	// The handler stamps the arrival of message lo and of message hi
+	// (unix ns): a broker holding a persistent session sends its queue
+	// before the SUBACK, so most of a backlog may arrive before
+	// newRawSubscriber returns, and sampling n afterwards would miss it.
+	lo, hi   int64
+	tLo, tHi atomic.Int64
 }
 
-func newRawSubscriber(url, clientID, topic string) (*rawSubscriber, error) {
-	s := &rawSubscriber{}
+// newRawSubscriber connects and subscribes; total > 0 is the number of
+// messages expected, whose arrivals between 10% and 90% rate measures.
+func newRawSubscriber(url, clientID, topic string, total int64) (*rawSubscriber, error) {
+	s := &rawSubscriber{lo: total / 10, hi: total * 9 / 10}
 	o := paho.NewClientOptions().AddBroker(url).SetClientID(clientID).SetCleanSession(false).
-		SetDefaultPublishHandler(func(paho.Client, paho.Message) { s.n.Add(1) })
+		SetDefaultPublishHandler(func(paho.Client, paho.Message) {
+			switch s.n.Add(1) {
+			case s.lo:
+				s.tLo.Store(time.Now().UnixNano())
+			case s.hi:
+				s.tHi.Store(time.Now().UnixNano())
+			}
+		})
 	s.client = paho.NewClient(o)
 	if tok := s.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		return nil, fmt.Errorf("subscriber connect: %v", tok.Error())
@@ -131,6 +146,19 @@ func newRawSubscriber(url, clientID, topic string) (*rawSubscriber, error) {
 		return nil, fmt.Errorf("subscribe: %v", tok.Error())
 	}
 	return s, nil
+}
+
+// rate waits up to timeout for message hi and returns the messages per
+// second between messages lo and hi.
+func (s *rawSubscriber) rate(timeout time.Duration) (float64, error) {
+	deadline := time.Now().Add(timeout)
+	for s.tHi.Load() == 0 {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("received %d of %d in %v", s.n.Load(), s.hi, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return float64(s.hi-s.lo) / time.Duration(s.tHi.Load()-s.tLo.Load()).Seconds(), nil
 }
 
 func (s *rawSubscriber) close() { s.client.Disconnect(250) }
