@@ -57,7 +57,8 @@ type Options struct {
 	// verifies, an id, a manifest path or a checkpoint directory.
 	From string
 	// AllowNonRestoredState drops checkpointed state of pipelines the
-	// configuration no longer has, instead of refusing to start.
+	// configuration no longer has, and window state of the other layout
+	// (panes vs. one state per window), instead of refusing to start.
 	AllowNonRestoredState bool
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
@@ -87,8 +88,7 @@ type Agent struct {
 	// shipperSeen publishes shipper to the admin endpoint, which starts
 	// first (the upload's start may wait for the S3 server).
 	shipperSeen atomic.Pointer[upload.Shipper]
-	// allowNonRestored drops checkpointed state of pipelines the
-	// configuration no longer has, instead of refusing to start.
+	// allowNonRestored: see Options.AllowNonRestoredState.
 	allowNonRestored bool
 
 	// regions are the failover regions: a failure restarts only its own.
