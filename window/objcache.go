@@ -36,8 +36,14 @@ type objKey struct {
 	wins   []objWin
 	used   bool // the slot holds a key
 	ref    bool // CLOCK reference bit
-	dirty  bool // some window is dirty
+	dirty  bool // some window, or the merging set, is dirty
 	listed bool // the slot is in objCache.listed
+
+	// The key's merging set (sessions), when setKnown; else only the
+	// backend knows it. setDirty: it differs from the backend.
+	set                []Window
+	setKnown, setDirty bool
+	setBytes           int // memory charged for set
 }
 
 type objWin struct {
@@ -54,6 +60,7 @@ const (
 	objKeyOverhead = 160
 	objWinOverhead = 96
 	accBytes       = 40 // unsafe.Sizeof(aggregate.Acc{})
+	setWindowBytes = 16 // unsafe.Sizeof(Window{})
 )
 
 func newObjCache(budget int, funcs []aggregate.Func) objCache {
@@ -164,6 +171,24 @@ func (c *objCache) markDirty(slot int32, i int) {
 	}
 }
 
+// putSet makes ws the cached merging set of the key in slot; dirty says it
+// differs from the backend.
+func (c *objCache) putSet(slot int32, ws []Window, dirty bool) {
+	k := &c.keys[slot]
+	k.set = append(k.set[:0], ws...)
+	k.setKnown = true
+	c.bytes -= k.setBytes
+	k.setBytes = setWindowBytes * cap(k.set)
+	c.bytes += k.setBytes
+	if dirty {
+		k.setDirty, k.dirty = true, true
+		if !k.listed {
+			k.listed = true
+			c.listed = append(c.listed, slot)
+		}
+	}
+}
+
 // removeWin deletes window i of the key in slot, keeping its accumulators
 // for reuse.
 func (c *objCache) removeWin(slot int32, i int) {
@@ -223,6 +248,9 @@ func (c *objCache) drop(slot int32) {
 	}
 	clear(k.wins)
 	k.wins = k.wins[:0]
+	k.set, k.setKnown, k.setDirty = k.set[:0], false, false
+	c.bytes -= k.setBytes
+	k.setBytes = 0
 	delete(c.index, string(k.key))
 	c.bytes -= objKeyOverhead + 2*len(k.key)
 	k.used, k.ref, k.dirty = false, false, false // listed stays: the slot is still in c.listed

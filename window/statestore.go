@@ -187,6 +187,9 @@ func (s *StateStore) Flush() error {
 				s.write(k, ow)
 			}
 		}
+		if k.setDirty {
+			s.writeSet(k)
+		}
 	}
 	c.listed = c.listed[:0]
 	return s.err
@@ -252,6 +255,9 @@ func (s *StateStore) makeRoom() bool {
 		if ow := &k.wins[i]; ow.dirty {
 			s.write(k, ow)
 		}
+	}
+	if k.setDirty {
+		s.writeSet(k)
 	}
 	s.outside += len(k.wins)
 	c.drop(slot)
@@ -541,23 +547,34 @@ func (s *StateStore) DeleteWindow(w Window) {
 	}
 }
 
-// MergingWindows implements Store.
+// MergingWindows implements Store. A cached key keeps its merging set
+// decoded, like its windows.
 func (s *StateStore) MergingWindows(dst []Window) []Window {
 	if !s.refresh() {
 		return dst
 	}
+	if s.cur >= 0 {
+		if k := &s.objs.keys[s.cur]; k.setKnown {
+			return append(dst, k.set...)
+		}
+	}
 	s.kbuf = AppendMergingSetKey(s.kbuf[:0], s.kg, s.key)
 	v, ok, err := s.be.Get(s.bucket, s.kbuf)
-	if err != nil || !ok {
-		if err != nil {
-			s.fail(err)
-		}
-		return dst
-	}
-	out, err := DecodeWindows(v, dst)
 	if err != nil {
 		s.fail(err)
 		return dst
+	}
+	out := dst
+	if ok {
+		if out, err = DecodeWindows(v, dst); err != nil {
+			s.fail(err)
+			return dst
+		}
+	}
+	// out is the caller's memory: admitting the key (which may evict
+	// others through the backend) leaves it valid.
+	if s.cached() {
+		s.objs.putSet(s.cur, out[len(dst):], false)
 	}
 	return out
 }
@@ -567,7 +584,23 @@ func (s *StateStore) PutMergingWindows(ws []Window) {
 	if !s.refresh() {
 		return
 	}
-	s.kbuf = AppendMergingSetKey(s.kbuf[:0], s.kg, s.key)
+	if s.cached() {
+		s.objs.putSet(s.cur, ws, true)
+		return
+	}
+	s.putSet(s.kg, s.key, ws)
+}
+
+// writeSet writes the cached merging set of k into the backend.
+func (s *StateStore) writeSet(k *objKey) {
+	s.putSet(k.kg, k.key, k.set)
+	k.setDirty = false
+}
+
+// putSet writes the merging set ws of key into the backend (deletes it when
+// empty).
+func (s *StateStore) putSet(kg uint16, key []byte, ws []Window) {
+	s.kbuf = AppendMergingSetKey(s.kbuf[:0], kg, key)
 	var err error
 	if len(ws) == 0 {
 		err = s.be.Delete(s.bucket, s.kbuf)

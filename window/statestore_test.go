@@ -144,7 +144,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 			mk("memory", 0, 0, state.NewMemory()),
 		}
 		var refOut Output
-		now, wm, procSet := int64(0), int64(-50), false
+		now, wm, procSet, wmSet := int64(0), int64(-50), false, false
 		nkeys := 1 + r.IntN(12)
 		compare := func(step int) {
 			t.Helper()
@@ -167,6 +167,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 			switch r.IntN(12) {
 			case 0, 1:
 				wm += int64(r.IntN(15))
+				wmSet = true
 				ref.AdvanceWatermark(wm, &refOut)
 				for _, s := range suts {
 					s.op.AdvanceWatermark(wm, &s.out)
@@ -204,7 +205,7 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 						t.Fatal(err)
 					}
 					ns.chain = s.chain
-					if wm > -50 {
+					if wmSet { // also when it stayed at its start, -50
 						ns.op.AdvanceWatermark(wm, &ns.out)
 					}
 					if procSet {
@@ -229,9 +230,11 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 					key = append(key, 0) // keys with zero bytes and prefixes of others
 				}
 				e := Element{Key: key, KeyGroup: state.KeyGroup(key, 8), Time: ts, Values: []float64{v}}
-				ref.Process(&e, &refOut)
+				want := ref.Process(&e, &refOut)
 				for _, s := range suts {
-					s.op.Process(&e, &s.out)
+					if got := s.op.Process(&e, &s.out); got != want {
+						t.Fatalf("%s step %d %s: reading %q@%d: %v, want %v", where, step, s.name, key, ts, got, want)
+					}
 				}
 			}
 			compare(step)
