@@ -29,7 +29,8 @@ import (
 // through the backend as they would be without the cache. So a working set
 // larger than the cache keeps the part that fits (cyclic access would evict
 // every key before its next use under plain CLOCK), and cold keys still age
-// out. Merging sets and count counters go to the backend directly.
+// out. A cached key's session merging set stays decoded the same way;
+// count-window counters go to the backend directly.
 //
 // Timer front: timers stay in memory too (up to StateStoreOptions.TimerCache
 // of them, then all go to the backend at once), so a timer that fires before
@@ -43,7 +44,8 @@ import (
 // rarely do.
 //
 // Checkpoints: the backend lags behind the store by the dirty cached
-// windows and the front's timers, so the caller must call Flush right before Backend.Snapshot (and
+// windows and merging sets and the front's timers, so the caller must call
+// Flush right before Backend.Snapshot (and
 // before anything else reads the windows bucket from the backend).
 //
 // Errors: the Store interface returns none, so StateStore keeps the first
@@ -165,8 +167,8 @@ func (s *StateStore) fail(err error) {
 	}
 }
 
-// Flush writes every changed cached window state and every new timer into
-// the backend (both stay cached) and returns Err.
+// Flush writes every changed cached window state and merging set and every
+// new timer into the backend (all stay cached) and returns Err.
 // Call it right before Backend.Snapshot: the snapshot then holds exactly the
 // store's state.
 func (s *StateStore) Flush() error {
