@@ -86,7 +86,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	fs := newFlags("run", "run -c FILE [--from CHECKPOINT] [--allow-non-restored-state]", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
 	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path or a checkpoint directory (default: the newest that verifies)")
-	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has, and window state of another layout (panes vs. per window)")
+	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has or whose window, key, aggregates or source changed")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}

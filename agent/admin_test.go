@@ -69,7 +69,7 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 		t.Fatalf("config: %s", config.FormatDiagnostics(diags))
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := build(cfg, log, Options{Stdout: io.Discard, Stderr: io.Discard})
+	a, err := build(loadedConfig{cfg: cfg, src: []byte(src)}, log, Options{Stdout: io.Discard, Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,8 +58,9 @@ type Options struct {
 	// verifies, an id, a manifest path or a checkpoint directory.
 	From string
 	// AllowNonRestoredState drops checkpointed state of pipelines the
-	// configuration no longer has, and window state of the other layout
-	// (panes vs. one state per window), instead of refusing to start.
+	// configuration no longer has, or whose window, key, aggregates or
+	// source changed (or whose window state has the other layout), instead
+	// of refusing to start.
 	AllowNonRestoredState bool
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
@@ -123,7 +125,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			return err
 		}
 		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
-		a, err := build(cfg, log, opts)
+		a, err := build(lc, log, opts)
 		if err != nil {
 			return err
 		}
@@ -182,7 +184,8 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 
 // build compiles every pipeline and creates sources and sinks without
 // starting them.
-func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
+func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
+	cfg := lc.cfg
 	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
 		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
@@ -191,6 +194,9 @@ func build(cfg *config.Config, log *slog.Logger, opts Options) (*Agent, error) {
 	for _, p := range cfg.Pipelines {
 		pl, d := compile(cfg, p)
 		diags = append(diags, d...)
+		if pl != nil {
+			pl.shape, _ = json.Marshal(pipelineShape(lc.src, p)) // strings only: cannot fail
+		}
 		plans = append(plans, pl)
 	}
 	for _, d := range unsupported(cfg) {
@@ -241,6 +247,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 	}
 	p := &pipeline{
 		cfg:        pl.cfg,
+		shape:      pl.shape,
 		fatal:      a.fail,
 		epoch:      1, // dead letters before barrier 1
 		ordered:    pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",

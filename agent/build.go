@@ -29,6 +29,7 @@ type plan struct {
 	names       []string
 	parallelism int
 	control     *control.State // nil without a control stream
+	shape       []byte         // JSON of the pipeline's stateShape
 }
 
 // compile builds the plan of pipeline p.

@@ -70,6 +70,9 @@ type pipeline struct {
 	// windowState names the window operator's state in the subtasks'
 	// backends: windowStateName of its layout ("" without a window).
 	windowState string
+	// shape is the JSON of the pipeline's stateShape, recorded in every
+	// checkpoint and compared at restore.
+	shape []byte
 
 	to         []*sinkRunner
 	late       *sinkRunner
@@ -529,6 +532,9 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	}
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
+	}
+	if st.index == 0 && st.backend != nil {
+		extra[shapeExtraKey(p.name)] = p.shape
 	}
 	for k, v := range more {
 		extra[k] = v

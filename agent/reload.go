@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -64,30 +65,51 @@ func reloadCompatible(old, next loadedConfig) error {
 		if op == nil {
 			continue
 		}
-		why := func(what string) error {
+		if what := pipelineShape(old.src, op).differs(pipelineShape(next.src, np)); what != "" {
 			return fmt.Errorf("pipeline %q: %s changed, and its state depends on it; rename the pipeline to start it afresh", np.Name, what)
-		}
-		if windowShape(op.Window) != windowShape(np.Window) {
-			return why("the window")
-		}
-		if exprText(old.src, op.Key) != exprText(next.src, np.Key) {
-			return why("the key")
-		}
-		if op.From.Source.Name != np.From.Source.Name {
-			return why("the source")
-		}
-		if len(op.Aggregates) != len(np.Aggregates) {
-			return why("the aggregates")
-		}
-		for i, a := range op.Aggregates {
-			b := np.Aggregates[i]
-			if a.Name != b.Name || a.Func != b.Func || a.Q != b.Q || exprText(old.src, a.Arg) != exprText(next.src, b.Arg) {
-				return why("the aggregates")
-			}
 		}
 	}
 	return nil
 }
+
+// stateShape is what a pipeline's keyed state depends on: its window, key,
+// aggregates and source. A checkpoint records it per pipeline (manifest
+// extra "shape/<pipeline>"), so that a restart with a configuration that
+// changed one of them does not read state it would misinterpret.
+type stateShape struct {
+	Window     string   `json:"window"`
+	Key        string   `json:"key"`
+	Source     string   `json:"source"`
+	Aggregates []string `json:"aggregates"`
+}
+
+// pipelineShape returns the state shape of p, whose configuration source is
+// src.
+func pipelineShape(src []byte, p *config.Pipeline) stateShape {
+	sh := stateShape{Window: windowShape(p.Window), Key: exprText(src, p.Key), Source: p.From.Source.Name}
+	for _, a := range p.Aggregates {
+		sh.Aggregates = append(sh.Aggregates, fmt.Sprintf("%s = %s(%s) q=%v", a.Name, a.Func, exprText(src, a.Arg), a.Q))
+	}
+	return sh
+}
+
+// differs names the first part of sh that differs from o ("the window",
+// "the key", "the source", "the aggregates"), or returns "".
+func (sh stateShape) differs(o stateShape) string {
+	switch {
+	case sh.Window != o.Window:
+		return "the window"
+	case sh.Key != o.Key:
+		return "the key"
+	case sh.Source != o.Source:
+		return "the source"
+	case !slices.Equal(sh.Aggregates, o.Aggregates):
+		return "the aggregates"
+	}
+	return ""
+}
+
+func shapeExtraKey(pipeline string) string { return "shape/" + pipeline }
 
 func windowShape(w *config.Window) string {
 	if w == nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -154,8 +155,17 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 		}
 		return nil
 	}
+	drop, err := a.shapeChanged(m, p)
+	if err != nil {
+		return err
+	}
 	for _, st := range p.subtasks {
 		if st.backend == nil {
+			continue
+		}
+		if drop {
+			st.lastSnap = 0
+			st.epoch = m.ID + 1
 			continue
 		}
 		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
@@ -191,6 +201,35 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 		p.restoreWatermark(wm)
 	}
 	return nil
+}
+
+// shapeChanged compares the state shape checkpoint m recorded for p (if
+// it recorded one: earlier builds did not) with p's. If they differ, the
+// state would be misread: that refuses the restore, or, with
+// --allow-non-restored-state, reports that p's keyed state is to be dropped.
+func (a *Agent) shapeChanged(m *checkpoint.Manifest, p *pipeline) (bool, error) {
+	b, ok := m.Extra[shapeExtraKey(p.name)]
+	if !ok || p.shape == nil {
+		return false, nil
+	}
+	var was, now stateShape
+	if err := json.Unmarshal(p.shape, &now); err != nil {
+		return false, fmt.Errorf("agent: pipeline %q: %w", p.name, err)
+	}
+	what := "its configuration"
+	if json.Unmarshal(b, &was) == nil {
+		if what = was.differs(now); what == "" {
+			return false, nil
+		}
+	}
+	if !a.allowNonRestored {
+		return false, fmt.Errorf("agent: checkpoint %d holds pipeline %q's state, and %s changed since, which that state depends on: "+
+			"restore it with the configuration that wrote it, rename the pipeline to start it afresh, "+
+			"or start with --allow-non-restored-state to drop that state", m.ID, p.name, what)
+	}
+	a.log.Warn("dropped the state of a pipeline whose configuration changed (--allow-non-restored-state)",
+		"pipeline", p.name, "checkpoint", m.ID, "changed", what)
+	return true, nil
 }
 
 // restoreUnalignedWatermarks restores the watermarks of a checkpoint in
