@@ -212,6 +212,23 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 			if got := committedRecords(t, out); !slices.Equal(got, want) {
 				t.Fatalf("committed output differs from the uninterrupted run: %d records, want %d", len(got), len(want))
 			}
+			// The restarted pipeline's checkpoints still record what its
+			// state depends on, so that the next start can restore them.
+			ms := manifests(filepath.Join(dir, "data", "checkpoints"))
+			if len(ms) == 0 {
+				t.Fatal("no checkpoint")
+			}
+			b, err := os.ReadFile(ms[len(ms)-1].path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m struct {
+				Extra map[string][]byte `json:"extra"`
+			}
+			var shape struct{ Window string }
+			if err := json.Unmarshal(b, &m); err != nil || json.Unmarshal(m.Extra["shape/sums"], &shape) != nil || shape.Window == "" {
+				t.Fatalf("the last checkpoint after the restart records no state shape for sums: %q", m.Extra["shape/sums"])
+			}
 		})
 	}
 }

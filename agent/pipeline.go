@@ -533,7 +533,7 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
 	}
-	if st.index == 0 && st.backend != nil {
+	if st.index == 0 && st.backend != nil && p.shape != nil {
 		extra[shapeExtraKey(p.name)] = p.shape
 	}
 	for k, v := range more {

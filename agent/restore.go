@@ -208,8 +208,8 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 // state would be misread: that refuses the restore, or, with
 // --allow-non-restored-state, reports that p's keyed state is to be dropped.
 func (a *Agent) shapeChanged(m *checkpoint.Manifest, p *pipeline) (bool, error) {
-	b, ok := m.Extra[shapeExtraKey(p.name)]
-	if !ok || p.shape == nil {
+	b := m.Extra[shapeExtraKey(p.name)]
+	if len(b) == 0 || p.shape == nil {
 		return false, nil
 	}
 	var was, now stateShape
