@@ -70,6 +70,7 @@ type Options struct {
 // Agent is a running configuration.
 type Agent struct {
 	cfg       *config.Config
+	src       []byte // the configuration's text (state shapes compare expressions by it)
 	deviceID  string
 	log       *slog.Logger
 	metrics   *metrics.Set
@@ -186,7 +187,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // starting them.
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
-	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
+	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
 		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	var diags hcl.Diagnostics
@@ -194,9 +195,6 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	for _, p := range cfg.Pipelines {
 		pl, d := compile(cfg, p)
 		diags = append(diags, d...)
-		if pl != nil {
-			pl.shape, _ = json.Marshal(pipelineShape(lc.src, p)) // strings only: cannot fail
-		}
 		plans = append(plans, pl)
 	}
 	for _, d := range unsupported(cfg) {
@@ -247,7 +245,6 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 	}
 	p := &pipeline{
 		cfg:        pl.cfg,
-		shape:      pl.shape,
 		fatal:      a.fail,
 		epoch:      1, // dead letters before barrier 1
 		ordered:    pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
@@ -294,6 +291,10 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		}
 	}
 	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups
+	if pl.window != nil {
+		p.windowState = windowStateName(*pl.window)
+		p.shape, _ = json.Marshal(pipelineShape(a.src, pl.cfg)) // strings only: cannot fail
+	}
 	p.merge.done = make(chan struct{})
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
@@ -305,7 +306,6 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 				return nil, err
 			}
 			st.backend = be
-			p.windowState = windowStateName(*pl.window)
 			store, err := window.NewStateStore(be, p.windowState, aggFuncs(pl.window.Aggs))
 			if err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)

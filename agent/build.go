@@ -29,7 +29,6 @@ type plan struct {
 	names       []string
 	parallelism int
 	control     *control.State // nil without a control stream
-	shape       []byte         // JSON of the pipeline's stateShape
 }
 
 // compile builds the plan of pipeline p.

@@ -71,7 +71,7 @@ type pipeline struct {
 	// backends: windowStateName of its layout ("" without a window).
 	windowState string
 	// shape is the JSON of the pipeline's stateShape, recorded in every
-	// checkpoint and compared at restore.
+	// checkpoint and compared at restore (nil without a window: no state).
 	shape []byte
 
 	to         []*sinkRunner
@@ -533,7 +533,7 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
 	}
-	if st.index == 0 && st.backend != nil && p.shape != nil {
+	if st.index == 0 && p.shape != nil {
 		extra[shapeExtraKey(p.name)] = p.shape
 	}
 	for k, v := range more {

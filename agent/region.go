@@ -353,7 +353,6 @@ func (a *Agent) buildRegion(r *region, fresh *[]*pipeline) error {
 		if diags.HasErrors() {
 			return fmt.Errorf("agent: pipeline %q: %s", pl.cfg.Name, diags.Error())
 		}
-		pl.shape = a.pipelines[i].shape // the configuration is the same
 		p, err := a.newPipeline(pl)
 		if p != nil {
 			*fresh = append(*fresh, p)
