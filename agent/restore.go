@@ -163,21 +163,20 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 		if st.backend == nil {
 			continue
 		}
-		if drop {
-			st.lastSnap = 0
-			st.epoch = m.ID + 1
-			continue
-		}
 		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
 		if !ok {
 			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
 		}
-		if err := st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs}); err != nil {
-			if errors.Is(err, errWindowStateLayout) {
-				return fmt.Errorf("agent: checkpoint %d holds pipeline %q's windows %s, and this build with this configuration keeps them %s: "+
-					"restore it with the build and window configuration that wrote it, or start with --allow-non-restored-state to drop that state",
-					m.ID, p.name, windowLayouts[foreign], windowLayouts[p.windowState])
-			}
+		var err error
+		if !drop { // dropped keyed state: the subtask starts empty
+			err = st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs})
+		}
+		if errors.Is(err, errWindowStateLayout) {
+			return fmt.Errorf("agent: checkpoint %d holds pipeline %q's windows %s, and this build with this configuration keeps them %s: "+
+				"restore it with the build and window configuration that wrote it, or start with --allow-non-restored-state to drop that state",
+				m.ID, p.name, windowLayouts[foreign], windowLayouts[p.windowState])
+		}
+		if err != nil {
 			return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
 		}
 		st.lastSnap = 0 // the next snapshot is full
