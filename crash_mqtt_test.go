@@ -184,6 +184,21 @@ func (r *mqttCrashRun) finalResults(n int) map[string]string {
 // one.
 func sameWindows(t *testing.T, want, got map[string]string, kills int) {
 	t.Helper()
+	diff := differingWindows(t, want, got)
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: extra window %q", k, got[k])
+		}
+	}
+	if diff > 0 {
+		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
+	}
+}
+
+// differingWindows reports (as test errors) up to 10 of want's windows whose
+// result in got differs or is missing, and returns how many there are.
+func differingWindows(t *testing.T, want, got map[string]string) int {
+	t.Helper()
 	diff := 0
 	for k, w := range want {
 		if got[k] != w {
@@ -193,14 +208,7 @@ func sameWindows(t *testing.T, want, got map[string]string, kills int) {
 			diff++
 		}
 	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: extra window %q", k, got[k])
-		}
-	}
-	if diff > 0 {
-		t.Fatalf("%d of %d windows differ after %d kills", diff, len(want), kills)
-	}
+	return diff
 }
 
 // publishReadings publishes the test's readings at QoS 1, out of order

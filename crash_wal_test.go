@@ -210,15 +210,7 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 	if len(ooo) > 0 {
 		t.Errorf("%d results out of order per key, e.g. %v", len(ooo), ooo[:min(5, len(ooo))])
 	}
-	diff := 0
-	for k, w := range want {
-		if got[k] != w {
-			if diff < 10 {
-				t.Errorf("%s: got %q, want %q", k, got[k], w)
-			}
-			diff++
-		}
-	}
+	diff := differingWindows(t, want, got)
 	if len(got) != len(want) {
 		t.Errorf("%d windows delivered, want %d", len(got), len(want))
 	}
