@@ -117,6 +117,27 @@ var slidingConfig = replaceAll(crashConfig, `  window "tumbling" { size = "10s" 
     allowed_lateness = "3s"
   }`, `max_out_of_orderness = "5s"`, `max_out_of_orderness = "2s"`)
 
+// killDelay picks when, after now, run number n of a crash test is killed.
+// Odd runs die at a random moment of their first quarter of a whole run's
+// time (cleanRun): during the restore, the first reads or the first
+// checkpoint. Even runs first wait, for as long as it takes, until they have
+// completed a checkpoint of their own, then die a random moment up to one
+// checkpoint interval (100 ms) later, before, during or after the next
+// barrier. Waiting on the log instead of a fixed time makes progress, and so
+// the restores the test asserts, independent of how fast a loaded machine
+// starts the binary (CI's once took longer than 250 ms to its first
+// checkpoint, so every kill of a fixed schedule came before it).
+func killDelay(t *testing.T, p *eddyProc, n int, rng *rand.Rand, cleanRun time.Duration) time.Duration {
+	t.Helper()
+	if n%2 == 1 {
+		return time.Duration(rng.Int64N(int64(cleanRun)/4 + 1))
+	}
+	if !waitUntil(60*time.Second, func() bool { return p.exited() || p.logContains("checkpoint completed") }) {
+		t.Fatal("run completed no checkpoint within 60 s")
+	}
+	return time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
+}
+
 func runToEnd(t *testing.T, dir string) {
 	t.Helper()
 	runToEndWith(t, dir, crashConfig)
@@ -134,7 +155,7 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 
 func crashFileSource(t *testing.T, tmpl string) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
-	writeReadings(t, input, 1000, 400, 7)
+	writeReadings(t, input, 1000, 1200, 7)
 
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
@@ -150,13 +171,13 @@ func crashFileSource(t *testing.T, tmpl string) {
 	crashed := t.TempDir()
 	os.Link(input, filepath.Join(crashed, "in.jsonl"))
 	path := writeConfig(t, crashed, tmpl)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill schedule seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
 	kills, restores := 0, 0
 	for kills < 10 {
 		p := startEddy(t, "run", "-c", path)
-		// Kill after a random part of what a whole run takes: at least
-		// 150ms, so most runs get past a checkpoint (every 100ms) first.
-		if p.wait(150*time.Millisecond + time.Duration(rng.Int64N(int64(cleanRun)/4))) {
+		if p.wait(killDelay(t, p, kills, rng, cleanRun)) {
 			if p.err != nil {
 				t.Fatalf("run exited with %v", p.err)
 			}
