@@ -409,6 +409,23 @@ func (ad *admin) registerMetrics() {
 		set.GetOrCreateGauge(fmt.Sprintf(`eddy_pipeline_parallelism{pipeline=%q}`, p.name), func() float64 {
 			return float64(len(p.subtasks))
 		})
+		if p.windowState != "" {
+			pm := p.m // kept across region restarts, unlike p
+			for name, field := range map[string]func(*stateReport) int64{
+				"eddy_state_keys":         func(r *stateReport) int64 { return r.Keys },
+				"eddy_state_file_bytes":   func(r *stateReport) int64 { return r.FileBytes },
+				"eddy_state_memory_bytes": func(r *stateReport) int64 { return r.MemoryBytes },
+				"eddy_state_windows":      func(r *stateReport) int64 { return r.Windows },
+				"eddy_state_timers":       func(r *stateReport) int64 { return r.Timers },
+			} {
+				set.GetOrCreateGauge(name+l, func() float64 {
+					if r := pm.stateTotals(); r != nil {
+						return float64(field(r))
+					}
+					return 0
+				})
+			}
+		}
 	}
 	set.GetOrCreateGauge("eddy_checkpoint_consecutive_failures", func() float64 {
 		rep, _ := a.checkpointReport()

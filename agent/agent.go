@@ -296,6 +296,11 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		p.shape, _ = json.Marshal(pipelineShape(a.src, pl.cfg)) // strings only: cannot fail
 	}
 	p.merge.done = make(chan struct{})
+	var usage []stateUsage
+	if pl.window != nil {
+		usage = make([]stateUsage, pl.parallelism)
+		pm.state.Store(&usage)
+	}
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
 		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
@@ -305,7 +310,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 			if err != nil {
 				return nil, err
 			}
-			st.backend = be
+			st.backend, st.usage = be, &usage[i]
 			store, err := window.NewStateStore(be, p.windowState, aggFuncs(pl.window.Aggs))
 			if err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
@@ -463,6 +468,9 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		}, a.log))
 	default:
 		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
+	}
+	if r.ilog != nil {
+		a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_lag_records{source=%q}`, src.Name), func() float64 { return float64(r.ingestLag()) })
 	}
 	a.sources[src.Name] = r
 	return r, nil

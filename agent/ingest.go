@@ -468,7 +468,7 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 				"source", s.name, "position", s.skipTo, "first_kept", first)
 		}
 		next = first
-		s.pos = first - 1
+		s.pos.Store(first - 1)
 	}
 	r, err := l.Reader(next)
 	if err != nil {
@@ -488,7 +488,7 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 			s.err = err
 		}
 		if len(msgs) > 0 {
-			s.pos = msgs[len(msgs)-1].Offset
+			s.pos.Store(msgs[len(msgs)-1].Offset)
 			rb := &rawBatch{msgs: msgs}
 			rb.refs.Store(int32(len(s.outs)))
 			s.send(rb)
@@ -507,7 +507,7 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 		if !drained {
 			select {
 			case <-intakeDone:
-				if l.LastOffset() <= s.pos {
+				if l.LastOffset() <= s.pos.Load() {
 					drained = true
 					close(s.drained)
 				}
@@ -518,7 +518,7 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 		wctx, cancel := context.WithCancel(context.Background())
 		waitCh := make(chan error, 1)
 		if !drained {
-			go func(after uint64) { waitCh <- l.Wait(wctx, after) }(s.pos)
+			go func(after uint64) { waitCh <- l.Wait(wctx, after) }(s.pos.Load())
 		}
 		select {
 		case <-waitCh:

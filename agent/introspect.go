@@ -48,6 +48,9 @@ type pipelineReport struct {
 	Dropped uint64 `json:"dropped"`
 	// DeadLetteredByReason splits DeadLettered by reason.
 	DeadLetteredByReason map[string]uint64 `json:"dead_lettered_by_reason"`
+	// State is what the pipeline's state stores held at the last
+	// checkpoint; null for a pipeline without a window.
+	State *stateReport `json:"state"`
 }
 
 // pipelineReports returns one report per pipeline, in configuration order,
@@ -63,7 +66,7 @@ func (a *Agent) pipelineReports(wallMs int64) []pipelineReport {
 			panic(fmt.Sprintf("agent: pipeline %d is %q in the status, %q in the agent", i, st.Name, p.name))
 		}
 		r := pipelineReport{pipelineStatus: st, EventTime: p.eventTime, LateOutput: p.late != nil,
-			DeadLetteredByReason: p.m.deadLetteredByReason()}
+			DeadLetteredByReason: p.m.deadLetteredByReason(), State: p.m.stateTotals()}
 		r.Dropped = st.Unassigned
 		if !r.LateOutput {
 			r.Dropped += st.Late
@@ -252,6 +255,9 @@ type ingestReport struct {
 	MaxDiskBytes int64  `json:"max_disk_bytes"`
 	FirstOffset  uint64 `json:"first_offset"`
 	LastOffset   uint64 `json:"last_offset"`
+	// LagRecords counts readings logged but not yet handed to the
+	// pipelines (eddy_ingest_lag_records).
+	LagRecords uint64 `json:"lag_records"`
 }
 
 // ingestReports lists the ingest logs (sources that cannot replay), sorted
@@ -259,12 +265,13 @@ type ingestReport struct {
 func (a *Agent) ingestReports() []ingestReport {
 	var out []ingestReport
 	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
-		l := a.sources[name].ilog
+		s := a.sources[name]
+		l := s.ilog
 		if l == nil {
 			continue
 		}
 		out = append(out, ingestReport{Source: name, SizeBytes: l.SizeBytes(), MaxDiskBytes: a.cfg.Ingest.MaxDiskBytes,
-			FirstOffset: l.FirstOffset(), LastOffset: l.LastOffset()})
+			FirstOffset: l.FirstOffset(), LastOffset: l.LastOffset(), LagRecords: s.ingestLag()})
 	}
 	return out
 }

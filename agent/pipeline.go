@@ -112,6 +112,7 @@ type subtask struct {
 	task     *operators.WindowTask
 	backend  state.Backend // nil for a pass-through pipeline
 	store    *window.StateStore
+	usage    *stateUsage  // where sampleState publishes the state's size (nil without a window)
 	failed   bool         // the state store failed: input is drained, not processed
 	held     state.Bucket // ordered pipelines: results by (end, key, start, firing)
 	holdErr  error        // the first failure to hold a result (a full store): fails the subtask like a state error
@@ -411,6 +412,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 	keepLate := p.late != nil
 	var lastLate, lastUnassigned int64
 	p.replayInFlight(st, keepLate)
+	st.sampleState()
 	for {
 		var (
 			m  stream.Message
@@ -472,6 +474,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			if p.ordered {
 				p.releaseHeld(st)
 			}
+			st.sampleState()
 		case stream.Barrier:
 			if m.Barrier.Announcement {
 				break
@@ -561,6 +564,25 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	}
 	st.lastSnap = b.ID
 	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
+	st.sampleState()
+}
+
+// sampleState publishes what the subtask's state holds (the eddy_state_*
+// gauges). It runs at checkpoint barriers, not per reading: Usage reads
+// bbolt.
+func (st *subtask) sampleState() {
+	if st.usage == nil || st.backend == nil || st.failed {
+		return
+	}
+	u := st.backend.Usage()
+	st.usage.keys.Store(int64(u.Keys))
+	st.usage.fileBytes.Store(u.FileBytes)
+	st.usage.memoryBytes.Store(u.MemoryBytes)
+	if op := st.task.Operator(); op != nil {
+		s := op.Stats()
+		st.usage.windows.Store(int64(s.OpenWindows))
+		st.usage.timers.Store(int64(s.PendingTimers))
+	}
 }
 
 // overtakeLimit bounds the messages a subtask holds read ahead: each

@@ -313,7 +313,8 @@ func (a *Agent) startRegion(r *region, srcCtx context.Context, srcWG, pipeWG *sy
 		for _, name := range r.sources {
 			s := a.sources[name]
 			if pos, ok := m.SourcePositions[name]; ok && (s.replayable || s.ilog != nil) {
-				s.skipTo, s.pos = pos, pos
+				s.skipTo = pos
+				s.pos.Store(pos)
 			}
 		}
 		restored = m.ID

@@ -121,7 +121,8 @@ func (a *Agent) restore(sel checkpoint.Selection) error {
 		// Only a replayable source (a file, or an ingest log) can resume at
 		// a position.
 		if s, ok := a.sources[name]; ok && (s.replayable || s.ilog != nil) {
-			s.skipTo, s.pos = pos, pos
+			s.skipTo = pos
+			s.pos.Store(pos)
 		}
 	}
 	a.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),

@@ -45,8 +45,8 @@ type sourceRunner struct {
 	// replayable sources (files) restart from their beginning, so a
 	// restored position skips what the checkpoint holds.
 	replayable bool
-	skipTo     uint64 // restored position: messages at or below it were processed
-	pos        uint64 // offset of the last message forwarded
+	skipTo     uint64        // restored position: messages at or below it were processed
+	pos        atomic.Uint64 // offset of the last message forwarded; atomic for the ingest-lag gauge
 	// ilog is the ingest log of a source that cannot replay (MQTT, the
 	// embedded broker): intake appends to it, run reads from it. The intake
 	// runs for the life of the agent (startIntake); a restarted failover
@@ -113,7 +113,8 @@ func (s *sourceRunner) reset() {
 	s.ctrl = make(chan checkpoint.Trigger, 1)
 	s.drained = make(chan struct{})
 	s.done = make(chan struct{})
-	s.skipTo, s.pos, s.err, s.stopped = 0, 0, nil, false
+	s.skipTo, s.err, s.stopped = 0, nil, false
+	s.pos.Store(0)
 	s.eof.Store(false)
 	if s.reopen != nil {
 		s.src = s.reopen()
@@ -121,6 +122,17 @@ func (s *sourceRunner) reset() {
 }
 
 func (s *sourceRunner) taskID() string { return "source/" + s.name }
+
+// ingestLag counts the readings in the ingest log that the pipelines have
+// not been handed yet: the backlog a slow pipeline or a restart leaves.
+// Safe to call from any goroutine.
+func (s *sourceRunner) ingestLag() uint64 {
+	last, pos := s.ilog.LastOffset(), s.pos.Load()
+	if last <= pos {
+		return 0
+	}
+	return last - pos
+}
 
 // run reads the source until ctx ends or input ends, then keeps serving
 // barriers until ctrl is closed, and finally closes its outputs.
@@ -185,7 +197,7 @@ func (s *sourceRunner) inject(tr checkpoint.Trigger) {
 	s.send(&rawBatch{barrier: &tr})
 	if s.acks != nil {
 		s.acks(checkpoint.Ack{CheckpointID: tr.ID, Task: s.taskID(),
-			Positions: map[string]uint64{s.name: s.pos}})
+			Positions: map[string]uint64{s.name: s.pos.Load()}})
 	}
 }
 
@@ -222,7 +234,7 @@ func (s *sourceRunner) forward(msgs []source.Message) {
 			return
 		}
 	}
-	s.pos = msgs[len(msgs)-1].Offset
+	s.pos.Store(msgs[len(msgs)-1].Offset)
 	rb := &rawBatch{msgs: msgs}
 	rb.refs.Store(int32(len(s.outs)))
 	s.send(rb)

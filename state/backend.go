@@ -59,9 +59,29 @@ type Backend interface {
 	// derived facts (counts, read buffers) know to recompute them.
 	Generation() uint64
 
+	// Usage reports how much the store holds, for metrics. It costs O(1)
+	// for Memory and, for Bolt, a read transaction and a pass over the
+	// write-back cache's dirty entries: call it per checkpoint, not per
+	// reading.
+	Usage() Usage
+
 	// Close releases the store. A Bolt backend's working file stays on
 	// disk but is never trusted again (OpenBolt discards it).
 	Close() error
+}
+
+// Usage is what a Backend holds.
+type Usage struct {
+	// Keys counts the entries in every bucket, written back or not. It is
+	// an estimate after an incremental Restore (see Bolt's restore).
+	Keys int
+	// FileBytes is, for Bolt, the size of the working file in use: its
+	// pages up to the highest one written, what BoltOptions.MaxSize
+	// bounds (freed pages are reused, not returned). 0 for Memory.
+	FileBytes int64
+	// MemoryBytes is what the store keeps in memory: for Memory every key
+	// and value (not Go's map overhead), for Bolt its write-back cache.
+	MemoryBytes int64
 }
 
 // Bucket is the handle of a named bucket of one Backend.

@@ -151,8 +151,15 @@ func testMemoryMatchesBolt(t *testing.T, cacheBytes int) {
 					res = fmt.Sprint(snap.Incremental(), chains[i].entries[before:]) // the snapshot's entries
 					snap.Close()
 				default:
+					u := be.Usage() // before dump's Scan flushes Bolt's cache
 					d := dump(t, be, names)
 					res = fmt.Sprint(len(d))
+					if u.Keys != len(d) {
+						t.Fatalf("iter %d step %d: %T.Usage().Keys = %d, want %d", iter, step, be, u.Keys, len(d))
+					}
+					if _, mem := be.(*Memory); mem && u.MemoryBytes != entryBytes(d) {
+						t.Fatalf("iter %d step %d: Memory.Usage().MemoryBytes = %d, want %d", iter, step, u.MemoryBytes, entryBytes(d))
+					}
 				}
 				results = append(results, res)
 			}
@@ -173,10 +180,25 @@ func testMemoryMatchesBolt(t *testing.T, cacheBytes int) {
 				if got := dump(t, fresh, names); !mapsEqual(got, want) {
 					t.Fatalf("iter %d: restore of chain %d into %T: %d entries, want %d", iter, i, fresh, len(got), len(want))
 				}
+				if m, ok := fresh.(*Memory); ok {
+					if u := m.Usage(); u.Keys != len(want) || u.MemoryBytes != entryBytes(want) {
+						t.Fatalf("iter %d: restored Memory's usage = %+v, want %d keys of %d bytes", iter, u, len(want), entryBytes(want))
+					}
+				}
 				fresh.Close()
 			}
 		}
 	}
+}
+
+// entryBytes is the key and value bytes of dump's entries (its keys carry
+// the bucket name and a separator, which a backend does not store).
+func entryBytes(d map[string]string) int64 {
+	var n int64
+	for k, v := range d {
+		n += int64(len(k) - strings.IndexByte(k, '|') - 1 + len(v))
+	}
+	return n
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -392,5 +414,48 @@ func testSnapshotConcurrentWithWrites(t *testing.T, cacheBytes int) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBolt_UsageFileBytes: the working file's size in use grows with what
+// is written back, stays within MaxSize, and Usage's look-ups of dirty keys
+// leave Flush writing the same state.
+func TestBolt_UsageFileBytes(t *testing.T) {
+	be := openTestBolt(t, BoltOptions{CacheBytes: 1 << 20})
+	b, err := be.Bucket("op/a", KeyGroupPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	empty := be.Usage()
+	if empty.Keys != 0 || empty.FileBytes <= 0 {
+		t.Fatalf("empty store: %+v", empty)
+	}
+	value := bytes.Repeat([]byte{7}, 100)
+	for i := range 5000 {
+		if err := be.Put(b, fmt.Appendf([]byte{0, 1}, "key-%05d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirty := be.Usage()
+	if dirty.Keys != 5000 || dirty.MemoryBytes < 5000*100 {
+		t.Fatalf("5000 keys in the cache: %+v", dirty)
+	}
+	if err := be.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 { // deletes of written-back keys, not yet flushed
+		if err := be.Delete(b, fmt.Appendf([]byte{0, 1}, "key-%05d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := be.Usage()
+	if u.Keys != 4000 || u.FileBytes < 5000*100 || u.FileBytes > int64(32<<20) {
+		t.Fatalf("after 5000 puts and 1000 deletes: %+v", u)
+	}
+	if got := len(dump(t, be, []string{"op/a"})); got != 4000 {
+		t.Fatalf("the store holds %d keys, want 4000", got)
 	}
 }

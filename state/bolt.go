@@ -175,15 +175,8 @@ func (s *Bolt) read(b Bucket, key []byte) ([]byte, bool, error) {
 // readBucket returns b in the read transaction (opened on demand), or nil if
 // it was never flushed.
 func (s *Bolt) readBucket(b Bucket) (*bolt.Bucket, error) {
-	if s.closed {
-		return nil, ErrClosed
-	}
-	if s.rtx == nil {
-		tx, err := s.db.Begin(false)
-		if err != nil {
-			return nil, fmt.Errorf("state: begin read: %w", err)
-		}
-		s.rtx = tx
+	if _, err := s.readTx(); err != nil {
+		return nil, err
 	}
 	for int(b) >= len(s.rbks) {
 		s.rbks = append(s.rbks, nil)
@@ -195,6 +188,22 @@ func (s *Bolt) readBucket(b Bucket) (*bolt.Bucket, error) {
 		}
 	}
 	return bk, nil
+}
+
+// readTx returns the read transaction, opened on demand; Flush ends it, so
+// it always sees the file as last written.
+func (s *Bolt) readTx() (*bolt.Tx, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.rtx == nil {
+		tx, err := s.db.Begin(false)
+		if err != nil {
+			return nil, fmt.Errorf("state: begin read: %w", err)
+		}
+		s.rtx = tx
+	}
+	return s.rtx, nil
 }
 
 func (s *Bolt) endRead() {
@@ -385,6 +394,40 @@ func (s *Bolt) Scan(b Bucket, from []byte, fn func(key, value []byte) bool) erro
 
 // Generation implements Backend.
 func (s *Bolt) Generation() uint64 { return s.gen }
+
+// Usage implements Backend. Whether a dirty entry's key is already in the
+// file is looked up here if the cache does not know it yet, and
+// remembered, so the next Flush need not look again.
+func (s *Bolt) Usage() Usage {
+	u := Usage{Keys: s.keys, MemoryBytes: int64(s.cache.bytes)}
+	if s.closed || s.err != nil {
+		return u
+	}
+	c := s.cache
+	for _, i := range c.dirty {
+		e := &c.entries[i]
+		if e.flags&flagKnown == 0 {
+			_, ok, err := s.read(e.bucket, unsafeBytes(e.key))
+			if err != nil {
+				return u
+			}
+			e.flags |= flagKnown
+			if ok {
+				e.flags |= flagOnDisk
+			}
+		}
+		switch onDisk, absent := e.flags&flagOnDisk != 0, e.flags&flagAbsent != 0; {
+		case onDisk && absent:
+			u.Keys--
+		case !onDisk && !absent:
+			u.Keys++
+		}
+	}
+	if tx, err := s.readTx(); err == nil {
+		u.FileBytes = tx.Size()
+	}
+	return u
+}
 
 // Close implements Backend. Snapshots must be closed first: their read
 // transactions hold the file, so Close fails with an error (rather than

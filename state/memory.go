@@ -16,6 +16,7 @@ type Memory struct {
 	data    []memBucket // by Bucket
 	changes *changeSet
 	keys    int
+	bytes   int64 // keys and values held, for Usage
 	gen     uint64
 	closed  bool
 }
@@ -79,11 +80,13 @@ func (s *Memory) Put(b Bucket, key, value []byte) error {
 	old, ok := mb.m[string(key)]
 	if ok {
 		mb.m[string(key)] = append(old[:0], value...)
+		s.bytes += int64(len(value) - len(old))
 	} else {
 		k := string(key)
 		mb.m[k] = append(make([]byte, 0, len(value)), value...)
 		mb.unsorted = append(mb.unsorted, k)
 		s.keys++
+		s.bytes += int64(len(key) + len(value))
 	}
 	s.changes.add(b, key, s.keys)
 	return nil
@@ -95,11 +98,13 @@ func (s *Memory) Delete(b Bucket, key []byte) error {
 		return ErrClosed
 	}
 	mb := s.bucket(b)
-	if _, ok := mb.m[string(key)]; !ok {
+	old, ok := mb.m[string(key)]
+	if !ok {
 		return nil
 	}
 	delete(mb.m, string(key))
 	s.keys--
+	s.bytes -= int64(len(key) + len(old))
 	s.changes.add(b, key, s.keys)
 	return nil
 }
@@ -231,7 +236,7 @@ func (s *Memory) Restore(entries Entries, opts RestoreOptions) error {
 	}
 	s.gen++
 	s.data = nil
-	s.keys = 0
+	s.keys, s.bytes = 0, 0
 	s.changes.reset()
 	err := entries(func(bucket, key, value []byte, deleted bool) error {
 		b, keep, err := s.buckets.keep(bucket, key, opts)
@@ -239,7 +244,10 @@ func (s *Memory) Restore(entries Entries, opts RestoreOptions) error {
 			return err
 		}
 		mb := s.bucket(b)
-		_, had := mb.m[string(key)]
+		old, had := mb.m[string(key)]
+		if had {
+			s.bytes -= int64(len(key) + len(old))
+		}
 		switch {
 		case deleted && had:
 			delete(mb.m, string(key))
@@ -250,6 +258,7 @@ func (s *Memory) Restore(entries Entries, opts RestoreOptions) error {
 				s.keys++
 			}
 			mb.m[string(key)] = bytes.Clone(value)
+			s.bytes += int64(len(key) + len(value))
 		}
 		return nil
 	})
@@ -262,6 +271,9 @@ func (s *Memory) Restore(entries Entries, opts RestoreOptions) error {
 
 // Generation implements Backend.
 func (s *Memory) Generation() uint64 { return s.gen }
+
+// Usage implements Backend.
+func (s *Memory) Usage() Usage { return Usage{Keys: s.keys, MemoryBytes: s.bytes} }
 
 // Close implements Backend.
 func (s *Memory) Close() error {
