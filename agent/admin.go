@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/upload"
 )
@@ -313,6 +315,10 @@ func (ad *admin) readyz(w http.ResponseWriter, r *http.Request) {
 func (ad *admin) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	ad.a.metrics.WritePrometheus(w)
+	// The process's own figures (process_resident_memory_bytes,
+	// process_cpu_seconds_total, go_*): on a device nobody logs in to, the
+	// agent's footprint is only seen here.
+	metrics.WriteProcessMetrics(w)
 }
 
 func (ad *admin) pipelines(w http.ResponseWriter, r *http.Request) {

@@ -136,6 +136,7 @@ restart {
 		`eddy_state_timers{pipeline="p"}`:       devices, // each window's end
 		`eddy_state_file_bytes{pipeline="p"}`:   4096,    // at least bbolt's meta pages
 		`eddy_state_memory_bytes{pipeline="p"}`: 1,       // the write-back cache
+		`process_resident_memory_bytes`:         1 << 20, // the process's own figures
 	} {
 		if v, ok := m[name]; !ok || v < min {
 			t.Errorf("%s = %v (present: %v), want at least %v", name, v, ok, min)
