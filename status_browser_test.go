@@ -111,7 +111,7 @@ checkpoint { interval = "1s" }
 		first = snap()
 		p := first.Pipelines["temps"]
 		return first.Polls >= 2 && count(p["readings_in"]) > 0 && rateOf(p["readings_per_s"]) > 0 &&
-			count(p["dead_lettered"]) > 0 && first.Bars > 0
+			count(p["dead_lettered"]) > 0 && first.Bars > 0 && p["state"] != "" && !strings.HasPrefix(p["state"], "0 ")
 	})
 	t.Logf("first: %+v", first)
 	p := first.Pipelines["temps"]
@@ -125,6 +125,9 @@ checkpoint { interval = "1s" }
 		if _, err := strconv.ParseUint(p[f], 10, 64); err != nil {
 			t.Errorf("%s = %q, not a count", f, p[f])
 		}
+	}
+	if st := p["state"]; !regexp.MustCompile(`^[1-9]\d* windows, \d+(\.\d)? (B|KiB|MiB)$`).MatchString(st) {
+		t.Errorf("state %q: want the open windows and the store's size", st)
 	}
 	if p["parallelism"] != "1" {
 		t.Errorf("parallelism %q", p["parallelism"])

@@ -506,6 +506,7 @@ func TestStatusPage(t *testing.T) {
 	for _, want := range []string{
 		`<tr data-pipeline="temps"><th scope="row">temps</th><td data-field="readings_in">42</td>`,
 		`<td data-field="watermark_lag">no watermark yet</td>`,
+		`<td data-field="state">0 windows, 0 B</td>`,
 		`<td>7</td><td>full</td><td>2026-01-02T03:04:05Z</td><td>1.5 s</td><td>3.0 MiB</td>`,
 		`<div id="wal"><p>Not configured.</p></div>`,
 		`To minio.local:9000/eddy/gw-test/; backlog not reported yet`,

@@ -45,6 +45,20 @@ func lagText(p pipelineReport) string {
 	return formatMs(*p.WatermarkLagMs)
 }
 
+// stateText sums up a pipeline's state: its open windows and the bytes of
+// its store (the bbolt files, or memory for the memory backend).
+func stateText(p pipelineReport) string {
+	st := p.State
+	if st == nil {
+		return "none"
+	}
+	b := st.FileBytes
+	if b == 0 {
+		b = st.MemoryBytes
+	}
+	return strconv.FormatInt(st.Windows, 10) + " windows, " + formatBytes(b)
+}
+
 func connText(s sourceReport) string {
 	switch {
 	case !s.Tracked:
@@ -153,8 +167,8 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <section aria-labelledby="h-pipelines">
 <h2 id="h-pipelines">Pipelines</h2>
 <table id="pipelines">
-<caption>Rates are computed from successive polls; watermark lag is the device clock minus the watermark.</caption>
-<thead><tr><th scope="col">Pipeline</th><th scope="col">Readings in</th><th scope="col">Readings/s</th><th scope="col">Results out</th><th scope="col">Results/s</th><th scope="col">Watermark lag</th><th scope="col">Late</th><th scope="col">Dropped</th><th scope="col">Dead-lettered</th><th scope="col">Filtered</th><th scope="col">Subtasks</th></tr></thead>
+<caption>Rates are computed from successive polls; watermark lag is the device clock minus the watermark; state is as of the last checkpoint.</caption>
+<thead><tr><th scope="col">Pipeline</th><th scope="col">Readings in</th><th scope="col">Readings/s</th><th scope="col">Results out</th><th scope="col">Results/s</th><th scope="col">Watermark lag</th><th scope="col">Late</th><th scope="col">Dropped</th><th scope="col">Dead-lettered</th><th scope="col">Filtered</th><th scope="col">State</th><th scope="col">Subtasks</th></tr></thead>
 <tbody>`)
 	for _, p := range d.Pipelines {
 		n := esc(p.Name)
@@ -163,6 +177,7 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 			`</td><td data-field="results_per_s">–</td><td data-field="watermark_lag">`, esc(lagText(p)),
 			`</td><td data-field="late">`, u(p.Late), `</td><td data-field="dropped">`, u(p.Dropped),
 			`</td><td data-field="dead_lettered">`, u(p.DeadLettered), `</td><td data-field="filtered">`, u(p.Filtered),
+			`</td><td data-field="state">`, esc(stateText(p)),
 			`</td><td data-field="parallelism">`, strconv.Itoa(p.Parallelism), `</td></tr>`)
 	}
 	w(`
@@ -228,11 +243,11 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <div id="ingest">`)
 	if len(d.Agent.Ingest) > 0 {
 		w(`<table>
-<thead><tr><th scope="col">Source</th><th scope="col">Size</th><th scope="col">Limit</th><th scope="col">Offsets</th></tr></thead>
+<thead><tr><th scope="col">Source</th><th scope="col">Size</th><th scope="col">Limit</th><th scope="col">Offsets</th><th scope="col">Lag</th></tr></thead>
 <tbody>`)
 		for _, in := range d.Agent.Ingest {
 			w(`<tr><th scope="row">`, esc(in.Source), "</th><td>", formatBytes(in.SizeBytes), "</td><td>", formatBytes(in.MaxDiskBytes),
-				"</td><td>", u(in.FirstOffset), "–", u(in.LastOffset), "</td></tr>")
+				"</td><td>", u(in.FirstOffset), "–", u(in.LastOffset), "</td><td>", u(in.LagRecords), "</td></tr>")
 		}
 		w(`</tbody>
 </table>`)

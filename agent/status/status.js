@@ -70,6 +70,8 @@
       cell(tr, p.dropped, "dropped");
       cell(tr, p.dead_lettered, "dead_lettered");
       cell(tr, p.filtered, "filtered");
+      var st = p.state;
+      cell(tr, st == null ? "none" : st.windows + " windows, " + bytes(st.file_bytes || st.memory_bytes), "state");
       cell(tr, p.parallelism, "parallelism");
       return tr;
     });
@@ -146,8 +148,8 @@
     }));
     var nr = function (v, f) { return v == null ? "not reported yet" : f(v); };
     var id = function (v) { return String(v); };
-    section("ingest", ["Source", "Size", "Limit", "Offsets"], (a.ingest || []).map(function (l) {
-      return [l.source, bytes(l.size_bytes), bytes(l.max_disk_bytes), l.first_offset + "–" + l.last_offset];
+    section("ingest", ["Source", "Size", "Limit", "Offsets", "Lag"], (a.ingest || []).map(function (l) {
+      return [l.source, bytes(l.size_bytes), bytes(l.max_disk_bytes), l.first_offset + "–" + l.last_offset, l.lag_records];
     }));
     section("wal", ["Sink", "Backlog", "Messages", "Oldest", "On disk", "Limit", "Uplink"], (a.wal || []).map(function (w) {
       return [w.sink, nr(w.backlog_bytes, bytes), nr(w.backlog_messages, id), nr(w.oldest_age_s, function (s) { return ms(s * 1000); }),
