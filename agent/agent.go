@@ -784,34 +784,34 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		// a slow operator does not make it time out behind them.
 		a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
 		// Everything taken in is in the pipelines: one last checkpoint
-		// commits it, so a restart resumes exactly here.
-		// A region that fails meanwhile (a full store as the last windows
-		// fire) never acknowledges it: stop waiting at once. Too late to
-		// restart the region here; the run counts as failed (the next
-		// start restores).
-		fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
-		failedLate := make(chan error, 1)
-		watchDone, watchExited := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(watchExited)
-			select {
-			case f := <-a.regionFailed:
-				failedLate <- f.err
-				cancel()
-			case <-watchDone:
-			}
-		}()
-		if err := a.ckpt.final(fctx); err != nil {
-			a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
+		// commits it, so a restart resumes exactly here. When the input
+		// ended (not a signal), the output is complete only once it has
+		// committed: it is tried again, and a run whose every try failed
+		// exits with an error rather than report success (found under
+		// load: an unaligned run's final checkpoint timed out behind the
+		// replay of its in-flight records, and the job "finished" with its
+		// last epoch uncommitted).
+		tries := 1
+		if ctx.Err() == nil {
+			tries = finalCheckpointTries
 		}
-		close(watchDone)
-		<-watchExited
-		cancel()
-		select {
-		case runErr = <-failedLate:
-		case f := <-a.regionFailed:
-			runErr = f.err
-		default:
+		for try := 1; try <= tries; try++ {
+			err, failedLate := a.finalCheckpoint()
+			if failedLate != nil {
+				runErr = failedLate
+				break
+			}
+			if err == nil {
+				break
+			}
+			switch {
+			case try < tries:
+				a.log.Warn("final checkpoint failed; trying again", "err", err, "try", try, "of", tries)
+			case ctx.Err() == nil:
+				runErr = fmt.Errorf("the input ended but the final checkpoint failed %d times (%w): the output since the last completed checkpoint is not committed; the next start restores that checkpoint and produces it again", tries, err)
+			default:
+				a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
+			}
 		}
 	}
 	// No more checkpoints: the coordinator stops before the sources stop
@@ -847,6 +847,41 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	a.log.Info("eddy stopped")
 	return errors.Join(errs...)
+}
+
+// finalCheckpointTries bounds the final checkpoint's tries at the end of
+// the input.
+const finalCheckpointTries = 3
+
+// finalCheckpoint takes one final checkpoint, waiting up to twice the
+// checkpoint timeout. A region that fails meanwhile (a full store as the
+// last windows fire) never acknowledges it: the wait stops at once and
+// failedLate is that failure. Too late to restart the region here; the run
+// counts as failed (the next start restores).
+func (a *Agent) finalCheckpoint() (err, failedLate error) {
+	fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
+	defer cancel()
+	late := make(chan error, 1)
+	watchDone, watchExited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watchExited)
+		select {
+		case f := <-a.regionFailed:
+			late <- f.err
+			cancel()
+		case <-watchDone:
+		}
+	}()
+	err = a.ckpt.final(fctx)
+	close(watchDone)
+	<-watchExited
+	select {
+	case failedLate = <-late:
+	case f := <-a.regionFailed:
+		failedLate = f.err
+	default:
+	}
+	return err, failedLate
 }
 
 // runFailure is a run that stopped because something failed (not a signal

@@ -442,7 +442,15 @@ func (c *checkpointer) final(ctx context.Context) error {
 			f := forceCheckpoint{done: make(chan struct{})}
 			select {
 			case c.msgs <- f:
-				<-f.done
+				// The coordinator's loop may have ended meanwhile (too many
+				// failures): then nothing closes done, so the wait is bounded
+				// by ctx too (a SIGTERM while checkpoints kept failing hung
+				// here).
+				select {
+				case <-f.done:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			case <-ctx.Done():
 				return ctx.Err()
 			}

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -81,4 +83,25 @@ ingest { linger = "0s" }
 	quiet = completed()
 	publish(1)
 	waitCompleted(quiet)
+}
+
+// TestCheckpointer_FinalBoundedWhenLoopEnded: final forces a checkpoint
+// through the coordinator's loop; once that loop has ended (checkpoints
+// kept failing, so the agent is stopping) nothing answers, and final must
+// still return when its context ends (a SIGTERM while checkpoints kept
+// failing used to hang the agent here for good).
+func TestCheckpointer_FinalBoundedWhenLoopEnded(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true) // the checkpointer's loop does not run
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.ckpt.final(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("final = %v, want the context's deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("final did not return after its context ended")
+	}
 }
