@@ -22,13 +22,20 @@ type collector struct {
 	ids        []string
 	seen       map[string][]byte
 	brokerDups int
-	client     mqtt.Client
-	changed    chan struct{}
+	// retransmitted holds the ids whose first receipt the broker marked
+	// DUP: its own re-sends, after its restart, of deliveries to this
+	// subscriber that never arrived. Those come when the broker resends
+	// them, after newer messages (mosquitto 2.0.11 under load), so the
+	// order they arrive in says nothing about the order the sink
+	// published in.
+	retransmitted map[string]bool
+	client        mqtt.Client
+	changed       chan struct{}
 }
 
 func startCollector(t testing.TB, broker, topic string) *collector {
 	t.Helper()
-	c := &collector{seen: map[string][]byte{}, changed: make(chan struct{}, 1)}
+	c := &collector{seen: map[string][]byte{}, retransmitted: map[string]bool{}, changed: make(chan struct{}, 1)}
 	opts := mqtt.NewClientOptions().AddBroker(broker).SetClientID("collector-" + sanitize(t.Name())).
 		SetCleanSession(false).SetOrderMatters(true).SetAutoReconnect(true).
 		SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).
@@ -69,6 +76,9 @@ func (c *collector) receive(m mqtt.Message) {
 	}
 	c.seen[id] = append([]byte(nil), m.Payload()...)
 	c.ids = append(c.ids, id)
+	if m.Duplicate() {
+		c.retransmitted[id] = true
+	}
 	select {
 	case c.changed <- struct{}{}:
 	default:
@@ -120,6 +130,14 @@ func (c *collector) received() []string {
 // against want (in publishing order).
 func checkExactlyOnce(t testing.TB, got, want []string) {
 	t.Helper()
+	checkExactlyOnceAcrossRestarts(t, got, want, nil)
+}
+
+// checkExactlyOnceAcrossRestarts is checkExactlyOnce for a broker that was
+// restarted while delivering: the ids in retransmitted (collector's) are
+// checked for duplicates and loss but not for order.
+func checkExactlyOnceAcrossRestarts(t testing.TB, got, want []string, retransmitted map[string]bool) {
+	t.Helper()
 	count := map[string]int{}
 	for _, id := range got {
 		count[id]++
@@ -151,6 +169,9 @@ func checkExactlyOnce(t testing.TB, got, want []string) {
 	last := -1
 	disorder := 0
 	for _, id := range got {
+		if retransmitted[id] {
+			continue
+		}
 		p := pos[id]
 		if p < last {
 			disorder++
