@@ -64,8 +64,11 @@ type stateResult struct {
 	keys          int
 	loadRate      float64
 	ckpt          checkpointRecord
-	restoreMs     int64 // eddy run start → "restored checkpoint" logged
-	readyMs       int64 // eddy run start → admin answering
+	stateWindows  float64 // eddy_state_windows after the savepoint
+	stateFile     float64 // eddy_state_file_bytes after the savepoint
+	stateMemory   float64 // eddy_state_memory_bytes after the savepoint
+	restoreMs     int64   // eddy run start → "restored checkpoint" logged
+	readyMs       int64   // eddy run start → admin answering
 	readyCPU      time.Duration
 	readyPeakRSS  int64
 	restoredBytes string
@@ -110,6 +113,19 @@ func loadState(bin, tmp string, keys int, restore bool) (stateResult, error) {
 		if c.ID == id {
 			res.ckpt = c
 		}
+	}
+	// The state gauges, sampled by the subtasks at the savepoint's barrier.
+	if res.stateWindows, err = ag.metric(`eddy_state_windows{pipeline="state"}`); err != nil {
+		ag.kill()
+		return res, err
+	}
+	if res.stateFile, err = ag.metric(`eddy_state_file_bytes{pipeline="state"}`); err != nil {
+		ag.kill()
+		return res, err
+	}
+	if res.stateMemory, err = ag.metric(`eddy_state_memory_bytes{pipeline="state"}`); err != nil {
+		ag.kill()
+		return res, err
 	}
 	if err := ag.stop(); err != nil {
 		return res, err
@@ -207,10 +223,12 @@ func runCheckpoint(args []string) error {
 	if err != nil {
 		return err
 	}
-	t := newTable("keys (open windows)", "checkpoint kind", "duration", "size", "bytes/key", "load rate (simulator → embedded broker → state)")
+	t := newTable("keys (open windows)", "checkpoint kind", "duration", "size", "bytes/key", "load rate (simulator → embedded broker → state)",
+		"eddy_state_windows", "eddy_state_file_bytes", "eddy_state_memory_bytes")
 	for _, r := range rs {
 		t.add(r.keys, r.ckpt.Kind, fmt.Sprintf("%d ms", r.ckpt.DurationMs), mib(float64(r.ckpt.SizeBytes)),
-			fmt.Sprintf("%.0f", float64(r.ckpt.SizeBytes)/float64(r.keys)), si(r.loadRate)+"/s")
+			fmt.Sprintf("%.0f", float64(r.ckpt.SizeBytes)/float64(r.keys)), si(r.loadRate)+"/s",
+			fmt.Sprintf("%.0f", r.stateWindows), mib(r.stateFile), mib(r.stateMemory))
 	}
 	fmt.Printf("\n(d) checkpoint (a savepoint: full, self-contained) against state size; state on bbolt, 4 aggregates per window; duration from /api/checkpoints; %d CPUs, %s\n\n",
 		runtime.NumCPU(), runtime.Version())
