@@ -48,11 +48,7 @@ pipeline "p" {
 checkpoint { interval = "100ms" }
 ingest { linger = "0s" }
 `)
-	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("sensor"))
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	defer c.Disconnect(100)
+	c := connectSensor(t, brokerAddr)
 	publish := func(n int) {
 		for i := range n {
 			tok := c.Publish("sensors/d1/telemetry", 1, false, fmt.Sprintf(`{"device":"d1","ts":%d}`, time.Now().UnixMilli()+int64(i)))
@@ -83,6 +79,18 @@ ingest { linger = "0s" }
 	quiet = completed()
 	publish(1)
 	waitCompleted(quiet)
+}
+
+// connectSensor connects a paho client (id "sensor") to the broker at addr,
+// disconnected when the test ends.
+func connectSensor(t *testing.T, addr string) paho.Client {
+	t.Helper()
+	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("sensor"))
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
 }
 
 // TestCheckpointer_FinalBoundedWhenLoopEnded: final forces a checkpoint

@@ -85,11 +85,7 @@ restart {
   delay    = "2s"
 }
 `)
-	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("sensor").SetMaxResumePubInFlight(1000))
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	defer c.Disconnect(100)
+	c := connectSensor(t, brokerAddr)
 	lag := `eddy_ingest_lag_records{source="s"}`
 	maxLag := 0.0
 	done := make(chan struct{})
