@@ -79,12 +79,9 @@ func (m *pipelineMetrics) deadLetteredTotal() uint64 {
 // a restore) and at the end of its input. Sampling per checkpoint keeps the
 // cost off the per-reading path; the figures are as fresh as the last
 // checkpoint.
-type stateUsage struct {
-	keys, fileBytes, memoryBytes atomic.Int64 // state.Usage
-	windows, timers              atomic.Int64 // window.Stats: open windows (or panes), pending timers
-}
+type stateUsage struct{ last atomic.Pointer[stateReport] }
 
-// stateReport is a pipeline's state summed over its subtasks, in GET
+// stateReport is what a pipeline's (or one subtask's) state holds, in GET
 // /api/pipelines and the eddy_state_* gauges.
 type stateReport struct {
 	Keys        int64 `json:"keys"`         // entries in the state stores
@@ -103,12 +100,13 @@ func (m *pipelineMetrics) stateTotals() *stateReport {
 	}
 	t := &stateReport{}
 	for i := range *slots {
-		u := &(*slots)[i]
-		t.Keys += u.keys.Load()
-		t.FileBytes += u.fileBytes.Load()
-		t.MemoryBytes += u.memoryBytes.Load()
-		t.Windows += u.windows.Load()
-		t.Timers += u.timers.Load()
+		if u := (*slots)[i].last.Load(); u != nil {
+			t.Keys += u.Keys
+			t.FileBytes += u.FileBytes
+			t.MemoryBytes += u.MemoryBytes
+			t.Windows += u.Windows
+			t.Timers += u.Timers
+		}
 	}
 	return t
 }

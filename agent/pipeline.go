@@ -575,14 +575,12 @@ func (st *subtask) sampleState() {
 		return
 	}
 	u := st.backend.Usage()
-	st.usage.keys.Store(int64(u.Keys))
-	st.usage.fileBytes.Store(u.FileBytes)
-	st.usage.memoryBytes.Store(u.MemoryBytes)
+	r := &stateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, MemoryBytes: u.MemoryBytes}
 	if op := st.task.Operator(); op != nil {
 		s := op.Stats()
-		st.usage.windows.Store(int64(s.OpenWindows))
-		st.usage.timers.Store(int64(s.PendingTimers))
+		r.Windows, r.Timers = int64(s.OpenWindows), int64(s.PendingTimers)
 	}
+	st.usage.last.Store(r) // one allocation per checkpoint
 }
 
 // overtakeLimit bounds the messages a subtask holds read ahead: each
