@@ -15,9 +15,10 @@ import (
 // bbolt read transaction (everything flushed before the barrier) overlaid
 // with a copy of the cache's dirty entries (everything written since), which
 // together are exactly the state as of this call. At the barrier it costs a
-// pass over the cache that clears its change flags and copies the entries
-// the snapshot needs from it (for an incremental one, the changed entries
-// still cached; for a full one, the dirty entries). Sorting and reading happen later
+// pass over the changed entries (the whole cache after the change set
+// overflowed) that clears their change flags, and a copy of the entries the
+// snapshot needs (for an incremental one, the changed entries still cached;
+// for a full one, the dirty entries). Sorting and reading happen later
 // in Entries, from the transaction and the copy, while the Backend goes on;
 // the dirty entries are written back by the cache's normal eviction, so a
 // barrier never waits for bbolt commits.
