@@ -31,6 +31,9 @@ go test -race -count=1 -timeout 15m ./...
 # `//go:build !race`, and only there (a t.Skip under the race detector would
 # hide a test from CI). Every Test function of those files runs here, found
 # by the tag, so a new one needs no edit of this script.
+if grep -rnE --include='*_test.go' 'race\.Enabled|raceEnabled' .; then
+  echo "a test skips itself under the race detector: move it into a //go:build !race file instead" >&2; exit 1
+fi
 norace_dirs=$(grep -rl --include='*_test.go' '^//go:build !race$' . | xargs -r -n1 dirname | sort -u)
 for dir in $norace_dirs; do
   tests=$(grep -l '^//go:build !race$' "$dir"/*_test.go | xargs grep -ho '^func Test[A-Za-z0-9_]*' | sed 's/^func //' | paste -sd'|')
