@@ -164,10 +164,10 @@ func TestSink_BrokerRestartsMidDrain(t *testing.T) {
 	b.Restart()
 	waitDelivered(t, s, 11000, 30*time.Second)
 	b.Restart()
-	got := c.waitFor(t, len(want), 60*time.Second)
+	c.waitFor(t, len(want), 60*time.Second)
 	waitDrained(t, s, 10*time.Second)
 	time.Sleep(300 * time.Millisecond) // late repeats would show now
-	got = c.received()
+	got := c.received()
 	c.mu.Lock()
 	retransmitted := maps.Clone(c.retransmitted)
 	c.mu.Unlock()
