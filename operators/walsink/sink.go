@@ -101,7 +101,14 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
 	}
 	s.wal = l
-	if _, ok := l.Active(); !ok {
+	// A new WAL gets its first segment; a WAL of an earlier build (segments
+	// without a header) is read as it is and written on in a new segment, so
+	// no segment mixes formats; its old segments go once delivered.
+	if active, ok := l.Active(); !ok || active.Version != wal.FormatVersion {
+		if ok {
+			s.log.Info("walsink: WAL of an earlier format; reading it, writing new segments in the current one",
+				"segments", len(l.Segments()), "format_version", active.Version, "current", wal.FormatVersion)
+		}
 		if _, err := l.Rotate(s.st.appendState(nil)); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
@@ -271,7 +278,7 @@ func (s *Sink) highestPreCommitLocked() uint64 {
 // when they would overflow it, and returns the segment they went to.
 func (s *Sink) appendLocked(frames []byte) (uint64, error) {
 	active, _ := s.wal.Active()
-	if active.Size+int64(len(frames)) > s.opts.SegmentBytes && active.Size > int64(len(s.hdr)) {
+	if active.Size+int64(len(frames)) > s.opts.SegmentBytes && active.Size > int64(wal.HeaderBytes+len(s.hdr)) {
 		id, err := s.rotateLocked()
 		if err != nil {
 			return 0, err
