@@ -72,7 +72,7 @@ func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
 	opts := walsink.Options{
 		Broker: url, ClientID: config.Expand(m.ClientID, a.vars()), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block,
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight,
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
 		opts.WhenFull = walsink.DropOldest

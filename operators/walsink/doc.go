@@ -139,12 +139,20 @@
 //
 // # Broker settings
 //
-// MaxInflight must not exceed the broker's per-client in-flight limit. For
-// mosquitto:
+// MaxInflight (default 20, mosquitto's default) must not exceed the broker's
+// per-client in-flight limit: mosquitto completes the QoS 2 handshake of a
+// flow above its limit and drops the message without a log line, so the
+// sink would count it delivered. The session speaks MQTT 3.1.1, whose
+// CONNACK carries no limit, so it is configuration. With 20 in flight the
+// rate is about 20 ÷ round trip (two fsyncs on each side per batch); for
+// throughput raise both, e.g. for mosquitto:
 //
 //	persistence           true
 //	max_inflight_messages 1000   # ≥ MaxInflight
 //	max_queued_messages   1000000
+//
+// Open flows restored from a run with a larger MaxInflight resume
+// MaxInflight at a time.
 //
 // # Costs
 //
