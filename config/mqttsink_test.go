@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const mqttSinkBase = `source "mqtt" "sensors" {
@@ -18,19 +19,23 @@ sink "mqtt" "up" {
   topic  = "r/${key}"
 `
 
-func TestParse_MQTTSinkWindow(t *testing.T) {
+func TestParse_MQTTSinkWindowAndDrain(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		attrs     string
 		inflight  int
+		drain     time.Duration
 		pos, want string // an error's "line:col" and a substring of its line
 	}{
-		{name: "default", inflight: 20},
-		{name: "set", attrs: "max_inflight = 1000", inflight: 1000},
+		{name: "defaults", inflight: 20, drain: 30 * time.Second},
+		{name: "set", attrs: "max_inflight = 1000\ndrain_timeout = \"2m\"", inflight: 1000, drain: 2 * time.Minute},
+		{name: "no drain wait", attrs: `drain_timeout = "0s"`, inflight: 20, drain: 0},
 		{name: "window zero", attrs: "max_inflight = 0",
 			pos: "12:16", want: `Value out of range; "max_inflight" must be between 1 and 65535`},
 		{name: "window on at_least_once", attrs: "delivery = \"at_least_once\"\nqos = 1\nmax_inflight = 100",
 			pos: "14:16", want: `Argument does not apply; "max_inflight" applies to the exactly_once sink`},
+		{name: "drain on at_most_once", attrs: "delivery = \"at_most_once\"\nqos = 0\ndrain_timeout = \"5s\"",
+			pos: "14:17", want: `Argument does not apply; "drain_timeout" applies to the exactly_once sink`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			src := mqttSinkBase + tt.attrs + "\n}\n"
@@ -49,8 +54,8 @@ func TestParse_MQTTSinkWindow(t *testing.T) {
 				t.Fatalf("Parse:\n%s", FormatDiagnostics(diags))
 			}
 			m := cfg.Sinks[0].MQTT
-			if m.MaxInflight != tt.inflight {
-				t.Errorf("max_inflight %d, want %d", m.MaxInflight, tt.inflight)
+			if m.MaxInflight != tt.inflight || m.DrainTimeout != tt.drain {
+				t.Errorf("max_inflight %d, drain_timeout %v; want %d, %v", m.MaxInflight, m.DrainTimeout, tt.inflight, tt.drain)
 			}
 		})
 	}

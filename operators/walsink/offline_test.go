@@ -1,6 +1,8 @@
 package walsink
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -141,4 +143,38 @@ func TestSink_DefaultBroker_DeliversAll(t *testing.T) {
 		float64(len(got))/time.Since(start).Seconds(), s.Stats())
 	waitDrained(t, s, 10*time.Second)
 	checkExactlyOnce(t, c.received(), want)
+}
+
+// TestSink_WaitDelivered: with the broker down, WaitDelivered gives up when
+// its context ends and returns the committed, undelivered count (data of an
+// epoch not committed is neither waited for nor counted); with the broker
+// back it returns 0 once the last committed message is delivered.
+func TestSink_WaitDelivered(t *testing.T) {
+	b := mosquitto.Start(t, mosquitto.DefaultInflight())
+	c := startCollector(t, b.URL(), "up/#")
+	b.Stop()
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + t.Name(),
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond})
+	want := writeEpochs(t, s, 1, 5, 100)
+	if err := s.Write(6, msgs(6, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PreCommit(6); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if n, err := s.WaitDelivered(ctx); n != int64(len(want)) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitDelivered with the broker down = %d, %v; want %d, DeadlineExceeded", n, err, len(want))
+	}
+	b.Restart()
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if n, err := s.WaitDelivered(ctx); n != 0 || err != nil {
+		t.Fatalf("WaitDelivered with the broker up = %d, %v; want 0, nil", n, err)
+	}
+	if st := s.Stats(); st.Delivered != uint64(len(want)) {
+		t.Errorf("WaitDelivered returned with %d of %d delivered", st.Delivered, len(want))
+	}
+	checkExactlyOnce(t, c.waitFor(t, len(want), 10*time.Second), want)
 }

@@ -408,6 +408,9 @@ func (s *Sink) dropOldestLocked() (bool, error) {
 	s.st.nextAssign = last + 1
 	s.backlogMsgs -= count
 	s.backlogBytes -= bytes
+	if s.backlogMsgs <= 0 {
+		s.wakeWritersLocked() // and WaitDelivered
+	}
 	s.dropped.Add(uint64(count))
 	s.log.Warn("walsink: WAL full, dropped oldest unsent messages", "messages", count, "bytes", bytes,
 		"from_seq", first, "to_seq", last, "max_disk", s.opts.MaxDiskBytes)
@@ -651,6 +654,33 @@ func (s *Sink) Stats() Stats {
 	st.Dropped = s.dropped.Load()
 	st.Connected = s.connected.Load()
 	return st
+}
+
+// WaitDelivered waits until every committed message is delivered (the
+// backlog is empty: PUBCOMP received for each), or ctx ends, or the sink is
+// closed. It returns the number of committed messages still undelivered:
+// 0 with a nil error, or more with ctx's error or ErrClosed. Messages of
+// epochs not yet committed are not waited for and not counted.
+func (s *Sink) WaitDelivered(ctx context.Context) (int64, error) {
+	for {
+		s.mu.Lock()
+		n, ch, closed := s.backlogMsgs, s.spaceCh, s.closed
+		s.mu.Unlock()
+		switch {
+		case n <= 0:
+			return 0, nil
+		case closed:
+			return n, ErrClosed
+		}
+		// spaceCh is closed when the backlog drains to nothing (and when
+		// segments are freed, on the way).
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-s.closeCh:
+		}
+	}
 }
 
 // WriteBlocked reports whether a Write waits for room (when_full = block):
