@@ -844,6 +844,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	// taking barriers; then the final checkpoint, the newest, is shipped.
 	stopCkpt()
 	<-ckptDone
+	// The final checkpoint committed the last results to the WAL sinks:
+	// a run whose input ended is complete once they are upstream.
+	a.drainWALSinks(ctx.Err() != nil)
 	a.flushUpload()
 	for _, s := range a.sources {
 		if !s.stopped { // a region that gave up is stopped already
