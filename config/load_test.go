@@ -176,6 +176,11 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:12", want: `Open broker beyond loopback`,
 		},
 		{
+			name: "broker beyond loopback with TLS but no client CA",
+			src:  "broker {\n  listen = \":1883\"\n  tls {\n    cert = \"c.pem\"\n    key = \"k.pem\"\n  }\n}\n",
+			pos:  "2:12", want: `Open broker beyond loopback`,
+		},
+		{
 			name: "bad broker URL",
 			src:  strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"mqtt://127.0.0.1:1883"`, 1),
 			pos:  "2:12", want: `Invalid broker URL; "mqtt://127.0.0.1:1883": unsupported scheme`,

@@ -5,6 +5,8 @@ import "github.com/hashicorp/hcl/v2"
 // TLS is a tls block: file paths of PEM certificates and keys.
 type TLS struct {
 	// CA is the CA bundle to verify the peer with; "" means the system pool.
+	// On the embedded broker it makes client certificates issued by this CA
+	// required; "" there means no client certificates.
 	CA string
 	// Cert and Key are this side's certificate and key; both or neither.
 	Cert, Key string
