@@ -666,13 +666,20 @@ func brokerTLSConfig(t *config.TLS) (*tls.Config, error) {
 	if t == nil {
 		return nil, nil
 	}
-	c, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	return serverTLSConfig(t.Cert, t.Key, t.CA)
+}
+
+// serverTLSConfig is a listener's TLS config with certFile and keyFile;
+// with clientCA, a client certificate issued by it is required and
+// verified.
+func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("load certificate: %w", err)
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
-	if t.CA != "" {
-		pool, err := readCAPool(t.CA)
+	if clientCA != "" {
+		pool, err := readCAPool(clientCA)
 		if err != nil {
 			return nil, err
 		}

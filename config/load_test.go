@@ -381,7 +381,7 @@ func TestParse_Defaults(t *testing.T) {
 	if cfg.State != (State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}) {
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
-	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, FullEvery: 10}
 	if cfg.Checkpoint != wantCP {
 		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
 	}

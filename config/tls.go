@@ -44,3 +44,25 @@ func (d *decoder) decodeTLS(blocks hcl.Blocks, server bool) *TLS {
 	}
 	return t
 }
+
+// AdminTLS is the agent's admin_tls block: the admin endpoint's certificate
+// and key, and optionally a CA whose client certificates it then requires.
+type AdminTLS struct {
+	Cert, Key string
+	// ClientCA, when set, makes a client certificate issued by it required.
+	ClientCA  string
+	DeclRange hcl.Range
+}
+
+var adminTLSBlock = hcl.BlockHeaderSchema{Type: "admin_tls"}
+
+func (d *decoder) decodeAdminTLS(blocks hcl.Blocks) *AdminTLS {
+	b := d.single(blocks, "admin_tls")
+	if b == nil {
+		return nil
+	}
+	a, _ := d.content(b, []string{"cert", "key", "client_ca"})
+	a.require("cert", "key")
+	return &AdminTLS{Cert: a.str("cert", noVars, ""), Key: a.str("key", noVars, ""),
+		ClientCA: a.str("client_ca", noVars, ""), DeclRange: b.DefRange}
+}
