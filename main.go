@@ -34,6 +34,7 @@ Usage:
   eddy checkpoints ls -c FILE [--remote] list local (or uploaded) checkpoints
   eddy checkpoints show -c FILE ID      print one checkpoint's manifest
   eddy savepoint -c FILE                take a savepoint through the running agent
+  eddy savepoint rm -c FILE ID          delete a local savepoint and its files
   eddy restore -c FILE --from s3://BUCKET/PREFIX[/ID]
                                         download and verify a checkpoint into data_dir
   eddy version                          print version, commit and platform
@@ -227,6 +228,9 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdSavepoint(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "rm" {
+		return cmdSavepointRm(args[1:], stdout, stderr)
+	}
 	fs := newFlags("savepoint", "savepoint -c FILE", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file of the running agent")
 	if _, code, ok := parseCommand(fs, args, 0); !ok {

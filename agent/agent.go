@@ -507,7 +507,7 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 		return a.broker, nil
 	}
 	bc := a.cfg.Broker
-	tc, err := tlsConfig(bc.TLS)
+	tc, err := brokerTLSConfig(bc.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
@@ -668,13 +668,9 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pool, err := readCAPool(t.CA)
 		if err != nil {
-			return nil, fmt.Errorf("read CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no certificate in %s", t.CA)
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}
@@ -686,6 +682,49 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{c}
 	}
 	return tc, nil
+}
+
+// brokerTLSConfig is the embedded broker's listener config: its own
+// certificate and, with a CA, client certificates required and verified
+// against that CA (a client without one, or with one from another CA, fails
+// the handshake).
+func brokerTLSConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return serverTLSConfig(t.Cert, t.Key, t.CA)
+}
+
+// serverTLSConfig is a listener's TLS config with certFile and keyFile;
+// with clientCA, a client certificate issued by it is required and
+// verified.
+func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pool, err := readCAPool(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// readCAPool reads a PEM CA bundle.
+func readCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", path)
+	}
+	return pool, nil
 }
 
 func (a *Agent) run(ctx context.Context, opts Options) error {

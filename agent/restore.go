@@ -50,6 +50,7 @@ func (a *Agent) setupCheckpoints() error {
 	}
 	ck := newCheckpointer(coord, store, cc.Retain, cc.Interval, a.log, a.clk, a.metrics)
 	ck.timeout = cc.Timeout
+	ck.maxSavepoints = cc.MaxSavepoints
 	ck.sources, ck.txSinks = sources, txSinks
 	for _, s := range sources {
 		s.acks = ck.send
