@@ -45,7 +45,7 @@ func (a *Agent) setupCheckpoints() error {
 	}
 	ccfg := checkpoint.DefaultConfig(tasks...)
 	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
-	ccfg.TolerableFailures, ccfg.FullEvery = cc.TolerableFailures, cc.FullEvery
+	ccfg.TolerableFailures, ccfg.MaxChainRatio, ccfg.FullEvery = cc.TolerableFailures, cc.MaxChainRatio, cc.FullEvery
 	ccfg.ConfigFingerprint = a.cfg.Fingerprint()
 	if cc.Mode == "at_least_once" {
 		ccfg.Mode = checkpoint.AtLeastOnce
