@@ -100,7 +100,7 @@ func coordinatorConfig(cfg *config.Config, tasks []string) checkpoint.Config {
 	cc := cfg.Checkpoint
 	ccfg := checkpoint.DefaultConfig(tasks...)
 	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
-	ccfg.TolerableFailures, ccfg.FullEvery = cc.TolerableFailures, cc.FullEvery
+	ccfg.TolerableFailures, ccfg.MaxChainRatio, ccfg.FullEvery = cc.TolerableFailures, cc.MaxChainRatio, cc.FullEvery
 	ccfg.ConfigFingerprint = cfg.Fingerprint()
 	if cc.Mode == "at_least_once" {
 		ccfg.Mode = checkpoint.AtLeastOnce

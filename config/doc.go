@@ -42,7 +42,8 @@
 //	        aggregate { NAME = FUNC(args) ... }, to, late_output, dead_letter }
 //	state { backend, cache, max_size }
 //	checkpoint { interval, min_pause, timeout, tolerable_failures, retain,
-//	        mode, full_every, unaligned, aligned_timeout }
+//	        mode, max_chain_ratio, full_every (deprecated), unaligned,
+//	        aligned_timeout }
 //	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
 //	        secure, ca_file, path_style, max_bandwidth, concurrency,
 //	        create_bucket, encryption_key }

@@ -214,7 +214,7 @@ checkpoint {
   tolerable_failures = 3
   retain             = 3
   mode               = "exactly_once" # | at_least_once
-  full_every         = 10
+  max_chain_ratio    = 1.0 # a new full snapshot once the increments outweigh the last one; 0 = all full
   unaligned          = false # true: barriers overtake queued records, which go into the checkpoint
   aligned_timeout    = "0s"  # switch an aligned checkpoint to unaligned after this long; 0 = never
 }
