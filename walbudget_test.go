@@ -62,7 +62,7 @@ func metricValue(t *testing.T, admin, name string) float64 {
 // coming, until it too is full and sensor messages wait unacked at their
 // broker. When the uplink returns, the pipeline resumes by itself and every
 // result is delivered exactly once. (It used to stall there about one run
-// in three under load, issue 6: see TestSink_BlockNeverWaitsOnUncommittedOnly
+// in three under load: see TestSink_BlockNeverWaitsOnUncommittedOnly
 // and TestSinkRunner_HoldsEarlyEpochs for the mechanism.)
 func TestWALSink_DiskBudgetBlocks(t *testing.T) {
 	for _, u := range upstreamBrokers {

@@ -20,7 +20,7 @@ import (
 	"github.com/eddy-edge/eddy/upload"
 )
 
-// The admin endpoint (DESIGN.md "Operations"):
+// The admin endpoint (README "Admin endpoint and status page"):
 //
 //	GET  /healthz          liveness: 200 while the process serves HTTP
 //	GET  /readyz           readiness: 200, or 503 with the failing checks
@@ -232,7 +232,7 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
-// processing and checkpointing locally (issue 7), and a supervisor that
+// processing and checkpointing locally, and a supervisor that
 // restarted it would not bring the uplink back.
 //
 // A WAL whose sink does not report its size yet passes, with a detail

@@ -623,7 +623,7 @@ func (a *Agent) dataPath(p string) string {
 
 // openBackend opens the working state of one subtask. A bbolt file left by
 // an earlier run is discarded, never trusted: state comes from the last
-// checkpoint (DESIGN.md "State").
+// checkpoint (docs/architecture.md "State").
 func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Backend, error) {
 	st := a.cfg.State
 	if st.Backend == "memory" {

@@ -69,7 +69,7 @@ type Config struct {
 	ConfigFingerprint string
 }
 
-// DefaultConfig returns the defaults of DESIGN.md's checkpoint block for the
+// DefaultConfig returns the defaults of the checkpoint block for the
 // given tasks.
 func DefaultConfig(tasks ...string) Config {
 	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, MaxChainRatio: 1, Tasks: tasks}

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// TestLoad_DesignExample decodes the DESIGN.md "Configuration shape" example
+// TestLoad_DesignExample decodes the reference configuration of docs/architecture.md's design (testdata/design.hcl)
 // and pins the values it must produce, defaults included.
 func TestLoad_DesignExample(t *testing.T) {
 	env := func(k string) (string, bool) {

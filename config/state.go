@@ -42,7 +42,7 @@ const (
 	CheckpointAtLeastOnce = "at_least_once"
 )
 
-// Checkpoint is the checkpoint block (DESIGN.md "Checkpoints").
+// Checkpoint is the checkpoint block (docs/architecture.md "Checkpoints").
 type Checkpoint struct {
 	// Interval between checkpoint starts, positive; default 10s.
 	Interval time.Duration
@@ -114,7 +114,7 @@ func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
 	return cp
 }
 
-// Ingest acknowledgement modes (DESIGN.md "Exactly once, end to end").
+// Ingest acknowledgement modes (docs/architecture.md "Exactly once, end to end").
 const (
 	AckAfterFsync = "after_fsync"
 	AckAfterWrite = "after_write"

@@ -107,7 +107,7 @@ func writeCompleted(dir string, epoch uint64) {
 
 // TestSink_CrashRecovery SIGKILLs a real process running the sink at random
 // moments, ten times, and restarts it; the collector must end with every
-// output exactly once, in order (issue 6, acceptance).
+// output exactly once, in order.
 func TestSink_CrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs child processes")

@@ -11,7 +11,7 @@ import (
 
 // TestSink_Offline_Block: with the upstream broker down, the WAL fills up
 // to MaxDiskBytes and Write blocks (backpressure); once the broker is back
-// the backlog drains and nothing is lost (issue 6, disk-budget test).
+// the backlog drains and nothing is lost (the disk-budget test).
 func TestSink_Offline_Block(t *testing.T) { forUpstreams(t, testOfflineBlock) }
 
 func testOfflineBlock(t *testing.T, b *mosquitto.Broker, maxInflight int) {

@@ -181,7 +181,7 @@ func waitDelivered(t testing.TB, s *Sink, n uint64, timeout time.Duration) {
 
 // TestSink_BrokerRestartsMidDrain: the broker (persistence on) is restarted
 // with SIGTERM twice while the sink drains a backlog; the session resumes
-// each time with zero duplicates and nothing missing (issue 6, "Real
+// each time with zero duplicates and nothing missing ("Real
 // components"), in order except for what the broker itself re-sends to the
 // subscriber after its restart (collector.retransmitted).
 func TestSink_BrokerRestartsMidDrain(t *testing.T) {
@@ -266,7 +266,7 @@ func TestSink_LaterEpochBeforePreCommit(t *testing.T) {
 	check("reopened, recovered to 1", s)
 }
 
-// TestSink_BlockNeverWaitsOnUncommittedOnly reproduces issue 6's stall at
+// TestSink_BlockNeverWaitsOnUncommittedOnly reproduces a stall found at
 // the sink: epoch 2 was partly written before PreCommit(1). Commit(1)
 // used to make that part publishable too without counting it, so once it
 // was delivered the committed backlog read negative, and a Write over
