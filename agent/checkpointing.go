@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -48,6 +49,13 @@ type checkpointer struct {
 	// that was logged.
 	blockedSinceMs int64
 	blockedLogged  bool
+
+	// diskFull, while the checkpoint store's disk is full, is the error
+	// that said so (see noteDiskFull); freeAtFull the free bytes then, and
+	// diskPolledMs when free space was last looked at.
+	diskFull     atomic.Pointer[string]
+	freeAtFull   int64
+	diskPolledMs int64
 
 	writers sync.WaitGroup // snapshot writes and chain merges in flight
 	// runCtx is run's context: chain merges stop when it ends.
@@ -89,6 +97,8 @@ type checkpointRecord struct {
 	AlignmentMs int64  `json:"alignment_ms"`
 	Files       int    `json:"files"`
 	Aborted     string `json:"aborted,omitempty"`
+	// DiskFull: aborted while the disk was full, not counted as a failure.
+	DiskFull bool `json:"disk_full,omitempty"`
 	// UnalignedTasks took the barrier ahead of their queues, storing
 	// InFlightRecords records it overtook.
 	UnalignedTasks  int    `json:"unaligned_tasks,omitempty"`
@@ -211,6 +221,7 @@ func (c *checkpointer) run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			c.holdWhileBlocked()
+			c.pollDiskSpace()
 			if c.unchanged() {
 				continue
 			}
@@ -232,6 +243,12 @@ func (c *checkpointer) run(ctx context.Context) error {
 				forced = m.done
 			case checkpoint.Message:
 				msg = m
+			}
+			switch m := msg.(type) {
+			case checkpoint.Failure:
+				c.noteDiskFull(m.Err)
+			case checkpoint.Compacted:
+				c.noteDiskFull(m.Err)
 			}
 			if msg != nil {
 				// Durations are measured on the coordinator's clock: tell it
@@ -256,6 +273,62 @@ func (c *checkpointer) run(ctx context.Context) error {
 }
 
 func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
+
+// noSpaceMinFreed is how much free space must come back, at least, before
+// checkpoints are tried again after the disk was full.
+const noSpaceMinFreed = 1 << 20
+
+// noteDiskFull, if err says the disk is full (ENOSPC, or a quota: EDQUOT),
+// puts the coordinator in its disk-full state (checkpoint.Coordinator.
+// DiskFull): failures stop counting towards tolerable_failures, /readyz
+// says disk_full, and pollDiskSpace ends it once space frees.
+func (c *checkpointer) noteDiskFull(err error) {
+	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return
+	}
+	c.freeAtFull, _ = freeBytes(c.store.Dir())
+	c.diskPolledMs = c.clk.monoMs()
+	if c.coord.IsDiskFull() {
+		return
+	}
+	msg := err.Error()
+	c.diskFull.Store(&msg)
+	c.coord.Tick(c.now())
+	c.coord.DiskFull(true)
+	c.log.Warn("disk full: checkpoints wait until space frees (they do not count as failures meanwhile)",
+		"path", c.store.Dir(), "free_bytes", c.freeAtFull, "err", err)
+}
+
+// pollDiskSpace, while the disk is full, looks at the free space once a
+// second and ends the disk-full state when enough came back: twice the last
+// checkpoint's bytes, or noSpaceMinFreed more than when it filled up. A
+// checkpoint that fails again for lack of space starts it over, uncounted.
+func (c *checkpointer) pollDiskSpace() {
+	if !c.coord.IsDiskFull() {
+		return
+	}
+	now := c.clk.monoMs()
+	if now-c.diskPolledMs < 1000 {
+		return
+	}
+	c.diskPolledMs = now
+	free, err := freeBytes(c.store.Dir())
+	if err != nil || (free < 2*c.lastSize.Load() && free < c.freeAtFull+noSpaceMinFreed) {
+		return
+	}
+	c.diskFull.Store(nil)
+	c.coord.Tick(c.now())
+	c.coord.DiskFull(false)
+	c.log.Info("disk has room again: checkpoints resume", "path", c.store.Dir(), "free_bytes", free)
+}
+
+// diskFullReason returns why the disk counts as full, or "".
+func (c *checkpointer) diskFullReason() string {
+	if p := c.diskFull.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // budgetBlocked is a transactional sink that can wait in Write for room
 // (the WAL sink with when_full = "block").
@@ -336,6 +409,7 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 		m.Time = time.Now().UTC()
 		if err := c.store.WriteManifest(m); err != nil {
 			c.log.Error("writing checkpoint manifest failed", "id", m.ID, "err", err)
+			c.noteDiskFull(err)
 			if serr := c.coord.Step(checkpoint.Failure{CheckpointID: m.ID, Err: err}); serr != nil {
 				c.log.Error("checkpoint protocol error", "err", serr)
 			}
@@ -348,9 +422,12 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 		c.mergeChains(rd.Compaction)
 	}
 	for _, ab := range rd.Aborted {
-		c.mFailures.Inc()
-		c.log.Warn("checkpoint aborted", "id", ab.ID, "kind", ab.Kind, "reason", ab.Reason)
-		c.record(checkpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error()})
+		full := c.coord.IsDiskFull()
+		if !full {
+			c.mFailures.Inc()
+		}
+		c.log.Warn("checkpoint aborted", "id", ab.ID, "kind", ab.Kind, "reason", ab.Reason, "disk_full", full)
+		c.record(checkpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error(), DiskFull: full})
 		c.answer(ab.SavepointRequest, fmt.Errorf("savepoint %d aborted: %w", ab.ID, ab.Reason))
 		c.notify(ab.ID)
 	}

@@ -314,6 +314,7 @@ type Coordinator struct {
 	pending    *pending
 	suspended  int  // Suspend calls not yet matched by Resume
 	stalled    bool // see Stall
+	diskFull   bool // see DiskFull
 	savepoints []uint64
 	failures   int
 	failed     error
@@ -418,6 +419,28 @@ func (c *Coordinator) Stall(stalled bool) {
 	}
 }
 
+// DiskFull tells the coordinator whether the disk that holds the
+// checkpoints is full: a snapshot, merge or manifest write failed for lack
+// of space, and not enough has been freed since. A full disk is a state
+// the agent waits out, not a failure a restart would fix, so while it
+// lasts aborted checkpoints do not count towards TolerableFailures and no
+// periodic checkpoint is triggered (it would fail the same way); a
+// requested savepoint still is. Tell it before stepping the Failure that
+// revealed it. When it ends, the next checkpoint is triggered as the
+// interval allows.
+func (c *Coordinator) DiskFull(full bool) {
+	if c.diskFull == full {
+		return
+	}
+	c.diskFull = full
+	if !full {
+		c.maybeTrigger()
+	}
+}
+
+// IsDiskFull reports the last DiskFull.
+func (c *Coordinator) IsDiskFull() bool { return c.diskFull }
+
 // Stalled reports the last Stall.
 func (c *Coordinator) Stalled() bool { return c.stalled }
 
@@ -434,7 +457,7 @@ func (c *Coordinator) maybeTrigger() {
 	if !c.started || c.failed != nil || c.pending != nil || c.suspended > 0 {
 		return
 	}
-	if c.stalled && len(c.savepoints) == 0 {
+	if (c.stalled || c.diskFull) && len(c.savepoints) == 0 {
 		return
 	}
 	if len(c.savepoints) > 0 {
@@ -698,7 +721,7 @@ func (c *Coordinator) abortCounting(reason error, count bool) {
 	if c.ready.Manifest == p.m {
 		c.ready.Manifest = nil
 	}
-	if p.trigger.Kind == KindSavepoint || !count {
+	if p.trigger.Kind == KindSavepoint || !count || c.diskFull {
 		return
 	}
 	c.failures++

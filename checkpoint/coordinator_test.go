@@ -560,6 +560,42 @@ func TestCoordinator_MergeChains(t *testing.T) {
 	}
 }
 
+// While the disk is full, failed checkpoints do not count towards
+// tolerable_failures and no periodic checkpoint is triggered; a savepoint
+// still is; when space frees, checkpoints resume and count again.
+func TestCoordinator_DiskFull(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.TolerableFailures = 0
+	h := newHarness(t, cfg)
+	h.tick(0)
+	wantTrigger(t, h.tick(10_000), Trigger{ID: 1, Kind: KindFull})
+	h.c.DiskFull(true)
+	h.step(Failure{CheckpointID: 1, Task: "a", Err: fmt.Errorf("write: no space left on device")})
+	if rd := h.ready(); len(rd.Aborted) != 1 {
+		t.Fatalf("Ready = %+v, want checkpoint 1 aborted", rd)
+	}
+	if err := h.c.Failed(); err != nil {
+		t.Fatalf("a failure while the disk is full counted: %v", err)
+	}
+	wantTrigger(t, h.tick(20_000))
+	wantTrigger(t, h.tick(100_000))
+	h.step(TriggerSavepoint{Request: 7})
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 2, Kind: KindSavepoint, SavepointRequest: 7})
+	h.step(Failure{CheckpointID: 2, Task: "a", Err: fmt.Errorf("no space")})
+	h.ready()
+	h.c.Tick(110_000)
+	h.c.DiskFull(false)
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 3, Kind: KindFull})
+	h.step(Failure{CheckpointID: 3, Task: "a", Err: fmt.Errorf("disk error")})
+	h.ready()
+	if err := h.c.Failed(); !errors.Is(err, ErrTooManyFailures) {
+		t.Errorf("after the disk has room again a failure counts: Failed() = %v", err)
+	}
+	if st := h.c.Stats(); st.ConsecutiveFailures != 1 {
+		t.Errorf("stats %+v, want 1 failure in a row", st)
+	}
+}
+
 // Ids continue after a restore and the first checkpoint after it is full.
 func TestCoordinator_RestoreContinuesIDs(t *testing.T) {
 	h := newHarness(t, testConfig("a"))
