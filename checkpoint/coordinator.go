@@ -75,13 +75,14 @@ type Config struct {
 	ConfigFingerprint string
 }
 
-// DefaultConfig returns the defaults of DESIGN.md's checkpoint block for the
+// DefaultConfig returns the defaults of the checkpoint block for the
 // given tasks.
 func DefaultConfig(tasks ...string) Config {
 	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, MaxChainRatio: 1, Tasks: tasks}
 }
 
-func (c *Config) validate() error {
+// Validate reports what NewCoordinator would refuse in c.
+func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
@@ -345,7 +346,7 @@ type pending struct {
 // NewCoordinator returns a Coordinator whose first checkpoint will have id 1
 // (see Restore) and will be triggered Interval after the first Tick.
 func NewCoordinator(cfg Config) (*Coordinator, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Tasks = slices.Clone(cfg.Tasks)

@@ -98,7 +98,7 @@ func testConfig(tasks ...string) Config {
 	return cfg
 }
 
-// DESIGN.md "Checkpoints" 1 and 5: checkpoint n completes only when every
+// docs/architecture.md "Checkpoints" 1 and 4: checkpoint n completes only when every
 // task acknowledged and the manifest is durable; then sinks are notified.
 func TestCoordinator_AcksFromSeveralTasks(t *testing.T) {
 	h := newHarness(t, testConfig("source", "window/0", "window/1"))

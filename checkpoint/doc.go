@@ -1,6 +1,6 @@
 // Package checkpoint takes consistent snapshots of a running Eddy agent and
 // brings them back: the coordinator, barrier alignment, the snapshot file
-// format, manifests, retention and restore selection (DESIGN.md
+// format, manifests, retention and restore selection (docs/architecture.md
 // "Checkpoints" and "Exactly once"). It does no goroutine or clock work of its
 // own: the agent drives it.
 //

@@ -31,6 +31,7 @@
 //	source "simulator" NAME { broker, topic, devices, rate, seed,
 //	        out_of_order, late, malformed, max_readings, watermark {...} }
 //	sink "mqtt" NAME { broker, client_id, topic, qos, retain, delivery,
+//	        max_inflight, drain_timeout,
 //	        username, password, tls {...},
 //	        buffer { max_disk, when_full, drain_rate } }
 //	sink "file" NAME { path, rotate_size, format }
