@@ -23,9 +23,9 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 // articles it was built from, and this project's own issue numbers.
 var outsideRef = regexp.MustCompile(`DESIGN\.md|\.\./shared|\bseeds?/|\b[Ss]eeds? (000|002|004)\b|\b[Ii]ssues? #?\d+`)
 
-// publicIssue matches another project's issue, a public reference: "paho's
-// issue 788", "its issue 788" (after naming the project), "mosquitto issue
-// 2876", "golang/go#75804".
+// publicIssue matches another project's issue, a public reference, named
+// after its project: "paho's issue 788", "its issue 788",
+// "mosquitto's issue 2876", "golang/go#75804".
 var publicIssue = regexp.MustCompile(`(paho\S*|mosquitto\S*|[Ii]ts|golang/go|Go's) [Ii]ssues? #?\d+`)
 
 // outside returns the first reference in line that leaves the repository,
