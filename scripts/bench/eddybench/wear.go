@@ -246,11 +246,7 @@ func runWear(args []string) error {
 		}
 		defer os.RemoveAll(tmp)
 	}
-	bin, err := buildEddy(tmp)
-	if err != nil {
-		return err
-	}
-	gw, err := startVersitygw(filepath.Join(tmp, "s3"))
+	bin, gw, err := eddyAndS3(tmp)
 	if err != nil {
 		return err
 	}
