@@ -901,6 +901,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
+	a.ckpt.collectGarbage()
 	var errs []error
 	switch {
 	case gaveUp:

@@ -86,6 +86,7 @@ func (a *Agent) setupCheckpoints() error {
 	if err := coord.Restore(sel.NewestID); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	ck.collectGarbage()
 	for _, s := range txSinks {
 		if err := s.tx.Recover(restored); err != nil {
 			return fmt.Errorf("agent: sink %q: recover: %w", s.name, err)
@@ -101,6 +102,7 @@ func coordinatorConfig(cfg *config.Config, tasks []string) checkpoint.Config {
 	ccfg := checkpoint.DefaultConfig(tasks...)
 	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
 	ccfg.TolerableFailures, ccfg.MaxChainRatio, ccfg.FullEvery = cc.TolerableFailures, cc.MaxChainRatio, cc.FullEvery
+	ccfg.MergeChains = true
 	ccfg.ConfigFingerprint = cfg.Fingerprint()
 	if cc.Mode == "at_least_once" {
 		ccfg.Mode = checkpoint.AtLeastOnce

@@ -62,6 +62,12 @@ type Config struct {
 	// (default) leaves the decision to MaxChainRatio alone. Kept for
 	// configs written before MaxChainRatio.
 	FullEvery int
+	// MergeChains, when the chain outgrows MaxChainRatio, asks the agent
+	// for a new base built in the background (Ready.Compaction, answered by
+	// Compacted) instead of triggering a full checkpoint: the barriers go
+	// on being incremental and never wait for the live state to be read.
+	// A failed merge makes the next checkpoint full.
+	MergeChains bool
 	// Tasks are the ids of the tasks that must acknowledge every checkpoint.
 	// At least one; unique and non-empty.
 	Tasks []string
@@ -164,6 +170,28 @@ func (Ack) isMessage()              {}
 func (Decline) isMessage()          {}
 func (Failure) isMessage()          {}
 func (TriggerSavepoint) isMessage() {}
+func (Compacted) isMessage()        {}
+
+// Compaction asks the agent to merge, for each task in Chains, its chain of
+// checkpoint Through into one full file (Store.MergeChain with id Through),
+// in the background, and to Step a Compacted with the result.
+type Compaction struct {
+	Through uint64
+	// Chains are, by task, the files to merge in apply order: tasks whose
+	// chain has increments.
+	Chains map[string][]FileRef
+}
+
+// Compacted answers a Compaction: Files are the merged bases by task, or
+// Err says why the merge failed. A merged base takes its chain's place in
+// the manifests of the checkpoints that complete after it (so it replaces
+// the chain only once such a manifest is durable); the manifests before
+// keep their files until retention drops them.
+type Compacted struct {
+	Through uint64
+	Files   map[string]FileRef
+	Err     error
+}
 
 // Trigger tells the agent to start checkpoint ID: every source records its
 // position and injects barrier ID with this Kind.
@@ -211,15 +239,18 @@ type Aborted struct {
 //  4. Aborted: tell tasks these checkpoints are abandoned.
 //
 // Then call Advance.
+//
+// A Compaction, if non-nil, is started in the background at any point.
 type Ready struct {
-	Triggers  []Trigger
-	Manifest  *Manifest
-	Completed []Completed
-	Aborted   []Aborted
+	Triggers   []Trigger
+	Manifest   *Manifest
+	Completed  []Completed
+	Aborted    []Aborted
+	Compaction *Compaction
 }
 
 func (rd *Ready) empty() bool {
-	return len(rd.Triggers) == 0 && rd.Manifest == nil && len(rd.Completed) == 0 && len(rd.Aborted) == 0
+	return len(rd.Triggers) == 0 && rd.Manifest == nil && len(rd.Completed) == 0 && len(rd.Aborted) == 0 && rd.Compaction == nil
 }
 
 // Stats are counters for metrics.
@@ -236,6 +267,9 @@ type Stats struct {
 	LastSize, LastChainSize         int64
 	// LastFullSize is the size of the last completed full checkpoint.
 	LastFullSize int64
+	// Merged counts chains replaced by a base merged in the background
+	// (Compacted), MergeFailures the merges that failed.
+	Merged, MergeFailures uint64
 	// StaleMessages counts messages for checkpoints no longer in progress.
 	StaleMessages uint64
 }
@@ -261,18 +295,27 @@ type Coordinator struct {
 	// The chain of the last completed checkpoint, by task; nil forces the
 	// next checkpoint to be full. baseBytes and incrBytes are its full and
 	// incremental files' sizes, over all tasks.
-	parent     uint64
-	chains     map[string][]FileRef
-	baseBytes  int64
-	incrBytes  int64
-	sinceFull  int // completed incremental checkpoints since the last full one
-	lastTrigMs int64
-	lastEndMs  int64
-	ended      bool
+	parent    uint64
+	chains    map[string][]FileRef
+	baseBytes int64
+	incrBytes int64
+	sinceFull int // completed incremental checkpoints since the last full one
+	// compacting is the Through of the Compaction handed out and not yet
+	// answered, 0 if none; mergeFailed makes the next checkpoint full.
+	// merged are the merged bases, by task, with the chain prefix each
+	// replaces; they are applied to every chain that still starts with it.
+	compacting  uint64
+	compactIn   map[string][]FileRef
+	mergeFailed bool
+	merged      map[string]mergedBase
+	lastTrigMs  int64
+	lastEndMs   int64
+	ended       bool
 
 	pending    *pending
 	suspended  int  // Suspend calls not yet matched by Resume
 	stalled    bool // see Stall
+	diskFull   bool // see DiskFull
 	savepoints []uint64
 	failures   int
 	failed     error
@@ -280,6 +323,12 @@ type Coordinator struct {
 	ready Ready
 	out   *Ready // handed out by Ready, awaiting Advance
 	stats Stats
+}
+
+// mergedBase is a base merged from the chain prefix it replaces.
+type mergedBase struct {
+	prefix []FileRef
+	base   FileRef
 }
 
 type pending struct {
@@ -317,7 +366,7 @@ func (c *Coordinator) Restore(lastID uint64) error {
 		return fmt.Errorf("%w: restore after checkpoint %d was triggered", ErrInProgress, c.nextID-1)
 	}
 	c.nextID = lastID + 1
-	c.chains = nil
+	c.chains, c.merged, c.compacting, c.compactIn = nil, nil, 0, nil
 	return nil
 }
 
@@ -371,6 +420,28 @@ func (c *Coordinator) Stall(stalled bool) {
 	}
 }
 
+// DiskFull tells the coordinator whether the disk that holds the
+// checkpoints is full: a snapshot, merge or manifest write failed for lack
+// of space, and not enough has been freed since. A full disk is a state
+// the agent waits out, not a failure a restart would fix, so while it
+// lasts aborted checkpoints do not count towards TolerableFailures and no
+// periodic checkpoint is triggered (it would fail the same way); a
+// requested savepoint still is. Tell it before stepping the Failure that
+// revealed it. When it ends, the next checkpoint is triggered as the
+// interval allows.
+func (c *Coordinator) DiskFull(full bool) {
+	if c.diskFull == full {
+		return
+	}
+	c.diskFull = full
+	if !full {
+		c.maybeTrigger()
+	}
+}
+
+// IsDiskFull reports the last DiskFull.
+func (c *Coordinator) IsDiskFull() bool { return c.diskFull }
+
 // Stalled reports the last Stall.
 func (c *Coordinator) Stalled() bool { return c.stalled }
 
@@ -387,7 +458,7 @@ func (c *Coordinator) maybeTrigger() {
 	if !c.started || c.failed != nil || c.pending != nil || c.suspended > 0 {
 		return
 	}
-	if c.stalled && len(c.savepoints) == 0 {
+	if (c.stalled || c.diskFull) && len(c.savepoints) == 0 {
 		return
 	}
 	if len(c.savepoints) > 0 {
@@ -412,15 +483,83 @@ func (c *Coordinator) maybeTrigger() {
 }
 
 // chainExtends reports whether the next periodic checkpoint may extend the
-// last completed checkpoint's chain rather than start a new one.
+// last completed checkpoint's chain rather than start a new one. A chain
+// that outgrew MaxChainRatio is extended while a merge replaces its prefix
+// (MergeChains), and the merge is requested here.
 func (c *Coordinator) chainExtends() bool {
 	switch {
-	case c.chains == nil, c.cfg.MaxChainRatio == 0:
+	case c.chains == nil, c.cfg.MaxChainRatio == 0, c.mergeFailed:
 		return false
 	case c.cfg.FullEvery > 0 && c.sinceFull >= c.cfg.FullEvery-1:
 		return false
+	case float64(c.incrBytes) <= c.cfg.MaxChainRatio*float64(c.baseBytes):
+		return true
+	case !c.cfg.MergeChains:
+		return false
 	}
-	return float64(c.incrBytes) <= c.cfg.MaxChainRatio*float64(c.baseBytes)
+	if c.compacting == 0 {
+		cp := &Compaction{Through: c.parent, Chains: map[string][]FileRef{}}
+		for task, chain := range c.chains {
+			if len(chain) > 1 && chain[0].Kind == KindFull {
+				cp.Chains[task] = slices.Clone(chain)
+			}
+		}
+		c.compacting, c.compactIn = cp.Through, cp.Chains
+		c.ready.Compaction = cp
+	}
+	return true
+}
+
+// compacted takes the answer to a Compaction.
+func (c *Coordinator) compacted(m Compacted) {
+	if m.Through == 0 || m.Through != c.compacting {
+		c.stats.StaleMessages++
+		return
+	}
+	in := c.compactIn
+	c.compacting, c.compactIn = 0, nil
+	if m.Err != nil {
+		c.mergeFailed = true
+		c.stats.MergeFailures++
+		return
+	}
+	if c.merged == nil {
+		c.merged = map[string]mergedBase{}
+	}
+	for task, f := range m.Files {
+		if prefix, ok := in[task]; ok && f.Task == task && f.Kind == KindFull && f.Checkpoint == m.Through {
+			c.merged[task] = mergedBase{prefix: prefix, base: f}
+		}
+	}
+	c.stats.Merged++
+	c.applyMerged()
+}
+
+// applyMerged puts each merged base in place of the prefix it replaces in
+// the current chains, forgets bases no chain needs any more, and recounts
+// the chain's bytes.
+func (c *Coordinator) applyMerged() {
+	for task, mb := range c.merged {
+		chain := c.chains[task]
+		switch {
+		case len(chain) >= len(mb.prefix) && slices.Equal(chain[:len(mb.prefix)], mb.prefix):
+			c.chains[task] = append([]FileRef{mb.base}, chain[len(mb.prefix):]...)
+		case len(chain) > 0 && chain[0] == mb.base:
+			// In place already: the manifests since the merge list it.
+		default:
+			delete(c.merged, task) // the task started a new chain
+		}
+	}
+	c.baseBytes, c.incrBytes = 0, 0
+	for _, chain := range c.chains {
+		for _, f := range chain {
+			if f.Kind == KindFull {
+				c.baseBytes += f.Size
+			} else {
+				c.incrBytes += f.Size
+			}
+		}
+	}
 }
 
 func (c *Coordinator) trigger(t Trigger) {
@@ -471,6 +610,9 @@ func (c *Coordinator) Step(msg Message) error {
 			return err
 		}
 		c.abort(fmt.Errorf("%w by task %s: %s", ErrDeclined, m.Task, m.Reason))
+		return nil
+	case Compacted:
+		c.compacted(m)
 		return nil
 	case Failure:
 		if m.Task == "" {
@@ -580,7 +722,7 @@ func (c *Coordinator) abortCounting(reason error, count bool) {
 	if c.ready.Manifest == p.m {
 		c.ready.Manifest = nil
 	}
-	if p.trigger.Kind == KindSavepoint || !count {
+	if p.trigger.Kind == KindSavepoint || !count || c.diskFull {
 		return
 	}
 	c.failures++
@@ -604,17 +746,12 @@ func (c *Coordinator) complete(p *pending) {
 		c.failures = 0
 		c.parent = m.ID
 		c.chains = make(map[string][]FileRef, len(c.cfg.Tasks))
-		c.baseBytes, c.incrBytes = 0, 0
 		for _, f := range m.Files {
 			c.chains[f.Task] = append(c.chains[f.Task], f)
-			if f.Kind == KindFull {
-				c.baseBytes += f.Size
-			} else {
-				c.incrBytes += f.Size
-			}
 		}
+		c.applyMerged()
 		if m.Kind == KindFull {
-			c.sinceFull = 0
+			c.sinceFull, c.mergeFailed = 0, false
 			c.stats.LastFullSize = m.FullSize()
 		} else {
 			c.sinceFull++
