@@ -207,7 +207,7 @@ func TestValidate_ReportsWhatRunRefuses(t *testing.T) {
 	}
 }
 
-// TestValidate_AcceptsWhatRunAccepts: the examples and the nearest valid
+// TestValidate_AcceptsWhatRunAccepts: every example and the nearest valid
 // neighbours of the refused cases pass validate, so the checks refuse only
 // what run refuses.
 func TestValidate_AcceptsWhatRunAccepts(t *testing.T) {
@@ -270,7 +270,11 @@ upload "s3" {
 			}
 		})
 	}
-	for _, path := range []string{"../examples/quickstart.hcl", "../examples/full.hcl"} {
+	examples, err := filepath.Glob("../examples/*.hcl")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no examples (%v)", err)
+	}
+	for _, path := range examples {
 		if report, ok := Validate(path); !ok {
 			t.Errorf("validate %s:\n%s", path, report)
 		}
