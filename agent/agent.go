@@ -511,15 +511,20 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
-	// Closed until run: the embedded sources subscribe while the agent is
-	// built, and a publish before that would be acked and lost.
-	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}, a.log)
+	b, err := broker.Start(brokerOptions(bc, tc), a.log)
 	if err != nil {
 		return nil, err
 	}
 	a.broker = b
 	return b, nil
+}
+
+// brokerOptions are the options of the embedded broker of bc.
+func brokerOptions(bc *config.Broker, tc *tls.Config) broker.Options {
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
+	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
+		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}
 }
 
 // sink returns the runner of s, creating it on first use.
@@ -586,15 +591,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 // its redelivery filter rebuilt from the log's tail.
 func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
 	ic := a.cfg.Ingest
-	// Segments of at most a quarter of the budget, so truncation can always
-	// free one.
-	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
-		Compress: ic.Compression != config.IngestCompressionNone}
-	if ic.Ack == config.AckAfterWrite {
-		opts.Ack = ingest.AfterWrite
-	}
-	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), opts)
+	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, a.log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
@@ -610,6 +607,19 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
+}
+
+// ingestOptions are the options of every source's ingest log.
+func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
+	// Segments of at most a quarter of the budget, so truncation can always
+	// free one.
+	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
+		Compress: ic.Compression != config.IngestCompressionNone}
+	if ic.Ack == config.AckAfterWrite {
+		opts.Ack = ingest.AfterWrite
+	}
+	return opts
 }
 
 // dataPath resolves a path from the configuration: relative paths are

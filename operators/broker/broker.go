@@ -68,6 +68,33 @@ type Broker struct {
 	closeOnce sync.Once
 }
 
+// Check reports what Start would refuse in o, without listening.
+func (o Options) Check() error { return o.normalize() }
+
+// normalize applies the defaults and validates o.
+func (o *Options) normalize() error {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.MaxInflight == 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.MaxInflight < 0 || o.MaxInflight > 65535 {
+		return fmt.Errorf("broker: max inflight %d out of range 1..65535", o.MaxInflight)
+	}
+	if o.Username == "" && o.Password != "" {
+		return errors.New("broker: a password is set without a username")
+	}
+	loopback, err := isLoopback(o.Listen)
+	if err != nil {
+		return err
+	}
+	if !loopback && !verifiesClients(o.TLS) && (o.Username == "" || o.Password == "") {
+		return fmt.Errorf("%w (listen %q)", ErrInsecureListen, o.Listen)
+	}
+	return nil
+}
+
 // Start validates opts, binds the listener and starts serving. log receives
 // the broker's own warnings and errors (mochi's info and debug lines are
 // dropped). The caller must Close the broker.
@@ -75,24 +102,8 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Listen == "" {
-		opts.Listen = DefaultListen
-	}
-	if opts.MaxInflight == 0 {
-		opts.MaxInflight = DefaultMaxInflight
-	}
-	if opts.MaxInflight < 0 || opts.MaxInflight > 65535 {
-		return nil, fmt.Errorf("broker: max inflight %d out of range 1..65535", opts.MaxInflight)
-	}
-	if opts.Username == "" && opts.Password != "" {
-		return nil, errors.New("broker: a password is set without a username")
-	}
-	loopback, err := isLoopback(opts.Listen)
-	if err != nil {
+	if err := opts.normalize(); err != nil {
 		return nil, err
-	}
-	if !loopback && !verifiesClients(opts.TLS) && (opts.Username == "" || opts.Password == "") {
-		return nil, fmt.Errorf("%w (listen %q)", ErrInsecureListen, opts.Listen)
 	}
 
 	caps := mqtt.NewDefaultServerCapabilities()
