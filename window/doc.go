@@ -68,7 +68,15 @@
 //     merge is a new window (Seq from 0); one that keeps its bounds goes on.
 //   - Order: the firings of one AdvanceWatermark/AdvanceProcessingTime come
 //     by timer time (window end), then key bytes, then window start; several
-//     subtasks' outputs merged in that order equal a single subtask's.
+//     subtasks' outputs merged in that order equal a single subtask's. Flink
+//     fires timers by time too (InternalTimerServiceImpl.advanceWatermark);
+//     among timers of equal time its order is unspecified (the heap's or
+//     the state backend's), and key bytes, then window start, is one of its
+//     possible orders.
+//   - The firings a reading causes (LateUpdate, TriggerCount) come in the
+//     order of AssignWindows, each its own firing: a late reading re-fires
+//     its sliding windows latest start first, as Flink's
+//     WindowOperator.processElement walks SlidingEventTimeWindows.assignWindows.
 //
 // Lateness (Flink WindowOperator.isWindowLate,
 // isElementLate, cleanupTime, allowedLateness):

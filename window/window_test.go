@@ -48,6 +48,8 @@ func TestWindow_Intersects(t *testing.T) {
 	}
 }
 
+// Sliding and count windows come latest start first, as Flink's
+// SlidingEventTimeWindows.assignWindows lists them.
 func TestAssigner_AssignWindows(t *testing.T) {
 	tests := []struct {
 		name string
@@ -57,14 +59,14 @@ func TestAssigner_AssignWindows(t *testing.T) {
 	}{
 		{"tumbling", Tumbling(1000, 0, true), 1500, []Window{{1000, 2000}}},
 		{"tumbling negative", Tumbling(1000, 0, true), -1, []Window{{-1000, 0}}},
-		{"sliding overlaps", Sliding(3000, 1000, 0, true), 2500, []Window{{0, 3000}, {1000, 4000}, {2000, 5000}}},
-		{"sliding non-divisible", Sliding(2500, 1000, 0, true), 2600, []Window{{1000, 3500}, {2000, 4500}}},
+		{"sliding overlaps", Sliding(3000, 1000, 0, true), 2500, []Window{{2000, 5000}, {1000, 4000}, {0, 3000}}},
+		{"sliding non-divisible", Sliding(2500, 1000, 0, true), 2600, []Window{{2000, 4500}, {1000, 3500}}},
 		{"sliding gap", Sliding(1000, 2000, 0, true), 1500, nil},
 		{"sliding edge of gap", Sliding(1000, 2000, 0, true), 999, []Window{{0, 1000}}},
-		{"sliding with offset", Sliding(3000, 1000, 500, true), -100, []Window{{-2500, 500}, {-1500, 1500}, {-500, 2500}}},
+		{"sliding with offset", Sliding(3000, 1000, 500, true), -100, []Window{{-500, 2500}, {-1500, 1500}, {-2500, 500}}},
 		{"session", Session(30, true), 7, []Window{{7, 37}}},
 		{"count tumbling", CountTumbling(3), 4, []Window{{3, 6}}},
-		{"count sliding start", CountSliding(4, 2), 0, []Window{{-2, 2}, {0, 4}}},
+		{"count sliding start", CountSliding(4, 2), 0, []Window{{0, 4}, {-2, 2}}},
 		{"global", Global(), 123, []Window{GlobalWindow}},
 	}
 	for _, tt := range tests {
