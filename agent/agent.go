@@ -34,6 +34,7 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/devicemem"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/ingest"
@@ -83,6 +84,7 @@ type Agent struct {
 	admin     *admin
 	stdout    io.Writer
 	backends  []state.Backend
+	memory    memoryBudget
 	logs      []*ingest.Log
 	ckpt      *checkpointer
 	from      string     // --from: the checkpoint to restore
@@ -131,6 +133,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			return err
 		}
 		a.inheritRestarts(strategy, restarts)
+		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
 		if opts.Reload != nil {
@@ -206,6 +209,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	}
 	a.stdout = opts.Stdout
 	a.from, a.allowNonRestored = opts.From, opts.AllowNonRestoredState
+	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	for _, p := range plans {
 		if err := a.addPipeline(p); err != nil {
 			return nil, err
@@ -646,7 +650,7 @@ func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Ba
 	n := a.totalSubtasks()
 	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
 		MaxSize:    int(st.MaxSizeBytes / int64(n)),
-		CacheBytes: int(st.CacheBytes / int64(n)),
+		CacheBytes: int(a.memory.stateCache / int64(n)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)

@@ -576,6 +576,9 @@ func (st *subtask) sampleState() {
 	}
 	u := st.backend.Usage()
 	r := &stateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, MemoryBytes: u.MemoryBytes}
+	if st.store != nil {
+		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
+	}
 	if op := st.task.Operator(); op != nil {
 		s := op.Stats()
 		r.Windows, r.Timers = int64(s.OpenWindows), int64(s.PendingTimers)

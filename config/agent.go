@@ -31,6 +31,10 @@ type Agent struct {
 	MaxKeyGroups int
 	// Parallelism is the default number of keyed subtasks. Default 1.
 	Parallelism int
+	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
+	// default) means derived from the device at start: a quarter of its
+	// RAM or cgroup limit, at most 256 MiB (devicemem.DefaultGoLimit).
+	MemoryLimit int64
 	DeclRange   hcl.Range
 }
 
@@ -42,7 +46,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 	var a attrs
 	if b != nil {
 		var c *hcl.BodyContent
-		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism"}, adminTLSBlock)
+		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "memory_limit"}, adminTLSBlock)
 		ag.DeclRange = b.DefRange
 		ag.DeviceID = a.str("device_id", noVars, "")
 		ag.DataDir = a.str("data_dir", noVars, ag.DataDir)
@@ -54,6 +58,10 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 		ag.LogFormat = a.enum("log_format", []string{"text", "json"}, ag.LogFormat)
 		ag.MaxKeyGroups = int(a.integer("max_key_groups", 128, 1, maxKeyGroupsLimit))
 		ag.Parallelism = int(a.integer("parallelism", 1, 1, int64(ag.MaxKeyGroups)))
+		ag.MemoryLimit = a.size("memory_limit", 0)
+		if a.has("memory_limit") && ag.MemoryLimit < 16<<20 {
+			d.errorf(a.rangeOf("memory_limit"), "Value out of range", "\"memory_limit\" must be at least 16MiB; leave it out to size it to the device.")
+		}
 	}
 	where := func(name string) hcl.Range {
 		if b == nil {

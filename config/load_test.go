@@ -47,6 +47,16 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "11:3", want: `Unsupported argument; An argument named "device_idd" is not expected here. Did you mean "device_id"?`,
 		},
 		{
+			name: "memory limit too small",
+			src:  base + "agent {\n  memory_limit = \"8MiB\"\n}\n",
+			pos:  "11:18", want: `Value out of range; "memory_limit" must be at least 16MiB; leave it out to size it to the device.`,
+		},
+		{
+			name: "state cache too small",
+			src:  base + "state {\n  cache = \"64KiB\"\n}\n",
+			pos:  "11:11", want: `Value out of range; "cache" must be at least 1MiB; leave it out to size it to the device.`,
+		},
+		{
 			name: "ingest linger too long",
 			src:  base + "ingest {\n  linger = \"2s\"\n}\n",
 			pos:  "11:12", want: `Value out of range; "linger" must be at most 1s`,
@@ -365,7 +375,8 @@ func TestParse_CollectsAllErrors(t *testing.T) {
 func TestParse_Defaults(t *testing.T) {
 	cfg := mustParse(t, base, noEnv)
 	if cfg.Agent.DeviceID != "dev-1" || cfg.Agent.DataDir != "./eddy-data" || cfg.Agent.Admin != "127.0.0.1:8787" ||
-		cfg.Agent.MaxKeyGroups != 128 || cfg.Agent.Parallelism != 1 || cfg.Agent.LogLevel != "info" || cfg.Agent.LogFormat != "text" {
+		cfg.Agent.MaxKeyGroups != 128 || cfg.Agent.Parallelism != 1 || cfg.Agent.LogLevel != "info" || cfg.Agent.LogFormat != "text" ||
+		cfg.Agent.MemoryLimit != 0 { // sized to the device at start
 		t.Errorf("agent defaults: %+v", cfg.Agent)
 	}
 	m := cfg.Sources[0].MQTT
@@ -383,7 +394,7 @@ func TestParse_Defaults(t *testing.T) {
 	if p := cfg.Pipelines[0]; p.Parallelism != 1 || p.Window != nil || p.Filter != nil {
 		t.Errorf("pipeline defaults: %+v", p)
 	}
-	if cfg.State != (State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}) {
+	if cfg.State != (State{Backend: "bbolt", MaxSizeBytes: 1 << 30}) { // cache: sized to the device at start
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
 	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}
@@ -395,6 +406,14 @@ func TestParse_Defaults(t *testing.T) {
 	}
 	if cfg.Broker != nil || cfg.Upload != nil {
 		t.Errorf("optional blocks should be nil")
+	}
+}
+
+// memory_limit and state { cache } take sizes.
+func TestParse_MemorySizes(t *testing.T) {
+	cfg := mustParse(t, base+"agent {\n  memory_limit = \"96MiB\"\n}\nstate {\n  cache = \"8MiB\"\n}\n", noEnv)
+	if cfg.Agent.MemoryLimit != 96<<20 || cfg.State.CacheBytes != 8<<20 {
+		t.Fatalf("memory_limit %d, cache %d", cfg.Agent.MemoryLimit, cfg.State.CacheBytes)
 	}
 }
 

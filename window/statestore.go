@@ -782,6 +782,13 @@ func (s *StateStore) PopTimer(d Domain, upTo int64) (Timer, bool) {
 	return Timer{Domain: d, Time: ft, KeyGroup: fk.kg, Key: fk.key, Window: fw}, true
 }
 
+// MemoryBytes is what the store holds in front of its backend, as charged
+// to StateStoreOptions.CacheBytes: its decoded window states and merging
+// sets and its timer front.
+func (s *StateStore) MemoryBytes() int64 {
+	return int64(s.objs.bytes + s.frontHigh*frontTimerBytes)
+}
+
 // Counts implements Store.
 func (s *StateStore) Counts() (windows, timers int) {
 	if !s.refresh() {
