@@ -60,6 +60,7 @@ type checkpointer struct {
 	completed  []func(checkpoint.Completed)
 	lastDone   atomic.Uint64 // id of the last completed checkpoint
 	lastTrig   atomic.Uint64 // id of the last triggered checkpoint
+	idleTicks  atomic.Uint64 // ticks skipped because nothing changed (unchanged)
 	completeCh chan uint64   // ids of completed or aborted checkpoints, for waiters
 	// keepUnshipped, when uploads are on, returns how many of the newest
 	// checkpoints retention must keep so that none waiting for upload
@@ -150,6 +151,7 @@ func (c *checkpointer) run(ctx context.Context) error {
 		case <-tick.C:
 			c.holdWhileBlocked()
 			if c.unchanged() {
+				c.idleTicks.Add(1)
 				continue
 			}
 			c.coord.Tick(c.now())
