@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -149,11 +150,38 @@ func runToEnd(t *testing.T, dir string) {
 // committed output must equal that of an uninterrupted run: no reading lost,
 // none counted twice, no record duplicated.
 func TestCrash_FileSourceExactlyOnce(t *testing.T) {
-	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig) })
-	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig) })
+	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig, 0) })
+	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, 0) })
+	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, 3) })
 }
 
-func crashFileSource(t *testing.T, tmpl string) {
+// compactingConfig is crashConfig with a small max_chain_ratio, so that a
+// new base follows every few increments and the kills fall before, during
+// and after many compactions.
+var compactingConfig = replaceAll(crashConfig, `  interval = "100ms"`, `  interval        = "100ms"
+  max_chain_ratio = 0.1`)
+
+// newBases counts, in a run's log, the full checkpoints that completed after
+// an incremental one: the chain was compacted into a new base.
+func newBases(log string) int {
+	n, chained := 0, false
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "checkpoint completed") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "kind=incremental"):
+			chained = true
+		case strings.Contains(line, "kind=full") && chained:
+			n, chained = n+1, false
+		}
+	}
+	return n
+}
+
+// crashFileSource runs the crash test on the config template tmpl; the
+// crashed runs must together have compacted at least minBases chains.
+func crashFileSource(t *testing.T, tmpl string, minBases int) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 1200, 7)
 
@@ -174,7 +202,7 @@ func crashFileSource(t *testing.T, tmpl string) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("kill schedule seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	kills, restores := 0, 0
+	kills, restores, bases := 0, 0, 0
 	for kills < 10 {
 		p := startEddy(t, "run", "-c", path)
 		if p.wait(killDelay(t, p, kills, rng, cleanRun)) {
@@ -190,6 +218,7 @@ func crashFileSource(t *testing.T, tmpl string) {
 		if p.logContains("restored checkpoint") {
 			restores++
 		}
+		bases += newBases(p.output())
 	}
 	if kills != 100 {
 		runToEndWith(t, crashed, tmpl)
@@ -197,7 +226,10 @@ func crashFileSource(t *testing.T, tmpl string) {
 	if restores < 2 {
 		t.Fatalf("only %d of the runs restored a checkpoint: the kills came too early to test recovery", restores)
 	}
-	t.Logf("%d kills, %d restores from a checkpoint", kills, restores)
+	t.Logf("%d kills, %d restores from a checkpoint, %d chains compacted into a new base", kills, restores, bases)
+	if bases < minBases {
+		t.Fatalf("the crashed runs compacted %d chains, want at least %d", bases, minBases)
+	}
 	got := committedRecords(t, filepath.Join(crashed, "out"))
 	if !slices.Equal(got, want) {
 		t.Fatalf("output after %d kills differs from the uninterrupted run: %d records vs %d", kills, len(got), len(want))

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -47,8 +48,19 @@ type Config struct {
 	// Mode is handed to tasks with each trigger; the coordinator itself
 	// behaves the same in both. Default ExactlyOnce.
 	Mode Mode
-	// FullEvery makes every FullEvery-th checkpoint full and the others
-	// incremental; 1 makes all full. At least 1; default 10.
+	// MaxChainRatio bounds a chain by bytes: a periodic checkpoint is
+	// incremental while the increments of the last completed checkpoint's
+	// chain add up to at most MaxChainRatio × its base (the full files),
+	// and full once they add up to more. So a restore reads at most about
+	// (1 + MaxChainRatio) × the state plus one increment, and bytes written
+	// per hour follow the change rate, not the state size: with ratio r a
+	// base is rewritten once every r × base bytes of increments. 0 makes
+	// every checkpoint full. Zero or positive; default 1.
+	MaxChainRatio float64
+	// FullEvery, if positive, also makes a checkpoint full once FullEvery-1
+	// incremental ones followed the last full one (1 makes all full). 0
+	// (default) leaves the decision to MaxChainRatio alone. Kept for
+	// configs written before MaxChainRatio.
 	FullEvery int
 	// Tasks are the ids of the tasks that must acknowledge every checkpoint.
 	// At least one; unique and non-empty.
@@ -57,13 +69,14 @@ type Config struct {
 	ConfigFingerprint string
 }
 
-// DefaultConfig returns the defaults of DESIGN.md's checkpoint block for the
+// DefaultConfig returns the defaults of the checkpoint block for the
 // given tasks.
 func DefaultConfig(tasks ...string) Config {
-	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, FullEvery: 10, Tasks: tasks}
+	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, MaxChainRatio: 1, Tasks: tasks}
 }
 
-func (c *Config) validate() error {
+// Validate reports what NewCoordinator would refuse in c.
+func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
@@ -80,8 +93,10 @@ func (c *Config) validate() error {
 		return bad("tolerable_failures %d is negative", c.TolerableFailures)
 	case c.Mode != ExactlyOnce && c.Mode != AtLeastOnce:
 		return bad("mode %v", c.Mode)
-	case c.FullEvery < 1:
-		return bad("full_every %d must be at least 1", c.FullEvery)
+	case !(c.MaxChainRatio >= 0) || math.IsInf(c.MaxChainRatio, 1):
+		return bad("max_chain_ratio %v must be zero or a finite positive number", c.MaxChainRatio)
+	case c.FullEvery < 0:
+		return bad("full_every %d is negative", c.FullEvery)
 	case len(c.Tasks) == 0:
 		return bad("no tasks")
 	}
@@ -244,9 +259,12 @@ type Coordinator struct {
 	nextID  uint64
 
 	// The chain of the last completed checkpoint, by task; nil forces the
-	// next checkpoint to be full.
+	// next checkpoint to be full. baseBytes and incrBytes are its full and
+	// incremental files' sizes, over all tasks.
 	parent     uint64
 	chains     map[string][]FileRef
+	baseBytes  int64
+	incrBytes  int64
 	sinceFull  int // completed incremental checkpoints since the last full one
 	lastTrigMs int64
 	lastEndMs  int64
@@ -279,7 +297,7 @@ type pending struct {
 // NewCoordinator returns a Coordinator whose first checkpoint will have id 1
 // (see Restore) and will be triggered Interval after the first Tick.
 func NewCoordinator(cfg Config) (*Coordinator, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Tasks = slices.Clone(cfg.Tasks)
@@ -387,10 +405,22 @@ func (c *Coordinator) maybeTrigger() {
 		return
 	}
 	t := Trigger{Kind: KindFull}
-	if c.chains != nil && c.sinceFull < c.cfg.FullEvery-1 {
+	if c.chainExtends() {
 		t.Kind, t.Parent = KindIncremental, c.parent
 	}
 	c.trigger(t)
+}
+
+// chainExtends reports whether the next periodic checkpoint may extend the
+// last completed checkpoint's chain rather than start a new one.
+func (c *Coordinator) chainExtends() bool {
+	switch {
+	case c.chains == nil, c.cfg.MaxChainRatio == 0:
+		return false
+	case c.cfg.FullEvery > 0 && c.sinceFull >= c.cfg.FullEvery-1:
+		return false
+	}
+	return float64(c.incrBytes) <= c.cfg.MaxChainRatio*float64(c.baseBytes)
 }
 
 func (c *Coordinator) trigger(t Trigger) {
@@ -574,8 +604,14 @@ func (c *Coordinator) complete(p *pending) {
 		c.failures = 0
 		c.parent = m.ID
 		c.chains = make(map[string][]FileRef, len(c.cfg.Tasks))
+		c.baseBytes, c.incrBytes = 0, 0
 		for _, f := range m.Files {
 			c.chains[f.Task] = append(c.chains[f.Task], f)
+			if f.Kind == KindFull {
+				c.baseBytes += f.Size
+			} else {
+				c.incrBytes += f.Size
+			}
 		}
 		if m.Kind == KindFull {
 			c.sinceFull = 0

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -88,11 +89,11 @@ func wantTrigger(t *testing.T, got []Trigger, want ...Trigger) {
 
 func testConfig(tasks ...string) Config {
 	cfg := DefaultConfig(tasks...)
-	cfg.Interval, cfg.Timeout, cfg.FullEvery = 10*time.Second, 30*time.Second, 3
+	cfg.Interval, cfg.Timeout = 10*time.Second, 30*time.Second
 	return cfg
 }
 
-// DESIGN.md "Checkpoints" 1 and 5: checkpoint n completes only when every
+// docs/architecture.md "Checkpoints" 1 and 4: checkpoint n completes only when every
 // task acknowledged and the manifest is durable; then sinks are notified.
 func TestCoordinator_AcksFromSeveralTasks(t *testing.T) {
 	h := newHarness(t, testConfig("source", "window/0", "window/1"))
@@ -353,9 +354,11 @@ func TestCoordinator_Savepoint(t *testing.T) {
 	wantTrigger(t, h.tick(31_000), Trigger{ID: 5, Kind: KindIncremental, Parent: 2})
 }
 
-// FullEvery = 3 gives full, incremental, incremental, full; each manifest
-// lists the whole chain per task, base first; a task may answer an
-// incremental trigger with a full file, restarting its chain.
+// Each manifest lists the whole chain per task, base first; a task may
+// answer an incremental trigger with a full file, restarting its chain; a
+// new full checkpoint comes once the increments outweigh the bases
+// (max_chain_ratio 1: every file is 100 bytes, so after 200 bytes of bases
+// and 400 of increments).
 func TestCoordinator_IncrementalChain(t *testing.T) {
 	h := newHarness(t, testConfig("a", "b"))
 	h.tick(0)
@@ -378,7 +381,7 @@ func TestCoordinator_IncrementalChain(t *testing.T) {
 		manifests = append(manifests, h.ready().Manifest)
 		h.ready()
 	}
-	if want := []Kind{KindFull, KindIncremental, KindIncremental, KindFull, KindIncremental}; !slices.Equal(kinds, want) {
+	if want := []Kind{KindFull, KindIncremental, KindIncremental, KindIncremental, KindFull}; !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
 	chain := func(m *Manifest) string {
@@ -388,7 +391,7 @@ func TestCoordinator_IncrementalChain(t *testing.T) {
 		}
 		return strings.Join(s, " ")
 	}
-	want := []string{"a1f b1f", "a1f a2i b1f b2i", "a1f a2i a3i b3f", "a4f b4f", "a4f a5i b4f b5i"}
+	want := []string{"a1f b1f", "a1f a2i b1f b2i", "a1f a2i a3i b3f", "a1f a2i a3i a4i b3f b4i", "a5f b5f"}
 	for i, m := range manifests {
 		if got := chain(m); got != want[i] {
 			t.Errorf("manifest %d chain %q, want %q", m.ID, got, want[i])
@@ -399,6 +402,54 @@ func TestCoordinator_IncrementalChain(t *testing.T) {
 	}
 	if got := manifests[2].Size(); got != 200 {
 		t.Errorf("Size() = %d, want the 2 files of checkpoint 3", got)
+	}
+}
+
+// A new base comes when the chain's increments add up to more than
+// max_chain_ratio × the bases, whatever their number; full_every, when set,
+// caps the number of increments too.
+func TestCoordinator_CompactionBySize(t *testing.T) {
+	tests := []struct {
+		name      string
+		ratio     float64
+		fullEvery int
+		sizes     []int64 // bytes of each checkpoint's file; the first is the base
+		want      string  // kinds triggered, F or I, one more than sizes
+	}{
+		{"small increments keep extending", 1, 0, []int64{1000, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, "FIIIIIIIIIIII"},
+		{"a new base once increments pass the base", 1, 0, []int64{1000, 400, 400, 201, 1000, 10}, "FIIIFII"},
+		{"equal to the bound still extends", 1, 0, []int64{1000, 500, 500, 1}, "FIIIF"},
+		{"ratio 0.5", 0.5, 0, []int64{1000, 300, 300, 1000, 10}, "FIIFII"},
+		{"ratio 0 makes every checkpoint full", 0, 0, []int64{1000, 1000, 1000}, "FFFF"},
+		{"full_every caps the count", 1, 3, []int64{1000, 10, 10, 1000, 10, 10}, "FIIFIIF"},
+		{"an empty base extends while nothing is written", 1, 0, []int64{0, 0, 0, 1}, "FIIIF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig("a")
+			cfg.MaxChainRatio, cfg.FullEvery = tt.ratio, tt.fullEvery
+			h := newHarness(t, cfg)
+			h.tick(0)
+			var got strings.Builder
+			for i := range len(tt.sizes) + 1 {
+				trig := h.tick(int64(10_000 * (i + 1)))
+				if len(trig) != 1 {
+					t.Fatalf("checkpoint %d: triggers %+v", i+1, trig)
+				}
+				got.WriteByte(strings.ToUpper(trig[0].Kind.String())[0])
+				if i == len(tt.sizes) {
+					break
+				}
+				f := file("a", trig[0].ID, trig[0].Kind)
+				f.Size = tt.sizes[i]
+				h.step(Ack{CheckpointID: trig[0].ID, Task: "a", Files: []FileRef{f}})
+				h.ready()
+				h.ready()
+			}
+			if got.String() != tt.want {
+				t.Errorf("kinds %s, want %s", got.String(), tt.want)
+			}
+		})
 	}
 }
 
@@ -463,7 +514,10 @@ func TestNewCoordinator_InvalidConfig(t *testing.T) {
 		{"negative pause", func(c *Config) { c.MinPause = -time.Second }},
 		{"negative tolerable", func(c *Config) { c.TolerableFailures = -1 }},
 		{"no mode", func(c *Config) { c.Mode = 0 }},
-		{"full_every 0", func(c *Config) { c.FullEvery = 0 }},
+		{"negative full_every", func(c *Config) { c.FullEvery = -1 }},
+		{"negative max_chain_ratio", func(c *Config) { c.MaxChainRatio = -0.5 }},
+		{"NaN max_chain_ratio", func(c *Config) { c.MaxChainRatio = math.NaN() }},
+		{"infinite max_chain_ratio", func(c *Config) { c.MaxChainRatio = math.Inf(1) }},
 		{"no tasks", func(c *Config) { c.Tasks = nil }},
 		{"repeated task", func(c *Config) { c.Tasks = []string{"a", "a"} }},
 		{"empty task", func(c *Config) { c.Tasks = []string{""} }},

@@ -19,6 +19,10 @@ type Loader struct {
 	// DeviceID returns the default device id when the agent block sets none;
 	// nil means MachineDeviceID.
 	DeviceID func() (string, error)
+
+	// accepted, when set, is told the attribute names every block is decoded
+	// against (tests check the configuration reference with it).
+	accepted func(block *hcl.Block, attrNames []string)
 }
 
 // MachineDeviceID returns /etc/machine-id, trimmed, or else the host name.
@@ -86,7 +90,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	d := &decoder{diags: diags, funcs: map[string]function.Function{
+	d := &decoder{diags: diags, accepted: l.accepted, funcs: map[string]function.Function{
 		"env":  envFunc(env),
 		"file": fileFunc(filepath.Dir(filename)),
 	}}

@@ -206,7 +206,7 @@ func (s *testStates) readAll() string {
 // on a fake clock, with background cleanup) give identical results on
 // Memory and on Bolt with a tiny cache, including across Snapshot → Restore
 // (full and incremental chains, filtered for expired values) into fresh
-// backends and a key-group-filtered restore (issue 4 acceptance).
+// backends and a key-group-filtered restore.
 func TestKeyed_MemoryMatchesBolt(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {

@@ -1,4 +1,4 @@
-// Command eddybench runs Eddy's benchmark suite (issue 9) and prints one
+// Command eddybench runs Eddy's benchmark suite (BENCHMARKS.md) and prints one
 // table per benchmark. Each subcommand is one benchmark:
 //
 //	eddybench inprocess   (a) readings/s of filter, tumbling, sliding and session pipelines on JSON input, in process
