@@ -142,10 +142,14 @@ func (c *checkpointer) onCompleted(fn func(checkpoint.Completed)) {
 	c.completed = append(c.completed, fn)
 }
 
+// checkpointTick is how often run offers the coordinator the time, which
+// triggers a checkpoint once the interval has passed.
+const checkpointTick = 50 * time.Millisecond
+
 // run drives the coordinator until ctx ends. It returns the coordinator's
 // failure (too many failed checkpoints in a row), or nil.
 func (c *checkpointer) run(ctx context.Context) error {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(checkpointTick)
 	defer tick.Stop()
 	for {
 		var forced chan struct{}

@@ -71,12 +71,14 @@ ingest { linger = "0s" }
 
 	publish(5)
 	quiet := waitCompleted(0)
-	// 20 intervals with nothing arriving, however long they take.
+	// 20 intervals (100 ms) of idle ticks with nothing arriving, however
+	// long they take.
+	const idleTicks = uint64(20 * 100 * time.Millisecond / checkpointTick)
 	idle := a.ckpt.idleTicks.Load()
 	deadline := time.Now().Add(60 * time.Second)
-	for a.ckpt.idleTicks.Load() < idle+20 && completed() <= quiet+1 {
+	for a.ckpt.idleTicks.Load() < idle+idleTicks && completed() <= quiet+1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d idle ticks within 60 s, want 20", a.ckpt.idleTicks.Load()-idle)
+			t.Fatalf("%d idle ticks within 60 s, want %d", a.ckpt.idleTicks.Load()-idle, idleTicks)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
