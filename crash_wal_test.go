@@ -157,19 +157,12 @@ func testCrashWALSink(t *testing.T, u upstreamBroker) {
 	run := func(device string) *mqttCrashRun {
 		return newCrashRun(t, u.withWindow(walCrashConfig), "%DEVICE%", device, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
 	}
+	// Every window fires (publishReadings ends with a flush reading):
+	// wait for as many as the readings make.
+	windows := len(expectedWindows(readings, devices))
 	settle := func(device string) map[string]string {
-		var got map[string]string
-		for stable := 0; stable < 3; {
-			time.Sleep(time.Second)
-			now := col.windows(device)
-			if len(now) > 0 && len(now) == len(got) {
-				stable++
-			} else {
-				stable = 0
-			}
-			got = now
-		}
-		return got
+		waitFor(t, 3*time.Minute, func() bool { return len(col.windows(device)) >= windows })
+		return col.windows(device)
 	}
 
 	clean := run("clean")

@@ -484,6 +484,12 @@ func (ad *admin) registerMetrics() {
 		}
 		return 0
 	})
+	set.GetOrCreateGauge("eddy_clock_synchronized", func() float64 {
+		if a.clk.wallSynced() {
+			return 1
+		}
+		return 0
+	})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

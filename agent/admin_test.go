@@ -102,6 +102,13 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 // log is printed if the test failed.
 func startAgent(t *testing.T, dir, src string) *Agent {
 	t.Helper()
+	return startAgentWith(t, dir, src, Options{})
+}
+
+// startAgentWith is startAgent with opts (Stdout, Stderr and Ready are set
+// here).
+func startAgentWith(t *testing.T, dir, src string, opts Options) *Agent {
+	t.Helper()
 	src = strings.ReplaceAll(strings.ReplaceAll(src, "%DATA%", filepath.Join(dir, "data")), "%DIR%", dir)
 	path := filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -116,7 +123,8 @@ func startAgent(t *testing.T, dir, src string) *Agent {
 	ready := make(chan *Agent, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: logw, Ready: func(a *Agent) { ready <- a }})
+		opts.Stdout, opts.Stderr, opts.Ready = io.Discard, logw, func(a *Agent) { ready <- a }
+		done <- Run(ctx, path, opts)
 	}()
 	stopped := false
 	t.Cleanup(func() {

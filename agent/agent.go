@@ -33,6 +33,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/clocksync"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/devicemem"
 	"github.com/eddy-edge/eddy/operators"
@@ -66,6 +67,9 @@ type Options struct {
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
 	Reload <-chan struct{}
+	// ClockStatus says whether the device clock is synchronised; nil: the
+	// kernel's view (adjtimex).
+	ClockStatus clocksync.Source
 }
 
 // Agent is a running configuration.
@@ -190,7 +194,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // starting them.
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
-	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
+	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock().withStatus(opts.ClockStatus, log), failed: make(chan error, 1),
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
 		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	var diags hcl.Diagnostics

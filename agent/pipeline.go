@@ -344,11 +344,11 @@ func (p *pipeline) runPrepare() {
 			}
 			continue
 		}
-		now, wall := p.clk.monoMs(), p.clk.wallMs()
+		now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
 		var filtered int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]
-			switch p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall) {
+			switch p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced) {
 			case operators.Pass:
 				if inputs != nil {
 					inputs.route(m.Topic, now)
