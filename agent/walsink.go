@@ -78,7 +78,7 @@ func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
 	if m.Buffer.WhenFull == "drop_oldest" {
 		opts.WhenFull = walsink.DropOldest
 	}
-	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log)
+	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,16 @@ import (
 // a non-zero return code.
 var errConnRefused = errors.New("walsink: broker refused the connection")
 
+// connackError is a CONNACK with a non-zero return code; it wraps
+// errConnRefused.
+type connackError struct{ code byte }
+
+func (e *connackError) Error() string {
+	return "walsink: broker refused the connection: " + connackMeaning(e.code)
+}
+
+func (e *connackError) Unwrap() error { return errConnRefused }
+
 // dial connects to the broker and sends CONNECT (MQTT 3.1.1, clean session
 // 0, the fixed client id), returning the connection and whether the broker
 // still had the session.
@@ -78,7 +88,7 @@ func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
 	}
 	if ack.ReturnCode != packets.Accepted {
 		conn.Close()
-		return nil, false, fmt.Errorf("%w: %s", errConnRefused, packets.ConnackReturnCodes[ack.ReturnCode])
+		return nil, false, &connackError{code: ack.ReturnCode}
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, ack.SessionPresent, nil

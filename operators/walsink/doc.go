@@ -154,6 +154,16 @@
 // Open flows restored from a run with a larger MaxInflight resume
 // MaxInflight at a time.
 //
+// # A broker that refuses
+//
+// Stats.Refusal names a broker that refuses the session, and the publisher
+// logs it once at Error: a CONNACK return code, with its meaning, or a
+// broker that closes two connections in a row within seconds of their first
+// QoS 2 PUBLISH without a PUBREC or PUBCOMP (ErrQoS2Refused: MQTT 3.1.1
+// gives a client no other sign that a QoS is refused). The publisher keeps
+// retrying; the refusal ends with an accepted CONNACK, or a PUBREC or
+// PUBCOMP, respectively.
+//
 // # Costs
 //
 // Write encodes into a reused buffer and does not allocate. Publishing costs

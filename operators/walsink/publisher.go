@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/walsink/qos2"
 )
 
 // runPublisher is the session's driver: it connects with exponential
@@ -25,20 +27,30 @@ func (s *Sink) runPublisher() {
 	backoff := s.opts.ReconnectMin
 	for {
 		conn, present, err := dial(ctx, &s.opts)
-		if err == nil {
+		var refused *connackError
+		switch {
+		case errors.As(err, &refused):
+			s.setRefusal(refusalConnack, refused.Error())
+		case err == nil:
 			if !present && s.sess.Inflight() > 0 {
 				s.log.Warn("walsink: broker lost the session; open flows are re-sent and may be duplicated or lost by the broker",
 					"open_flows", s.sess.Inflight())
 			}
+			s.setRefusal(refusalConnack, "")
 			s.connected.Store(true)
 			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", present)
 			started := time.Now()
+			s.refusals.connected()
 			err = s.serve(conn)
 			conn.Close()
 			s.sess.Disconnected()
 			s.connected.Store(false)
 			if time.Since(started) > s.opts.ReconnectMax {
 				backoff = s.opts.ReconnectMin
+			}
+			if err != nil && !errors.Is(err, errFatal) && s.refusals.closed(time.Now()) {
+				s.setRefusal(refusalQoS, ErrQoS2Refused.Error()+
+					`; results stay in the WAL, undelivered: allow QoS 2 on the broker, or publish at QoS 1 (delivery = "at_least_once", qos = 1: results may repeat after a crash)`)
 			}
 		}
 		if errors.Is(err, errFatal) {
@@ -50,7 +62,12 @@ func (s *Sink) runPublisher() {
 			return
 		default:
 		}
-		s.log.Warn("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		if s.Stats().Refusal != "" {
+			// Said once, at Error, when it began.
+			s.log.Debug("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		} else {
+			s.log.Warn("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-s.closeCh:
@@ -135,7 +152,44 @@ func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
 		return ev.err
 	}
+	if ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
+		s.refusals.ackReceived()
+		s.setRefusal(refusalQoS, "")
+	}
 	return s.sess.Step(ev.typ, ev.id)
+}
+
+// refusalKind is what a refusal is about: each kind is cleared by its own
+// evidence (a CONNACK accepted; a PUBREC or PUBCOMP).
+type refusalKind int
+
+const (
+	refusalNone refusalKind = iota
+	refusalConnack
+	refusalQoS
+)
+
+// setRefusal records (msg non-empty) or clears (msg empty) a refusal of
+// kind, logging at Error when one begins or changes and at Info when it
+// ends. Clearing a refusal of another kind does nothing.
+func (s *Sink) setRefusal(kind refusalKind, msg string) {
+	s.mu.Lock()
+	prevKind, prev := s.refusalKind, s.refusal
+	if msg == "" && prevKind != kind {
+		s.mu.Unlock()
+		return
+	}
+	s.refusal, s.refusalKind = msg, kind
+	if msg == "" {
+		s.refusalKind = refusalNone
+	}
+	s.mu.Unlock()
+	switch {
+	case msg != "" && msg != prev:
+		s.log.Error(msg, "broker", s.opts.Broker, "client_id", s.opts.ClientID)
+	case msg == "" && prev != "":
+		s.log.Info("walsink: the broker accepts the session again", "broker", s.opts.Broker)
+	}
 }
 
 // fill starts flows for committed messages while the session and the drain
@@ -204,6 +258,9 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 	if len(rd.Packets) > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(s.opts.KeepAlive))
 		for _, p := range rd.Packets {
+			if p.Kind == qos2.PacketPublish {
+				s.refusals.published(time.Now())
+			}
 			if sendErr = pw.write(p); sendErr != nil {
 				break
 			}

@@ -33,6 +33,11 @@ type Stats struct {
 	Dropped         uint64        // dropped by drop_oldest since Open
 	Connected       bool
 	WriteBlocked    bool // a Write waits for room (when_full = block)
+	// Refusal says why the broker refuses this sink's session while it
+	// does (a CONNACK return code, or QoS 2: ErrQoS2Refused), with what to
+	// do; empty otherwise. Nothing is delivered meanwhile; the backlog
+	// stays in the WAL and the publisher keeps retrying.
+	Refusal string
 }
 
 // Sink is the exactly-once MQTT sink. Write and PreCommit are called from
@@ -63,8 +68,11 @@ type Sink struct {
 	backlogBytes int64
 	spaceCh      chan struct{} // closed and replaced by wakeWritersLocked
 	blocked      bool          // a Write waits on spaceCh
+	refusal      string        // Stats.Refusal
+	refusalKind  refusalKind
 
-	sess      *qos2.Session // owned by the publisher goroutine after Open
+	sess      *qos2.Session   // owned by the publisher goroutine after Open
+	refusals  refusalDetector // the publisher goroutine's
 	closeCh   chan struct{}
 	work      chan struct{}
 	done      chan struct{}
@@ -637,6 +645,7 @@ func (s *Sink) Stats() Stats {
 		BacklogBytes:    s.backlogBytes,
 		WALBytes:        s.wal.Size(),
 		WriteBlocked:    s.blocked,
+		Refusal:         s.refusal,
 	}
 	if s.backlogMsgs > 0 {
 		oldest := s.oldestLocked()
