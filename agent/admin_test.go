@@ -467,10 +467,11 @@ func TestAdmin_Token(t *testing.T) {
 		method, path, token string
 		want                int
 	}{
-		{"GET", "/healthz", "", http.StatusUnauthorized},
-		{"GET", "/healthz", "wrong", http.StatusUnauthorized},
+		// Probes carry no token: up and ready answer, revealing nothing else.
+		{"GET", "/healthz", "", http.StatusOK},
+		{"GET", "/healthz", "wrong", http.StatusOK},
 		{"GET", "/healthz", token, http.StatusOK},
-		{"GET", "/readyz", "", http.StatusUnauthorized},
+		{"GET", "/readyz", "", http.StatusOK},
 		{"GET", "/metrics", "", http.StatusUnauthorized},
 		{"GET", "/api/pipelines", "", http.StatusUnauthorized},
 		{"GET", "/api/pipelines", token, http.StatusOK},
@@ -487,6 +488,14 @@ func TestAdmin_Token(t *testing.T) {
 		if code, _, _ := ta.do(t, tt.method, tt.path, tt.token); code != tt.want {
 			t.Errorf("%s %s (token %q) = %d, want %d", tt.method, tt.path, tt.token, code, tt.want)
 		}
+	}
+	for path, want := range map[string]string{"/healthz": `{"status":"ok"}`, "/readyz": `{"ready":true}`} {
+		if _, b, _ := ta.do(t, "GET", path, ""); strings.TrimSpace(string(b)) != want {
+			t.Errorf("GET %s without the token = %s, want %s", path, b, want)
+		}
+	}
+	if _, b, _ := ta.do(t, "GET", "/healthz", token); !strings.Contains(string(b), "gw-test") {
+		t.Errorf("GET /healthz with the token = %s, want the device id", b)
 	}
 	_, page, _ := ta.do(t, "GET", "/", "")
 	if strings.Contains(string(page), `data-pipeline="temps"`) || strings.Contains(string(page), "minio.local") {
@@ -674,6 +683,7 @@ func BenchmarkAdmin(b *testing.B) {
 			ad := newAdmin(a, "", a.log)
 			ad.maxDisconnected = time.Hour
 			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Host = "127.0.0.1:8787"
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()

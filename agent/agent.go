@@ -405,34 +405,25 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			r.ilog, r.intake = in.log, embeddedIntake(b, topics, in)
 			break
 		}
-		tc, err := tlsConfig(m.TLS)
+		mopts, err := mqttSourceOptions(m, a.vars())
 		if err != nil {
 			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
 		}
 		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
 		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
 		first := true
-		mopts := source.MQTTOptions{
-			Broker: m.Broker, ClientID: config.Expand(m.ClientID, a.vars()), Topics: topics, QoS: byte(m.QoS),
-			Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
-			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
-			OnConnectionChange: func(up bool) {
-				if up {
-					connected.Set(1)
-					if !first {
-						reconnects.Inc()
-					}
-					first = false
-				} else {
-					connected.Set(0)
+		mopts.OnConnectionChange = func(up bool) {
+			if up {
+				connected.Set(1)
+				if !first {
+					reconnects.Inc()
 				}
-			},
+				first = false
+			} else {
+				connected.Set(0)
+			}
 		}
-		if m.Connections > 1 {
-			r.src = source.NewSharedMQTT(mopts, source.SharedOptions{Connections: m.Connections}, a.log)
-		} else {
-			r.src = source.NewMQTT(mopts, a.log)
-		}
+		r.src, _ = newMQTTSource(m, mopts, a.log) // its Run makes the check
 		in, err := a.openIngest(src.Name, dedupOptions(m))
 		if err != nil {
 			return nil, err
@@ -461,11 +452,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			}
 			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 		}
-		a.sims = append(a.sims, source.NewSimulator(source.SimulatorOptions{
-			Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-sim", Topic: s.Topic, Devices: s.Devices,
-			Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
-			MaxReadings: s.MaxReadings, QoS: 1,
-		}, a.log))
+		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, url, s), a.log))
 	default:
 		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
 	}
@@ -476,12 +463,51 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 	return r, nil
 }
 
+// mqttSourceOptions are the client options of the MQTT source m, without a
+// connection callback.
+func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQTTOptions, error) {
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return source.MQTTOptions{}, err
+	}
+	topics := make([]string, len(m.Topics))
+	for i, t := range m.Topics {
+		topics[i] = config.Expand(t, vars)
+	}
+	return source.MQTTOptions{
+		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
+		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
+		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
+	}, nil
+}
+
+// newMQTTSource creates the client of the MQTT source m (shared
+// subscriptions over m.Connections connections when there are several)
+// without connecting; check reports what its Run would refuse.
+func newMQTTSource(m *config.MQTTSource, o source.MQTTOptions, log *slog.Logger) (src source.Source, check func() error) {
+	if m.Connections > 1 {
+		s := source.NewSharedMQTT(o, source.SharedOptions{Connections: m.Connections}, log)
+		return s, s.Check
+	}
+	return source.NewMQTT(o, log), o.Check
+}
+
+// simulatorOptions are the options of the simulator source name, publishing
+// to the broker at url.
+func simulatorOptions(name, deviceID, url string, s *config.SimulatorSource) source.SimulatorOptions {
+	return source.SimulatorOptions{
+		Broker: url, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
+		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
+		MaxReadings: s.MaxReadings, QoS: 1,
+	}
+}
+
 func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if a.broker != nil {
 		return a.broker, nil
 	}
 	bc := a.cfg.Broker
-	tc, err := tlsConfig(bc.TLS)
+	tc, err := brokerTLSConfig(bc.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
@@ -642,13 +668,9 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pool, err := readCAPool(t.CA)
 		if err != nil {
-			return nil, fmt.Errorf("read CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no certificate in %s", t.CA)
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}
@@ -660,6 +682,49 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{c}
 	}
 	return tc, nil
+}
+
+// brokerTLSConfig is the embedded broker's listener config: its own
+// certificate and, with a CA, client certificates required and verified
+// against that CA (a client without one, or with one from another CA, fails
+// the handshake).
+func brokerTLSConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return serverTLSConfig(t.Cert, t.Key, t.CA)
+}
+
+// serverTLSConfig is a listener's TLS config with certFile and keyFile;
+// with clientCA, a client certificate issued by it is required and
+// verified.
+func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pool, err := readCAPool(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// readCAPool reads a PEM CA bundle.
+func readCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", path)
+	}
+	return pool, nil
 }
 
 func (a *Agent) run(ctx context.Context, opts Options) error {

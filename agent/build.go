@@ -181,16 +181,14 @@ func windowSpec(w *config.Window, aggs []window.AggSpec) (*window.Spec, bool, er
 	}, eventTime, nil
 }
 
-// Validate loads the configuration at path and compiles every pipeline,
-// without starting anything. It returns the diagnostics as
+// Validate loads the configuration at path and makes every check that Run
+// makes before it touches the network or data_dir (checkConfig), without
+// starting anything. It returns the diagnostics as
 // "file:line:col: ..." lines and whether the configuration has no errors.
 func Validate(path string) (report string, ok bool) {
 	cfg, diags := config.Load(path)
 	if !diags.HasErrors() {
-		for _, p := range cfg.Pipelines {
-			_, d := compile(cfg, p)
-			diags = append(diags, d...)
-		}
+		diags = append(diags, checkConfig(cfg)...)
 		diags = append(diags, unsupported(cfg)...)
 	}
 	return config.FormatDiagnostics(diags), !diags.HasErrors()

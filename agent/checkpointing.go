@@ -42,6 +42,10 @@ type checkpointer struct {
 	offsetMs int64
 	interval time.Duration
 	timeout  time.Duration // checkpoint { timeout }
+	// maxSavepoints: checkpoint { max_savepoints }; 0 means no limit.
+	maxSavepoints int
+	// savepointSlots serializes the savepoint limit's count-and-take.
+	savepointSlots sync.Mutex
 
 	// holdWhileBlocked's state: since when a sink is blocked, and whether
 	// that was logged.
@@ -405,9 +409,26 @@ func (c *checkpointer) changeRegions(rc regionChange) {
 	<-rc.done
 }
 
+// ErrTooManySavepoints refuses a savepoint when max_savepoints are kept.
+var ErrTooManySavepoints = errors.New("too many savepoints")
+
 // Savepoint takes a savepoint and waits for it: a full checkpoint that
-// retention never deletes.
+// retention never deletes. With maxSavepoints kept already it is refused
+// with ErrTooManySavepoints; requests are taken one at a time, so
+// concurrent ones cannot pass the limit together.
 func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
+	c.savepointSlots.Lock()
+	defer c.savepointSlots.Unlock()
+	if c.maxSavepoints > 0 {
+		kept, err := c.store.Savepoints()
+		if err != nil {
+			return 0, err
+		}
+		if len(kept) >= c.maxSavepoints {
+			return 0, fmt.Errorf("%w: %d kept (checkpoint { max_savepoints = %d }), ids %v; remove one with `eddy savepoint rm -c FILE ID`",
+				ErrTooManySavepoints, len(kept), c.maxSavepoints, kept)
+		}
+	}
 	c.mu.Lock()
 	c.nextReq++
 	req := savepointRequest{id: c.nextReq, done: make(chan error, 1)}

@@ -434,14 +434,18 @@ func RequestSavepoint(ctx context.Context, cfgPath string) (uint64, error) {
 	if cfg.Agent.Admin == "" {
 		return 0, errors.New("the agent has no admin endpoint (agent { admin = \"127.0.0.1:8787\" })")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+cfg.Agent.Admin+"/api/savepoint", nil)
+	client, scheme, err := adminClient(cfg.Agent.AdminTLS)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+cfg.Agent.Admin+"/api/savepoint", nil)
 	if err != nil {
 		return 0, err
 	}
 	if cfg.Agent.AdminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.Agent.AdminToken)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("is the agent running? %w", err)
 	}

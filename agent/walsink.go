@@ -61,22 +61,9 @@ func (w *walTx) writeBlocked() bool { return w.s.WriteBlocked() }
 // openWALSink opens the exactly-once MQTT sink of s under data_dir/wal and
 // exposes its backlog on /metrics.
 func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
-	m := s.MQTT
-	tc, err := tlsConfig(m.TLS)
+	opts, tmpl, err := walOptions(s.MQTT, url, a.vars())
 	if err != nil {
 		return nil, err
-	}
-	tmpl, err := sink.ParseTemplate(m.Topic, nil)
-	if err != nil {
-		return nil, err
-	}
-	opts := walsink.Options{
-		Broker: url, ClientID: config.Expand(m.ClientID, a.vars()), Username: m.Username, Password: m.Password,
-		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block, MaxInflight: m.MaxInflight,
-	}
-	if m.Buffer.WhenFull == "drop_oldest" {
-		opts.WhenFull = walsink.DropOldest
 	}
 	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
@@ -90,8 +77,30 @@ func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
 		registerWALMetrics(a.metrics, s.Name, h)
 	}
 	h.s.Store(ws)
-	h.drainTimeout = m.DrainTimeout
+	h.drainTimeout = s.MQTT.DrainTimeout
 	return w, nil
+}
+
+// walOptions are the options of the exactly-once MQTT sink m publishing to
+// the broker at url, and its topic template.
+func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink.Options, *sink.Template, error) {
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return walsink.Options{}, nil, err
+	}
+	tmpl, err := sink.ParseTemplate(m.Topic, nil)
+	if err != nil {
+		return walsink.Options{}, nil, err
+	}
+	opts := walsink.Options{
+		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
+		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight,
+	}
+	if m.Buffer.WhenFull == "drop_oldest" {
+		opts.WhenFull = walsink.DropOldest
+	}
+	return opts, tmpl, nil
 }
 
 // walHolder is the current WAL sink of a name: a region restart reopens the

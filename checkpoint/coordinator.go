@@ -63,7 +63,8 @@ func DefaultConfig(tasks ...string) Config {
 	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, FullEvery: 10, Tasks: tasks}
 }
 
-func (c *Config) validate() error {
+// Validate reports what NewCoordinator would refuse in c.
+func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
@@ -279,7 +280,7 @@ type pending struct {
 // NewCoordinator returns a Coordinator whose first checkpoint will have id 1
 // (see Restore) and will be triggered Interval after the first Tick.
 func NewCoordinator(cfg Config) (*Coordinator, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Tasks = slices.Clone(cfg.Tasks)

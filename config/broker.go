@@ -6,7 +6,7 @@ import "github.com/hashicorp/hcl/v2"
 // which sources and sinks reach with broker = "embedded".
 type Broker struct {
 	// Listen is the TCP listen address, required. Beyond loopback it needs
-	// Username and Password, or TLS.
+	// Username and Password, or TLS with a CA (client certificates).
 	Listen             string
 	Username, Password string
 	TLS                *TLS
@@ -35,9 +35,9 @@ func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
 	if (br.Username == "") != (br.Password == "") {
 		d.errorf(b.DefRange, "Incomplete credentials", "Set both \"username\" and \"password\" on the broker, or neither.")
 	}
-	if lo, _ := isLoopback(br.Listen); !lo && (br.Username == "" || br.Password == "") && br.TLS == nil {
+	if lo, _ := isLoopback(br.Listen); !lo && (br.Username == "" || br.Password == "") && (br.TLS == nil || br.TLS.CA == "") {
 		d.errorf(a.rangeOf("listen"), "Open broker beyond loopback",
-			"%q accepts connections from the network; set username and password, add a tls block, or listen on 127.0.0.1.", br.Listen)
+			"%q accepts connections from the network; set username and password, add a tls block with a ca (client certificates are then required), or listen on 127.0.0.1.", br.Listen)
 	}
 	return br
 }

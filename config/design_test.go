@@ -22,7 +22,7 @@ func TestLoad_DesignExample(t *testing.T) {
 		t.Fatal(FormatDiagnostics(diags))
 	}
 	if got, want := cfg.Agent, (Agent{DeviceID: "gw-42", DataDir: "/var/lib/eddy", Admin: "127.0.0.1:8787", LogLevel: "info", LogFormat: "text",
-		MaxKeyGroups: 128, Parallelism: 1, DeclRange: cfg.Agent.DeclRange}); got != want {
+		MaxKeyGroups: 128, Parallelism: 1, DeclRange: cfg.Agent.DeclRange}); !reflect.DeepEqual(got, want) {
 		t.Errorf("agent = %+v, want %+v", got, want)
 	}
 	if cfg.Broker == nil || cfg.Broker.Listen != "127.0.0.1:1883" || cfg.Broker.MaxInflight != 1000 {

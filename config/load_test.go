@@ -176,6 +176,11 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:12", want: `Open broker beyond loopback`,
 		},
 		{
+			name: "broker beyond loopback with TLS but no client CA",
+			src:  "broker {\n  listen = \":1883\"\n  tls {\n    cert = \"c.pem\"\n    key = \"k.pem\"\n  }\n}\n",
+			pos:  "2:12", want: `Open broker beyond loopback`,
+		},
+		{
 			name: "bad broker URL",
 			src:  strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"mqtt://127.0.0.1:1883"`, 1),
 			pos:  "2:12", want: `Invalid broker URL; "mqtt://127.0.0.1:1883": unsupported scheme`,
@@ -376,7 +381,7 @@ func TestParse_Defaults(t *testing.T) {
 	if cfg.State != (State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}) {
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
-	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, FullEvery: 10}
 	if cfg.Checkpoint != wantCP {
 		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
 	}

@@ -54,6 +54,9 @@ type Checkpoint struct {
 	TolerableFailures int
 	// Retain is how many completed checkpoints to keep, at least 1; default 3.
 	Retain int
+	// MaxSavepoints is how many savepoints may be kept; a savepoint past it
+	// is refused (savepoints are only removed by hand). Default 10.
+	MaxSavepoints int
 	// Mode is CheckpointExactlyOnce (default, aligned) or
 	// CheckpointAtLeastOnce (no alignment).
 	Mode string
@@ -72,17 +75,18 @@ type Checkpoint struct {
 }
 
 func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
-	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, FullEvery: 10}
 	if b == nil {
 		return cp
 	}
-	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "mode", "full_every", "unaligned", "aligned_timeout"})
+	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "max_savepoints", "mode", "full_every", "unaligned", "aligned_timeout"})
 	cp.DeclRange = b.DefRange
 	cp.Interval = a.duration("interval", cp.Interval)
 	cp.MinPause = a.duration("min_pause", 0)
 	cp.Timeout = a.duration("timeout", cp.Timeout)
 	cp.TolerableFailures = int(a.integer("tolerable_failures", 3, 0, 1<<31-1))
 	cp.Retain = int(a.integer("retain", 3, 1, 1<<31-1))
+	cp.MaxSavepoints = int(a.integer("max_savepoints", 10, 1, 1<<31-1))
 	cp.Mode = a.enum("mode", []string{CheckpointExactlyOnce, CheckpointAtLeastOnce}, cp.Mode)
 	cp.FullEvery = int(a.integer("full_every", 10, 1, 1<<31-1))
 	cp.Unaligned = a.boolean("unaligned", false)

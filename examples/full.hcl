@@ -107,7 +107,7 @@ sink "mqtt" "cloud" {
   username  = "gateway"
   password  = env("EDDY_CLOUD_PASSWORD", "")
   tls {
-    ca = "/etc/eddy/ca.pem"
+    ca = "" # default: the system roots; a PEM bundle, e.g. "/etc/eddy/ca.pem", must exist at start
   }
   buffer {
     max_disk   = "512MiB"

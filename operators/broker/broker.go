@@ -15,8 +15,8 @@ import (
 )
 
 // ErrInsecureListen is returned by Start for a listen address beyond
-// loopback without credentials or TLS.
-var ErrInsecureListen = errors.New("broker: a listener beyond loopback requires username and password, or TLS")
+// loopback without credentials or verified client certificates.
+var ErrInsecureListen = errors.New("broker: a listener beyond loopback requires username and password, or TLS with client certificates")
 
 // DefaultListen is the listen address used when Options.Listen is empty.
 const DefaultListen = "127.0.0.1:1883"
@@ -29,12 +29,16 @@ type Options struct {
 	// Listen is the TCP address, host:port; port 0 picks a free port (see
 	// Broker.Addr). Default DefaultListen. A host other than a loopback
 	// address or "localhost" (including an empty host, which binds every
-	// interface) requires Username and Password, or TLS.
+	// interface) requires Username and Password, or a TLS config that
+	// requires and verifies client certificates.
 	Listen string
 	// Username and Password, when set, are the only credentials accepted
 	// (compared in constant time). Both empty: every client is accepted.
 	Username, Password string
-	// TLS, when set, makes the listener accept TLS connections only.
+	// TLS, when set, makes the listener accept TLS connections only. With
+	// ClientAuth tls.RequireAndVerifyClientCert and ClientCAs, only clients
+	// holding a certificate issued by one of those CAs complete the
+	// handshake; TLS without client certificates only encrypts.
 	TLS *tls.Config
 	// MaxInflight is the number of QoS 1/2 messages the broker keeps
 	// unacknowledged towards one MQTT subscriber (as mosquitto's
@@ -87,7 +91,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !loopback && opts.TLS == nil && (opts.Username == "" || opts.Password == "") {
+	if !loopback && !verifiesClients(opts.TLS) && (opts.Username == "" || opts.Password == "") {
 		return nil, fmt.Errorf("%w (listen %q)", ErrInsecureListen, opts.Listen)
 	}
 
@@ -124,6 +128,12 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	}
 	log.Info("embedded broker listening", "addr", b.Addr(), "tls", opts.TLS != nil, "auth", opts.Username != "")
 	return b, nil
+}
+
+// verifiesClients reports whether tc lets in only clients with a verified
+// certificate.
+func verifiesClients(tc *tls.Config) bool {
+	return tc != nil && tc.ClientAuth == tls.RequireAndVerifyClientCert && tc.ClientCAs != nil
 }
 
 // isLoopback reports whether the host of a host:port address is a loopback

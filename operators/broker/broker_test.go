@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,6 +71,9 @@ func TestStart_Listen(t *testing.T) {
 		{"unspecified v4", Options{Listen: "0.0.0.0:0"}, ErrInsecureListen},
 		{"username only", Options{Listen: "0.0.0.0:0", Username: "u"}, ErrInsecureListen},
 		{"with credentials", Options{Listen: "0.0.0.0:0", Username: "u", Password: "p"}, nil},
+		{"TLS without client certificates", Options{Listen: "0.0.0.0:0", TLS: &tls.Config{}}, ErrInsecureListen},
+		{"TLS verifying client certificates", Options{Listen: "0.0.0.0:0",
+			TLS: &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: x509.NewCertPool(), GetCertificate: noCertificate}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -264,4 +269,10 @@ func TestBroker_Subscribe_BeforeAck(t *testing.T) {
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("publish not acknowledged after the subscriber returned: %v", tok.Error())
 	}
+}
+
+// noCertificate stands in for a server certificate in tests that never
+// complete a handshake.
+func noCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return nil, errors.New("no certificate in this test")
 }

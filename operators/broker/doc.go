@@ -39,7 +39,7 @@
 //     disconnected.
 //   - A message matching no subscriber is handled as any broker does: it goes
 //     to MQTT subscribers, if any, and is acknowledged either way.
-//   - A listener beyond loopback needs a username and password, or TLS; Start
-//     refuses otherwise. With TLS alone every client that completes the TLS
-//     handshake is allowed.
+//   - A listener beyond loopback needs a username and password, or TLS that
+//     requires and verifies client certificates; Start refuses otherwise.
+//     TLS without client certificates encrypts but lets anyone in.
 package broker

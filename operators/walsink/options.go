@@ -73,6 +73,10 @@ type Options struct {
 	onComplete func(seq uint64)
 }
 
+// Check reports what Open would refuse in o, without touching the disk or
+// the network, so a caller can report it before starting anything.
+func (o Options) Check() error { return o.normalize() }
+
 func (o *Options) normalize() error {
 	if o.Broker == "" {
 		return fmt.Errorf("walsink: options: broker is required")

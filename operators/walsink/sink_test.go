@@ -198,10 +198,10 @@ func testBrokerRestartsMidDrain(t *testing.T, b *mosquitto.Broker, maxInflight i
 	b.Restart()
 	waitDelivered(t, s, 11000, 30*time.Second)
 	b.Restart()
-	got := c.waitFor(t, len(want), 60*time.Second)
+	c.waitFor(t, len(want), 60*time.Second)
 	waitDrained(t, s, 10*time.Second)
 	time.Sleep(300 * time.Millisecond) // late repeats would show now
-	got = c.received()
+	got := c.received()
 	c.mu.Lock()
 	retransmitted := maps.Clone(c.retransmitted)
 	c.mu.Unlock()

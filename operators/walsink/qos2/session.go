@@ -11,7 +11,7 @@ import (
 type Step uint8
 
 const (
-	stepInvalid Step = iota
+	_ Step = iota // the zero value: invalid
 	// StepPublishSent: the message got its packet id; a PUBLISH may be out.
 	StepPublishSent
 	// StepPubrecReceived: the broker has the message; PUBREL may be out.
@@ -43,7 +43,7 @@ type Record struct {
 type PacketKind uint8
 
 const (
-	packetInvalid PacketKind = iota
+	_ PacketKind = iota // the zero value: invalid
 	// PacketPublish is a QoS 2 PUBLISH (DUP set on a re-send).
 	PacketPublish
 	// PacketPubrel is a PUBREL.
@@ -293,7 +293,7 @@ func (s *Session) Publish(seq uint64, topic, payload []byte, retain bool) {
 type PacketType uint8
 
 const (
-	incomingInvalid PacketType = iota
+	_ PacketType = iota // the zero value: invalid
 	// Pubrec is a PUBREC.
 	Pubrec
 	// Pubcomp is a PUBCOMP.
