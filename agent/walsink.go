@@ -95,7 +95,7 @@ func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink
 	opts := walsink.Options{
 		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block, MaxInflight: m.MaxInflight,
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS),
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
 		opts.WhenFull = walsink.DropOldest

@@ -44,7 +44,9 @@ type MQTTSink struct {
 	// Topic is a template with ${device_id}, ${pipeline}, ${key},
 	// ${window_start} and ${window_end}; required.
 	Topic string
-	// QoS defaults to 2. exactly_once needs 2, at_least_once at least 1.
+	// QoS defaults to 2. exactly_once and at_least_once need 1 or 2;
+	// exactly_once at QoS 1 repeats, after a crash or reconnect, only the
+	// unacknowledged in-flight window, each with the same id.
 	QoS    int
 	Retain bool
 	// Delivery is ExactlyOnce (default), AtLeastOnce or AtMostOnce.
@@ -162,8 +164,9 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		}
 	}
 	switch {
-	case m.Delivery == ExactlyOnce && m.QoS != 2:
-		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"exactly_once\" publishes at QoS 2; remove qos or set qos = 2.")
+	case m.Delivery == ExactlyOnce && m.QoS == 0:
+		d.errorf(a.rangeOf("qos"), "QoS too low for delivery",
+			"delivery = \"exactly_once\" publishes at QoS 2 (no duplicates) or 1 (for brokers without QoS 2: repeats only of the unacknowledged window, each with the same id); remove qos or set qos = 2 or 1.")
 	case m.Delivery == AtLeastOnce && m.QoS == 0:
 		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"at_least_once\" needs qos = 1 or 2.")
 	}

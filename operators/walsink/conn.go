@@ -112,6 +112,13 @@ func newPacketWriter(conn net.Conn) *packetWriter {
 	}
 }
 
+// writeQoS1 encodes a QoS 1 PUBLISH of m.
+func (w *packetWriter) writeQoS1(m *qos1Msg, dup bool) error {
+	w.publish.Qos, w.publish.Dup, w.publish.Retain = 1, dup, m.retain
+	w.publish.TopicName, w.publish.MessageID, w.publish.Payload = string(m.topic), m.id, m.payload
+	return w.publish.Write(w.bw)
+}
+
 func (w *packetWriter) write(p qos2.Packet) error {
 	switch p.Kind {
 	case qos2.PacketPublish:
@@ -129,9 +136,10 @@ func (w *packetWriter) write(p qos2.Packet) error {
 
 // incoming is one packet (or the read error) from the broker.
 type incoming struct {
-	typ qos2.PacketType
-	id  uint16
-	err error
+	typ    qos2.PacketType
+	puback bool // a PUBACK (QoS 1 mode); typ is then invalid
+	id     uint16
+	err    error
 }
 
 // readPackets reads the broker's packets until an error, which it sends
@@ -150,6 +158,8 @@ func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}) {
 			in.typ, in.id = qos2.Pubcomp, p.MessageID
 		case *packets.PingrespPacket:
 			in.typ = qos2.Pingresp
+		case *packets.PubackPacket:
+			in.puback, in.id = true, p.MessageID
 		default:
 			in.err = fmt.Errorf("walsink: unexpected packet from broker: %s", pkt)
 		}

@@ -49,8 +49,13 @@ func (s *Sink) runPublisher() {
 				backoff = s.opts.ReconnectMin
 			}
 			if err != nil && !errors.Is(err, errFatal) && s.refusals.closed(time.Now()) {
-				s.setRefusal(refusalQoS, ErrQoS2Refused.Error()+
-					`; results stay in the WAL, undelivered: allow QoS 2 on the broker, or publish at QoS 1 (delivery = "at_least_once", qos = 1: results may repeat after a crash)`)
+				if s.q1 == nil {
+					s.setRefusal(refusalQoS, ErrQoS2Refused.Error()+
+						`; results stay in the WAL, undelivered: set qos = 1 on this sink (exactly once with ids: no loss, order per key, repeats only of the unacknowledged window, each with the same id), or allow QoS 2 on the broker`)
+				} else {
+					s.setRefusal(refusalQoS, ErrPublishRefused.Error()+
+						"; results stay in the WAL, undelivered: check the broker's policy for this client id and topic, and its payload limit")
+				}
 			}
 		}
 		if errors.Is(err, errFatal) {
@@ -92,6 +97,11 @@ func (s *Sink) serve(conn net.Conn) error {
 	pw := newPacketWriter(conn)
 	s.sess.Connected(time.Now())
 	s.retried.Store(s.sess.Retried())
+	if s.q1 != nil {
+		if err := s.resendQoS1(pw); err != nil {
+			return fmt.Errorf("walsink: send: %w", err)
+		}
+	}
 
 	tick := time.NewTicker(max(s.opts.KeepAlive/4, 100*time.Millisecond))
 	defer tick.Stop()
@@ -102,9 +112,17 @@ func (s *Sink) serve(conn net.Conn) error {
 		// curMu spans both: a flow started by fill must reach the state
 		// (flushReady) before drop_oldest or segment deletion looks at it.
 		s.curMu.Lock()
-		wait, err := s.fill(rate)
+		var (
+			wait time.Duration
+			err  error
+		)
+		if s.q1 != nil {
+			wait, err = s.fillQoS1(rate, conn, pw)
+		} else {
+			wait, err = s.fill(rate)
+		}
 		if err == nil {
-			err = s.flushReady(conn, pw)
+			err = s.flushReady(conn, pw) // at QoS 1: keepalive only
 		}
 		s.curMu.Unlock()
 		if err != nil {
@@ -152,9 +170,16 @@ func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
 		return ev.err
 	}
-	if ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
+	if ev.puback || ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
 		s.refusals.ackReceived()
 		s.setRefusal(refusalQoS, "")
+	}
+	if ev.puback {
+		if s.q1 == nil {
+			return fmt.Errorf("walsink: PUBACK from the broker in the QoS 2 session")
+		}
+		s.ackQoS1(ev.id)
+		return nil
 	}
 	return s.sess.Step(ev.typ, ev.id)
 }
@@ -299,7 +324,9 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 			return fmt.Errorf("%w: %w", errFatal, err)
 		}
 	}
-	s.inflight.Store(int64(s.sess.Inflight()))
+	if s.q1 == nil {
+		s.inflight.Store(int64(s.sess.Inflight()))
+	}
 	if rd.Disconnect {
 		return errors.New("walsink: keepalive expired (no PINGRESP)")
 	}
@@ -311,10 +338,14 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 
 func (s *Sink) fail(err error) {
 	s.mu.Lock()
+	s.failLocked(err)
+	s.mu.Unlock()
+}
+
+func (s *Sink) failLocked(err error) {
 	if s.failed == nil {
 		s.failed = fmt.Errorf("walsink: publisher stopped after a WAL failure: %w", err)
 	}
-	s.mu.Unlock()
 }
 
 // tokenBucket limits publishing to rate messages per second with a burst of

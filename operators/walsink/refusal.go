@@ -14,6 +14,11 @@ import (
 // IoT Hub take QoS 0 and 1 only; mosquitto with max_qos 1 does the same).
 var ErrQoS2Refused = errors.New("walsink: the broker does not accept QoS 2: it closes the connection right after each QoS 2 PUBLISH")
 
+// ErrPublishRefused is the QoS 1 mode's refusal: the broker closes the
+// connection right after each PUBLISH (AWS IoT Core does so for a topic
+// its policy does not allow).
+var ErrPublishRefused = errors.New("walsink: the broker refuses this client's publishes: it closes the connection right after each PUBLISH")
+
 // qos2RefusalWindow is how soon after a connection's first PUBLISH a close
 // without any PUBREC or PUBCOMP counts as a refusal of the QoS; a broker
 // that accepts QoS 2 answers within milliseconds.

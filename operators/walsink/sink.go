@@ -73,6 +73,8 @@ type Sink struct {
 
 	sess      *qos2.Session   // owned by the publisher goroutine after Open
 	refusals  refusalDetector // the publisher goroutine's
+	q1        *qos1Window     // QoS 1 mode's window (nil at QoS 2), the publisher goroutine's
+	q1next    uint64          // QoS 1: the seq after the last one the publisher consumed
 	closeCh   chan struct{}
 	work      chan struct{}
 	done      chan struct{}
@@ -123,6 +125,12 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		}
 	}
 	s.needRecover = len(s.st.uncommitted) > 0 || len(s.st.precommits) > 0
+	if opts.QoS == 1 {
+		if err := s.openQoS1(); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
+		}
+	}
 	s.sess = qos2.New(qos2.Config{MaxInflight: opts.MaxInflight, KeepAlive: opts.KeepAlive})
 	flows := make([]qos2.Record, 0, len(s.st.flows))
 	for _, r := range s.st.flows {
