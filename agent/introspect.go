@@ -231,7 +231,7 @@ func (a *Agent) walReports() []walReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range a.cfg.Sinks {
-		if s.MQTT == nil || s.MQTT.Delivery != config.ExactlyOnce {
+		if s.MQTT == nil || !s.MQTT.UsesWAL() {
 			continue
 		}
 		if _, used := a.sinks[s.Name]; !used {

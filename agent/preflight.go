@@ -84,7 +84,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 	}
 	for _, s := range cfg.Sinks {
 		m := s.MQTT
-		if m == nil || !tlsUsable(m.TLS) || m.Delivery != config.ExactlyOnce {
+		if m == nil || !tlsUsable(m.TLS) || !m.UsesWAL() {
 			continue
 		}
 		o, _, err := walOptions(m, url(m.Broker), vars)

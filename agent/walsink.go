@@ -96,6 +96,7 @@ func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink
 		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
 		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS),
+		Immediate: m.Delivery == config.AtLeastOnce,
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
 		opts.WhenFull = walsink.DropOldest

@@ -64,6 +64,27 @@ type MQTTSink struct {
 	DrainTimeout time.Duration
 }
 
+// UsesWAL reports whether the sink publishes through its write-ahead log:
+// exactly_once always; at_least_once on tcp:// and ssl:// brokers (and the
+// embedded one) too, as a disk buffer published at once; at_most_once and
+// ws:// or wss:// brokers through paho, from memory.
+func (m *MQTTSink) UsesWAL() bool {
+	switch {
+	case m.Delivery == ExactlyOnce:
+		return true
+	case m.Delivery != AtLeastOnce:
+		return false
+	case m.Broker == Embedded:
+		return true
+	}
+	scheme, _, _ := strings.Cut(m.Broker, "://")
+	switch scheme {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts":
+		return true
+	}
+	return false
+}
+
 // Buffer bounds the sink's WAL while the uplink is down.
 type Buffer struct {
 	// MaxDiskBytes defaults to 512 MiB.
@@ -171,9 +192,9 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"at_least_once\" needs qos = 1 or 2.")
 	}
 	for _, name := range []string{"max_inflight", "drain_timeout"} {
-		if a.has(name) && m.Delivery != ExactlyOnce {
+		if a.has(name) && !m.UsesWAL() {
 			d.errorf(a.rangeOf(name), "Argument does not apply",
-				"%q applies to the exactly_once sink's write-ahead log and publish session; remove it, or set delivery = \"exactly_once\".", name)
+				"%q applies to the sink's write-ahead log and publish session (exactly_once, and at_least_once on tcp:// or ssl:// brokers); remove it.", name)
 		}
 	}
 	if bb := d.single(c.Blocks, "buffer"); bb != nil {

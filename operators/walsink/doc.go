@@ -137,6 +137,13 @@
 // Open flows of a QoS 2 run are abandoned when the WAL is opened at QoS 1
 // and their messages, from the oldest, published again at QoS 1.
 //
+// # Immediate mode (at least once)
+//
+// With Options.Immediate every Write is committed in the same write as its
+// data, so it is published at once; PreCommit only syncs. It is the disk
+// buffer of the at-least-once sink: an outage fills the WAL (MaxDiskBytes,
+// WhenFull) instead of failing writes.
+//
 // # Offline store-and-forward
 //
 // While the broker is unreachable the publisher reconnects with exponential

@@ -76,6 +76,14 @@ type Options struct {
 	// the same output id). Guarantee: no loss, order per key, repeats only
 	// of the unacknowledged in-flight window, each with the same id.
 	QoS byte
+	// Immediate makes the sink an at-least-once disk buffer: every Write is
+	// publishable at once, without waiting for a checkpoint (latency stays
+	// low); PreCommit only syncs (what a completed checkpoint produced is
+	// then on disk), Commit does nothing, and Recover publishes whatever
+	// the WAL holds. Replay after a crash writes the results since the last
+	// checkpoint again: they may repeat. MaxDiskBytes, WhenFull and
+	// DrainRate apply as in the default mode.
+	Immediate bool
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.

@@ -3,7 +3,10 @@ package walsink
 import (
 	"fmt"
 	"net"
+	"slices"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/walsink/qos2"
 )
 
 // qos1Window is the QoS 1 publishing mode's in-flight window: the messages
@@ -58,23 +61,9 @@ func (w *qos1Window) publish(seq uint64, topic, payload []byte, retain bool) *qo
 
 // takeID cycles through 1..65535, skipping ids in flight.
 func (w *qos1Window) takeID() uint16 {
-	for {
-		id := w.nextID
-		w.nextID++
-		if w.nextID == 0 {
-			w.nextID = 1
-		}
-		used := false
-		for i := range w.msgs {
-			if w.msgs[i].id == id {
-				used = true
-				break
-			}
-		}
-		if !used {
-			return id
-		}
-	}
+	return qos2.TakeID(&w.nextID, func(id uint16) bool {
+		return slices.ContainsFunc(w.msgs, func(m qos1Msg) bool { return m.id == id })
+	})
 }
 
 // ack removes the message PUBACK id acknowledges; ok is false for an id not

@@ -228,7 +228,9 @@ func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) e
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	if epoch < s.st.lastEpoch || epoch <= s.st.committedEpoch || epoch <= s.highestPreCommitLocked() {
+	if s.opts.Immediate {
+		epoch = max(epoch, s.st.committedEpoch)
+	} else if epoch < s.st.lastEpoch || epoch <= s.st.committedEpoch || epoch <= s.highestPreCommitLocked() {
 		return fmt.Errorf("%w: write epoch %d after epoch %d (committed %d, pre-committed %d)",
 			ErrEpoch, epoch, s.st.lastEpoch, s.st.committedEpoch, s.highestPreCommitLocked())
 	}
@@ -244,6 +246,11 @@ func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) e
 		s.buf = appendData(s.buf, epoch, seq, s.opts.Retain, m.Topic, m.Payload)
 		seq++
 	}
+	now := time.Now().UnixNano()
+	if s.opts.Immediate {
+		// Publishable at once: the commit record goes in the same write.
+		s.buf = appendWords(s.buf, kindCommit, epoch, seq-1, uint64(now))
+	}
 	seg, err := s.appendLocked(s.buf)
 	if err != nil {
 		return err
@@ -252,6 +259,12 @@ func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) e
 	for _, m := range msgs {
 		s.st.applyData(seg, epoch, seq, int64(len(m.Topic)+len(m.Payload)))
 		seq++
+	}
+	if s.opts.Immediate {
+		count, bytes := s.st.applyCommit(epoch, seq-1, now)
+		s.backlogMsgs += count
+		s.backlogBytes += bytes
+		s.wake()
 	}
 	return nil
 }
@@ -520,6 +533,13 @@ func (s *Sink) PreCommit(epoch uint64) error {
 		s.mu.Unlock()
 		return err
 	}
+	if s.opts.Immediate {
+		s.mu.Unlock()
+		if err := s.wal.Sync(); err != nil {
+			return fmt.Errorf("walsink: pre-commit %d: %w", epoch, err)
+		}
+		return nil
+	}
 	if epoch < s.highestPreCommitLocked() {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: pre-commit %d after %d", ErrEpoch, epoch, s.highestPreCommitLocked())
@@ -560,7 +580,7 @@ func (s *Sink) Commit(epoch uint64) error {
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	if epoch <= s.st.committedEpoch {
+	if epoch <= s.st.committedEpoch || s.opts.Immediate {
 		return nil
 	}
 	seq := s.st.committedSeq
@@ -602,6 +622,17 @@ func (s *Sink) Recover(lastCompleted uint64) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if s.opts.Immediate {
+		// At least once: whatever the WAL holds is published (a write torn
+		// by power loss may have lost its commit record).
+		if last := s.st.nextSeq - 1; last > s.st.committedSeq {
+			if err := s.commitLocked(max(s.st.lastEpoch, lastCompleted), last); err != nil {
+				return err
+			}
+		}
+		s.needRecover = false
+		return nil
 	}
 	if lastCompleted < s.st.committedEpoch {
 		s.log.Warn("walsink: recover to a checkpoint older than the WAL's last commit; its outputs may be published again",
