@@ -54,12 +54,13 @@ type MQTTSink struct {
 	Username, Password string
 	TLS                *TLS
 	Buffer             Buffer
-	// MaxInflight is the exactly-once sink's window of open QoS 2 flows,
-	// 1..65535; default 20 (mosquitto's default max_inflight_messages). It
-	// must not exceed the broker's per-client limit.
+	// MaxInflight is the window of unacknowledged publishes of a sink that
+	// uses its WAL (UsesWAL), 1..65535; default 20 (mosquitto's default
+	// max_inflight_messages). It must not exceed the broker's per-client
+	// limit.
 	MaxInflight int
 	// DrainTimeout bounds how long a run whose inputs all ended waits,
-	// after its final checkpoint, for the exactly-once sink's WAL to be
+	// after its final checkpoint, for the sink's WAL (UsesWAL) to be
 	// delivered; default 30s, 0 = no wait.
 	DrainTimeout time.Duration
 }
