@@ -340,3 +340,29 @@ func (p *eddyProc) waitCheckpointAfter(t *testing.T, d time.Duration, nudge func
 		return done > before
 	})
 }
+
+// readyzCheck returns /readyz's status and the named check's detail ("" if
+// the check is absent or the endpoint does not answer).
+func readyzCheck(admin, name string) (int, bool, string) {
+	resp, err := http.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return 0, false, ""
+	}
+	defer resp.Body.Close()
+	var rd struct {
+		Checks []struct {
+			Name   string `json:"name"`
+			OK     bool   `json:"ok"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		return resp.StatusCode, false, ""
+	}
+	for _, c := range rd.Checks {
+		if c.Name == name {
+			return resp.StatusCode, c.OK, c.Detail
+		}
+	}
+	return resp.StatusCode, false, ""
+}

@@ -288,6 +288,14 @@ func evaluateReadiness(in readinessInput) readiness {
 		}
 	}
 	for _, w := range in.wal {
+		if w.Refusal != "" {
+			detail := w.Refusal
+			if w.BacklogMessages != nil {
+				detail += fmt.Sprintf(" (%d results waiting in the WAL)", *w.BacklogMessages)
+			}
+			add("wal/"+w.Sink, false, detail)
+			continue
+		}
 		if w.DiskBytes == nil {
 			add("wal/"+w.Sink, true, "size not reported")
 			continue

@@ -237,6 +237,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"ingest log full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
 		{"wal size not reported", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
 		{"wal full", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
+		{"wal refused by the broker", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 	}

@@ -564,7 +564,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 			}
 			url = b.URL()
 		}
-		if m.Delivery == config.ExactlyOnce {
+		if m.UsesWAL() {
 			r.tx, err = a.openWALSink(s, url)
 			break
 		}

@@ -101,7 +101,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		if m == nil {
 			continue
 		}
-		if !clientTLS(m.TLS) || m.Delivery != config.ExactlyOnce {
+		if !clientTLS(m.TLS) || !m.UsesWAL() {
 			continue
 		}
 		o, _, err := walOptions(m, url(m.Broker), vars)

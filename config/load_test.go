@@ -296,11 +296,11 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:11", want: `Invalid size; "32mb" is not a size: sizes look like "512KiB"`,
 		},
 		{
-			name: "exactly once below qos 2",
+			name: "exactly once at qos 0",
 			src: base + `sink "mqtt" "cloud" {
   broker = "tcp://127.0.0.1:1883"
   topic  = "t"
-  qos    = 1
+  qos    = 0
 }
 `,
 			pos: "13:12", want: `QoS too low for delivery`,

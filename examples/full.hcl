@@ -96,7 +96,7 @@ sink "mqtt" "cloud" {
   client_id = "eddy-${device_id}-cloud"
   # ${device_id}, ${pipeline}, ${key}, ${window_start}, ${window_end}
   topic     = "sites/${device_id}/${pipeline}/${key}"
-  qos       = 2
+  qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
   # QoS 2 flows in flight: at most the broker's per-client limit
