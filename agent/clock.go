@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/eddy-edge/eddy/clocksync"
+	"github.com/eddy-edge/eddy/agent/clocksync"
 )
 
 // clock gives the two times a pipeline needs: the device's wall clock, for
