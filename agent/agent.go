@@ -32,8 +32,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/agent/clocksync"
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/devicemem"
 	"github.com/eddy-edge/eddy/operators"
