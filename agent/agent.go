@@ -33,9 +33,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/eddy-edge/eddy/agent/clocksync"
+	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/devicemem"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/ingest"
