@@ -57,7 +57,8 @@
 // # Values
 //
 // Durations are strings: Go's time.ParseDuration syntax plus a leading count
-// of whole days ("500ms", "2s", "1h30m", "1d"); negative is an error. Sizes
+// of whole days ("500ms", "2s", "1h30m", "1d"); negative is an error, except
+// for a window's offset ("-8h"). Sizes
 // are a whole number of bytes or a string with a unit: "512KiB", "64MiB",
 // "1GiB" (powers of 1024), "100MB" (powers of 1000); decimals are allowed
 // ("1.5GiB").

@@ -237,7 +237,38 @@ func TestParse_Mistakes(t *testing.T) {
     offset = "1m"
   }
   aggregate { n = count() }`, 1),
-			pos: "11:14", want: `"offset" must be less than size (1m0s)`,
+			pos: "11:14", want: `Value out of range; "offset" must be more than -size and less than size (1m0s); offset = "0s" gives the same windows.`,
+		},
+		{
+			name: "negative window offset not above -size",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" {
+    size   = "24h"
+    offset = "-32h"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "11:14", want: `Value out of range; "offset" must be more than -size and less than size (24h0m0s); offset = "16h0m0s" gives the same windows.`,
+		},
+		{
+			name: "sliding offset not below slide",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "sliding" {
+    size   = "1m"
+    slide  = "10s"
+    offset = "-10s"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "12:14", want: `Value out of range; "offset" must be more than -slide and less than slide (10s); offset = "0s" gives the same windows.`,
+		},
+		{
+			name: "window offset with two signs",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" {
+    size   = "1m"
+    offset = "--5s"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "11:14", want: `Invalid duration; "--5s" is not a duration`,
 		},
 		{
 			name: "sliding window without slide",
@@ -361,6 +392,42 @@ func TestParse_Mistakes(t *testing.T) {
 			}
 			t.Errorf("no %q at %s in:\n%s", tt.want, tt.pos, out)
 		})
+	}
+}
+
+// Negative window offsets within (−size, size), or (−slide, slide), are
+// Flink's: "-8h" on 24h windows starts the days at midnight in UTC+8.
+func TestParse_WindowOffsets(t *testing.T) {
+	tests := []struct {
+		window string
+		want   time.Duration
+	}{
+		{`window "tumbling" {
+    size   = "24h"
+    offset = "-8h"
+  }`, -8 * time.Hour},
+		{`window "tumbling" {
+    size   = "1m"
+    offset = "-59999ms"
+  }`, -59999 * time.Millisecond},
+		{`window "tumbling" {
+    size   = "1m"
+    offset = "15s"
+  }`, 15 * time.Second},
+		{`window "sliding" {
+    size   = "1m"
+    slide  = "10s"
+    offset = "-3s"
+  }`, -3 * time.Second},
+		{`window "tumbling" { size = "1m" }`, 0},
+	}
+	for _, tt := range tests {
+		cfg := mustParse(t, strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  `+tt.window+`
+  aggregate { n = count() }`, 1), noEnv)
+		if got := cfg.Pipelines[0].Window.Offset; got != tt.want {
+			t.Errorf("%s: offset %v, want %v", tt.window, got, tt.want)
+		}
 	}
 }
 

@@ -141,7 +141,7 @@ pipeline "temp_1m" {
   window "tumbling" {
     time             = "event" # default when the source has a timestamp
     size             = "1m"
-    offset           = "0s"
+    offset           = "0s" # in (-size, size): "-8h" on "24h" starts days at midnight UTC+8
     allowed_lateness = "10s"
     early_every      = "15s" # early firings; 0 = none
   }

@@ -40,7 +40,10 @@
 // Assignment (Flink TimeWindow.getWindowStartWithOffset,
 // Tumbling/Sliding/Session windows, countWindow, GlobalWindows):
 //   - Window start = t − ((t − offset) floor-mod size), 0 ≤ r < size even for
-//     negative t − offset (StartOf).
+//     negative t − offset (StartOf). Any offset works; offsets o and o + size
+//     give the same windows (Flink takes abs(offset) < size, or < slide for
+//     sliding windows, and so does the configuration: "-8h" on 24 h windows
+//     starts the days at midnight in UTC+8).
 //   - Sliding: t belongs to every [s, s+size) with s ≡ offset (mod slide) and
 //     t − size < s ≤ t. With slide > size, t may belong to none: the verdict
 //     is Unassigned — unless t + L ≤ watermark, which Flink sends to the late
