@@ -323,7 +323,7 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 		}
 	}
 	for _, f := range files {
-		if err := client.GetFile(ctx, path.Base(f.Name), filepath.Join(staging, f.Name), f.SHA256); err != nil {
+		if err := client.GetFileRef(ctx, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(staging, f.Name), SHA256: f.SHA256, Size: f.Size}); err != nil {
 			return 0, err
 		}
 	}
