@@ -2,20 +2,7 @@ package upload
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/iotcredentials"
+	"github.com/eddy-edge/eddy/scripts/testpki"
 )
 
 func TestRefreshAt(t *testing.T) {
@@ -76,110 +66,6 @@ func TestOutage_LogsFirstFailureOnly(t *testing.T) {
 	}
 }
 
-// testPKI is a CA with a server certificate for 127.0.0.1 and a device
-// (client) certificate, written as PEM files.
-type testPKI struct {
-	caFile, certFile, keyFile string
-	server                    tls.Certificate
-	pool                      *x509.CertPool
-}
-
-func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	issue := func(serial int64, name string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalECPrivateKey(key)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	}
-	p := testPKI{caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "device.pem"), keyFile: filepath.Join(dir, "device.key")}
-	os.WriteFile(p.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600)
-	c, k := issue(2, "gw-1", x509.ExtKeyUsageClientAuth)
-	os.WriteFile(p.certFile, c, 0o600)
-	os.WriteFile(p.keyFile, k, 0o600)
-	sc, sk := issue(3, "127.0.0.1", x509.ExtKeyUsageServerAuth)
-	if p.server, err = tls.X509KeyPair(sc, sk); err != nil {
-		t.Fatal(err)
-	}
-	p.pool = x509.NewCertPool()
-	p.pool.AddCert(ca)
-	return p
-}
-
-// fakeIoTCredentials plays AWS IoT Core's credentials provider on loopback
-// HTTPS: it requires a client certificate of the test CA and the thing-name
-// header, and hands out the S3 server's keys valid for life.
-type fakeIoTCredentials struct {
-	srv  *httptest.Server
-	life time.Duration
-	down atomic.Bool // answer 503
-
-	mu      sync.Mutex
-	fetches []time.Time // successful fetches
-	expires []time.Time // the expiration handed out by each
-	refused int
-}
-
-func newFakeIoTCredentials(t *testing.T, pki testPKI, accessKey, secretKey string, life time.Duration) *fakeIoTCredentials {
-	f := &fakeIoTCredentials{life: life}
-	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/role-aliases/eddy-s3/credentials" || r.Header.Get("x-amzn-iot-thingname") != "gw-1" ||
-			len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "gw-1" {
-			http.Error(w, `{"message":"Access Denied"}`, http.StatusForbidden)
-			return
-		}
-		if f.down.Load() {
-			f.mu.Lock()
-			f.refused++
-			f.mu.Unlock()
-			http.Error(w, `{"message":"Service Unavailable"}`, http.StatusServiceUnavailable)
-			return
-		}
-		now := time.Now()
-		exp := now.Add(f.life)
-		f.mu.Lock()
-		f.fetches = append(f.fetches, now)
-		f.expires = append(f.expires, exp)
-		f.mu.Unlock()
-		var ans struct {
-			Credentials map[string]string `json:"credentials"`
-		}
-		ans.Credentials = map[string]string{"accessKeyId": accessKey, "secretAccessKey": secretKey,
-			"sessionToken": "", "expiration": exp.UTC().Format(time.RFC3339Nano)}
-		json.NewEncoder(w).Encode(ans)
-	}))
-	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.pool}
-	f.srv.StartTLS()
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeIoTCredentials) counts() (fetches, refused int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.fetches), f.refused
-}
-
 // lockedBuffer collects log output from several goroutines.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -219,11 +105,11 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 // shipped; none is lost.
 func TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage(t *testing.T) {
 	env := newEnv(t)
-	pki := newTestPKI(t)
+	pki := testpki.New(t, "gw-1")
 	const life = 3 * time.Second
-	iot := newFakeIoTCredentials(t, pki, env.srv.AccessKey, env.srv.SecretKey, life)
-	prov, err := NewAWSIoTProvider(AWSIoTOptions{Endpoint: strings.TrimPrefix(iot.srv.URL, "https://"), RoleAlias: "eddy-s3", ThingName: "gw-1",
-		CertificateFiles: CertificateFiles{CertFile: pki.certFile, KeyFile: pki.keyFile, CAFile: pki.caFile}})
+	iot := iotcredentials.Start(t, pki, "gw-1", "eddy-s3", env.srv.AccessKey, env.srv.SecretKey, life)
+	prov, err := NewAWSIoTProvider(AWSIoTOptions{Endpoint: iot.Endpoint(), RoleAlias: "eddy-s3", ThingName: "gw-1",
+		CertificateFiles: CertificateFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, CAFile: pki.CAFile}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,33 +136,32 @@ func TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage(t *testing.T) {
 	}
 
 	// Several lifetimes of uploads.
-	for fetches, _ := iot.counts(); fetches < 4; fetches, _ = iot.counts() {
+	for fetches, _ := iot.Counts(); fetches < 4; fetches, _ = iot.Counts() {
 		ship()
 		waitCond(t, "checkpoint shipped", func() bool { return shipped.Load() == int64(len(ids)) })
 	}
-	iot.mu.Lock()
-	for i := 1; i < len(iot.fetches); i++ {
-		if !iot.fetches[i].Before(iot.expires[i-1]) {
-			t.Errorf("fetch %d at %v, after the previous credentials expired at %v", i, iot.fetches[i], iot.expires[i-1])
+	at, expires := iot.Fetches()
+	for i := 1; i < len(at); i++ {
+		if !at[i].Before(expires[i-1]) {
+			t.Errorf("fetch %d at %v, after the previous credentials expired at %v", i, at[i], expires[i-1])
 		}
 	}
-	lastExp := iot.expires[len(iot.expires)-1]
-	iot.mu.Unlock()
+	lastExp := expires[len(expires)-1]
 	if st := s.Stats(); st.Failures != 0 {
 		t.Fatalf("%d failed uploads while credentials were refreshed: %s", st.Failures, st.LastError)
 	}
 
 	// The endpoint goes down past the credentials' expiry.
-	iot.down.Store(true)
+	iot.SetDown(true)
 	waitCond(t, "credentials expired during the outage", func() bool { return time.Now().After(lastExp) })
 	before := len(ids)
 	ship()
 	ship()
-	waitCond(t, "two more refused fetches", func() bool { _, r := iot.counts(); return r >= 3 })
+	waitCond(t, "two more refused fetches", func() bool { _, r := iot.Counts(); return r >= 3 })
 	if got := shipped.Load(); got != int64(before) {
 		t.Fatalf("%d checkpoints shipped while the credentials were expired, want %d (paused)", got, before)
 	}
-	iot.down.Store(false)
+	iot.SetDown(false)
 	waitCond(t, "every checkpoint shipped after the outage", func() bool { return shipped.Load() == int64(len(ids)) })
 
 	if st := s.Stats(); st.Failures != 0 {
@@ -288,7 +173,7 @@ func TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage(t *testing.T) {
 	if n := logs.count("S3 credentials fetched again"); n != 1 {
 		t.Errorf("the recovery was logged %d times, want once", n)
 	}
-	if strings.Contains(logs.b.String(), env.srv.SecretKey) {
+	if logs.count(env.srv.SecretKey) > 0 {
 		t.Error("the secret key appears in the log")
 	}
 	got, err := c.ListManifests(ctxT(t))
@@ -304,12 +189,12 @@ func TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage(t *testing.T) {
 // TestAWSIoTCredentials_Refused: a device certificate the endpoint does not
 // accept, or a missing file, is a clear error without secrets.
 func TestAWSIoTCredentials_Refused(t *testing.T) {
-	pki := newTestPKI(t)
-	other := newTestPKI(t) // a certificate of another CA
-	iot := newFakeIoTCredentials(t, pki, "AK", "SECRETKEY", time.Hour)
-	endpoint := strings.TrimPrefix(iot.srv.URL, "https://")
+	pki := testpki.New(t, "gw-1")
+	other := testpki.New(t, "gw-1") // a certificate of another CA
+	iot := iotcredentials.Start(t, pki, "gw-1", "eddy-s3", "AK", "SECRETKEY", time.Hour)
+	endpoint := iot.Endpoint()
 	if _, err := NewAWSIoTProvider(AWSIoTOptions{Endpoint: endpoint, RoleAlias: "eddy-s3",
-		CertificateFiles: CertificateFiles{CertFile: filepath.Join(t.TempDir(), "missing.pem"), KeyFile: pki.keyFile}}); err == nil {
+		CertificateFiles: CertificateFiles{CertFile: filepath.Join(t.TempDir(), "missing.pem"), KeyFile: pki.KeyFile}}); err == nil {
 		t.Fatal("missing certificate file accepted")
 	}
 	for _, tc := range []struct {
@@ -317,8 +202,8 @@ func TestAWSIoTCredentials_Refused(t *testing.T) {
 		files CertificateFiles
 		thing string
 	}{
-		{"certificate of another CA", CertificateFiles{CertFile: other.certFile, KeyFile: other.keyFile, CAFile: pki.caFile}, "gw-1"},
-		{"wrong thing name", CertificateFiles{CertFile: pki.certFile, KeyFile: pki.keyFile, CAFile: pki.caFile}, "gw-2"},
+		{"certificate of another CA", CertificateFiles{CertFile: other.CertFile, KeyFile: other.KeyFile, CAFile: pki.CAFile}, "gw-1"},
+		{"wrong thing name", CertificateFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, CAFile: pki.CAFile}, "gw-2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewAWSIoTProvider(AWSIoTOptions{Endpoint: endpoint, RoleAlias: "eddy-s3", ThingName: tc.thing, CertificateFiles: tc.files})
