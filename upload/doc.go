@@ -69,6 +69,7 @@
 //	s.Ship(id, id+".json", manifest, files)   // after each completed checkpoint
 //	s.Retain(keep, referencedFiles)           // after local retention
 //	s.Flush(ctx)                              // at shutdown, with a deadline
+//	c.Close()                                 // stops fetching credentials
 //
 // Restore: ListManifests, GetManifest of the newest, GetFile of each file
 // it lists with the SHA-256 it records.
