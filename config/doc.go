@@ -46,7 +46,9 @@
 //	        aligned_timeout }
 //	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
 //	        secure, ca_file, path_style, max_bandwidth, concurrency,
-//	        create_bucket, encryption_key }
+//	        create_bucket, encryption_key,
+//	        credentials { provider, endpoint, role_alias, thing_name,
+//	                cert_file, key_file, ca_file, duration } }
 //	ingest { ack, sync_interval, max_disk, linger, compression }
 //
 // The field documentation of each struct states its default and range;

@@ -166,6 +166,26 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "4:12", want: `Unknown template variable; There is no variable ${host}`,
 		},
 		{
+			name: "aws_iot credentials without role_alias",
+			src:  "upload \"s3\" {\n  endpoint = \"s3.eu-west-1.amazonaws.com\"\n  bucket = \"eddy\"\n  credentials {\n    provider = \"aws_iot\"\n    endpoint = \"c2.credentials.iot.eu-west-1.amazonaws.com\"\n    cert_file = \"d.pem\"\n    key_file = \"d.key\"\n  }\n}\n",
+			pos:  "4:3", want: `Missing required argument; The credentials block needs "role_alias"`,
+		},
+		{
+			name: "unknown credentials provider",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  credentials {\n    provider = \"aws-iot\"\n  }\n}\n",
+			pos:  "5:16", want: `Invalid value; "provider" must be one of`,
+		},
+		{
+			name: "credentials setting of another provider",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  credentials {\n    provider = \"minio_sts_certificate\"\n    cert_file = \"d.pem\"\n    key_file = \"d.key\"\n    role_alias = \"r\"\n  }\n}\n",
+			pos:  "8:18", want: `Unused credentials setting; "role_alias" applies only to provider = "aws_iot"`,
+		},
+		{
+			name: "static keys and a credentials block",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  access_key = \"a\"\n  secret_key = \"s\"\n  credentials {\n    provider = \"default\"\n  }\n}\n",
+			pos:  "6:3", want: `Two credential sources`,
+		},
+		{
 			name: "missing env var",
 			src:  "agent {\n  device_id = \"d\"\n  admin_token = env(\"EDDY_TOKEN\")\n}\n",
 			pos:  "3:17", want: `Missing environment variable; The environment variable "EDDY_TOKEN" is not set. Set it, or give a default: env("EDDY_TOKEN", "default").`,

@@ -232,7 +232,30 @@ upload "s3" {
   max_bandwidth  = "1MiB" # per second; 0 = unlimited
   concurrency    = 2
   create_bucket  = true
-  encryption_key = ""
+  encryption_key = "" # 32 bytes hex or base64: AES-256-GCM on the device (README: what it protects)
+
+  # Where credentials come from when access_key is empty. One block; the
+  # providers:
+  credentials {
+    provider = "default" # minio-go's chain: AWS/MinIO env vars, ~/.aws/credentials, ~/.mc/config.json, IAM (web identity, ECS, EC2 IMDSv2)
+  }
+  # credentials {
+  #   provider   = "aws_iot" # AWS IoT Core's credentials provider, by device certificate
+  #   endpoint   = "c2abc123.credentials.iot.eu-west-1.amazonaws.com"
+  #   role_alias = "eddy-s3-upload"
+  #   thing_name = "${device_id}"
+  #   cert_file  = "/etc/eddy/device.pem"
+  #   key_file   = "/etc/eddy/device.key"
+  #   ca_file    = "" # besides the system's CAs
+  # }
+  # credentials {
+  #   provider  = "minio_sts_certificate" # MinIO AssumeRoleWithCertificate, by device certificate
+  #   endpoint  = "https://minio.local:9000" # default: the S3 endpoint over https
+  #   cert_file = "/etc/eddy/device.pem"
+  #   key_file  = "/etc/eddy/device.key"
+  #   ca_file   = ""
+  #   duration  = "1h"
+  # }
 }
 
 ingest {
