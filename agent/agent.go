@@ -488,7 +488,8 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	// Closed until run: the embedded sources subscribe while the agent is
 	// built, and a publish before that would be acked and lost.
 	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}, a.log)
+		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		Closed: true}, a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -560,9 +561,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 // its redelivery filter rebuilt from the log's tail.
 func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
 	ic := a.cfg.Ingest
-	// Segments of at most a quarter of the budget, so truncation can always
-	// free one.
-	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
+	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
 	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
 		Compress: ic.Compression != config.IngestCompressionNone}
 	if ic.Ack == config.AckAfterWrite {

@@ -355,9 +355,14 @@ func (g *groupCommit) run(ctx context.Context) {
 		in := g.in
 		in.mu.Lock()
 		in.entries = in.entries[:0]
+		var tooLarge []int // entries the log can never store: refused alone
 		for i := range batch {
 			p := &batch[i]
 			e := in.entry(p.topic, p.payload, p.arrival, p.dup)
+			if !in.log.Fits(&e) {
+				tooLarge = append(tooLarge, i)
+				continue
+			}
 			if in.dedup.Observe(&e) {
 				in.dups()
 				continue // a re-send of a logged publish whose PUBACK was lost: ack it again
@@ -371,6 +376,11 @@ func (g *groupCommit) run(ctx context.Context) {
 		in.mu.Unlock()
 		// In the order received: the broker writes each PUBACK here.
 		for i := range batch {
+			if len(tooLarge) > 0 && tooLarge[0] == i {
+				tooLarge = tooLarge[1:]
+				g.finish(&batch[i], ingest.ErrTooLarge)
+				continue
+			}
 			g.finish(&batch[i], err)
 		}
 		clear(batch)

@@ -12,19 +12,27 @@ type Broker struct {
 	TLS                *TLS
 	// MaxInflight is the per-client in-flight window. Default 1000.
 	MaxInflight int
-	DeclRange   hcl.Range
+	// MaxMessageSize bounds a published payload; a client sending more is
+	// disconnected. Default as MQTTSource.MaxMessageSize.
+	MaxMessageSize   int64
+	maxMessageSizeAt *hcl.Range
+	// MaxClients bounds the clients connected at once. Default 1000.
+	MaxClients int
+	DeclRange  hcl.Range
 }
 
 func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
-	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight"}, tlsBlock)
+	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight", "max_message_size", "max_clients"}, tlsBlock)
 	br := &Broker{
 		Listen:      a.str("listen", noVars, ""),
 		Username:    a.str("username", noVars, ""),
 		Password:    a.str("password", noVars, ""),
 		TLS:         d.decodeTLS(c.Blocks, true),
 		MaxInflight: int(a.integer("max_inflight", 1000, 1, 65535)),
+		MaxClients:  int(a.integer("max_clients", 1000, 1, 1<<31-1)),
 		DeclRange:   b.DefRange,
 	}
+	br.MaxMessageSize, br.maxMessageSizeAt = a.messageSize()
 	if !a.require("listen") {
 		return br
 	}

@@ -107,6 +107,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 		cfg.Upload = d.decodeUpload(b)
 	}
 	cfg.Ingest = d.decodeIngest(d.single(content.Blocks, "ingest"))
+	d.checkMessageSizes(cfg)
 	cfg.Restart = d.decodeRestart(d.single(content.Blocks, "restart"))
 	cfg.Pipelines = d.decodePipelines(blocks["pipeline"], cfg.Sources, cfg.Sinks, cfg.Agent)
 	d.warnUnused(cfg)

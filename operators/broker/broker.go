@@ -24,6 +24,21 @@ const DefaultListen = "127.0.0.1:1883"
 // DefaultMaxInflight is Options.MaxInflight's default.
 const DefaultMaxInflight = 1000
 
+// Defaults of the connection bounds in Options.
+const (
+	DefaultMaxMessageSize = 256 << 10
+	DefaultMaxClients     = 1000
+	DefaultMaxKeepAlive   = 5 * time.Minute
+)
+
+// publishOverhead is what a PUBLISH packet holds besides its payload, at
+// most: a topic of up to 65535 bytes with its length, the packet id, and
+// MQTT 5 properties. The packet limit is the message limit plus this, so
+// mochi refuses a packet beyond it from its fixed header, before reading
+// (allocating) the body; the hook then holds the payload to the exact
+// limit.
+const publishOverhead = 64<<10 + 1<<10
+
 // Options configures the embedded broker.
 type Options struct {
 	// Listen is the TCP address, host:port; port 0 picks a free port (see
@@ -47,6 +62,21 @@ type Options struct {
 	// not limit publishers: their QoS 1/2 flows are never refused for being
 	// too many (mochi's default of 1024 disconnects a fast QoS 2 publisher).
 	MaxInflight int
+	// MaxMessageSize bounds a published payload, in bytes. A client that
+	// sends more is disconnected (MQTT 5: DISCONNECT with reason 0x95,
+	// packet too large; the CONNACK tells MQTT 5 clients the packet limit)
+	// and its message is not taken; other clients are not affected. Default
+	// DefaultMaxMessageSize.
+	MaxMessageSize int
+	// MaxClients bounds the clients connected at once; one more is refused
+	// in its CONNACK (server unavailable / busy). Default
+	// DefaultMaxClients.
+	MaxClients int
+	// MaxKeepAlive is the longest keepalive a client gets: one asking for
+	// more, or for none (0), is held to it, so a vanished client's
+	// connection is dropped after 1.5 times it (MQTT 5 clients are told in
+	// the CONNACK). Default DefaultMaxKeepAlive.
+	MaxKeepAlive time.Duration
 	// Closed makes the broker hold every client's CONNACK until Open is
 	// called (for up to ClosedWait, then it refuses the connection), so no
 	// publish arrives before the subscribers are in place: one matching no
@@ -81,6 +111,21 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	if opts.MaxInflight == 0 {
 		opts.MaxInflight = DefaultMaxInflight
 	}
+	if opts.MaxMessageSize == 0 {
+		opts.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if opts.MaxClients == 0 {
+		opts.MaxClients = DefaultMaxClients
+	}
+	if opts.MaxKeepAlive == 0 {
+		opts.MaxKeepAlive = DefaultMaxKeepAlive
+	}
+	if opts.MaxMessageSize < 0 || opts.MaxMessageSize > 256<<20-publishOverhead {
+		return nil, fmt.Errorf("broker: max message size %d out of range", opts.MaxMessageSize)
+	}
+	if opts.MaxClients < 0 || opts.MaxKeepAlive < time.Second || opts.MaxKeepAlive > 65535*time.Second {
+		return nil, fmt.Errorf("broker: max clients %d or max keepalive %v out of range", opts.MaxClients, opts.MaxKeepAlive)
+	}
 	if opts.MaxInflight < 0 || opts.MaxInflight > 65535 {
 		return nil, fmt.Errorf("broker: max inflight %d out of range 1..65535", opts.MaxInflight)
 	}
@@ -99,6 +144,8 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	caps.ReceiveMaximum = 65535 // publisher flows in progress per client; see MaxInflight
 	caps.MaximumInflight = uint16(opts.MaxInflight)
 	caps.MaximumClientWritesPending = 16 * 1024 // outbound queue per client before drops
+	caps.MaximumPacketSize = uint32(opts.MaxMessageSize + publishOverhead)
+	caps.MaximumClients = int64(opts.MaxClients)
 	mochiLog := slog.New(minLevelHandler{min: slog.LevelWarn, next: log.With("component", "mochi").Handler()})
 	server := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
@@ -107,7 +154,8 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		Logger:                   mochiLog,
 	})
 	b := &Broker{server: server, subs: &subscribers{}}
-	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{})}
+	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}),
+		maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
 	if !opts.Closed {
 		b.Open()
 	}
@@ -208,6 +256,11 @@ func (b *Broker) Open() { b.hook.openOnce.Do(func() { close(b.hook.opened) }) }
 
 // Rejected returns how many publishes subscribers have rejected.
 func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }
+
+// TooLarge returns how many publishes were refused for exceeding
+// MaxMessageSize (their clients disconnected). A packet beyond the packet
+// limit is cut off by mochi before it is read and not counted here.
+func (b *Broker) TooLarge() uint64 { return b.hook.tooLarge.Load() }
 
 // Close disconnects every client and stops the listener. It is safe to call
 // more than once; later calls do nothing.
