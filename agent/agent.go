@@ -415,7 +415,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		mopts := source.MQTTOptions{
 			Broker: m.Broker, ClientID: config.Expand(m.ClientID, a.vars()), Topics: topics, QoS: byte(m.QoS),
 			Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
-			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
+			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
 			OnConnectionChange: func(up bool) {
 				if up {
 					connected.Set(1)

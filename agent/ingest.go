@@ -76,6 +76,9 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 	for i := range msgs {
 		m := &msgs[i]
 		e := in.entry(m.Topic, m.Payload, m.Arrival, m.Dup)
+		if m.TooLarge {
+			e.Flags |= ingest.FlagTooLarge // logged cut, so the pipeline dead-letters it, once
+		}
 		if in.dedup.Observe(&e) {
 			in.dups()
 			continue
@@ -569,7 +572,8 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 		start := len(arena)
 		arena = append(arena, e.Payload...)
 		payload := arena[start:len(arena):len(arena)]
-		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset})
+		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset,
+			TooLarge: e.Flags&ingest.FlagTooLarge != 0})
 	}
 	if len(msgs) > 0 {
 		s.arenaHint = len(arena)
