@@ -62,6 +62,9 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
+	// AllowNewDeviceID lets the agent start under a device id other than
+	// the one recorded in data_dir, and records the new one.
+	AllowNewDeviceID bool
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
 	Reload <-chan struct{}
@@ -123,6 +126,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	for {
 		cfg := lc.cfg
 		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
+			return err
+		}
+		if err := settleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
 			return err
 		}
 		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)

@@ -39,7 +39,13 @@ func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, p
 		bucket = u.Bucket
 	}
 	if prefix == "" {
-		prefix = config.Expand(u.Prefix, map[string]string{"device_id": cfg.Agent.DeviceID})
+		// The data_dir's recorded id, as the agent runs under (read only:
+		// a mismatch is for `eddy run` to report).
+		c := *cfg
+		if err := settleDeviceID(&c, false, false); err != nil {
+			return nil, err
+		}
+		prefix = config.Expand(u.Prefix, map[string]string{"device_id": c.Agent.DeviceID})
 	}
 	return upload.New(upload.Options{Endpoint: u.Endpoint, Bucket: bucket, Prefix: prefix, Region: u.Region,
 		AccessKey: u.AccessKey, SecretKey: u.SecretKey, Secure: u.Secure, CAFile: u.CAFile, PathStyle: u.PathStyle,

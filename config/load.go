@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -19,16 +18,6 @@ type Loader struct {
 	// DeviceID returns the default device id when the agent block sets none;
 	// nil means MachineDeviceID.
 	DeviceID func() (string, error)
-}
-
-// MachineDeviceID returns /etc/machine-id, trimmed, or else the host name.
-func MachineDeviceID() (string, error) {
-	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, nil
-		}
-	}
-	return os.Hostname()
 }
 
 // Load reads, parses, decodes and validates the file at path with the
