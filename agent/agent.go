@@ -495,7 +495,7 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	// built, and a publish before that would be acked and lost.
 	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
 		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
-		Closed: true}, a.log)
+		ACLs: a.brokerACLs(), Closed: true}, a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -661,6 +661,20 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{c}
 	}
 	return tc, nil
+}
+
+// brokerACLs are the broker's acl blocks with ${device_id} filled in
+// (${username} is the broker's to fill per client).
+func (a *Agent) brokerACLs() []broker.ACL {
+	var acls []broker.ACL
+	for _, c := range a.cfg.Broker.ACLs {
+		acl := broker.ACL{User: c.User}
+		for _, f := range c.Publish {
+			acl.Publish = append(acl.Publish, config.Expand(f, a.vars()))
+		}
+		acls = append(acls, acl)
+	}
+	return acls
 }
 
 // brokerTLSConfig is the embedded broker's listener config: its own

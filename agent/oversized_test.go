@@ -84,16 +84,7 @@ func TestEmbeddedIntake_OversizedCostsItsSenderOnly(t *testing.T) {
 					}
 				})
 			}
-			waitFor := func(cond func() bool) {
-				deadline := time.Now().Add(30 * time.Second)
-				for !cond() {
-					if time.Now().After(deadline) {
-						t.Fatal("timed out")
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-			waitFor(func() bool { return offenderLost.Load() >= 2 })
+			waitForCond(t, 30*time.Second, func() bool { return offenderLost.Load() >= 2 })
 			close(stop)
 			wg.Wait()
 

@@ -77,12 +77,30 @@ type Options struct {
 	// connection is dropped after 1.5 times it (MQTT 5 clients are told in
 	// the CONNACK). Default DefaultMaxKeepAlive.
 	MaxKeepAlive time.Duration
+	// ACLs, when any, bound what each client may publish (see ACL);
+	// without any, every client may publish everywhere.
+	ACLs []ACL
 	// Closed makes the broker hold every client's CONNACK until Open is
 	// called (for up to ClosedWait, then it refuses the connection), so no
 	// publish arrives before the subscribers are in place: one matching no
 	// subscriber would be acknowledged and go nowhere.
 	Closed bool
 }
+
+// ACL lets one client publish to the topics matching Publish: MQTT
+// filters in which usernameVar stands for the client's identity, so
+// "sensors/${username}/#" keeps each sensor to its own subtree. A client's
+// identity is the common name of its certificate when the listener
+// verifies client certificates, else its MQTT username. User "*" applies
+// to every client without an ACL of its own; a client with neither may
+// not publish. Subscriptions are not restricted.
+type ACL struct {
+	User    string
+	Publish []string
+}
+
+// usernameVar is the identity placeholder in ACL filters.
+const usernameVar = "${username}"
 
 // ClosedWait is how long a connection waits for Open before it is refused;
 // below common connect timeouts (paho: 30 s).
@@ -126,6 +144,13 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	if opts.MaxClients < 0 || opts.MaxKeepAlive < time.Second || opts.MaxKeepAlive > 65535*time.Second {
 		return nil, fmt.Errorf("broker: max clients %d or max keepalive %v out of range", opts.MaxClients, opts.MaxKeepAlive)
 	}
+	for _, acl := range opts.ACLs {
+		for _, f := range acl.Publish {
+			if err := ValidateFilter(strings.ReplaceAll(f, usernameVar, "u")); err != nil {
+				return nil, fmt.Errorf("broker: acl for %q: %w", acl.User, err)
+			}
+		}
+	}
 	if opts.MaxInflight < 0 || opts.MaxInflight > 65535 {
 		return nil, fmt.Errorf("broker: max inflight %d out of range 1..65535", opts.MaxInflight)
 	}
@@ -155,7 +180,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	})
 	b := &Broker{server: server, subs: &subscribers{}}
 	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}),
-		maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
+		acls: opts.ACLs, maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
 	if !opts.Closed {
 		b.Open()
 	}

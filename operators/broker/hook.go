@@ -2,7 +2,9 @@ package broker
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +21,7 @@ type hook struct {
 	subs     *subscribers
 	log      *slog.Logger
 	username []byte // nil: allow every client
+	acls     []ACL
 	password []byte
 	rejected atomic.Uint64
 	tooLarge atomic.Uint64
@@ -93,9 +96,56 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	return userOK && passOK
 }
 
-// OnACLCheck allows every authenticated client to publish and subscribe to
-// every topic: the broker serves one device's sensors.
-func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool { return true }
+// OnACLCheck allows subscriptions to every topic (the broker serves one
+// device's sensors) and, with ACLs, a publish only to a topic the client's
+// ACL matches. mochi then refuses the publish: for MQTT 5 with reason
+// "not authorized", for 3.1.1 (which has no such reason) by closing the
+// connection.
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if !write || len(h.acls) == 0 || cl.Net.Inline {
+		return true
+	}
+	id := identity(cl)
+	if id == "" || strings.ContainsAny(id, "+#/") {
+		return false // would not name one subtree
+	}
+	acl := h.aclFor(id)
+	if acl == nil {
+		return false
+	}
+	for _, f := range acl.Publish {
+		if matchFilter(strings.ReplaceAll(f, usernameVar, id), topic) {
+			return true
+		}
+	}
+	h.log.Warn("broker: publish outside the client's acl refused", "client", cl.ID, "identity", id, "topic", topic)
+	return false
+}
+
+// aclFor is the ACL of identity id, else the "*" one, else nil.
+func (h *hook) aclFor(id string) *ACL {
+	var wildcard *ACL
+	for i := range h.acls {
+		switch h.acls[i].User {
+		case id:
+			return &h.acls[i]
+		case "*":
+			wildcard = &h.acls[i]
+		}
+	}
+	return wildcard
+}
+
+// identity is the common name of the client's verified certificate, else
+// its MQTT username.
+func identity(cl *mqtt.Client) string {
+	if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
+		if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+			return chains[0][0].Subject.CommonName
+		}
+	}
+	return string(cl.Properties.Username)
+}
 
 // OnPublish runs the subscribers before mochi acknowledges the publish. A
 // QoS 1 publish whose only subscriber is deferred is taken out of mochi's
