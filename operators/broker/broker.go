@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -113,7 +114,36 @@ type Broker struct {
 	listener  *listeners.TCP
 	subs      *subscribers
 	hook      *hook
+	panics    atomic.Uint64
 	closeOnce sync.Once
+}
+
+// containedListener is mochi's TCP listener with each connection's
+// handling made to end in an error instead of a panic. mochi 2.7.9 panics
+// decoding some malformed packets (an MQTT 5 SUBSCRIBE whose last filter
+// lacks its options byte indexes past the packet), in the connection's own
+// goroutine, where nothing recovers: any client on the network could stop
+// the agent. Here the panic ends that connection only (mochi's deferred
+// clean-up runs), is logged and counted.
+type containedListener struct {
+	*listeners.TCP
+	log    *slog.Logger
+	panics *atomic.Uint64
+}
+
+func (l *containedListener) Serve(establish listeners.EstablishFn) {
+	l.TCP.Serve(func(id string, c net.Conn) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				n := l.panics.Add(1)
+				l.log.Warn("broker: a client's packet crashed its connection's handling; connection closed",
+					"remote", c.RemoteAddr().String(), "panic", fmt.Sprint(r), "contained_total", n)
+				_ = c.Close()
+				err = fmt.Errorf("broker: connection handling panicked: %v", r)
+			}
+		}()
+		return establish(id, c)
+	})
 }
 
 // Start validates opts, binds the listener and starts serving. log receives
@@ -192,7 +222,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("broker: add hook: %w", err)
 	}
 	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
-	if err := server.AddListener(b.listener); err != nil {
+	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics}); err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
 	}
 	if err := server.Serve(); err != nil {
@@ -281,6 +311,10 @@ func (b *Broker) Open() { b.hook.openOnce.Do(func() { close(b.hook.opened) }) }
 
 // Rejected returns how many publishes subscribers have rejected.
 func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }
+
+// Panics returns how many connections ended in a contained panic of
+// mochi's packet handling (see containedListener).
+func (b *Broker) Panics() uint64 { return b.panics.Load() }
 
 // TooLarge returns how many publishes were refused for exceeding
 // MaxMessageSize (their clients disconnected). A packet beyond the packet

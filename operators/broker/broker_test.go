@@ -354,3 +354,30 @@ func readPacket(t *testing.T, r *bufio.Reader) (byte, []byte) {
 	}
 	return typ, body
 }
+
+// TestBroker_MalformedSubscribeContained: an MQTT 5 SUBSCRIBE whose filter
+// lacks its options byte makes mochi index past the packet; the panic ends
+// that connection only, and the broker goes on serving.
+func TestBroker_MalformedSubscribeContained(t *testing.T) {
+	b := mustStart(t, Options{})
+	conn, err := net.DialTimeout("tcp", b.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hello := []byte{0x10, 15, 0, 4, 'M', 'Q', 'T', 'T', 5, 0x02, 0, 30, 0, 0, 2, 'v', '5'}
+	// SUBSCRIBE: packet id 1, no properties, filter "#" and no options byte.
+	subscribe := []byte{0x82, 0x06, 0x00, 0x01, 0x00, 0x00, 0x01, '#'}
+	if _, err := conn.Write(append(hello, subscribe...)); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.Copy(io.Discard, conn) // the broker closes the connection
+	if b.Panics() != 1 {
+		t.Fatalf("Panics = %d, want the malformed packet's 1", b.Panics())
+	}
+	c := connect(t, b.URL(), "after", "", "")
+	if !c.IsConnected() {
+		t.Fatal("the broker serves no client after the malformed packet")
+	}
+}
