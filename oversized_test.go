@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -93,5 +96,104 @@ pipeline "p" {
 	}
 	if dl != 1 {
 		t.Errorf("dead_lettered = %d, want 1", dl)
+	}
+}
+
+// TestEmbeddedBroker_OversizedCostsItsSenderOnly runs the real binary with
+// its embedded broker: one sensor keeps sending a QoS 1 message over
+// max_message_size (re-sent on every reconnect) while 10 others publish
+// 1,000 readings each. The pipeline counts the 10,000 readings exactly,
+// none of the 10 is disconnected, and the offender's refusals are counted
+// in eddy_broker_too_large_total.
+func TestEmbeddedBroker_OversizedCostsItsSenderOnly(t *testing.T) {
+	dir := t.TempDir()
+	brokerAddr := loopback.Addr(t)
+	ag := startAgent(t, dir, `
+agent {
+  device_id = "flood"
+  data_dir  = "%DATA%"
+  admin     = "%ADMIN%"
+}
+broker {
+  listen           = "`+brokerAddr+`"
+  max_message_size = "1KiB"
+}
+source "mqtt" "sensors" {
+  broker = "embedded"
+  topics = ["sensors/+/telemetry"]
+  qos    = 1
+}
+sink "file" "out" { path = "%DIR%/out.jsonl" }
+pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "1s"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+`)
+	connect := func(id string, lost *atomic.Int64) paho.Client {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID(id).
+			SetCleanSession(false).SetAutoReconnect(true).SetMaxReconnectInterval(100 * time.Millisecond).
+			SetConnectionLostHandler(func(paho.Client, error) { lost.Add(1) }))
+		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("connect %s: %v", id, tok.Error())
+		}
+		t.Cleanup(func() { c.Disconnect(100) })
+		return c
+	}
+	var offenderLost, othersLost atomic.Int64
+	offender := connect("offender", &offenderLost)
+	big := strings.Repeat("x", 16<<10)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			tok := offender.Publish("sensors/offender/telemetry", 1, false, `{"device":"offender","blob":"`+big+`"}`)
+			select {
+			case <-stop:
+				return
+			case <-tok.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+	const sensors, each = 10, 1000
+	for s := range sensors {
+		wg.Go(func() {
+			c := connect(fmt.Sprintf("sensor-%d", s), &othersLost)
+			toks := make([]paho.Token, each)
+			for i := range each {
+				toks[i] = c.Publish(fmt.Sprintf("sensors/s%d/telemetry", s), 1, false, fmt.Sprintf(`{"device":"s%d","seq":%d}`, s, i))
+			}
+			for i, tok := range toks {
+				if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
+					t.Errorf("sensor %d publish %d: %v", s, i, tok.Error())
+					return
+				}
+			}
+		})
+	}
+	in := func() uint64 {
+		var n uint64
+		for _, p := range ag.status(t) {
+			n += p.ReadingsIn
+		}
+		return n
+	}
+	waitFor(t, 60*time.Second, func() bool { return in() >= sensors*each && offenderLost.Load() >= 2 })
+	close(stop)
+	wg.Wait()
+	if got := in(); got != sensors*each {
+		t.Errorf("readings in = %d, want exactly %d", got, sensors*each)
+	}
+	if n := othersLost.Load(); n != 0 {
+		t.Errorf("the well-behaved sensors were disconnected %d times", n)
+	}
+	if n := metricValue(t, ag.admin, "eddy_broker_too_large_total"); n < 2 {
+		t.Errorf("eddy_broker_too_large_total = %v, want the offender's refusals counted", n)
 	}
 }

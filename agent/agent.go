@@ -499,6 +499,9 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
+	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
+	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
 	a.broker = b
 	return b, nil
 }
