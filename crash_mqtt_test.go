@@ -61,7 +61,7 @@ checkpoint { interval = "200ms" }
 `
 
 // lastFirings reads committed output and keeps, per (key, window), the
-// fields of the last firing (DESIGN.md: the last firing is the result).
+// fields of the last firing (the last firing is the result).
 func lastFirings(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}

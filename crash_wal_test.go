@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,19 +114,48 @@ var walCrashConfig = replaceAll(mqttCrashConfig,
   topic    = "results/${device_id}/${pipeline}/${key}"`,
 	`to = [sink.file.out]`, `to = [sink.mqtt.cloud]`)
 
+// upstreamBroker is an upstream broker configuration the WAL sink's
+// delivery tests run against, with the sink's window for it.
+type upstreamBroker struct {
+	name string
+	opts []mosquitto.Option
+	// window is added to the sink block.
+	window string
+}
+
+// upstreamBrokers: mosquitto as the README asks for throughput
+// (max_inflight_messages 1000) with the sink's window raised to 100, and
+// mosquitto as installed (20 in flight) with the sink's default window.
+var upstreamBrokers = []upstreamBroker{
+	{name: "upstream_max_inflight_messages_1000", window: "\n  max_inflight = 100"},
+	{name: "upstream_default_config", opts: []mosquitto.Option{mosquitto.DefaultInflight()}},
+}
+
+// withWindow adds u's window to a config made from walCrashConfig.
+func (u upstreamBroker) withWindow(tmpl string) string {
+	const topic = `topic    = "results/${device_id}/${pipeline}/${key}"`
+	return strings.Replace(tmpl, topic, topic+u.window, 1)
+}
+
 // TestCrash_WALSinkExactlyOnce is the write-ahead-log sink's chaos test:
 // results published upstream at QoS 2 through the sink's own session, the
 // agent SIGKILLed at random moments (some while it publishes its backlog)
 // and the upstream broker restarted: the collector receives every result
 // exactly once, in order per key, equal to an uninterrupted run.
 func TestCrash_WALSinkExactlyOnce(t *testing.T) {
+	for _, u := range upstreamBrokers {
+		t.Run(u.name, func(t *testing.T) { testCrashWALSink(t, u) })
+	}
+}
+
+func testCrashWALSink(t *testing.T, u upstreamBroker) {
 	readings, devices, kills := crashScale()
 	in := mosquitto.Start(t)
-	up := mosquitto.Start(t)
+	up := mosquitto.Start(t, u.opts...)
 	col := newCollector(t, up.URL(), "results/#")
 
 	run := func(device string) *mqttCrashRun {
-		return newCrashRun(t, walCrashConfig, "%DEVICE%", device, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+		return newCrashRun(t, u.withWindow(walCrashConfig), "%DEVICE%", device, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
 	}
 	settle := func(device string) map[string]string {
 		var got map[string]string

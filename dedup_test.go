@@ -18,7 +18,7 @@ import (
 
 // TestDedup_ProducerResendsSameID: a QoS 1 producer that re-sends after its
 // own reconnect sends a new PUBLISH, without the DUP flag, so only the
-// message id can tell it is a repeat (issue 5: dedup_key with a window).
+// message id can tell it is a repeat (dedup_key with a window).
 // Through real mosquitto into the real binary: 2,000 readings with ids, then
 // 500 of them again from a new connection, are counted 2,000 times; two
 // identical messages without an id are both counted; after a restart the

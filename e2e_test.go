@@ -229,7 +229,7 @@ func TestCLI_VersionAndHelp(t *testing.T) {
 // TestE2E_IdleTopicReleasesWatermark: a source with two topic filters keeps
 // one watermark per filter and fires on their minimum; when one filter's
 // sensors fall silent for idle_timeout, windows keep firing on the other
-// (DESIGN.md Semantics: an idle input is left out until it speaks again).
+// (Flink's idleness: an idle input is left out until it speaks again).
 func TestE2E_IdleTopicReleasesWatermark(t *testing.T) {
 	b := mosquitto.Start(t)
 	dir := t.TempDir()

@@ -15,8 +15,8 @@ import (
 func cmdID(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("id", "id [-c FILE]", stderr)
 	path := fs.String("c", "", "configuration file (default: none, the machine's derived id)")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseCommand(fs, args, 0); !ok {
+		return code
 	}
 	var id string
 	var err error

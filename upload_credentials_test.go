@@ -21,7 +21,7 @@ import (
 // locally, shows the upload backlog and recovery-point lag growing in its
 // metrics and the failure in /readyz (a warning: it stays ready), and loses
 // nothing: once the credentials are fixed, the next start uploads the newest
-// checkpoint, and a device replaced from the bucket restores it (issue 7).
+// checkpoint, and a device replaced from the bucket restores it.
 func TestS3_WrongCredentials(t *testing.T) {
 	s3 := s3server.Start(t)
 	s3.MakeBucket("eddy")

@@ -20,7 +20,7 @@ import (
 	"github.com/eddy-edge/eddy/upload"
 )
 
-// The admin endpoint (DESIGN.md "Operations"):
+// The admin endpoint (README "Admin endpoint and status page"):
 //
 //	GET  /healthz          liveness: 200 while the process serves HTTP
 //	GET  /readyz           readiness: 200, or 503 with the failing checks
@@ -215,6 +215,8 @@ type readinessInput struct {
 	ingest            []ingestReport
 	wal               []walReport
 	upload            *upload.Stats // nil without an upload block
+	// diskFull is why the checkpoint store's disk counts as full, or "".
+	diskFull string
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -228,11 +230,13 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //     least once): one more failure stops the agent;
 //   - an MQTT source on an outside broker has been disconnected for
 //     maxDisconnectedMs or longer;
-//   - an ingest log or a WAL holds fullFraction of its max_disk or more.
+//   - an ingest log or a WAL holds fullFraction of its max_disk or more;
+//   - the checkpoint store's disk is full ("disk_full": a checkpoint write
+//     failed with ENOSPC and space has not come back).
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
-// processing and checkpointing locally (issue 7), and a supervisor that
+// processing and checkpointing locally, and a supervisor that
 // restarted it would not bring the uplink back.
 //
 // A WAL whose sink does not report its size yet passes, with a detail
@@ -251,6 +255,9 @@ func evaluateReadiness(in readinessInput) readiness {
 			in.consecutiveFails, in.tolerableFailures))
 	default:
 		add("checkpoints", true, fmt.Sprintf("%d failed in a row (tolerable_failures = %d)", in.consecutiveFails, in.tolerableFailures))
+	}
+	if in.diskFull != "" {
+		add("disk", false, "disk_full: "+in.diskFull+"; checkpoints resume when space frees")
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -306,6 +313,7 @@ func (ad *admin) readiness() readiness {
 	if rep, ok := ad.a.checkpointReport(); ok {
 		in.checkpoints = true
 		in.consecutiveFails, in.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
+		in.diskFull = ad.a.ckpt.diskFullReason()
 	}
 	return evaluateReadiness(in)
 }

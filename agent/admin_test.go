@@ -220,6 +220,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"failures at tolerable", readinessInput{checkpoints: true, consecutiveFails: 3, tolerableFailures: 3}, false, "checkpoints"},
 		{"tolerable zero, no failure", readinessInput{checkpoints: true}, true, ""},
 		{"tolerable zero, one failure", readinessInput{checkpoints: true, consecutiveFails: 1}, false, "checkpoints"},
+		{"disk full", readinessInput{checkpoints: true, tolerableFailures: 3, diskFull: "write: no space left on device"}, false, "disk"},
 		{"source connected", readinessInput{sources: []sourceReport{src(true, 0)}, maxDisconnectedMs: 1000}, true, ""},
 		{"source down briefly", readinessInput{sources: []sourceReport{src(false, 999)}, maxDisconnectedMs: 1000}, true, ""},
 		{"source down too long", readinessInput{sources: []sourceReport{src(false, 1000)}, maxDisconnectedMs: 1000}, false, "source/s"},
@@ -255,6 +256,7 @@ func TestConsecutiveFailures(t *testing.T) {
 	bad := checkpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
 	spOK := checkpointRecord{Kind: "savepoint"}
 	spBad := checkpointRecord{Kind: "savepoint", Aborted: "x"}
+	noSpace := checkpointRecord{Kind: "incremental", Aborted: "no space left on device", DiskFull: true}
 	tests := []struct {
 		name string
 		h    []checkpointRecord
@@ -266,6 +268,8 @@ func TestConsecutiveFailures(t *testing.T) {
 		{"completed resets", []checkpointRecord{bad, bad, ok}, 0},
 		// The coordinator neither counts savepoints nor lets one reset.
 		{"savepoints skipped", []checkpointRecord{bad, spOK, bad, spBad}, 2},
+		// Nor failures while the disk was full.
+		{"disk full skipped", []checkpointRecord{bad, noSpace, noSpace, bad}, 2},
 	}
 	for _, tt := range tests {
 		if got := consecutiveFailures(tt.h); got != tt.want {

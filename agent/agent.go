@@ -411,34 +411,25 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			r.ilog, r.intake = in.log, embeddedIntake(b, topics, in)
 			break
 		}
-		tc, err := tlsConfig(m.TLS)
+		mopts, err := mqttSourceOptions(m, a.vars())
 		if err != nil {
 			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
 		}
 		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
 		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
 		first := true
-		mopts := source.MQTTOptions{
-			Broker: m.Broker, ClientID: config.Expand(m.ClientID, a.vars()), Topics: topics, QoS: byte(m.QoS),
-			Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
-			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
-			OnConnectionChange: func(up bool) {
-				if up {
-					connected.Set(1)
-					if !first {
-						reconnects.Inc()
-					}
-					first = false
-				} else {
-					connected.Set(0)
+		mopts.OnConnectionChange = func(up bool) {
+			if up {
+				connected.Set(1)
+				if !first {
+					reconnects.Inc()
 				}
-			},
+				first = false
+			} else {
+				connected.Set(0)
+			}
 		}
-		if m.Connections > 1 {
-			r.src = source.NewSharedMQTT(mopts, source.SharedOptions{Connections: m.Connections}, a.log)
-		} else {
-			r.src = source.NewMQTT(mopts, a.log)
-		}
+		r.src, _ = newMQTTSource(m, mopts, a.log) // its Run makes the check
 		in, err := a.openIngest(src.Name, dedupOptions(m))
 		if err != nil {
 			return nil, err
@@ -467,11 +458,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			}
 			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 		}
-		a.sims = append(a.sims, source.NewSimulator(source.SimulatorOptions{
-			Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-sim", Topic: s.Topic, Devices: s.Devices,
-			Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
-			MaxReadings: s.MaxReadings, QoS: 1,
-		}, a.log))
+		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, url, s), a.log))
 	default:
 		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
 	}
@@ -480,6 +467,45 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 	}
 	a.sources[src.Name] = r
 	return r, nil
+}
+
+// mqttSourceOptions are the client options of the MQTT source m, without a
+// connection callback.
+func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQTTOptions, error) {
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return source.MQTTOptions{}, err
+	}
+	topics := make([]string, len(m.Topics))
+	for i, t := range m.Topics {
+		topics[i] = config.Expand(t, vars)
+	}
+	return source.MQTTOptions{
+		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
+		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
+		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
+	}, nil
+}
+
+// newMQTTSource creates the client of the MQTT source m (shared
+// subscriptions over m.Connections connections when there are several)
+// without connecting; check reports what its Run would refuse.
+func newMQTTSource(m *config.MQTTSource, o source.MQTTOptions, log *slog.Logger) (src source.Source, check func() error) {
+	if m.Connections > 1 {
+		s := source.NewSharedMQTT(o, source.SharedOptions{Connections: m.Connections}, log)
+		return s, s.Check
+	}
+	return source.NewMQTT(o, log), o.Check
+}
+
+// simulatorOptions are the options of the simulator source name, publishing
+// to the broker at url.
+func simulatorOptions(name, deviceID, url string, s *config.SimulatorSource) source.SimulatorOptions {
+	return source.SimulatorOptions{
+		Broker: url, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
+		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
+		MaxReadings: s.MaxReadings, QoS: 1,
+	}
 }
 
 func (a *Agent) embeddedBroker() (*broker.Broker, error) {
@@ -491,11 +517,7 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
-	// Closed until run: the embedded sources subscribe while the agent is
-	// built, and a publish before that would be acked and lost.
-	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
-		ACLs: a.brokerACLs(), Closed: true}, a.log)
+	b, err := broker.Start(brokerOptions(bc, tc, a.vars()), a.log)
 	if err != nil {
 		return nil, err
 	}
@@ -504,6 +526,15 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
 	a.broker = b
 	return b, nil
+}
+
+// brokerOptions are the options of the embedded broker of bc.
+func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) broker.Options {
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
+	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
+		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 
 // sink returns the runner of s, creating it on first use.
@@ -570,13 +601,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 // its redelivery filter rebuilt from the log's tail.
 func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
 	ic := a.cfg.Ingest
-	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
-		Compress: ic.Compression != config.IngestCompressionNone}
-	if ic.Ack == config.AckAfterWrite {
-		opts.Ack = ingest.AfterWrite
-	}
-	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), opts)
+	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, a.log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
@@ -594,6 +619,17 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	return in, nil
 }
 
+// ingestOptions are the options of every source's ingest log.
+func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
+	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
+		Compress: ic.Compression != config.IngestCompressionNone}
+	if ic.Ack == config.AckAfterWrite {
+		opts.Ack = ingest.AfterWrite
+	}
+	return opts
+}
+
 // dataPath resolves a path from the configuration: relative paths are
 // under data_dir, so a service started from / writes where its state is.
 func (a *Agent) dataPath(p string) string {
@@ -605,7 +641,7 @@ func (a *Agent) dataPath(p string) string {
 
 // openBackend opens the working state of one subtask. A bbolt file left by
 // an earlier run is discarded, never trusted: state comes from the last
-// checkpoint (DESIGN.md "State").
+// checkpoint (docs/architecture.md "State").
 func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Backend, error) {
 	st := a.cfg.State
 	if st.Backend == "memory" {
@@ -668,12 +704,12 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 
 // brokerACLs are the broker's acl blocks with ${device_id} filled in
 // (${username} is the broker's to fill per client).
-func (a *Agent) brokerACLs() []broker.ACL {
+func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
 	var acls []broker.ACL
-	for _, c := range a.cfg.Broker.ACLs {
+	for _, c := range bc.ACLs {
 		acl := broker.ACL{User: c.User}
 		for _, f := range c.Publish {
-			acl.Publish = append(acl.Publish, config.Expand(f, a.vars()))
+			acl.Publish = append(acl.Publish, config.Expand(f, vars))
 		}
 		acls = append(acls, acl)
 	}
@@ -879,6 +915,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	// taking barriers; then the final checkpoint, the newest, is shipped.
 	stopCkpt()
 	<-ckptDone
+	// The final checkpoint committed the last results to the WAL sinks:
+	// a run whose input ended is complete once they are upstream.
+	a.drainWALSinks(ctx.Err() != nil)
 	a.flushUpload()
 	for _, s := range a.sources {
 		if !s.stopped { // a region that gave up is stopped already
@@ -894,6 +933,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
+	a.ckpt.collectGarbage()
 	var errs []error
 	switch {
 	case gaveUp:

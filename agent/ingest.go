@@ -22,7 +22,7 @@ import (
 )
 
 // logIntake puts received messages into a source's durable ingest log
-// before the broker is acked (DESIGN.md "Exactly once, end to end"), so a
+// before the broker is acked (docs/architecture.md "Exactly once, end to end"), so a
 // crash after the ack loses nothing: MQTT cannot replay, the log can.
 type logIntake struct {
 	log       *ingest.Log

@@ -140,8 +140,8 @@ func consecutiveFailures(history []checkpointRecord) int {
 	n := 0
 	for i := len(history) - 1; i >= 0; i-- {
 		r := history[i]
-		if r.Kind == checkpoint.KindSavepoint.String() {
-			continue
+		if r.Kind == checkpoint.KindSavepoint.String() || r.DiskFull {
+			continue // neither counts towards tolerable_failures
 		}
 		if r.Aborted == "" {
 			break

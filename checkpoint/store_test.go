@@ -68,7 +68,7 @@ func mustWriteManifest(t *testing.T, s *Store, m *Manifest) {
 	}
 }
 
-// DESIGN.md "Checkpoints" 4 and 5: a snapshot file is durable under its
+// docs/architecture.md "Checkpoints" 3 and 4: a snapshot file is durable under its
 // content address (temp, fsync, rename, fsync dir) before the manifest is
 // written the same way. The golden file pins the order.
 func TestStore_DurabilityOrder(t *testing.T) {
@@ -267,7 +267,7 @@ func keyEntries(n int) func(fn func(bucket, key, value []byte, deleted bool) err
 }
 
 // BenchmarkStore_Incremental10k writes and fsyncs an incremental snapshot of
-// 10,000 entries: 1% of 1M keys changed (issue 5 acceptance: ≤ 50 ms, bytes
+// 10,000 entries: 1% of 1M keys changed (target: ≤ 50 ms, bytes
 // ≤ 2× the changed entries).
 func BenchmarkStore_Incremental10k(b *testing.B) {
 	s, err := OpenStore(DiskFS{}, b.TempDir())

@@ -27,6 +27,9 @@ const sizeHint = `sizes look like "512KiB", "64MiB", "1GiB", "100MB", or a whole
 type decoder struct {
 	diags hcl.Diagnostics
 	funcs map[string]function.Function
+	// accepted, when set, is told the attribute names every block is
+	// decoded against (the configuration reference is checked with it).
+	accepted func(block *hcl.Block, attrNames []string)
 }
 
 func (d *decoder) extend(diags hcl.Diagnostics) { d.diags = d.diags.Extend(diags) }
@@ -60,6 +63,9 @@ func (d *decoder) content(block *hcl.Block, attrNames []string, blocks ...hcl.Bl
 	}
 	c, diags := block.Body.Content(schema)
 	d.extend(diags)
+	if d.accepted != nil {
+		d.accepted(block, attrNames)
+	}
 	return attrs{d: d, m: c.Attributes, block: block}, c
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// TestLoad_DesignExample decodes the DESIGN.md "Configuration shape" example
+// TestLoad_DesignExample decodes the reference configuration of docs/architecture.md's design (testdata/design.hcl)
 // and pins the values it must produce, defaults included.
 func TestLoad_DesignExample(t *testing.T) {
 	env := func(k string) (string, bool) {
@@ -43,7 +43,8 @@ func TestLoad_DesignExample(t *testing.T) {
 
 	cloud := cfg.SinkByName("cloud").MQTT
 	wantCloud := &MQTTSink{Broker: "ssl://iot.example.com:8883", ClientID: "eddy-${device_id}-cloud", Topic: "sites/${device_id}/${pipeline}/${key}",
-		QoS: 2, Delivery: ExactlyOnce, Buffer: Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"}}
+		QoS: 2, Delivery: ExactlyOnce, Buffer: Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"}, MaxInflight: 20,
+		DrainTimeout: 30 * time.Second}
 	if !reflect.DeepEqual(cloud, wantCloud) {
 		t.Errorf("sink cloud = %+v, want %+v", cloud, wantCloud)
 	}

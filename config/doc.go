@@ -31,6 +31,7 @@
 //	source "simulator" NAME { broker, topic, devices, rate, seed,
 //	        out_of_order, late, malformed, max_readings, watermark {...} }
 //	sink "mqtt" NAME { broker, client_id, topic, qos, retain, delivery,
+//	        max_inflight, drain_timeout,
 //	        username, password, tls {...},
 //	        buffer { max_disk, when_full, drain_rate } }
 //	sink "file" NAME { path, rotate_size, format }
@@ -41,7 +42,8 @@
 //	        aggregate { NAME = FUNC(args) ... }, to, late_output, dead_letter }
 //	state { backend, cache, max_size }
 //	checkpoint { interval, min_pause, timeout, tolerable_failures, retain,
-//	        mode, full_every, unaligned, aligned_timeout }
+//	        mode, max_chain_ratio, full_every (deprecated), unaligned,
+//	        aligned_timeout }
 //	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
 //	        secure, ca_file, path_style, max_bandwidth, concurrency,
 //	        create_bucket, encryption_key }

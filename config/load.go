@@ -18,6 +18,10 @@ type Loader struct {
 	// DeviceID returns the default device id when the agent block sets none;
 	// nil means MachineDeviceID.
 	DeviceID func() (string, error)
+
+	// accepted, when set, is told the attribute names every block is decoded
+	// against (tests check the configuration reference with it).
+	accepted func(block *hcl.Block, attrNames []string)
 }
 
 // Load reads, parses, decodes and validates the file at path with the
@@ -75,7 +79,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	d := &decoder{diags: diags, funcs: map[string]function.Function{
+	d := &decoder{diags: diags, accepted: l.accepted, funcs: map[string]function.Function{
 		"env":  envFunc(env),
 		"file": fileFunc(filepath.Dir(filename)),
 	}}

@@ -77,6 +77,11 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:14", want: `Invalid duration; "10 seconds" is not a duration: durations look like "500ms", "2s"`,
 		},
 		{
+			name: "negative max_chain_ratio",
+			src:  "checkpoint {\n  max_chain_ratio = -1\n}\n",
+			pos:  "2:21", want: `Value out of range; "max_chain_ratio" must be between 0 and 1000; got -1.`,
+		},
+		{
 			name: "duration without unit",
 			src:  "checkpoint {\n  interval = 10\n}\n",
 			pos:  "2:14", want: `needs a unit, written as a string`,
@@ -386,7 +391,7 @@ func TestParse_Defaults(t *testing.T) {
 	if cfg.State != (State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}) {
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
-	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}
 	if cfg.Checkpoint != wantCP {
 		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
 	}
@@ -440,6 +445,26 @@ func TestParse_Warnings(t *testing.T) {
 	want := "test.hcl:10:1: warning: Unused sink; No pipeline writes to sink.stdout.idle."
 	if got := FormatDiagnostics(diags); got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// full_every is still read (it caps the chain's length) but warned about
+// at its value, naming the setting that replaces it.
+func TestParse_FullEveryDeprecated(t *testing.T) {
+	cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(base+"checkpoint {\n  full_every = 10\n}\n"), "test.hcl")
+	if cfg == nil || diags.HasErrors() {
+		t.Fatalf("full_every must still load:\n%s", FormatDiagnostics(diags))
+	}
+	got := FormatDiagnostics(diags)
+	if !strings.HasPrefix(got, "test.hcl:11:16: warning: Deprecated argument;") || !strings.Contains(got, "max_chain_ratio") {
+		t.Errorf("diagnostics %q, want a warning at full_every's value naming max_chain_ratio", got)
+	}
+	if cfg.Checkpoint.FullEvery != 10 || cfg.Checkpoint.MaxChainRatio != 1 {
+		t.Errorf("checkpoint %+v, want full_every 10 and the default ratio", cfg.Checkpoint)
+	}
+	cfg = mustParse(t, base+"checkpoint {\n  max_chain_ratio = 0.25\n}\n", noEnv)
+	if cfg.Checkpoint.MaxChainRatio != 0.25 || cfg.Checkpoint.FullEvery != 0 {
+		t.Errorf("checkpoint %+v", cfg.Checkpoint)
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -51,6 +52,14 @@ type MQTTSink struct {
 	Username, Password string
 	TLS                *TLS
 	Buffer             Buffer
+	// MaxInflight is the exactly-once sink's window of open QoS 2 flows,
+	// 1..65535; default 20 (mosquitto's default max_inflight_messages). It
+	// must not exceed the broker's per-client limit.
+	MaxInflight int
+	// DrainTimeout bounds how long a run whose inputs all ended waits,
+	// after its final checkpoint, for the exactly-once sink's WAL to be
+	// delivered; default 30s, 0 = no wait.
+	DrainTimeout time.Duration
 }
 
 // Buffer bounds the sink's WAL while the uplink is down.
@@ -128,7 +137,7 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 }
 
 func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQTTSink {
-	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password"},
+	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout"},
 		tlsBlock, hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "topic")
 	m := &MQTTSink{
@@ -142,6 +151,9 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		Password: a.str("password", noVars, ""),
 		TLS:      d.decodeTLS(c.Blocks, false),
 		Buffer:   Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"},
+
+		MaxInflight:  int(a.integer("max_inflight", 20, 1, 65535)),
+		DrainTimeout: a.duration("drain_timeout", 30*time.Second),
 	}
 	d.checkBroker(a, m.Broker, broker)
 	if a.has("topic") && m.Topic != "" {
@@ -154,6 +166,12 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"exactly_once\" publishes at QoS 2; remove qos or set qos = 2.")
 	case m.Delivery == AtLeastOnce && m.QoS == 0:
 		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"at_least_once\" needs qos = 1 or 2.")
+	}
+	for _, name := range []string{"max_inflight", "drain_timeout"} {
+		if a.has(name) && m.Delivery != ExactlyOnce {
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q applies to the exactly_once sink's write-ahead log and publish session; remove it, or set delivery = \"exactly_once\".", name)
+		}
 	}
 	if bb := d.single(c.Blocks, "buffer"); bb != nil {
 		ba, _ := d.content(bb, []string{"max_disk", "when_full", "drain_rate"})

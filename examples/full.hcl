@@ -99,10 +99,15 @@ sink "mqtt" "cloud" {
   qos       = 2
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
+  # QoS 2 flows in flight: at most the broker's per-client limit
+  # (mosquitto: max_inflight_messages, default 20)
+  max_inflight = 20
+  # at the end of a finite input, wait this long for the WAL to be delivered
+  drain_timeout = "30s"
   username  = "gateway"
   password  = env("EDDY_CLOUD_PASSWORD", "")
   tls {
-    ca = "/etc/eddy/ca.pem"
+    ca = "" # default: the system roots; a PEM bundle, e.g. "/etc/eddy/ca.pem", must exist at start
   }
   buffer {
     max_disk   = "512MiB"
@@ -209,7 +214,7 @@ checkpoint {
   tolerable_failures = 3
   retain             = 3
   mode               = "exactly_once" # | at_least_once
-  full_every         = 10
+  max_chain_ratio    = 1.0 # a new full snapshot once the increments outweigh the last one; 0 = all full
   unaligned          = false # true: barriers overtake queued records, which go into the checkpoint
   aligned_timeout    = "0s"  # switch an aligned checkpoint to unaligned after this long; 0 = never
 }

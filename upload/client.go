@@ -92,7 +92,7 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newS3(opts, resolveCredentials(opts, osCredentialSource()), opts.Transport)
+	s, err := newS3(opts, credentialsOf(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -133,25 +133,14 @@ func (c *Client) Check(ctx context.Context) error {
 	if c.ready {
 		return nil
 	}
-	// A one-key listing (GET, not HEAD) so the error carries S3's code:
-	// HEAD responses have no body, and a wrong secret and a missing
-	// permission would both read as 403.
-	_, _, err := c.s3.listPage(ctx, c.prefix, "", 1)
-	if region := regionHint(err); c.opts.Region == "" && region != "" && region != c.s3.currentRegion() {
-		// The bucket lives elsewhere than the default region: sign for
-		// the region the server named and ask again.
-		c.s3.setRegion(region)
-		c.log.Info("upload: using the bucket's region", "bucket", c.bucket, "region", region)
-		_, _, err = c.s3.listPage(ctx, c.prefix, "", 1)
-	}
-	if err != nil {
+	if err := c.s3.probe(ctx, c.prefix); err != nil {
 		err = c.classify("check bucket", "", err)
 		if !(c.opts.CreateBucket && isNoBucket(err)) {
 			return err
 		}
-		if err := c.s3.makeBucket(ctx, c.s3.currentRegion()); err != nil {
+		if err := c.s3.makeBucket(ctx); err != nil {
 			var se *s3Error
-			if !errors.As(err, &se) || (se.Code != "BucketAlreadyOwnedByYou" && se.Code != "BucketAlreadyExists") {
+			if !errors.As(err, &se) || (se.resp.Code != "BucketAlreadyOwnedByYou" && se.resp.Code != "BucketAlreadyExists") {
 				return c.classify("create bucket", "", err)
 			}
 		}
@@ -162,15 +151,6 @@ func (c *Client) Check(ctx context.Context) error {
 }
 
 func isNoBucket(err error) bool { return errors.Is(err, ErrNoBucket) }
-
-// regionHint returns the bucket region an S3 error names, or "".
-func regionHint(err error) string {
-	var se *s3Error
-	if errors.As(err, &se) {
-		return se.Region
-	}
-	return ""
-}
 
 // key returns the object key of name below dir.
 func (c *Client) key(dir, name string) string { return c.prefix + dir + name }

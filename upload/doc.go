@@ -1,8 +1,9 @@
 // Package upload ships checkpoint files to S3-compatible storage (AWS S3,
 // MinIO, versitygw, any S3 API) and fetches them back, so a replacement
-// device can restore the state of a dead one. It speaks S3 through a small
-// client of its own on net/http (s3.go, SigV4 in sigv4.go, credentials in
-// credentials.go) rather than an SDK, to keep the binary small.
+// device can restore the state of a dead one. It speaks S3 through
+// minio-go (s3.go), which signs, retries, finds the bucket's region and
+// addresses the bucket; credentials come from minio-go's providers
+// (credentials.go).
 //
 // # What is uploaded, and where
 //

@@ -101,29 +101,6 @@ func TestCodec_Compresses(t *testing.T) {
 	}
 }
 
-func TestCodec_EncodeAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items under the race detector")
-	}
-	cd := mustCodec(t, bytes.Repeat([]byte{42}, 32))
-	data := stateEntries(256<<10, 1)
-	var out bytes.Buffer
-	src := bytes.NewReader(data)
-	encode := func() {
-		out.Reset()
-		src.Reset(data)
-		if _, _, err := cd.encode(&out, src, "files/x"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	encode()
-	// Pooled encoder and buffers: a handful of small allocations per
-	// object (the segment writer, the tee), none per segment or per byte.
-	if a := testing.AllocsPerRun(20, encode); a > 10 {
-		t.Fatalf("%.0f allocations per encode of 256 KiB", a)
-	}
-}
-
 func FuzzCodec_Decode(f *testing.F) {
 	key := bytes.Repeat([]byte{42}, 32)
 	for _, k := range [][]byte{nil, key} {

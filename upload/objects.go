@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync/atomic"
 )
 
-// partSize bounds the pooled object buffers. Every object this package
-// writes is at most a chunk (8 MiB) plus framing, so it goes in one PUT;
-// larger files use the chunked layout instead of S3 multipart (chunked.go).
+// partSize bounds the pooled object buffers. A file object is at most a
+// chunk (8 MiB) plus framing, so it goes in one PUT; larger files use the
+// chunked layout (chunked.go). Only a manifest can be larger, and minio-go
+// sends a body above its 16 MiB part size as a multipart upload.
 const partSize = 16 << 20
 
 // encodeObject frames src as object name (the key below the prefix) into a
@@ -43,10 +43,9 @@ func (c *Client) putBuf(b *bytes.Buffer) {
 // putObject uploads body as object key with metadata meta, paced by the
 // bandwidth limit. The bytes sent, retries included, count as uploaded.
 func (c *Client) putObject(ctx context.Context, key string, body []byte, meta map[string]string) error {
-	wrap := func(r io.Reader) io.Reader {
-		return &countingReader{n: &c.bytesUp, r: &pacedReader{ctx: ctx, r: r, l: c.up}}
-	}
-	if err := c.s3.putObject(ctx, key, body, meta, wrap); err != nil {
+	r := bytes.NewReader(body)
+	paced := &seekablePacedReader{pacedReader: pacedReader{ctx: ctx, r: r, l: c.up, count: &c.bytesUp}, s: r}
+	if err := c.s3.putObject(ctx, key, paced, int64(len(body)), meta); err != nil {
 		return c.classify("put", key, err)
 	}
 	c.objectsPut.Add(1)
@@ -73,7 +72,7 @@ func (c *Client) openObject(ctx context.Context, key, name string) (io.ReadClose
 		return nil, info, c.classify("get", key, err)
 	}
 	c.objectsGot.Add(1)
-	paced := &countingReader{n: &c.bytesDown, r: &pacedReader{ctx: ctx, r: body, l: c.down}}
+	paced := &pacedReader{ctx: ctx, r: body, l: c.down, count: &c.bytesDown}
 	plain, err := c.codec.decode(paced, name)
 	if err != nil {
 		body.Close()
@@ -95,20 +94,6 @@ func (c *Client) readErr(key string, err error) error {
 	default:
 		return c.corrupt(key, err)
 	}
-}
-
-// countingReader adds what it reads to a Client counter. The counter is
-// atomic: the HTTP transport may still read a request body after the
-// request returned.
-type countingReader struct {
-	n *atomic.Int64
-	r io.Reader
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.n.Add(int64(n))
-	return n, err
 }
 
 // objectReader is the plaintext of one object; its errors name the object.

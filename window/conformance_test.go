@@ -24,7 +24,7 @@ import (
 // command per line, '#' starts a comment):
 //
 //	scenario <name>                 starts a scenario (# not before a digit starts a comment)
-//	rule <text>                     the DESIGN.md / Flink rule it pins (required)
+//	rule <text>                     the Flink rule it pins (required)
 //	window tumbling size=S [offset=O] [proc]
 //	window sliding size=S slide=L [offset=O] [proc]
 //	window session gap=G [proc]

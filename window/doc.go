@@ -37,7 +37,7 @@
 //
 // # Rules (each pinned by testdata/conformance; sources cited)
 //
-// Assignment (DESIGN.md "Semantics"; Flink TimeWindow.getWindowStartWithOffset,
+// Assignment (Flink TimeWindow.getWindowStartWithOffset,
 // Tumbling/Sliding/Session windows, countWindow, GlobalWindows):
 //   - Window start = t − ((t − offset) floor-mod size), 0 ≤ r < size even for
 //     negative t − offset (StartOf).
@@ -57,7 +57,7 @@
 //     EarlyEvery.
 //
 // Firing (Flink EventTimeTrigger, ProcessingTimeTrigger, CountTrigger,
-// ContinuousProcessingTimeTrigger; DESIGN.md "Output record"):
+// ContinuousProcessingTimeTrigger; the output record of README "Configuration"):
 //   - An event-time window fires Final when the watermark reaches End−1; a
 //     processing-time window when processing time reaches End−1.
 //   - EarlyEvery > 0: open windows fire Early at processing times that are
@@ -70,7 +70,7 @@
 //     by timer time (window end), then key bytes, then window start; several
 //     subtasks' outputs merged in that order equal a single subtask's.
 //
-// Lateness (DESIGN.md "Semantics"; Flink WindowOperator.isWindowLate,
+// Lateness (Flink WindowOperator.isWindowLate,
 // isElementLate, cleanupTime, allowedLateness):
 //   - An event-time window's state lives until the watermark reaches
 //     cleanup = End−1+AllowedLateness (saturating); then it is purged without

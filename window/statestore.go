@@ -33,7 +33,8 @@ import (
 // count-window counters go to the backend directly.
 //
 // Timer front: timers stay in memory too (up to StateStoreOptions.TimerCache
-// of them, then all go to the backend at once), so a timer that fires before
+// of them, then all go to the backend at once; their memory is part of
+// StateStoreOptions.CacheBytes), so a timer that fires before
 // the next checkpoint never reaches the backend, and one that fires after
 // costs a delete but no backend scan; when event time runs ahead of the wall
 // clock (a backlog replayed after an outage) most timers are of the first
@@ -72,6 +73,8 @@ type StateStore struct {
 	objs       objCache
 	front      timerFront
 	frontLimit int
+	frontHigh  int       // the most timers the front held: its maps keep that capacity
+	cacheBytes int       // StateStoreOptions.CacheBytes: the object cache and the front
 	fk         *frontKey // the current key's front record, or nil if not looked up
 	fkLooked   bool      // fk was looked up for the current key
 	cur        int32     // cache slot of the current key, or -1
@@ -93,23 +96,30 @@ var _ Store = (*StateStore)(nil)
 // StateStoreOptions tune a StateStore.
 type StateStoreOptions struct {
 	// CacheBytes bounds the approximate memory of the decoded window states
-	// kept in front of the backend (keys, windows, accumulators, sketches).
-	// Zero means DefaultStateCacheBytes. A tiny value is valid: every key
-	// switch then evicts every window, slowly but correctly.
+	// kept in front of the backend (keys, windows, accumulators, sketches)
+	// and of the timer front together: the front's share is the most
+	// timers it held (frontTimerBytes each; its maps keep their capacity),
+	// and the window states get the rest, at least half. Zero means
+	// DefaultStateCacheBytes. A tiny value is valid: every key switch then
+	// evicts every window, slowly but correctly.
 	CacheBytes int
-	// TimerCache bounds the timers kept in memory (roughly 100 bytes
-	// each), those written at a Flush included until they fire; a full
-	// front goes to the backend whole. Zero means DefaultTimerCache; 1
-	// keeps at most one.
+	// TimerCache bounds the timers kept in memory, those written at a
+	// Flush included until they fire; a full front goes to the backend
+	// whole. Zero means as many as fill half of CacheBytes (15,768 for the
+	// default: one tumbling or chained sliding window's timer for each of
+	// 15k keys); 1 keeps at most one. A larger value than that default
+	// holds memory beyond CacheBytes.
 	TimerCache int
 }
 
-// DefaultTimerCache is the default StateStoreOptions.TimerCache: the timers
-// of some 5,000 keys' sliding windows (1m/10s), ~3 MiB.
-const DefaultTimerCache = 32 << 10
+// frontTimerBytes is the memory of one timer in the front, measured at a
+// full front of 32k tumbling timers of distinct keys (266 bytes: its set
+// and queue slots, its key's record, the key's copy and map slot).
+const frontTimerBytes = 266
 
 // DefaultStateCacheBytes is the default StateStoreOptions.CacheBytes: about
-// 20,000 windows of five simple aggregates.
+// 20,000 windows of five simple aggregates, or 10,000 next to a full timer
+// front.
 const DefaultStateCacheBytes = 8 << 20
 
 // NewStateStore returns the Store of the operator named operatorName (unique
@@ -126,9 +136,9 @@ func NewStateStoreWith(be state.Backend, operatorName string, funcs []aggregate.
 		opts.CacheBytes = DefaultStateCacheBytes
 	}
 	if opts.TimerCache <= 0 {
-		opts.TimerCache = DefaultTimerCache
+		opts.TimerCache = max(1, opts.CacheBytes/2/frontTimerBytes)
 	}
-	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...), cur: -1, frontLimit: opts.TimerCache}
+	s := &StateStore{be: be, funcs: append([]aggregate.Func(nil), funcs...), cur: -1, frontLimit: opts.TimerCache, cacheBytes: opts.CacheBytes}
 	s.objs = newObjCache(opts.CacheBytes, s.funcs)
 	s.front = newTimerFront()
 	var err error
@@ -686,6 +696,12 @@ func (s *StateStore) AddTimer(d Domain, time int64, w Window) {
 		}
 	}
 	s.front.add(d, time, s.frontKey(true), w)
+	if s.front.n > s.frontHigh {
+		// The front's memory does not shrink (reset keeps it): the
+		// window states get what the largest front left.
+		s.frontHigh = s.front.n
+		s.objs.budget = max(s.cacheBytes-s.frontHigh*frontTimerBytes, s.cacheBytes/2)
+	}
 	if s.front.n > s.frontLimit {
 		s.spillTimers()
 	}

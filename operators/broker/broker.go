@@ -146,6 +146,55 @@ func (l *containedListener) Serve(establish listeners.EstablishFn) {
 	})
 }
 
+// Check reports what Start would refuse in o, without listening.
+func (o Options) Check() error { return o.normalize() }
+
+// normalize applies the defaults and validates o.
+func (o *Options) normalize() error {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.MaxInflight == 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.MaxClients == 0 {
+		o.MaxClients = DefaultMaxClients
+	}
+	if o.MaxKeepAlive == 0 {
+		o.MaxKeepAlive = DefaultMaxKeepAlive
+	}
+	if o.MaxMessageSize < 0 || o.MaxMessageSize > 256<<20-publishOverhead {
+		return fmt.Errorf("broker: max message size %d out of range", o.MaxMessageSize)
+	}
+	if o.MaxClients < 0 || o.MaxKeepAlive < time.Second || o.MaxKeepAlive > 65535*time.Second {
+		return fmt.Errorf("broker: max clients %d or max keepalive %v out of range", o.MaxClients, o.MaxKeepAlive)
+	}
+	for _, acl := range o.ACLs {
+		for _, f := range acl.Publish {
+			if err := ValidateFilter(strings.ReplaceAll(f, usernameVar, "u")); err != nil {
+				return fmt.Errorf("broker: acl for %q: %w", acl.User, err)
+			}
+		}
+	}
+	if o.MaxInflight < 0 || o.MaxInflight > 65535 {
+		return fmt.Errorf("broker: max inflight %d out of range 1..65535", o.MaxInflight)
+	}
+	if o.Username == "" && o.Password != "" {
+		return errors.New("broker: a password is set without a username")
+	}
+	loopback, err := isLoopback(o.Listen)
+	if err != nil {
+		return err
+	}
+	if !loopback && !verifiesClients(o.TLS) && (o.Username == "" || o.Password == "") {
+		return fmt.Errorf("%w (listen %q)", ErrInsecureListen, o.Listen)
+	}
+	return nil
+}
+
 // Start validates opts, binds the listener and starts serving. log receives
 // the broker's own warnings and errors (mochi's info and debug lines are
 // dropped). The caller must Close the broker.
@@ -153,46 +202,8 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Listen == "" {
-		opts.Listen = DefaultListen
-	}
-	if opts.MaxInflight == 0 {
-		opts.MaxInflight = DefaultMaxInflight
-	}
-	if opts.MaxMessageSize == 0 {
-		opts.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if opts.MaxClients == 0 {
-		opts.MaxClients = DefaultMaxClients
-	}
-	if opts.MaxKeepAlive == 0 {
-		opts.MaxKeepAlive = DefaultMaxKeepAlive
-	}
-	if opts.MaxMessageSize < 0 || opts.MaxMessageSize > 256<<20-publishOverhead {
-		return nil, fmt.Errorf("broker: max message size %d out of range", opts.MaxMessageSize)
-	}
-	if opts.MaxClients < 0 || opts.MaxKeepAlive < time.Second || opts.MaxKeepAlive > 65535*time.Second {
-		return nil, fmt.Errorf("broker: max clients %d or max keepalive %v out of range", opts.MaxClients, opts.MaxKeepAlive)
-	}
-	for _, acl := range opts.ACLs {
-		for _, f := range acl.Publish {
-			if err := ValidateFilter(strings.ReplaceAll(f, usernameVar, "u")); err != nil {
-				return nil, fmt.Errorf("broker: acl for %q: %w", acl.User, err)
-			}
-		}
-	}
-	if opts.MaxInflight < 0 || opts.MaxInflight > 65535 {
-		return nil, fmt.Errorf("broker: max inflight %d out of range 1..65535", opts.MaxInflight)
-	}
-	if opts.Username == "" && opts.Password != "" {
-		return nil, errors.New("broker: a password is set without a username")
-	}
-	loopback, err := isLoopback(opts.Listen)
-	if err != nil {
+	if err := opts.normalize(); err != nil {
 		return nil, err
-	}
-	if !loopback && !verifiesClients(opts.TLS) && (opts.Username == "" || opts.Password == "") {
-		return nil, fmt.Errorf("%w (listen %q)", ErrInsecureListen, opts.Listen)
 	}
 
 	caps := mqtt.NewDefaultServerCapabilities()

@@ -87,6 +87,9 @@ type Options struct {
 	Compress bool
 }
 
+// Check reports what Open would refuse in o, without touching the disk.
+func (o Options) Check() error { return o.setDefaults() }
+
 func (o *Options) setDefaults() error {
 	if o.Ack == 0 {
 		o.Ack = AfterFsync

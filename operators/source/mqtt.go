@@ -107,6 +107,12 @@ func (o *MQTTOptions) setDefaults() {
 	}
 }
 
+// Check reports what Run of NewMQTT(o) would refuse, without connecting.
+func (o MQTTOptions) Check() error {
+	o.setDefaults()
+	return o.validate()
+}
+
 func (o *MQTTOptions) validate() error {
 	u, err := url.Parse(o.Broker)
 	if err != nil {

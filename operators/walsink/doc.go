@@ -23,9 +23,20 @@
 //
 // # WAL file format
 //
-// The WAL is a directory of segment files of frames (package wal: length,
-// CRC-32C, payload; a torn tail of the last segment is cut at Open). A
-// frame's first payload byte is the record kind; integers are little-endian.
+// The WAL is a directory of segment files (package wal): each starts with a
+// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 2),
+// followed by frames (length, CRC-32C, payload; a torn tail of the last
+// segment is cut at Open). A frame's first payload byte is the record kind;
+// integers are little-endian.
+//
+// The format version covers the records below as well as the frames: a
+// change to either raises it, and a segment of a version this build does
+// not know fails Open with wal.ErrVersion (a WAL written by a newer build),
+// never a misread. Version 1 is the layout of builds before the header: the
+// same frames and records without a header. Open reads such a WAL as it is
+// (nothing undelivered is lost by an upgrade), writes on in a new version 2
+// segment, and deletes the old segments once their messages are delivered,
+// as it deletes any segment.
 //
 //	kind 1 state      nextSeq u64, lastEpoch u64, committedEpoch u64,
 //	                  committedSeq u64, nextAssign u64,
@@ -128,12 +139,20 @@
 //
 // # Broker settings
 //
-// MaxInflight must not exceed the broker's per-client in-flight limit. For
-// mosquitto:
+// MaxInflight (default 20, mosquitto's default) must not exceed the broker's
+// per-client in-flight limit: mosquitto completes the QoS 2 handshake of a
+// flow above its limit and drops the message without a log line, so the
+// sink would count it delivered. The session speaks MQTT 3.1.1, whose
+// CONNACK carries no limit, so it is configuration. With 20 in flight the
+// rate is about 20 ÷ round trip (two fsyncs on each side per batch); for
+// throughput raise both, e.g. for mosquitto:
 //
 //	persistence           true
 //	max_inflight_messages 1000   # ≥ MaxInflight
 //	max_queued_messages   1000000
+//
+// Open flows restored from a run with a larger MaxInflight resume
+// MaxInflight at a time.
 //
 // # Costs
 //

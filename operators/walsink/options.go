@@ -38,9 +38,16 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the exponential reconnect backoff.
 	// Defaults 100ms and 30s.
 	ReconnectMin, ReconnectMax time.Duration
-	// MaxInflight is the maximum number of open QoS 2 flows. Default 100.
-	// It must not exceed the broker's per-client limit (mosquitto:
-	// max_inflight_messages), or the broker queues or drops the excess.
+	// MaxInflight is the maximum number of open QoS 2 flows (PUBLISH sent,
+	// PUBCOMP not yet received). Default 20, mosquitto's default
+	// max_inflight_messages. It must not exceed the broker's per-client
+	// limit: mosquitto answers the flows above its limit with PUBREC and
+	// PUBCOMP like any other and drops their messages without a word, so
+	// a larger window loses results silently. The session is MQTT 3.1.1
+	// (paho's packets package), whose CONNACK announces no limit (MQTT 5's
+	// Receive Maximum), so the limit cannot be learnt from the broker: it
+	// is configuration. Raising it (with the broker's limit) raises the
+	// delivery rate, which is about MaxInflight ÷ round trip.
 	MaxInflight int
 	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. A Write
 	// that would pass it applies WhenFull only while the WAL holds committed,
@@ -65,6 +72,10 @@ type Options struct {
 	// every PUBCOMP with the message's seq.
 	onComplete func(seq uint64)
 }
+
+// Check reports what Open would refuse in o, without touching the disk or
+// the network, so a caller can report it before starting anything.
+func (o Options) Check() error { return o.normalize() }
 
 func (o *Options) normalize() error {
 	if o.Broker == "" {
@@ -96,7 +107,7 @@ func (o *Options) normalize() error {
 	}
 	o.ReconnectMax = max(o.ReconnectMax, o.ReconnectMin)
 	if o.MaxInflight == 0 {
-		o.MaxInflight = 100
+		o.MaxInflight = 20
 	}
 	if o.MaxInflight < 1 || o.MaxInflight > 65535 {
 		return fmt.Errorf("walsink: options: max inflight %d out of 1..65535", o.MaxInflight)

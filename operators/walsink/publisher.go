@@ -227,7 +227,7 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 		s.backlogBytes -= bytes
 		if s.backlogMsgs <= 0 {
 			if s.backlogMsgs < 0 && !s.warnedCount {
-				// A bookkeeping bug (issue 6 was one): it costs the disk
+				// A bookkeeping bug (one was found in testing): it costs the disk
 				// bound, not liveness, since a blocked Write goes on.
 				s.warnedCount = true
 				s.log.Error("walsink: backlog count below zero; max_disk is not enforced until it recovers",

@@ -101,7 +101,14 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
 	}
 	s.wal = l
-	if _, ok := l.Active(); !ok {
+	// A new WAL gets its first segment; a WAL of an earlier build (segments
+	// without a header) is read as it is and written on in a new segment, so
+	// no segment mixes formats; its old segments go once delivered.
+	if active, ok := l.Active(); !ok || active.Version != wal.FormatVersion {
+		if ok {
+			s.log.Info("walsink: WAL of an earlier format; reading it, writing new segments in the current one",
+				"segments", len(l.Segments()), "format_version", active.Version, "current", wal.FormatVersion)
+		}
 		if _, err := l.Rotate(s.st.appendState(nil)); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
@@ -271,7 +278,7 @@ func (s *Sink) highestPreCommitLocked() uint64 {
 // when they would overflow it, and returns the segment they went to.
 func (s *Sink) appendLocked(frames []byte) (uint64, error) {
 	active, _ := s.wal.Active()
-	if active.Size+int64(len(frames)) > s.opts.SegmentBytes && active.Size > int64(len(s.hdr)) {
+	if active.Size+int64(len(frames)) > s.opts.SegmentBytes && active.Size > int64(wal.HeaderBytes+len(s.hdr)) {
 		id, err := s.rotateLocked()
 		if err != nil {
 			return 0, err
@@ -401,6 +408,9 @@ func (s *Sink) dropOldestLocked() (bool, error) {
 	s.st.nextAssign = last + 1
 	s.backlogMsgs -= count
 	s.backlogBytes -= bytes
+	if s.backlogMsgs <= 0 {
+		s.wakeWritersLocked() // and WaitDelivered
+	}
 	s.dropped.Add(uint64(count))
 	s.log.Warn("walsink: WAL full, dropped oldest unsent messages", "messages", count, "bytes", bytes,
 		"from_seq", first, "to_seq", last, "max_disk", s.opts.MaxDiskBytes)
@@ -644,6 +654,33 @@ func (s *Sink) Stats() Stats {
 	st.Dropped = s.dropped.Load()
 	st.Connected = s.connected.Load()
 	return st
+}
+
+// WaitDelivered waits until every committed message is delivered (the
+// backlog is empty: PUBCOMP received for each), or ctx ends, or the sink is
+// closed. It returns the number of committed messages still undelivered:
+// 0 with a nil error, or more with ctx's error or ErrClosed. Messages of
+// epochs not yet committed are not waited for and not counted.
+func (s *Sink) WaitDelivered(ctx context.Context) (int64, error) {
+	for {
+		s.mu.Lock()
+		n, ch, closed := s.backlogMsgs, s.spaceCh, s.closed
+		s.mu.Unlock()
+		switch {
+		case n <= 0:
+			return 0, nil
+		case closed:
+			return n, ErrClosed
+		}
+		// spaceCh is closed when the backlog drains to nothing (and when
+		// segments are freed, on the way).
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-s.closeCh:
+		}
+	}
 }
 
 // WriteBlocked reports whether a Write waits for room (when_full = block):

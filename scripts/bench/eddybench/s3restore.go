@@ -62,6 +62,16 @@ func startVersitygw(root string) (*versitygw, error) {
 	return nil, fmt.Errorf("versitygw did not answer on %s", v.endpoint)
 }
 
+// eddyAndS3 builds the binary into tmp and starts versitygw on tmp/s3.
+func eddyAndS3(tmp string) (string, *versitygw, error) {
+	bin, err := buildEddy(tmp)
+	if err != nil {
+		return "", nil, err
+	}
+	gw, err := startVersitygw(filepath.Join(tmp, "s3"))
+	return bin, gw, err
+}
+
 func (v *versitygw) stop() {
 	_ = v.cmd.Process.Kill()
 	_ = v.cmd.Wait()
@@ -175,11 +185,7 @@ func runRestoreS3(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := buildEddy(tmp)
-	if err != nil {
-		return err
-	}
-	gw, err := startVersitygw(filepath.Join(tmp, "s3"))
+	bin, gw, err := eddyAndS3(tmp)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package upload
-
-const raceEnabled = false
