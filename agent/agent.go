@@ -64,6 +64,9 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
+	// AllowNewDeviceID lets the agent start under a device id other than
+	// the one recorded in data_dir, and records the new one.
+	AllowNewDeviceID bool
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
 	Reload <-chan struct{}
@@ -129,6 +132,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	for {
 		cfg := lc.cfg
 		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
+			return err
+		}
+		if err := settleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
 			return err
 		}
 		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
@@ -485,7 +491,7 @@ func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQT
 	return source.MQTTOptions{
 		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
 		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
-		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
+		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
 	}, nil
 }
 
@@ -519,20 +525,24 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
-	b, err := broker.Start(brokerOptions(bc, tc), a.log)
+	b, err := broker.Start(brokerOptions(bc, tc, a.vars()), a.log)
 	if err != nil {
 		return nil, err
 	}
+	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
+	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
+	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
 	a.broker = b
 	return b, nil
 }
 
 // brokerOptions are the options of the embedded broker of bc.
-func brokerOptions(bc *config.Broker, tc *tls.Config) broker.Options {
+func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) broker.Options {
 	// Closed until run: the embedded sources subscribe while the agent is
 	// built, and a publish before that would be acked and lost.
 	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}
+		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 
 // sink returns the runner of s, creating it on first use.
@@ -619,9 +629,7 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 
 // ingestOptions are the options of every source's ingest log.
 func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
-	// Segments of at most a quarter of the budget, so truncation can always
-	// free one.
-	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
+	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
 	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
 		Compress: ic.Compression != config.IngestCompressionNone}
 	if ic.Ack == config.AckAfterWrite {
@@ -700,6 +708,20 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{c}
 	}
 	return tc, nil
+}
+
+// brokerACLs are the broker's acl blocks with ${device_id} filled in
+// (${username} is the broker's to fill per client).
+func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
+	var acls []broker.ACL
+	for _, c := range bc.ACLs {
+		acl := broker.ACL{User: c.User}
+		for _, f := range c.Publish {
+			acl.Publish = append(acl.Publish, config.Expand(f, vars))
+		}
+		acls = append(acls, acl)
+	}
+	return acls
 }
 
 // brokerTLSConfig is the embedded broker's listener config: its own

@@ -73,7 +73,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 	if bc := cfg.Broker; bc != nil {
 		tc, err := brokerTLSConfig(bc.TLS) // nil, nil without a tls block
 		if bc.TLS == nil || tlsFiles(bc.TLS.DeclRange, err) {
-			report(bc.DeclRange, "Invalid broker", brokerOptions(bc, tc).Check(),
+			report(bc.DeclRange, "Invalid broker", brokerOptions(bc, tc, map[string]string{"device_id": cfg.Agent.DeviceID}).Check(),
 				"Beyond loopback the broker needs username and password, or a tls block with a ca (client certificates); a password needs a username.")
 		}
 	}

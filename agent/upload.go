@@ -40,7 +40,13 @@ func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, p
 		bucket = u.Bucket
 	}
 	if prefix == "" {
-		prefix = config.Expand(u.Prefix, map[string]string{"device_id": cfg.Agent.DeviceID})
+		// The data_dir's recorded id, as the agent runs under (read only:
+		// a mismatch is for `eddy run` to report).
+		c := *cfg
+		if err := settleDeviceID(&c, false, false); err != nil {
+			return nil, err
+		}
+		prefix = config.Expand(u.Prefix, map[string]string{"device_id": c.Agent.DeviceID})
 	}
 	creds, err := credentialProvider(cfg)
 	if err != nil {

@@ -9,8 +9,11 @@ import (
 // Agent is the agent block: the device's identity and process settings.
 type Agent struct {
 	// DeviceID names this device in client ids, topics, output ids and S3
-	// prefixes. Default: /etc/machine-id, else the host name (see Loader).
+	// prefixes. Default: derived from /etc/machine-id (MachineDeviceID),
+	// else the host name (see Loader).
 	DeviceID string
+	// DeviceIDDefaulted: DeviceID is the default, not set in the file.
+	DeviceIDDefaulted bool
 	// DataDir holds state, logs and checkpoints. Default "./eddy-data".
 	DataDir string
 	// Admin is the admin HTTP listen address; "" disables it. Default
@@ -76,7 +79,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 			d.errorf(where("device_id"), "Cannot determine the device id",
 				"Neither /etc/machine-id nor the host name gave a device id; set device_id in the agent block.")
 		}
-		ag.DeviceID = id
+		ag.DeviceID, ag.DeviceIDDefaulted = id, true
 	}
 	if ag.DeviceID != "" && strings.ContainsAny(ag.DeviceID, "/+#${} \t\r\n") {
 		d.errorf(where("device_id"), "Invalid device id",

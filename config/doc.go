@@ -14,7 +14,7 @@
 // usable Config. FormatDiagnostics renders them one per line.
 //
 // Loader makes the outside world injectable: Env for env() and DeviceID for
-// the default device id (/etc/machine-id, else the host name).
+// the default device id (derived from /etc/machine-id, else the host name).
 //
 // # Schema
 //

@@ -211,6 +211,11 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:12", want: `Open broker beyond loopback`,
 		},
 		{
+			name: "max_message_size beyond the ingest segment",
+			src:  "broker {\n  listen = \"127.0.0.1:1883\"\n  max_message_size = \"1MiB\"\n}\ningest { max_disk = \"2MiB\" }\n",
+			pos:  "3:22", want: `Message size beyond the ingest log`,
+		},
+		{
 			name: "broker beyond loopback with TLS but no client CA",
 			src:  "broker {\n  listen = \":1883\"\n  tls {\n    cert = \"c.pem\"\n    key = \"k.pem\"\n  }\n}\n",
 			pos:  "2:12", want: `Open broker beyond loopback`,

@@ -65,6 +65,9 @@ const (
 	ReasonMissingKey      = "missing_key"
 	ReasonFilterType      = "filter_type"
 	ReasonWrongType       = "wrong_type"
+	// ReasonTooLarge is a message over its source's max_message_size,
+	// dead-lettered with its first bytes only; Prepare never sees it.
+	ReasonTooLarge = "too_large"
 )
 
 // Preparer runs a PrepareSpec over readings one at a time, reusing one
