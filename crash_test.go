@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,13 +128,20 @@ var slidingConfig = replaceAll(crashConfig, `  window "tumbling" { size = "10s" 
 // the restores the test asserts, independent of how fast a loaded machine
 // starts the binary (CI's once took longer than 250 ms to its first
 // checkpoint, so every kill of a fixed schedule came before it).
-func killDelay(t *testing.T, p *eddyProc, n int, rng *rand.Rand, cleanRun time.Duration) time.Duration {
+//
+// waitFor, if given, replaces "checkpoint completed" as the log line an
+// even run waits for, in turn.
+func killDelay(t *testing.T, p *eddyProc, n int, rng *rand.Rand, cleanRun time.Duration, waitFor ...string) time.Duration {
 	t.Helper()
 	if n%2 == 1 {
 		return time.Duration(rng.Int64N(int64(cleanRun)/4 + 1))
 	}
-	if !waitUntil(60*time.Second, func() bool { return p.exited() || p.logContains("checkpoint completed") }) {
-		t.Fatal("run completed no checkpoint within 60 s")
+	line := "checkpoint completed"
+	if len(waitFor) > 0 {
+		line = waitFor[n/2%len(waitFor)]
+	}
+	if !waitUntil(60*time.Second, func() bool { return p.exited() || p.logContains(line) }) {
+		t.Fatalf("run logged no %q within 60 s", line)
 	}
 	return time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
 }
@@ -149,11 +157,46 @@ func runToEnd(t *testing.T, dir string) {
 // committed output must equal that of an uninterrupted run: no reading lost,
 // none counted twice, no record duplicated.
 func TestCrash_FileSourceExactlyOnce(t *testing.T) {
-	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig) })
-	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig) })
+	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig, false) })
+	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, false) })
+	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
 }
 
-func crashFileSource(t *testing.T, tmpl string) {
+// compactingConfig is crashConfig with a small max_chain_ratio, so that a
+// new base follows every few increments and the kills fall before, during
+// and after many compactions.
+var compactingConfig = replaceAll(crashConfig, `  interval = "100ms"`, `  interval        = "100ms"
+  max_chain_ratio = 0.01`)
+
+// newBases counts, in a run's log, the chains compacted into a new base:
+// merged in the background, or replaced by a full checkpoint that completed
+// after an incremental one.
+func newBases(log string) int {
+	n, chained := 0, false
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "checkpoint chains merged into a new base") {
+			n++
+		}
+		if !strings.Contains(line, "checkpoint completed") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "kind=incremental"):
+			chained = true
+		case strings.Contains(line, "kind=full") && chained:
+			n, chained = n+1, false
+		}
+	}
+	return n
+}
+
+// crashFileSource runs the crash test on the config template tmpl. With
+// compacting, half the runs that wait for a checkpoint before their kill
+// wait for a chain merged into a new base instead, the other half for a
+// merge to start (most of them die during it); the runs must have
+// compacted a chain and been killed during a merge at least once each (the
+// input may end before more kills come).
+func crashFileSource(t *testing.T, tmpl string, compacting bool) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 1200, 7)
 
@@ -174,10 +217,14 @@ func crashFileSource(t *testing.T, tmpl string) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("kill schedule seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	kills, restores := 0, 0
+	kills, restores, bases, midMerge := 0, 0, 0, 0
 	for kills < 10 {
 		p := startEddy(t, "run", "-c", path)
-		if p.wait(killDelay(t, p, kills, rng, cleanRun)) {
+		var waitFor []string
+		if compacting {
+			waitFor = []string{"checkpoint chains merged into a new base", "merging checkpoint chains"}
+		}
+		if p.wait(killDelay(t, p, kills, rng, cleanRun, waitFor...)) {
 			if p.err != nil {
 				t.Fatalf("run exited with %v", p.err)
 			}
@@ -190,6 +237,10 @@ func crashFileSource(t *testing.T, tmpl string) {
 		if p.logContains("restored checkpoint") {
 			restores++
 		}
+		bases += newBases(p.output())
+		if p.err != nil && strings.Count(p.output(), "merging checkpoint chains") > strings.Count(p.output(), "checkpoint chains merged") {
+			midMerge++
+		}
 	}
 	if kills != 100 {
 		runToEndWith(t, crashed, tmpl)
@@ -197,10 +248,47 @@ func crashFileSource(t *testing.T, tmpl string) {
 	if restores < 2 {
 		t.Fatalf("only %d of the runs restored a checkpoint: the kills came too early to test recovery", restores)
 	}
-	t.Logf("%d kills, %d restores from a checkpoint", kills, restores)
+	t.Logf("%d kills, %d restores from a checkpoint, %d chains compacted into a new base, %d kills during a merge", kills, restores, bases, midMerge)
+	if compacting && (bases < 1 || midMerge < 1) {
+		t.Fatalf("the crashed runs compacted %d chains and %d died during a merge, want at least 1 of each", bases, midMerge)
+	}
 	got := committedRecords(t, filepath.Join(crashed, "out"))
 	if !slices.Equal(got, want) {
 		t.Fatalf("output after %d kills differs from the uninterrupted run: %d records vs %d", kills, len(got), len(want))
+	}
+	checkNoOrphanFiles(t, filepath.Join(crashed, "data", "checkpoints"))
+}
+
+// checkNoOrphanFiles checks that every snapshot file in a checkpoint store
+// is referenced by one of its manifests, and nothing else is left there
+// (no temp file of an interrupted write or merge).
+func checkNoOrphanFiles(t *testing.T, dir string) {
+	t.Helper()
+	referenced := map[string]bool{}
+	manifests, _ := filepath.Glob(filepath.Join(dir, "manifests", "*"))
+	for _, path := range manifests {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Files []struct{ Name string } `json:"files"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, f := range m.Files {
+			referenced[f.Name] = true
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "files", "*"))
+	for _, path := range files {
+		if name := "files/" + filepath.Base(path); !referenced[name] {
+			t.Errorf("%s is referenced by none of the %d manifests", name, len(manifests))
+		}
+	}
+	if len(files) == 0 {
+		t.Error("no snapshot files at all")
 	}
 }
 

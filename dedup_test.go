@@ -18,7 +18,7 @@ import (
 
 // TestDedup_ProducerResendsSameID: a QoS 1 producer that re-sends after its
 // own reconnect sends a new PUBLISH, without the DUP flag, so only the
-// message id can tell it is a repeat (issue 5: dedup_key with a window).
+// message id can tell it is a repeat (dedup_key with a window).
 // Through real mosquitto into the real binary: 2,000 readings with ids, then
 // 500 of them again from a new connection, are counted 2,000 times; two
 // identical messages without an id are both counted; after a restart the
@@ -99,7 +99,7 @@ pipeline "counts" {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn == first+2 && dropped(ag) == resent
 	})
-	time.Sleep(1500 * time.Millisecond) // every 500 ms window fires
+	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= first+2 }) // every 500 ms window fires
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	ag = startAgent(t, dir, cfg)
@@ -110,7 +110,7 @@ pipeline "counts" {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn >= later
 	})
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= first+2+later })
 	if d := dropped(ag); d != later {
 		t.Errorf("after the restart %v repeats dropped, want %d", d, later)
 	}

@@ -28,17 +28,20 @@ var (
 const usage = `eddy — edge stream agent
 
 Usage:
-  eddy run -c FILE [--from CHECKPOINT|s3://BUCKET/PREFIX[/ID]]
+  eddy run -c FILE [--from ID|PATH|s3://BUCKET/PREFIX[/ID]] [--allow-non-restored-state]
                                         run the agent (restoring the newest checkpoint)
   eddy validate -c FILE                 check a configuration; every problem as file:line:col
   eddy checkpoints ls -c FILE [--remote] list local (or uploaded) checkpoints
   eddy checkpoints show -c FILE ID      print one checkpoint's manifest
   eddy savepoint -c FILE                take a savepoint through the running agent
+  eddy savepoint rm -c FILE ID          delete a local savepoint and its files
   eddy restore -c FILE --from s3://BUCKET/PREFIX[/ID]
                                         download and verify a checkpoint into data_dir
+  eddy id [-c FILE]                     print the device id (the configuration's data_dir's, with -c)
   eddy version                          print version, commit and platform
   eddy help                             this text
 
+Flags may come before or after the arguments; "--" ends them.
 Run "eddy COMMAND -h" for a command's flags.
 `
 
@@ -60,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdSavepoint(rest, stdout, stderr)
 	case "restore":
 		return cmdRestore(rest, stdout, stderr)
+	case "id":
+		return cmdID(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "eddy %s (commit %s) %s/%s %s\n", version, commit, runtime.GOOS, runtime.GOARCH, runtime.Version())
 		return 0
@@ -82,13 +87,56 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args with fs, flags before, between or after the
+// positional arguments (Go's flag package stops at the first of those, and
+// would leave later flags unread), and returns the positional arguments in
+// order. "--" ends the flags: everything after it is positional.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseCommand parses the flags of a command that takes want positional
+// arguments and returns them; a missing or extra one is a usage error.
+func parseCommand(fs *flag.FlagSet, args []string, want int) ([]string, int, bool) {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
+		return nil, flagExit(err), false
+	}
+	if len(positional) != want {
+		if len(positional) > want {
+			fmt.Fprintf(fs.Output(), "eddy %s: unexpected argument %q\n", fs.Name(), positional[want])
+		} else {
+			fmt.Fprintf(fs.Output(), "eddy %s: missing argument\n", fs.Name())
+		}
+		fs.Usage()
+		return nil, 2, false
+	}
+	return positional, 0, true
+}
+
 func cmdRun(args []string, stderr io.Writer) int {
-	fs := newFlags("run", "run -c FILE [--from CHECKPOINT] [--allow-non-restored-state]", stderr)
+	fs := newFlags("run", "run -c FILE [--from ID|PATH|s3://BUCKET/PREFIX[/ID]] [--allow-non-restored-state]", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
-	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path or a checkpoint directory (default: the newest that verifies)")
+	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path, a checkpoint directory, or s3://BUCKET/PREFIX[/ID] "+
+		"(the newest checkpoint under PREFIX, or checkpoint ID, downloaded and verified into data_dir first); default: the newest local one that verifies")
 	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has or whose window, key, aggregates or source changed")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	newID := fs.Bool("allow-new-device-id", false, "start under a device id other than the one data_dir was made under, and record it (a new S3 prefix)")
+	if _, code, ok := parseCommand(fs, args, 0); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -113,7 +161,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow, Reload: reload}
+	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow, AllowNewDeviceID: *newID, Reload: reload}
 	if err := agent.Run(ctx, *path, opts); err != nil {
 		fmt.Fprintf(stderr, "eddy: %v\n", err)
 		return 1
@@ -124,8 +172,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", "validate -c FILE", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseCommand(fs, args, 0); !ok {
+		return code
 	}
 	report, ok := agent.Validate(*path)
 	if report != "" {
@@ -150,23 +198,28 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Usage: eddy checkpoints ls -c FILE [--remote] | eddy checkpoints show -c FILE ID")
 		return 2
 	}
-	sub := args[0]
-	fs := newFlags("checkpoints "+sub, "checkpoints "+sub+" -c FILE", stderr)
-	path := fs.String("c", "eddy.hcl", "configuration file")
-	remote := fs.Bool("remote", false, "list the checkpoints in the S3 bucket of the upload block")
-	if err := fs.Parse(args[1:]); err != nil {
-		return flagExit(err)
-	}
 	out := func(l string) { fmt.Fprintln(stdout, l) }
 	var err error
-	if sub == "ls" {
+	if args[0] == "ls" {
+		fs := newFlags("checkpoints ls", "checkpoints ls -c FILE [--remote]", stderr)
+		path := fs.String("c", "eddy.hcl", "configuration file")
+		remote := fs.Bool("remote", false, "list the checkpoints in the S3 bucket of the upload block")
+		if _, code, ok := parseCommand(fs, args[1:], 0); !ok {
+			return code
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		err = agent.ListCheckpoints(ctx, *path, *remote, slog.New(slog.NewTextHandler(stderr, nil)), out)
 	} else {
-		id, perr := strconv.ParseUint(fs.Arg(0), 10, 64)
+		fs := newFlags("checkpoints show", "checkpoints show -c FILE ID", stderr)
+		path := fs.String("c", "eddy.hcl", "configuration file")
+		positional, code, ok := parseCommand(fs, args[1:], 1)
+		if !ok {
+			return code
+		}
+		id, perr := strconv.ParseUint(positional[0], 10, 64)
 		if perr != nil {
-			fmt.Fprintln(stderr, "eddy: checkpoints show needs a checkpoint id")
+			fmt.Fprintf(stderr, "eddy: checkpoints show: %q is not a checkpoint id\n", positional[0])
 			return 2
 		}
 		err = agent.ShowCheckpoint(*path, id, out)
@@ -179,10 +232,13 @@ func cmdCheckpoints(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdSavepoint(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "rm" {
+		return cmdSavepointRm(args[1:], stdout, stderr)
+	}
 	fs := newFlags("savepoint", "savepoint -c FILE", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file of the running agent")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseCommand(fs, args, 0); !ok {
+		return code
 	}
 	id, err := agent.RequestSavepoint(context.Background(), *path)
 	if err != nil {
@@ -197,8 +253,8 @@ func cmdRestore(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("restore", "restore -c FILE --from s3://BUCKET/PREFIX[/ID]", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file (its upload block gives endpoint and credentials)")
 	from := fs.String("from", "", "s3://BUCKET/PREFIX[/ID]: the newest checkpoint there, or checkpoint ID")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	if _, code, ok := parseCommand(fs, args, 0); !ok {
+		return code
 	}
 	if *from == "" {
 		fmt.Fprintln(stderr, "eddy: restore needs --from s3://BUCKET/PREFIX[/ID]")

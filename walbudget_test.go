@@ -62,16 +62,22 @@ func metricValue(t *testing.T, admin, name string) float64 {
 // coming, until it too is full and sensor messages wait unacked at their
 // broker. When the uplink returns, the pipeline resumes by itself and every
 // result is delivered exactly once. (It used to stall there about one run
-// in three under load, issue 6: see TestSink_BlockNeverWaitsOnUncommittedOnly
+// in three under load: see TestSink_BlockNeverWaitsOnUncommittedOnly
 // and TestSinkRunner_HoldsEarlyEpochs for the mechanism.)
 func TestWALSink_DiskBudgetBlocks(t *testing.T) {
+	for _, u := range upstreamBrokers {
+		t.Run(u.name, func(t *testing.T) { testDiskBudgetBlocks(t, u) })
+	}
+}
+
+func testDiskBudgetBlocks(t *testing.T, u upstreamBroker) {
 	const readings, devices = 100000, 1000
 	in := mosquitto.Start(t)
-	up := mosquitto.Start(t)
+	up := mosquitto.Start(t, u.opts...)
 	col := newCollector(t, up.URL(), "results/#") // persistent session, kept while the broker is down
 	up.Stop()
 
-	tmpl := strings.Replace(walCrashConfig, `delivery = "exactly_once"`, `delivery = "exactly_once"
+	tmpl := strings.Replace(u.withWindow(walCrashConfig), `delivery = "exactly_once"`, `delivery = "exactly_once"
   buffer {
     max_disk  = "1MiB"
     when_full = "block"
@@ -174,13 +180,19 @@ ingest { max_disk = "2MiB" }
 // dropped and counted, exactly: delivered + dropped = produced, and every
 // delivered result is right and arrives once.
 func TestWALSink_DiskBudgetDropsOldest(t *testing.T) {
+	for _, u := range upstreamBrokers {
+		t.Run(u.name, func(t *testing.T) { testDiskBudgetDropsOldest(t, u) })
+	}
+}
+
+func testDiskBudgetDropsOldest(t *testing.T, u upstreamBroker) {
 	const readings, devices = 60000, 1000
 	in := mosquitto.Start(t)
-	up := mosquitto.Start(t)
+	up := mosquitto.Start(t, u.opts...)
 	col := newCollector(t, up.URL(), "results/#")
 	up.Stop()
 
-	r := newCrashRun(t, strings.Replace(walCrashConfig, `delivery = "exactly_once"`, `delivery = "exactly_once"
+	r := newCrashRun(t, strings.Replace(u.withWindow(walCrashConfig), `delivery = "exactly_once"`, `delivery = "exactly_once"
   buffer {
     max_disk  = "1MiB"
     when_full = "drop_oldest"

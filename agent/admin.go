@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 	"github.com/eddy-edge/eddy/upload"
 )
 
-// The admin endpoint (DESIGN.md "Operations"):
+// The admin endpoint (README "Admin endpoint and status page"):
 //
 //	GET  /healthz          liveness: 200 while the process serves HTTP
 //	GET  /readyz           readiness: 200, or 503 with the failing checks
@@ -34,7 +35,13 @@ import (
 // Config validation refuses a non-loopback address without a token. With a
 // token, every request except the status page's shell and its static files
 // (which carry no data) must carry "Authorization: Bearer TOKEN"; the page
-// asks for the token and sends it with its requests.
+// asks for the token and sends it with its requests. /healthz and /readyz
+// answer without it, with nothing but up and ready (probes carry no token).
+//
+// Against a web page driving the endpoint (cross-site requests, DNS
+// rebinding) every request's Host must name this endpoint (guard.go), and a
+// POST must come from the same origin. With admin_tls it serves HTTPS, and
+// with a client CA requires client certificates.
 
 // Readiness defaults.
 const (
@@ -81,8 +88,6 @@ func newAdmin(a *Agent, token string, log *slog.Logger) *admin {
 		ad.savepointTimeout = 2 * time.Minute
 	}
 	api := http.NewServeMux()
-	api.HandleFunc("GET /healthz", ad.healthz)
-	api.HandleFunc("GET /readyz", ad.readyz)
 	api.HandleFunc("GET /metrics", ad.metrics)
 	api.HandleFunc("GET /api/pipelines", ad.pipelines)
 	api.HandleFunc("GET /api/checkpoints", ad.checkpoints)
@@ -94,18 +99,28 @@ func newAdmin(a *Agent, token string, log *slog.Logger) *admin {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", protected)
+	mux.HandleFunc("GET /healthz", ad.healthz)
+	mux.HandleFunc("GET /readyz", ad.readyz)
 	mux.HandleFunc("GET /{$}", ad.statusPage)
 	mux.Handle("GET /static/", staticAssets())
-	ad.handler = mux
+	hosts := allowedHosts{listen: a.cfg.Agent.Admin, names: a.cfg.Agent.AdminHosts}
+	ad.handler = guardRequests(hosts, mux)
 	ad.registerMetrics()
 	return ad
 }
 
 // startAdmin listens on addr and serves the admin endpoint until close.
 func startAdmin(a *Agent, addr, token string, log *slog.Logger) (*admin, error) {
+	tc, err := adminTLSConfig(a.cfg.Agent.AdminTLS)
+	if err != nil {
+		return nil, fmt.Errorf("agent: admin_tls: %w", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("agent: admin listen on %s: %w", addr, err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	ad := newAdmin(a, token, log)
 	ad.ln = ln
@@ -117,7 +132,7 @@ func startAdmin(a *Agent, addr, token string, log *slog.Logger) (*admin, error) 
 	}()
 	ad.stopped.Add(1)
 	go ad.sampleSources()
-	log.Info("admin endpoint listening", "addr", ln.Addr().String())
+	log.Info("admin endpoint listening", "addr", ln.Addr().String(), "https", tc != nil)
 	return ad, nil
 }
 
@@ -200,6 +215,8 @@ type readinessInput struct {
 	ingest            []ingestReport
 	wal               []walReport
 	upload            *upload.Stats // nil without an upload block
+	// diskFull is why the checkpoint store's disk counts as full, or "".
+	diskFull string
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -213,11 +230,13 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //     least once): one more failure stops the agent;
 //   - an MQTT source on an outside broker has been disconnected for
 //     maxDisconnectedMs or longer;
-//   - an ingest log or a WAL holds fullFraction of its max_disk or more.
+//   - an ingest log or a WAL holds fullFraction of its max_disk or more;
+//   - the checkpoint store's disk is full ("disk_full": a checkpoint write
+//     failed with ENOSPC and space has not come back).
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
-// processing and checkpointing locally (issue 7), and a supervisor that
+// processing and checkpointing locally, and a supervisor that
 // restarted it would not bring the uplink back.
 //
 // A WAL whose sink does not report its size yet passes, with a detail
@@ -236,6 +255,9 @@ func evaluateReadiness(in readinessInput) readiness {
 			in.consecutiveFails, in.tolerableFailures))
 	default:
 		add("checkpoints", true, fmt.Sprintf("%d failed in a row (tolerable_failures = %d)", in.consecutiveFails, in.tolerableFailures))
+	}
+	if in.diskFull != "" {
+		add("disk", false, "disk_full: "+in.diskFull+"; checkpoints resume when space frees")
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -266,6 +288,14 @@ func evaluateReadiness(in readinessInput) readiness {
 		}
 	}
 	for _, w := range in.wal {
+		if w.Refusal != "" {
+			detail := w.Refusal
+			if w.BacklogMessages != nil {
+				detail += fmt.Sprintf(" (%d results waiting in the WAL)", *w.BacklogMessages)
+			}
+			add("wal/"+w.Sink, false, detail)
+			continue
+		}
 		if w.DiskBytes == nil {
 			add("wal/"+w.Sink, true, "size not reported")
 			continue
@@ -291,6 +321,7 @@ func (ad *admin) readiness() readiness {
 	if rep, ok := ad.a.checkpointReport(); ok {
 		in.checkpoints = true
 		in.consecutiveFails, in.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
+		in.diskFull = ad.a.ckpt.diskFullReason()
 	}
 	return evaluateReadiness(in)
 }
@@ -300,16 +331,31 @@ func (ad *admin) healthz(w http.ResponseWriter, r *http.Request) {
 		ad.readyz(w, r)
 		return
 	}
+	if !ad.authorized(r) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "device_id": ad.a.deviceID})
 }
 
+// readyz answers without the token (probes carry none), but then only
+// whether the agent is ready: the checks name sources and errors.
 func (ad *admin) readyz(w http.ResponseWriter, r *http.Request) {
 	rd := ad.readiness()
 	code := http.StatusOK
 	if !rd.Ready {
 		code = http.StatusServiceUnavailable
 	}
+	if !ad.authorized(r) {
+		writeJSON(w, code, map[string]bool{"ready": rd.Ready})
+		return
+	}
 	writeJSON(w, code, rd)
+}
+
+// authorized reports whether r carries the admin token, or none is set.
+func (ad *admin) authorized(r *http.Request) bool {
+	return ad.token == "" || hasToken(r, []byte("Bearer "+ad.token))
 }
 
 func (ad *admin) metrics(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +382,8 @@ func (ad *admin) checkpoints(w http.ResponseWriter, r *http.Request) {
 
 // savepoint takes a savepoint and answers {"id": n} once it is complete.
 // Errors: 503 when checkpoints are not running or have failed for good,
-// 504 when it does not complete in time, 500 when it was aborted.
+// 504 when it does not complete in time, 409 when max_savepoints are kept,
+// 500 when it was aborted.
 func (ad *admin) savepoint(w http.ResponseWriter, r *http.Request) {
 	c := ad.a.ckpt
 	if c == nil {
@@ -356,6 +403,8 @@ func (ad *admin) savepoint(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "savepoint request cancelled: "+err.Error())
 	case errors.Is(err, checkpoint.ErrCoordinatorFailed):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, ErrTooManySavepoints):
+		writeError(w, http.StatusConflict, err.Error())
 	default:
 		ad.log.Warn("savepoint on request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -443,6 +492,12 @@ func (ad *admin) registerMetrics() {
 		}
 		return 0
 	})
+	set.GetOrCreateGauge("eddy_clock_synchronized", func() float64 {
+		if a.clk.wallSynced() {
+			return 1
+		}
+		return 0
+	})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -456,10 +511,14 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
+func hasToken(r *http.Request, want []byte) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
+}
+
 func requireToken(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if !hasToken(r, want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="eddy"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <admin_token>")
 			return

@@ -102,6 +102,13 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 // log is printed if the test failed.
 func startAgent(t *testing.T, dir, src string) *Agent {
 	t.Helper()
+	return startAgentWith(t, dir, src, Options{})
+}
+
+// startAgentWith is startAgent with opts (Stdout, Stderr and Ready are set
+// here).
+func startAgentWith(t *testing.T, dir, src string, opts Options) *Agent {
+	t.Helper()
 	src = strings.ReplaceAll(strings.ReplaceAll(src, "%DATA%", filepath.Join(dir, "data")), "%DIR%", dir)
 	path := filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -116,7 +123,8 @@ func startAgent(t *testing.T, dir, src string) *Agent {
 	ready := make(chan *Agent, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: logw, Ready: func(a *Agent) { ready <- a }})
+		opts.Stdout, opts.Stderr, opts.Ready = io.Discard, logw, func(a *Agent) { ready <- a }
+		done <- Run(ctx, path, opts)
 	}()
 	stopped := false
 	t.Cleanup(func() {
@@ -220,6 +228,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"failures at tolerable", readinessInput{checkpoints: true, consecutiveFails: 3, tolerableFailures: 3}, false, "checkpoints"},
 		{"tolerable zero, no failure", readinessInput{checkpoints: true}, true, ""},
 		{"tolerable zero, one failure", readinessInput{checkpoints: true, consecutiveFails: 1}, false, "checkpoints"},
+		{"disk full", readinessInput{checkpoints: true, tolerableFailures: 3, diskFull: "write: no space left on device"}, false, "disk"},
 		{"source connected", readinessInput{sources: []sourceReport{src(true, 0)}, maxDisconnectedMs: 1000}, true, ""},
 		{"source down briefly", readinessInput{sources: []sourceReport{src(false, 999)}, maxDisconnectedMs: 1000}, true, ""},
 		{"source down too long", readinessInput{sources: []sourceReport{src(false, 1000)}, maxDisconnectedMs: 1000}, false, "source/s"},
@@ -228,6 +237,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"ingest log full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
 		{"wal size not reported", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
 		{"wal full", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
+		{"wal refused by the broker", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 	}
@@ -255,6 +265,7 @@ func TestConsecutiveFailures(t *testing.T) {
 	bad := checkpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
 	spOK := checkpointRecord{Kind: "savepoint"}
 	spBad := checkpointRecord{Kind: "savepoint", Aborted: "x"}
+	noSpace := checkpointRecord{Kind: "incremental", Aborted: "no space left on device", DiskFull: true}
 	tests := []struct {
 		name string
 		h    []checkpointRecord
@@ -266,6 +277,8 @@ func TestConsecutiveFailures(t *testing.T) {
 		{"completed resets", []checkpointRecord{bad, bad, ok}, 0},
 		// The coordinator neither counts savepoints nor lets one reset.
 		{"savepoints skipped", []checkpointRecord{bad, spOK, bad, spBad}, 2},
+		// Nor failures while the disk was full.
+		{"disk full skipped", []checkpointRecord{bad, noSpace, noSpace, bad}, 2},
 	}
 	for _, tt := range tests {
 		if got := consecutiveFailures(tt.h); got != tt.want {
@@ -466,10 +479,11 @@ func TestAdmin_Token(t *testing.T) {
 		method, path, token string
 		want                int
 	}{
-		{"GET", "/healthz", "", http.StatusUnauthorized},
-		{"GET", "/healthz", "wrong", http.StatusUnauthorized},
+		// Probes carry no token: up and ready answer, revealing nothing else.
+		{"GET", "/healthz", "", http.StatusOK},
+		{"GET", "/healthz", "wrong", http.StatusOK},
 		{"GET", "/healthz", token, http.StatusOK},
-		{"GET", "/readyz", "", http.StatusUnauthorized},
+		{"GET", "/readyz", "", http.StatusOK},
 		{"GET", "/metrics", "", http.StatusUnauthorized},
 		{"GET", "/api/pipelines", "", http.StatusUnauthorized},
 		{"GET", "/api/pipelines", token, http.StatusOK},
@@ -486,6 +500,14 @@ func TestAdmin_Token(t *testing.T) {
 		if code, _, _ := ta.do(t, tt.method, tt.path, tt.token); code != tt.want {
 			t.Errorf("%s %s (token %q) = %d, want %d", tt.method, tt.path, tt.token, code, tt.want)
 		}
+	}
+	for path, want := range map[string]string{"/healthz": `{"status":"ok"}`, "/readyz": `{"ready":true}`} {
+		if _, b, _ := ta.do(t, "GET", path, ""); strings.TrimSpace(string(b)) != want {
+			t.Errorf("GET %s without the token = %s, want %s", path, b, want)
+		}
+	}
+	if _, b, _ := ta.do(t, "GET", "/healthz", token); !strings.Contains(string(b), "gw-test") {
+		t.Errorf("GET /healthz with the token = %s, want the device id", b)
 	}
 	_, page, _ := ta.do(t, "GET", "/", "")
 	if strings.Contains(string(page), `data-pipeline="temps"`) || strings.Contains(string(page), "minio.local") {
@@ -673,6 +695,7 @@ func BenchmarkAdmin(b *testing.B) {
 			ad := newAdmin(a, "", a.log)
 			ad.maxDisconnected = time.Hour
 			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Host = "127.0.0.1:8787"
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()

@@ -32,9 +32,10 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/agent/clocksync"
+	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/devicemem"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/ingest"
@@ -63,9 +64,15 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
+	// AllowNewDeviceID lets the agent start under a device id other than
+	// the one recorded in data_dir, and records the new one.
+	AllowNewDeviceID bool
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
 	Reload <-chan struct{}
+	// ClockStatus says whether the device clock is synchronised; nil: the
+	// kernel's view (adjtimex).
+	ClockStatus clocksync.Source
 }
 
 // Agent is a running configuration.
@@ -125,6 +132,9 @@ func Run(ctx context.Context, path string, opts Options) error {
 	for {
 		cfg := lc.cfg
 		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
+			return err
+		}
+		if err := settleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
 			return err
 		}
 		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
@@ -190,7 +200,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // starting them.
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
-	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
+	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock().withStatus(opts.ClockStatus, log), failed: make(chan error, 1),
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
 		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	var diags hcl.Diagnostics
@@ -409,34 +419,25 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			r.ilog, r.intake = in.log, embeddedIntake(b, topics, in)
 			break
 		}
-		tc, err := tlsConfig(m.TLS)
+		mopts, err := mqttSourceOptions(m, a.vars())
 		if err != nil {
 			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
 		}
 		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
 		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
 		first := true
-		mopts := source.MQTTOptions{
-			Broker: m.Broker, ClientID: config.Expand(m.ClientID, a.vars()), Topics: topics, QoS: byte(m.QoS),
-			Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
-			ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
-			OnConnectionChange: func(up bool) {
-				if up {
-					connected.Set(1)
-					if !first {
-						reconnects.Inc()
-					}
-					first = false
-				} else {
-					connected.Set(0)
+		mopts.OnConnectionChange = func(up bool) {
+			if up {
+				connected.Set(1)
+				if !first {
+					reconnects.Inc()
 				}
-			},
+				first = false
+			} else {
+				connected.Set(0)
+			}
 		}
-		if m.Connections > 1 {
-			r.src = source.NewSharedMQTT(mopts, source.SharedOptions{Connections: m.Connections}, a.log)
-		} else {
-			r.src = source.NewMQTT(mopts, a.log)
-		}
+		r.src, _ = newMQTTSource(m, mopts, a.log) // its Run makes the check
 		in, err := a.openIngest(src.Name, dedupOptions(m))
 		if err != nil {
 			return nil, err
@@ -465,11 +466,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			}
 			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 		}
-		a.sims = append(a.sims, source.NewSimulator(source.SimulatorOptions{
-			Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-sim", Topic: s.Topic, Devices: s.Devices,
-			Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
-			MaxReadings: s.MaxReadings, QoS: 1,
-		}, a.log))
+		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, url, s), a.log))
 	default:
 		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
 	}
@@ -480,24 +477,72 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 	return r, nil
 }
 
+// mqttSourceOptions are the client options of the MQTT source m, without a
+// connection callback.
+func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQTTOptions, error) {
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return source.MQTTOptions{}, err
+	}
+	topics := make([]string, len(m.Topics))
+	for i, t := range m.Topics {
+		topics[i] = config.Expand(t, vars)
+	}
+	return source.MQTTOptions{
+		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
+		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
+		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
+	}, nil
+}
+
+// newMQTTSource creates the client of the MQTT source m (shared
+// subscriptions over m.Connections connections when there are several)
+// without connecting; check reports what its Run would refuse.
+func newMQTTSource(m *config.MQTTSource, o source.MQTTOptions, log *slog.Logger) (src source.Source, check func() error) {
+	if m.Connections > 1 {
+		s := source.NewSharedMQTT(o, source.SharedOptions{Connections: m.Connections}, log)
+		return s, s.Check
+	}
+	return source.NewMQTT(o, log), o.Check
+}
+
+// simulatorOptions are the options of the simulator source name, publishing
+// to the broker at url.
+func simulatorOptions(name, deviceID, url string, s *config.SimulatorSource) source.SimulatorOptions {
+	return source.SimulatorOptions{
+		Broker: url, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
+		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
+		MaxReadings: s.MaxReadings, QoS: 1,
+	}
+}
+
 func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if a.broker != nil {
 		return a.broker, nil
 	}
 	bc := a.cfg.Broker
-	tc, err := tlsConfig(bc.TLS)
+	tc, err := brokerTLSConfig(bc.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
-	// Closed until run: the embedded sources subscribe while the agent is
-	// built, and a publish before that would be acked and lost.
-	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}, a.log)
+	b, err := broker.Start(brokerOptions(bc, tc, a.vars()), a.log)
 	if err != nil {
 		return nil, err
 	}
+	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
+	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
+	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
 	a.broker = b
 	return b, nil
+}
+
+// brokerOptions are the options of the embedded broker of bc.
+func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) broker.Options {
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
+	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
+		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 
 // sink returns the runner of s, creating it on first use.
@@ -529,7 +574,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 			}
 			url = b.URL()
 		}
-		if m.Delivery == config.ExactlyOnce {
+		if m.UsesWAL() {
 			r.tx, err = a.openWALSink(s, url)
 			break
 		}
@@ -564,15 +609,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 // its redelivery filter rebuilt from the log's tail.
 func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
 	ic := a.cfg.Ingest
-	// Segments of at most a quarter of the budget, so truncation can always
-	// free one.
-	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
-		Compress: ic.Compression != config.IngestCompressionNone}
-	if ic.Ack == config.AckAfterWrite {
-		opts.Ack = ingest.AfterWrite
-	}
-	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), opts)
+	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, a.log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
@@ -590,6 +627,17 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	return in, nil
 }
 
+// ingestOptions are the options of every source's ingest log.
+func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
+	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
+		Compress: ic.Compression != config.IngestCompressionNone}
+	if ic.Ack == config.AckAfterWrite {
+		opts.Ack = ingest.AfterWrite
+	}
+	return opts
+}
+
 // dataPath resolves a path from the configuration: relative paths are
 // under data_dir, so a service started from / writes where its state is.
 func (a *Agent) dataPath(p string) string {
@@ -601,7 +649,7 @@ func (a *Agent) dataPath(p string) string {
 
 // openBackend opens the working state of one subtask. A bbolt file left by
 // an earlier run is discarded, never trusted: state comes from the last
-// checkpoint (DESIGN.md "State").
+// checkpoint (docs/architecture.md "State").
 func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Backend, error) {
 	st := a.cfg.State
 	if st.Backend == "memory" {
@@ -646,13 +694,9 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pool, err := readCAPool(t.CA)
 		if err != nil {
-			return nil, fmt.Errorf("read CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("no certificate in %s", t.CA)
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}
@@ -664,6 +708,63 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{c}
 	}
 	return tc, nil
+}
+
+// brokerACLs are the broker's acl blocks with ${device_id} filled in
+// (${username} is the broker's to fill per client).
+func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
+	var acls []broker.ACL
+	for _, c := range bc.ACLs {
+		acl := broker.ACL{User: c.User}
+		for _, f := range c.Publish {
+			acl.Publish = append(acl.Publish, config.Expand(f, vars))
+		}
+		acls = append(acls, acl)
+	}
+	return acls
+}
+
+// brokerTLSConfig is the embedded broker's listener config: its own
+// certificate and, with a CA, client certificates required and verified
+// against that CA (a client without one, or with one from another CA, fails
+// the handshake).
+func brokerTLSConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return serverTLSConfig(t.Cert, t.Key, t.CA)
+}
+
+// serverTLSConfig is a listener's TLS config with certFile and keyFile;
+// with clientCA, a client certificate issued by it is required and
+// verified.
+func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pool, err := readCAPool(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// readCAPool reads a PEM CA bundle.
+func readCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", path)
+	}
+	return pool, nil
 }
 
 func (a *Agent) run(ctx context.Context, opts Options) error {
@@ -822,6 +923,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	// taking barriers; then the final checkpoint, the newest, is shipped.
 	stopCkpt()
 	<-ckptDone
+	// The final checkpoint committed the last results to the WAL sinks:
+	// a run whose input ended is complete once they are upstream.
+	a.drainWALSinks(ctx.Err() != nil)
 	a.flushUpload()
 	for _, s := range a.sources {
 		if !s.stopped { // a region that gave up is stopped already
@@ -837,6 +941,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	}
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
+	a.ckpt.collectGarbage()
 	var errs []error
 	switch {
 	case gaveUp:

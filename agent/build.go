@@ -115,6 +115,9 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 
 	if w := p.Window; w != nil {
 		ws, eventTime, err := windowSpec(w, aggs)
+		if err == nil && !diags.HasErrors() { // aggregates compiled: the spec is whole
+			err = ws.Check() // what the window operator refuses at start
+		}
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid window",
 				Detail: err.Error(), Subject: w.DeclRange.Ptr()})
@@ -181,16 +184,14 @@ func windowSpec(w *config.Window, aggs []window.AggSpec) (*window.Spec, bool, er
 	}, eventTime, nil
 }
 
-// Validate loads the configuration at path and compiles every pipeline,
-// without starting anything. It returns the diagnostics as
+// Validate loads the configuration at path and makes every check that Run
+// makes before it touches the network or data_dir (checkConfig), without
+// starting anything. It returns the diagnostics as
 // "file:line:col: ..." lines and whether the configuration has no errors.
 func Validate(path string) (report string, ok bool) {
 	cfg, diags := config.Load(path)
 	if !diags.HasErrors() {
-		for _, p := range cfg.Pipelines {
-			_, d := compile(cfg, p)
-			diags = append(diags, d...)
-		}
+		diags = append(diags, checkConfig(cfg)...)
 		diags = append(diags, unsupported(cfg)...)
 	}
 	return config.FormatDiagnostics(diags), !diags.HasErrors()

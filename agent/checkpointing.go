@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -42,13 +44,26 @@ type checkpointer struct {
 	offsetMs int64
 	interval time.Duration
 	timeout  time.Duration // checkpoint { timeout }
+	// maxSavepoints: checkpoint { max_savepoints }; 0 means no limit.
+	maxSavepoints int
+	// savepointSlots serializes the savepoint limit's count-and-take.
+	savepointSlots sync.Mutex
 
 	// holdWhileBlocked's state: since when a sink is blocked, and whether
 	// that was logged.
 	blockedSinceMs int64
 	blockedLogged  bool
 
-	writers sync.WaitGroup // snapshot writes in flight
+	// diskFull, while the checkpoint store's disk is full, is the error
+	// that said so (see noteDiskFull); freeAtFull the free bytes then, and
+	// diskPolledMs when free space was last looked at.
+	diskFull     atomic.Pointer[string]
+	freeAtFull   int64
+	diskPolledMs int64
+
+	writers sync.WaitGroup // snapshot writes and chain merges in flight
+	// runCtx is run's context: chain merges stop when it ends.
+	runCtx context.Context
 
 	// trigActivity is activity() when the last checkpoint was triggered
 	// (run's goroutine only).
@@ -60,6 +75,7 @@ type checkpointer struct {
 	completed  []func(checkpoint.Completed)
 	lastDone   atomic.Uint64 // id of the last completed checkpoint
 	lastTrig   atomic.Uint64 // id of the last triggered checkpoint
+	idleTicks  atomic.Uint64 // ticks skipped because nothing changed (unchanged)
 	completeCh chan uint64   // ids of completed or aborted checkpoints, for waiters
 	// keepUnshipped, when uploads are on, returns how many of the newest
 	// checkpoints retention must keep so that none waiting for upload
@@ -86,6 +102,8 @@ type checkpointRecord struct {
 	AlignmentMs int64  `json:"alignment_ms"`
 	Files       int    `json:"files"`
 	Aborted     string `json:"aborted,omitempty"`
+	// DiskFull: aborted while the disk was full, not counted as a failure.
+	DiskFull bool `json:"disk_full,omitempty"`
 	// UnalignedTasks took the barrier ahead of their queues, storing
 	// InFlightRecords records it overtook.
 	UnalignedTasks  int    `json:"unaligned_tasks,omitempty"`
@@ -131,16 +149,79 @@ func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap stat
 	}()
 }
 
+// mergeChains merges each task's chain of cp into a new base in the
+// background, from the files on disk, and answers the coordinator. If one
+// task's merge fails, the bases merged for the others are discarded too:
+// the next checkpoint is full instead, and no file is left that no manifest
+// will reference.
+func (c *checkpointer) mergeChains(cp *checkpoint.Compaction) {
+	ctx := c.runCtx
+	c.writers.Add(1)
+	go func() {
+		defer c.writers.Done()
+		start := time.Now()
+		c.log.Info("merging checkpoint chains into a new base", "through", cp.Through, "tasks", len(cp.Chains))
+		res := checkpoint.Compacted{Through: cp.Through, Files: map[string]checkpoint.FileRef{}}
+		var read, written int64
+		for _, task := range slices.Sorted(maps.Keys(cp.Chains)) {
+			chain := cp.Chains[task]
+			ref, err := c.store.MergeChain(ctx, chain, cp.Through)
+			if err != nil {
+				res.Err = err
+				break
+			}
+			res.Files[task] = ref
+			written += ref.Size
+			for _, f := range chain {
+				read += f.Size
+			}
+		}
+		if res.Err != nil {
+			for _, ref := range res.Files {
+				if err := c.store.Discard(ref); err != nil {
+					c.log.Warn("removing a merged checkpoint file failed", "file", ref.Name, "err", err)
+				}
+			}
+			res.Files = nil
+			if ctx.Err() == nil {
+				c.log.Warn("merging checkpoint chains failed: the next checkpoint is full", "through", cp.Through, "err", res.Err)
+			}
+		} else {
+			c.log.Info("checkpoint chains merged into a new base", "through", cp.Through, "tasks", len(res.Files),
+				"read_bytes", read, "bytes", written, "duration_ms", time.Since(start).Milliseconds())
+		}
+		c.send(res)
+	}()
+}
+
+// collectGarbage removes the snapshot files no manifest references: those
+// of checkpoints that never completed and bases merged too late to be used,
+// left by a crash or by the run that ends. Only while no checkpoint or
+// merge is in flight: at start, before the first trigger, and at stop.
+func (c *checkpointer) collectGarbage() {
+	removed, err := c.store.CollectGarbage()
+	if err != nil {
+		c.log.Warn("removing unreferenced checkpoint files failed", "err", err)
+	} else if len(removed) > 0 {
+		c.log.Info("removed checkpoint files no checkpoint references", "files", len(removed))
+	}
+}
+
 // onCompleted registers fn to run (on the checkpointer's goroutine) after
 // each completed checkpoint.
 func (c *checkpointer) onCompleted(fn func(checkpoint.Completed)) {
 	c.completed = append(c.completed, fn)
 }
 
+// checkpointTick is how often run offers the coordinator the time, which
+// triggers a checkpoint once the interval has passed.
+const checkpointTick = 50 * time.Millisecond
+
 // run drives the coordinator until ctx ends. It returns the coordinator's
 // failure (too many failed checkpoints in a row), or nil.
 func (c *checkpointer) run(ctx context.Context) error {
-	tick := time.NewTicker(50 * time.Millisecond)
+	c.runCtx = ctx
+	tick := time.NewTicker(checkpointTick)
 	defer tick.Stop()
 	for {
 		var forced chan struct{}
@@ -149,7 +230,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			c.holdWhileBlocked()
+			c.pollDiskSpace()
 			if c.unchanged() {
+				c.idleTicks.Add(1)
 				continue
 			}
 			c.coord.Tick(c.now())
@@ -170,6 +253,12 @@ func (c *checkpointer) run(ctx context.Context) error {
 				forced = m.done
 			case checkpoint.Message:
 				msg = m
+			}
+			switch m := msg.(type) {
+			case checkpoint.Failure:
+				c.noteDiskFull(m.Err)
+			case checkpoint.Compacted:
+				c.noteDiskFull(m.Err)
 			}
 			if msg != nil {
 				// Durations are measured on the coordinator's clock: tell it
@@ -194,6 +283,62 @@ func (c *checkpointer) run(ctx context.Context) error {
 }
 
 func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
+
+// noSpaceMinFreed is how much free space must come back, at least, before
+// checkpoints are tried again after the disk was full.
+const noSpaceMinFreed = 1 << 20
+
+// noteDiskFull, if err says the disk is full (ENOSPC, or a quota: EDQUOT),
+// puts the coordinator in its disk-full state (checkpoint.Coordinator.
+// DiskFull): failures stop counting towards tolerable_failures, /readyz
+// says disk_full, and pollDiskSpace ends it once space frees.
+func (c *checkpointer) noteDiskFull(err error) {
+	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return
+	}
+	c.freeAtFull, _ = freeBytes(c.store.Dir())
+	c.diskPolledMs = c.clk.monoMs()
+	if c.coord.IsDiskFull() {
+		return
+	}
+	msg := err.Error()
+	c.diskFull.Store(&msg)
+	c.coord.Tick(c.now())
+	c.coord.DiskFull(true)
+	c.log.Warn("disk full: checkpoints wait until space frees (they do not count as failures meanwhile)",
+		"path", c.store.Dir(), "free_bytes", c.freeAtFull, "err", err)
+}
+
+// pollDiskSpace, while the disk is full, looks at the free space once a
+// second and ends the disk-full state when enough came back: twice the last
+// checkpoint's bytes, or noSpaceMinFreed more than when it filled up. A
+// checkpoint that fails again for lack of space starts it over, uncounted.
+func (c *checkpointer) pollDiskSpace() {
+	if !c.coord.IsDiskFull() {
+		return
+	}
+	now := c.clk.monoMs()
+	if now-c.diskPolledMs < 1000 {
+		return
+	}
+	c.diskPolledMs = now
+	free, err := freeBytes(c.store.Dir())
+	if err != nil || (free < 2*c.lastSize.Load() && free < c.freeAtFull+noSpaceMinFreed) {
+		return
+	}
+	c.diskFull.Store(nil)
+	c.coord.Tick(c.now())
+	c.coord.DiskFull(false)
+	c.log.Info("disk has room again: checkpoints resume", "path", c.store.Dir(), "free_bytes", free)
+}
+
+// diskFullReason returns why the disk counts as full, or "".
+func (c *checkpointer) diskFullReason() string {
+	if p := c.diskFull.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // budgetBlocked is a transactional sink that can wait in Write for room
 // (the WAL sink with when_full = "block").
@@ -274,6 +419,7 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 		m.Time = time.Now().UTC()
 		if err := c.store.WriteManifest(m); err != nil {
 			c.log.Error("writing checkpoint manifest failed", "id", m.ID, "err", err)
+			c.noteDiskFull(err)
 			if serr := c.coord.Step(checkpoint.Failure{CheckpointID: m.ID, Err: err}); serr != nil {
 				c.log.Error("checkpoint protocol error", "err", serr)
 			}
@@ -282,10 +428,16 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 	for _, done := range rd.Completed {
 		c.complete(done)
 	}
+	if rd.Compaction != nil {
+		c.mergeChains(rd.Compaction)
+	}
 	for _, ab := range rd.Aborted {
-		c.mFailures.Inc()
-		c.log.Warn("checkpoint aborted", "id", ab.ID, "kind", ab.Kind, "reason", ab.Reason)
-		c.record(checkpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error()})
+		full := c.coord.IsDiskFull()
+		if !full {
+			c.mFailures.Inc()
+		}
+		c.log.Warn("checkpoint aborted", "id", ab.ID, "kind", ab.Kind, "reason", ab.Reason, "disk_full", full)
+		c.record(checkpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error(), DiskFull: full})
 		c.answer(ab.SavepointRequest, fmt.Errorf("savepoint %d aborted: %w", ab.ID, ab.Reason))
 		c.notify(ab.ID)
 	}
@@ -405,9 +557,26 @@ func (c *checkpointer) changeRegions(rc regionChange) {
 	<-rc.done
 }
 
+// ErrTooManySavepoints refuses a savepoint when max_savepoints are kept.
+var ErrTooManySavepoints = errors.New("too many savepoints")
+
 // Savepoint takes a savepoint and waits for it: a full checkpoint that
-// retention never deletes.
+// retention never deletes. With maxSavepoints kept already it is refused
+// with ErrTooManySavepoints; requests are taken one at a time, so
+// concurrent ones cannot pass the limit together.
 func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
+	c.savepointSlots.Lock()
+	defer c.savepointSlots.Unlock()
+	if c.maxSavepoints > 0 {
+		kept, err := c.store.Savepoints()
+		if err != nil {
+			return 0, err
+		}
+		if len(kept) >= c.maxSavepoints {
+			return 0, fmt.Errorf("%w: %d kept (checkpoint { max_savepoints = %d }), ids %v; remove one with `eddy savepoint rm -c FILE ID`",
+				ErrTooManySavepoints, len(kept), c.maxSavepoints, kept)
+		}
+	}
 	c.mu.Lock()
 	c.nextReq++
 	req := savepointRequest{id: c.nextReq, done: make(chan error, 1)}

@@ -5,8 +5,8 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/devicemem"
 )
 
 // memoryBudget is what the agent may hold in memory: the Go runtime's soft

@@ -30,13 +30,7 @@ func loadConfig(path string) (loadedConfig, error) {
 	if diags.HasErrors() {
 		return loadedConfig{}, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	if !diags.HasErrors() {
-		for _, p := range cfg.Pipelines {
-			_, d := compile(cfg, p)
-			diags = append(diags, d...)
-		}
-	}
-	if diags.HasErrors() {
+	if diags = checkConfig(cfg); diags.HasErrors() {
 		return loadedConfig{}, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
 	return loadedConfig{cfg: cfg, src: src}, nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
 	"github.com/eddy-edge/eddy/window/watermark"
@@ -43,19 +44,13 @@ func (a *Agent) setupCheckpoints() error {
 			txSinks = append(txSinks, s)
 		}
 	}
-	ccfg := checkpoint.DefaultConfig(tasks...)
-	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
-	ccfg.TolerableFailures, ccfg.FullEvery = cc.TolerableFailures, cc.FullEvery
-	ccfg.ConfigFingerprint = a.cfg.Fingerprint()
-	if cc.Mode == "at_least_once" {
-		ccfg.Mode = checkpoint.AtLeastOnce
-	}
-	coord, err := checkpoint.NewCoordinator(ccfg)
+	coord, err := checkpoint.NewCoordinator(coordinatorConfig(a.cfg, tasks))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	ck := newCheckpointer(coord, store, cc.Retain, cc.Interval, a.log, a.clk, a.metrics)
 	ck.timeout = cc.Timeout
+	ck.maxSavepoints = cc.MaxSavepoints
 	ck.sources, ck.txSinks = sources, txSinks
 	for _, s := range sources {
 		s.acks = ck.send
@@ -91,12 +86,28 @@ func (a *Agent) setupCheckpoints() error {
 	if err := coord.Restore(sel.NewestID); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	ck.collectGarbage()
 	for _, s := range txSinks {
 		if err := s.tx.Recover(restored); err != nil {
 			return fmt.Errorf("agent: sink %q: recover: %w", s.name, err)
 		}
 	}
 	return nil
+}
+
+// coordinatorConfig is the checkpoint coordinator's configuration for the
+// given tasks.
+func coordinatorConfig(cfg *config.Config, tasks []string) checkpoint.Config {
+	cc := cfg.Checkpoint
+	ccfg := checkpoint.DefaultConfig(tasks...)
+	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
+	ccfg.TolerableFailures, ccfg.MaxChainRatio, ccfg.FullEvery = cc.TolerableFailures, cc.MaxChainRatio, cc.FullEvery
+	ccfg.MergeChains = true
+	ccfg.ConfigFingerprint = cfg.Fingerprint()
+	if cc.Mode == "at_least_once" {
+		ccfg.Mode = checkpoint.AtLeastOnce
+	}
+	return ccfg
 }
 
 // restore loads checkpoint sel into the pipelines' state, watermarks and

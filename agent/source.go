@@ -121,7 +121,9 @@ func (s *sourceRunner) reset() {
 	}
 }
 
-func (s *sourceRunner) taskID() string { return "source/" + s.name }
+func (s *sourceRunner) taskID() string { return sourceTaskID(s.name) }
+
+func sourceTaskID(name string) string { return "source/" + name }
 
 // ingestLag counts the readings in the ingest log that the pipelines have
 // not been handed yet: the backlog a slow pipeline or a restart leaves.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -60,24 +61,11 @@ func (w *walTx) writeBlocked() bool { return w.s.WriteBlocked() }
 // openWALSink opens the exactly-once MQTT sink of s under data_dir/wal and
 // exposes its backlog on /metrics.
 func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
-	m := s.MQTT
-	tc, err := tlsConfig(m.TLS)
+	opts, tmpl, err := walOptions(s.MQTT, url, a.vars())
 	if err != nil {
 		return nil, err
 	}
-	tmpl, err := sink.ParseTemplate(m.Topic, nil)
-	if err != nil {
-		return nil, err
-	}
-	opts := walsink.Options{
-		Broker: url, ClientID: config.Expand(m.ClientID, a.vars()), Username: m.Username, Password: m.Password,
-		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block,
-	}
-	if m.Buffer.WhenFull == "drop_oldest" {
-		opts.WhenFull = walsink.DropOldest
-	}
-	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log)
+	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -89,12 +77,78 @@ func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
 		registerWALMetrics(a.metrics, s.Name, h)
 	}
 	h.s.Store(ws)
+	h.drainTimeout = s.MQTT.DrainTimeout
 	return w, nil
+}
+
+// walOptions are the options of the exactly-once MQTT sink m publishing to
+// the broker at url, and its topic template.
+func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink.Options, *sink.Template, error) {
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return walsink.Options{}, nil, err
+	}
+	tmpl, err := sink.ParseTemplate(m.Topic, nil)
+	if err != nil {
+		return walsink.Options{}, nil, err
+	}
+	opts := walsink.Options{
+		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
+		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS),
+		Immediate: m.Delivery == config.AtLeastOnce,
+	}
+	if m.Buffer.WhenFull == "drop_oldest" {
+		opts.WhenFull = walsink.DropOldest
+	}
+	return opts, tmpl, nil
 }
 
 // walHolder is the current WAL sink of a name: a region restart reopens the
 // sink, and the gauges registered once follow it.
-type walHolder struct{ s atomic.Pointer[walsink.Sink] }
+type walHolder struct {
+	s            atomic.Pointer[walsink.Sink]
+	drainTimeout time.Duration // set when opened, read after the run
+}
+
+// signalDrainBound is how long a run stopped by a signal waits for the
+// WAL sinks' backlog: SIGTERM's promise is a prompt stop, not delivery.
+const signalDrainBound = 2 * time.Second
+
+// drainWALSinks waits, after the final checkpoint, until every exactly-once
+// MQTT sink has delivered its committed results, each for at most its
+// drain_timeout (signalDrainBound when stopped by a signal), and says what
+// is left: results still in a WAL are delivered by the next start.
+func (a *Agent) drainWALSinks(signalled bool) {
+	var wg sync.WaitGroup
+	for name, h := range a.walSinks {
+		s := h.s.Load()
+		if s == nil {
+			continue
+		}
+		bound := h.drainTimeout
+		if signalled {
+			bound = min(bound, signalDrainBound)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), bound)
+			defer cancel()
+			start := time.Now()
+			left, _ := s.WaitDelivered(ctx)
+			if left == 0 {
+				if d := time.Since(start); d > 100*time.Millisecond {
+					a.log.Info("upstream delivery complete", "sink", name, "waited", d.Round(time.Millisecond))
+				}
+				return
+			}
+			a.log.Warn("results not delivered upstream yet: they stay in the WAL and the next start delivers them",
+				"sink", name, "undelivered", left, "waited", bound, "connected", s.Stats().Connected)
+		}()
+	}
+	wg.Wait()
+}
 
 func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	var (

@@ -6,7 +6,7 @@ import (
 )
 
 // Aligner aligns checkpoint barriers at a task with several inputs (a
-// key-by fan-in or a union); DESIGN.md "Checkpoints" step 3. It is a pure
+// key-by fan-in or a union); docs/architecture.md "Checkpoints" step 2. It is a pure
 // helper: the task feeds it the barriers and end-of-input events it reads,
 // asks Blocked before reading an input, and acts on the returned Decision.
 //

@@ -41,7 +41,7 @@ func runAlign(t *testing.T, mode Mode, inputs int, steps []alignStep) {
 	}
 }
 
-// DESIGN.md "Checkpoints" 3; seeds 000 and 004: an input that delivered
+// docs/architecture.md "Checkpoints" 2 (Chandy–Lamport alignment): an input that delivered
 // barrier n is held until every input did, then the task snapshots and
 // forwards n.
 func TestAligner_ExactlyOnce(t *testing.T) {

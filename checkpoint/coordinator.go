@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -47,9 +48,26 @@ type Config struct {
 	// Mode is handed to tasks with each trigger; the coordinator itself
 	// behaves the same in both. Default ExactlyOnce.
 	Mode Mode
-	// FullEvery makes every FullEvery-th checkpoint full and the others
-	// incremental; 1 makes all full. At least 1; default 10.
+	// MaxChainRatio bounds a chain by bytes: a periodic checkpoint is
+	// incremental while the increments of the last completed checkpoint's
+	// chain add up to at most MaxChainRatio × its base (the full files),
+	// and full once they add up to more. So a restore reads at most about
+	// (1 + MaxChainRatio) × the state plus one increment, and bytes written
+	// per hour follow the change rate, not the state size: with ratio r a
+	// base is rewritten once every r × base bytes of increments. 0 makes
+	// every checkpoint full. Zero or positive; default 1.
+	MaxChainRatio float64
+	// FullEvery, if positive, also makes a checkpoint full once FullEvery-1
+	// incremental ones followed the last full one (1 makes all full). 0
+	// (default) leaves the decision to MaxChainRatio alone. Kept for
+	// configs written before MaxChainRatio.
 	FullEvery int
+	// MergeChains, when the chain outgrows MaxChainRatio, asks the agent
+	// for a new base built in the background (Ready.Compaction, answered by
+	// Compacted) instead of triggering a full checkpoint: the barriers go
+	// on being incremental and never wait for the live state to be read.
+	// A failed merge makes the next checkpoint full.
+	MergeChains bool
 	// Tasks are the ids of the tasks that must acknowledge every checkpoint.
 	// At least one; unique and non-empty.
 	Tasks []string
@@ -57,13 +75,14 @@ type Config struct {
 	ConfigFingerprint string
 }
 
-// DefaultConfig returns the defaults of DESIGN.md's checkpoint block for the
+// DefaultConfig returns the defaults of the checkpoint block for the
 // given tasks.
 func DefaultConfig(tasks ...string) Config {
-	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, FullEvery: 10, Tasks: tasks}
+	return Config{Interval: 10 * time.Second, Timeout: time.Minute, MaxConcurrent: 1, TolerableFailures: 3, Mode: ExactlyOnce, MaxChainRatio: 1, Tasks: tasks}
 }
 
-func (c *Config) validate() error {
+// Validate reports what NewCoordinator would refuse in c.
+func (c *Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
@@ -80,8 +99,10 @@ func (c *Config) validate() error {
 		return bad("tolerable_failures %d is negative", c.TolerableFailures)
 	case c.Mode != ExactlyOnce && c.Mode != AtLeastOnce:
 		return bad("mode %v", c.Mode)
-	case c.FullEvery < 1:
-		return bad("full_every %d must be at least 1", c.FullEvery)
+	case !(c.MaxChainRatio >= 0) || math.IsInf(c.MaxChainRatio, 1):
+		return bad("max_chain_ratio %v must be zero or a finite positive number", c.MaxChainRatio)
+	case c.FullEvery < 0:
+		return bad("full_every %d is negative", c.FullEvery)
 	case len(c.Tasks) == 0:
 		return bad("no tasks")
 	}
@@ -149,6 +170,28 @@ func (Ack) isMessage()              {}
 func (Decline) isMessage()          {}
 func (Failure) isMessage()          {}
 func (TriggerSavepoint) isMessage() {}
+func (Compacted) isMessage()        {}
+
+// Compaction asks the agent to merge, for each task in Chains, its chain of
+// checkpoint Through into one full file (Store.MergeChain with id Through),
+// in the background, and to Step a Compacted with the result.
+type Compaction struct {
+	Through uint64
+	// Chains are, by task, the files to merge in apply order: tasks whose
+	// chain has increments.
+	Chains map[string][]FileRef
+}
+
+// Compacted answers a Compaction: Files are the merged bases by task, or
+// Err says why the merge failed. A merged base takes its chain's place in
+// the manifests of the checkpoints that complete after it (so it replaces
+// the chain only once such a manifest is durable); the manifests before
+// keep their files until retention drops them.
+type Compacted struct {
+	Through uint64
+	Files   map[string]FileRef
+	Err     error
+}
 
 // Trigger tells the agent to start checkpoint ID: every source records its
 // position and injects barrier ID with this Kind.
@@ -196,15 +239,18 @@ type Aborted struct {
 //  4. Aborted: tell tasks these checkpoints are abandoned.
 //
 // Then call Advance.
+//
+// A Compaction, if non-nil, is started in the background at any point.
 type Ready struct {
-	Triggers  []Trigger
-	Manifest  *Manifest
-	Completed []Completed
-	Aborted   []Aborted
+	Triggers   []Trigger
+	Manifest   *Manifest
+	Completed  []Completed
+	Aborted    []Aborted
+	Compaction *Compaction
 }
 
 func (rd *Ready) empty() bool {
-	return len(rd.Triggers) == 0 && rd.Manifest == nil && len(rd.Completed) == 0 && len(rd.Aborted) == 0
+	return len(rd.Triggers) == 0 && rd.Manifest == nil && len(rd.Completed) == 0 && len(rd.Aborted) == 0 && rd.Compaction == nil
 }
 
 // Stats are counters for metrics.
@@ -221,6 +267,9 @@ type Stats struct {
 	LastSize, LastChainSize         int64
 	// LastFullSize is the size of the last completed full checkpoint.
 	LastFullSize int64
+	// Merged counts chains replaced by a base merged in the background
+	// (Compacted), MergeFailures the merges that failed.
+	Merged, MergeFailures uint64
 	// StaleMessages counts messages for checkpoints no longer in progress.
 	StaleMessages uint64
 }
@@ -244,17 +293,29 @@ type Coordinator struct {
 	nextID  uint64
 
 	// The chain of the last completed checkpoint, by task; nil forces the
-	// next checkpoint to be full.
-	parent     uint64
-	chains     map[string][]FileRef
-	sinceFull  int // completed incremental checkpoints since the last full one
-	lastTrigMs int64
-	lastEndMs  int64
-	ended      bool
+	// next checkpoint to be full. baseBytes and incrBytes are its full and
+	// incremental files' sizes, over all tasks.
+	parent    uint64
+	chains    map[string][]FileRef
+	baseBytes int64
+	incrBytes int64
+	sinceFull int // completed incremental checkpoints since the last full one
+	// compacting is the Through of the Compaction handed out and not yet
+	// answered, 0 if none; mergeFailed makes the next checkpoint full.
+	// merged are the merged bases, by task, with the chain prefix each
+	// replaces; they are applied to every chain that still starts with it.
+	compacting  uint64
+	compactIn   map[string][]FileRef
+	mergeFailed bool
+	merged      map[string]mergedBase
+	lastTrigMs  int64
+	lastEndMs   int64
+	ended       bool
 
 	pending    *pending
 	suspended  int  // Suspend calls not yet matched by Resume
 	stalled    bool // see Stall
+	diskFull   bool // see DiskFull
 	savepoints []uint64
 	failures   int
 	failed     error
@@ -262,6 +323,12 @@ type Coordinator struct {
 	ready Ready
 	out   *Ready // handed out by Ready, awaiting Advance
 	stats Stats
+}
+
+// mergedBase is a base merged from the chain prefix it replaces.
+type mergedBase struct {
+	prefix []FileRef
+	base   FileRef
 }
 
 type pending struct {
@@ -279,7 +346,7 @@ type pending struct {
 // NewCoordinator returns a Coordinator whose first checkpoint will have id 1
 // (see Restore) and will be triggered Interval after the first Tick.
 func NewCoordinator(cfg Config) (*Coordinator, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.Tasks = slices.Clone(cfg.Tasks)
@@ -299,7 +366,7 @@ func (c *Coordinator) Restore(lastID uint64) error {
 		return fmt.Errorf("%w: restore after checkpoint %d was triggered", ErrInProgress, c.nextID-1)
 	}
 	c.nextID = lastID + 1
-	c.chains = nil
+	c.chains, c.merged, c.compacting, c.compactIn = nil, nil, 0, nil
 	return nil
 }
 
@@ -353,6 +420,28 @@ func (c *Coordinator) Stall(stalled bool) {
 	}
 }
 
+// DiskFull tells the coordinator whether the disk that holds the
+// checkpoints is full: a snapshot, merge or manifest write failed for lack
+// of space, and not enough has been freed since. A full disk is a state
+// the agent waits out, not a failure a restart would fix, so while it
+// lasts aborted checkpoints do not count towards TolerableFailures and no
+// periodic checkpoint is triggered (it would fail the same way); a
+// requested savepoint still is. Tell it before stepping the Failure that
+// revealed it. When it ends, the next checkpoint is triggered as the
+// interval allows.
+func (c *Coordinator) DiskFull(full bool) {
+	if c.diskFull == full {
+		return
+	}
+	c.diskFull = full
+	if !full {
+		c.maybeTrigger()
+	}
+}
+
+// IsDiskFull reports the last DiskFull.
+func (c *Coordinator) IsDiskFull() bool { return c.diskFull }
+
 // Stalled reports the last Stall.
 func (c *Coordinator) Stalled() bool { return c.stalled }
 
@@ -369,7 +458,7 @@ func (c *Coordinator) maybeTrigger() {
 	if !c.started || c.failed != nil || c.pending != nil || c.suspended > 0 {
 		return
 	}
-	if c.stalled && len(c.savepoints) == 0 {
+	if (c.stalled || c.diskFull) && len(c.savepoints) == 0 {
 		return
 	}
 	if len(c.savepoints) > 0 {
@@ -387,10 +476,90 @@ func (c *Coordinator) maybeTrigger() {
 		return
 	}
 	t := Trigger{Kind: KindFull}
-	if c.chains != nil && c.sinceFull < c.cfg.FullEvery-1 {
+	if c.chainExtends() {
 		t.Kind, t.Parent = KindIncremental, c.parent
 	}
 	c.trigger(t)
+}
+
+// chainExtends reports whether the next periodic checkpoint may extend the
+// last completed checkpoint's chain rather than start a new one. A chain
+// that outgrew MaxChainRatio is extended while a merge replaces its prefix
+// (MergeChains), and the merge is requested here.
+func (c *Coordinator) chainExtends() bool {
+	switch {
+	case c.chains == nil, c.cfg.MaxChainRatio == 0, c.mergeFailed:
+		return false
+	case c.cfg.FullEvery > 0 && c.sinceFull >= c.cfg.FullEvery-1:
+		return false
+	case float64(c.incrBytes) <= c.cfg.MaxChainRatio*float64(c.baseBytes):
+		return true
+	case !c.cfg.MergeChains:
+		return false
+	}
+	if c.compacting == 0 {
+		cp := &Compaction{Through: c.parent, Chains: map[string][]FileRef{}}
+		for task, chain := range c.chains {
+			if len(chain) > 1 && chain[0].Kind == KindFull {
+				cp.Chains[task] = slices.Clone(chain)
+			}
+		}
+		c.compacting, c.compactIn = cp.Through, cp.Chains
+		c.ready.Compaction = cp
+	}
+	return true
+}
+
+// compacted takes the answer to a Compaction.
+func (c *Coordinator) compacted(m Compacted) {
+	if m.Through == 0 || m.Through != c.compacting {
+		c.stats.StaleMessages++
+		return
+	}
+	in := c.compactIn
+	c.compacting, c.compactIn = 0, nil
+	if m.Err != nil {
+		c.mergeFailed = true
+		c.stats.MergeFailures++
+		return
+	}
+	if c.merged == nil {
+		c.merged = map[string]mergedBase{}
+	}
+	for task, f := range m.Files {
+		if prefix, ok := in[task]; ok && f.Task == task && f.Kind == KindFull && f.Checkpoint == m.Through {
+			c.merged[task] = mergedBase{prefix: prefix, base: f}
+		}
+	}
+	c.stats.Merged++
+	c.applyMerged()
+}
+
+// applyMerged puts each merged base in place of the prefix it replaces in
+// the current chains, forgets bases no chain needs any more, and recounts
+// the chain's bytes.
+func (c *Coordinator) applyMerged() {
+	for task, mb := range c.merged {
+		chain := c.chains[task]
+		switch {
+		case len(chain) >= len(mb.prefix) && slices.Equal(chain[:len(mb.prefix)], mb.prefix):
+			c.chains[task] = append([]FileRef{mb.base}, chain[len(mb.prefix):]...)
+		case len(chain) > 0 && chain[0] == mb.base:
+			// In place already: the manifests since the merge list it.
+		default:
+			delete(c.merged, task) // the task started a new chain
+		}
+	}
+	c.baseBytes, c.incrBytes = 0, 0
+	for _, chain := range c.chains {
+		for _, f := range chain {
+			if f.Kind == KindFull {
+				c.baseBytes += f.Size
+			} else {
+				c.incrBytes += f.Size
+			}
+		}
+	}
 }
 
 func (c *Coordinator) trigger(t Trigger) {
@@ -441,6 +610,9 @@ func (c *Coordinator) Step(msg Message) error {
 			return err
 		}
 		c.abort(fmt.Errorf("%w by task %s: %s", ErrDeclined, m.Task, m.Reason))
+		return nil
+	case Compacted:
+		c.compacted(m)
 		return nil
 	case Failure:
 		if m.Task == "" {
@@ -550,7 +722,7 @@ func (c *Coordinator) abortCounting(reason error, count bool) {
 	if c.ready.Manifest == p.m {
 		c.ready.Manifest = nil
 	}
-	if p.trigger.Kind == KindSavepoint || !count {
+	if p.trigger.Kind == KindSavepoint || !count || c.diskFull {
 		return
 	}
 	c.failures++
@@ -577,8 +749,9 @@ func (c *Coordinator) complete(p *pending) {
 		for _, f := range m.Files {
 			c.chains[f.Task] = append(c.chains[f.Task], f)
 		}
+		c.applyMerged()
 		if m.Kind == KindFull {
-			c.sinceFull = 0
+			c.sinceFull, c.mergeFailed = 0, false
 			c.stats.LastFullSize = m.FullSize()
 		} else {
 			c.sinceFull++

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ type harness struct {
 	t    *testing.T
 	c    *Coordinator
 	trig []Trigger // triggers of Readys taken since the last tick
+	// compaction is the last Compaction handed out.
+	compaction *Compaction
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -39,6 +42,9 @@ func (h *harness) ready() Ready {
 	}
 	h.c.Advance()
 	h.trig = append(h.trig, rd.Triggers...)
+	if rd.Compaction != nil {
+		h.compaction = rd.Compaction
+	}
 	return rd
 }
 
@@ -88,11 +94,11 @@ func wantTrigger(t *testing.T, got []Trigger, want ...Trigger) {
 
 func testConfig(tasks ...string) Config {
 	cfg := DefaultConfig(tasks...)
-	cfg.Interval, cfg.Timeout, cfg.FullEvery = 10*time.Second, 30*time.Second, 3
+	cfg.Interval, cfg.Timeout = 10*time.Second, 30*time.Second
 	return cfg
 }
 
-// DESIGN.md "Checkpoints" 1 and 5: checkpoint n completes only when every
+// docs/architecture.md "Checkpoints" 1 and 4: checkpoint n completes only when every
 // task acknowledged and the manifest is durable; then sinks are notified.
 func TestCoordinator_AcksFromSeveralTasks(t *testing.T) {
 	h := newHarness(t, testConfig("source", "window/0", "window/1"))
@@ -353,9 +359,11 @@ func TestCoordinator_Savepoint(t *testing.T) {
 	wantTrigger(t, h.tick(31_000), Trigger{ID: 5, Kind: KindIncremental, Parent: 2})
 }
 
-// FullEvery = 3 gives full, incremental, incremental, full; each manifest
-// lists the whole chain per task, base first; a task may answer an
-// incremental trigger with a full file, restarting its chain.
+// Each manifest lists the whole chain per task, base first; a task may
+// answer an incremental trigger with a full file, restarting its chain; a
+// new full checkpoint comes once the increments outweigh the bases
+// (max_chain_ratio 1: every file is 100 bytes, so after 200 bytes of bases
+// and 400 of increments).
 func TestCoordinator_IncrementalChain(t *testing.T) {
 	h := newHarness(t, testConfig("a", "b"))
 	h.tick(0)
@@ -378,7 +386,7 @@ func TestCoordinator_IncrementalChain(t *testing.T) {
 		manifests = append(manifests, h.ready().Manifest)
 		h.ready()
 	}
-	if want := []Kind{KindFull, KindIncremental, KindIncremental, KindFull, KindIncremental}; !slices.Equal(kinds, want) {
+	if want := []Kind{KindFull, KindIncremental, KindIncremental, KindIncremental, KindFull}; !slices.Equal(kinds, want) {
 		t.Errorf("kinds %v, want %v", kinds, want)
 	}
 	chain := func(m *Manifest) string {
@@ -388,7 +396,7 @@ func TestCoordinator_IncrementalChain(t *testing.T) {
 		}
 		return strings.Join(s, " ")
 	}
-	want := []string{"a1f b1f", "a1f a2i b1f b2i", "a1f a2i a3i b3f", "a4f b4f", "a4f a5i b4f b5i"}
+	want := []string{"a1f b1f", "a1f a2i b1f b2i", "a1f a2i a3i b3f", "a1f a2i a3i a4i b3f b4i", "a5f b5f"}
 	for i, m := range manifests {
 		if got := chain(m); got != want[i] {
 			t.Errorf("manifest %d chain %q, want %q", m.ID, got, want[i])
@@ -399,6 +407,192 @@ func TestCoordinator_IncrementalChain(t *testing.T) {
 	}
 	if got := manifests[2].Size(); got != 200 {
 		t.Errorf("Size() = %d, want the 2 files of checkpoint 3", got)
+	}
+}
+
+// A new base comes when the chain's increments add up to more than
+// max_chain_ratio × the bases, whatever their number; full_every, when set,
+// caps the number of increments too.
+func TestCoordinator_CompactionBySize(t *testing.T) {
+	tests := []struct {
+		name      string
+		ratio     float64
+		fullEvery int
+		sizes     []int64 // bytes of each checkpoint's file; the first is the base
+		want      string  // kinds triggered, F or I, one more than sizes
+	}{
+		{"small increments keep extending", 1, 0, []int64{1000, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, "FIIIIIIIIIIII"},
+		{"a new base once increments pass the base", 1, 0, []int64{1000, 400, 400, 201, 1000, 10}, "FIIIFII"},
+		{"equal to the bound still extends", 1, 0, []int64{1000, 500, 500, 1}, "FIIIF"},
+		{"ratio 0.5", 0.5, 0, []int64{1000, 300, 300, 1000, 10}, "FIIFII"},
+		{"ratio 0 makes every checkpoint full", 0, 0, []int64{1000, 1000, 1000}, "FFFF"},
+		{"full_every caps the count", 1, 3, []int64{1000, 10, 10, 1000, 10, 10}, "FIIFIIF"},
+		{"an empty base extends while nothing is written", 1, 0, []int64{0, 0, 0, 1}, "FIIIF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig("a")
+			cfg.MaxChainRatio, cfg.FullEvery = tt.ratio, tt.fullEvery
+			h := newHarness(t, cfg)
+			h.tick(0)
+			var got strings.Builder
+			for i := range len(tt.sizes) + 1 {
+				trig := h.tick(int64(10_000 * (i + 1)))
+				if len(trig) != 1 {
+					t.Fatalf("checkpoint %d: triggers %+v", i+1, trig)
+				}
+				got.WriteByte(strings.ToUpper(trig[0].Kind.String())[0])
+				if i == len(tt.sizes) {
+					break
+				}
+				f := file("a", trig[0].ID, trig[0].Kind)
+				f.Size = tt.sizes[i]
+				h.step(Ack{CheckpointID: trig[0].ID, Task: "a", Files: []FileRef{f}})
+				h.ready()
+				h.ready()
+			}
+			if got.String() != tt.want {
+				t.Errorf("kinds %s, want %s", got.String(), tt.want)
+			}
+		})
+	}
+}
+
+// chainOf describes a manifest's files as "a1f a2i …" (task, checkpoint,
+// kind).
+func chainOf(m *Manifest) string {
+	var s []string
+	for _, f := range m.Files {
+		s = append(s, fmt.Sprintf("%s%d%c", f.Task, f.Checkpoint, f.Kind.String()[0]))
+	}
+	return strings.Join(s, " ")
+}
+
+// With MergeChains, a chain that outgrows max_chain_ratio is not answered
+// by a full checkpoint: the agent is asked to merge it in the background
+// while checkpoints go on incremental, and the merged base takes the
+// chain's place in the manifests that complete after the answer, even one
+// whose manifest was already out. A failed merge makes the next checkpoint
+// full; an answer to no pending request is ignored.
+func TestCoordinator_MergeChains(t *testing.T) {
+	cfg := testConfig("a", "b")
+	cfg.MergeChains = true
+	h := newHarness(t, cfg)
+	h.tick(0)
+	now := int64(0)
+	// checkpoint takes the next checkpoint with a file of size bytes for
+	// task a (b is stateless), runs step, if any, after the acks and before
+	// the manifest is written, and returns its kind and manifest.
+	checkpoint := func(size int64, step *Compacted) (Kind, *Manifest) {
+		t.Helper()
+		now += 10_000
+		trig := h.tick(now)
+		if len(trig) != 1 {
+			t.Fatalf("at %d: triggers %+v", now, trig)
+		}
+		f := file("a", trig[0].ID, trig[0].Kind)
+		f.Size = size
+		h.step(Ack{CheckpointID: trig[0].ID, Task: "a", Files: []FileRef{f}})
+		h.step(Ack{CheckpointID: trig[0].ID, Task: "b"})
+		rd := h.c.Ready()
+		if step != nil {
+			h.step(*step)
+		}
+		rd.Manifest.Time = time.UnixMilli(1).UTC()
+		h.c.Advance()
+		h.ready()
+		if err := rd.Manifest.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return trig[0].Kind, rd.Manifest
+	}
+	checkpoint(10000, nil)
+	checkpoint(6000, nil)
+	checkpoint(5000, nil) // the chain now outweighs its base
+	if h.compaction != nil {
+		t.Fatalf("compaction requested before a trigger: %+v", h.compaction)
+	}
+	kind, m := checkpoint(100, nil)
+	cp := h.compaction
+	if kind != KindIncremental || cp == nil || cp.Through != 3 || len(cp.Chains) != 1 || len(cp.Chains["a"]) != 3 {
+		t.Fatalf("checkpoint 4: %v, compaction %+v; want incremental and a merge of a's chain of 3", kind, cp)
+	}
+	if got := chainOf(m); got != "a1f a2i a3i a4i" {
+		t.Errorf("manifest 4 chain %q", got)
+	}
+	merged := file("a", 3, KindFull)
+	merged.SHA256 = strings.Repeat("e", 64)
+	merged.Name = "files/" + merged.SHA256 + ".snap"
+	merged.Size = 11000
+	h.compaction = nil
+	// The answer comes while checkpoint 5's manifest is being written: 5
+	// keeps the old chain, 6 lists the merged base.
+	_, m = checkpoint(100, &Compacted{Through: 3, Files: map[string]FileRef{"a": merged}})
+	if got := chainOf(m); got != "a1f a2i a3i a4i a5i" {
+		t.Errorf("manifest 5 chain %q", got)
+	}
+	kind, m = checkpoint(100, nil)
+	if got := chainOf(m); kind != KindIncremental || got != "a3f a4i a5i a6i" || m.Files[0] != merged {
+		t.Errorf("checkpoint 6: %v, chain %q; want the merged base first", kind, got)
+	}
+	if h.compaction != nil {
+		t.Errorf("another compaction requested for a chain within its ratio: %+v", h.compaction)
+	}
+	if st := h.c.Stats(); st.Merged != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	h.step(Compacted{Through: 3, Files: map[string]FileRef{"a": merged}}) // stale: ignored
+	// Outgrow the merged base, then fail the merge.
+	checkpoint(12000, nil)
+	checkpoint(100, nil)
+	if h.compaction == nil || h.compaction.Through != 7 {
+		t.Fatalf("compaction %+v, want one through 7", h.compaction)
+	}
+	h.step(Compacted{Through: 7, Err: fmt.Errorf("disk on fire")})
+	if kind, m = checkpoint(100, nil); kind != KindFull || chainOf(m) != "a9f" {
+		t.Errorf("after a failed merge: %v %q, want a full checkpoint", kind, chainOf(m))
+	}
+	if st := h.c.Stats(); st.MergeFailures != 1 {
+		t.Errorf("stats %+v", st)
+	}
+	if kind, _ = checkpoint(100, nil); kind != KindIncremental {
+		t.Errorf("after the full checkpoint: %v, want incremental again", kind)
+	}
+}
+
+// While the disk is full, failed checkpoints do not count towards
+// tolerable_failures and no periodic checkpoint is triggered; a savepoint
+// still is; when space frees, checkpoints resume and count again.
+func TestCoordinator_DiskFull(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.TolerableFailures = 0
+	h := newHarness(t, cfg)
+	h.tick(0)
+	wantTrigger(t, h.tick(10_000), Trigger{ID: 1, Kind: KindFull})
+	h.c.DiskFull(true)
+	h.step(Failure{CheckpointID: 1, Task: "a", Err: fmt.Errorf("write: no space left on device")})
+	if rd := h.ready(); len(rd.Aborted) != 1 {
+		t.Fatalf("Ready = %+v, want checkpoint 1 aborted", rd)
+	}
+	if err := h.c.Failed(); err != nil {
+		t.Fatalf("a failure while the disk is full counted: %v", err)
+	}
+	wantTrigger(t, h.tick(20_000))
+	wantTrigger(t, h.tick(100_000))
+	h.step(TriggerSavepoint{Request: 7})
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 2, Kind: KindSavepoint, SavepointRequest: 7})
+	h.step(Failure{CheckpointID: 2, Task: "a", Err: fmt.Errorf("no space")})
+	h.ready()
+	h.c.Tick(110_000)
+	h.c.DiskFull(false)
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 3, Kind: KindFull})
+	h.step(Failure{CheckpointID: 3, Task: "a", Err: fmt.Errorf("disk error")})
+	h.ready()
+	if err := h.c.Failed(); !errors.Is(err, ErrTooManyFailures) {
+		t.Errorf("after the disk has room again a failure counts: Failed() = %v", err)
+	}
+	if st := h.c.Stats(); st.ConsecutiveFailures != 1 {
+		t.Errorf("stats %+v, want 1 failure in a row", st)
 	}
 }
 
@@ -463,7 +657,10 @@ func TestNewCoordinator_InvalidConfig(t *testing.T) {
 		{"negative pause", func(c *Config) { c.MinPause = -time.Second }},
 		{"negative tolerable", func(c *Config) { c.TolerableFailures = -1 }},
 		{"no mode", func(c *Config) { c.Mode = 0 }},
-		{"full_every 0", func(c *Config) { c.FullEvery = 0 }},
+		{"negative full_every", func(c *Config) { c.FullEvery = -1 }},
+		{"negative max_chain_ratio", func(c *Config) { c.MaxChainRatio = -0.5 }},
+		{"NaN max_chain_ratio", func(c *Config) { c.MaxChainRatio = math.NaN() }},
+		{"infinite max_chain_ratio", func(c *Config) { c.MaxChainRatio = math.Inf(1) }},
 		{"no tasks", func(c *Config) { c.Tasks = nil }},
 		{"repeated task", func(c *Config) { c.Tasks = []string{"a", "a"} }},
 		{"empty task", func(c *Config) { c.Tasks = []string{""} }},

@@ -1,6 +1,6 @@
 // Package checkpoint takes consistent snapshots of a running Eddy agent and
 // brings them back: the coordinator, barrier alignment, the snapshot file
-// format, manifests, retention and restore selection (DESIGN.md
+// format, manifests, retention and restore selection (docs/architecture.md
 // "Checkpoints" and "Exactly once"). It does no goroutine or clock work of its
 // own: the agent drives it.
 //
@@ -74,9 +74,20 @@
 //
 // # Full and incremental checkpoints
 //
-// Every Config.FullEvery-th checkpoint is full; the others are incremental:
-// each task writes only the entries changed since Trigger.Parent, deletions
-// as tombstones. A task may answer an incremental trigger with a full file
+// A periodic checkpoint is incremental while the last completed
+// checkpoint's chain stays within Config.MaxChainRatio: each task writes only
+// the entries changed since Trigger.Parent, deletions as tombstones. Once
+// the chain's increments add up to more than MaxChainRatio × its full files,
+// the chain is compacted, so the bytes written per hour follow the change
+// rate and a restore reads at most about (1 + MaxChainRatio) × the state
+// (plus the increments taken while a merge runs). With Config.MergeChains
+// the coordinator hands out a Compaction and checkpoints go on incremental:
+// the agent merges each task's chain into a new base from the files on disk
+// (Store.MergeChain), in the background, and steps Compacted; the merged
+// base takes the chain's place in the next manifests, so it replaces the
+// chain only once such a manifest is durable, and retention removes the old
+// chain's files once no kept manifest references them. Without
+// MergeChains, or after a failed merge, the next checkpoint is full. A task may answer an incremental trigger with a full file
 // when its deltas outweigh its base. Each manifest lists the whole chain to
 // apply for every task, base first, so restore needs that manifest alone.
 // The first checkpoint after a start or restore and every savepoint are

@@ -12,7 +12,7 @@ import (
 	"github.com/eddy-edge/eddy/state"
 )
 
-// BenchmarkCheckpoint_OnePercentOfMillion measures issue 5's acceptance
+// BenchmarkCheckpoint_OnePercentOfMillion measures the acceptance figure
 // figure end to end: from the barrier (state.Backend.Snapshot on a bbolt
 // store of 1M keys, the agent's default 32 MiB write-back cache, 1% of the
 // keys changed at random since the previous checkpoint) until the snapshot

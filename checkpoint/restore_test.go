@@ -38,7 +38,7 @@ func threeCheckpoints(t *testing.T) (*Store, []FileRef) {
 	return s, refs
 }
 
-// Acceptance of issue 5: corruption tests. The newest checkpoint that
+// Corruption tests. The newest checkpoint that
 // verifies is restored, and each skipped one says which file and what is
 // wrong.
 func TestStore_SelectRestore(t *testing.T) {

@@ -59,7 +59,7 @@ func TestPlanRetention(t *testing.T) {
 	}
 }
 
-// DESIGN.md "Checkpoints" 6, and the crash-safe order: manifests are removed
+// Retention (checkpoint/doc.go "On disk"), and the crash-safe order: manifests are removed
 // (and their directory synced) before the files they referenced.
 func TestStore_Retain(t *testing.T) {
 	s, rfs := newRecordingStore(t)

@@ -9,7 +9,7 @@ import (
 )
 
 // AlignmentPolicy decides how a task with queued input takes a barrier
-// (DESIGN.md "Checkpoints" step 3, seed 000). Aligned, the barrier is taken
+// (docs/architecture.md "Checkpoints" step 2; Flink's unaligned checkpoints). Aligned, the barrier is taken
 // in-band: everything queued before it is processed first, so under
 // backpressure a checkpoint lasts as long as the queues take to drain.
 // Unaligned, the barrier is announced ahead of the queue (on the priority

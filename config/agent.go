@@ -9,14 +9,23 @@ import (
 // Agent is the agent block: the device's identity and process settings.
 type Agent struct {
 	// DeviceID names this device in client ids, topics, output ids and S3
-	// prefixes. Default: /etc/machine-id, else the host name (see Loader).
+	// prefixes. Default: derived from /etc/machine-id (MachineDeviceID),
+	// else the host name (see Loader).
 	DeviceID string
+	// DeviceIDDefaulted: DeviceID is the default, not set in the file.
+	DeviceIDDefaulted bool
 	// DataDir holds state, logs and checkpoints. Default "./eddy-data".
 	DataDir string
 	// Admin is the admin HTTP listen address; "" disables it. Default
 	// "127.0.0.1:8787". Beyond loopback AdminToken is required.
 	Admin      string
 	AdminToken string
+	// AdminHosts are host names, besides the listen address, localhost and
+	// IP literals, that requests may carry in their Host header (the
+	// names a browser reaches the device by).
+	AdminHosts []string
+	// AdminTLS, when set, serves the admin endpoint over HTTPS.
+	AdminTLS *AdminTLS
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string
 	// LogFormat is "text" (default) or "json".
@@ -39,12 +48,15 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 	ag := Agent{DataDir: "./eddy-data", Admin: "127.0.0.1:8787", LogLevel: "info", LogFormat: "text", MaxKeyGroups: 128, Parallelism: 1}
 	var a attrs
 	if b != nil {
-		a, _ = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "log_level", "log_format", "max_key_groups", "parallelism", "memory_limit"})
+		var c *hcl.BodyContent
+		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "memory_limit"}, adminTLSBlock)
 		ag.DeclRange = b.DefRange
 		ag.DeviceID = a.str("device_id", noVars, "")
 		ag.DataDir = a.str("data_dir", noVars, ag.DataDir)
 		ag.Admin = a.str("admin", noVars, ag.Admin)
 		ag.AdminToken = a.str("admin_token", noVars, "")
+		ag.AdminHosts, _, _ = a.strList("admin_hosts", noVars)
+		ag.AdminTLS = d.decodeAdminTLS(c.Blocks)
 		ag.LogLevel = a.enum("log_level", []string{"debug", "info", "warn", "error"}, ag.LogLevel)
 		ag.LogFormat = a.enum("log_format", []string{"text", "json"}, ag.LogFormat)
 		ag.MaxKeyGroups = int(a.integer("max_key_groups", 128, 1, maxKeyGroupsLimit))
@@ -67,7 +79,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 			d.errorf(where("device_id"), "Cannot determine the device id",
 				"Neither /etc/machine-id nor the host name gave a device id; set device_id in the agent block.")
 		}
-		ag.DeviceID = id
+		ag.DeviceID, ag.DeviceIDDefaulted = id, true
 	}
 	if ag.DeviceID != "" && strings.ContainsAny(ag.DeviceID, "/+#${} \t\r\n") {
 		d.errorf(where("device_id"), "Invalid device id",

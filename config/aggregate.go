@@ -9,7 +9,7 @@ import (
 var aggregateFuncs = []string{"count", "sum", "min", "max", "avg", "first", "last", "stddev", "variance", "median", "percentile"}
 
 // reservedFields are the output record's own fields, which an aggregate
-// cannot be named (DESIGN.md "Output record").
+// cannot be named (the output record's own fields; see README "Configuration").
 var reservedFields = []string{"id", "pipeline", "key", "window_start", "window_end", "window_start_ms", "window_end_ms", "kind", "firing"}
 
 // Aggregate is one NAME = FUNC(args) of an aggregate block.

@@ -27,6 +27,9 @@ const sizeHint = `sizes look like "512KiB", "64MiB", "1GiB", "100MB", or a whole
 type decoder struct {
 	diags hcl.Diagnostics
 	funcs map[string]function.Function
+	// accepted, when set, is told the attribute names every block is
+	// decoded against (the configuration reference is checked with it).
+	accepted func(block *hcl.Block, attrNames []string)
 }
 
 func (d *decoder) extend(diags hcl.Diagnostics) { d.diags = d.diags.Extend(diags) }
@@ -60,6 +63,9 @@ func (d *decoder) content(block *hcl.Block, attrNames []string, blocks ...hcl.Bl
 	}
 	c, diags := block.Body.Content(schema)
 	d.extend(diags)
+	if d.accepted != nil {
+		d.accepted(block, attrNames)
+	}
 	return attrs{d: d, m: c.Attributes, block: block}, c
 }
 
@@ -279,6 +285,17 @@ func (a attrs) boolean(name string, def bool) bool {
 
 // duration returns name parsed as a non-negative duration.
 func (a attrs) duration(name string, def time.Duration) time.Duration {
+	return a.parsedDuration(name, def, parseDuration)
+}
+
+// signedDuration returns name parsed as a duration that may be negative.
+func (a attrs) signedDuration(name string, def time.Duration) time.Duration {
+	return a.parsedDuration(name, def, parseSignedDuration)
+}
+
+// parsedDuration returns name parsed by parse (parseDuration or
+// parseSignedDuration), or def after a diagnostic.
+func (a attrs) parsedDuration(name string, def time.Duration, parse func(string) (time.Duration, error)) time.Duration {
 	v, ok := a.eval(name, noVars)
 	if !ok {
 		return def
@@ -292,7 +309,7 @@ func (a attrs) duration(name string, def time.Duration) time.Duration {
 		a.typeError(name, "a duration string", `"2s"`)
 		return def
 	}
-	dur, err := parseDuration(v.AsString())
+	dur, err := parse(v.AsString())
 	switch {
 	case errors.Is(err, errNegativeDuration):
 		a.d.errorf(a.rangeOf(name), "Negative duration", "%q must be zero or positive; got %q.", name, v.AsString())

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// TestLoad_DesignExample decodes the DESIGN.md "Configuration shape" example
+// TestLoad_DesignExample decodes the reference configuration of docs/architecture.md's design (testdata/design.hcl)
 // and pins the values it must produce, defaults included.
 func TestLoad_DesignExample(t *testing.T) {
 	env := func(k string) (string, bool) {
@@ -22,7 +22,7 @@ func TestLoad_DesignExample(t *testing.T) {
 		t.Fatal(FormatDiagnostics(diags))
 	}
 	if got, want := cfg.Agent, (Agent{DeviceID: "gw-42", DataDir: "/var/lib/eddy", Admin: "127.0.0.1:8787", LogLevel: "info", LogFormat: "text",
-		MaxKeyGroups: 128, Parallelism: 1, DeclRange: cfg.Agent.DeclRange}); got != want {
+		MaxKeyGroups: 128, Parallelism: 1, DeclRange: cfg.Agent.DeclRange}); !reflect.DeepEqual(got, want) {
 		t.Errorf("agent = %+v, want %+v", got, want)
 	}
 	if cfg.Broker == nil || cfg.Broker.Listen != "127.0.0.1:1883" || cfg.Broker.MaxInflight != 1000 {
@@ -31,7 +31,8 @@ func TestLoad_DesignExample(t *testing.T) {
 
 	src := cfg.SourceByName("sensors")
 	wantMQTT := &MQTTSource{Broker: "tcp://127.0.0.1:1883", ClientID: "eddy-${device_id}-sensors", Topics: []string{"sensors/+/telemetry"},
-		QoS: 1, KeepAlive: 30 * time.Second, ReconnectMin: time.Second, ReconnectMax: time.Minute, Connections: 1, DedupWindow: 10 * time.Minute}
+		QoS: 1, KeepAlive: 30 * time.Second, ReconnectMin: time.Second, ReconnectMax: time.Minute, Connections: 1, DedupWindow: 10 * time.Minute,
+		MaxMessageSize: DefaultMaxMessageSize}
 	if !reflect.DeepEqual(src.MQTT, wantMQTT) {
 		t.Errorf("source mqtt = %+v, want %+v", src.MQTT, wantMQTT)
 	}
@@ -42,7 +43,8 @@ func TestLoad_DesignExample(t *testing.T) {
 
 	cloud := cfg.SinkByName("cloud").MQTT
 	wantCloud := &MQTTSink{Broker: "ssl://iot.example.com:8883", ClientID: "eddy-${device_id}-cloud", Topic: "sites/${device_id}/${pipeline}/${key}",
-		QoS: 2, Delivery: ExactlyOnce, Buffer: Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"}}
+		QoS: 2, Delivery: ExactlyOnce, Buffer: Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"}, MaxInflight: 20,
+		DrainTimeout: 30 * time.Second}
 	if !reflect.DeepEqual(cloud, wantCloud) {
 		t.Errorf("sink cloud = %+v, want %+v", cloud, wantCloud)
 	}

@@ -14,7 +14,7 @@
 // usable Config. FormatDiagnostics renders them one per line.
 //
 // Loader makes the outside world injectable: Env for env() and DeviceID for
-// the default device id (/etc/machine-id, else the host name).
+// the default device id (derived from /etc/machine-id, else the host name).
 //
 // # Schema
 //
@@ -31,6 +31,7 @@
 //	source "simulator" NAME { broker, topic, devices, rate, seed,
 //	        out_of_order, late, malformed, max_readings, watermark {...} }
 //	sink "mqtt" NAME { broker, client_id, topic, qos, retain, delivery,
+//	        max_inflight, drain_timeout,
 //	        username, password, tls {...},
 //	        buffer { max_disk, when_full, drain_rate } }
 //	sink "file" NAME { path, rotate_size, format }
@@ -41,10 +42,13 @@
 //	        aggregate { NAME = FUNC(args) ... }, to, late_output, dead_letter }
 //	state { backend, cache, max_size }
 //	checkpoint { interval, min_pause, timeout, tolerable_failures, retain,
-//	        mode, full_every, unaligned, aligned_timeout }
+//	        mode, max_chain_ratio, full_every (deprecated), unaligned,
+//	        aligned_timeout }
 //	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
 //	        secure, ca_file, path_style, max_bandwidth, concurrency,
-//	        create_bucket, encryption_key }
+//	        create_bucket, encryption_key,
+//	        credentials { provider, endpoint, role_alias, thing_name,
+//	                cert_file, key_file, ca_file, duration } }
 //	ingest { ack, sync_interval, max_disk, linger, compression }
 //
 // The field documentation of each struct states its default and range;
@@ -55,7 +59,8 @@
 // # Values
 //
 // Durations are strings: Go's time.ParseDuration syntax plus a leading count
-// of whole days ("500ms", "2s", "1h30m", "1d"); negative is an error. Sizes
+// of whole days ("500ms", "2s", "1h30m", "1d"); negative is an error, except
+// for a window's offset ("-8h"). Sizes
 // are a whole number of bytes or a string with a unit: "512KiB", "64MiB",
 // "1GiB" (powers of 1024), "100MB" (powers of 1000); decimals are allowed
 // ("1.5GiB").

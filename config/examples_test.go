@@ -1,11 +1,19 @@
 package config
 
 import (
+	"path/filepath"
 	"testing"
 )
 
+// TestLoad_Examples loads every configuration in examples/ (the quickstart,
+// the reference, the packages' template and the cookbook) without a
+// diagnostic, warnings included.
 func TestLoad_Examples(t *testing.T) {
-	for _, path := range []string{"../examples/quickstart.hcl", "../examples/full.hcl"} {
+	paths, err := filepath.Glob("../examples/*.hcl")
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("examples: %v %v", paths, err)
+	}
+	for _, path := range paths {
 		t.Run(path, func(t *testing.T) {
 			l := Loader{Env: noEnv, DeviceID: fixedDeviceID}
 			cfg, diags := l.Load(path)

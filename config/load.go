@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -19,16 +18,10 @@ type Loader struct {
 	// DeviceID returns the default device id when the agent block sets none;
 	// nil means MachineDeviceID.
 	DeviceID func() (string, error)
-}
 
-// MachineDeviceID returns /etc/machine-id, trimmed, or else the host name.
-func MachineDeviceID() (string, error) {
-	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, nil
-		}
-	}
-	return os.Hostname()
+	// accepted, when set, is told the attribute names every block is decoded
+	// against (tests check the configuration reference with it).
+	accepted func(block *hcl.Block, attrNames []string)
 }
 
 // Load reads, parses, decodes and validates the file at path with the
@@ -86,7 +79,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	d := &decoder{diags: diags, funcs: map[string]function.Function{
+	d := &decoder{diags: diags, accepted: l.accepted, funcs: map[string]function.Function{
 		"env":  envFunc(env),
 		"file": fileFunc(filepath.Dir(filename)),
 	}}
@@ -107,6 +100,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 		cfg.Upload = d.decodeUpload(b)
 	}
 	cfg.Ingest = d.decodeIngest(d.single(content.Blocks, "ingest"))
+	d.checkMessageSizes(cfg)
 	cfg.Restart = d.decodeRestart(d.single(content.Blocks, "restart"))
 	cfg.Pipelines = d.decodePipelines(blocks["pipeline"], cfg.Sources, cfg.Sinks, cfg.Agent)
 	d.warnUnused(cfg)

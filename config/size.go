@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/big"
 	"strings"
 )
@@ -38,15 +37,38 @@ func parseSize(s string) (int64, error) {
 	if strings.HasPrefix(num, "-") {
 		return 0, fmt.Errorf("config: negative size %q", s)
 	}
+	// Only plain decimals: big.Rat alone would also take fractions ("1/2"),
+	// exponents ("1e3", "1p3"), base prefixes ("0x10") and digit
+	// separators ("1_000").
+	if !isDecimal(num) {
+		return 0, fmt.Errorf("config: invalid size %q", s)
+	}
 	// big.Rat parses decimals exactly, so "0.5KiB" is exactly 512.
 	r, ok := new(big.Rat).SetString(num)
-	if !ok || strings.ContainsAny(num, "/eE") {
+	if !ok {
 		return 0, fmt.Errorf("config: invalid size %q", s)
 	}
 	r.Mul(r, new(big.Rat).SetInt64(mult))
 	n := new(big.Int).Quo(r.Num(), r.Denom())
-	if !n.IsInt64() || n.Int64() > math.MaxInt64 {
+	if !n.IsInt64() {
 		return 0, errors.New("config: size " + s + " out of range")
 	}
 	return n.Int64(), nil
+}
+
+// isDecimal reports whether s is digits with at most one decimal point and at
+// least one digit ("64", "1.5", ".5", "5.").
+func isDecimal(s string) bool {
+	digits, points := 0, 0
+	for _, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.':
+			points++
+		default:
+			return false
+		}
+	}
+	return digits > 0 && points <= 1
 }

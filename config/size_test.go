@@ -28,6 +28,15 @@ func TestParseSize(t *testing.T) {
 		{in: "1e3", wantErr: true},
 		{in: "lots", wantErr: true},
 		{in: "99999999999TiB", wantErr: true},
+		{in: "9223372036854775807", want: 1<<63 - 1},
+		{in: "9223372036854775808", wantErr: true},
+		{in: "0x10MiB", wantErr: true},
+		{in: "1p3", wantErr: true},
+		{in: "0b11", wantErr: true},
+		{in: "1_000", wantErr: true},
+		{in: "+5", wantErr: true},
+		{in: "1.2.3", wantErr: true},
+		{in: ".", wantErr: true},
 	}
 	for _, tt := range tests {
 		got, err := parseSize(tt.in)

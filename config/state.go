@@ -48,7 +48,7 @@ const (
 	CheckpointAtLeastOnce = "at_least_once"
 )
 
-// Checkpoint is the checkpoint block (DESIGN.md "Checkpoints").
+// Checkpoint is the checkpoint block (docs/architecture.md "Checkpoints").
 type Checkpoint struct {
 	// Interval between checkpoint starts, positive; default 10s.
 	Interval time.Duration
@@ -60,10 +60,20 @@ type Checkpoint struct {
 	TolerableFailures int
 	// Retain is how many completed checkpoints to keep, at least 1; default 3.
 	Retain int
+	// MaxSavepoints is how many savepoints may be kept; a savepoint past it
+	// is refused (savepoints are only removed by hand). Default 10.
+	MaxSavepoints int
 	// Mode is CheckpointExactlyOnce (default, aligned) or
 	// CheckpointAtLeastOnce (no alignment).
 	Mode string
-	// FullEvery takes a full snapshot every so many checkpoints; default 10.
+	// MaxChainRatio: a new full snapshot is taken once the chain's
+	// incremental snapshots add up to more than this many times its full
+	// one, so bytes written follow the change rate, not the state size, and
+	// a restore reads at most about (1 + MaxChainRatio) × the state. 0
+	// makes every checkpoint full; default 1.
+	MaxChainRatio float64
+	// FullEvery, deprecated (a warning says so), also caps the chain at
+	// this many checkpoints; 0 when not set.
 	FullEvery int
 	// Unaligned makes every checkpoint but savepoints and the final one
 	// unaligned: window subtasks take the barrier ahead of their queued
@@ -78,19 +88,25 @@ type Checkpoint struct {
 }
 
 func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
-	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, Mode: CheckpointExactlyOnce, FullEvery: 10}
+	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}
 	if b == nil {
 		return cp
 	}
-	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "mode", "full_every", "unaligned", "aligned_timeout"})
+	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "max_savepoints", "mode", "max_chain_ratio", "full_every", "unaligned", "aligned_timeout"})
 	cp.DeclRange = b.DefRange
 	cp.Interval = a.duration("interval", cp.Interval)
 	cp.MinPause = a.duration("min_pause", 0)
 	cp.Timeout = a.duration("timeout", cp.Timeout)
 	cp.TolerableFailures = int(a.integer("tolerable_failures", 3, 0, 1<<31-1))
 	cp.Retain = int(a.integer("retain", 3, 1, 1<<31-1))
+	cp.MaxSavepoints = int(a.integer("max_savepoints", 10, 1, 1<<31-1))
 	cp.Mode = a.enum("mode", []string{CheckpointExactlyOnce, CheckpointAtLeastOnce}, cp.Mode)
-	cp.FullEvery = int(a.integer("full_every", 10, 1, 1<<31-1))
+	cp.MaxChainRatio = a.float("max_chain_ratio", 1, 0, 1000)
+	if a.has("full_every") {
+		cp.FullEvery = int(a.integer("full_every", 0, 1, 1<<31-1))
+		a.d.warnf(a.rangeOf("full_every"), "Deprecated argument",
+			"full_every still caps the chain of incremental snapshots at this many checkpoints, but a count makes a large state rewrite itself however little changed; remove it and let max_chain_ratio (default 1) start a new full snapshot once the increments outweigh it.")
+	}
 	cp.Unaligned = a.boolean("unaligned", false)
 	cp.AlignedTimeout = a.duration("aligned_timeout", 0)
 	for _, n := range []string{"interval", "timeout"} {
@@ -104,7 +120,7 @@ func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
 	return cp
 }
 
-// Ingest acknowledgement modes (DESIGN.md "Exactly once, end to end").
+// Ingest acknowledgement modes (docs/architecture.md "Exactly once, end to end").
 const (
 	AckAfterFsync = "after_fsync"
 	AckAfterWrite = "after_write"

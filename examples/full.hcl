@@ -96,13 +96,18 @@ sink "mqtt" "cloud" {
   client_id = "eddy-${device_id}-cloud"
   # ${device_id}, ${pipeline}, ${key}, ${window_start}, ${window_end}
   topic     = "sites/${device_id}/${pipeline}/${key}"
-  qos       = 2
+  qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
+  # QoS 2 flows in flight: at most the broker's per-client limit
+  # (mosquitto: max_inflight_messages, default 20)
+  max_inflight = 20
+  # at the end of a finite input, wait this long for the WAL to be delivered
+  drain_timeout = "30s"
   username  = "gateway"
   password  = env("EDDY_CLOUD_PASSWORD", "")
   tls {
-    ca = "/etc/eddy/ca.pem"
+    ca = "" # default: the system roots; a PEM bundle, e.g. "/etc/eddy/ca.pem", must exist at start
   }
   buffer {
     max_disk   = "512MiB"
@@ -136,7 +141,7 @@ pipeline "temp_1m" {
   window "tumbling" {
     time             = "event" # default when the source has a timestamp
     size             = "1m"
-    offset           = "0s"
+    offset           = "0s" # in (-size, size): "-8h" on "24h" starts days at midnight UTC+8
     allowed_lateness = "10s"
     early_every      = "15s" # early firings; 0 = none
   }
@@ -209,7 +214,7 @@ checkpoint {
   tolerable_failures = 3
   retain             = 3
   mode               = "exactly_once" # | at_least_once
-  full_every         = 10
+  max_chain_ratio    = 1.0 # a new full snapshot once the increments outweigh the last one; 0 = all full
   unaligned          = false # true: barriers overtake queued records, which go into the checkpoint
   aligned_timeout    = "0s"  # switch an aligned checkpoint to unaligned after this long; 0 = never
 }
@@ -227,7 +232,30 @@ upload "s3" {
   max_bandwidth  = "1MiB" # per second; 0 = unlimited
   concurrency    = 2
   create_bucket  = true
-  encryption_key = ""
+  encryption_key = "" # 32 bytes hex or base64: AES-256-GCM on the device (README: what it protects)
+
+  # Where credentials come from when access_key is empty. One block; the
+  # providers:
+  credentials {
+    provider = "default" # minio-go's chain: AWS/MinIO env vars, ~/.aws/credentials, ~/.mc/config.json, IAM (web identity, ECS, EC2 IMDSv2)
+  }
+  # credentials {
+  #   provider   = "aws_iot" # AWS IoT Core's credentials provider, by device certificate
+  #   endpoint   = "c2abc123.credentials.iot.eu-west-1.amazonaws.com"
+  #   role_alias = "eddy-s3-upload"
+  #   thing_name = "${device_id}"
+  #   cert_file  = "/etc/eddy/device.pem"
+  #   key_file   = "/etc/eddy/device.key"
+  #   ca_file    = "" # besides the system's CAs
+  # }
+  # credentials {
+  #   provider  = "minio_sts_certificate" # MinIO AssumeRoleWithCertificate, by device certificate
+  #   endpoint  = "https://minio.local:9000" # default: the S3 endpoint over https
+  #   cert_file = "/etc/eddy/device.pem"
+  #   key_file  = "/etc/eddy/device.key"
+  #   ca_file   = ""
+  #   duration  = "1h"
+  # }
 }
 
 ingest {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Release build: static, stripped eddy binaries for the devices Eddy targets,
-# written to dist/ (or $DIST) with a SHA256SUMS file.
+# written to dist/ (or $DIST) with a SHA256SUMS file, and a Debian package
+# and a tarball of each (scripts/package/package.sh).
 #
 #   bash scripts/build.sh                 # all four targets
 #   bash scripts/build.sh linux/arm64     # only the named targets
@@ -53,7 +54,10 @@ done
 
 # SHA256SUMS covers every binary in dist/, so a partial rebuild keeps the
 # others' sums current.
-(cd "$dist" && sha256sum eddy-* >SHA256SUMS)
+(cd "$dist" && sha256sum eddy-linux-* >SHA256SUMS)
 for n in "${names[@]}"; do
   printf 'build: %-20s %9d bytes  %s\n' "$n" "$(stat -c %s "$dist/$n")" "$version"
 done
+
+# Debian packages and tarballs of the same binaries.
+EDDY_VERSION=$version bash scripts/package/package.sh "$dist" "${names[@]}"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs Eddy as a systemd service: the binary, a config and the unit.
+# Installs Eddy as a systemd service on systems without dpkg (Debian and
+# Raspberry Pi OS: use the .deb from scripts/build.sh). The same layout as the
+# package: the binary, the configuration template, the unit, the eddy system
+# user. From a release tarball (scripts/package/package.sh) or a checkout:
 #
-#   sudo bash scripts/install.sh [--binary FILE] [--config FILE] [--no-start]
+#   sudo bash scripts/install.sh [--binary FILE] [--config FILE] [--start]
 #   DESTDIR=/tmp/root PREFIX=/usr bash scripts/install.sh   # stage into a tree
 #
 # Places
@@ -11,22 +14,23 @@
 #   $DESTDIR/etc/systemd/system/eddy.service  (binary path rewritten for PREFIX)
 #
 # --binary defaults to dist/eddy-linux-<this machine's arch> from
-# scripts/build.sh, checked against dist/SHA256SUMS. --config defaults to
-# examples/quickstart.hcl with data_dir set to /var/lib/eddy (the unit's
-# StateDirectory). The config is validated with the binary when it runs
-# here. systemd-analyze verify checks the unit when it is installed (a
-# warning fails the install). Without
-# DESTDIR, on a machine running systemd, it reloads systemd and enables and
-# starts eddy (unless --no-start).
+# scripts/build.sh, checked against dist/SHA256SUMS when that is present.
+# --config defaults to the template examples/eddy.hcl (readings from the
+# device's broker, one event-time window, results on disk), to be edited.
+# The config is validated with the binary when it runs here.
+# systemd-analyze verify checks the unit when it is installed (a warning
+# fails the install). Without DESTDIR it creates the eddy system user and,
+# on a machine running systemd, reloads systemd; it starts eddy only with
+# --start (write the config first; it says how).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-binary= config= start=1
+binary= config= start=0
 while [ $# -gt 0 ]; do
   case $1 in
     --binary) binary=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
-    --no-start) start=0; shift ;;
+    --start) start=1; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "install: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -55,16 +59,12 @@ bin="$destdir$prefix/bin/eddy"
 install -D -m 0755 "$binary" "$bin"
 echo "install: $bin"
 
-# The config: the user's, or the quickstart pointed at the state directory.
+# The config: the user's, or the template.
 conf_dir="$destdir/etc/eddy"
 install -d -m 0755 "$conf_dir"
 new=$(mktemp)
 trap 'rm -f "$new"' EXIT
-if [ -n "$config" ]; then
-  cp "$config" "$new"
-else
-  sed 's#^\( *data_dir *= *\)"[^"]*"#\1"/var/lib/eddy"#' examples/quickstart.hcl >"$new"
-fi
+cp "${config:-examples/eddy.hcl}" "$new"
 # Validate with the installed binary when it runs on this machine (not an
 # ARM binary staged on amd64). Relative paths in it resolve against the
 # config's directory, so validate a copy in the config's place.
@@ -82,7 +82,7 @@ fi
 # The unit, with ExecStart and ExecStartPre pointing at the installed binary.
 unit="$destdir/etc/systemd/system/eddy.service"
 install -d -m 0755 "$(dirname "$unit")"
-sed "s#/usr/local/bin/eddy#$prefix/bin/eddy#g" scripts/systemd/eddy.service >"$new"
+sed "s#/usr/bin/eddy#$prefix/bin/eddy#g" scripts/systemd/eddy.service >"$new"
 install -m 0644 "$new" "$unit"
 echo "install: $unit"
 
@@ -105,12 +105,19 @@ else
   echo "install: systemd-analyze not found; unit not verified"
 fi
 
+# The service's user (the unit's User=), on the system itself only.
+if [ -z "$destdir" ] && ! id eddy >/dev/null 2>&1; then
+  useradd --system --user-group --home-dir /var/lib/eddy --no-create-home \
+    --shell /usr/sbin/nologin --comment "Eddy edge stream agent" eddy
+  echo "install: created the eddy system user"
+fi
+
 if [ -z "$destdir" ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   if [ "$start" = 1 ]; then
     systemctl enable --now eddy.service
     echo "install: eddy enabled and started; journalctl -u eddy -f shows its log"
+    exit 0
   fi
-else
-  echo "install: then: systemctl daemon-reload && systemctl enable --now eddy"
 fi
+echo "install: edit /etc/eddy/eddy.hcl, then: eddy validate -c /etc/eddy/eddy.hcl && systemctl daemon-reload && systemctl enable --now eddy"

@@ -96,7 +96,7 @@ func randKey(r *rand.Rand) []byte {
 // Random operation sequences give the same gets, scans and snapshots on
 // Memory and on Bolt (with a cache small enough to evict and flush all the
 // time), and restoring a checkpoint chain into a fresh backend of either kind
-// reproduces the state (issue 4 acceptance: memory vs bbolt incl. reopen).
+// reproduces the state (memory vs bbolt, reopen included).
 // With the large cache most entries are still dirty (not written back) at a
 // snapshot, which then reads them from its copy of the cache rather than
 // from bbolt; the snapshots' entries must equal Memory's.

@@ -173,7 +173,7 @@ func BenchmarkBolt_UsageAfterOnePercentOfMillion(b *testing.B) {
 // Restore of a full snapshot of 1M keys (one window entry and one timer
 // each, as the window operator keeps: 2M entries, in (bucket, key) order as a
 // checkpoint file yields them) into a fresh working file. Target: restore
-// of 1M keys < 2 s end to end (issue 5); this is the bbolt rebuild part.
+// of 1M keys < 2 s end to end (BENCHMARKS.md); this is the bbolt rebuild part.
 func BenchmarkBolt_RestoreMillion(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds a 1M-key store")

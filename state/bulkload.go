@@ -158,14 +158,17 @@ func (t *pageTree) flush(bl *bulkLoader, i int) error {
 	if err != nil {
 		return err
 	}
+	// firstKey stays valid when t.levels grows: the copied page header
+	// still points at the same data array, which add copies from.
 	firstKey := p.data[:p.elems[0].ksize]
 	if i+1 == len(t.levels) {
 		t.levels = append(t.levels, pendingPage{})
-		p = &t.levels[i]
 	}
 	if err := t.add(bl, i+1, pendingElem{ksize: uint32(len(firstKey)), pgid: id}, firstKey, nil); err != nil {
 		return err
 	}
+	// Re-take the pointer: the append above or add's own flushes may have
+	// moved t.levels.
 	p = &t.levels[i]
 	p.elems, p.data = p.elems[:0], p.data[:0]
 	p.written++

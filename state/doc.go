@@ -1,7 +1,7 @@
 // Package state is Eddy's keyed state: a byte-level Backend of named
 // buckets (one per operator and state) on bbolt behind a bounded write-back
 // cache, or in memory; ordered timer queues; change tracking and consistent
-// snapshots for incremental checkpoints (DESIGN.md "State", "Checkpoints").
+// snapshots for incremental checkpoints (docs/architecture.md "State", "Checkpoints").
 //
 // # Model
 //

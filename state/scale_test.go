@@ -41,7 +41,7 @@ func rssAnon(t testing.TB) int {
 	return 0
 }
 
-// Issue 4 acceptance: 1M keys with one open window each, on bbolt with an
+// 1M keys with one open window each, on bbolt with an
 // 8 MiB cache: correct aggregates, and Go heap and anonymous RSS under
 // 64 MiB while all million windows are open and after they fire.
 func TestBolt_MillionKeysBoundedMemory(t *testing.T) {

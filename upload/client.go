@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Object key layout below Options.Prefix.
@@ -42,6 +46,7 @@ const (
 // that fails, then retries the check on the next operation.
 type Client struct {
 	s3       *s3
+	keeper   *credentialKeeper // nil with static keys
 	log      *slog.Logger
 	opts     Options
 	bucket   string
@@ -92,12 +97,25 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newS3(opts, resolveCredentials(opts, osCredentialSource()), opts.Transport)
+	var creds *credentials.Credentials
+	var keeper *credentialKeeper
+	if opts.AccessKey != "" {
+		creds = credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken)
+	} else {
+		src := opts.Credentials
+		if src == nil {
+			src = standardChain()
+		}
+		keeper = newCredentialKeeper(src, &http.Client{Timeout: time.Minute}, log)
+		creds = credentials.New(keeper)
+	}
+	s, err := newS3(opts, creds)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
 		s3:        s,
+		keeper:    keeper,
 		log:       log,
 		opts:      opts,
 		bucket:    opts.Bucket,
@@ -112,6 +130,14 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 	return c, nil
 }
 
+// Close stops the Client's background fetching of credentials, if any. The
+// Client must not be used afterwards.
+func (c *Client) Close() {
+	if c.keeper != nil {
+		c.keeper.close()
+	}
+}
+
 // Stats returns the Client's counters.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{
@@ -123,35 +149,30 @@ func (c *Client) Stats() ClientStats {
 	}
 }
 
-// Check verifies that the bucket is reachable with the credentials, creating
-// it when Options.CreateBucket is set. Every operation does this once before
+// Check waits for valid credentials (see credentialKeeper), then verifies
+// that the bucket is reachable with them, creating it when
+// Options.CreateBucket is set. Every operation does this once before
 // its first request; the agent may call Check at start to report a bad
 // configuration early.
 func (c *Client) Check(ctx context.Context) error {
+	if c.keeper != nil {
+		if err := c.keeper.wait(ctx); err != nil {
+			return fmt.Errorf("upload: waiting for S3 credentials: %w", err)
+		}
+	}
 	c.readyMu.Lock()
 	defer c.readyMu.Unlock()
 	if c.ready {
 		return nil
 	}
-	// A one-key listing (GET, not HEAD) so the error carries S3's code:
-	// HEAD responses have no body, and a wrong secret and a missing
-	// permission would both read as 403.
-	_, _, err := c.s3.listPage(ctx, c.prefix, "", 1)
-	if region := regionHint(err); c.opts.Region == "" && region != "" && region != c.s3.currentRegion() {
-		// The bucket lives elsewhere than the default region: sign for
-		// the region the server named and ask again.
-		c.s3.setRegion(region)
-		c.log.Info("upload: using the bucket's region", "bucket", c.bucket, "region", region)
-		_, _, err = c.s3.listPage(ctx, c.prefix, "", 1)
-	}
-	if err != nil {
+	if err := c.s3.probe(ctx, c.prefix); err != nil {
 		err = c.classify("check bucket", "", err)
 		if !(c.opts.CreateBucket && isNoBucket(err)) {
 			return err
 		}
-		if err := c.s3.makeBucket(ctx, c.s3.currentRegion()); err != nil {
+		if err := c.s3.makeBucket(ctx); err != nil {
 			var se *s3Error
-			if !errors.As(err, &se) || (se.Code != "BucketAlreadyOwnedByYou" && se.Code != "BucketAlreadyExists") {
+			if !errors.As(err, &se) || (se.resp.Code != "BucketAlreadyOwnedByYou" && se.resp.Code != "BucketAlreadyExists") {
 				return c.classify("create bucket", "", err)
 			}
 		}
@@ -162,15 +183,6 @@ func (c *Client) Check(ctx context.Context) error {
 }
 
 func isNoBucket(err error) bool { return errors.Is(err, ErrNoBucket) }
-
-// regionHint returns the bucket region an S3 error names, or "".
-func regionHint(err error) string {
-	var se *s3Error
-	if errors.As(err, &se) {
-		return se.Region
-	}
-	return ""
-}
 
 // key returns the object key of name below dir.
 func (c *Client) key(dir, name string) string { return c.prefix + dir + name }

@@ -1,8 +1,9 @@
 // Package upload ships checkpoint files to S3-compatible storage (AWS S3,
 // MinIO, versitygw, any S3 API) and fetches them back, so a replacement
-// device can restore the state of a dead one. It speaks S3 through a small
-// client of its own on net/http (s3.go, SigV4 in sigv4.go, credentials in
-// credentials.go) rather than an SDK, to keep the binary small.
+// device can restore the state of a dead one. It speaks S3 through
+// minio-go (s3.go), which signs, retries, finds the bucket's region and
+// addresses the bucket; credentials come from minio-go's providers
+// (credentials.go).
 //
 // # What is uploaded, and where
 //
@@ -15,10 +16,12 @@
 //	<prefix>manifests/<name>        a checkpoint manifest, e.g. <id>.json
 //
 // Every object is zstd-compressed and, with Options.EncryptionKey, encrypted
-// on the device with AES-256-GCM in authenticated 64 KiB segments bound to
-// the object's name; the format is self-describing (frame.go) and also
-// recorded in the object's metadata (x-amz-meta-eddy-*: layout, plaintext
-// size and SHA-256, compression, encryption, key id).
+// on the device with AES-256-GCM in authenticated 64 KiB segments under a
+// key of its own (HKDF-SHA256 from the configured key and a random salt),
+// bound to the object's full key in the bucket and the format version; the
+// format is self-describing (frame.go) and also recorded in the object's
+// metadata (x-amz-meta-eddy-*: format, layout, plaintext size and SHA-256,
+// compression, encryption, key id).
 //
 // # Guarantees
 //
@@ -66,6 +69,7 @@
 //	s.Ship(id, id+".json", manifest, files)   // after each completed checkpoint
 //	s.Retain(keep, referencedFiles)           // after local retention
 //	s.Flush(ctx)                              // at shutdown, with a deadline
+//	c.Close()                                 // stops fetching credentials
 //
 // Restore: ListManifests, GetManifest of the newest, GetFile of each file
 // it lists with the SHA-256 it records.

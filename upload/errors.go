@@ -99,10 +99,11 @@ func (c *Client) classify(op, key string, err error) error {
 		return nil
 	}
 	e := &ObjectError{Op: op, Object: c.object(key), Endpoint: c.endpoint, Err: err}
-	var resp *s3Error
-	if !errors.As(err, &resp) {
+	var se *s3Error
+	if !errors.As(err, &se) {
 		return e
 	}
+	resp := se.resp
 	switch resp.Code {
 	case "NoSuchKey":
 		e.Kind = ErrNotFound

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,12 +62,15 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// pacedReader reads from r at most limitChunk bytes at a time (when limited)
-// and waits for the limiter after each read.
+// pacedReader reads from r at most limitChunk bytes at a time (when limited),
+// waits for the limiter after each read and adds what it read to count.
+// count is atomic: the HTTP transport may still read a request body after
+// the request returned.
 type pacedReader struct {
-	ctx context.Context
-	r   io.Reader
-	l   *limiter
+	ctx   context.Context
+	r     io.Reader
+	l     *limiter
+	count *atomic.Int64
 }
 
 const limitChunk = 32 << 10
@@ -76,8 +80,21 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 		b = b[:limitChunk]
 	}
 	n, err := p.r.Read(b)
+	p.count.Add(int64(n))
 	if werr := p.l.wait(p.ctx, n); werr != nil && err == nil {
 		err = werr
 	}
 	return n, err
+}
+
+// seekablePacedReader is a pacedReader of a request body, which minio-go
+// rewinds (Seek) to retry. It has no ReadAt on purpose: minio-go would
+// read through ReadAt and bypass the pacing.
+type seekablePacedReader struct {
+	pacedReader
+	s io.Seeker
+}
+
+func (p *seekablePacedReader) Seek(offset int64, whence int) (int64, error) {
+	return p.s.Seek(offset, whence)
 }

@@ -5,19 +5,20 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync/atomic"
+	"strings"
 )
 
-// partSize bounds the pooled object buffers. Every object this package
-// writes is at most a chunk (8 MiB) plus framing, so it goes in one PUT;
-// larger files use the chunked layout instead of S3 multipart (chunked.go).
+// partSize bounds the pooled object buffers. A file object is at most a
+// chunk (8 MiB) plus framing, so it goes in one PUT; larger files use the
+// chunked layout (chunked.go). Only a manifest can be larger, and minio-go
+// sends a body above its 16 MiB part size as a multipart upload.
 const partSize = 16 << 20
 
-// encodeObject frames src as object name (the key below the prefix) into a
-// pooled buffer. The caller returns the buffer with c.putBuf.
-func (c *Client) encodeObject(src io.Reader, name string) (*bytes.Buffer, int64, [32]byte, error) {
+// encodeObject frames src as object key into a pooled buffer. The caller
+// returns the buffer with c.putBuf.
+func (c *Client) encodeObject(src io.Reader, key string) (*bytes.Buffer, int64, [32]byte, error) {
 	buf := c.getBuf()
-	n, sum, err := c.codec.encode(buf, src, name)
+	n, sum, err := c.codec.encode(buf, src, key)
 	if err != nil {
 		c.putBuf(buf)
 		return nil, 0, sum, err
@@ -43,10 +44,9 @@ func (c *Client) putBuf(b *bytes.Buffer) {
 // putObject uploads body as object key with metadata meta, paced by the
 // bandwidth limit. The bytes sent, retries included, count as uploaded.
 func (c *Client) putObject(ctx context.Context, key string, body []byte, meta map[string]string) error {
-	wrap := func(r io.Reader) io.Reader {
-		return &countingReader{n: &c.bytesUp, r: &pacedReader{ctx: ctx, r: r, l: c.up}}
-	}
-	if err := c.s3.putObject(ctx, key, body, meta, wrap); err != nil {
+	r := bytes.NewReader(body)
+	paced := &seekablePacedReader{pacedReader: pacedReader{ctx: ctx, r: r, l: c.up, count: &c.bytesUp}, s: r}
+	if err := c.s3.putObject(ctx, key, paced, int64(len(body)), meta); err != nil {
 		return c.classify("put", key, err)
 	}
 	c.objectsPut.Add(1)
@@ -63,18 +63,18 @@ func (c *Client) stat(ctx context.Context, key string) (objectInfo, error) {
 	return info, nil
 }
 
-// openObject starts reading object key (name is its key below the prefix)
-// and returns its plaintext and metadata. Reading errors are already
+// openObject starts reading object key and returns its plaintext and
+// metadata. Reading errors are already
 // classified: ErrCorrupt or ErrWrongKey naming the object, or a transport
 // error. The caller closes the returned reader.
-func (c *Client) openObject(ctx context.Context, key, name string) (io.ReadCloser, objectInfo, error) {
+func (c *Client) openObject(ctx context.Context, key string) (io.ReadCloser, objectInfo, error) {
 	body, info, err := c.s3.getObject(ctx, key)
 	if err != nil {
 		return nil, info, c.classify("get", key, err)
 	}
 	c.objectsGot.Add(1)
-	paced := &countingReader{n: &c.bytesDown, r: &pacedReader{ctx: ctx, r: body, l: c.down}}
-	plain, err := c.codec.decode(paced, name)
+	paced := &pacedReader{ctx: ctx, r: body, l: c.down, count: &c.bytesDown}
+	plain, err := c.codec.decode(paced, key, strings.TrimPrefix(key, c.prefix))
 	if err != nil {
 		body.Close()
 		return nil, info, c.readErr(key, err)
@@ -95,20 +95,6 @@ func (c *Client) readErr(key string, err error) error {
 	default:
 		return c.corrupt(key, err)
 	}
-}
-
-// countingReader adds what it reads to a Client counter. The counter is
-// atomic: the HTTP transport may still read a request body after the
-// request returned.
-type countingReader struct {
-	n *atomic.Int64
-	r io.Reader
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.n.Add(int64(n))
-	return n, err
 }
 
 // objectReader is the plaintext of one object; its errors name the object.

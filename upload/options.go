@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Options configure a Client. The zero value of every field but Endpoint and
@@ -24,28 +26,26 @@ type Options struct {
 	// Empty: the bucket root.
 	Prefix string
 	// Region is the bucket's region, used to sign requests and to create
-	// the bucket. Empty: "us-east-1" (what most S3-compatible servers
-	// expect), switched to the region the server names when the first
-	// request is refused for a wrong region (AWS does so).
+	// the bucket. Empty: minio-go asks the server for the bucket's
+	// location once and signs for it.
 	Region string
 	// AccessKey, SecretKey and SessionToken are static credentials. When
-	// AccessKey is empty, the standard chain is read once by New: the
-	// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN)
-	// environment, MINIO_ROOT_USER/MINIO_ROOT_PASSWORD or
-	// MINIO_ACCESS_KEY/MINIO_SECRET_KEY, then the shared credentials file
-	// (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile
-	// AWS_PROFILE or "default"). Nothing found: anonymous (unsigned)
-	// requests. IAM instance roles (EC2/ECS metadata, web identity) are not
-	// supported. See resolveCredentials.
+	// AccessKey is empty, Credentials or else minio-go's standard chain
+	// applies (environment, credential files, IAM); see standardChain.
 	AccessKey, SecretKey, SessionToken string
+	// Credentials, when set and AccessKey is empty, is the source of
+	// credentials instead of the standard chain: NewAWSIoTProvider,
+	// NewMinIOCertificateProvider, or any minio-go provider. Credentials
+	// that expire are fetched again before they do (credentialKeeper).
+	Credentials credentials.Provider
 	// Secure selects HTTPS.
 	Secure bool
 	// CAFile is a PEM file of CA certificates trusted in addition to the
 	// system's, for a server with a private CA. Only with Secure.
 	CAFile string
 	// PathStyle addresses buckets as https://host/bucket/key instead of
-	// https://bucket.host/key; most self-hosted servers need it. Off: the
-	// style is chosen from the endpoint: virtual hosts for *.amazonaws.com
+	// https://bucket.host/key; most self-hosted servers need it. Off:
+	// minio-go chooses from the endpoint: virtual hosts for AWS and Google
 	// (unless a dotted bucket name over HTTPS would break the wildcard
 	// certificate), path style for everything else.
 	PathStyle bool
@@ -70,7 +70,7 @@ type Options struct {
 	// Client; it may be called from several goroutines at once.
 	Progress func(Progress)
 	// Transport replaces the HTTP transport (tests count requests with
-	// it); CAFile is then ignored. Nil: http.DefaultTransport's settings
+	// it); CAFile is then ignored. Nil: minio-go's default transport
 	// (proxy from the environment, dial and TLS timeouts) without
 	// compression, a 1-minute response-header timeout, and CAFile applied.
 	Transport http.RoundTripper

@@ -37,10 +37,13 @@
 //
 // # Rules (each pinned by testdata/conformance; sources cited)
 //
-// Assignment (DESIGN.md "Semantics"; Flink TimeWindow.getWindowStartWithOffset,
+// Assignment (Flink TimeWindow.getWindowStartWithOffset,
 // Tumbling/Sliding/Session windows, countWindow, GlobalWindows):
 //   - Window start = t − ((t − offset) floor-mod size), 0 ≤ r < size even for
-//     negative t − offset (StartOf).
+//     negative t − offset (StartOf). Any offset works; offsets o and o + size
+//     give the same windows (Flink takes abs(offset) < size, or < slide for
+//     sliding windows, and so does the configuration: "-8h" on 24 h windows
+//     starts the days at midnight in UTC+8).
 //   - Sliding: t belongs to every [s, s+size) with s ≡ offset (mod slide) and
 //     t − size < s ≤ t. With slide > size, t may belong to none: the verdict
 //     is Unassigned — unless t + L ≤ watermark, which Flink sends to the late
@@ -57,7 +60,7 @@
 //     EarlyEvery.
 //
 // Firing (Flink EventTimeTrigger, ProcessingTimeTrigger, CountTrigger,
-// ContinuousProcessingTimeTrigger; DESIGN.md "Output record"):
+// ContinuousProcessingTimeTrigger; the output record of README "Configuration"):
 //   - An event-time window fires Final when the watermark reaches End−1; a
 //     processing-time window when processing time reaches End−1.
 //   - EarlyEvery > 0: open windows fire Early at processing times that are
@@ -68,9 +71,17 @@
 //     merge is a new window (Seq from 0); one that keeps its bounds goes on.
 //   - Order: the firings of one AdvanceWatermark/AdvanceProcessingTime come
 //     by timer time (window end), then key bytes, then window start; several
-//     subtasks' outputs merged in that order equal a single subtask's.
+//     subtasks' outputs merged in that order equal a single subtask's. Flink
+//     fires timers by time too (InternalTimerServiceImpl.advanceWatermark);
+//     among timers of equal time its order is unspecified (the heap's or
+//     the state backend's), and key bytes, then window start, is one of its
+//     possible orders.
+//   - The firings a reading causes (LateUpdate, TriggerCount) come in the
+//     order of AssignWindows, each its own firing: a late reading re-fires
+//     its sliding windows latest start first, as Flink's
+//     WindowOperator.processElement walks SlidingEventTimeWindows.assignWindows.
 //
-// Lateness (DESIGN.md "Semantics"; Flink WindowOperator.isWindowLate,
+// Lateness (Flink WindowOperator.isWindowLate,
 // isElementLate, cleanupTime, allowedLateness):
 //   - An event-time window's state lives until the watermark reaches
 //     cleanup = End−1+AllowedLateness (saturating); then it is purged without

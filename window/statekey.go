@@ -14,7 +14,7 @@ import (
 // architecture-independent; int64 times are stored big-endian with the sign
 // bit flipped so that bytes.Compare orders them numerically.
 //
-// State keys (DESIGN.md "State": keygroup | key | namespace):
+// State keys (docs/architecture.md "State": keygroup | key | namespace):
 //
 //	prefix      = keyGroup:u16be keyLen:uvarint key
 //	window      = prefix 'w' start:i64o end:i64o       → AppendWindowState value

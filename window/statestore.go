@@ -376,7 +376,7 @@ func (s *StateStore) Window(w Window) *WindowState {
 	}
 	if s.cur >= 0 {
 		k := &s.objs.keys[s.cur]
-		if i := k.findFrom(w, s.lastWin+1); i >= 0 {
+		if i := k.findNear(w, s.lastWin); i >= 0 {
 			s.lastWin = i
 			return &k.wins[i].st
 		}

@@ -75,7 +75,7 @@ func openTestBolt(t testing.TB, cacheBytes int) *state.Bolt {
 // and on StateStore over bbolt (with a byte cache small enough to spill, and
 // again with object caches so small that they are always full: keys are
 // evicted, admitted and refused all the time) and over the memory backend, including across checkpoint, close
-// and restore into a fresh backend (DESIGN.md "State": spilled state gives
+// and restore into a fresh backend (docs/architecture.md "State": spilled state gives
 // unchanged results).
 func TestStateStore_MatchesMemoryStore(t *testing.T) {
 	seed := uint64(2024)

@@ -46,7 +46,7 @@
 //     Template, and Write returns only when the broker has acknowledged the
 //     whole batch (or fails after a timeout). It is at least once: a retried
 //     batch can repeat items. Exactly-once delivery upstream is the WAL
-//     sink's job (see DESIGN.md), not this package's.
+//     sink's job (docs/architecture.md), not this package's.
 //
 // # Topic templates
 //

@@ -13,7 +13,7 @@ import (
 )
 
 // TwoPhaseFile is the exactly-once file sink: two-phase commit over part
-// files in a directory, driven by checkpoints (seed 002, "two-phase commit").
+// files in a directory, driven by checkpoints (two-phase commit, as Flink's TwoPhaseCommitSinkFunction).
 //
 // Epoch n is what the pipeline produced between checkpoints n−1 and n. Its
 // items go to a hidden in-progress part file; at barrier n, PreCommit

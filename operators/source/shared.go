@@ -99,6 +99,9 @@ func NewSharedMQTT(opts MQTTOptions, shared SharedOptions, log *slog.Logger) *Sh
 	return s
 }
 
+// Check reports what Run would refuse, without connecting.
+func (s *SharedMQTT) Check() error { return s.validate() }
+
 func (s *SharedMQTT) validate() error {
 	if s.shared.Connections < 1 {
 		return fmt.Errorf("source: mqtt connections %d: must be at least 1", s.shared.Connections)

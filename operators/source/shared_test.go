@@ -46,7 +46,7 @@ func checkExactlyOnce(t *testing.T, got []Message, n int) (dups int) {
 }
 
 // TestSharedMQTT_10kQoS1ExactlyOnce is the correctness test of
-// connections = N (issue 9, item 4): 10,000 QoS 1 messages published to a
+// connections = N: 10,000 QoS 1 messages published to a
 // shared subscription served by 3 connections arrive exactly once in total,
 // spread over every connection, with Offsets unique across connections.
 func TestSharedMQTT_10kQoS1ExactlyOnce(t *testing.T) {

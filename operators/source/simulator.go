@@ -84,6 +84,9 @@ func NewSimulator(opts SimulatorOptions, log *slog.Logger) *Simulator {
 // acknowledged or awaiting acknowledgement) so far.
 func (s *Simulator) Published() int64 { return s.published.Load() }
 
+// Check reports what Run would refuse, without connecting.
+func (s *Simulator) Check() error { return s.opts.validate() }
+
 func (o *SimulatorOptions) validate() error {
 	switch {
 	case o.Broker == "":

@@ -18,6 +18,7 @@ import (
 const (
 	helperEnvDir    = "WALSINK_HELPER_DIR"
 	helperEnvBroker = "WALSINK_HELPER_BROKER"
+	helperEnvWindow = "WALSINK_HELPER_MAX_INFLIGHT"
 	helperEpochs    = 100
 	helperPerEpoch  = 100
 )
@@ -33,8 +34,10 @@ func TestHelperSinkProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process for TestSink_CrashRecovery")
 	}
+	window, _ := strconv.Atoi(os.Getenv(helperEnvWindow))
 	s, err := Open(filepath.Join(dir, "wal"), Options{Broker: os.Getenv(helperEnvBroker), ClientID: "walsink-crash",
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, SegmentBytes: 64 << 10, DrainRate: 2000}, testLogger(t))
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, SegmentBytes: 64 << 10, DrainRate: 2000,
+		MaxInflight: window}, testLogger(t))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper: open:", err)
 		os.Exit(2)
@@ -104,18 +107,21 @@ func writeCompleted(dir string, epoch uint64) {
 
 // TestSink_CrashRecovery SIGKILLs a real process running the sink at random
 // moments, ten times, and restarts it; the collector must end with every
-// output exactly once, in order (issue 6, acceptance).
+// output exactly once, in order.
 func TestSink_CrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs child processes")
 	}
+	forUpstreams(t, testCrashRecovery)
+}
+
+func testCrashRecovery(t *testing.T, b *mosquitto.Broker, maxInflight int) {
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("WALSINK_CRASH_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)
 	}
 	t.Logf("seed %d (WALSINK_CRASH_SEED to repeat)", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	b := mosquitto.Start(t)
 	c := startCollector(t, b.URL(), "up/#")
 	dir := t.TempDir()
 	start := func() (*exec.Cmd, chan error) {
@@ -124,7 +130,8 @@ func TestSink_CrashRecovery(t *testing.T) {
 			args = append(args, "-test.v")
 		}
 		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), helperEnvDir+"="+dir, helperEnvBroker+"="+b.URL())
+		cmd.Env = append(os.Environ(), helperEnvDir+"="+dir, helperEnvBroker+"="+b.URL(),
+			helperEnvWindow+"="+strconv.Itoa(maxInflight))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -38,9 +38,16 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the exponential reconnect backoff.
 	// Defaults 100ms and 30s.
 	ReconnectMin, ReconnectMax time.Duration
-	// MaxInflight is the maximum number of open QoS 2 flows. Default 100.
-	// It must not exceed the broker's per-client limit (mosquitto:
-	// max_inflight_messages), or the broker queues or drops the excess.
+	// MaxInflight is the maximum number of open QoS 2 flows (PUBLISH sent,
+	// PUBCOMP not yet received). Default 20, mosquitto's default
+	// max_inflight_messages. It must not exceed the broker's per-client
+	// limit: mosquitto answers the flows above its limit with PUBREC and
+	// PUBCOMP like any other and drops their messages without a word, so
+	// a larger window loses results silently. The session is MQTT 3.1.1
+	// (paho's packets package), whose CONNACK announces no limit (MQTT 5's
+	// Receive Maximum), so the limit cannot be learnt from the broker: it
+	// is configuration. Raising it (with the broker's limit) raises the
+	// delivery rate, which is about MaxInflight ÷ round trip.
 	MaxInflight int
 	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. A Write
 	// that would pass it applies WhenFull only while the WAL holds committed,
@@ -60,11 +67,32 @@ type Options struct {
 	SegmentBytes int64
 	// DialTimeout bounds connecting and the CONNACK. Default 10s.
 	DialTimeout time.Duration
+	// QoS is 2 (default: the zero-duplicate QoS 2 session) or 1, for
+	// brokers that refuse QoS 2 (AWS IoT Core, Azure IoT Hub): messages are
+	// published at QoS 1 from the WAL, in order, at most MaxInflight
+	// unacknowledged; the acknowledged position is recorded per batch of
+	// PUBACKs (no fsync of its own), and after a crash or reconnect only
+	// the unacknowledged window is published again, byte for byte (so with
+	// the same output id). Guarantee: no loss, order per key, repeats only
+	// of the unacknowledged in-flight window, each with the same id.
+	QoS byte
+	// Immediate makes the sink an at-least-once disk buffer: every Write is
+	// publishable at once, without waiting for a checkpoint (latency stays
+	// low); PreCommit only syncs (what a completed checkpoint produced is
+	// then on disk), Commit does nothing, and Recover publishes whatever
+	// the WAL holds. Replay after a crash writes the results since the last
+	// checkpoint again: they may repeat. MaxDiskBytes, WhenFull and
+	// DrainRate apply as in the default mode.
+	Immediate bool
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.
 	onComplete func(seq uint64)
 }
+
+// Check reports what Open would refuse in o, without touching the disk or
+// the network, so a caller can report it before starting anything.
+func (o Options) Check() error { return o.normalize() }
 
 func (o *Options) normalize() error {
 	if o.Broker == "" {
@@ -96,7 +124,7 @@ func (o *Options) normalize() error {
 	}
 	o.ReconnectMax = max(o.ReconnectMax, o.ReconnectMin)
 	if o.MaxInflight == 0 {
-		o.MaxInflight = 100
+		o.MaxInflight = 20
 	}
 	if o.MaxInflight < 1 || o.MaxInflight > 65535 {
 		return fmt.Errorf("walsink: options: max inflight %d out of 1..65535", o.MaxInflight)
@@ -119,6 +147,13 @@ func (o *Options) normalize() error {
 	}
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = min(max(o.MaxDiskBytes/16, 64<<10), 64<<20)
+	}
+	switch o.QoS {
+	case 0:
+		o.QoS = 2
+	case 1, 2:
+	default:
+		return fmt.Errorf("walsink: options: qos %d (want 1 or 2)", o.QoS)
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second

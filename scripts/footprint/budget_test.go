@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The footprint budgets of issue 8. A change that exceeds one fails CI; raise
+// The footprint budgets (RELEASE.md). A change that exceeds one fails CI; raise
 // a budget only with a reason in the commit, since the device's real job
 // needs the room.
 const (

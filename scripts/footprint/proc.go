@@ -2,7 +2,7 @@
 
 // Package footprint measures what a running eddy process costs its device,
 // from Linux's /proc, and its tests hold the release to the footprint
-// budgets of issue 8 (budget_test.go): the stripped arm64 binary, the peak
+// budgets (budget_test.go, RELEASE.md): the stripped arm64 binary, the peak
 // RSS of the quickstart after 60 s and the CPU an idle agent burns. The SD
 // card wear measurement (wear_test.go, scripts/footprint/wear.sh) reports
 // the bytes an agent writes per hour at 1,000 readings/s.

@@ -26,6 +26,26 @@ type Broker struct {
 	Port int
 	cmd  *exec.Cmd
 	done chan struct{}
+	set  settings
+}
+
+type settings struct {
+	defaultInflight bool
+	lines           []string
+}
+
+// Option changes the configuration Start writes.
+type Option func(*settings)
+
+// DefaultInflight leaves max_inflight_messages unset: mosquitto's default of
+// 20 messages in flight per client, as a broker installed with default
+// settings has.
+func DefaultInflight() Option { return func(s *settings) { s.defaultInflight = true } }
+
+// Conf appends configuration lines, e.g. "max_qos 1" for a broker that
+// refuses QoS 2 as AWS IoT Core and Azure IoT Hub do.
+func Conf(lines ...string) Option {
+	return func(s *settings) { s.lines = append(s.lines, lines...) }
 }
 
 // Binary returns the mosquitto executable's path, or "" if it is not installed.
@@ -43,13 +63,16 @@ func Binary() string {
 
 // Start starts a broker with persistence on and the flow-control settings
 // Eddy needs (see README: max_inflight_messages 1000, max_queued_messages
-// large). It is stopped with SIGTERM at test cleanup.
-func Start(tb testing.TB) *Broker {
+// large), changed by opts. It is stopped with SIGTERM at test cleanup.
+func Start(tb testing.TB, opts ...Option) *Broker {
 	tb.Helper()
 	if Binary() == "" {
 		tb.Fatal("mosquitto is not installed: run scripts/install-deps.sh")
 	}
 	b := &Broker{tb: tb, dir: tb.TempDir(), Port: loopback.MustPort(tb)}
+	for _, o := range opts {
+		o(&b.set)
+	}
 	// Cleanups run last-registered first: the log is shown after Stop.
 	tb.Cleanup(func() {
 		if tb.Failed() {
@@ -64,6 +87,16 @@ func Start(tb testing.TB) *Broker {
 
 // URL is the broker's address for paho: tcp://127.0.0.1:PORT.
 func (b *Broker) URL() string { return "tcp://127.0.0.1:" + strconv.Itoa(b.Port) }
+
+// Dir is the broker's directory (configuration, log, persistence), for
+// files a Conf line names.
+func (b *Broker) Dir() string { return b.dir }
+
+// Log returns mosquitto's log so far.
+func (b *Broker) Log() string {
+	log, _ := os.ReadFile(filepath.Join(b.dir, "mosquitto.log"))
+	return string(log)
+}
 
 // Addr is host:port.
 func (b *Broker) Addr() string { return "127.0.0.1:" + strconv.Itoa(b.Port) }
@@ -80,12 +113,17 @@ allow_anonymous true
 persistence true
 persistence_location %s
 autosave_interval 1
-max_inflight_messages 1000
 max_queued_messages 1000000
 max_queued_bytes 0
 user root
 log_dest file %s
 `, b.Port, data, filepath.Join(b.dir, "mosquitto.log"))
+	if !b.set.defaultInflight {
+		cfg += "max_inflight_messages 1000\n"
+	}
+	for _, l := range b.set.lines {
+		cfg += l + "\n"
+	}
 	if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
 		b.tb.Fatal(err)
 	}

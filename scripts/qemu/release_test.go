@@ -132,7 +132,7 @@ func TestRelease_CrashRestore(t *testing.T) {
 }
 
 // TestRelease_CrossArchRestore continues a job on another architecture from
-// the data_dir the first one left: checkpoint files are portable (DESIGN.md,
+// the data_dir the first one left: checkpoint files are portable (docs/architecture.md "File formats",
 // Checkpoints), so 32-bit armv7 and 64-bit amd64 must restore each other's
 // checkpoints and end with the uninterrupted run's output.
 func TestRelease_CrossArchRestore(t *testing.T) {

@@ -41,20 +41,21 @@ func unitDirectives(t *testing.T, path string) map[string]map[string][]string {
 	return units
 }
 
-// TestUnit_Directives pins what issue 8 asks of the unit: restarts bounded
-// by a start limit, a dynamic user owning only its state directory, a
-// read-only system, SIGTERM with time for the final checkpoint.
+// TestUnit_Directives pins what the unit promises: restarts bounded by a
+// start limit, a system user owning only its state directory, a read-only
+// system, SIGTERM with time for the final checkpoint.
 func TestUnit_Directives(t *testing.T) {
 	u := unitDirectives(t, "eddy.service")
 	for _, tc := range []struct{ section, key, want string }{
 		{"Unit", "StartLimitIntervalSec", "600"},
 		{"Unit", "StartLimitBurst", "5"},
-		{"Service", "ExecStart", "/usr/local/bin/eddy run -c /etc/eddy/eddy.hcl"},
+		{"Service", "ExecStart", "/usr/bin/eddy run -c /etc/eddy/eddy.hcl"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "RestartSec", "5s"},
 		{"Service", "KillSignal", "SIGTERM"},
 		{"Service", "KillMode", "mixed"},
-		{"Service", "DynamicUser", "yes"},
+		{"Service", "User", "eddy"},
+		{"Service", "Group", "eddy"},
 		{"Service", "StateDirectory", "eddy"},
 		{"Service", "StateDirectoryMode", "0750"},
 		{"Service", "ProtectSystem", "strict"},

@@ -8,7 +8,7 @@ import (
 // ErrBadCombiner is returned by NewCombiner for an invalid configuration.
 var ErrBadCombiner = errors.New("watermark: bad combiner configuration")
 
-// Combiner merges the watermarks of several inputs into one (DESIGN.md
+// Combiner merges the watermarks of several inputs into one (docs/architecture.md
 // "Semantics"; Flink's StatusWatermarkValve):
 //
 //   - The combined watermark is the minimum over the active inputs.

@@ -1,7 +1,7 @@
 package watermark
 
 // TooFarInFuture reports whether a reading stamped ts (ms) lies more than
-// skewMs ahead of the device's clock deviceNowMs (DESIGN.md "Semantics":
+// skewMs ahead of the device's clock deviceNowMs (docs/architecture.md "Time and windows":
 // max_future_skew). Such a reading must be dead-lettered with that reason and
 // must not reach a generator or the window operator. skewMs ≤ 0 disables the
 // check (always false). Readings exactly skewMs ahead are accepted.

@@ -2,7 +2,7 @@
 //
 // A watermark W is the assertion "no more readings with event time ≤ W will
 // arrive"; the window operator fires an event-time window [start, end) when
-// W ≥ end−1 (DESIGN.md "Semantics"; Flink's EventTimeTrigger).
+// W ≥ end−1 (Flink's EventTimeTrigger).
 //
 // Generators (BoundedOutOfOrder, Monotonous) turn the event times of one
 // input into that input's watermark. A Combiner turns the watermarks of

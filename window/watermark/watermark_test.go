@@ -12,7 +12,7 @@ func TestBoundedOutOfOrder(t *testing.T) {
 		in    []int64
 		want  []int64 // watermark after each Observe
 	}{
-		// DESIGN.md Semantics: watermark = max event time seen − bound − 1, never back.
+		// Flink's BoundedOutOfOrdernessWatermarks: watermark = max event time seen − bound − 1, never back.
 		{"bound 2s", 2000, []int64{1000, 5000, 3000, 7000}, []int64{-1001, 2999, 2999, 4999}},
 		{"monotonous is bound 0", 0, []int64{10, 20, 15}, []int64{9, 19, 19}},
 		{"negative timestamps", 100, []int64{-500, -200}, []int64{-601, -301}},
@@ -81,7 +81,7 @@ func TestCombiner(t *testing.T) {
 		{"never goes back on a regressing input", 2, 0, []step{
 			{0, 100, 0, Min}, {1, 100, 0, 100}, {0, 50, 0, 100},
 		}},
-		// DESIGN.md Semantics: an input idle for idle_timeout is left out until it speaks again.
+		// Flink's WatermarksWithIdleness: an input idle for idle_timeout is left out until it speaks again.
 		{"idle input releases the watermark", 2, 1000, []step{
 			{0, 100, 0, Min}, {1, 50, 0, 50}, {0, 500, 900, 50},
 			{-1, 0, 999, 50}, {-1, 0, 1000, 500}, // input 1 silent since 0: idle at 1000

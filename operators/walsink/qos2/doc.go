@@ -51,7 +51,8 @@
 // # Flow control and keepalive
 //
 // At most Config.MaxInflight flows are open; CanPublish says whether another
-// may start. Tick sends PINGREQ when nothing was sent for KeepAlive and asks
+// may start. Restored flows beyond it (a limit lowered between runs) are
+// resumed as earlier flows finish, never all at once. Tick sends PINGREQ when nothing was sent for KeepAlive and asks
 // the driver to drop the connection (Ready.Disconnect) when a PINGRESP is
 // more than KeepAlive late.
 package qos2

@@ -11,7 +11,7 @@ import (
 type Step uint8
 
 const (
-	stepInvalid Step = iota
+	_ Step = iota // the zero value: invalid
 	// StepPublishSent: the message got its packet id; a PUBLISH may be out.
 	StepPublishSent
 	// StepPubrecReceived: the broker has the message; PUBREL may be out.
@@ -43,7 +43,7 @@ type Record struct {
 type PacketKind uint8
 
 const (
-	packetInvalid PacketKind = iota
+	_ PacketKind = iota // the zero value: invalid
 	// PacketPublish is a QoS 2 PUBLISH (DUP set on a re-send).
 	PacketPublish
 	// PacketPubrel is a PUBREL.
@@ -102,6 +102,7 @@ type flow struct {
 	step    Step
 	retain  bool
 	loaded  bool // topic and payload present (false for restored flows until SetMessage)
+	parked  bool // restored beyond MaxInflight: resumed when an earlier flow ends
 	topic   []byte
 	payload []byte
 }
@@ -221,23 +222,34 @@ func (s *Session) OpenFlows(dst []Record) []Record {
 func (s *Session) Retried() uint64 { return s.retried }
 
 // Connected tells the session the driver has a connection with a CONNACK
-// (clean session 0), at time now; it queues the resumption of open flows.
+// (clean session 0), at time now; it queues the resumption of open flows,
+// the first MaxInflight of them in seq order. Flows beyond MaxInflight
+// (restored under a smaller limit than the last run's) are parked and
+// resumed one per finished flow, so the broker never has more than
+// MaxInflight of this client's flows to take at once.
 func (s *Session) Connected(now time.Time) {
 	s.connected = true
 	s.pingPending = false
 	s.lastSent = now
-	for _, f := range s.flows {
-		switch f.step {
-		case StepPublishSent:
-			if !f.loaded {
-				panic(fmt.Sprintf("qos2: flow seq %d resumed without its message", f.seq))
-			}
-			s.queue(Packet{Kind: PacketPublish, ID: f.id, Dup: true, Retain: f.retain, Seq: f.seq, Topic: f.topic, Payload: f.payload})
-		case StepPubrecReceived:
-			s.queue(Packet{Kind: PacketPubrel, ID: f.id, Seq: f.seq})
+	for i, f := range s.flows {
+		f.parked = i >= s.cfg.MaxInflight
+		if !f.parked {
+			s.resume(f)
 		}
-		s.retried++
 	}
+}
+
+func (s *Session) resume(f *flow) {
+	switch f.step {
+	case StepPublishSent:
+		if !f.loaded {
+			panic(fmt.Sprintf("qos2: flow seq %d resumed without its message", f.seq))
+		}
+		s.queue(Packet{Kind: PacketPublish, ID: f.id, Dup: true, Retain: f.retain, Seq: f.seq, Topic: f.topic, Payload: f.payload})
+	case StepPubrecReceived:
+		s.queue(Packet{Kind: PacketPubrel, ID: f.id, Seq: f.seq})
+	}
+	s.retried++
 }
 
 // Disconnected tells the session the connection is gone; queued packets are
@@ -281,7 +293,7 @@ func (s *Session) Publish(seq uint64, topic, payload []byte, retain bool) {
 type PacketType uint8
 
 const (
-	incomingInvalid PacketType = iota
+	_ PacketType = iota // the zero value: invalid
 	// Pubrec is a PUBREC.
 	Pubrec
 	// Pubcomp is a PUBCOMP.
@@ -320,6 +332,10 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 		i := slices.Index(s.flows, f)
 		s.flows = slices.Delete(s.flows, i, i+1)
 		s.free = append(s.free, f)
+		if j := slices.IndexFunc(s.flows, func(f *flow) bool { return f.parked }); j >= 0 && s.connected {
+			s.flows[j].parked = false
+			s.resume(s.flows[j])
+		}
 	case Pingresp:
 		s.pingPending = false
 	default:
@@ -392,23 +408,30 @@ func (s *Session) newFlow() *flow {
 	if n := len(s.free); n > 0 {
 		f := s.free[n-1]
 		s.free = s.free[:n-1]
-		f.loaded, f.retain = false, false
+		f.loaded, f.retain, f.parked = false, false, false
 		f.topic, f.payload = f.topic[:0], f.payload[:0]
 		return f
 	}
 	return &flow{}
 }
 
-// takeID returns the next free packet id, cycling through 1..65535 so a
-// freed id is reused as late as possible.
+// takeID returns the next free packet id.
 func (s *Session) takeID() uint16 {
+	return TakeID(&s.nextID, func(id uint16) bool { _, used := s.byID[id]; return used })
+}
+
+// TakeID returns the packet id *next, or the first after it that used
+// does not report, and moves *next past it, cycling through 1..65535 so a
+// freed id is reused as late as possible. *next must not be 0; at least
+// one id must be free.
+func TakeID(next *uint16, used func(uint16) bool) uint16 {
 	for {
-		id := s.nextID
-		s.nextID++
-		if s.nextID == 0 {
-			s.nextID = 1
+		id := *next
+		*next++
+		if *next == 0 {
+			*next = 1
 		}
-		if _, used := s.byID[id]; !used {
+		if !used(id) {
 			return id
 		}
 	}

@@ -191,6 +191,44 @@ func TestSession_Restore(t *testing.T) {
 	}
 }
 
+// TestSession_Restore_BeyondMaxInflight: flows restored under a smaller
+// limit than the run that opened them resume MaxInflight at a time, the
+// next one as each earlier flow ends, and again so after a reconnect.
+func TestSession_Restore_BeyondMaxInflight(t *testing.T) {
+	s := New(Config{MaxInflight: 2})
+	err := s.Restore([]Record{
+		{Seq: 1, ID: 1, Step: StepPubrecReceived},
+		{Seq: 2, ID: 2, Step: StepPublishSent},
+		{Seq: 3, ID: 3, Step: StepPubrecReceived},
+		{Seq: 4, ID: 4, Step: StepPublishSent},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{2, 4} {
+		s.SetMessage(seq, []byte("t"), fmt.Appendf(nil, "m%d", seq), false)
+	}
+	steps := []struct {
+		do   func()
+		want string
+	}{
+		{func() { s.Connected(t0) }, "PUBREL(1) PUBLISH(2,m2,dup)"},
+		{func() { s.Step(Pubcomp, 1) }, "rec(1,1,pubcomp-received) PUBREL(3) done(1)"},
+		{func() { s.Disconnected(); s.Connected(t0) }, "PUBLISH(2,m2,dup) PUBREL(3)"},
+		{func() { s.Step(Pubrec, 2) }, "rec(2,2,pubrec-received) sync PUBREL(2)"},
+		{func() { s.Step(Pubcomp, 2) }, "rec(2,2,pubcomp-received) PUBLISH(4,m4,dup) done(2)"},
+	}
+	for i, st := range steps {
+		st.do()
+		if got := ready(t, s); got != st.want {
+			t.Errorf("step %d: got %q want %q", i, got, st.want)
+		}
+		if s.CanPublish() {
+			t.Errorf("step %d: CanPublish with %d flows open, limit 2", i, s.Inflight())
+		}
+	}
+}
+
 func TestSession_Restore_Invalid(t *testing.T) {
 	tests := []struct {
 		name string

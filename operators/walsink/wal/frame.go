@@ -9,6 +9,32 @@
 // it, creates the next one and syncs the directory, so every segment but the
 // active one is complete and durable.
 //
+// A segment starts with a 12-byte header, then frames:
+//
+//	+------------------+----------------------+--------+--------+---
+//	| magic "EDDYWSNK" | format version u32 LE | frame  | frame  | ...
+//	+------------------+----------------------+--------+--------+---
+//
+// The format version covers the frames and the records in them (package
+// walsink's record kinds and layouts): a build that changes either raises
+// FormatVersion, and a build that meets a version it does not know refuses
+// the segment with ErrVersion instead of misreading it.
+//
+//   - Version 3 (FormatVersion): version 2 and a record kind more (the
+//     WAL sink's QoS 1 position, kind 8). A version 3 build reads version 2
+//     as it is; a version 2 build refuses version 3 by name.
+//   - Version 2: the header above.
+//   - Version 1, written by builds before the header existed: the same
+//     frames and records from byte 0, no header. Such segments are still
+//     read; they are never written again (the WAL sink rotates away from a
+//     version 1 active segment at open, and deletes the old ones once
+//     delivered, as always). A version 1 segment is recognised by its first
+//     4 bytes, a frame length ≤ MaxFrameBytes, which the magic's first 4
+//     bytes ("EDDY", 0x59444445 little-endian) never are.
+//
+// A crash between creating a segment and syncing its header can leave the
+// active segment shorter than the header; Open rewrites it.
+//
 // # Frames
 //
 //	+----------------+----------------+---------------------+
@@ -27,6 +53,7 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -42,14 +69,63 @@ const MaxFrameBytes = 64 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// Segment header.
+const (
+	headerMagic = "EDDYWSNK"
+	// HeaderBytes is the size of a segment header.
+	HeaderBytes = len(headerMagic) + 4
+	// FormatVersion is the segment format this build writes.
+	FormatVersion = 3
+	// firstHeaderVersion is the first format with a header.
+	firstHeaderVersion = 2
+	// LegacyVersion is the headerless format of earlier builds, still read.
+	LegacyVersion = 1
+)
+
 var (
+	// ErrVersion is returned (wrapped) by Open and OpenReader for a segment
+	// whose header names a format version this build does not read: it was
+	// written by a newer build.
+	ErrVersion = errors.New("wal: unsupported segment format version")
 	// ErrCorrupt is returned (wrapped) when a complete segment holds an
-	// invalid frame.
+	// invalid frame, or a segment starts with neither the header nor a
+	// frame.
 	ErrCorrupt = errors.New("wal: corrupt segment")
 	// ErrFrameTooLarge is returned by callers that check a payload against
 	// MaxFrameBytes before writing it.
 	ErrFrameTooLarge = errors.New("wal: frame too large")
 )
+
+// appendHeader appends a segment header of FormatVersion to dst.
+func appendHeader(dst []byte) []byte {
+	dst = append(dst, headerMagic...)
+	return binary.LittleEndian.AppendUint32(dst, FormatVersion)
+}
+
+// headerResult is what the first bytes of a segment say.
+type headerResult int
+
+const (
+	headerInvalid headerResult = iota
+	headerVersioned
+	headerLegacy
+	headerTorn // shorter than a header and a prefix of one
+)
+
+// parseHeader classifies a segment's first bytes (all of them when the file
+// is shorter than HeaderBytes) and returns the format version they name.
+func parseHeader(b []byte) (headerResult, uint32) {
+	if len(b) < HeaderBytes && bytes.HasPrefix(appendHeader(nil), b) {
+		return headerTorn, 0
+	}
+	if bytes.HasPrefix(b, []byte(headerMagic)) {
+		return headerVersioned, binary.LittleEndian.Uint32(b[len(headerMagic):])
+	}
+	if len(b) < 4 || binary.LittleEndian.Uint32(b) <= MaxFrameBytes {
+		return headerLegacy, LegacyVersion
+	}
+	return headerInvalid, 0
+}
 
 // BeginFrame appends a frame header placeholder to dst and returns the
 // extended slice; append the payload, then call EndFrame with the length

@@ -14,8 +14,9 @@ import (
 
 // Segment describes one segment file.
 type Segment struct {
-	ID   uint64
-	Size int64 // bytes
+	ID      uint64
+	Size    int64  // bytes, header included
+	Version uint32 // format version: FormatVersion or LegacyVersion
 }
 
 // SegmentPath is the file name of segment id in dir.
@@ -30,11 +31,12 @@ func SegmentPath(dir string, id uint64) string {
 type Log struct {
 	dir string
 
-	mu     sync.Mutex
-	f      *os.File // active segment
-	segs   []Segment
-	total  int64
-	closed bool
+	mu      sync.Mutex
+	f       *os.File // active segment
+	segs    []Segment
+	total   int64
+	written int64 // bytes written since Open
+	closed  bool
 }
 
 // Open opens (creating if needed) the log in dir and calls visit with every
@@ -42,7 +44,10 @@ type Log struct {
 // during the call. A torn tail of the active segment is cut (the file is
 // truncated and synced); an invalid frame elsewhere fails with ErrCorrupt.
 // An error from visit stops Open and is returned. A new, empty log has no
-// segment: the caller starts one with Rotate.
+// segment: the caller starts one with Rotate. An active segment that ends
+// inside its header (or is empty) gets a whole header again. A segment of
+// an unknown format version fails with ErrVersion; Segment.Version tells
+// the caller which segments are LegacyVersion.
 func Open(dir string, visit func(seg uint64, payload []byte) error) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
@@ -54,11 +59,11 @@ func Open(dir string, visit func(seg uint64, payload []byte) error) (*Log, error
 	l := &Log{dir: dir}
 	for i, id := range ids {
 		active := i == len(ids)-1
-		size, err := scanSegment(dir, id, active, visit)
+		size, version, err := scanSegment(dir, id, active, visit)
 		if err != nil {
 			return nil, err
 		}
-		l.segs = append(l.segs, Segment{ID: id, Size: size})
+		l.segs = append(l.segs, Segment{ID: id, Size: size, Version: version})
 		l.total += size
 	}
 	if len(ids) > 0 {
@@ -93,14 +98,25 @@ func listSegments(dir string) ([]uint64, error) {
 	return ids, nil
 }
 
-// scanSegment visits every frame of a segment and returns its valid size,
-// cutting a torn tail when active.
-func scanSegment(dir string, id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
+// scanSegment visits every frame of a segment and returns its valid size
+// and format version, cutting a torn tail when active.
+func scanSegment(dir string, id uint64, active bool, visit func(uint64, []byte) error) (int64, uint32, error) {
 	r, err := OpenReader(dir, id, 0)
+	if active && errors.Is(err, errTornHeader) {
+		if err := rewriteHeader(SegmentPath(dir, id)); err != nil {
+			return 0, 0, err
+		}
+		return int64(HeaderBytes), FormatVersion, nil
+	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer r.Close()
+	size, err := scanFrames(r, dir, id, active, visit)
+	return size, r.Version(), err
+}
+
+func scanFrames(r *Reader, dir string, id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
 	for {
 		payload, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -133,6 +149,23 @@ func scanSegment(dir string, id uint64, active bool, visit func(uint64, []byte) 
 		}
 	}
 	return valid, nil
+}
+
+// rewriteHeader replaces a torn header (no frame follows it) with a whole
+// one, synced.
+func rewriteHeader(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return fmt.Errorf("wal: rewrite torn segment header: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(appendHeader(nil)); err != nil {
+		return fmt.Errorf("wal: rewrite torn segment header: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("wal: sync rewritten segment header: %w", err)
+	}
+	return nil
 }
 
 func cutTail(path string, size int64) error {
@@ -179,6 +212,14 @@ func (l *Log) Size() int64 {
 	return l.total
 }
 
+// Written is the number of bytes written since Open (what wear costs;
+// Size is what remains).
+func (l *Log) Written() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.written
+}
+
 // Write appends frames (one or more complete frames) to the active segment
 // in one write, without syncing.
 func (l *Log) Write(frames []byte) error {
@@ -193,6 +234,7 @@ func (l *Log) Write(frames []byte) error {
 	n, err := l.f.Write(frames)
 	l.segs[len(l.segs)-1].Size += int64(n)
 	l.total += int64(n)
+	l.written += int64(n)
 	if err != nil {
 		return fmt.Errorf("wal: write: %w", err)
 	}
@@ -220,7 +262,8 @@ func (l *Log) Sync() error {
 }
 
 // Rotate syncs and closes the active segment, creates the next one starting
-// with header (complete frames, may be empty), syncs it and the directory.
+// with the segment header of FormatVersion and then header (complete
+// frames, may be empty), syncs it and the directory.
 // It returns the new segment's number.
 func (l *Log) Rotate(header []byte) (uint64, error) {
 	l.mu.Lock()
@@ -245,7 +288,7 @@ func (l *Log) Rotate(header []byte) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("wal: create segment: %w", err)
 	}
-	if _, err := f.Write(header); err != nil {
+	if _, err := f.Write(append(appendHeader(make([]byte, 0, HeaderBytes+len(header))), header...)); err != nil {
 		f.Close()
 		return 0, fmt.Errorf("wal: write segment header: %w", err)
 	}
@@ -258,8 +301,10 @@ func (l *Log) Rotate(header []byte) (uint64, error) {
 		return 0, err
 	}
 	l.f = f
-	l.segs = append(l.segs, Segment{ID: next, Size: int64(len(header))})
-	l.total += int64(len(header))
+	size := int64(HeaderBytes + len(header))
+	l.segs = append(l.segs, Segment{ID: next, Size: size, Version: FormatVersion})
+	l.total += size
+	l.written += size
 	return next, nil
 }
 

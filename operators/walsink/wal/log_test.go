@@ -86,27 +86,125 @@ func TestLog_TornTail(t *testing.T) {
 	zeroed := append(bytes.Clone(whole[:keep]), make([]byte, 64)...)
 	cases["zero-filled tail"] = zeroed
 	for name, content := range cases {
-		t.Run(name, func(t *testing.T) {
+		for _, layout := range []struct {
+			name   string
+			header []byte
+		}{{"v2", appendHeader(nil)}, {"v1", nil}} {
+			t.Run(name+"/"+layout.name, func(t *testing.T) {
+				dir := t.TempDir()
+				if err := os.WriteFile(SegmentPath(dir, 1), append(bytes.Clone(layout.header), content...), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				l, got, err := collect(t, dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := "[1:h 1:first]"; fmt.Sprint(got) != want {
+					t.Errorf("replay %v, want %s", got, want)
+				}
+				if err := l.Write(frames("third")); err != nil {
+					t.Fatal(err)
+				}
+				l.Close()
+				_, got, err = collect(t, dir)
+				if want := "[1:h 1:first 1:third]"; err != nil || fmt.Sprint(got) != want {
+					t.Errorf("after append: %v %v, want %s", got, err, want)
+				}
+			})
+		}
+	}
+}
+
+// TestLog_SegmentHeader: what Open makes of a segment's first bytes, for the
+// active segment and an older one.
+func TestLog_SegmentHeader(t *testing.T) {
+	header := appendHeader(nil)
+	newer := append([]byte(headerMagic), FormatVersion+1, 0, 0, 0)
+	v2 := append([]byte(headerMagic), 2, 0, 0, 0)
+	for _, tc := range []struct {
+		name     string
+		content  []byte
+		active   bool
+		want     string // replay, or the error's sentinel
+		version  uint32
+		wantSize int64
+	}{
+		{"current", append(bytes.Clone(header), frames("a")...), false, "[1:a]", FormatVersion, 0},
+		{"earlier build, no header", frames("a"), false, "[1:a]", LegacyVersion, 0},
+		{"version 2", append(bytes.Clone(v2), frames("a")...), false, "[1:a]", 2, 0},
+		{"earlier build, no header, active", frames("a"), true, "[1:a]", LegacyVersion, 0},
+		{"newer format version", append(bytes.Clone(newer), frames("a")...), false, "ErrVersion", 0, 0},
+		{"newer format version, active", append(bytes.Clone(newer), frames("a")...), true, "ErrVersion", 0, 0},
+		{"neither header nor frame", append([]byte("NOTAWAL!"), frames("a")...), false, "ErrCorrupt", 0, 0},
+		{"torn header, older segment", header[:7], false, "ErrCorrupt", 0, 0},
+		{"torn header, active", header[:7], true, "[]", FormatVersion, int64(HeaderBytes)},
+		{"empty, active", nil, true, "[]", FormatVersion, int64(HeaderBytes)},
+		{"header only, active", header, true, "[]", FormatVersion, int64(HeaderBytes)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(SegmentPath(dir, 1), content, 0o644); err != nil {
+			id := uint64(1)
+			if err := os.WriteFile(SegmentPath(dir, id), tc.content, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if !tc.active {
+				// A later, current segment makes this one an older one.
+				if err := os.WriteFile(SegmentPath(dir, 2), header, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			l, got, err := collect(t, dir)
+			switch tc.want {
+			case "ErrVersion", "ErrCorrupt":
+				sentinel := map[string]error{"ErrVersion": ErrVersion, "ErrCorrupt": ErrCorrupt}[tc.want]
+				if !errors.Is(err, sentinel) {
+					t.Fatalf("Open = %v, want %s", err, tc.want)
+				}
+				if tc.want == "ErrVersion" && errors.Is(err, ErrCorrupt) {
+					t.Errorf("Open = %v: a newer format is not corruption", err)
+				}
+				return
+			}
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("Open: %v", err)
 			}
-			if want := "[1:h 1:first]"; fmt.Sprint(got) != want {
-				t.Errorf("replay %v, want %s", got, want)
+			defer l.Close()
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("replay %v, want %s", got, tc.want)
 			}
-			if err := l.Write(frames("third")); err != nil {
-				t.Fatal(err)
+			seg := l.Segments()[0]
+			if seg.Version != tc.version {
+				t.Errorf("version %d, want %d", seg.Version, tc.version)
 			}
-			l.Close()
-			_, got, err = collect(t, dir)
-			if want := "[1:h 1:first 1:third]"; err != nil || fmt.Sprint(got) != want {
-				t.Errorf("after append: %v %v, want %s", got, err, want)
+			if tc.wantSize > 0 {
+				info, err := os.Stat(SegmentPath(dir, id))
+				if err != nil || info.Size() != tc.wantSize || seg.Size != tc.wantSize {
+					t.Errorf("segment size %v (file %v, %v), want %d", seg.Size, info.Size(), err, tc.wantSize)
+				}
 			}
 		})
+	}
+}
+
+// TestLog_RotateWritesHeader: every segment Rotate creates starts with the
+// magic and the current format version.
+func TestLog_RotateWritesHeader(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := collect(t, dir)
+	defer l.Close()
+	if _, err := l.Rotate(frames("h")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(SegmentPath(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]byte("EDDYWSNK"), 3, 0, 0, 0), frames("h")...)
+	if !bytes.Equal(b, want) {
+		t.Errorf("segment bytes %q, want %q", b, want)
+	}
+	if seg, _ := l.Active(); seg.Version != FormatVersion || seg.Size != int64(len(want)) {
+		t.Errorf("active %+v", seg)
 	}
 }
 
@@ -155,10 +253,14 @@ func TestReader_FollowsAppends(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add(frames("a", "bc"))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(append(appendHeader(nil), frames("a")...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()
 		os.WriteFile(SegmentPath(dir, 1), b, 0o644)
 		l, _, err := collect(t, dir)
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrVersion) {
+			return // named, not misread
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

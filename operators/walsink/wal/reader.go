@@ -19,23 +19,61 @@ const readChunkBytes = 64 << 10
 // returns io.EOF without moving, and a later Next sees what was appended
 // since. A Reader is not safe for concurrent use.
 type Reader struct {
-	f     *os.File
-	seg   uint64
-	off   int64 // file offset of buf[start]
-	buf   []byte
-	start int
-	end   int
+	f       *os.File
+	seg     uint64
+	version uint32
+	off     int64 // file offset of buf[start]
+	buf     []byte
+	start   int
+	end     int
 }
 
+// errTornHeader is returned (wrapped) by OpenReader for a segment shorter
+// than its header: in the active segment, a crash during Rotate.
+var errTornHeader = fmt.Errorf("%w: segment ends inside its header", ErrCorrupt)
+
 // OpenReader opens segment seg of dir for reading from offset off, which
-// must be a frame boundary (0 or an offset returned by Offset).
+// must be a frame boundary: 0 for the first frame (after the header, if the
+// segment has one), or an offset returned by Offset. It checks the
+// segment's header: ErrVersion for a format version this build does not
+// read, ErrCorrupt for a segment that starts with neither a header nor a
+// frame or ends inside its header.
 func OpenReader(dir string, seg uint64, off int64) (*Reader, error) {
 	f, err := os.Open(SegmentPath(dir, seg))
 	if err != nil {
 		return nil, fmt.Errorf("wal: open segment %d for reading: %w", seg, err)
 	}
-	return &Reader{f: f, seg: seg, off: off, buf: make([]byte, readChunkBytes)}, nil
+	var h [HeaderBytes]byte
+	n, err := f.ReadAt(h[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, fmt.Errorf("wal: read segment %d header: %w", seg, err)
+	}
+	r := &Reader{f: f, seg: seg, off: off, buf: make([]byte, readChunkBytes)}
+	switch kind, v := parseHeader(h[:n]); kind {
+	case headerVersioned:
+		if v < firstHeaderVersion || v > FormatVersion {
+			f.Close()
+			return nil, fmt.Errorf("%w %d in segment %d (this build reads %d to %d): written by a newer Eddy",
+				ErrVersion, v, seg, LegacyVersion, FormatVersion)
+		}
+		r.version = v
+		r.off = max(off, int64(HeaderBytes))
+	case headerLegacy:
+		r.version = LegacyVersion
+	case headerTorn:
+		f.Close()
+		return nil, fmt.Errorf("%w (segment %d, %d bytes)", errTornHeader, seg, n)
+	default:
+		f.Close()
+		return nil, fmt.Errorf("%w: segment %d starts with neither the segment header nor a frame", ErrCorrupt, seg)
+	}
+	return r, nil
 }
+
+// Version is the segment's format version: FormatVersion, or LegacyVersion
+// for a segment without a header.
+func (r *Reader) Version() uint32 { return r.version }
 
 // Segment is the number of the segment being read.
 func (r *Reader) Segment() uint64 { return r.seg }

@@ -234,6 +234,23 @@ func (p *agentProc) logLine(msg string) (at time.Time, fields map[string]any, ok
 	return at, nil, false
 }
 
+// logLines returns the fields of every JSON log line whose msg is msg.
+func (p *agentProc) logLines(msg string) []map[string]any {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return nil
+	}
+	want := []byte(`"msg":"` + msg + `"`)
+	var out []map[string]any
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var fields map[string]any
+		if bytes.Contains(line, want) && json.Unmarshal(line, &fields) == nil {
+			out = append(out, fields)
+		}
+	}
+	return out
+}
+
 // metric returns the value of one sample line of GET /metrics, by its full
 // name with labels as printed.
 func (p *agentProc) metric(name string) (float64, error) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,6 +18,8 @@ func runFootprint(args []string) error {
 	dur := fs.Duration("duration", 60*time.Second, "measured time at the rate (after a 5 s warm-up)")
 	devices := fs.Int("devices", 1000, "devices (keys)")
 	window := fs.String("window", "1m", "tumbling window size")
+	interval := fs.String("checkpoint-interval", "10s", "checkpoint { interval }")
+	outOfOrder := fs.String("out-of-orderness", "0s", "watermark { max_out_of_orderness }")
 	sinks := fs.String("sinks", "file", "exactly-once sinks to run, one agent each: file, mqtt (the WAL sink, upstream = the same mosquitto)")
 	ingestAck := fs.String("ingest-ack", "after_fsync", "ingest log ack mode: after_fsync or after_write")
 	ingestLinger := fs.String("ingest-linger", "", `ingest { linger }, e.g. "10ms" (empty: the agent's default)`)
@@ -39,7 +42,8 @@ func runFootprint(args []string) error {
 		return err
 	}
 	defer br.stop()
-	t := newTable("sink (exactly once)", "rate", "agent CPU (% of one core)", "peak RSS (VmHWM)", "written/min (write_bytes)", "mosquitto CPU", "readings in/sent", "checkpoints")
+	t := newTable("sink (exactly once)", "rate", "agent CPU (% of one core)", "peak RSS (VmHWM)", "RSS, mean of the last minute", "RSS slope after the first minute", "written/min (write_bytes)",
+		"of it ingest / checkpoints / WAL / sink / state (rest)", "mosquitto CPU", "readings in/sent", "checkpoints")
 	for _, sink := range splitList(*sinks) {
 		progress("footprint: %s sink, %d readings/s for %v (+5 s warm-up)", sink, *rate, *dur)
 		dir := filepath.Join(tmp, sink)
@@ -51,6 +55,8 @@ func runFootprint(args []string) error {
 			out = "mqtt:" + br.url()
 		}
 		cfg := agentConfig(br.url(), "eddy-bench-fp-"+sink, "bench/fp-"+sink+"/+", "exactly_once", out, *window)
+		cfg = strings.NewReplacer(`checkpoint { interval = "10s" }`, fmt.Sprintf("checkpoint { interval = %q }", *interval),
+			`max_out_of_orderness = "0s"`, fmt.Sprintf("max_out_of_orderness = %q", *outOfOrder)).Replace(cfg)
 		cfg += fmt.Sprintf("ingest {\n  ack = %q\n", *ingestAck)
 		if *ingestLinger != "" {
 			cfg += fmt.Sprintf("  linger = %q\n", *ingestLinger)
@@ -91,8 +97,21 @@ func runFootprint(args []string) error {
 				progress("perf: %v %s", err, out)
 			}
 		}
-		time.Sleep(*dur - time.Since(a0.at))
+		// RSS and the files' sizes once a second for the whole run.
+		files := newFileWrites(dir)
+		files.scan()
+		w0 := files.snapshot()
+		var at []float64
+		var rss []int64
+		for tick := time.NewTicker(time.Second); time.Since(a0.at) < *dur; <-tick.C {
+			if s, err := sampleProc(ag.pid()); err == nil {
+				at, rss = append(at, s.at.Sub(a0.at).Seconds()), append(rss, s.rss)
+			}
+			files.scan()
+		}
 		a1, err1 := sampleProc(ag.pid())
+		files.scan()
+		w1 := files.snapshot()
 		b1, _ := sampleProc(br.pid())
 		c1, _ := ag.checkpoints()
 		res := <-done
@@ -108,11 +127,21 @@ func runFootprint(args []string) error {
 		}
 		elapsed := a1.at.Sub(a0.at)
 		perMin := float64(a1.writeBytes-a0.writeBytes) / elapsed.Minutes()
-		t.add(sink, si(float64(*rate))+"/s", cpuPercent(a0, a1), mib(float64(a1.peakRSS)), mib(perMin), cpuPercent(b0, b1),
+		classMin := func(c string) float64 { return float64(w1[c]-w0[c]) / elapsed.Minutes() }
+		rest := perMin
+		var classes []string
+		for _, c := range []string{"ingest", "checkpoints", "wal", "sink"} {
+			rest -= classMin(c)
+			classes = append(classes, mib(classMin(c)))
+		}
+		classes = append(classes, mib(max(rest, 0)))
+		mean, slope := rssTrend(at, rss)
+		t.add(sink, si(float64(*rate))+"/s", cpuPercent(a0, a1), mib(float64(a1.peakRSS)), mib(mean), fmt.Sprintf("%+.2f MiB/min", slope), mib(perMin),
+			strings.Join(classes, " / "), cpuPercent(b0, b1),
 			fmt.Sprintf("%d/%d", rep.ReadingsIn, res.sent), fmt.Sprintf("%d completed, %d failed", c1.Completed-c0.Completed, c1.Failed-c0.Failed))
 	}
-	fmt.Printf("\n(c) footprint at a fixed rate: MQTT QoS 1 → ingest log → %s tumbling event-time windows, %d devices, count/sum/max → exactly-once sink; checkpoints every 10 s; ingest ack %s, linger %s, compression %s; measured over %v from /proc/PID/{stat,status,io}; %d CPUs, %s\n\n",
-		*window, *devices, *ingestAck, orDefault(*ingestLinger), orDefault(*ingestCompression), *dur, runtime.NumCPU(), runtime.Version())
+	fmt.Printf("\n(c) footprint at a fixed rate: MQTT QoS 1 → ingest log → %s tumbling event-time windows (out-of-orderness %s), %d devices, count/sum/max → exactly-once sink; checkpoints every %s; ingest ack %s, linger %s, compression %s; measured over %v from /proc/PID/{stat,status,io}, RSS sampled every second; bytes per file class from the largest size each file reached (the state's working files are the rest of write_bytes); %d CPUs, %s\n\n",
+		*window, *outOfOrder, *devices, *interval, *ingestAck, orDefault(*ingestLinger), orDefault(*ingestCompression), *dur, runtime.NumCPU(), runtime.Version())
 	t.write(os.Stdout)
 	return nil
 }

@@ -1,4 +1,4 @@
-// Command eddybench runs Eddy's benchmark suite (issue 9) and prints one
+// Command eddybench runs Eddy's benchmark suite (BENCHMARKS.md) and prints one
 // table per benchmark. Each subcommand is one benchmark:
 //
 //	eddybench inprocess   (a) readings/s of filter, tumbling, sliding and session pipelines on JSON input, in process
@@ -7,6 +7,7 @@
 //	eddybench checkpoint  (d) checkpoint duration and size against state size
 //	eddybench restore     (e) restore time against state size
 //	eddybench restore-s3  (e) restore time from a local S3 server (versitygw) against state size
+//	eddybench wear        (f) bytes written and uploaded per hour at 1M keys, 1% changed per checkpoint, before and after compaction by size
 //	eddybench shared      ingest over 1..N shared-subscription connections (connections = N)
 //
 // Benchmarks that need the binary build it from the repository (go build)
@@ -37,6 +38,7 @@ var commands = map[string]command{
 	"restore":    {"(e) restore time vs state size", runRestore},
 	"restore-s3": {"(e) restore time from a local S3 server vs state size", runRestoreS3},
 	"shared":     {"ingest rate over N shared-subscription connections", runShared},
+	"wear":       {"(f) bytes written and uploaded per hour vs changed bytes", runWear},
 }
 
 func usage() {

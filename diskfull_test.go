@@ -1,0 +1,126 @@
+//go:build linux
+
+package main
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freeSpace returns the bytes still free on the file system of path.
+func freeSpace(path string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// mountTmpfs mounts a tmpfs of size (as mount's size= option) on dir for
+// the test, or skips it where mounting is not allowed.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+}
+
+// fillDisk writes a file into dir until the file system has less than
+// leave bytes free, and returns its path.
+func fillDisk(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 64<<10)
+	for {
+		free, err := freeSpace(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free < leave {
+			return path
+		}
+		if _, err := f.Write(block[:min(int64(len(block)), free-leave/2)]); err != nil {
+			return path // full
+		}
+	}
+}
+
+// TestDiskFull_CheckpointsWaitForSpace puts the checkpoint store on a small
+// file system (a tmpfs the test mounts) with almost no room left, and runs
+// the crash test's job with tolerable_failures = 0: the checkpoints fail
+// with ENOSPC, yet the agent stays up, /readyz says disk_full and is not
+// ready, and no failure is counted; once space is freed the checkpoints
+// resume by themselves, and the committed output equals the uninterrupted
+// run's, with no file left that no checkpoint references.
+func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "data", "checkpoints")
+	mountTmpfs(t, store, "256m")
+	filler := fillDisk(t, store, 32<<10)
+
+	input := filepath.Join(dir, "in.jsonl")
+	writeReadings(t, input, 1000, 1200, 31)
+	clean := t.TempDir()
+	os.Link(input, filepath.Join(clean, "in.jsonl"))
+	runToEnd(t, clean)
+	want := committedRecords(t, filepath.Join(clean, "out"))
+
+	tmpl := replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
+		`  interval = "100ms"`, "  interval = \"100ms\"\n  tolerable_failures = 0")
+	ag := startAgent(t, dir, tmpl)
+	var detail string
+	if !waitUntil(60*time.Second, func() bool {
+		code, _, d := readyzCheck(ag.admin, "disk")
+		detail = d
+		return ag.exited() || (code == http.StatusServiceUnavailable && strings.Contains(detail, "disk_full"))
+	}) || ag.exited() {
+		t.Fatalf("/readyz never said disk_full (agent exited: %v)", ag.exited())
+	}
+	if !strings.Contains(detail, "no space left on device") {
+		t.Errorf("/readyz disk check %q does not say why", detail)
+	}
+	if !ag.waitLog("disk full: checkpoints wait until space frees", 10*time.Second) {
+		t.Error("no log line about the full disk")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if !ag.waitLog("disk has room again: checkpoints resume", 30*time.Second) {
+		t.Fatal("checkpoints did not resume after space was freed")
+	}
+	if !ag.wait(3 * time.Minute) {
+		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
+	}
+	if ag.err != nil {
+		t.Fatalf("eddy run exited with %v", ag.err)
+	}
+	aborted := strings.Count(ag.output(), "disk_full=true")
+	t.Logf("%d checkpoints aborted while the disk was full", aborted)
+	if aborted == 0 {
+		t.Error("no checkpoint was aborted for the full disk: the test filled nothing")
+	}
+	if ag.logContains("too many") {
+		t.Error("a checkpoint that failed for lack of space counted towards tolerable_failures")
+	}
+	got := committedRecords(t, filepath.Join(dir, "out"))
+	if !slices.Equal(got, want) {
+		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
+	}
+	checkNoOrphanFiles(t, store)
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# (f) SD-card wear and uplink volume at 1M keys with 1% of them changed per
+# checkpoint: bytes written per hour by file class and bytes uploaded to a
+# local S3 server (versitygw), for a full snapshot every 10 checkpoints
+# (before) and for compaction by size (max_chain_ratio = 1, after). Loads
+# the state once (~1 min), then runs each policy for whole cycles of at
+# least 30 checkpoints, one per second, scaled to one per 10 s (~5-10 min).
+# TMPDIR must be on a disk-backed file system. Flags go to eddybench:
+# scripts/bench/wear.sh -h lists them.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+exec go run ./scripts/bench/eddybench wear "$@"
