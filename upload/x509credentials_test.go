@@ -2,7 +2,11 @@ package upload
 
 import (
 	"bytes"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -216,5 +220,47 @@ func TestAWSIoTCredentials_Refused(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestMinIOCertificateCredentials_Upload: minio-go's AssumeRoleWithCertificate
+// provider, built by NewMinIOCertificateProvider, presents the device
+// certificate to an STS endpoint (loopback HTTPS standing in for MinIO's,
+// which checks the certificate) and the keys it gets upload to versitygw.
+func TestMinIOCertificateCredentials_Upload(t *testing.T) {
+	env := newEnv(t)
+	pki := testpki.New(t, "gw-1")
+	var calls atomic.Int64
+	sts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Query().Get("Action") != "AssumeRoleWithCertificate" ||
+			len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "gw-1" {
+			http.Error(w, "<Error><Code>AccessDenied</Code></Error>", http.StatusForbidden)
+			return
+		}
+		calls.Add(1)
+		fmt.Fprintf(w, `<AssumeRoleWithCertificateResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithCertificateResult><Credentials>`+
+			`<AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey><SessionToken></SessionToken><Expiration>%s</Expiration>`+
+			`</Credentials></AssumeRoleWithCertificateResult></AssumeRoleWithCertificateResponse>`,
+			env.srv.AccessKey, env.srv.SecretKey, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	}))
+	sts.TLS = &tls.Config{Certificates: []tls.Certificate{pki.Server}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.Pool}
+	sts.StartTLS()
+	t.Cleanup(sts.Close)
+
+	prov, err := NewMinIOCertificateProvider(MinIOCertificateOptions{Endpoint: sts.URL,
+		CertificateFiles: CertificateFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, CAFile: pki.CAFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.client(t, func(o *Options) { o.AccessKey, o.SecretKey, o.Credentials = "", "", prov })
+	t.Cleanup(c.Close)
+	if err := c.PutManifest(ctxT(t), "1.json", []byte(`{"id":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetManifest(ctxT(t), "1.json"); err != nil || string(got) != `{"id":1}` {
+		t.Fatalf("GetManifest = %q, %v", got, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d STS calls for credentials valid an hour, want 1", calls.Load())
 	}
 }
