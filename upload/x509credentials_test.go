@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"github.com/eddy-edge/eddy/scripts/iotcredentials"
 	"github.com/eddy-edge/eddy/scripts/testpki"
 )
@@ -262,5 +264,51 @@ func TestMinIOCertificateCredentials_Upload(t *testing.T) {
 	}
 	if calls.Load() != 1 {
 		t.Fatalf("%d STS calls for credentials valid an hour, want 1", calls.Load())
+	}
+}
+
+// scriptedProvider fails its first `failures` retrievals, then hands out
+// keys valid for an hour.
+type scriptedProvider struct {
+	failures int
+	calls    atomic.Int64
+}
+
+func (p *scriptedProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
+	if int(p.calls.Add(1)) <= p.failures {
+		return credentials.Value{}, fmt.Errorf("endpoint unreachable")
+	}
+	return credentials.Value{AccessKeyID: "AK", SecretAccessKey: "SK", Expiration: time.Now().Add(time.Hour), SignerType: credentials.SignatureV4}, nil
+}
+func (p *scriptedProvider) Retrieve() (credentials.Value, error) {
+	return p.RetrieveWithCredContext(nil)
+}
+func (p *scriptedProvider) IsExpired() bool { return true }
+
+// TestCredentialKeeper_WaitsThroughFailures (unit): wait blocks while
+// fetches fail, returns once one succeeds; the outage is logged once and
+// minio-go is handed the new keys.
+func TestCredentialKeeper_WaitsThroughFailures(t *testing.T) {
+	var logs lockedBuffer
+	k := newCredentialKeeper(&scriptedProvider{failures: 2}, http.DefaultClient, slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(k.close)
+	if !k.IsExpired() {
+		t.Fatal("no keys yet, but not expired")
+	}
+	if _, err := k.Retrieve(); err == nil {
+		t.Fatal("keys handed out before any fetch")
+	}
+	if err := k.wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := k.Retrieve()
+	if err != nil || v.AccessKeyID != "AK" || k.IsExpired() {
+		t.Fatalf("after wait: %q, %v, expired %v", v.AccessKeyID, err, k.IsExpired())
+	}
+	if n := logs.count("fetching S3 credentials failed"); n != 1 {
+		t.Fatalf("two failed fetches logged %d times, want once", n)
+	}
+	if n := logs.count("S3 credentials fetched again"); n != 1 {
+		t.Fatalf("recovery logged %d times, want once", n)
 	}
 }
