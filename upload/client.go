@@ -106,7 +106,9 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 		if src == nil {
 			src = standardChain()
 		}
-		keeper = newCredentialKeeper(src, &http.Client{Timeout: time.Minute}, log)
+		// The client of the chain's requests (IAM, web identity STS);
+		// the X.509 providers bring their own.
+		keeper = newCredentialKeeper(src, &http.Client{Timeout: 30 * time.Second}, log)
 		creds = credentials.New(keeper)
 	}
 	s, err := newS3(opts, creds)

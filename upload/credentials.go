@@ -209,7 +209,8 @@ func (k *credentialKeeper) close() {
 
 // run fetches credentials until ctx ends: at once, then at refreshAt of
 // each value, retrying failures with backoff. Credentials that do not
-// expire end it.
+// expire end it; none found (anonymous) are looked for again every
+// refreshMargin.
 func (k *credentialKeeper) run(ctx context.Context) {
 	out := outage{bo: backoff{min: credentialBackoffMin, max: credentialBackoffMax}}
 	for {
@@ -236,11 +237,18 @@ func (k *credentialKeeper) run(ctx context.Context) {
 			close(k.changed)
 			k.changed = make(chan struct{})
 			k.mu.Unlock()
-			if at.IsZero() {
+			switch {
+			case v.SignerType.IsAnonymous():
+				// Nothing found (the chain's answer): requests go
+				// unsigned, and the sources are asked again now and
+				// then, in case an instance role appears late.
+				next = refreshMargin
+			case at.IsZero():
 				return
+			default:
+				k.log.Debug("upload: S3 credentials fetched", "expires", v.Expiration, "refresh_at", at)
+				next = at.Sub(k.now())
 			}
-			k.log.Debug("upload: S3 credentials fetched", "expires", v.Expiration, "refresh_at", at)
-			next = at.Sub(k.now())
 		}
 		if sleepCtx(ctx, max(0, next)) != nil {
 			return

@@ -2,7 +2,11 @@ package upload
 
 import (
 	"bytes"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/eddy-edge/eddy/scripts/iotcredentials"
 	"github.com/eddy-edge/eddy/scripts/testpki"
@@ -216,5 +222,93 @@ func TestAWSIoTCredentials_Refused(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestMinIOCertificateCredentials_Upload: minio-go's AssumeRoleWithCertificate
+// provider, built by NewMinIOCertificateProvider, presents the device
+// certificate to an STS endpoint (loopback HTTPS standing in for MinIO's,
+// which checks the certificate) and the keys it gets upload to versitygw.
+func TestMinIOCertificateCredentials_Upload(t *testing.T) {
+	env := newEnv(t)
+	pki := testpki.New(t, "gw-1")
+	var calls atomic.Int64
+	sts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Query().Get("Action") != "AssumeRoleWithCertificate" ||
+			len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Subject.CommonName != "gw-1" {
+			http.Error(w, "<Error><Code>AccessDenied</Code></Error>", http.StatusForbidden)
+			return
+		}
+		calls.Add(1)
+		fmt.Fprintf(w, `<AssumeRoleWithCertificateResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithCertificateResult><Credentials>`+
+			`<AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey><SessionToken></SessionToken><Expiration>%s</Expiration>`+
+			`</Credentials></AssumeRoleWithCertificateResult></AssumeRoleWithCertificateResponse>`,
+			env.srv.AccessKey, env.srv.SecretKey, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	}))
+	sts.TLS = &tls.Config{Certificates: []tls.Certificate{pki.Server}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pki.Pool}
+	sts.StartTLS()
+	t.Cleanup(sts.Close)
+
+	prov, err := NewMinIOCertificateProvider(MinIOCertificateOptions{Endpoint: sts.URL,
+		CertificateFiles: CertificateFiles{CertFile: pki.CertFile, KeyFile: pki.KeyFile, CAFile: pki.CAFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.client(t, func(o *Options) { o.AccessKey, o.SecretKey, o.Credentials = "", "", prov })
+	t.Cleanup(c.Close)
+	if err := c.PutManifest(ctxT(t), "1.json", []byte(`{"id":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.GetManifest(ctxT(t), "1.json"); err != nil || string(got) != `{"id":1}` {
+		t.Fatalf("GetManifest = %q, %v", got, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d STS calls for credentials valid an hour, want 1", calls.Load())
+	}
+}
+
+// scriptedProvider fails its first `failures` retrievals, then hands out
+// keys valid for an hour.
+type scriptedProvider struct {
+	failures int
+	calls    atomic.Int64
+}
+
+func (p *scriptedProvider) RetrieveWithCredContext(*credentials.CredContext) (credentials.Value, error) {
+	if int(p.calls.Add(1)) <= p.failures {
+		return credentials.Value{}, fmt.Errorf("endpoint unreachable")
+	}
+	return credentials.Value{AccessKeyID: "AK", SecretAccessKey: "SK", Expiration: time.Now().Add(time.Hour), SignerType: credentials.SignatureV4}, nil
+}
+func (p *scriptedProvider) Retrieve() (credentials.Value, error) {
+	return p.RetrieveWithCredContext(nil)
+}
+func (p *scriptedProvider) IsExpired() bool { return true }
+
+// TestCredentialKeeper_WaitsThroughFailures (unit): wait blocks while
+// fetches fail, returns once one succeeds; the outage is logged once and
+// minio-go is handed the new keys.
+func TestCredentialKeeper_WaitsThroughFailures(t *testing.T) {
+	var logs lockedBuffer
+	k := newCredentialKeeper(&scriptedProvider{failures: 2}, http.DefaultClient, slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(k.close)
+	if !k.IsExpired() {
+		t.Fatal("no keys yet, but not expired")
+	}
+	if _, err := k.Retrieve(); err == nil {
+		t.Fatal("keys handed out before any fetch")
+	}
+	if err := k.wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	v, err := k.Retrieve()
+	if err != nil || v.AccessKeyID != "AK" || k.IsExpired() {
+		t.Fatalf("after wait: %q, %v, expired %v", v.AccessKeyID, err, k.IsExpired())
+	}
+	if n := logs.count("fetching S3 credentials failed"); n != 1 {
+		t.Fatalf("two failed fetches logged %d times, want once", n)
+	}
+	if n := logs.count("S3 credentials fetched again"); n != 1 {
+		t.Fatalf("recovery logged %d times, want once", n)
 	}
 }
