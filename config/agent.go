@@ -31,7 +31,14 @@ type Agent struct {
 	MaxKeyGroups int
 	// Parallelism is the default number of keyed subtasks. Default 1.
 	Parallelism int
-	DeclRange   hcl.Range
+	// MaxDiskBytes bounds what Eddy keeps on disk: ingest logs, WALs,
+	// checkpoints, state and file sinks' output. 0 (the default) means the
+	// agent derives it at start from data_dir's file system (DefaultDiskBudget).
+	// When set, the components' own bounds (DiskShares) must fit in it.
+	MaxDiskBytes int64
+	DeclRange    hcl.Range
+
+	maxDiskRange hcl.Range // the value of max_disk, where a budget overrun is reported
 }
 
 // maxKeyGroupsLimit is Flink's upper bound on key groups.
@@ -42,7 +49,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 	var a attrs
 	if b != nil {
 		var c *hcl.BodyContent
-		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism"}, adminTLSBlock)
+		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "max_disk"}, adminTLSBlock)
 		ag.DeclRange = b.DefRange
 		ag.DeviceID = a.str("device_id", noVars, "")
 		ag.DataDir = a.str("data_dir", noVars, ag.DataDir)
@@ -54,6 +61,14 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 		ag.LogFormat = a.enum("log_format", []string{"text", "json"}, ag.LogFormat)
 		ag.MaxKeyGroups = int(a.integer("max_key_groups", 128, 1, maxKeyGroupsLimit))
 		ag.Parallelism = int(a.integer("parallelism", 1, 1, int64(ag.MaxKeyGroups)))
+		if a.has("max_disk") {
+			// -1 comes back only when the value was wrong (reported).
+			ag.MaxDiskBytes, ag.maxDiskRange = a.size("max_disk", -1), a.rangeOf("max_disk")
+			if ag.MaxDiskBytes >= 0 && ag.MaxDiskBytes < 1<<20 {
+				d.errorf(ag.maxDiskRange, "Value out of range", "\"max_disk\" must be at least 1MiB; leave it out to take a share of data_dir's file system.")
+			}
+			ag.MaxDiskBytes = max(ag.MaxDiskBytes, 0)
+		}
 	}
 	where := func(name string) hcl.Range {
 		if b == nil {
