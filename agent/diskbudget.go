@@ -186,3 +186,27 @@ func treeBytes(dir string) int64 {
 	})
 	return n
 }
+
+// diskReport is the disk section of GET /api/agent: the eddy_disk_* gauges.
+type diskReport struct {
+	BudgetBytes int64                `json:"budget_bytes"` // 0: unknown
+	FreeBytes   int64                `json:"free_bytes"`
+	Components  []diskComponentUsage `json:"components"`
+}
+
+type diskComponentUsage struct {
+	Component string `json:"component"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// report returns the last sample; nil on a nil meter (before run).
+func (m *diskMeter) report() *diskReport {
+	if m == nil {
+		return nil
+	}
+	r := &diskReport{BudgetBytes: m.budget, FreeBytes: m.free.Load()}
+	for i, c := range diskComponents {
+		r.Components = append(r.Components, diskComponentUsage{Component: c, Bytes: m.usage[i].Load()})
+	}
+	return r
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,5 +210,39 @@ checkpoint { interval = "100ms" }
 			t.Fatalf("disk gauges not as expected: %v", m)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStatusPage_Disk: the status page and /api/agent show the disk
+// meter's last sample: the budget, the free space and each component's use.
+func TestStatusPage_Disk(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true)
+	ta := newTestAdmin(t, a, "")
+	if _, b, _ := ta.do(t, "GET", "/", ""); !strings.Contains(string(b), `<p id="disk-budget">Not configured.</p>`) {
+		t.Errorf("before a sample, the page lacks the empty disk section:\n%s", b)
+	}
+	a.disk = newDiskMeter(a, func(string) (fsStats, error) { return fsStats{size: 8 << 30, free: 1 << 30}, nil })
+	a.disk.budget = 4 << 30
+	a.disk.free.Store(1 << 30)
+	a.disk.usage[0].Store(2 << 20) // ingest
+	a.disk.usage[2].Store(1 << 20) // checkpoints
+	_, b, _ := ta.do(t, "GET", "/", "")
+	for _, want := range []string{
+		`<p id="disk-budget">Using 3.0 MiB of a budget of 4.0 GiB; 1.0 GiB free on data_dir's file system.</p>`,
+		`<tr><th scope="row">ingest</th><td>2.0 MiB</td></tr>`,
+		`<tr><th scope="row">checkpoints</th><td>1.0 MiB</td></tr>`,
+		`<tr><th scope="row">sink</th><td>0 B</td></tr>`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	var got struct {
+		Disk *diskReport `json:"disk"`
+	}
+	ta.getJSON(t, "/api/agent", http.StatusOK, &got)
+	if d := got.Disk; d == nil || d.BudgetBytes != 4<<30 || d.FreeBytes != 1<<30 || len(d.Components) != 5 ||
+		d.Components[0] != (diskComponentUsage{Component: "ingest", Bytes: 2 << 20}) {
+		t.Errorf("/api/agent disk = %+v", got.Disk)
 	}
 }
