@@ -5,7 +5,9 @@ package main
 // source, windows configured from the scenario, and a file sink; the output
 // records must equal the scenario's expectations. Explicit watermarks ("wm")
 // become punctuation lines, so the file carries the scenario's exact
-// event-time progress.
+// event-time progress. A file pipeline writes its results sorted at the end,
+// so the scenarios in which one reading fires several windows are replayed
+// through standard input too, whose results come in firing order.
 
 import (
 	"bufio"
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,6 +35,10 @@ type cliScenario struct {
 	late       int
 	skip       string
 	ended      bool
+	// fromReading counts the expectations of the last command if it was a
+	// reading; multiFire is set once a reading fires several windows.
+	fromReading int
+	multiFire   bool
 }
 
 type cliExpect struct {
@@ -89,6 +96,9 @@ func (sc *cliScenario) parse(t *testing.T, f []string) {
 	if strings.HasPrefix(f[0], "e@") {
 		sc.unsupported("readings from several inputs")
 		return
+	}
+	if f[0] != "expect" && f[0] != "e" {
+		sc.fromReading = -1
 	}
 	switch f[0] {
 	case "rule", "stats":
@@ -154,6 +164,7 @@ func (sc *cliScenario) parse(t *testing.T, f []string) {
 			sc.aggs = append(sc.aggs, fmt.Sprintf("%s = %s(event.v%s)", name, fn, f[3]))
 		}
 	case "e":
+		sc.fromReading = 0
 		if sc.ended {
 			sc.unsupported("readings after the end of input")
 		}
@@ -202,12 +213,18 @@ func (sc *cliScenario) parse(t *testing.T, f []string) {
 			}
 		}
 		sc.expect = append(sc.expect, e)
+		if sc.fromReading >= 0 {
+			sc.fromReading++
+			sc.multiFire = sc.multiFire || sc.fromReading > 1
+		}
 	default:
 		t.Fatalf("%s: unknown command %q", sc.name, f[0])
 	}
 }
 
-func (sc *cliScenario) config(dir string) string {
+// config returns the scenario's configuration, reading input (a path, or
+// "-" for standard input) and writing into dir.
+func (sc *cliScenario) config(dir, input string) string {
 	wm := `punctuation = "wm"`
 	if sc.bounded >= 0 {
 		wm = fmt.Sprintf(`max_out_of_orderness = "%dms"`, sc.bounded)
@@ -228,7 +245,7 @@ agent {
   log_level = "warn"
 }
 source "file" "in" {
-  path = "%[1]s/in.jsonl"
+  path = %[8]q
   timestamp {
     field = "t"
     unit  = "ms"
@@ -248,7 +265,7 @@ pipeline "p" {
   }
   to = [sink.file.out]
 %[7]s}
-`, dir, wm, sc.kind, sc.window, lateness, strings.Join(sc.aggs, "\n    "), lateOut)
+`, dir, wm, sc.kind, sc.window, lateness, strings.Join(sc.aggs, "\n    "), lateOut, input)
 }
 
 func TestCLI_Conformance(t *testing.T) {
@@ -264,11 +281,10 @@ func TestCLI_Conformance(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(strings.Join(sc.lines, "\n")+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfg := sc.config(dir)
+			cfg := sc.config(dir, filepath.Join(dir, "in.jsonl"))
 			if _, err := runEddy(t, "run", "-c", writeConfig(t, dir, cfg)); err != nil {
 				t.Fatalf("eddy run: %v\nconfig:%s", err, cfg)
 			}
-			got := readOutputs(t, filepath.Join(dir, "out.jsonl"))
 			want := slices.Clone(sc.expect)
 			slices.SortStableFunc(want, func(a, b cliExpect) int {
 				if a.end != b.end {
@@ -282,29 +298,74 @@ func TestCLI_Conformance(t *testing.T) {
 				}
 				return a.seq - b.seq
 			})
-			if len(got) != len(want) {
-				t.Fatalf("%d output records, want %d:\n%s", len(got), len(want), dumpRecords(got))
-			}
-			for i, w := range want {
-				g := got[i]
-				if g["kind"] != w.kind || g["key"] != w.key || int64(g["window_start_ms"].(float64)) != w.start ||
-					int64(g["window_end_ms"].(float64)) != w.end || int(g["firing"].(float64)) != w.seq {
-					t.Fatalf("record %d: got %v, want %+v\nall:\n%s", i, g, w, dumpRecords(got))
-				}
-				for name, wv := range w.values {
-					if !valueMatches(g[name], wv) {
-						t.Fatalf("record %d field %s: got %v, want %s", i, name, g[name], wv)
-					}
-				}
-			}
-			late, _ := os.ReadFile(filepath.Join(dir, "late.jsonl"))
-			if n := countLines(late); n != sc.late {
-				t.Fatalf("late side output has %d readings, want %d", n, sc.late)
-			}
+			sc.checkOutputs(t, dir, want)
 		})
 	}
 	if ran < 30 {
 		t.Fatalf("only %d scenarios replayed through the CLI", ran)
+	}
+}
+
+// The scenarios of one key in which a reading fires several windows, read
+// from standard input: the results come as the windows fire, in the
+// scenario's order (the firings of one key come from one subtask, in its
+// order; those of several keys would interleave across subtasks).
+func TestCLI_ConformanceStdin(t *testing.T) {
+	ran := 0
+	for _, sc := range parseScenarios(t) {
+		if sc.skip != "" || !sc.multiFire || !sc.oneKey() {
+			continue
+		}
+		ran++
+		t.Run(sc.file+"/"+sc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := sc.config(dir, "-")
+			cmd := exec.Command(eddyBin, "run", "-c", writeConfig(t, dir, cfg))
+			cmd.Stdin = strings.NewReader(strings.Join(sc.lines, "\n") + "\n")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("eddy run: %v\n%s\nconfig:%s", err, out, cfg)
+			}
+			sc.checkOutputs(t, dir, sc.expect)
+		})
+	}
+	if ran == 0 {
+		t.Fatal("no scenario in which a reading fires several windows")
+	}
+}
+
+// oneKey reports whether every expected firing is of one key.
+func (sc *cliScenario) oneKey() bool {
+	for _, e := range sc.expect {
+		if e.key != sc.expect[0].key {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOutputs compares the records of dir/out.jsonl with want, in order,
+// and the late side output with the scenario's late readings.
+func (sc *cliScenario) checkOutputs(t *testing.T, dir string, want []cliExpect) {
+	t.Helper()
+	got := readOutputs(t, filepath.Join(dir, "out.jsonl"))
+	if len(got) != len(want) {
+		t.Fatalf("%d output records, want %d:\n%s", len(got), len(want), dumpRecords(got))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g["kind"] != w.kind || g["key"] != w.key || int64(g["window_start_ms"].(float64)) != w.start ||
+			int64(g["window_end_ms"].(float64)) != w.end || int(g["firing"].(float64)) != w.seq {
+			t.Fatalf("record %d: got %v, want %+v\nall:\n%s", i, g, w, dumpRecords(got))
+		}
+		for name, wv := range w.values {
+			if !valueMatches(g[name], wv) {
+				t.Fatalf("record %d field %s: got %v, want %s", i, name, g[name], wv)
+			}
+		}
+	}
+	late, _ := os.ReadFile(filepath.Join(dir, "late.jsonl"))
+	if n := countLines(late); n != sc.late {
+		t.Fatalf("late side output has %d readings, want %d", n, sc.late)
 	}
 }
 

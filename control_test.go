@@ -69,22 +69,28 @@ checkpoint { interval = "200ms" }
 		return ids
 	}
 	send("control/thresholds", `{"threshold":{"a":20,"b":80}}`)
-	time.Sleep(300 * time.Millisecond) // the control stream is its own input: give it a moment
+	// The control stream is its own input: the thresholds are in the
+	// control state before the readings are sent.
+	waitFor(t, 10*time.Second, func() bool {
+		return metricValue(t, ag.admin, `eddy_control_keys{pipeline="alerts"}`) > 0
+	})
 	for i, temp := range []int{30, 60, 90} {
 		send("sensors/a", fmt.Sprintf(`{"device":"a","temp":%d,"n":%d}`, temp, i)) // all above 20
 		send("sensors/b", fmt.Sprintf(`{"device":"b","temp":%d,"n":%d}`, temp, i)) // only 90 above 80
 		send("sensors/c", fmt.Sprintf(`{"device":"c","temp":%d,"n":%d}`, temp, i)) // default 50: 60 and 90
 	}
 	waitFor(t, 10*time.Second, func() bool { return len(hot()) == 6 })
-	time.Sleep(500 * time.Millisecond) // a checkpoint holds the thresholds
+	// A checkpoint holds the thresholds (the nudge is below c's default).
+	ag.waitCheckpointAfter(t, 10*time.Second, func() { send("sensors/c", `{"device":"c","temp":0,"n":8}`) })
 	ag.kill()
 
 	ag2 := startAgent(t, dir, cfg)
 	waitFor(t, 10*time.Second, func() bool { return ag2.connected(t, "sensors") })
 	send("sensors/b", `{"device":"b","temp":70,"n":9}`) // below b's restored threshold
 	send("sensors/a", `{"device":"a","temp":25,"n":9}`) // above a's restored threshold
+	// b's reading went in first: had it passed the filter, it would be
+	// the 7th line.
 	waitFor(t, 10*time.Second, func() bool { return len(hot()) >= 7 })
-	time.Sleep(300 * time.Millisecond)
 	got := hot()
 	if len(got) != 7 || !strings.Contains(got[6], `"device":"a","temp":25`) {
 		t.Fatalf("after the restart the thresholds were not applied:\n%s", strings.Join(got, "\n"))

@@ -173,7 +173,7 @@ func TestCrash_EmbeddedBrokerExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.close()
-	want := clean.settledResults()
+	want := clean.finalResults(len(expectedWindows(readings, devices)))
 	if len(want) < devices {
 		t.Fatalf("uninterrupted run produced %d windows", len(want))
 	}

@@ -147,26 +147,6 @@ func (r *mqttCrashRun) waitResults(want int) map[string]string {
 	return nil
 }
 
-// settledResults waits for the first committed window, then until the
-// number of windows stays the same for a second (all windows of every
-// device), stops the agent, and returns the last firings (lastFirings)
-// without a window keyed "".
-func (r *mqttCrashRun) settledResults() map[string]string {
-	r.t.Helper()
-	want := r.waitResults(1)
-	for {
-		time.Sleep(time.Second)
-		more := lastFirings(r.t, filepath.Join(r.dir, "out"))
-		if len(more) == len(want) {
-			break
-		}
-		want = more
-	}
-	r.stop()
-	delete(want, "")
-	return want
-}
-
 // finalResults waits until the committed output holds n windows, stops the
 // agent, and returns the last firings read after the stop, without a window
 // keyed "".
@@ -266,7 +246,7 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 	clean := newMQTTCrashRun(t, b.URL(), "eddy-clean")
 	clean.start()
 	publishReadings(t, b.URL(), "pub-clean", readings, devices, func(int) {})
-	want := clean.settledResults()
+	want := clean.finalResults(len(expectedWindows(readings, devices)))
 	if len(want) < devices {
 		t.Fatalf("uninterrupted run produced %d windows", len(want))
 	}

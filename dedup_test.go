@@ -99,7 +99,7 @@ pipeline "counts" {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn == first+2 && dropped(ag) == resent
 	})
-	time.Sleep(1500 * time.Millisecond) // every 500 ms window fires
+	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= first+2 }) // every 500 ms window fires
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	ag = startAgent(t, dir, cfg)
@@ -110,7 +110,7 @@ pipeline "counts" {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn >= later
 	})
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= first+2+later })
 	if d := dropped(ag); d != later {
 		t.Errorf("after the restart %v repeats dropped, want %d", d, later)
 	}

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,33 +61,6 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 	}
 }
 
-// readyzCheck returns /readyz's readiness and the detail of its check
-// name, "" when it has none.
-func readyzCheck(admin, name string) (ready bool, detail string) {
-	resp, err := http.Get("http://" + admin + "/readyz")
-	if err != nil {
-		return false, ""
-	}
-	defer resp.Body.Close()
-	var rd struct {
-		Ready  bool
-		Checks []struct {
-			Name   string
-			OK     bool
-			Detail string
-		}
-	}
-	if json.NewDecoder(resp.Body).Decode(&rd) != nil {
-		return false, ""
-	}
-	for _, c := range rd.Checks {
-		if c.Name == name && !c.OK {
-			detail = c.Detail
-		}
-	}
-	return rd.Ready, detail
-}
-
 // TestDiskFull_CheckpointsWaitForSpace puts the checkpoint store on a small
 // file system (a tmpfs the test mounts) with almost no room left, and runs
 // the crash test's job with tolerable_failures = 0: the checkpoints fail
@@ -114,9 +86,9 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	ag := startAgent(t, dir, tmpl)
 	var detail string
 	if !waitUntil(60*time.Second, func() bool {
-		var ready bool
-		ready, detail = readyzCheck(ag.admin, "disk")
-		return ag.exited() || (!ready && strings.Contains(detail, "disk_full"))
+		code, _, d := readyzCheck(ag.admin, "disk")
+		detail = d
+		return ag.exited() || (code == http.StatusServiceUnavailable && strings.Contains(detail, "disk_full"))
 	}) || ag.exited() {
 		t.Fatalf("/readyz never said disk_full (agent exited: %v)", ag.exited())
 	}

@@ -111,7 +111,7 @@ pipeline "totals" {
 		return len(st) == 1 && st[0].ReadingsIn == devices*perDevice+1
 	})
 	// Windows are 500ms of processing time: wait until every one has fired.
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= devices*perDevice })
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	got := map[string]*totals{}
@@ -303,6 +303,16 @@ pipeline "p" {
 		return fired()[5000]
 	})
 	ag.stop(syscall.SIGTERM, 20*time.Second)
+}
+
+// sumOf sums the numeric field of every complete JSON line in path.
+func sumOf(path, field string) float64 {
+	var sum float64
+	for _, r := range readOutputsIfAny(path) {
+		v, _ := r[field].(float64)
+		sum += v
+	}
+	return sum
 }
 
 func readOutputsIfAny(path string) []map[string]any {

@@ -303,3 +303,66 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	}
 	return false
 }
+
+// checkpointIDs returns the last triggered and last completed checkpoint
+// ids from the agent's /api/checkpoints; ok is false if it does not answer.
+func (p *eddyProc) checkpointIDs() (triggered, completed uint64, ok bool) {
+	resp, err := http.Get("http://" + p.admin + "/api/checkpoints")
+	if err != nil {
+		return 0, 0, false
+	}
+	defer resp.Body.Close()
+	var r struct {
+		LastTriggeredID uint64 `json:"last_triggered_id"`
+		LastCompletedID uint64 `json:"last_completed_id"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&r) != nil {
+		return 0, 0, false
+	}
+	return r.LastTriggeredID, r.LastCompletedID, true
+}
+
+// waitCheckpointAfter waits until a checkpoint triggered after the call has
+// completed: it holds everything the agent processed before the call. The
+// agent skips periodic checkpoints while nothing changes, so nudge must give
+// it some new input that does not change what the test checks.
+func (p *eddyProc) waitCheckpointAfter(t *testing.T, d time.Duration, nudge func()) {
+	t.Helper()
+	var before uint64
+	waitFor(t, d, func() bool {
+		var ok bool
+		before, _, ok = p.checkpointIDs()
+		return ok
+	})
+	nudge()
+	waitFor(t, d, func() bool {
+		_, done, _ := p.checkpointIDs()
+		return done > before
+	})
+}
+
+// readyzCheck returns /readyz's status and the named check's detail ("" if
+// the check is absent or the endpoint does not answer).
+func readyzCheck(admin, name string) (int, bool, string) {
+	resp, err := http.Get("http://" + admin + "/readyz")
+	if err != nil {
+		return 0, false, ""
+	}
+	defer resp.Body.Close()
+	var rd struct {
+		Checks []struct {
+			Name   string `json:"name"`
+			OK     bool   `json:"ok"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		return resp.StatusCode, false, ""
+	}
+	for _, c := range rd.Checks {
+		if c.Name == name {
+			return resp.StatusCode, c.OK, c.Detail
+		}
+	}
+	return resp.StatusCode, false, ""
+}

@@ -37,6 +37,7 @@ Usage:
   eddy savepoint rm -c FILE ID          delete a local savepoint and its files
   eddy restore -c FILE --from s3://BUCKET/PREFIX[/ID]
                                         download and verify a checkpoint into data_dir
+  eddy id [-c FILE]                     print the device id (the configuration's data_dir's, with -c)
   eddy version                          print version, commit and platform
   eddy help                             this text
 
@@ -62,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdSavepoint(rest, stdout, stderr)
 	case "restore":
 		return cmdRestore(rest, stdout, stderr)
+	case "id":
+		return cmdID(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "eddy %s (commit %s) %s/%s %s\n", version, commit, runtime.GOOS, runtime.GOARCH, runtime.Version())
 		return 0
@@ -131,6 +134,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path, a checkpoint directory, or s3://BUCKET/PREFIX[/ID] "+
 		"(the newest checkpoint under PREFIX, or checkpoint ID, downloaded and verified into data_dir first); default: the newest local one that verifies")
 	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has or whose window, key, aggregates or source changed")
+	newID := fs.Bool("allow-new-device-id", false, "start under a device id other than the one data_dir was made under, and record it (a new S3 prefix)")
 	if _, code, ok := parseCommand(fs, args, 0); !ok {
 		return code
 	}
@@ -157,7 +161,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow, Reload: reload}
+	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow, AllowNewDeviceID: *newID, Reload: reload}
 	if err := agent.Run(ctx, *path, opts); err != nil {
 		fmt.Fprintf(stderr, "eddy: %v\n", err)
 		return 1

@@ -13,16 +13,13 @@ import (
 func cmdSavepointRm(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("savepoint rm", "savepoint rm -c FILE ID", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file (its data_dir holds the savepoint)")
-	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+	args, code, ok := parseCommand(fs, args, 1)
+	if !ok {
+		return code
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "eddy: savepoint rm: want one savepoint ID (see eddy checkpoints ls)")
-		return 2
-	}
-	id, err := strconv.ParseUint(fs.Arg(0), 10, 64)
+	id, err := strconv.ParseUint(args[0], 10, 64)
 	if err != nil {
-		fmt.Fprintf(stderr, "eddy: savepoint rm: %q is not a checkpoint id\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "eddy: savepoint rm: %q is not a checkpoint id (see eddy checkpoints ls)\n", args[0])
 		return 2
 	}
 	n, err := agent.RemoveSavepoint(*path, id)

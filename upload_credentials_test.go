@@ -79,15 +79,11 @@ upload "s3" {
 			metric("eddy_upload_pending_checkpoints") >= 2
 	})
 	lag0, ckpt0, in0 := metric("eddy_upload_recovery_point_lag_seconds"), metric("eddy_checkpoints_completed_total"), readings()
-	time.Sleep(2 * time.Second)
-	if lag1 := metric("eddy_upload_recovery_point_lag_seconds"); lag1 <= lag0 {
-		t.Errorf("recovery point lag %v s after %v s: not growing", lag1, lag0)
-	}
-	if ckpt1 := metric("eddy_checkpoints_completed_total"); ckpt1 <= ckpt0 {
-		t.Errorf("local checkpoints stopped at %v", ckpt1)
-	}
-	if in1 := readings(); in1 <= in0 {
-		t.Errorf("processing stopped at %d readings", in1)
+	if !waitUntil(60*time.Second, func() bool {
+		return metric("eddy_upload_recovery_point_lag_seconds") > lag0 && metric("eddy_checkpoints_completed_total") > ckpt0 && readings() > in0
+	}) {
+		t.Errorf("within 60 s: recovery point lag %v s (was %v), local checkpoints %v (were %v), readings %d (were %d): want all growing",
+			metric("eddy_upload_recovery_point_lag_seconds"), lag0, metric("eddy_checkpoints_completed_total"), ckpt0, readings(), in0)
 	}
 	if id := metric("eddy_upload_last_id"); id != 0 {
 		t.Errorf("eddy_upload_last_id = %v with wrong credentials", id)

@@ -288,6 +288,14 @@ func evaluateReadiness(in readinessInput) readiness {
 		}
 	}
 	for _, w := range in.wal {
+		if w.Refusal != "" {
+			detail := w.Refusal
+			if w.BacklogMessages != nil {
+				detail += fmt.Sprintf(" (%d results waiting in the WAL)", *w.BacklogMessages)
+			}
+			add("wal/"+w.Sink, false, detail)
+			continue
+		}
 		if w.DiskBytes == nil {
 			add("wal/"+w.Sink, true, "size not reported")
 			continue
@@ -482,6 +490,12 @@ func (ad *admin) registerMetrics() {
 	})
 	set.GetOrCreateGauge("eddy_ready", func() float64 {
 		if ad.readiness().Ready {
+			return 1
+		}
+		return 0
+	})
+	set.GetOrCreateGauge("eddy_clock_synchronized", func() float64 {
+		if a.clk.wallSynced() {
 			return 1
 		}
 		return 0

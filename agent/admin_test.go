@@ -102,6 +102,13 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 // log is printed if the test failed.
 func startAgent(t *testing.T, dir, src string) *Agent {
 	t.Helper()
+	return startAgentWith(t, dir, src, Options{})
+}
+
+// startAgentWith is startAgent with opts (Stdout, Stderr and Ready are set
+// here).
+func startAgentWith(t *testing.T, dir, src string, opts Options) *Agent {
+	t.Helper()
 	src = strings.ReplaceAll(strings.ReplaceAll(src, "%DATA%", filepath.Join(dir, "data")), "%DIR%", dir)
 	path := filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -116,7 +123,8 @@ func startAgent(t *testing.T, dir, src string) *Agent {
 	ready := make(chan *Agent, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, path, Options{Stdout: io.Discard, Stderr: logw, Ready: func(a *Agent) { ready <- a }})
+		opts.Stdout, opts.Stderr, opts.Ready = io.Discard, logw, func(a *Agent) { ready <- a }
+		done <- Run(ctx, path, opts)
 	}()
 	stopped := false
 	t.Cleanup(func() {
@@ -229,6 +237,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"ingest log full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
 		{"wal size not reported", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
 		{"wal full", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
+		{"wal refused by the broker", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 	}

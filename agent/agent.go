@@ -32,6 +32,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/agent/clocksync"
+	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
@@ -62,9 +64,15 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
+	// AllowNewDeviceID lets the agent start under a device id other than
+	// the one recorded in data_dir, and records the new one.
+	AllowNewDeviceID bool
 	// Reload, when set, delivers reload requests (SIGHUP): the file is read
 	// again and applied if it keeps state compatible.
 	Reload <-chan struct{}
+	// ClockStatus says whether the device clock is synchronised; nil: the
+	// kernel's view (adjtimex).
+	ClockStatus clocksync.Source
 }
 
 // Agent is a running configuration.
@@ -83,6 +91,7 @@ type Agent struct {
 	admin     *admin
 	stdout    io.Writer
 	backends  []state.Backend
+	memory    memoryBudget
 	logs      []*ingest.Log
 	ckpt      *checkpointer
 	from      string     // --from: the checkpoint to restore
@@ -126,12 +135,16 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
 			return err
 		}
+		if err := settleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
+			return err
+		}
 		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
 		a, err := build(lc, log, opts)
 		if err != nil {
 			return err
 		}
 		a.inheritRestarts(strategy, restarts)
+		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
 		if opts.Reload != nil {
@@ -188,7 +201,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // starting them.
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
-	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock(), failed: make(chan error, 1),
+	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock().withStatus(opts.ClockStatus, log), failed: make(chan error, 1),
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
 		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	var diags hcl.Diagnostics
@@ -207,6 +220,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	}
 	a.stdout = opts.Stdout
 	a.from, a.allowNonRestored = opts.From, opts.AllowNonRestoredState
+	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	for _, p := range plans {
 		if err := a.addPipeline(p); err != nil {
 			return nil, err
@@ -478,7 +492,7 @@ func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQT
 	return source.MQTTOptions{
 		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
 		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
-		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc,
+		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
 	}, nil
 }
 
@@ -512,15 +526,24 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
-	// Closed until run: the embedded sources subscribe while the agent is
-	// built, and a publish before that would be acked and lost.
-	b, err := broker.Start(broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
-		TLS: tc, MaxInflight: bc.MaxInflight, Closed: true}, a.log)
+	b, err := broker.Start(brokerOptions(bc, tc, a.vars()), a.log)
 	if err != nil {
 		return nil, err
 	}
+	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
+	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
+	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
 	a.broker = b
 	return b, nil
+}
+
+// brokerOptions are the options of the embedded broker of bc.
+func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) broker.Options {
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
+	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
+		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 
 // sink returns the runner of s, creating it on first use.
@@ -552,7 +575,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 			}
 			url = b.URL()
 		}
-		if m.Delivery == config.ExactlyOnce {
+		if m.UsesWAL() {
 			r.tx, err = a.openWALSink(s, url)
 			break
 		}
@@ -587,15 +610,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 // its redelivery filter rebuilt from the log's tail.
 func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
 	ic := a.cfg.Ingest
-	// Segments of at most a quarter of the budget, so truncation can always
-	// free one.
-	seg := min(int64(64<<20), ic.MaxDiskBytes/4)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: a.log,
-		Compress: ic.Compression != config.IngestCompressionNone}
-	if ic.Ack == config.AckAfterWrite {
-		opts.Ack = ingest.AfterWrite
-	}
-	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), opts)
+	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, a.log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
@@ -611,6 +626,17 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
+}
+
+// ingestOptions are the options of every source's ingest log.
+func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
+	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
+		Compress: ic.Compression != config.IngestCompressionNone}
+	if ic.Ack == config.AckAfterWrite {
+		opts.Ack = ingest.AfterWrite
+	}
+	return opts
 }
 
 // dataPath resolves a path from the configuration: relative paths are
@@ -637,7 +663,7 @@ func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Ba
 	n := a.totalSubtasks()
 	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
 		MaxSize:    int(st.MaxSizeBytes / int64(n)),
-		CacheBytes: int(st.CacheBytes / int64(n)),
+		CacheBytes: int(a.memory.stateCache / int64(n)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)
@@ -683,6 +709,20 @@ func tlsConfig(t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{c}
 	}
 	return tc, nil
+}
+
+// brokerACLs are the broker's acl blocks with ${device_id} filled in
+// (${username} is the broker's to fill per client).
+func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
+	var acls []broker.ACL
+	for _, c := range bc.ACLs {
+		acl := broker.ACL{User: c.User}
+		for _, f := range c.Publish {
+			acl.Publish = append(acl.Publish, config.Expand(f, vars))
+		}
+		acls = append(acls, acl)
+	}
+	return acls
 }
 
 // brokerTLSConfig is the embedded broker's listener config: its own

@@ -104,3 +104,74 @@ func TestBrokerTLS_WithoutCA(t *testing.T) {
 		t.Fatal("Start beyond loopback with TLS alone succeeded")
 	}
 }
+
+// TestBrokerACL_ClientCertificates: with client certificates and an acl
+// keeping every sensor to sensors/${username}/#, a real paho client may
+// publish under its own certificate's name; one publishing as another
+// sensor is refused (its message reaches nothing) while the other sensor
+// keeps publishing.
+func TestBrokerACL_ClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "device")
+	serverCert, serverKey := ca.issue(t, "broker")
+	tc, err := brokerTLSConfig(&config.TLS{CA: ca.CAFile, Cert: serverCert, Key: serverKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0", TLS: tc,
+		ACLs: []broker.ACL{{User: "*", Publish: []string{"sensors/${username}/#"}}}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	got := make(chan string, 100)
+	b.Subscribe([]string{"sensors/#"}, func(topic string, _ []byte) error { got <- topic; return nil })
+	_, port, _ := net.SplitHostPort(b.Addr())
+	connect := func(cn string) paho.Client {
+		cert, key := ca.issue(t, cn)
+		c := paho.NewClient(paho.NewClientOptions().AddBroker("ssl://127.0.0.1:" + port).SetClientID(cn).
+			SetTLSConfig(ca.clientTLS(t, cert, key)).SetAutoReconnect(false))
+		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("connect %s: %v", cn, tok.Error())
+		}
+		t.Cleanup(func() { c.Disconnect(100) })
+		return c
+	}
+	publish := func(c paho.Client, topic string) {
+		if tok := c.Publish(topic, 1, false, "{}"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %s: %v", topic, tok.Error())
+		}
+	}
+	s1, s2 := connect("s1"), connect("s2")
+	publish(s1, "sensors/s1/telemetry")
+	if topic := <-got; topic != "sensors/s1/telemetry" {
+		t.Fatalf("got %s", topic)
+	}
+	s1.Publish("sensors/s2/telemetry", 1, false, "{}") // as another sensor: refused, unacknowledged
+	publish(s2, "sensors/s2/telemetry")
+	if topic := <-got; topic != "sensors/s2/telemetry" {
+		t.Fatalf("got %s, want only s2's own publish", topic)
+	}
+	waitForCond(t, 10*time.Second, func() bool { return !s1.IsConnectionOpen() })
+	publish(s2, "sensors/s2/more")
+	if topic := <-got; topic != "sensors/s2/more" {
+		t.Fatalf("got %s", topic)
+	}
+	select {
+	case topic := <-got:
+		t.Fatalf("unexpected %s", topic)
+	default:
+	}
+}
+
+// waitForCond polls cond until it holds; it fails the test after d.
+func waitForCond(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met in %v", d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

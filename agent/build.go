@@ -115,6 +115,9 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 
 	if w := p.Window; w != nil {
 		ws, eventTime, err := windowSpec(w, aggs)
+		if err == nil && !diags.HasErrors() { // aggregates compiled: the spec is whole
+			err = ws.Check() // what the window operator refuses at start
+		}
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid window",
 				Detail: err.Error(), Subject: w.DeclRange.Ptr()})

@@ -75,6 +75,7 @@ type checkpointer struct {
 	completed  []func(checkpoint.Completed)
 	lastDone   atomic.Uint64 // id of the last completed checkpoint
 	lastTrig   atomic.Uint64 // id of the last triggered checkpoint
+	idleTicks  atomic.Uint64 // ticks skipped because nothing changed (unchanged)
 	completeCh chan uint64   // ids of completed or aborted checkpoints, for waiters
 	// keepUnshipped, when uploads are on, returns how many of the newest
 	// checkpoints retention must keep so that none waiting for upload
@@ -212,11 +213,15 @@ func (c *checkpointer) onCompleted(fn func(checkpoint.Completed)) {
 	c.completed = append(c.completed, fn)
 }
 
+// checkpointTick is how often run offers the coordinator the time, which
+// triggers a checkpoint once the interval has passed.
+const checkpointTick = 50 * time.Millisecond
+
 // run drives the coordinator until ctx ends. It returns the coordinator's
 // failure (too many failed checkpoints in a row), or nil.
 func (c *checkpointer) run(ctx context.Context) error {
 	c.runCtx = ctx
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(checkpointTick)
 	defer tick.Stop()
 	for {
 		var forced chan struct{}
@@ -227,6 +232,7 @@ func (c *checkpointer) run(ctx context.Context) error {
 			c.holdWhileBlocked()
 			c.pollDiskSpace()
 			if c.unchanged() {
+				c.idleTicks.Add(1)
 				continue
 			}
 			c.coord.Tick(c.now())

@@ -71,10 +71,20 @@ ingest { linger = "0s" }
 
 	publish(5)
 	quiet := waitCompleted(0)
-	time.Sleep(2 * time.Second) // 20 intervals
+	// 20 intervals (100 ms) of idle ticks with nothing arriving, however
+	// long they take.
+	const idleTicks = uint64(20 * 100 * time.Millisecond / checkpointTick)
+	idle := a.ckpt.idleTicks.Load()
+	deadline := time.Now().Add(60 * time.Second)
+	for a.ckpt.idleTicks.Load() < idle+idleTicks && completed() <= quiet+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle ticks within 60 s, want %d", a.ckpt.idleTicks.Load()-idle, idleTicks)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	// One more may follow if the readings straddled the first barrier.
 	if got := completed(); got > quiet+1 {
-		t.Fatalf("checkpoints went from %d to %d in 2 s with nothing arriving: want them skipped", quiet, got)
+		t.Fatalf("checkpoints went from %d to %d over 20 intervals with nothing arriving: want them skipped", quiet, got)
 	}
 	quiet = completed()
 	publish(1)

@@ -1,6 +1,11 @@
 package agent
 
-import "time"
+import (
+	"log/slog"
+	"time"
+
+	"github.com/eddy-edge/eddy/agent/clocksync"
+)
 
 // clock gives the two times a pipeline needs: the device's wall clock, for
 // the future-skew check and output timestamps, and a monotonic processing
@@ -9,11 +14,32 @@ import "time"
 type clock struct {
 	start   time.Time // carries Go's monotonic reading
 	startMs int64
+	// status says whether the wall clock is synchronised; nil: it counts
+	// as synchronised.
+	status *clocksync.Cached
 }
 
 func newClock() clock {
 	now := time.Now()
 	return clock{start: now, startMs: now.UnixMilli()}
+}
+
+// withStatus returns c with the synchronisation status read from src (the
+// kernel's when nil) at most once a second, logging each change.
+func (c clock) withStatus(src clocksync.Source, log *slog.Logger) clock {
+	if src == nil {
+		src = clocksync.Kernel{}
+	}
+	c.status = clocksync.NewCached(src, time.Second, func(synced bool) {
+		if synced {
+			log.Info("device clock synchronised: readings are checked against max_future_skew from now on")
+		} else {
+			log.Warn("device clock not synchronised (no NTP yet; the kernel reports STA_UNSYNC): readings are not checked against max_future_skew until it is")
+		}
+	}, func(err error) {
+		log.Warn("cannot read whether the device clock is synchronised: max_future_skew applies as configured", "err", err)
+	})
+	return c
 }
 
 // monoMs is processing time in ms: the wall time at start plus the
@@ -22,3 +48,10 @@ func (c clock) monoMs() int64 { return c.startMs + time.Since(c.start).Milliseco
 
 // wallMs is the wall clock in ms.
 func (c clock) wallMs() int64 { return time.Now().UnixMilli() }
+
+// wallSynced reports whether the wall clock is synchronised (NTP): until
+// it is, a device without a real-time clock may read 1970 or the time it
+// shut down, and its wall clock is no reference for readings' timestamps.
+func (c clock) wallSynced() bool {
+	return c.status == nil || c.status.Synchronized(c.monoMs())
+}

@@ -76,6 +76,9 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 	for i := range msgs {
 		m := &msgs[i]
 		e := in.entry(m.Topic, m.Payload, m.Arrival, m.Dup)
+		if m.TooLarge {
+			e.Flags |= ingest.FlagTooLarge // logged cut, so the pipeline dead-letters it, once
+		}
 		if in.dedup.Observe(&e) {
 			in.dups()
 			continue
@@ -355,9 +358,14 @@ func (g *groupCommit) run(ctx context.Context) {
 		in := g.in
 		in.mu.Lock()
 		in.entries = in.entries[:0]
+		var tooLarge []int // entries the log can never store: refused alone
 		for i := range batch {
 			p := &batch[i]
 			e := in.entry(p.topic, p.payload, p.arrival, p.dup)
+			if !in.log.Fits(&e) {
+				tooLarge = append(tooLarge, i)
+				continue
+			}
 			if in.dedup.Observe(&e) {
 				in.dups()
 				continue // a re-send of a logged publish whose PUBACK was lost: ack it again
@@ -371,6 +379,11 @@ func (g *groupCommit) run(ctx context.Context) {
 		in.mu.Unlock()
 		// In the order received: the broker writes each PUBACK here.
 		for i := range batch {
+			if len(tooLarge) > 0 && tooLarge[0] == i {
+				tooLarge = tooLarge[1:]
+				g.finish(&batch[i], ingest.ErrTooLarge)
+				continue
+			}
 			g.finish(&batch[i], err)
 		}
 		clear(batch)
@@ -559,7 +572,8 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 		start := len(arena)
 		arena = append(arena, e.Payload...)
 		payload := arena[start:len(arena):len(arena)]
-		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset})
+		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset,
+			TooLarge: e.Flags&ingest.FlagTooLarge != 0})
 	}
 	if len(msgs) > 0 {
 		s.arenaHint = len(arena)

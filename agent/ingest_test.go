@@ -22,12 +22,21 @@ import (
 // intake is stopped and waited for, then the log and the broker are closed.
 func startEmbeddedIntake(t *testing.T, linger time.Duration) (*broker.Broker, *ingest.Log, *logIntake) {
 	t.Helper()
-	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"}, nil)
+	return startEmbeddedIntakeWith(t, linger, broker.Options{}, ingest.Options{})
+}
+
+// startEmbeddedIntakeWith is startEmbeddedIntake with the broker's and the
+// log's options (Listen and Ack are set here).
+func startEmbeddedIntakeWith(t *testing.T, linger time.Duration, bopts broker.Options, iopts ingest.Options) (*broker.Broker, *ingest.Log, *logIntake) {
+	t.Helper()
+	bopts.Listen = "127.0.0.1:0"
+	b, err := broker.Start(bopts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	l, err := ingest.Open(t.TempDir(), ingest.Options{Ack: ingest.AfterFsync})
+	iopts.Ack = ingest.AfterFsync
+	l, err := ingest.Open(t.TempDir(), iopts)
 	if err != nil {
 		t.Fatal(err)
 	}

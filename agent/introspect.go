@@ -217,6 +217,10 @@ type walReport struct {
 	BacklogMessages *int64   `json:"backlog_messages"`
 	OldestAgeS      *float64 `json:"oldest_age_s"`
 	Connected       *bool    `json:"connected"`
+	// Refusal is why the broker refuses the sink's session (a CONNACK
+	// code's meaning, or QoS 2 refused), with what to do; "" when it does
+	// not.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // walReports lists the WALs of the exactly-once MQTT sinks in
@@ -227,7 +231,7 @@ func (a *Agent) walReports() []walReport {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range a.cfg.Sinks {
-		if s.MQTT == nil || s.MQTT.Delivery != config.ExactlyOnce {
+		if s.MQTT == nil || !s.MQTT.UsesWAL() {
 			continue
 		}
 		if _, used := a.sinks[s.Name]; !used {
@@ -242,6 +246,11 @@ func (a *Agent) walReports() []walReport {
 		}
 		if v, ok := g.value("eddy_wal_oldest_age_seconds" + l); ok {
 			r.OldestAgeS = &v
+		}
+		if h := a.walSinks[s.Name]; h != nil {
+			if ws := h.s.Load(); ws != nil {
+				r.Refusal = ws.Stats().Refusal
+			}
 		}
 		out = append(out, r)
 	}

@@ -86,7 +86,7 @@ type stateUsage struct{ last atomic.Pointer[stateReport] }
 type stateReport struct {
 	Keys        int64 `json:"keys"`         // entries in the state stores
 	FileBytes   int64 `json:"file_bytes"`   // bbolt working files in use (0 on the memory backend)
-	MemoryBytes int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches
+	MemoryBytes int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches; plus the window store's object cache and timer front
 	Windows     int64 `json:"windows"`      // open windows (panes, for sliding windows in panes)
 	Timers      int64 `json:"timers"`       // pending timers
 }

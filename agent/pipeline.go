@@ -195,6 +195,11 @@ func (p *pipeline) closePrepareOutputs() {
 	})
 }
 
+// tooLargeReject dead-letters a message its source refused as larger than
+// max_message_size (its payload is cut).
+var tooLargeReject = operators.Reject{Reason: operators.ReasonTooLarge,
+	Detail: "message larger than the source's max_message_size; the dead letter holds its first bytes"}
+
 // applyControl merges control messages into the pipeline's control state;
 // a message that cannot be applied is dead-lettered.
 func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
@@ -344,11 +349,17 @@ func (p *pipeline) runPrepare() {
 			}
 			continue
 		}
-		now, wall := p.clk.monoMs(), p.clk.wallMs()
+		now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
 		var filtered int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]
-			switch p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall) {
+			outcome := operators.Rejected
+			if m.TooLarge {
+				p.prep.Reject = tooLargeReject
+			} else {
+				outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced)
+			}
+			switch outcome {
 			case operators.Pass:
 				if inputs != nil {
 					inputs.route(m.Topic, now)
@@ -576,6 +587,9 @@ func (st *subtask) sampleState() {
 	}
 	u := st.backend.Usage()
 	r := &stateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, MemoryBytes: u.MemoryBytes}
+	if st.store != nil {
+		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
+	}
 	if op := st.task.Operator(); op != nil {
 		s := op.Stats()
 		r.Windows, r.Timers = int64(s.OpenWindows), int64(s.PendingTimers)

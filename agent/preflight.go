@@ -43,12 +43,18 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
 			Detail: strings.TrimSuffix(err.Error(), ".") + ". " + hint, Subject: r.Ptr()})
 	}
-	tlsUsable := func(t *config.TLS) bool {
-		_, err := tlsConfig(t)
-		if err != nil {
-			report(t.DeclRange, "Unusable TLS files", err, "Point ca, cert and key at readable PEM files.")
-		}
+	// tlsFiles reports the TLS block at r when err, what loading its files
+	// returned, is not nil.
+	tlsFiles := func(r hcl.Range, err error) bool {
+		report(r, "Unusable TLS files", err, "Point cert, key and the CA at readable PEM files.")
 		return err == nil
+	}
+	clientTLS := func(t *config.TLS) bool {
+		if t == nil {
+			return true
+		}
+		_, err := tlsConfig(t)
+		return tlsFiles(t.DeclRange, err)
 	}
 	vars := map[string]string{"device_id": cfg.Agent.DeviceID}
 	// What an embedded broker's clients dial; the port is known once it
@@ -60,13 +66,21 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		return broker
 	}
 
-	if cfg.Broker != nil {
-		tlsUsable(cfg.Broker.TLS)
+	if t := cfg.Agent.AdminTLS; t != nil {
+		_, err := adminTLSConfig(t)
+		tlsFiles(t.DeclRange, err)
+	}
+	if bc := cfg.Broker; bc != nil {
+		tc, err := brokerTLSConfig(bc.TLS) // nil, nil without a tls block
+		if bc.TLS == nil || tlsFiles(bc.TLS.DeclRange, err) {
+			report(bc.DeclRange, "Invalid broker", brokerOptions(bc, tc, map[string]string{"device_id": cfg.Agent.DeviceID}).Check(),
+				"Beyond loopback the broker needs username and password, or a tls block with a ca (client certificates); a password needs a username.")
+		}
 	}
 	for _, s := range cfg.Sources {
 		switch {
 		case s.MQTT != nil && s.MQTT.Broker != config.Embedded:
-			if !tlsUsable(s.MQTT.TLS) {
+			if !clientTLS(s.MQTT.TLS) {
 				continue
 			}
 			o, err := mqttSourceOptions(s.MQTT, vars)
@@ -84,7 +98,10 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 	}
 	for _, s := range cfg.Sinks {
 		m := s.MQTT
-		if m == nil || !tlsUsable(m.TLS) || m.Delivery != config.ExactlyOnce {
+		if m == nil {
+			continue
+		}
+		if !clientTLS(m.TLS) || !m.UsesWAL() {
 			continue
 		}
 		o, _, err := walOptions(m, url(m.Broker), vars)
@@ -94,6 +111,8 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		report(s.DeclRange, "Invalid exactly-once MQTT sink", err,
 			"delivery = \"exactly_once\" keeps its own QoS 2 session: it needs a tcp:// or ssl:// broker and a fixed, non-empty client_id; ws:// and wss:// serve at_least_once.")
 	}
+	report(cfg.Ingest.DeclRange, "Invalid ingest log", ingestOptions(cfg.Ingest, nil).Check(),
+		"Give max_disk room for at least two segments.")
 	report(cfg.Checkpoint.DeclRange, "Invalid checkpointing", checkpointTasksConfig(cfg).Validate(),
 		"Checkpoints cover the pipelines: declare at least one pipeline; interval and timeout are at least 1ms.")
 	if cfg.Upload != nil {

@@ -19,11 +19,11 @@ import (
 )
 
 // A file source and a stdout sink: the rest of each case's configuration
-// is added to it.
+// is added to it, and its agent settings replace %AGENT%.
 const preflightBase = `agent {
   device_id = "d1"
   data_dir  = "%DATA%"
-}
+%AGENT%}
 source "file" "f" { path = "in.jsonl" }
 sink "stdout" "o" {}
 `
@@ -40,11 +40,12 @@ const preflightPipeline = `pipeline "p" {
 // character of that line; unmarked: the start of the file).
 var preflightCases = []struct {
 	name      string
+	agent     string // lines of the agent block
 	cfg       string
 	summary   string
 	refusedBy string // the component's own error text
 }{
-	{"exactly-once sink over wss", `
+	{"exactly-once sink over wss", "", `
 sink "mqtt" "up" { # <-
   broker = "wss://127.0.0.1:1"
   topic  = "a/b"
@@ -53,7 +54,7 @@ pipeline "q" {
   from = source.file.f
   to   = [sink.mqtt.up]
 }`, "Invalid exactly-once MQTT sink", `walsink: options: broker scheme "wss" (want tcp, ssl or tls)`},
-	{"exactly-once sink without client id", `
+	{"exactly-once sink without client id", "", `
 sink "mqtt" "up" { # <-
   broker    = "tcp://127.0.0.1:1"
   topic     = "a/b"
@@ -63,7 +64,7 @@ pipeline "q" {
   from = source.file.f
   to   = [sink.mqtt.up]
 }`, "Invalid exactly-once MQTT sink", "walsink: options: client id is required"},
-	{"mqtt source without client id", `
+	{"mqtt source without client id", "", `
 source "mqtt" "m" { # <-
   broker    = "tcp://127.0.0.1:1"
   topics    = ["a/b"]
@@ -73,7 +74,7 @@ pipeline "q" {
   from = source.mqtt.m
   to   = [sink.stdout.o]
 }`, "Invalid MQTT source", "source: mqtt client id is required"},
-	{"shared subscription of a $ topic", `
+	{"shared subscription of a $ topic", "", `
 source "mqtt" "m" { # <-
   broker      = "tcp://127.0.0.1:1"
   topics      = ["$SYS/broker/load"]
@@ -83,7 +84,7 @@ pipeline "q" {
   from = source.mqtt.m
   to   = [sink.stdout.o]
 }`, "Invalid MQTT source", "a shared subscription cannot take a '$' topic"},
-	{"simulator fractions above 1", `
+	{"simulator fractions above 1", "", `
 broker { listen = "127.0.0.1:0" }
 source "simulator" "s" { # <-
   out_of_order = 0.6
@@ -93,7 +94,7 @@ pipeline "q" {
   from = source.simulator.s
   to   = [sink.stdout.o]
 }`, "Invalid simulator", "source: simulator fractions"},
-	{"source CA file missing", `
+	{"source CA file missing", "", `
 source "mqtt" "m" {
   broker = "ssl://127.0.0.1:1"
   topics = ["a/b"]
@@ -103,7 +104,7 @@ pipeline "q" {
   from = source.mqtt.m
   to   = [sink.stdout.o]
 }`, "Unusable TLS files", "read CA: open"},
-	{"sink client certificate missing", `
+	{"sink client certificate missing", "", `
 sink "mqtt" "up" {
   broker   = "ssl://127.0.0.1:1"
   topic    = "a/b"
@@ -118,7 +119,7 @@ pipeline "q" {
   from = source.file.f
   to   = [sink.mqtt.up]
 }`, "Unusable TLS files", "load certificate: open"},
-	{"embedded broker certificate missing", `
+	{"embedded broker certificate missing", "", `
 broker {
   listen = "127.0.0.1:0"
   tls { # <-
@@ -134,18 +135,24 @@ pipeline "q" {
   from = source.mqtt.m
   to   = [sink.stdout.o]
 }`, "Unusable TLS files", "load certificate: open"},
-	{"checkpoint interval below 1ms", `
+	{"checkpoint interval below 1ms", "", `
 checkpoint { interval = "100us" } # <-
 ` + preflightPipeline, "Invalid checkpointing", "interval 100µs must be at least 1ms"},
-	{"no pipeline", "", "Invalid checkpointing", "checkpoint: invalid config: no tasks"},
-	{"upload prefix from the root", `
+	{"no pipeline", "", "", "Invalid checkpointing", "checkpoint: invalid config: no tasks"},
+	{"admin certificate missing", `  admin     = "127.0.0.1:0"
+  admin_tls { # <-
+    cert = "%DATA%/missing.crt"
+    key  = "%DATA%/missing.key"
+  }
+`, preflightPipeline, "Unusable TLS files", "load certificate: open"},
+	{"upload prefix from the root", "", `
 upload "s3" { # <-
   endpoint = "127.0.0.1:1"
   bucket   = "eddy"
   prefix   = "/devices/"
 }
 ` + preflightPipeline, "Invalid upload", `upload: options: prefix "/devices/" starts with /`},
-	{"upload CA file missing", `
+	{"upload CA file missing", "", `
 upload "s3" { # <-
   endpoint = "127.0.0.1:1"
   bucket   = "eddy"
@@ -163,7 +170,7 @@ func TestValidate_ReportsWhatRunRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			data := filepath.Join(dir, "data")
-			text := strings.ReplaceAll(preflightBase+tc.cfg, "%DATA%", data)
+			text := strings.NewReplacer("%AGENT%", tc.agent, "%DATA%", data).Replace(preflightBase + tc.cfg)
 			path := filepath.Join(dir, "eddy.hcl")
 			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
@@ -200,7 +207,7 @@ func TestValidate_ReportsWhatRunRefuses(t *testing.T) {
 	}
 }
 
-// TestValidate_AcceptsWhatRunAccepts: the examples and the nearest valid
+// TestValidate_AcceptsWhatRunAccepts: every example and the nearest valid
 // neighbours of the refused cases pass validate, so the checks refuse only
 // what run refuses.
 func TestValidate_AcceptsWhatRunAccepts(t *testing.T) {
@@ -254,7 +261,7 @@ upload "s3" {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".hcl")
-			text := strings.ReplaceAll(preflightBase+cfg, "%DATA%", filepath.Join(dir, "data"))
+			text := strings.NewReplacer("%AGENT%", "", "%DATA%", filepath.Join(dir, "data")).Replace(preflightBase + cfg)
 			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +270,11 @@ upload "s3" {
 			}
 		})
 	}
-	for _, path := range []string{"../examples/quickstart.hcl", "../examples/full.hcl"} {
+	examples, err := filepath.Glob("../examples/*.hcl")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no examples (%v)", err)
+	}
+	for _, path := range examples {
 		if report, ok := Validate(path); !ok {
 			t.Errorf("validate %s:\n%s", path, report)
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
@@ -39,12 +40,44 @@ func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, p
 		bucket = u.Bucket
 	}
 	if prefix == "" {
-		prefix = config.Expand(u.Prefix, map[string]string{"device_id": cfg.Agent.DeviceID})
+		// The data_dir's recorded id, as the agent runs under (read only:
+		// a mismatch is for `eddy run` to report).
+		c := *cfg
+		if err := settleDeviceID(&c, false, false); err != nil {
+			return nil, err
+		}
+		prefix = config.Expand(u.Prefix, map[string]string{"device_id": c.Agent.DeviceID})
+	}
+	creds, err := credentialProvider(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return upload.New(upload.Options{Endpoint: u.Endpoint, Bucket: bucket, Prefix: prefix, Region: u.Region,
-		AccessKey: u.AccessKey, SecretKey: u.SecretKey, Secure: u.Secure, CAFile: u.CAFile, PathStyle: u.PathStyle,
+		AccessKey: u.AccessKey, SecretKey: u.SecretKey, Credentials: creds, Secure: u.Secure, CAFile: u.CAFile, PathStyle: u.PathStyle,
 		MaxBandwidth: u.MaxBandwidthBytes, Concurrency: u.Concurrency, CreateBucket: u.CreateBucket,
 		EncryptionKey: key, Progress: progress}, log)
+}
+
+// credentialProvider returns the provider of the upload block's credentials
+// block, or nil for minio-go's standard chain.
+func credentialProvider(cfg *config.Config) (credentials.Provider, error) {
+	c := cfg.Upload.Credentials
+	if c == nil {
+		return nil, nil
+	}
+	files := upload.CertificateFiles{CertFile: c.CertFile, KeyFile: c.KeyFile, CAFile: c.CAFile}
+	switch c.Provider {
+	case config.CredentialsAWSIoT:
+		return upload.NewAWSIoTProvider(upload.AWSIoTOptions{Endpoint: c.Endpoint, RoleAlias: c.RoleAlias,
+			ThingName: config.Expand(c.ThingName, map[string]string{"device_id": cfg.Agent.DeviceID}), CertificateFiles: files})
+	case config.CredentialsMinIOSTSCertificate:
+		endpoint := c.Endpoint
+		if endpoint == "" {
+			endpoint = "https://" + cfg.Upload.Endpoint
+		}
+		return upload.NewMinIOCertificateProvider(upload.MinIOCertificateOptions{Endpoint: endpoint, Duration: c.Duration, CertificateFiles: files})
+	}
+	return nil, nil
 }
 
 // encryptionKey decodes upload.encryption_key: 32 bytes as 64 hex digits or
@@ -84,6 +117,7 @@ func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error 
 	a.shipperSeen.Store(ship)
 	registerUploadMetrics(a.metrics, ship)
 	go func() {
+		defer client.Close()
 		if err := ship.Run(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("upload stopped", "err", err)
 		}
@@ -247,6 +281,7 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	if err != nil {
 		return 0, err
 	}
+	defer client.Close()
 	names, err := client.ListManifests(ctx)
 	if err != nil {
 		return 0, err
@@ -294,7 +329,7 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 		}
 	}
 	for _, f := range files {
-		if err := client.GetFile(ctx, path.Base(f.Name), filepath.Join(staging, f.Name), f.SHA256); err != nil {
+		if err := client.GetFileRef(ctx, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(staging, f.Name), SHA256: f.SHA256, Size: f.Size}); err != nil {
 			return 0, err
 		}
 	}
@@ -357,6 +392,7 @@ func ListCheckpoints(ctx context.Context, cfgPath string, remote bool, log *slog
 		if err != nil {
 			return err
 		}
+		defer client.Close()
 		names, err := client.ListManifests(ctx)
 		if err != nil {
 			return err

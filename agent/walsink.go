@@ -65,7 +65,7 @@ func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log)
+	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,8 @@ func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink
 	opts := walsink.Options{
 		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block, MaxInflight: m.MaxInflight,
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS),
+		Immediate: m.Delivery == config.AtLeastOnce,
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
 		opts.WhenFull = walsink.DropOldest

@@ -10,9 +10,19 @@ import (
 	"time"
 )
 
-// ManifestVersion is the manifest format version this package writes and the
-// only one it reads.
-const ManifestVersion = 1
+// ManifestVersion is the manifest format version this package writes. It
+// reads every version from 1 up to it:
+//
+//   - 1: the first.
+//   - 2: the control state in Extra ("control/<pipeline>") is canonical
+//     JSON with U+2028 and U+2029 escaped, as every JSON text Eddy writes
+//     (package jsontext); version 1 holds them raw. Both parse to the same
+//     state.
+const ManifestVersion = 2
+
+// oldestManifestVersion is the oldest manifest format version this package
+// reads.
+const oldestManifestVersion = 1
 
 // FileRef names one snapshot file of a checkpoint and what it holds.
 type FileRef struct {
@@ -154,8 +164,8 @@ func UnmarshalManifest(b []byte) (*Manifest, error) {
 // version, a valid kind, a time, and files named by their content address,
 // with a valid kind, a task, and no checkpoint newer than the manifest.
 func (m *Manifest) Validate() error {
-	if m.FormatVersion != ManifestVersion {
-		return fmt.Errorf("checkpoint: manifest %d: unsupported format version %d (this build reads %d)", m.ID, m.FormatVersion, ManifestVersion)
+	if m.FormatVersion < oldestManifestVersion || m.FormatVersion > ManifestVersion {
+		return fmt.Errorf("checkpoint: manifest %d: unsupported format version %d (this build reads %d to %d)", m.ID, m.FormatVersion, oldestManifestVersion, ManifestVersion)
 	}
 	if !m.Kind.valid() {
 		return fmt.Errorf("checkpoint: manifest %d: invalid kind %v", m.ID, m.Kind)

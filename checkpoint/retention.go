@@ -125,22 +125,9 @@ func (s *Store) Retain(retain int) (RetentionPlan, error) {
 // restored); an I/O error reading a manifest stops it before anything is
 // removed.
 func (s *Store) CollectGarbage() ([]string, error) {
-	ids, err := s.ManifestIDs()
+	referenced, err := s.referencedFiles()
 	if err != nil {
-		return nil, err
-	}
-	referenced := make(map[string]bool)
-	for _, id := range ids {
-		m, err := s.ReadManifest(id)
-		if IsCorruption(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: collect garbage: %w", err)
-		}
-		for _, f := range m.Files {
-			referenced[f.Name] = true
-		}
+		return nil, fmt.Errorf("checkpoint: collect garbage: %w", err)
 	}
 	files, err := s.Files()
 	if err != nil {
@@ -153,6 +140,30 @@ func (s *Store) CollectGarbage() ([]string, error) {
 		}
 	}
 	return garbage, s.remove("files", garbage)
+}
+
+// referencedFiles returns the names of the files the readable manifests
+// reference. A corrupt manifest, or one removed meanwhile, is skipped; an
+// I/O error reading one is returned.
+func (s *Store) referencedFiles() (map[string]bool, error) {
+	ids, err := s.ManifestIDs()
+	if err != nil {
+		return nil, err
+	}
+	referenced := make(map[string]bool)
+	for _, id := range ids {
+		m, err := s.ReadManifest(id)
+		if IsCorruption(err) || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range m.Files {
+			referenced[f.Name] = true
+		}
+	}
+	return referenced, nil
 }
 
 // remove removes names (relative to the store) and syncs dir; names already

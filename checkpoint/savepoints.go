@@ -47,22 +47,9 @@ func (s *Store) RemoveSavepoint(id uint64) ([]string, error) {
 	if err := s.remove("manifests", []string{manifestName(id)}); err != nil {
 		return nil, err
 	}
-	ids, err := s.ManifestIDs()
+	referenced, err := s.referencedFiles()
 	if err != nil {
-		return nil, err
-	}
-	referenced := make(map[string]bool)
-	for _, other := range ids {
-		om, err := s.ReadManifest(other)
-		if IsCorruption(err) || errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: remove savepoint %d: %w", id, err)
-		}
-		for _, f := range om.Files {
-			referenced[f.Name] = true
-		}
+		return nil, fmt.Errorf("checkpoint: remove savepoint %d: %w", id, err)
 	}
 	var files []string
 	for _, f := range m.Files {

@@ -210,6 +210,24 @@ func TestManifest_JSON(t *testing.T) {
 	}
 }
 
+// TestUnmarshalManifest_OlderVersions: every format version from the
+// oldest this build reads up to the current one is accepted.
+func TestUnmarshalManifest_OlderVersions(t *testing.T) {
+	good, err := MarshalManifest(testManifest(5, KindFull))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := oldestManifestVersion; v <= ManifestVersion; v++ {
+		src := strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, ManifestVersion), fmt.Sprintf(`"format_version": %d`, v), 1)
+		m, err := UnmarshalManifest([]byte(src))
+		if err != nil {
+			t.Errorf("version %d: %v", v, err)
+		} else if m.FormatVersion != v {
+			t.Errorf("version %d read as %d", v, m.FormatVersion)
+		}
+	}
+}
+
 func TestUnmarshalManifest_Invalid(t *testing.T) {
 	good, err := MarshalManifest(testManifest(5, KindFull))
 	if err != nil {
@@ -221,7 +239,8 @@ func TestUnmarshalManifest_Invalid(t *testing.T) {
 	}{
 		{"garbage", "\x00\x01garbage"},
 		{"truncated", string(good[:len(good)/2])},
-		{"future version", strings.Replace(string(good), `"format_version": 1`, `"format_version": 9`, 1)},
+		{"future version", strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, ManifestVersion), `"format_version": 9`, 1)},
+		{"version 0", strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, ManifestVersion), `"format_version": 0`, 1)},
 		{"bad kind", strings.Replace(string(good), `"kind": "full"`, `"kind": "partial"`, 1)},
 		{"no time", strings.Replace(string(good), `"time": "2026-11-29T10:00:05Z"`, `"time": "0001-01-01T00:00:00Z"`, 1)},
 		{"file not content-addressed", `{"format_version":1,"id":5,"kind":"full","time":"2026-01-01T00:00:00Z","files":[{"name":"../x.snap","size":100,"sha256":"` + strings.Repeat("ab", 32) + `","kind":"full","checkpoint":5,"task":"a"}]}`},

@@ -9,8 +9,11 @@ import (
 // Agent is the agent block: the device's identity and process settings.
 type Agent struct {
 	// DeviceID names this device in client ids, topics, output ids and S3
-	// prefixes. Default: /etc/machine-id, else the host name (see Loader).
+	// prefixes. Default: derived from /etc/machine-id (MachineDeviceID),
+	// else the host name (see Loader).
 	DeviceID string
+	// DeviceIDDefaulted: DeviceID is the default, not set in the file.
+	DeviceIDDefaulted bool
 	// DataDir holds state, logs and checkpoints. Default "./eddy-data".
 	DataDir string
 	// Admin is the admin HTTP listen address; "" disables it. Default
@@ -31,9 +34,13 @@ type Agent struct {
 	MaxKeyGroups int
 	// Parallelism is the default number of keyed subtasks. Default 1.
 	Parallelism int
+	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
+	// default) means derived from the device at start: a quarter of its
+	// RAM or cgroup limit, at most 256 MiB (devicemem.DefaultGoLimit).
+	MemoryLimit int64
 	// MaxDiskBytes bounds what Eddy keeps on disk: ingest logs, WALs,
 	// checkpoints, state and file sinks' output. 0 (the default) means the
-	// agent derives it at start from data_dir's file system (DefaultDiskBudget).
+	// agent derives it at start from data_dir's file system.
 	// When set, the components' own bounds (DiskShares) must fit in it.
 	MaxDiskBytes int64
 	DeclRange    hcl.Range
@@ -49,7 +56,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 	var a attrs
 	if b != nil {
 		var c *hcl.BodyContent
-		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "max_disk"}, adminTLSBlock)
+		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "memory_limit", "max_disk"}, adminTLSBlock)
 		ag.DeclRange = b.DefRange
 		ag.DeviceID = a.str("device_id", noVars, "")
 		ag.DataDir = a.str("data_dir", noVars, ag.DataDir)
@@ -61,6 +68,10 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 		ag.LogFormat = a.enum("log_format", []string{"text", "json"}, ag.LogFormat)
 		ag.MaxKeyGroups = int(a.integer("max_key_groups", 128, 1, maxKeyGroupsLimit))
 		ag.Parallelism = int(a.integer("parallelism", 1, 1, int64(ag.MaxKeyGroups)))
+		ag.MemoryLimit = a.size("memory_limit", 0)
+		if a.has("memory_limit") && ag.MemoryLimit < 16<<20 {
+			d.errorf(a.rangeOf("memory_limit"), "Value out of range", "\"memory_limit\" must be at least 16MiB; leave it out to size it to the device.")
+		}
 		if a.has("max_disk") {
 			// -1 comes back only when the value was wrong (reported).
 			ag.MaxDiskBytes, ag.maxDiskRange = a.size("max_disk", -1), a.rangeOf("max_disk")
@@ -83,7 +94,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 			d.errorf(where("device_id"), "Cannot determine the device id",
 				"Neither /etc/machine-id nor the host name gave a device id; set device_id in the agent block.")
 		}
-		ag.DeviceID = id
+		ag.DeviceID, ag.DeviceIDDefaulted = id, true
 	}
 	if ag.DeviceID != "" && strings.ContainsAny(ag.DeviceID, "/+#${} \t\r\n") {
 		d.errorf(where("device_id"), "Invalid device id",

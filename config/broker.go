@@ -12,18 +12,34 @@ type Broker struct {
 	TLS                *TLS
 	// MaxInflight is the per-client in-flight window. Default 1000.
 	MaxInflight int
-	DeclRange   hcl.Range
+	// MaxMessageSize bounds a published payload; a client sending more is
+	// disconnected. Default as MQTTSource.MaxMessageSize.
+	MaxMessageSize   int64
+	maxMessageSizeAt *hcl.Range
+	// MaxClients bounds the clients connected at once. Default 1000.
+	MaxClients int
+	// ACLs, when any, bound what each client may publish; without any,
+	// every client may publish everywhere.
+	ACLs      []BrokerACL
+	DeclRange hcl.Range
 }
 
 func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
-	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight"}, tlsBlock)
+	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight", "max_message_size", "max_clients"}, tlsBlock, aclBlock)
 	br := &Broker{
 		Listen:      a.str("listen", noVars, ""),
 		Username:    a.str("username", noVars, ""),
 		Password:    a.str("password", noVars, ""),
 		TLS:         d.decodeTLS(c.Blocks, true),
 		MaxInflight: int(a.integer("max_inflight", 1000, 1, 65535)),
+		MaxClients:  int(a.integer("max_clients", 1000, 1, 1<<31-1)),
 		DeclRange:   b.DefRange,
+	}
+	br.MaxMessageSize, br.maxMessageSizeAt = a.messageSize()
+	for _, blk := range c.Blocks {
+		if blk.Type == "acl" {
+			br.ACLs = append(br.ACLs, d.decodeACL(blk))
+		}
 	}
 	if !a.require("listen") {
 		return br
@@ -40,4 +56,26 @@ func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
 			"%q accepts connections from the network; set username and password, add a tls block with a ca (client certificates are then required), or listen on 127.0.0.1.", br.Listen)
 	}
 	return br
+}
+
+// BrokerACL is an acl block of the broker: the topics one client may
+// publish to.
+type BrokerACL struct {
+	// User is the client's identity: the common name of its certificate
+	// when the broker requires client certificates (tls { ca }), else its
+	// MQTT username; "*" is every client without an acl of its own.
+	User string
+	// Publish are MQTT filters (+ and #) the client may publish to; they
+	// may hold ${username} (the identity) and ${device_id}.
+	Publish []string
+}
+
+var aclBlock = hcl.BlockHeaderSchema{Type: "acl"}
+
+func (d *decoder) decodeACL(b *hcl.Block) BrokerACL {
+	a, _ := d.content(b, []string{"user", "publish"})
+	a.require("user", "publish")
+	acl := BrokerACL{User: a.str("user", noVars, "")}
+	acl.Publish, _, _ = a.strList("publish", aclVars)
+	return acl
 }

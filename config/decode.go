@@ -285,6 +285,17 @@ func (a attrs) boolean(name string, def bool) bool {
 
 // duration returns name parsed as a non-negative duration.
 func (a attrs) duration(name string, def time.Duration) time.Duration {
+	return a.parsedDuration(name, def, parseDuration)
+}
+
+// signedDuration returns name parsed as a duration that may be negative.
+func (a attrs) signedDuration(name string, def time.Duration) time.Duration {
+	return a.parsedDuration(name, def, parseSignedDuration)
+}
+
+// parsedDuration returns name parsed by parse (parseDuration or
+// parseSignedDuration), or def after a diagnostic.
+func (a attrs) parsedDuration(name string, def time.Duration, parse func(string) (time.Duration, error)) time.Duration {
 	v, ok := a.eval(name, noVars)
 	if !ok {
 		return def
@@ -298,7 +309,7 @@ func (a attrs) duration(name string, def time.Duration) time.Duration {
 		a.typeError(name, "a duration string", `"2s"`)
 		return def
 	}
-	dur, err := parseDuration(v.AsString())
+	dur, err := parse(v.AsString())
 	switch {
 	case errors.Is(err, errNegativeDuration):
 		a.d.errorf(a.rangeOf(name), "Negative duration", "%q must be zero or positive; got %q.", name, v.AsString())

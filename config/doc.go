@@ -14,12 +14,13 @@
 // usable Config. FormatDiagnostics renders them one per line.
 //
 // Loader makes the outside world injectable: Env for env() and DeviceID for
-// the default device id (/etc/machine-id, else the host name).
+// the default device id (derived from /etc/machine-id, else the host name).
 //
 // # Schema
 //
 //	agent { device_id, data_dir, admin, admin_token, log_level, log_format,
-//	        max_key_groups, parallelism, max_disk }
+//	        max_key_groups, parallelism, memory_limit,
+//	        max_disk }
 //	broker { listen, username, password, max_inflight, tls { cert, key, ca } }
 //	source "mqtt" NAME { broker, client_id, topics, qos, username, password,
 //	        clean_session, keepalive, reconnect { min, max },
@@ -46,7 +47,9 @@
 //	        aligned_timeout }
 //	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
 //	        secure, ca_file, path_style, max_bandwidth, concurrency,
-//	        create_bucket, encryption_key }
+//	        create_bucket, encryption_key,
+//	        credentials { provider, endpoint, role_alias, thing_name,
+//	                cert_file, key_file, ca_file, duration } }
 //	ingest { ack, sync_interval, max_disk, linger, compression }
 //
 // The field documentation of each struct states its default and range;
@@ -57,7 +60,8 @@
 // # Values
 //
 // Durations are strings: Go's time.ParseDuration syntax plus a leading count
-// of whole days ("500ms", "2s", "1h30m", "1d"); negative is an error. Sizes
+// of whole days ("500ms", "2s", "1h30m", "1d"); negative is an error, except
+// for a window's offset ("-8h"). Sizes
 // are a whole number of bytes or a string with a unit: "512KiB", "64MiB",
 // "1GiB" (powers of 1024), "100MB" (powers of 1000); decimals are allowed
 // ("1.5GiB").

@@ -65,3 +65,18 @@ func parseDuration(s string) (time.Duration, error) {
 	}
 	return days + d, nil
 }
+
+// parseSignedDuration is parseDuration allowing one leading minus sign, for
+// window offsets, which may be negative ("-8h": Flink's days starting at
+// local midnight in UTC+8).
+func parseSignedDuration(s string) (time.Duration, error) {
+	rest, neg := strings.CutPrefix(s, "-")
+	if !neg {
+		return parseDuration(s)
+	}
+	if rest == "" || rest[0] == '-' || rest[0] == '+' {
+		return 0, fmt.Errorf("config: invalid duration %q", s)
+	}
+	d, err := parseDuration(rest)
+	return -d, err
+}

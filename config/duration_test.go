@@ -6,9 +6,12 @@ import (
 	"time"
 )
 
+// parseDuration refuses a negative duration (errNegativeDuration);
+// parseSignedDuration, for window offsets, takes one minus sign.
 func TestParseDuration(t *testing.T) {
 	tests := []struct {
 		in      string
+		signed  bool // parseSignedDuration
 		want    time.Duration
 		wantErr bool
 		neg     bool
@@ -33,18 +36,32 @@ func TestParseDuration(t *testing.T) {
 		{in: "d", wantErr: true},
 		{in: "99999999d", wantErr: true},
 		{in: "two seconds", wantErr: true},
+		{in: "8h", signed: true, want: 8 * time.Hour},
+		{in: "-8h", signed: true, want: -8 * time.Hour},
+		{in: "-0s", signed: true, want: 0},
+		{in: "-1d12h", signed: true, want: -36 * time.Hour},
+		{in: "-500ms", signed: true, want: -500 * time.Millisecond},
+		{in: "-", signed: true, wantErr: true},
+		{in: "--8h", signed: true, wantErr: true},
+		{in: "-+8h", signed: true, wantErr: true},
+		{in: "-8", signed: true, wantErr: true},
+		{in: "-1h-1d", signed: true, wantErr: true},
 	}
 	for _, tt := range tests {
-		got, err := parseDuration(tt.in)
+		parse, name := parseDuration, "parseDuration"
+		if tt.signed {
+			parse, name = parseSignedDuration, "parseSignedDuration"
+		}
+		got, err := parse(tt.in)
 		if (err != nil) != tt.wantErr {
-			t.Errorf("parseDuration(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			t.Errorf("%s(%q) error = %v, wantErr %v", name, tt.in, err, tt.wantErr)
 			continue
 		}
 		if tt.neg != errors.Is(err, errNegativeDuration) {
-			t.Errorf("parseDuration(%q) error = %v, want negative: %v", tt.in, err, tt.neg)
+			t.Errorf("%s(%q) error = %v, want negative: %v", name, tt.in, err, tt.neg)
 		}
 		if err == nil && got != tt.want {
-			t.Errorf("parseDuration(%q) = %v, want %v", tt.in, got, tt.want)
+			t.Errorf("%s(%q) = %v, want %v", name, tt.in, got, tt.want)
 		}
 	}
 }

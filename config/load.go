@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -23,16 +22,6 @@ type Loader struct {
 	// accepted, when set, is told the attribute names every block is decoded
 	// against (tests check the configuration reference with it).
 	accepted func(block *hcl.Block, attrNames []string)
-}
-
-// MachineDeviceID returns /etc/machine-id, trimmed, or else the host name.
-func MachineDeviceID() (string, error) {
-	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
-		if id := strings.TrimSpace(string(b)); id != "" {
-			return id, nil
-		}
-	}
-	return os.Hostname()
 }
 
 // Load reads, parses, decodes and validates the file at path with the
@@ -111,6 +100,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 		cfg.Upload = d.decodeUpload(b)
 	}
 	cfg.Ingest = d.decodeIngest(d.single(content.Blocks, "ingest"))
+	d.checkMessageSizes(cfg)
 	cfg.Restart = d.decodeRestart(d.single(content.Blocks, "restart"))
 	cfg.Pipelines = d.decodePipelines(blocks["pipeline"], cfg.Sources, cfg.Sinks, cfg.Agent)
 	d.warnUnused(cfg)

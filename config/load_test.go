@@ -47,6 +47,16 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "11:3", want: `Unsupported argument; An argument named "device_idd" is not expected here. Did you mean "device_id"?`,
 		},
 		{
+			name: "memory limit too small",
+			src:  base + "agent {\n  memory_limit = \"8MiB\"\n}\n",
+			pos:  "11:18", want: `Value out of range; "memory_limit" must be at least 16MiB; leave it out to size it to the device.`,
+		},
+		{
+			name: "state cache too small",
+			src:  base + "state {\n  cache = \"64KiB\"\n}\n",
+			pos:  "11:11", want: `Value out of range; "cache" must be at least 1MiB; leave it out to size it to the device.`,
+		},
+		{
 			name: "ingest linger too long",
 			src:  base + "ingest {\n  linger = \"2s\"\n}\n",
 			pos:  "11:12", want: `Value out of range; "linger" must be at most 1s`,
@@ -156,6 +166,26 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "4:12", want: `Unknown template variable; There is no variable ${host}`,
 		},
 		{
+			name: "aws_iot credentials without role_alias",
+			src:  "upload \"s3\" {\n  endpoint = \"s3.eu-west-1.amazonaws.com\"\n  bucket = \"eddy\"\n  credentials {\n    provider = \"aws_iot\"\n    endpoint = \"c2.credentials.iot.eu-west-1.amazonaws.com\"\n    cert_file = \"d.pem\"\n    key_file = \"d.key\"\n  }\n}\n",
+			pos:  "4:3", want: `Missing required argument; The credentials block needs "role_alias"`,
+		},
+		{
+			name: "unknown credentials provider",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  credentials {\n    provider = \"aws-iot\"\n  }\n}\n",
+			pos:  "5:16", want: `Invalid value; "provider" must be one of`,
+		},
+		{
+			name: "credentials setting of another provider",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  credentials {\n    provider = \"minio_sts_certificate\"\n    cert_file = \"d.pem\"\n    key_file = \"d.key\"\n    role_alias = \"r\"\n  }\n}\n",
+			pos:  "8:18", want: `Unused credentials setting; "role_alias" applies only to provider = "aws_iot"`,
+		},
+		{
+			name: "static keys and a credentials block",
+			src:  "upload \"s3\" {\n  endpoint = \"m:9000\"\n  bucket = \"eddy\"\n  access_key = \"a\"\n  secret_key = \"s\"\n  credentials {\n    provider = \"default\"\n  }\n}\n",
+			pos:  "6:3", want: `Two credential sources`,
+		},
+		{
 			name: "missing env var",
 			src:  "agent {\n  device_id = \"d\"\n  admin_token = env(\"EDDY_TOKEN\")\n}\n",
 			pos:  "3:17", want: `Missing environment variable; The environment variable "EDDY_TOKEN" is not set. Set it, or give a default: env("EDDY_TOKEN", "default").`,
@@ -179,6 +209,11 @@ func TestParse_Mistakes(t *testing.T) {
 			name: "broker beyond loopback without auth",
 			src:  "broker {\n  listen = \":1883\"\n}\n",
 			pos:  "2:12", want: `Open broker beyond loopback`,
+		},
+		{
+			name: "max_message_size beyond the ingest segment",
+			src:  "broker {\n  listen = \"127.0.0.1:1883\"\n  max_message_size = \"1MiB\"\n}\ningest { max_disk = \"2MiB\" }\n",
+			pos:  "3:22", want: `Message size beyond the ingest log`,
 		},
 		{
 			name: "broker beyond loopback with TLS but no client CA",
@@ -227,7 +262,38 @@ func TestParse_Mistakes(t *testing.T) {
     offset = "1m"
   }
   aggregate { n = count() }`, 1),
-			pos: "11:14", want: `"offset" must be less than size (1m0s)`,
+			pos: "11:14", want: `Value out of range; "offset" must be more than -size and less than size (1m0s); offset = "0s" gives the same windows.`,
+		},
+		{
+			name: "negative window offset not above -size",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" {
+    size   = "24h"
+    offset = "-32h"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "11:14", want: `Value out of range; "offset" must be more than -size and less than size (24h0m0s); offset = "16h0m0s" gives the same windows.`,
+		},
+		{
+			name: "sliding offset not below slide",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "sliding" {
+    size   = "1m"
+    slide  = "10s"
+    offset = "-10s"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "12:14", want: `Value out of range; "offset" must be more than -slide and less than slide (10s); offset = "0s" gives the same windows.`,
+		},
+		{
+			name: "window offset with two signs",
+			src: strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  window "tumbling" {
+    size   = "1m"
+    offset = "--5s"
+  }
+  aggregate { n = count() }`, 1),
+			pos: "11:14", want: `Invalid duration; "--5s" is not a duration`,
 		},
 		{
 			name: "sliding window without slide",
@@ -286,11 +352,11 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:11", want: `Invalid size; "32mb" is not a size: sizes look like "512KiB"`,
 		},
 		{
-			name: "exactly once below qos 2",
+			name: "exactly once at qos 0",
 			src: base + `sink "mqtt" "cloud" {
   broker = "tcp://127.0.0.1:1883"
   topic  = "t"
-  qos    = 1
+  qos    = 0
 }
 `,
 			pos: "13:12", want: `QoS too low for delivery`,
@@ -354,6 +420,42 @@ func TestParse_Mistakes(t *testing.T) {
 	}
 }
 
+// Negative window offsets within (−size, size), or (−slide, slide), are
+// Flink's: "-8h" on 24h windows starts the days at midnight in UTC+8.
+func TestParse_WindowOffsets(t *testing.T) {
+	tests := []struct {
+		window string
+		want   time.Duration
+	}{
+		{`window "tumbling" {
+    size   = "24h"
+    offset = "-8h"
+  }`, -8 * time.Hour},
+		{`window "tumbling" {
+    size   = "1m"
+    offset = "-59999ms"
+  }`, -59999 * time.Millisecond},
+		{`window "tumbling" {
+    size   = "1m"
+    offset = "15s"
+  }`, 15 * time.Second},
+		{`window "sliding" {
+    size   = "1m"
+    slide  = "10s"
+    offset = "-3s"
+  }`, -3 * time.Second},
+		{`window "tumbling" { size = "1m" }`, 0},
+	}
+	for _, tt := range tests {
+		cfg := mustParse(t, strings.Replace(base, `  to   = [sink.stdout.out]`, `  to   = [sink.stdout.out]
+  `+tt.window+`
+  aggregate { n = count() }`, 1), noEnv)
+		if got := cfg.Pipelines[0].Window.Offset; got != tt.want {
+			t.Errorf("%s: offset %v, want %v", tt.window, got, tt.want)
+		}
+	}
+}
+
 func TestParse_CollectsAllErrors(t *testing.T) {
 	src := "agent {\n  log_level = \"loud\"\n  parallelism = 0\n}\ncheckpoint {\n  interval = \"-1s\"\n  retain = 0\n}\n"
 	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
@@ -365,7 +467,8 @@ func TestParse_CollectsAllErrors(t *testing.T) {
 func TestParse_Defaults(t *testing.T) {
 	cfg := mustParse(t, base, noEnv)
 	if cfg.Agent.DeviceID != "dev-1" || cfg.Agent.DataDir != "./eddy-data" || cfg.Agent.Admin != "127.0.0.1:8787" ||
-		cfg.Agent.MaxKeyGroups != 128 || cfg.Agent.Parallelism != 1 || cfg.Agent.LogLevel != "info" || cfg.Agent.LogFormat != "text" {
+		cfg.Agent.MaxKeyGroups != 128 || cfg.Agent.Parallelism != 1 || cfg.Agent.LogLevel != "info" || cfg.Agent.LogFormat != "text" ||
+		cfg.Agent.MemoryLimit != 0 { // sized to the device at start
 		t.Errorf("agent defaults: %+v", cfg.Agent)
 	}
 	m := cfg.Sources[0].MQTT
@@ -383,7 +486,7 @@ func TestParse_Defaults(t *testing.T) {
 	if p := cfg.Pipelines[0]; p.Parallelism != 1 || p.Window != nil || p.Filter != nil {
 		t.Errorf("pipeline defaults: %+v", p)
 	}
-	if cfg.State != (State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}) {
+	if cfg.State != (State{Backend: "bbolt", MaxSizeBytes: 1 << 30}) { // cache: sized to the device at start
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
 	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}
@@ -395,6 +498,14 @@ func TestParse_Defaults(t *testing.T) {
 	}
 	if cfg.Broker != nil || cfg.Upload != nil {
 		t.Errorf("optional blocks should be nil")
+	}
+}
+
+// memory_limit and state { cache } take sizes.
+func TestParse_MemorySizes(t *testing.T) {
+	cfg := mustParse(t, base+"agent {\n  memory_limit = \"96MiB\"\n}\nstate {\n  cache = \"8MiB\"\n}\n", noEnv)
+	if cfg.Agent.MemoryLimit != 96<<20 || cfg.State.CacheBytes != 8<<20 {
+		t.Fatalf("memory_limit %d, cache %d", cfg.Agent.MemoryLimit, cfg.State.CacheBytes)
 	}
 }
 

@@ -30,12 +30,12 @@ func TestParse_MQTTSinkWindowAndDrain(t *testing.T) {
 		{name: "defaults", inflight: 20, drain: 30 * time.Second},
 		{name: "set", attrs: "max_inflight = 1000\ndrain_timeout = \"2m\"", inflight: 1000, drain: 2 * time.Minute},
 		{name: "no drain wait", attrs: `drain_timeout = "0s"`, inflight: 20, drain: 0},
+		{name: "exactly once at qos 1", attrs: "qos = 1", inflight: 20, drain: 30 * time.Second},
 		{name: "window zero", attrs: "max_inflight = 0",
 			pos: "12:16", want: `Value out of range; "max_inflight" must be between 1 and 65535`},
-		{name: "window on at_least_once", attrs: "delivery = \"at_least_once\"\nqos = 1\nmax_inflight = 100",
-			pos: "14:16", want: `Argument does not apply; "max_inflight" applies to the exactly_once sink`},
+		{name: "window on at_least_once", attrs: "delivery = \"at_least_once\"\nqos = 1\nmax_inflight = 100", inflight: 100, drain: 30 * time.Second},
 		{name: "drain on at_most_once", attrs: "delivery = \"at_most_once\"\nqos = 0\ndrain_timeout = \"5s\"",
-			pos: "14:17", want: `Argument does not apply; "drain_timeout" applies to the exactly_once sink`},
+			pos: "14:17", want: `Argument does not apply; "drain_timeout" applies to the sink's write-ahead log`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			src := mqttSinkBase + tt.attrs + "\n}\n"

@@ -69,6 +69,13 @@ agent {
     client_ca = "/etc/eddy/ca.pem"
   }
 }
+broker {
+  listen = "127.0.0.1:1883"
+  acl {
+    user    = "*"
+    publish = ["sensors/${username}/#"]
+  }
+}
 source "file" "f" { path = "x" }
 sink "stdout" "s" {}
 pipeline "p" {

@@ -44,7 +44,9 @@ type MQTTSink struct {
 	// Topic is a template with ${device_id}, ${pipeline}, ${key},
 	// ${window_start} and ${window_end}; required.
 	Topic string
-	// QoS defaults to 2. exactly_once needs 2, at_least_once at least 1.
+	// QoS defaults to 2. exactly_once and at_least_once need 1 or 2;
+	// exactly_once at QoS 1 repeats, after a crash or reconnect, only the
+	// unacknowledged in-flight window, each with the same id.
 	QoS    int
 	Retain bool
 	// Delivery is ExactlyOnce (default), AtLeastOnce or AtMostOnce.
@@ -52,14 +54,36 @@ type MQTTSink struct {
 	Username, Password string
 	TLS                *TLS
 	Buffer             Buffer
-	// MaxInflight is the exactly-once sink's window of open QoS 2 flows,
-	// 1..65535; default 20 (mosquitto's default max_inflight_messages). It
-	// must not exceed the broker's per-client limit.
+	// MaxInflight is the window of unacknowledged publishes of a sink that
+	// uses its WAL (UsesWAL), 1..65535; default 20 (mosquitto's default
+	// max_inflight_messages). It must not exceed the broker's per-client
+	// limit.
 	MaxInflight int
 	// DrainTimeout bounds how long a run whose inputs all ended waits,
-	// after its final checkpoint, for the exactly-once sink's WAL to be
+	// after its final checkpoint, for the sink's WAL (UsesWAL) to be
 	// delivered; default 30s, 0 = no wait.
 	DrainTimeout time.Duration
+}
+
+// UsesWAL reports whether the sink publishes through its write-ahead log:
+// exactly_once always; at_least_once on tcp:// and ssl:// brokers (and the
+// embedded one) too, as a disk buffer published at once; at_most_once and
+// ws:// or wss:// brokers through paho, from memory.
+func (m *MQTTSink) UsesWAL() bool {
+	switch {
+	case m.Delivery == ExactlyOnce:
+		return true
+	case m.Delivery != AtLeastOnce:
+		return false
+	case m.Broker == Embedded:
+		return true
+	}
+	scheme, _, _ := strings.Cut(m.Broker, "://")
+	switch scheme {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts":
+		return true
+	}
+	return false
 }
 
 // Buffer bounds the sink's WAL while the uplink is down.
@@ -162,15 +186,16 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		}
 	}
 	switch {
-	case m.Delivery == ExactlyOnce && m.QoS != 2:
-		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"exactly_once\" publishes at QoS 2; remove qos or set qos = 2.")
+	case m.Delivery == ExactlyOnce && m.QoS == 0:
+		d.errorf(a.rangeOf("qos"), "QoS too low for delivery",
+			"delivery = \"exactly_once\" publishes at QoS 2 (no duplicates) or 1 (for brokers without QoS 2: repeats only of the unacknowledged window, each with the same id); remove qos or set qos = 2 or 1.")
 	case m.Delivery == AtLeastOnce && m.QoS == 0:
 		d.errorf(a.rangeOf("qos"), "QoS too low for delivery", "delivery = \"at_least_once\" needs qos = 1 or 2.")
 	}
 	for _, name := range []string{"max_inflight", "drain_timeout"} {
-		if a.has(name) && m.Delivery != ExactlyOnce {
+		if a.has(name) && !m.UsesWAL() {
 			d.errorf(a.rangeOf(name), "Argument does not apply",
-				"%q applies to the exactly_once sink's write-ahead log and publish session; remove it, or set delivery = \"exactly_once\".", name)
+				"%q applies to the sink's write-ahead log and publish session (exactly_once, and at_least_once on tcp:// or ssl:// brokers); remove it.", name)
 		}
 	}
 	if bb := d.single(c.Blocks, "buffer"); bb != nil {

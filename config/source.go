@@ -60,6 +60,14 @@ type MQTTSource struct {
 	// and 1m.
 	ReconnectMin, ReconnectMax time.Duration
 	TLS                        *TLS
+	// MaxMessageSize bounds a message's payload, in bytes: a larger one is
+	// acknowledged, dead-lettered with reason too_large (its payload
+	// truncated) and counted, so it never blocks the topic. Default
+	// DefaultMaxMessageSize, or less when the ingest segment is smaller (see
+	// MaxMessageSizeLimit). Not used with the embedded broker, whose own
+	// limit applies.
+	MaxMessageSize   int64
+	maxMessageSizeAt *hcl.Range
 	// Connections above 1 (at most 16) read through that many connections
 	// with a shared subscription ($share/GROUP/TOPIC), so ingest can use more
 	// cores. Readings of one sensor may then arrive out of order across
@@ -213,7 +221,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -229,6 +237,7 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 		TLS:          d.decodeTLS(c.Blocks, false),
 		Connections:  int(a.integer("connections", 1, 1, 16)),
 	}
+	m.MaxMessageSize, m.maxMessageSizeAt = a.messageSize()
 	s.MQTT = m
 	if m.Connections > 1 && m.Broker == Embedded {
 		d.errorf(a.rangeOf("connections"), "Argument does not apply",

@@ -10,7 +10,10 @@ import (
 type State struct {
 	// Backend is "bbolt" (default) or "memory".
 	Backend string
-	// CacheBytes is the write cache in front of the store; default 32 MiB.
+	// CacheBytes is the write cache in front of the store, shared by the
+	// subtasks; 0 (the default) means derived from the device at start: an
+	// eighth of the Go memory limit, between 4 and 32 MiB
+	// (devicemem.DefaultStateCache).
 	CacheBytes int64
 	// MaxSizeBytes bounds the bbolt file; default 1 GiB.
 	MaxSizeBytes int64
@@ -18,7 +21,7 @@ type State struct {
 }
 
 func (d *decoder) decodeState(b *hcl.Block) State {
-	st := State{Backend: "bbolt", CacheBytes: 32 << 20, MaxSizeBytes: 1 << 30}
+	st := State{Backend: "bbolt", MaxSizeBytes: 1 << 30}
 	if b == nil {
 		return st
 	}
@@ -29,6 +32,9 @@ func (d *decoder) decodeState(b *hcl.Block) State {
 	st.MaxSizeBytes = a.size("max_size", st.MaxSizeBytes)
 	if st.MaxSizeBytes < 1<<20 {
 		d.errorf(a.rangeOf("max_size"), "Value out of range", "\"max_size\" must be at least 1MiB.")
+	}
+	if a.has("cache") && st.CacheBytes < 1<<20 {
+		d.errorf(a.rangeOf("cache"), "Value out of range", "\"cache\" must be at least 1MiB; leave it out to size it to the device.")
 	}
 	if st.CacheBytes > st.MaxSizeBytes {
 		d.errorf(a.rangeOf("cache"), "Value out of range", "\"cache\" cannot exceed max_size.")

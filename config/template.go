@@ -18,6 +18,7 @@ var (
 	deviceIDVars   = templateVars{"device_id"}
 	sinkTopicVars  = templateVars{"device_id", "pipeline", "key", "window_start", "window_end"}
 	simulatorVars  = templateVars{"sensor"}
+	aclVars        = templateVars{"device_id", "username"}
 	allTemplateVar = templateVars{"device_id", "pipeline", "key", "window_start", "window_end", "sensor"}
 )
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -36,7 +37,36 @@ type Upload struct {
 	// (AES-256-GCM, client side: the bucket never sees plaintext). 32
 	// bytes written as 64 hex digits or base64, e.g. from env() or file().
 	EncryptionKey string
-	DeclRange     hcl.Range
+	// Credentials is the credentials block: where credentials come from
+	// when access_key is not set. Nil: minio-go's standard chain.
+	Credentials *UploadCredentials
+	DeclRange   hcl.Range
+}
+
+// Credential providers of the credentials block.
+const (
+	CredentialsDefault             = "default"
+	CredentialsAWSIoT              = "aws_iot"
+	CredentialsMinIOSTSCertificate = "minio_sts_certificate"
+)
+
+// UploadCredentials is upload's credentials block.
+type UploadCredentials struct {
+	// Provider is CredentialsDefault, CredentialsAWSIoT or
+	// CredentialsMinIOSTSCertificate.
+	Provider string
+	// Endpoint is the credentials endpoint: for aws_iot host[:port], for
+	// minio_sts_certificate an https:// URL (default: the S3 endpoint).
+	Endpoint string
+	// RoleAlias (aws_iot) names the role; ThingName (aws_iot) is a
+	// template with ${device_id}, default "${device_id}".
+	RoleAlias, ThingName string
+	// CertFile, KeyFile: the device's client certificate; CAFile: CAs
+	// trusted besides the system's.
+	CertFile, KeyFile, CAFile string
+	// Duration (minio_sts_certificate) is the lifetime asked for; 0: 1h.
+	Duration  time.Duration
+	DeclRange hcl.Range
 }
 
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
@@ -47,8 +77,8 @@ func (d *decoder) decodeUpload(b *hcl.Block) *Upload {
 			b.Labels[0], didYouMean(b.Labels[0], []string{"s3"}))
 		return nil
 	}
-	a, _ := d.content(b, []string{"endpoint", "bucket", "prefix", "region", "access_key", "secret_key", "secure", "ca_file",
-		"path_style", "max_bandwidth", "concurrency", "create_bucket", "encryption_key"})
+	a, content := d.content(b, []string{"endpoint", "bucket", "prefix", "region", "access_key", "secret_key", "secure", "ca_file",
+		"path_style", "max_bandwidth", "concurrency", "create_bucket", "encryption_key"}, hcl.BlockHeaderSchema{Type: "credentials"})
 	a.require("endpoint", "bucket")
 	u := &Upload{
 		Type:              "s3",
@@ -67,6 +97,12 @@ func (d *decoder) decodeUpload(b *hcl.Block) *Upload {
 		EncryptionKey:     a.str("encryption_key", noVars, ""),
 		DeclRange:         b.DefRange,
 	}
+	if cb := d.single(content.Blocks, "credentials"); cb != nil {
+		u.Credentials = d.decodeUploadCredentials(cb)
+		if u.Credentials != nil && u.AccessKey != "" {
+			d.errorf(cb.DefRange, "Two credential sources", "Remove either access_key/secret_key or the credentials block: static keys take the place of any provider.")
+		}
+	}
 	if u.Endpoint != "" && regexp.MustCompile(`^[a-z]+://`).MatchString(u.Endpoint) {
 		d.errorf(a.rangeOf("endpoint"), "Invalid endpoint", "Write the endpoint as host:port without a scheme, e.g. \"minio.local:9000\"; secure = true selects HTTPS.")
 	}
@@ -80,6 +116,49 @@ func (d *decoder) decodeUpload(b *hcl.Block) *Upload {
 		d.errorf(a.rangeOf("encryption_key"), "Invalid encryption key", "The key is 32 bytes written as 64 hex digits or base64; make one with: openssl rand -hex 32")
 	}
 	return u
+}
+
+func (d *decoder) decodeUploadCredentials(b *hcl.Block) *UploadCredentials {
+	a, _ := d.content(b, []string{"provider", "endpoint", "role_alias", "thing_name", "cert_file", "key_file", "ca_file", "duration"})
+	c := &UploadCredentials{
+		Provider:  a.enum("provider", []string{CredentialsDefault, CredentialsAWSIoT, CredentialsMinIOSTSCertificate}, CredentialsDefault),
+		Endpoint:  a.str("endpoint", noVars, ""),
+		RoleAlias: a.str("role_alias", noVars, ""),
+		ThingName: a.str("thing_name", deviceIDVars, "${device_id}"),
+		CertFile:  a.str("cert_file", noVars, ""),
+		KeyFile:   a.str("key_file", noVars, ""),
+		CAFile:    a.str("ca_file", noVars, ""),
+		Duration:  a.duration("duration", 0),
+		DeclRange: b.DefRange,
+	}
+	only := func(provider string, names ...string) {
+		for _, n := range names {
+			if a.has(n) && c.Provider != provider {
+				d.errorf(a.rangeOf(n), "Unused credentials setting", "%q applies only to provider = %q; remove it.", n, provider)
+			}
+		}
+	}
+	switch c.Provider {
+	case CredentialsDefault:
+		for _, n := range []string{"endpoint", "cert_file", "key_file", "ca_file"} {
+			if a.has(n) {
+				d.errorf(a.rangeOf(n), "Unused credentials setting", "%q is for provider = \"aws_iot\" or \"minio_sts_certificate\"; the default chain reads the environment, credential files and IAM.", n)
+			}
+		}
+	case CredentialsAWSIoT:
+		a.require("endpoint", "role_alias", "cert_file", "key_file")
+		if regexp.MustCompile(`^[a-z]+://`).MatchString(c.Endpoint) {
+			d.errorf(a.rangeOf("endpoint"), "Invalid endpoint", "Write the AWS IoT credentials endpoint as a host name without a scheme, e.g. \"c2abc.credentials.iot.eu-west-1.amazonaws.com\" (aws iot describe-endpoint --endpoint-type iot:CredentialProvider).")
+		}
+	case CredentialsMinIOSTSCertificate:
+		a.require("cert_file", "key_file")
+		if c.Endpoint != "" && !strings.HasPrefix(c.Endpoint, "https://") {
+			d.errorf(a.rangeOf("endpoint"), "Invalid endpoint", "The STS endpoint is an https:// URL, e.g. \"https://minio.local:9000\": the client certificate is the proof of identity.")
+		}
+	}
+	only(CredentialsAWSIoT, "role_alias", "thing_name")
+	only(CredentialsMinIOSTSCertificate, "duration")
+	return c
 }
 
 // isKey32 reports whether s is 32 bytes in hex or base64.

@@ -45,7 +45,9 @@ type Window struct {
 	// count and global windows.
 	Time string
 	// Size (tumbling, sliding) and Slide (sliding) are positive; Offset is in
-	// [0, Size) for tumbling and [0, Slide) for sliding windows.
+	// (−Size, Size) for tumbling and (−Slide, Slide) for sliding windows, as
+	// Flink requires (abs(offset) < size, or slide). Offsets o and o + Size
+	// (o + Slide) give the same windows.
 	Size, Slide, Offset time.Duration
 	// Gap is the session gap, positive.
 	Gap time.Duration
@@ -86,16 +88,12 @@ func (d *decoder) decodeWindow(b *hcl.Block, src *Source) *Window {
 	switch kind {
 	case Tumbling:
 		a.require("size")
-		w.Size, w.Offset = positive("size"), a.duration("offset", 0)
-		if w.Size > 0 && w.Offset >= w.Size {
-			d.errorf(a.rangeOf("offset"), "Value out of range", "\"offset\" must be less than size (%s).", w.Size)
-		}
+		w.Size, w.Offset = positive("size"), a.signedDuration("offset", 0)
+		d.offsetInRange(a, w.Offset, w.Size, "size")
 	case Sliding:
 		a.require("size", "slide")
-		w.Size, w.Slide, w.Offset = positive("size"), positive("slide"), a.duration("offset", 0)
-		if w.Slide > 0 && w.Offset >= w.Slide {
-			d.errorf(a.rangeOf("offset"), "Value out of range", "\"offset\" must be less than slide (%s).", w.Slide)
-		}
+		w.Size, w.Slide, w.Offset = positive("size"), positive("slide"), a.signedDuration("offset", 0)
+		d.offsetInRange(a, w.Offset, w.Slide, "slide")
 	case Session:
 		a.require("gap")
 		w.Gap = positive("gap")
@@ -126,6 +124,21 @@ func (d *decoder) decodeWindow(b *hcl.Block, src *Source) *Window {
 	w.EarlyEvery = a.duration("early_every", 0)
 	w.TriggerCount = a.integer("trigger_count", 0, 1, 1<<62)
 	return w
+}
+
+// offsetInRange reports an offset outside (−period, period), period being
+// the window's size or slide (named by what), with the offset in range that
+// gives the same windows.
+func (d *decoder) offsetInRange(a attrs, offset, period time.Duration, what string) {
+	if period <= 0 || (offset < period && offset > -period) {
+		return
+	}
+	same := offset % period
+	if same < 0 {
+		same += period
+	}
+	d.errorf(a.rangeOf("offset"), "Value out of range", "\"offset\" must be more than -%[1]s and less than %[1]s (%[2]s); offset = %[3]q gives the same windows.",
+		what, period, same.String())
 }
 
 func contains(xs []string, x string) bool {

@@ -98,7 +98,7 @@ sink "mqtt" "cloud" {
   client_id = "eddy-${device_id}-cloud"
   # ${device_id}, ${pipeline}, ${key}, ${window_start}, ${window_end}
   topic     = "sites/${device_id}/${pipeline}/${key}"
-  qos       = 2
+  qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
   # QoS 2 flows in flight: at most the broker's per-client limit
@@ -143,7 +143,7 @@ pipeline "temp_1m" {
   window "tumbling" {
     time             = "event" # default when the source has a timestamp
     size             = "1m"
-    offset           = "0s"
+    offset           = "0s" # in (-size, size): "-8h" on "24h" starts days at midnight UTC+8
     allowed_lateness = "10s"
     early_every      = "15s" # early firings; 0 = none
   }
@@ -234,7 +234,30 @@ upload "s3" {
   max_bandwidth  = "1MiB" # per second; 0 = unlimited
   concurrency    = 2
   create_bucket  = true
-  encryption_key = ""
+  encryption_key = "" # 32 bytes hex or base64: AES-256-GCM on the device (README: what it protects)
+
+  # Where credentials come from when access_key is empty. One block; the
+  # providers:
+  credentials {
+    provider = "default" # minio-go's chain: AWS/MinIO env vars, ~/.aws/credentials, ~/.mc/config.json, IAM (web identity, ECS, EC2 IMDSv2)
+  }
+  # credentials {
+  #   provider   = "aws_iot" # AWS IoT Core's credentials provider, by device certificate
+  #   endpoint   = "c2abc123.credentials.iot.eu-west-1.amazonaws.com"
+  #   role_alias = "eddy-s3-upload"
+  #   thing_name = "${device_id}"
+  #   cert_file  = "/etc/eddy/device.pem"
+  #   key_file   = "/etc/eddy/device.key"
+  #   ca_file    = "" # besides the system's CAs
+  # }
+  # credentials {
+  #   provider  = "minio_sts_certificate" # MinIO AssumeRoleWithCertificate, by device certificate
+  #   endpoint  = "https://minio.local:9000" # default: the S3 endpoint over https
+  #   cert_file = "/etc/eddy/device.pem"
+  #   key_file  = "/etc/eddy/device.key"
+  #   ca_file   = ""
+  #   duration  = "1h"
+  # }
 }
 
 ingest {

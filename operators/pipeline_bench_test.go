@@ -99,7 +99,7 @@ func BenchmarkPipeline_DecodeFilterKeyAggregate(b *testing.B) {
 		d := i % devices
 		pl := payloads[d]
 		strconv.AppendInt(pl[tsAt[d]:tsAt[d]], base+int64(i)*10, 10) // 13 digits, in place
-		if p.prep.Prepare(pl, "sensors/x/telemetry", uint64(i), 0, math.MaxInt64/2) == Pass {
+		if p.prep.Prepare(pl, "sensors/x/telemetry", uint64(i), 0, math.MaxInt64/2, true) == Pass {
 			p.batch.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, pl, uint64(i))
 		}
 		if p.batch.Len() == 512 {
@@ -130,10 +130,10 @@ func TestPipeline_NoAllocsPerReading(t *testing.T) {
 	p := newBenchPipeline(t)
 	payload := []byte(`{"device":"sensor-7","ts":1700000000123,"temp":21.5,"humidity":40.2}`)
 	for i := 0; i < 1000; i++ {
-		p.prep.Prepare(payload, "t", 1, 0, math.MaxInt64/2)
+		p.prep.Prepare(payload, "t", 1, 0, math.MaxInt64/2, true)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if p.prep.Prepare(payload, "t", 1, 0, math.MaxInt64/2) != Pass {
+		if p.prep.Prepare(payload, "t", 1, 0, math.MaxInt64/2, true) != Pass {
 			t.Fatal("reading did not pass")
 		}
 	})

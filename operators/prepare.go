@@ -27,7 +27,8 @@ type PrepareSpec struct {
 	// watermark instead of a reading (config: watermark { punctuation }).
 	Punctuation *decode.Timestamp
 	// MaxFutureSkewMs rejects readings stamped more than this ahead of the
-	// device clock; 0 turns the check off.
+	// device clock; 0 turns the check off. Prepare's caller turns it off
+	// while the device clock is not synchronised (wallSynced).
 	MaxFutureSkewMs int64
 	Filter          *expr.Program // nil: keep everything
 	Maps            []MapField
@@ -64,6 +65,9 @@ const (
 	ReasonMissingKey      = "missing_key"
 	ReasonFilterType      = "filter_type"
 	ReasonWrongType       = "wrong_type"
+	// ReasonTooLarge is a message over its source's max_message_size,
+	// dead-lettered with its first bytes only; Prepare never sees it.
+	ReasonTooLarge = "too_large"
 )
 
 // Preparer runs a PrepareSpec over readings one at a time, reusing one
@@ -110,8 +114,10 @@ func NewPreparer(spec PrepareSpec) *Preparer {
 
 // Prepare decodes and prepares one reading. payload is copied into the
 // preparer's record; procTimeMs is the monotonic processing time and
-// wallNowMs the device's wall clock, both in ms.
-func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTimeMs, wallNowMs int64) Outcome {
+// wallNowMs the device's wall clock, both in ms. wallSynced says whether
+// that clock is synchronised: when it is not (a device without a real-time
+// clock, before NTP), it is no reference and max_future_skew rejects nothing.
+func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTimeMs, wallNowMs int64, wallSynced bool) Outcome {
 	rec := &p.rec
 	rec.Reset(p.spec.Schema.Len())
 	rec.Payload = append(rec.Payload, payload...)
@@ -136,7 +142,7 @@ func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTime
 		if err != nil {
 			return p.reject(err)
 		}
-		if p.spec.MaxFutureSkewMs > 0 && ts > wallNowMs+p.spec.MaxFutureSkewMs {
+		if wallSynced && p.spec.MaxFutureSkewMs > 0 && ts > wallNowMs+p.spec.MaxFutureSkewMs {
 			p.Reject = Reject{Reason: ReasonFutureTimestamp, Detail: "timestamp is ahead of the device clock by more than max_future_skew"}
 			return Rejected
 		}

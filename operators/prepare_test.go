@@ -34,21 +34,25 @@ func TestPreparer_Prepare(t *testing.T) {
 		reason  string
 		key     string
 		value   float64 // the second aggregate argument; NaN = null
+		// unsynced: the device clock is not synchronised (max_future_skew
+		// does not apply)
+		unsynced bool
 	}{
-		{"pass", `{"device":"a","ts":1700000000000,"temp":100}`, Pass, "", "a", 212},
-		{"null value skipped by aggregates", `{"device":"a","ts":1700000000000}`, Pass, "", "a", math.NaN()},
-		{"numeric key", `{"device":17,"ts":1700000000000,"temp":0}`, Pass, "", "17", 32},
-		{"filtered", `{"device":"a","ts":1700000000000,"temp":250}`, Filtered, "", "", 0},
-		{"malformed json", `{"device":`, Rejected, "malformed_json", "", 0},
-		{"missing timestamp", `{"device":"a","temp":1}`, Rejected, "missing_timestamp", "", 0},
-		{"bad timestamp", `{"device":"a","ts":"yesterday","temp":1}`, Rejected, "bad_timestamp", "", 0},
-		{"future timestamp", `{"device":"a","ts":1700000060001,"temp":1}`, Rejected, ReasonFutureTimestamp, "", 0},
-		{"missing key", `{"ts":1700000000000,"temp":1}`, Rejected, ReasonMissingKey, "", 0},
-		{"wrong type", `{"device":"a","ts":1700000000000,"temp":"hot"}`, Rejected, "", "", 0},
+		{"pass", `{"device":"a","ts":1700000000000,"temp":100}`, Pass, "", "a", 212, false},
+		{"null value skipped by aggregates", `{"device":"a","ts":1700000000000}`, Pass, "", "a", math.NaN(), false},
+		{"numeric key", `{"device":17,"ts":1700000000000,"temp":0}`, Pass, "", "17", 32, false},
+		{"filtered", `{"device":"a","ts":1700000000000,"temp":250}`, Filtered, "", "", 0, false},
+		{"malformed json", `{"device":`, Rejected, "malformed_json", "", 0, false},
+		{"missing timestamp", `{"device":"a","temp":1}`, Rejected, "missing_timestamp", "", 0, false},
+		{"bad timestamp", `{"device":"a","ts":"yesterday","temp":1}`, Rejected, "bad_timestamp", "", 0, false},
+		{"future timestamp", `{"device":"a","ts":1700000060001,"temp":1}`, Rejected, ReasonFutureTimestamp, "", 0, false},
+		{"future timestamp, clock not synchronised", `{"device":"a","ts":1700000060001,"temp":0}`, Pass, "", "a", 32, true},
+		{"missing key", `{"ts":1700000000000,"temp":1}`, Rejected, ReasonMissingKey, "", 0, false},
+		{"wrong type", `{"device":"a","ts":1700000000000,"temp":"hot"}`, Rejected, "", "", 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := p.Prepare([]byte(c.payload), "topic", 1, 0, now)
+			got := p.Prepare([]byte(c.payload), "topic", 1, 0, now, !c.unsynced)
 			if got != c.want {
 				t.Fatalf("outcome %d, want %d (reject %+v)", got, c.want, p.Reject)
 			}
@@ -69,7 +73,11 @@ func TestPreparer_Prepare(t *testing.T) {
 						t.Fatalf("value %d: %v, want %v", i, v, c.value)
 					}
 				}
-				if p.Time != 1_700_000_000_000 {
+				want := int64(1_700_000_000_000)
+				if c.unsynced {
+					want = 1_700_000_060_001
+				}
+				if p.Time != want {
 					t.Fatalf("time %d", p.Time)
 				}
 				if p.Subtask < 0 || p.Subtask >= 4 {

@@ -250,20 +250,26 @@ func TestBolt_SnapshotIncremental(t *testing.T) {
 }
 
 // Past its bound the change set gives up and the next snapshot is full.
+// Changed keys the cache holds cost the change set no memory (a flag); the
+// bytes bound counts the changed keys evicted before the snapshot, which a
+// one-byte cache evicts at once.
 func TestChangeSet_Overflow(t *testing.T) {
 	tests := []struct {
 		name    string
 		limits  ChangeLimits
+		cache   int
 		changes int
 		full    bool
 	}{
-		{"within fraction", ChangeLimits{MinKeys: 10, MaxFraction: 0.25}, 20, false},
-		{"over fraction", ChangeLimits{MinKeys: 10, MaxFraction: 0.25}, 30, true},
-		{"over bytes", ChangeLimits{MinKeys: 1000, MaxBytes: 1000}, 20, true},
+		{"within fraction", ChangeLimits{MinKeys: 10, MaxFraction: 0.25}, 0, 20, false},
+		{"over fraction", ChangeLimits{MinKeys: 10, MaxFraction: 0.25}, 0, 30, true},
+		{"cached, bytes not held", ChangeLimits{MinKeys: 1000, MaxBytes: 1000}, 0, 20, false},
+		{"evicted, over bytes", ChangeLimits{MinKeys: 1000, MaxBytes: 1000}, 1, 25, true},
+		{"evicted, within bytes", ChangeLimits{MinKeys: 1000, MaxBytes: 1000}, 1, 10, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			be := openTestBolt(t, BoltOptions{Changes: tt.limits})
+			be := openTestBolt(t, BoltOptions{Changes: tt.limits, CacheBytes: tt.cache})
 			b, _ := be.Bucket("b", nil)
 			for i := range 100 {
 				be.Put(b, fmt.Appendf(nil, "k%03d", i), nil)

@@ -58,7 +58,8 @@ type Bolt struct {
 	rtx  *bolt.Tx       // read transaction serving cache misses, or nil
 	rbks []*bolt.Bucket // rtx's buckets by Bucket, looked up lazily
 
-	snapshots atomic.Int32 // open Snapshots (closed by any goroutine)
+	snapshots atomic.Int32             // open Snapshots (closed by any goroutine)
+	spare     atomic.Pointer[snapBufs] // a closed Snapshot's buffers, for the next
 
 	gen    uint64
 	err    error // sticky write error
@@ -79,12 +80,13 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.FlushBatch <= 0 {
 		opts.FlushBatch = 1000
 	}
+	changes := newChangeSet(opts.Changes)
 	s := &Bolt{
 		path:    path,
 		opts:    opts,
 		buckets: newBucketRegistry(),
-		cache:   newCache(opts.CacheBytes),
-		changes: newChangeSet(opts.Changes),
+		cache:   newCache(opts.CacheBytes, changes),
+		changes: changes,
 	}
 	if err := s.open(); err != nil {
 		return nil, err
@@ -250,11 +252,10 @@ func (s *Bolt) write(b Bucket, key, value []byte, del bool) error {
 		}
 		s.cache.set(i, value, del)
 	}
-	if e := &s.cache.entries[i]; e.flags&flagChanged == 0 {
-		e.flags |= flagChanged
+	if s.cache.markChanged(i) {
 		// The store's size: bbolt's keys plus, at most, the dirty ones not
 		// written back yet (a Snapshot no longer flushes them).
-		s.changes.add(b, key, s.keys+len(s.cache.dirty))
+		s.changes.count(s.keys + len(s.cache.dirty))
 	}
 	return s.makeRoom(i)
 }
@@ -358,8 +359,14 @@ func (s *Bolt) flushBatch(batch []int32) error {
 		e := &c.entries[i]
 		e.flags &^= flagDirty | flagOnDisk
 		e.flags |= flagKnown
-		if e.flags&flagAbsent == 0 {
+		switch {
+		case e.flags&flagAbsent == 0:
 			e.flags |= flagOnDisk
+		case e.flags&flagChanged == 0:
+			// A deletion written back (a fired window, a popped timer):
+			// the cache holds live state, not the keys it deleted. A
+			// changed one stays until the snapshot has copied it.
+			c.remove(i)
 		}
 	}
 	return nil

@@ -18,7 +18,12 @@ type cache struct {
 	entries []entry
 	free    []int32 // unused entries slots
 	dirty   []int32 // entries with flagDirty, in no order
+	changed []int32 // entries given flagChanged, in no order; may repeat or be stale (check the flag)
 	hand    int     // CLOCK hand
+
+	// changes receives the key of a changed entry leaving the cache (the
+	// snapshot then reads it from bbolt).
+	changes *changeSet
 
 	bytes  int // approximate memory held
 	budget int
@@ -45,8 +50,8 @@ const (
 // bytes: the entry struct, the map slot, the index and dirty slots.
 const entryOverhead = 112
 
-func newCache(budget int) *cache {
-	return &cache{budget: budget}
+func newCache(budget int, changes *changeSet) *cache {
+	return &cache{budget: budget, changes: changes}
 }
 
 // lookup returns the index of key in b, or -1.
@@ -109,9 +114,29 @@ func (c *cache) set(i int32, val []byte, absent bool) {
 	}
 }
 
-// remove drops clean entry i.
+// markChanged gives entry i flagChanged, the change set's mark for the next
+// snapshot, and reports whether it was new. The entry is listed for the
+// snapshot only while the change set tracks keys: once it overflowed, the
+// next snapshot is full and passes over every entry.
+func (c *cache) markChanged(i int32) bool {
+	e := &c.entries[i]
+	if e.flags&flagChanged != 0 {
+		return false
+	}
+	e.flags |= flagChanged
+	if !c.changes.overflow {
+		c.changed = append(c.changed, i)
+	}
+	return true
+}
+
+// remove drops clean entry i; a changed one leaves its key in the change
+// set.
 func (c *cache) remove(i int32) {
 	e := &c.entries[i]
+	if e.flags&flagChanged != 0 {
+		c.changes.evicted(e.bucket, e.key)
+	}
 	delete(c.index[e.bucket], e.key)
 	c.bytes -= len(e.key) + cap(e.val) + entryOverhead
 	// Keep a small value buffer for reuse by the next insert into this slot.
@@ -165,5 +190,5 @@ func (c *cache) evict(target int, keep int32) {
 
 // clear drops every entry.
 func (c *cache) clear() {
-	*c = cache{budget: c.budget}
+	*c = cache{budget: c.budget, changes: c.changes}
 }

@@ -7,8 +7,10 @@ package state
 // remembers that a full snapshot is needed — past that point a full snapshot
 // is cheaper than tracking more.
 //
-// Callers avoid the map lookup on hot keys with a per-entry "changed" flag
-// (the cache's), so add is called once per key and snapshot.
+// Memory adds every changed key. Bolt keeps a "changed" flag on its cache
+// entries instead and only counts them (count), so a checkpoint of hot keys
+// holds and allocates nothing here; a changed entry leaving the cache before
+// the snapshot moves its key into the set (evicted).
 type changeSet struct {
 	keys     []map[string]struct{} // by Bucket
 	n        int                   // keys tracked
@@ -69,9 +71,38 @@ func (c *changeSet) add(b Bucket, key []byte, storeKeys int) {
 		return
 	}
 	m[string(key)] = struct{}{}
-	c.n++
 	c.bytes += len(key) + changeOverhead
+	c.count(storeKeys)
+}
+
+// count counts a changed key that is tracked elsewhere (a Bolt cache
+// entry's flag) against the bounds.
+func (c *changeSet) count(storeKeys int) {
+	if c.overflow {
+		return
+	}
+	c.n++
 	if c.bytes > c.maxBytes || (c.n > c.minKeys && float64(c.n) > c.maxFraction*float64(storeKeys)) {
+		c.keys = nil
+		c.n, c.bytes, c.overflow = 0, 0, true
+	}
+}
+
+// evicted moves a counted key (a changed cache entry leaving the cache)
+// into the set, keeping the cache's string (never modified) as it is.
+func (c *changeSet) evicted(b Bucket, key string) {
+	if c.overflow {
+		return
+	}
+	for int(b) >= len(c.keys) {
+		c.keys = append(c.keys, nil)
+	}
+	if c.keys[b] == nil {
+		c.keys[b] = make(map[string]struct{})
+	}
+	c.keys[b][key] = struct{}{}
+	c.bytes += len(key) + changeOverhead // the cache's string, no longer the cache's to count
+	if c.bytes > c.maxBytes {
 		c.keys = nil
 		c.n, c.bytes, c.overflow = 0, 0, true
 	}

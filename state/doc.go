@@ -48,6 +48,10 @@
 //     ones still cached; for a full snapshot, the dirty ones) and opens a
 //     bbolt read transaction: the transaction plus that copy are the state
 //     as of the barrier. Nothing is written back to bbolt at the barrier.
+//     Its cost follows what changed: changed cache entries are listed as
+//     they change, and the copy's buffers come back at Close for the next
+//     snapshot. Deletions it recorded leave the cache when bbolt needs
+//     nothing more of them, so the cache holds live state.
 //     Write snap.Entries to the checkpoint file from another goroutine while
 //     processing goes on, then snap.Close(). Incremental snapshots yield the
 //     entries written or deleted since the previous Snapshot (deleted =

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,39 +30,50 @@ func (s *Bolt) Snapshot(full bool) (Snapshot, error) {
 	}
 	keys, overflow := s.changes.take()
 	full = full || overflow
-	snap := &boltSnapshot{full: full, names: s.buckets.names, keys: keys, open: &s.snapshots}
+	bufs := s.spare.Swap(nil)
+	if bufs == nil {
+		bufs = new(snapBufs)
+	}
+	snap := &boltSnapshot{full: full, names: s.buckets.names, keys: keys, open: &s.snapshots, spare: &s.spare, bufs: bufs}
 	c := s.cache
 	// Incremental: copy every changed entry still cached, dirty or not, so
 	// that Entries reads bbolt only for changed keys evicted since. Full:
 	// copy the dirty entries, the only ones bbolt does not hold yet.
-	copyIf := func(e *entry) bool { return e.flags&flagChanged != 0 }
+	from, flag := c.changed, flagChanged
 	if full {
-		copyIf = func(e *entry) bool { return e.flags&flagDirty != 0 }
+		from, flag = c.dirty, flagDirty
 	}
-	size, n := 0, 0
-	for i := range c.entries {
-		if e := &c.entries[i]; e.flags&flagUsed != 0 && copyIf(e) {
+	size := 0
+	for _, i := range from {
+		if e := &c.entries[i]; e.flags&flagUsed != 0 && e.flags&flag != 0 {
 			size += len(e.key) + len(e.val)
-			n++
 		}
 	}
-	snap.arena = make([]byte, 0, size)
-	snap.overlay = make([]overlayEntry, 0, n)
-	for i := range c.entries {
+	arena, overlay := bufs.arena[:0], bufs.overlay[:0]
+	if cap(arena) < size {
+		arena = make([]byte, 0, size) // the overlay's slices point into it: never regrown below
+	}
+	for _, i := range from {
 		e := &c.entries[i]
-		if e.flags&flagUsed != 0 && copyIf(e) {
-			start := len(snap.arena)
-			snap.arena = append(snap.arena, e.key...)
-			snap.arena = append(snap.arena, e.val...)
-			snap.overlay = append(snap.overlay, overlayEntry{
-				bucket: e.bucket,
-				key:    snap.arena[start : start+len(e.key) : start+len(e.key)],
-				val:    snap.arena[start+len(e.key) : len(snap.arena) : len(snap.arena)],
-				absent: e.flags&flagAbsent != 0,
-			})
+		if e.flags&flagUsed == 0 || e.flags&flag == 0 {
+			continue
 		}
-		e.flags &^= flagChanged
+		start := len(arena)
+		arena = append(arena, e.key...)
+		arena = append(arena, e.val...)
+		overlay = append(overlay, overlayEntry{
+			bucket: e.bucket,
+			key:    arena[start : start+len(e.key) : start+len(e.key)],
+			val:    arena[start+len(e.key) : len(arena) : len(arena)],
+			absent: e.flags&flagAbsent != 0,
+		})
+		if !full {
+			e.flags &^= flagChanged // a repeat of i in the list is skipped
+		}
 	}
+	bufs.arena, bufs.overlay = arena, overlay
+	snap.overlay, snap.arena = overlay, arena
+	s.clearChanged(overflow)
 	tx, err := s.db.Begin(false)
 	if err != nil {
 		return nil, fmt.Errorf("state: snapshot: begin read: %w", err)
@@ -69,6 +81,61 @@ func (s *Bolt) Snapshot(full bool) (Snapshot, error) {
 	snap.tx = tx
 	s.snapshots.Add(1)
 	return snap, nil
+}
+
+// clearChanged ends the cache's part of the change set at a snapshot: the
+// changed flags are cleared (on every entry if the change set overflowed,
+// as it stopped listing them), and deletions the snapshot has recorded
+// leave the cache when bbolt needs nothing more of them: written back
+// already (Flush lets unchanged ones go itself), or of keys bbolt does not
+// hold (a window opened and fired between two write-backs; a blind Put
+// leaves that unknown, so it is looked up here, once per deletion). So the
+// cache holds live state, not the keys of fired windows and popped timers.
+func (s *Bolt) clearChanged(overflow bool) {
+	c := s.cache
+	dropped := false
+	clear1 := func(i int32) {
+		e := &c.entries[i]
+		if e.flags&flagUsed == 0 {
+			return
+		}
+		e.flags &^= flagChanged
+		if e.flags&flagAbsent == 0 {
+			return
+		}
+		if e.flags&(flagDirty|flagKnown) == flagDirty {
+			_, ok, err := s.read(e.bucket, unsafeBytes(e.key))
+			if err != nil {
+				return // Flush will look again
+			}
+			e.flags |= flagKnown
+			if ok {
+				e.flags |= flagOnDisk
+			}
+		}
+		switch {
+		case e.flags&flagDirty == 0:
+		case e.flags&(flagKnown|flagOnDisk) == flagKnown:
+			e.flags &^= flagDirty
+			dropped = true
+		default:
+			return // a deletion still to write back
+		}
+		c.remove(i)
+	}
+	if overflow {
+		for i := range c.entries {
+			clear1(int32(i))
+		}
+	} else {
+		for _, i := range c.changed {
+			clear1(i)
+		}
+	}
+	c.changed = c.changed[:0]
+	if dropped {
+		c.dirty = slices.DeleteFunc(c.dirty, func(i int32) bool { return c.entries[i].flags&flagDirty == 0 })
+	}
 }
 
 // overlayEntry is a cache entry as of the snapshot: it overrides what the
@@ -96,66 +163,80 @@ type boltSnapshot struct {
 	names []string // bucket names by Bucket, as of the snapshot
 
 	// Captured at the barrier, ordered on first use by prepare.
-	keys    []map[string]struct{} // changed keys by Bucket (incremental)
+	keys    []map[string]struct{} // changed keys evicted from the cache, by Bucket (incremental)
 	overlay []overlayEntry
 	arena   []byte // the overlay's keys and values
 
 	once    sync.Once
 	buckets []bucketChanges // by bucket name
+
+	bufs  *snapBufs                 // the memory of overlay, arena and buckets
+	spare *atomic.Pointer[snapBufs] // where Close hands bufs back to the Bolt
+}
+
+// snapBufs are a snapshot's buffers. Close hands them back to the Bolt for
+// the next Snapshot, so checkpoints of about the same size allocate no
+// buffers; a snapshot using less than a quarter of larger ones lets them
+// go, so one large checkpoint does not pin its memory.
+type snapBufs struct {
+	arena   []byte
+	overlay []overlayEntry
+	buckets []bucketChanges
+	evicted []string
+	order   []Bucket
+	rank    []int
 }
 
 // prepare orders the capture: buckets by name, keys within each. A full
 // snapshot covers every bucket of the transaction or the overlay. An
 // incremental one covers the changed keys: mostly the overlay (they were
 // cached at the barrier), plus those evicted since they changed, which only
-// the transaction holds.
+// the transaction holds. It sorts the overlay in place and slices it by
+// bucket.
 func (sn *boltSnapshot) prepare() {
-	byName := map[string]*bucketChanges{}
-	get := func(name string) *bucketChanges {
-		bc := byName[name]
-		if bc == nil {
-			bc = &bucketChanges{name: name}
-			byName[name] = bc
+	b := sn.bufs
+	b.order, b.rank = b.order[:0], b.rank[:0]
+	for i := range sn.names {
+		b.order = append(b.order, Bucket(i))
+		b.rank = append(b.rank, 0)
+	}
+	slices.SortFunc(b.order, func(x, y Bucket) int { return strings.Compare(sn.names[x], sn.names[y]) })
+	for r, bk := range b.order {
+		b.rank[bk] = r
+	}
+	slices.SortFunc(sn.overlay, func(x, y overlayEntry) int {
+		if x.bucket != y.bucket {
+			return b.rank[x.bucket] - b.rank[y.bucket]
 		}
-		return bc
-	}
-	if sn.full {
-		_ = sn.tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			get(string(name))
-			return nil
-		})
-	}
-	for _, oe := range sn.overlay {
-		bc := get(sn.names[oe.bucket])
-		bc.overlay = append(bc.overlay, oe)
-	}
-	for _, bc := range byName {
-		slices.SortFunc(bc.overlay, func(x, y overlayEntry) int { return bytes.Compare(x.key, y.key) })
-	}
-	if !sn.full {
-		for b, m := range sn.keys {
-			if len(m) == 0 {
-				continue
-			}
-			bc := get(sn.names[b])
-			if len(bc.overlay) == len(m) {
-				continue // every changed key was cached: the overlay is the change set
-			}
-			for k := range m {
+		return bytes.Compare(x.key, y.key)
+	})
+	b.buckets, b.evicted = b.buckets[:0], b.evicted[:0]
+	o := 0
+	for _, bk := range b.order {
+		bc := bucketChanges{name: sn.names[bk]}
+		start := o
+		for o < len(sn.overlay) && sn.overlay[o].bucket == bk {
+			o++
+		}
+		bc.overlay = sn.overlay[start:o]
+		if !sn.full && int(bk) < len(sn.keys) {
+			from := len(b.evicted)
+			for k := range sn.keys[bk] {
 				if _, found := slices.BinarySearchFunc(bc.overlay, k, func(oe overlayEntry, k string) int {
 					return bytes.Compare(oe.key, unsafeBytes(k))
 				}); !found {
-					bc.evicted = append(bc.evicted, k)
+					b.evicted = append(b.evicted, k)
 				}
 			}
+			bc.evicted = b.evicted[from:len(b.evicted):len(b.evicted)]
 			slices.Sort(bc.evicted)
 		}
+		if len(bc.overlay) > 0 || len(bc.evicted) > 0 || sn.full && sn.tx.Bucket([]byte(bc.name)) != nil {
+			b.buckets = append(b.buckets, bc)
+		}
 	}
-	sn.keys, sn.overlay = nil, nil
-	for _, bc := range byName {
-		sn.buckets = append(sn.buckets, *bc)
-	}
-	slices.SortFunc(sn.buckets, func(a, b bucketChanges) int { return bytes.Compare([]byte(a.name), []byte(b.name)) })
+	sn.keys = nil
+	sn.buckets = b.buckets
 }
 
 // sortedChanges orders a change set by (bucket name, key).
@@ -281,6 +362,12 @@ func (sn *boltSnapshot) Close() error {
 	err := sn.tx.Rollback()
 	sn.tx = nil
 	sn.open.Add(-1)
+	if b := sn.bufs; cap(b.arena) <= 4*len(b.arena)+64<<10 && cap(b.overlay) <= 4*len(b.overlay)+1024 {
+		clear(b.evicted) // the change set's keys: not ours to keep
+		clear(b.buckets)
+		sn.spare.Store(b)
+	}
+	sn.bufs, sn.overlay, sn.arena, sn.buckets = nil, nil, nil, nil
 	if err != nil {
 		return fmt.Errorf("state: snapshot close: %w", err)
 	}

@@ -79,7 +79,7 @@ func (c *Client) putChunked(ctx context.Context, file *os.File, f FileRef, size 
 		sum := sha256.Sum256(chunk)
 		hexSum := hex.EncodeToString(sum[:])
 		idx.Chunks = append(idx.Chunks, chunkEntry{Size: n, SHA256: hexSum})
-		if err := c.putChunk(ctx, key+partSuffixOf(i), filesDir+f.Name+partSuffixOf(i), chunk, hexSum); err != nil {
+		if err := c.putChunk(ctx, key+partSuffixOf(i), chunk, hexSum); err != nil {
 			return err
 		}
 		done += n
@@ -93,7 +93,7 @@ func (c *Client) putChunked(ctx context.Context, file *os.File, f FileRef, size 
 	if err != nil {
 		return fmt.Errorf("upload: put file %s: index: %w", f.Name, err)
 	}
-	buf, _, _, err := c.encodeObject(bytes.NewReader(data), filesDir+f.Name)
+	buf, _, _, err := c.encodeObject(bytes.NewReader(data), key)
 	if err != nil {
 		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
 	}
@@ -102,7 +102,7 @@ func (c *Client) putChunked(ctx context.Context, file *os.File, f FileRef, size 
 }
 
 // putChunk uploads one chunk unless an object with its SHA-256 is there.
-func (c *Client) putChunk(ctx context.Context, key, name string, chunk []byte, hexSum string) error {
+func (c *Client) putChunk(ctx context.Context, key string, chunk []byte, hexSum string) error {
 	info, err := c.stat(ctx, key)
 	if err == nil && c.sameForm(info.UserMetadata, int64(len(chunk)), hexSum) {
 		c.objectsSkipped.Add(1)
@@ -111,7 +111,7 @@ func (c *Client) putChunk(ctx context.Context, key, name string, chunk []byte, h
 	if err != nil && !isNotFound(err) {
 		return err
 	}
-	buf, _, _, err := c.encodeObject(bytes.NewReader(chunk), name)
+	buf, _, _, err := c.encodeObject(bytes.NewReader(chunk), key)
 	if err != nil {
 		return fmt.Errorf("upload: put %s: %w", key, err)
 	}
@@ -121,7 +121,7 @@ func (c *Client) putChunk(ctx context.Context, key, name string, chunk []byte, h
 
 // getChunked reads the index from r (the plaintext of object key) and writes
 // the chunks, each verified against the index, to w.
-func (c *Client) getChunked(ctx context.Context, r io.Reader, key, name string, w io.Writer) error {
+func (c *Client) getChunked(ctx context.Context, r io.Reader, key string, w io.Writer) error {
 	data, err := io.ReadAll(io.LimitReader(r, maxIndexBytes+1))
 	if err != nil {
 		return err
@@ -143,7 +143,7 @@ func (c *Client) getChunked(ctx context.Context, r io.Reader, key, name string, 
 	h := sha256.New()
 	for i, ch := range idx.Chunks {
 		pk := key + partSuffixOf(i)
-		pr, _, err := c.openObject(ctx, pk, filesDir+name+partSuffixOf(i))
+		pr, _, err := c.openObject(ctx, pk)
 		if err != nil {
 			return err
 		}

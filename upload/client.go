@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Object key layout below Options.Prefix.
@@ -42,6 +46,7 @@ const (
 // that fails, then retries the check on the next operation.
 type Client struct {
 	s3       *s3
+	keeper   *credentialKeeper // nil with static keys
 	log      *slog.Logger
 	opts     Options
 	bucket   string
@@ -92,12 +97,25 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newS3(opts, credentialsOf(opts))
+	var creds *credentials.Credentials
+	var keeper *credentialKeeper
+	if opts.AccessKey != "" {
+		creds = credentials.NewStaticV4(opts.AccessKey, opts.SecretKey, opts.SessionToken)
+	} else {
+		src := opts.Credentials
+		if src == nil {
+			src = standardChain()
+		}
+		keeper = newCredentialKeeper(src, &http.Client{Timeout: time.Minute}, log)
+		creds = credentials.New(keeper)
+	}
+	s, err := newS3(opts, creds)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
 		s3:        s,
+		keeper:    keeper,
 		log:       log,
 		opts:      opts,
 		bucket:    opts.Bucket,
@@ -112,6 +130,14 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 	return c, nil
 }
 
+// Close stops the Client's background fetching of credentials, if any. The
+// Client must not be used afterwards.
+func (c *Client) Close() {
+	if c.keeper != nil {
+		c.keeper.close()
+	}
+}
+
 // Stats returns the Client's counters.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{
@@ -123,11 +149,17 @@ func (c *Client) Stats() ClientStats {
 	}
 }
 
-// Check verifies that the bucket is reachable with the credentials, creating
-// it when Options.CreateBucket is set. Every operation does this once before
+// Check waits for valid credentials (see credentialKeeper), then verifies
+// that the bucket is reachable with them, creating it when
+// Options.CreateBucket is set. Every operation does this once before
 // its first request; the agent may call Check at start to report a bad
 // configuration early.
 func (c *Client) Check(ctx context.Context) error {
+	if c.keeper != nil {
+		if err := c.keeper.wait(ctx); err != nil {
+			return fmt.Errorf("upload: waiting for S3 credentials: %w", err)
+		}
+	}
 	c.readyMu.Lock()
 	defer c.readyMu.Unlock()
 	if c.ready {

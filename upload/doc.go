@@ -16,10 +16,12 @@
 //	<prefix>manifests/<name>        a checkpoint manifest, e.g. <id>.json
 //
 // Every object is zstd-compressed and, with Options.EncryptionKey, encrypted
-// on the device with AES-256-GCM in authenticated 64 KiB segments bound to
-// the object's name; the format is self-describing (frame.go) and also
-// recorded in the object's metadata (x-amz-meta-eddy-*: layout, plaintext
-// size and SHA-256, compression, encryption, key id).
+// on the device with AES-256-GCM in authenticated 64 KiB segments under a
+// key of its own (HKDF-SHA256 from the configured key and a random salt),
+// bound to the object's full key in the bucket and the format version; the
+// format is self-describing (frame.go) and also recorded in the object's
+// metadata (x-amz-meta-eddy-*: format, layout, plaintext size and SHA-256,
+// compression, encryption, key id).
 //
 // # Guarantees
 //
@@ -67,6 +69,7 @@
 //	s.Ship(id, id+".json", manifest, files)   // after each completed checkpoint
 //	s.Retain(keep, referencedFiles)           // after local retention
 //	s.Flush(ctx)                              // at shutdown, with a deadline
+//	c.Close()                                 // stops fetching credentials
 //
 // Restore: ListManifests, GetManifest of the newest, GetFile of each file
 // it lists with the SHA-256 it records.

@@ -86,7 +86,7 @@ func (c *Client) PutFileRef(ctx context.Context, f FileRef) error {
 }
 
 func (c *Client) putSingle(ctx context.Context, file *os.File, f FileRef, size int64, key string) error {
-	buf, n, sum, err := c.encodeObject(file, filesDir+f.Name)
+	buf, n, sum, err := c.encodeObject(file, key)
 	if err != nil {
 		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
 	}
@@ -109,6 +109,24 @@ func (c *Client) putSingle(ctx context.Context, file *os.File, f FileRef, size i
 // verification is ErrCorrupt naming it (for a chunked file, the chunk);
 // ErrWrongKey when encrypted with another key; ErrNotFound when missing.
 func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string) error {
+	return c.getFile(ctx, name, localPath, wantSHA256, -1)
+}
+
+// GetFileRef is GetFile of f.Name into f.LocalPath that also checks f.Size
+// when f.SHA256 is set: the download stops with ErrCorrupt as soon as the
+// plaintext runs past the size the checkpoint's manifest records, before
+// more of it is hashed or written, and a shorter one is ErrCorrupt too.
+func (c *Client) GetFileRef(ctx context.Context, f FileRef) error {
+	size := int64(-1)
+	if f.SHA256 != "" {
+		size = f.Size
+	}
+	return c.getFile(ctx, f.Name, f.LocalPath, f.SHA256, size)
+}
+
+// getFile is GetFile with the plaintext capped at wantSize bytes (-1: no
+// cap).
+func (c *Client) getFile(ctx context.Context, name, localPath, wantSHA256 string, wantSize int64) error {
 	if err := validateName("file", name); err != nil {
 		return err
 	}
@@ -116,7 +134,7 @@ func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string
 		return err
 	}
 	key := c.key(filesDir, name)
-	r, info, err := c.openObject(ctx, key, filesDir+name)
+	r, info, err := c.openObject(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -140,12 +158,19 @@ func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string
 		}
 	}()
 	h := sha256.New()
-	w := &progressWriter{w: io.MultiWriter(tmp, h), c: c, name: name, total: total, every: c.chunkSize}
+	pw := &progressWriter{w: io.MultiWriter(tmp, h), c: c, name: name, total: total, every: c.chunkSize}
+	var w io.Writer = pw
+	if wantSize >= 0 {
+		w = &cappedWriter{w: pw, left: wantSize}
+	}
 	c.progress("download", name, 0, total)
 	if metaGet(info.UserMetadata, metaLayout) == layoutChunked {
-		err = c.getChunked(ctx, r, key, name, w)
+		err = c.getChunked(ctx, r, key, w)
 	} else {
 		_, err = io.Copy(w, r)
+	}
+	if errors.Is(err, errTooLarge) {
+		return c.corrupt(key, fmt.Errorf("plaintext larger than the %d bytes its manifest records", wantSize))
 	}
 	if err != nil {
 		var oe *ObjectError
@@ -153,6 +178,9 @@ func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string
 			return err // names the object already
 		}
 		return fmt.Errorf("upload: get file %s into %s: %w", name, localPath, err)
+	}
+	if wantSize >= 0 && pw.n != wantSize {
+		return c.corrupt(key, fmt.Errorf("plaintext of %d bytes, its manifest records %d", pw.n, wantSize))
 	}
 	got := hex.EncodeToString(h.Sum(nil))
 	if want != "" && got != want {
@@ -171,9 +199,28 @@ func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string
 	if err := syncDir(filepath.Dir(localPath)); err != nil {
 		return fmt.Errorf("upload: get file %s: %w", name, err)
 	}
-	c.progress("download", name, w.n, w.n)
-	c.log.Debug("upload: got file", "name", name, "bytes", w.n)
+	c.progress("download", name, pw.n, pw.n)
+	c.log.Debug("upload: got file", "name", name, "bytes", pw.n)
 	return nil
+}
+
+// errTooLarge is cappedWriter's refusal.
+var errTooLarge = errors.New("upload: more bytes than expected")
+
+// cappedWriter passes at most left bytes to w and fails on the first byte
+// beyond, without writing any of that write.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errTooLarge
+	}
+	n, err := c.w.Write(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // progressWriter reports progress every `every` bytes written.

@@ -1,30 +1,44 @@
 package upload
 
 // Object framing. Every object the package uploads (file, chunk, chunk index,
-// manifest) is stored in one self-describing format, so an object copied to
-// another bucket or prefix still says how to read it:
+// manifest) is stored in one self-describing format:
 //
 //	offset size
 //	0      4    magic "EDDY"
-//	4      1    format version, 1
+//	4      1    format version, 2 (1 is still read, see below)
 //	5      1    compression: 1 = zstd (one frame, content checksum on)
 //	6      1    encryption: 0 = none, 1 = AES-256-GCM segments
 //	7      1    reserved, 0
 //	-- only when encryption is 1:
-//	8      8    key id: HMAC-SHA256(key, "eddy upload key id v1")[:8]
-//	16     7    nonce prefix, random per object
-//	23     1    reserved, 0
+//	8      8    key id: HMAC-SHA256(K_id, "eddy upload key id")[:8]
+//	16     32   salt, random per object
 //	-- then the payload: the zstd frame of the plaintext, either as is
 //	   (encryption 0) or cut into 64 KiB segments, each sealed with
-//	   AES-256-GCM (encryption 1):
-//	       segment i = Seal(nonce = prefix(7) | i as uint32 big-endian | last(1),
+//	   AES-256-GCM under the object's own key (encryption 1):
+//	       K_obj     = HKDF-SHA256(K_enc, salt, "eddy upload v2 object key")
+//	       segment i = Seal(K_obj,
+//	                        nonce = 0(7) | i as uint32 big-endian | last(1),
 //	                        plaintext = up to 64 KiB of the zstd frame,
-//	                        additional data = header | object name)
-//	   Every segment but the last holds exactly 64 KiB of plaintext and is
-//	   sealed with last = 0; the last holds 0..64 KiB and is sealed with
-//	   last = 1, so a truncated, reordered or extended object fails
-//	   authentication. The object name (the key below the prefix, e.g.
-//	   "files/<sha>.snap") is authenticated, so objects cannot be swapped.
+//	                        additional data = header | object key)
+//
+// K_enc and K_id are separate subkeys of the configured key, derived with
+// HKDF-SHA256 (no salt; info "eddy upload v2 aes-256-gcm" and "eddy upload v2
+// key id"), so the key id reveals nothing usable about the encryption key. A
+// fresh 256-bit salt makes every object's key different, so the per-segment
+// nonces (a counter) never repeat under one key, however many objects a
+// device writes. Every segment but the last holds exactly 64 KiB of
+// plaintext and is sealed with last = 0; the last holds 0..64 KiB and is
+// sealed with last = 1, so a truncated, reordered or extended object fails
+// authentication. The additional data binds the header (format version and
+// salt included) and the object's full key in the bucket (prefix and name,
+// e.g. "gw-1/manifests/7.json"): an object copied to another name or to
+// another device's prefix does not open.
+//
+// Format 1 (still read; never written) sealed with the configured key
+// itself, a 7-byte random nonce prefix per object in place of the salt
+// (header bytes 16..22, byte 23 reserved), a key id of
+// HMAC-SHA256(key, "eddy upload key id v1")[:8], and the object's name below
+// the prefix as additional data.
 //
 // Without encryption, zstd's content checksum catches accidental damage, and
 // GetFile's SHA-256 check catches any change to a file; only encryption
@@ -33,6 +47,7 @@ package upload
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -49,13 +64,16 @@ import (
 
 const (
 	frameMagic       = "EDDY"
-	frameVersion     = 1
+	frameVersion     = 2
+	frameVersion1    = 1
 	compressionZstd  = 1
 	encryptionNone   = 0
 	encryptionAESGCM = 1
 
-	plainHeaderSize  = 8
-	sealedHeaderSize = 24
+	plainHeaderSize    = 8
+	sealedHeaderSize   = 48 // format 2
+	sealedHeaderSizeV1 = 24
+	saltSize           = 32
 	// segmentSize is the plaintext size of every encrypted segment but the
 	// last: large enough that the 16-byte tag costs 0.02%, small enough that
 	// a reader holds little memory.
@@ -63,6 +81,9 @@ const (
 	tagSize     = 16
 	noncePrefix = 7
 
+	infoEncryption = "eddy upload v2 aes-256-gcm"
+	infoKeyID      = "eddy upload v2 key id"
+	infoObjectKey  = "eddy upload v2 object key"
 	// zstdWindow bounds the encoder's and decoder's memory; checkpoint
 	// files compress well within a 1 MiB window.
 	zstdWindow = 1 << 20
@@ -93,8 +114,12 @@ func (t transportReader) Read(p []byte) (int, error) {
 // encoders, decoders and segment buffers are pooled so steady-state transfers
 // do not allocate per object beyond the pools' warm-up.
 type codec struct {
-	aead  cipher.AEAD // nil: encryption off
-	keyID [8]byte
+	encKey []byte // K_enc; nil: encryption off
+	keyID  [8]byte
+	// aeadV1 and keyIDV1 read format 1 objects (sealed with the key
+	// itself).
+	aeadV1  cipher.AEAD
+	keyIDV1 [8]byte
 
 	encoders sync.Pool // *zstd.Encoder
 	decoders sync.Pool // *zstd.Decoder
@@ -118,14 +143,14 @@ func newCodec(key []byte) (*codec, error) {
 		if len(key) != 32 {
 			return nil, fmt.Errorf("upload: encryption key is %d bytes, want 32 (AES-256)", len(key))
 		}
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			return nil, fmt.Errorf("upload: encryption key: %w", err)
+		var err error
+		if cd.encKey, cd.keyID, err = deriveKeys(key); err != nil {
+			return nil, err
 		}
-		if cd.aead, err = cipher.NewGCM(block); err != nil {
-			return nil, fmt.Errorf("upload: encryption key: %w", err)
+		if cd.aeadV1, err = newGCM(key); err != nil {
+			return nil, err
 		}
-		cd.keyID = keyID(key)
+		cd.keyIDV1 = keyIDV1(key)
 	}
 	cd.buffers.New = func() any {
 		return &segmentBuffers{
@@ -138,7 +163,54 @@ func newCodec(key []byte) (*codec, error) {
 	return cd, nil
 }
 
-func keyID(key []byte) [8]byte {
+// deriveKeys returns the encryption subkey K_enc and the key id of key
+// (see the format).
+func deriveKeys(key []byte) (encKey []byte, id [8]byte, err error) {
+	encKey, err = hkdf.Key(sha256.New, key, nil, infoEncryption, 32)
+	if err != nil {
+		return nil, id, fmt.Errorf("upload: encryption key: %w", err)
+	}
+	idKey, err := hkdf.Key(sha256.New, key, nil, infoKeyID, 32)
+	if err != nil {
+		return nil, id, fmt.Errorf("upload: encryption key: %w", err)
+	}
+	m := hmac.New(sha256.New, idKey)
+	m.Write([]byte("eddy upload key id"))
+	copy(id[:], m.Sum(nil))
+	return encKey, id, nil
+}
+
+// objectKey returns K_obj, the key of the object with salt.
+func (cd *codec) objectKey(salt []byte) ([]byte, error) {
+	k, err := hkdf.Key(sha256.New, cd.encKey, salt, infoObjectKey, 32)
+	if err != nil {
+		return nil, fmt.Errorf("upload: object key: %w", err)
+	}
+	return k, nil
+}
+
+// objectAEAD returns the AEAD of the object with salt.
+func (cd *codec) objectAEAD(salt []byte) (cipher.AEAD, error) {
+	k, err := cd.objectKey(salt)
+	if err != nil {
+		return nil, err
+	}
+	return newGCM(k)
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("upload: encryption key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("upload: encryption key: %w", err)
+	}
+	return aead, nil
+}
+
+func keyIDV1(key []byte) [8]byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("eddy upload key id v1"))
 	var id [8]byte
@@ -146,15 +218,17 @@ func keyID(key []byte) [8]byte {
 	return id
 }
 
+func (cd *codec) encrypting() bool { return cd.encKey != nil }
+
 func (cd *codec) encryption() string {
-	if cd.aead == nil {
+	if !cd.encrypting() {
 		return "none"
 	}
 	return "aes-256-gcm"
 }
 
 func (cd *codec) keyIDHex() string {
-	if cd.aead == nil {
+	if !cd.encrypting() {
 		return ""
 	}
 	return fmt.Sprintf("%x", cd.keyID[:])
@@ -188,10 +262,10 @@ func (cd *codec) decoder(r io.Reader) (*zstd.Decoder, error) {
 	return d, nil
 }
 
-// encode writes the framed form of everything read from src to dst. name is
-// the object's key below the prefix; it is authenticated when encrypting. It
-// returns the plaintext's size and SHA-256.
-func (cd *codec) encode(dst io.Writer, src io.Reader, name string) (plainSize int64, sum [32]byte, err error) {
+// encode writes the framed form of everything read from src to dst. key is
+// the object's full key in the bucket; it is authenticated when encrypting.
+// It returns the plaintext's size and SHA-256.
+func (cd *codec) encode(dst io.Writer, src io.Reader, key string) (plainSize int64, sum [32]byte, err error) {
 	bufs := cd.buffers.Get().(*segmentBuffers)
 	defer cd.buffers.Put(bufs)
 
@@ -200,17 +274,19 @@ func (cd *codec) encode(dst io.Writer, src io.Reader, name string) (plainSize in
 	h[4], h[5], h[6], h[7] = frameVersion, compressionZstd, encryptionNone, 0
 	var out io.Writer = dst
 	var sw *segmentWriter
-	if cd.aead != nil {
+	if cd.encrypting() {
 		h = bufs.header[:sealedHeaderSize]
 		h[6] = encryptionAESGCM
 		copy(h[8:16], cd.keyID[:])
-		if _, err := rand.Read(h[16 : 16+noncePrefix]); err != nil {
-			return 0, sum, fmt.Errorf("upload: nonce: %w", err)
+		if _, err := rand.Read(h[16 : 16+saltSize]); err != nil {
+			return 0, sum, fmt.Errorf("upload: salt: %w", err)
 		}
-		h[23] = 0
-		bufs.aad = append(append(bufs.aad[:0], h...), name...)
-		sw = &segmentWriter{dst: dst, aead: cd.aead, aad: bufs.aad, plain: bufs.plain[:0], sealed: bufs.sealed}
-		copy(sw.nonce[:noncePrefix], h[16:16+noncePrefix])
+		aead, err := cd.objectAEAD(h[16 : 16+saltSize])
+		if err != nil {
+			return 0, sum, err
+		}
+		bufs.aad = append(append(bufs.aad[:0], h...), key...)
+		sw = &segmentWriter{dst: dst, aead: aead, aad: bufs.aad, plain: bufs.plain[:0], sealed: bufs.sealed}
 		out = sw
 	}
 	if _, err := dst.Write(h); err != nil {
@@ -243,63 +319,79 @@ func (cd *codec) encode(dst io.Writer, src io.Reader, name string) (plainSize in
 }
 
 // decode returns a reader of the plaintext of the framed object read from
-// src. name must be the name the object was encoded with. Errors from reading
-// or closing it wrap errFrame (corrupt payload), ErrWrongKey, or a
-// *transportError (src failed). Close returns pooled buffers; it does not
-// close src. The reader must not be used after Close.
-func (cd *codec) decode(src io.Reader, name string) (io.ReadCloser, error) {
+// src. key must be the object's full key in the bucket, name its key below
+// the prefix (what format 1 authenticated). Errors from reading or closing
+// it wrap errFrame (corrupt payload), ErrWrongKey, or a *transportError (src
+// failed). Close returns pooled buffers; it does not close src. The reader
+// must not be used after Close.
+func (cd *codec) decode(src io.Reader, key, name string) (io.ReadCloser, error) {
 	src = transportReader{src}
 	bufs := cd.buffers.Get().(*segmentBuffers)
-	h := bufs.header[:plainHeaderSize]
-	if _, err := io.ReadFull(src, h); err != nil {
+	payload, err := cd.openPayload(src, bufs, key, name)
+	if err != nil {
 		cd.buffers.Put(bufs)
-		return nil, headerErr(err)
-	}
-	if string(h[:4]) != frameMagic {
-		cd.buffers.Put(bufs)
-		return nil, fmt.Errorf("%w: magic %q, want %q", errFrame, h[:4], frameMagic)
-	}
-	if h[4] != frameVersion || h[5] != compressionZstd {
-		cd.buffers.Put(bufs)
-		return nil, fmt.Errorf("%w: unsupported version %d or compression %d", errFrame, h[4], h[5])
-	}
-	d := &decodeReader{cd: cd, bufs: bufs}
-	var payload io.Reader = src
-	switch h[6] {
-	case encryptionNone:
-		if cd.aead != nil {
-			cd.buffers.Put(bufs)
-			return nil, fmt.Errorf("%w: object is not encrypted but an encryption key is configured", errFrame)
-		}
-	case encryptionAESGCM:
-		h = bufs.header[:sealedHeaderSize]
-		if _, err := io.ReadFull(src, h[plainHeaderSize:]); err != nil {
-			cd.buffers.Put(bufs)
-			return nil, headerErr(err)
-		}
-		if cd.aead == nil {
-			cd.buffers.Put(bufs)
-			return nil, fmt.Errorf("%w: object is encrypted (key id %x) and no encryption key is configured", ErrWrongKey, h[8:16])
-		}
-		if !hmac.Equal(h[8:16], cd.keyID[:]) {
-			cd.buffers.Put(bufs)
-			return nil, fmt.Errorf("%w: object key id %x, configured key id %x", ErrWrongKey, h[8:16], cd.keyID[:])
-		}
-		bufs.aad = append(append(bufs.aad[:0], h...), name...)
-		sr := &segmentReader{src: src, aead: cd.aead, aad: bufs.aad, buf: bufs.sealed[:cap(bufs.sealed)], plainBuf: bufs.plain}
-		copy(sr.nonce[:noncePrefix], h[16:16+noncePrefix])
-		payload = sr
-	default:
-		cd.buffers.Put(bufs)
-		return nil, fmt.Errorf("%w: unsupported encryption %d", errFrame, h[6])
+		return nil, err
 	}
 	dec, err := cd.decoder(payload)
 	if err != nil {
 		cd.buffers.Put(bufs)
 		return nil, err
 	}
-	d.dec = dec
-	return d, nil
+	return &decodeReader{cd: cd, bufs: bufs, dec: dec}, nil
+}
+
+// openPayload reads the header from src and returns the reader of the zstd
+// frame that follows: src itself, or the opened segments.
+func (cd *codec) openPayload(src io.Reader, bufs *segmentBuffers, key, name string) (io.Reader, error) {
+	h := bufs.header[:plainHeaderSize]
+	if _, err := io.ReadFull(src, h); err != nil {
+		return nil, headerErr(err)
+	}
+	if string(h[:4]) != frameMagic {
+		return nil, fmt.Errorf("%w: magic %q, want %q", errFrame, h[:4], frameMagic)
+	}
+	version := h[4]
+	if (version != frameVersion && version != frameVersion1) || h[5] != compressionZstd {
+		return nil, fmt.Errorf("%w: unsupported version %d or compression %d", errFrame, h[4], h[5])
+	}
+	switch h[6] {
+	case encryptionNone:
+		if cd.encrypting() {
+			return nil, fmt.Errorf("%w: object is not encrypted but an encryption key is configured", errFrame)
+		}
+		return src, nil
+	case encryptionAESGCM:
+	default:
+		return nil, fmt.Errorf("%w: unsupported encryption %d", errFrame, h[6])
+	}
+	size, wantID, authenticated := sealedHeaderSize, cd.keyID, key
+	if version == frameVersion1 {
+		size, wantID, authenticated = sealedHeaderSizeV1, cd.keyIDV1, name
+	}
+	h = bufs.header[:size]
+	if _, err := io.ReadFull(src, h[plainHeaderSize:]); err != nil {
+		return nil, headerErr(err)
+	}
+	if !cd.encrypting() {
+		return nil, fmt.Errorf("%w: object is encrypted (key id %x) and no encryption key is configured", ErrWrongKey, h[8:16])
+	}
+	if !hmac.Equal(h[8:16], wantID[:]) {
+		return nil, fmt.Errorf("%w: object key id %x, configured key id %x", ErrWrongKey, h[8:16], wantID[:])
+	}
+	sr := &segmentReader{src: src, buf: bufs.sealed[:cap(bufs.sealed)], plainBuf: bufs.plain}
+	if version == frameVersion1 {
+		sr.aead = cd.aeadV1
+		copy(sr.nonce[:noncePrefix], h[16:16+noncePrefix])
+	} else {
+		aead, err := cd.objectAEAD(h[16 : 16+saltSize])
+		if err != nil {
+			return nil, err
+		}
+		sr.aead = aead
+	}
+	bufs.aad = append(append(bufs.aad[:0], h...), authenticated...)
+	sr.aad = bufs.aad
+	return sr, nil
 }
 
 func headerErr(err error) error {

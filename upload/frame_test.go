@@ -2,6 +2,7 @@ package upload
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"io"
 	"testing"
@@ -26,8 +27,8 @@ func encodeBytes(t testing.TB, cd *codec, data []byte, name string) []byte {
 	return b.Bytes()
 }
 
-func decodeBytes(cd *codec, obj []byte, name string) ([]byte, error) {
-	r, err := cd.decode(bytes.NewReader(obj), name)
+func decodeBytes(cd *codec, obj []byte, key string) ([]byte, error) {
+	r, err := cd.decode(bytes.NewReader(obj), key, key)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,7 @@ func TestCodec_Rejects(t *testing.T) {
 		{"truncated mid segment", enc, sealed[:len(sealed)-3], "files/x", errFrame},
 		{"extended", enc, append(bytes.Clone(sealed), 0), "files/x", errFrame},
 		{"other name", enc, sealed, "files/y", errFrame},
+		{"version byte changed", enc, flip(sealed, 4), "files/x", errFrame},
 		{"wrong key", mustCodec(t, bytes.Repeat([]byte{1}, 32)), sealed, "files/x", ErrWrongKey},
 		{"no key", plain, sealed, "files/x", ErrWrongKey},
 		{"unencrypted with key", enc, unsealed, "files/x", errFrame},
@@ -118,4 +120,46 @@ func FuzzCodec_Decode(f *testing.F) {
 		// Must not panic or hang; any error is fine.
 		decodeBytes(cd, obj, "files/x")
 	})
+}
+
+// TestCodec_KeyDerivation pins the key schedule (known answers computed
+// with an independent RFC 5869 implementation): K_enc and the key id from
+// the configured key, K_obj from K_enc and an object's salt.
+func TestCodec_KeyDerivation(t *testing.T) {
+	key := make([]byte, 32)
+	for i := range key {
+		key[i] = byte(i)
+	}
+	cd := mustCodec(t, key)
+	salt := bytes.Repeat([]byte{0xa5}, saltSize)
+	obj, err := cd.objectKey(salt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"K_enc", hex.EncodeToString(cd.encKey), "b62493ae2c1efb6df094d3d3418386ec3ef4c6c0725fad5a88166f8a8b92dfad"},
+		{"key id", cd.keyIDHex(), "1d88443636b3330d"},
+		{"K_obj", hex.EncodeToString(obj), "bc777944729aa968d6f302697219936dad60245c8885826ec5786c14f44a57b6"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %s, want %s", tc.name, tc.got, tc.want)
+		}
+	}
+	if bytes.Equal(cd.encKey, key) {
+		t.Error("the configured key is used for encryption as is")
+	}
+}
+
+// TestCodec_FreshKeyPerObject: two encodings of the same plaintext under
+// the same name have different salts, so different object keys.
+func TestCodec_FreshKeyPerObject(t *testing.T) {
+	cd := mustCodec(t, bytes.Repeat([]byte{42}, 32))
+	a := encodeBytes(t, cd, []byte("same state"), "gw-1/files/x")
+	b := encodeBytes(t, cd, []byte("same state"), "gw-1/files/x")
+	if bytes.Equal(a[16:16+saltSize], b[16:16+saltSize]) || bytes.Equal(a[sealedHeaderSize:], b[sealedHeaderSize:]) {
+		t.Fatal("two objects share a salt or ciphertext")
+	}
+	if a[4] != frameVersion {
+		t.Fatalf("format version %d, want %d", a[4], frameVersion)
+	}
 }

@@ -27,7 +27,7 @@ func (c *Client) PutManifest(ctx context.Context, name string, data []byte) erro
 		return err
 	}
 	key := c.key(manifestsDir, name)
-	buf, n, sum, err := c.encodeObject(bytes.NewReader(data), manifestsDir+name)
+	buf, n, sum, err := c.encodeObject(bytes.NewReader(data), key)
 	if err != nil {
 		return fmt.Errorf("upload: put manifest %s: %w", name, err)
 	}
@@ -70,7 +70,7 @@ func (c *Client) GetManifest(ctx context.Context, name string) ([]byte, error) {
 		return nil, err
 	}
 	key := c.key(manifestsDir, name)
-	r, info, err := c.openObject(ctx, key, manifestsDir+name)
+	r, info, err := c.openObject(ctx, key)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 )
 
 // partSize bounds the pooled object buffers. A file object is at most a
@@ -13,11 +14,11 @@ import (
 // sends a body above its 16 MiB part size as a multipart upload.
 const partSize = 16 << 20
 
-// encodeObject frames src as object name (the key below the prefix) into a
-// pooled buffer. The caller returns the buffer with c.putBuf.
-func (c *Client) encodeObject(src io.Reader, name string) (*bytes.Buffer, int64, [32]byte, error) {
+// encodeObject frames src as object key into a pooled buffer. The caller
+// returns the buffer with c.putBuf.
+func (c *Client) encodeObject(src io.Reader, key string) (*bytes.Buffer, int64, [32]byte, error) {
 	buf := c.getBuf()
-	n, sum, err := c.codec.encode(buf, src, name)
+	n, sum, err := c.codec.encode(buf, src, key)
 	if err != nil {
 		c.putBuf(buf)
 		return nil, 0, sum, err
@@ -62,18 +63,18 @@ func (c *Client) stat(ctx context.Context, key string) (objectInfo, error) {
 	return info, nil
 }
 
-// openObject starts reading object key (name is its key below the prefix)
-// and returns its plaintext and metadata. Reading errors are already
+// openObject starts reading object key and returns its plaintext and
+// metadata. Reading errors are already
 // classified: ErrCorrupt or ErrWrongKey naming the object, or a transport
 // error. The caller closes the returned reader.
-func (c *Client) openObject(ctx context.Context, key, name string) (io.ReadCloser, objectInfo, error) {
+func (c *Client) openObject(ctx context.Context, key string) (io.ReadCloser, objectInfo, error) {
 	body, info, err := c.s3.getObject(ctx, key)
 	if err != nil {
 		return nil, info, c.classify("get", key, err)
 	}
 	c.objectsGot.Add(1)
 	paced := &pacedReader{ctx: ctx, r: body, l: c.down, count: &c.bytesDown}
-	plain, err := c.codec.decode(paced, name)
+	plain, err := c.codec.decode(paced, key, strings.TrimPrefix(key, c.prefix))
 	if err != nil {
 		body.Close()
 		return nil, info, c.readErr(key, err)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Options configure a Client. The zero value of every field but Endpoint and
@@ -28,9 +30,14 @@ type Options struct {
 	// location once and signs for it.
 	Region string
 	// AccessKey, SecretKey and SessionToken are static credentials. When
-	// AccessKey is empty, minio-go's standard chain applies (environment,
-	// credential files, IAM); see credentialsOf.
+	// AccessKey is empty, Credentials or else minio-go's standard chain
+	// applies (environment, credential files, IAM); see standardChain.
 	AccessKey, SecretKey, SessionToken string
+	// Credentials, when set and AccessKey is empty, is the source of
+	// credentials instead of the standard chain: NewAWSIoTProvider,
+	// NewMinIOCertificateProvider, or any minio-go provider. Credentials
+	// that expire are fetched again before they do (credentialKeeper).
+	Credentials credentials.Provider
 	// Secure selects HTTPS.
 	Secure bool
 	// CAFile is a PEM file of CA certificates trusted in addition to the

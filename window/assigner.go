@@ -138,26 +138,21 @@ func (a Assigner) validate() error {
 	return nil
 }
 
-// AssignWindows appends the windows that t belongs to, in ascending order of
-// start (and end), and returns dst. For Session it appends [t, t+gap) before
-// merging; for count assigners t is the key's 0-based reading number.
-// It does not allocate when dst has room (size/slide windows for Sliding).
+// AssignWindows appends the windows that t belongs to and returns dst.
+// Sliding and count windows come latest start first, the order of Flink's
+// SlidingEventTimeWindows.assignWindows: the operator adds a reading to its
+// windows, and fires those its trigger fires, in this order. For Session it
+// appends [t, t+gap) before merging; for count assigners t is the key's
+// 0-based reading number. It does not allocate when dst has room
+// (size/slide windows for Sliding).
 func (a Assigner) AssignWindows(t int64, dst []Window) []Window {
 	switch a.kind {
 	case kindTumbling:
 		s := StartOf(t, a.off, a.size)
 		return append(dst, Window{s, s + a.size})
 	case kindSliding, kindCount:
-		off := a.off
-		last := StartOf(t, off, a.slide)
-		first := last
-		for first-a.slide > t-a.size {
-			first -= a.slide
-		}
-		for s := first; s <= last; s += a.slide {
-			if s > t-a.size {
-				dst = append(dst, Window{s, s + a.size})
-			}
+		for s := StartOf(t, a.off, a.slide); s > t-a.size; s -= a.slide {
+			dst = append(dst, Window{s, s + a.size})
 		}
 		return dst
 	case kindSession:

@@ -40,7 +40,10 @@
 // Assignment (Flink TimeWindow.getWindowStartWithOffset,
 // Tumbling/Sliding/Session windows, countWindow, GlobalWindows):
 //   - Window start = t − ((t − offset) floor-mod size), 0 ≤ r < size even for
-//     negative t − offset (StartOf).
+//     negative t − offset (StartOf). Any offset works; offsets o and o + size
+//     give the same windows (Flink takes abs(offset) < size, or < slide for
+//     sliding windows, and so does the configuration: "-8h" on 24 h windows
+//     starts the days at midnight in UTC+8).
 //   - Sliding: t belongs to every [s, s+size) with s ≡ offset (mod slide) and
 //     t − size < s ≤ t. With slide > size, t may belong to none: the verdict
 //     is Unassigned — unless t + L ≤ watermark, which Flink sends to the late
@@ -68,7 +71,15 @@
 //     merge is a new window (Seq from 0); one that keeps its bounds goes on.
 //   - Order: the firings of one AdvanceWatermark/AdvanceProcessingTime come
 //     by timer time (window end), then key bytes, then window start; several
-//     subtasks' outputs merged in that order equal a single subtask's.
+//     subtasks' outputs merged in that order equal a single subtask's. Flink
+//     fires timers by time too (InternalTimerServiceImpl.advanceWatermark);
+//     among timers of equal time its order is unspecified (the heap's or
+//     the state backend's), and key bytes, then window start, is one of its
+//     possible orders.
+//   - The firings a reading causes (LateUpdate, TriggerCount) come in the
+//     order of AssignWindows, each its own firing: a late reading re-fires
+//     its sliding windows latest start first, as Flink's
+//     WindowOperator.processElement walks SlidingEventTimeWindows.assignWindows.
 //
 // Lateness (Flink WindowOperator.isWindowLate,
 // isElementLate, cleanupTime, allowedLateness):

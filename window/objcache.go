@@ -103,9 +103,18 @@ func (k *objKey) find(w Window) int {
 	return k.findFrom(w, 0)
 }
 
-// findFrom is find trying index hint first: a reading's windows come in
-// ascending order, as they were created, so the next is usually the one
-// after the last found.
+// findNear is find trying the neighbours of index i first. Windows are
+// created in ascending order; a reading's windows come latest start first,
+// so the next is usually the one before i, and a key's timers pop in
+// ascending order, so the next is then the one after i.
+func (k *objKey) findNear(w Window, i int) int {
+	if i > 0 && i <= len(k.wins) && k.wins[i-1].w == w {
+		return i - 1
+	}
+	return k.findFrom(w, i+1)
+}
+
+// findFrom is find trying index hint first.
 func (k *objKey) findFrom(w Window, hint int) int {
 	if hint >= 0 && hint < len(k.wins) && k.wins[hint].w == w {
 		return hint

@@ -87,9 +87,10 @@ func (op *Operator) processPaned(e *Element, out *Output) Verdict {
 	}
 	if op.assigner.domain == EventTime && p.MaxTimestamp() <= op.wm {
 		// Windows past their end but within lateness re-fire at once
-		// (EventTimeTrigger.onElement), in ascending order.
-		for end := p.End; end <= s+size && end-1 <= op.wm; end += slide {
-			if w := (Window{end - size, end}); !op.isWindowLate(w) {
+		// (EventTimeTrigger.onElement), latest start first: the order of
+		// AssignWindows, as the per-window operator fires them.
+		for end := s + size; end >= p.End; end -= slide {
+			if w := (Window{end - size, end}); w.MaxTimestamp() <= op.wm && !op.isWindowLate(w) {
 				op.firePaned(e.KeyGroup, e.Key, w, LateUpdate, out)
 			}
 		}

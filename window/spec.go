@@ -41,6 +41,9 @@ type Spec struct {
 	Aggs []AggSpec
 }
 
+// Check reports what NewOperator would refuse in s.
+func (s Spec) Check() error { return s.validate() }
+
 func (s *Spec) validate() error {
 	if err := s.Assigner.validate(); err != nil {
 		return err

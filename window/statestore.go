@@ -376,7 +376,7 @@ func (s *StateStore) Window(w Window) *WindowState {
 	}
 	if s.cur >= 0 {
 		k := &s.objs.keys[s.cur]
-		if i := k.findFrom(w, s.lastWin+1); i >= 0 {
+		if i := k.findNear(w, s.lastWin); i >= 0 {
 			s.lastWin = i
 			return &k.wins[i].st
 		}
@@ -780,6 +780,13 @@ func (s *StateStore) PopTimer(d Domain, upTo int64) (Timer, bool) {
 		}
 	}
 	return Timer{Domain: d, Time: ft, KeyGroup: fk.kg, Key: fk.key, Window: fw}, true
+}
+
+// MemoryBytes is what the store holds in front of its backend, as charged
+// to StateStoreOptions.CacheBytes: its decoded window states and merging
+// sets and its timer front.
+func (s *StateStore) MemoryBytes() int64 {
+	return int64(s.objs.bytes + s.frontHigh*frontTimerBytes)
 }
 
 // Counts implements Store.

@@ -137,8 +137,10 @@ func TestStateStore_MatchesMemoryStore(t *testing.T) {
 		}
 		suts := []*sut{
 			mk("bolt", 0, 0, openTestBolt(t, 2<<10)),
-			mk("bolt, evicting", 1, 0, openTestBolt(t, 2<<10)),
-			mk("bolt, 2 KiB objects", 2<<10, 0, openTestBolt(t, 2<<10)),
+			// A front of 32k timers next to a tiny object cache (the
+			// default front is half of CacheBytes).
+			mk("bolt, evicting", 1, 32<<10, openTestBolt(t, 2<<10)),
+			mk("bolt, 2 KiB objects", 2<<10, 32<<10, openTestBolt(t, 2<<10)),
 			mk("bolt, timers spilling", 0, 1, openTestBolt(t, 2<<10)),
 			mk("bolt, 3 front timers", 1, 3, openTestBolt(t, 2<<10)),
 			mk("memory", 0, 0, state.NewMemory()),

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -23,6 +24,21 @@ const DefaultListen = "127.0.0.1:1883"
 
 // DefaultMaxInflight is Options.MaxInflight's default.
 const DefaultMaxInflight = 1000
+
+// Defaults of the connection bounds in Options.
+const (
+	DefaultMaxMessageSize = 256 << 10
+	DefaultMaxClients     = 1000
+	DefaultMaxKeepAlive   = 5 * time.Minute
+)
+
+// publishOverhead is what a PUBLISH packet holds besides its payload, at
+// most: a topic of up to 65535 bytes with its length, the packet id, and
+// MQTT 5 properties. The packet limit is the message limit plus this, so
+// mochi refuses a packet beyond it from its fixed header, before reading
+// (allocating) the body; the hook then holds the payload to the exact
+// limit.
+const publishOverhead = 64<<10 + 1<<10
 
 // Options configures the embedded broker.
 type Options struct {
@@ -47,12 +63,45 @@ type Options struct {
 	// not limit publishers: their QoS 1/2 flows are never refused for being
 	// too many (mochi's default of 1024 disconnects a fast QoS 2 publisher).
 	MaxInflight int
+	// MaxMessageSize bounds a published payload, in bytes. A client that
+	// sends more is disconnected (MQTT 5: DISCONNECT with reason 0x95,
+	// packet too large; the CONNACK tells MQTT 5 clients the packet limit)
+	// and its message is not taken; other clients are not affected. Default
+	// DefaultMaxMessageSize.
+	MaxMessageSize int
+	// MaxClients bounds the clients connected at once; one more is refused
+	// in its CONNACK (server unavailable / busy). Default
+	// DefaultMaxClients.
+	MaxClients int
+	// MaxKeepAlive is the longest keepalive a client gets: one asking for
+	// more, or for none (0), is held to it, so a vanished client's
+	// connection is dropped after 1.5 times it (MQTT 5 clients are told in
+	// the CONNACK). Default DefaultMaxKeepAlive.
+	MaxKeepAlive time.Duration
+	// ACLs, when any, bound what each client may publish (see ACL);
+	// without any, every client may publish everywhere.
+	ACLs []ACL
 	// Closed makes the broker hold every client's CONNACK until Open is
 	// called (for up to ClosedWait, then it refuses the connection), so no
 	// publish arrives before the subscribers are in place: one matching no
 	// subscriber would be acknowledged and go nowhere.
 	Closed bool
 }
+
+// ACL lets one client publish to the topics matching Publish: MQTT
+// filters in which usernameVar stands for the client's identity, so
+// "sensors/${username}/#" keeps each sensor to its own subtree. A client's
+// identity is the common name of its certificate when the listener
+// verifies client certificates, else its MQTT username. User "*" applies
+// to every client without an ACL of its own; a client with neither may
+// not publish. Subscriptions are not restricted.
+type ACL struct {
+	User    string
+	Publish []string
+}
+
+// usernameVar is the identity placeholder in ACL filters.
+const usernameVar = "${username}"
 
 // ClosedWait is how long a connection waits for Open before it is refused;
 // below common connect timeouts (paho: 30 s).
@@ -65,7 +114,85 @@ type Broker struct {
 	listener  *listeners.TCP
 	subs      *subscribers
 	hook      *hook
+	panics    atomic.Uint64
 	closeOnce sync.Once
+}
+
+// containedListener is mochi's TCP listener with each connection's
+// handling made to end in an error instead of a panic. mochi 2.7.9 panics
+// decoding some malformed packets (an MQTT 5 SUBSCRIBE whose last filter
+// lacks its options byte indexes past the packet), in the connection's own
+// goroutine, where nothing recovers: any client on the network could stop
+// the agent. Here the panic ends that connection only (mochi's deferred
+// clean-up runs), is logged and counted.
+type containedListener struct {
+	*listeners.TCP
+	log    *slog.Logger
+	panics *atomic.Uint64
+}
+
+func (l *containedListener) Serve(establish listeners.EstablishFn) {
+	l.TCP.Serve(func(id string, c net.Conn) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				n := l.panics.Add(1)
+				l.log.Warn("broker: a client's packet crashed its connection's handling; connection closed",
+					"remote", c.RemoteAddr().String(), "panic", fmt.Sprint(r), "contained_total", n)
+				_ = c.Close()
+				err = fmt.Errorf("broker: connection handling panicked: %v", r)
+			}
+		}()
+		return establish(id, c)
+	})
+}
+
+// Check reports what Start would refuse in o, without listening.
+func (o Options) Check() error { return o.normalize() }
+
+// normalize applies the defaults and validates o.
+func (o *Options) normalize() error {
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.MaxInflight == 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.MaxClients == 0 {
+		o.MaxClients = DefaultMaxClients
+	}
+	if o.MaxKeepAlive == 0 {
+		o.MaxKeepAlive = DefaultMaxKeepAlive
+	}
+	if o.MaxMessageSize < 0 || o.MaxMessageSize > 256<<20-publishOverhead {
+		return fmt.Errorf("broker: max message size %d out of range", o.MaxMessageSize)
+	}
+	if o.MaxClients < 0 || o.MaxKeepAlive < time.Second || o.MaxKeepAlive > 65535*time.Second {
+		return fmt.Errorf("broker: max clients %d or max keepalive %v out of range", o.MaxClients, o.MaxKeepAlive)
+	}
+	for _, acl := range o.ACLs {
+		for _, f := range acl.Publish {
+			if err := ValidateFilter(strings.ReplaceAll(f, usernameVar, "u")); err != nil {
+				return fmt.Errorf("broker: acl for %q: %w", acl.User, err)
+			}
+		}
+	}
+	if o.MaxInflight < 0 || o.MaxInflight > 65535 {
+		return fmt.Errorf("broker: max inflight %d out of range 1..65535", o.MaxInflight)
+	}
+	if o.Username == "" && o.Password != "" {
+		return errors.New("broker: a password is set without a username")
+	}
+	loopback, err := isLoopback(o.Listen)
+	if err != nil {
+		return err
+	}
+	if !loopback && !verifiesClients(o.TLS) && (o.Username == "" || o.Password == "") {
+		return fmt.Errorf("%w (listen %q)", ErrInsecureListen, o.Listen)
+	}
+	return nil
 }
 
 // Start validates opts, binds the listener and starts serving. log receives
@@ -75,30 +202,16 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Listen == "" {
-		opts.Listen = DefaultListen
-	}
-	if opts.MaxInflight == 0 {
-		opts.MaxInflight = DefaultMaxInflight
-	}
-	if opts.MaxInflight < 0 || opts.MaxInflight > 65535 {
-		return nil, fmt.Errorf("broker: max inflight %d out of range 1..65535", opts.MaxInflight)
-	}
-	if opts.Username == "" && opts.Password != "" {
-		return nil, errors.New("broker: a password is set without a username")
-	}
-	loopback, err := isLoopback(opts.Listen)
-	if err != nil {
+	if err := opts.normalize(); err != nil {
 		return nil, err
-	}
-	if !loopback && !verifiesClients(opts.TLS) && (opts.Username == "" || opts.Password == "") {
-		return nil, fmt.Errorf("%w (listen %q)", ErrInsecureListen, opts.Listen)
 	}
 
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.ReceiveMaximum = 65535 // publisher flows in progress per client; see MaxInflight
 	caps.MaximumInflight = uint16(opts.MaxInflight)
 	caps.MaximumClientWritesPending = 16 * 1024 // outbound queue per client before drops
+	caps.MaximumPacketSize = uint32(opts.MaxMessageSize + publishOverhead)
+	caps.MaximumClients = int64(opts.MaxClients)
 	mochiLog := slog.New(minLevelHandler{min: slog.LevelWarn, next: log.With("component", "mochi").Handler()})
 	server := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
@@ -107,7 +220,8 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		Logger:                   mochiLog,
 	})
 	b := &Broker{server: server, subs: &subscribers{}}
-	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{})}
+	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}),
+		acls: opts.ACLs, maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
 	if !opts.Closed {
 		b.Open()
 	}
@@ -119,7 +233,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("broker: add hook: %w", err)
 	}
 	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
-	if err := server.AddListener(b.listener); err != nil {
+	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics}); err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
 	}
 	if err := server.Serve(); err != nil {
@@ -208,6 +322,15 @@ func (b *Broker) Open() { b.hook.openOnce.Do(func() { close(b.hook.opened) }) }
 
 // Rejected returns how many publishes subscribers have rejected.
 func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }
+
+// Panics returns how many connections ended in a contained panic of
+// mochi's packet handling (see containedListener).
+func (b *Broker) Panics() uint64 { return b.panics.Load() }
+
+// TooLarge returns how many publishes were refused for exceeding
+// MaxMessageSize (their clients disconnected). A packet beyond the packet
+// limit is cut off by mochi before it is read and not counted here.
+func (b *Broker) TooLarge() uint64 { return b.hook.tooLarge.Load() }
 
 // Close disconnects every client and stops the listener. It is safe to call
 // more than once; later calls do nothing.

@@ -1,11 +1,15 @@
 package broker
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +18,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // mustStart starts a broker on a free loopback port and closes it at the end
@@ -275,4 +280,104 @@ func TestBroker_Subscribe_BeforeAck(t *testing.T) {
 // complete a handshake.
 func noCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return nil, errors.New("no certificate in this test")
+}
+
+// TestBroker_OversizedPublishMQTT5 speaks MQTT 5 on a raw connection: the
+// CONNACK carries the broker's maximum packet size, and a publish whose
+// payload exceeds MaxMessageSize gets a DISCONNECT with reason 0x95
+// (packet too large) and is counted.
+func TestBroker_OversizedPublishMQTT5(t *testing.T) {
+	b := mustStart(t, Options{MaxMessageSize: 100})
+	conn, err := net.DialTimeout("tcp", b.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// CONNECT: "MQTT", level 5, clean start, keepalive 30, no properties, client id "v5".
+	connect := []byte{0x10, 15, 0, 4, 'M', 'Q', 'T', 'T', 5, 0x02, 0, 30, 0, 0, 2, 'v', '5'}
+	if _, err := conn.Write(connect); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	typ, body := readPacket(t, r)
+	if typ != 0x20 || len(body) < 3 || body[1] != 0 {
+		t.Fatalf("CONNACK: type %#x body %v", typ, body)
+	}
+	var props packets.Properties
+	if _, err := props.Decode(packets.Connack, bytes.NewBuffer(body[2:])); err != nil {
+		t.Fatalf("CONNACK properties: %v", err)
+	}
+	if props.MaximumPacketSize == 0 {
+		t.Error("CONNACK tells no maximum packet size")
+	}
+	// PUBLISH QoS 1, topic "t", packet id 1, no properties, 200-byte payload.
+	payload := strings.Repeat("x", 200)
+	pub := []byte{0x32}
+	rest := append([]byte{0, 1, 't', 0, 1, 0}, payload...)
+	pub = append(pub, byte(len(rest)&0x7f|0x80), byte(len(rest)>>7))
+	pub = append(pub, rest...)
+	if _, err := conn.Write(pub); err != nil {
+		t.Fatal(err)
+	}
+	typ, body = readPacket(t, r)
+	if typ != 0xe0 || len(body) < 1 || body[0] != 0x95 {
+		t.Fatalf("after an oversized publish: type %#x body %v, want DISCONNECT 0x95", typ, body)
+	}
+	if b.TooLarge() != 1 {
+		t.Errorf("TooLarge = %d, want 1", b.TooLarge())
+	}
+}
+
+// readPacket reads one MQTT packet: its type byte and body.
+func readPacket(t *testing.T, r *bufio.Reader) (byte, []byte) {
+	t.Helper()
+	typ, err := r.ReadByte()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, shift := 0, 0
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n |= int(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			break
+		}
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		t.Fatal(err)
+	}
+	return typ, body
+}
+
+// TestBroker_MalformedSubscribeContained: an MQTT 5 SUBSCRIBE whose filter
+// lacks its options byte makes mochi index past the packet; the panic ends
+// that connection only, and the broker goes on serving.
+func TestBroker_MalformedSubscribeContained(t *testing.T) {
+	b := mustStart(t, Options{})
+	conn, err := net.DialTimeout("tcp", b.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hello := []byte{0x10, 15, 0, 4, 'M', 'Q', 'T', 'T', 5, 0x02, 0, 30, 0, 0, 2, 'v', '5'}
+	// SUBSCRIBE: packet id 1, no properties, filter "#" and no options byte.
+	subscribe := []byte{0x82, 0x06, 0x00, 0x01, 0x00, 0x00, 0x01, '#'}
+	if _, err := conn.Write(append(hello, subscribe...)); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.Copy(io.Discard, conn) // the broker closes the connection
+	if b.Panics() != 1 {
+		t.Fatalf("Panics = %d, want the malformed packet's 1", b.Panics())
+	}
+	c := connect(t, b.URL(), "after", "", "")
+	if !c.IsConnected() {
+		t.Fatal("the broker serves no client after the malformed packet")
+	}
 }

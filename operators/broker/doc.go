@@ -39,6 +39,11 @@
 //     disconnected.
 //   - A message matching no subscriber is handled as any broker does: it goes
 //     to MQTT subscribers, if any, and is acknowledged either way.
+//   - A publish whose payload exceeds Options.MaxMessageSize is refused
+//     before any subscriber sees it and its client disconnected (MQTT 5:
+//     DISCONNECT 0x95); a packet beyond the packet limit (that size plus the
+//     largest topic) is cut off by mochi from its fixed header, unread.
+//     Other clients are not affected.
 //   - A listener beyond loopback needs a username and password, or TLS that
 //     requires and verifies client certificates; Start refuses otherwise.
 //     TLS without client certificates encrypts but lets anyone in.

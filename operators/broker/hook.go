@@ -2,7 +2,9 @@ package broker
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +21,17 @@ type hook struct {
 	subs     *subscribers
 	log      *slog.Logger
 	username []byte // nil: allow every client
+	acls     []ACL
 	password []byte
 	rejected atomic.Uint64
-	opened   chan struct{} // closed by Broker.Open
-	openOnce sync.Once
+	tooLarge atomic.Uint64
+	// maxPayload bounds a payload (Options.MaxMessageSize); maxPacket is
+	// mochi's packet limit, told to MQTT 5 clients in the CONNACK.
+	maxPayload   int
+	maxPacket    uint32
+	maxKeepAlive uint16        // seconds
+	opened       chan struct{} // closed by Broker.Open
+	openOnce     sync.Once
 
 	// reinjected holds the deferred publishes being handed back to mochi
 	// (see deferPublish): OnPublish lets them through untouched.
@@ -41,7 +50,27 @@ type reinjectKey struct {
 func (h *hook) ID() string { return "eddy" }
 
 func (h *hook) Provides(b byte) bool {
-	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnPublish
+	return b == mqtt.OnConnect || b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnPublish ||
+		b == mqtt.OnPacketEncode
+}
+
+// OnConnect holds the client's keepalive to maxKeepAlive: one of 0 (none)
+// would keep a vanished client's connection, and its slot, forever.
+func (h *hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if ka := cl.State.Keepalive; ka == 0 || ka > h.maxKeepAlive {
+		cl.State.Keepalive, cl.State.ServerKeepalive = h.maxKeepAlive, true
+	}
+	return nil
+}
+
+// OnPacketEncode tells MQTT 5 clients the broker's packet limit in the
+// CONNACK (mochi enforces it but does not say so), so a conforming client
+// never sends a packet beyond it.
+func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 {
+		pk.Properties.MaximumPacketSize = h.maxPacket
+	}
+	return pk
 }
 
 // OnConnectAuthenticate waits until the broker is open (Options.Closed),
@@ -67,9 +96,56 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	return userOK && passOK
 }
 
-// OnACLCheck allows every authenticated client to publish and subscribe to
-// every topic: the broker serves one device's sensors.
-func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool { return true }
+// OnACLCheck allows subscriptions to every topic (the broker serves one
+// device's sensors) and, with ACLs, a publish only to a topic the client's
+// ACL matches. mochi then refuses the publish: for MQTT 5 with reason
+// "not authorized", for 3.1.1 (which has no such reason) by closing the
+// connection.
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	if !write || len(h.acls) == 0 || cl.Net.Inline {
+		return true
+	}
+	id := identity(cl)
+	if id == "" || strings.ContainsAny(id, "+#/") {
+		return false // would not name one subtree
+	}
+	acl := h.aclFor(id)
+	if acl == nil {
+		return false
+	}
+	for _, f := range acl.Publish {
+		if matchFilter(strings.ReplaceAll(f, usernameVar, id), topic) {
+			return true
+		}
+	}
+	h.log.Warn("broker: publish outside the client's acl refused", "client", cl.ID, "identity", id, "topic", topic)
+	return false
+}
+
+// aclFor is the ACL of identity id, else the "*" one, else nil.
+func (h *hook) aclFor(id string) *ACL {
+	var wildcard *ACL
+	for i := range h.acls {
+		switch h.acls[i].User {
+		case id:
+			return &h.acls[i]
+		case "*":
+			wildcard = &h.acls[i]
+		}
+	}
+	return wildcard
+}
+
+// identity is the common name of the client's verified certificate, else
+// its MQTT username.
+func identity(cl *mqtt.Client) string {
+	if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
+		if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
+			return chains[0][0].Subject.CommonName
+		}
+	}
+	return string(cl.Properties.Username)
+}
 
 // OnPublish runs the subscribers before mochi acknowledges the publish. A
 // QoS 1 publish whose only subscriber is deferred is taken out of mochi's
@@ -79,6 +155,13 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool { retu
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if h.takeReinjected(cl, pk) {
 		return pk, nil
+	}
+	if len(pk.Payload) > h.maxPayload && !cl.Net.Inline {
+		n := h.tooLarge.Add(1)
+		h.log.Warn("broker: publish larger than max_message_size refused; client disconnected",
+			"client", cl.ID, "topic", pk.TopicName, "bytes", len(pk.Payload), "max_message_size", h.maxPayload, "too_large_total", n)
+		h.disconnect(cl, packets.ErrPacketTooLarge)
+		return pk, packets.ErrRejectPacket
 	}
 	if pk.FixedHeader.Qos == 1 && !pk.FixedHeader.Retain && !cl.Net.Inline {
 		if sub := h.subs.only(pk.TopicName); sub != nil && sub.deferred != nil {
@@ -103,11 +186,17 @@ func (h *hook) reject(cl *mqtt.Client, pk packets.Packet, err error) {
 	h.log.Warn("broker: publish rejected by subscriber",
 		"client", cl.ID, "topic", pk.TopicName, "qos", pk.FixedHeader.Qos, "rejected_total", n, "error", err)
 	if pk.FixedHeader.Qos > 0 {
-		if cl.Properties.ProtocolVersion == 5 {
-			_ = h.server.DisconnectClient(cl, packets.ErrImplementationSpecificError)
-		} else {
-			cl.Stop(packets.ErrImplementationSpecificError)
-		}
+		h.disconnect(cl, packets.ErrImplementationSpecificError)
+	}
+}
+
+// disconnect closes cl's connection, with a DISCONNECT carrying code for
+// MQTT 5 (3.1.1 has no server DISCONNECT).
+func (h *hook) disconnect(cl *mqtt.Client, code packets.Code) {
+	if cl.Properties.ProtocolVersion == 5 {
+		_ = h.server.DisconnectClient(cl, code)
+	} else {
+		cl.Stop(code)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/eddy-edge/eddy/operators/event"
+
+	"github.com/eddy-edge/eddy/operators/jsontext"
 )
 
 // Node is a position in a State: an object, a leaf, or nothing (a path
@@ -95,12 +97,12 @@ func appendLeaf(dst []byte, e *entry) []byte {
 	v := e.value
 	switch v.Kind {
 	case event.Number:
-		return appendNumber(dst, v.Num)
+		return jsontext.AppendNumber(dst, v.Num)
 	case event.String:
 		if e.array {
 			return append(dst, v.Str...)
 		}
-		return appendString(dst, v.Str)
+		return jsontext.AppendStringBytes(dst, v.Str)
 	case event.Bool:
 		return strconv.AppendBool(dst, v.Num != 0)
 	}

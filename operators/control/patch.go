@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/eddy-edge/eddy/operators/event"
+
+	"github.com/eddy-edge/eddy/operators/jsontext"
 )
 
 // patch is a parsed control message: an object whose members are merged
@@ -135,7 +137,7 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(appendString(dst, k), ':')
+			dst = append(jsontext.AppendString(dst, k), ':')
 			var err error
 			if dst, err = appendCanonical(dst, v[k], depth+1); err != nil {
 				return nil, err
@@ -147,7 +149,7 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
 	case nil:
 		return append(dst, "null"...), nil
 	case string:
-		return appendString(dst, v), nil
+		return jsontext.AppendString(dst, v), nil
 	case bool:
 		return strconv.AppendBool(dst, v), nil
 	case json.Number:
@@ -155,7 +157,7 @@ func appendCanonical(dst []byte, v any, depth int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return appendNumber(dst, f), nil
+		return jsontext.AppendNumber(dst, f), nil
 	}
 	return nil, fmt.Errorf("%w: unexpected JSON value %T", ErrMalformed, v)
 }

@@ -1,6 +1,10 @@
 package control
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/eddy-edge/eddy/operators/jsontext"
+)
 
 // Snapshot returns the state as canonical JSON (see canonical.go): one
 // object, keys in byte order, no spaces. Equal states give equal bytes,
@@ -39,7 +43,7 @@ func (e *entry) appendJSON(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(appendString(dst, k), ':')
+		dst = append(jsontext.AppendString(dst, k), ':')
 		dst = e.members[k].appendJSON(dst)
 	}
 	return append(dst, '}')

@@ -18,8 +18,12 @@ const (
 	FlagDup Flags = 1 << 0
 	// FlagRetain is set when the message was a retained message.
 	FlagRetain Flags = 1 << 1
+	// FlagTooLarge marks a message that exceeded its source's maximum
+	// message size: the entry holds only the first bytes of its payload,
+	// and the pipeline dead-letters it (reason too_large).
+	FlagTooLarge Flags = 1 << 2
 
-	flagsKnown = FlagDup | FlagRetain
+	flagsKnown = FlagDup | FlagRetain | FlagTooLarge
 	// recSameTopic marks a version 2 record whose topic is the previous
 	// record's (not stored again). Stored only, never in an Entry.
 	recSameTopic = 1 << 7

@@ -87,6 +87,9 @@ type Options struct {
 	Compress bool
 }
 
+// Check reports what Open would refuse in o, without touching the disk.
+func (o Options) Check() error { return o.setDefaults() }
+
 func (o *Options) setDefaults() error {
 	if o.Ack == 0 {
 		o.Ack = AfterFsync
@@ -258,6 +261,15 @@ func (l *Log) upgradeActive(version uint32) error {
 	return l.roll(l.next)
 }
 
+// Fits reports whether e can be stored (else Append refuses it with
+// ErrTooLarge): a caller batching many senders' entries leaves out the one
+// that cannot, so it fails alone.
+func (l *Log) Fits(e *Entry) bool {
+	return int64(frameLen(e)) <= l.maxFrame() && len(e.Topic) <= maxTopicLen
+}
+
+func (l *Log) maxFrame() int64 { return l.opts.SegmentBytes - int64(headerLen) }
+
 // Append writes batch as consecutive entries and returns the offsets of the
 // first and last (0, 0 for an empty batch). Entry.Offset is ignored.
 //
@@ -288,7 +300,7 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 	if err := l.failure(); err != nil {
 		return 0, 0, err
 	}
-	maxFrame := l.opts.SegmentBytes - int64(headerLen)
+	maxFrame := l.maxFrame()
 	for i := range batch {
 		e := &batch[i]
 		if n := frameLen(e); int64(n) > maxFrame || len(e.Topic) > maxTopicLen {

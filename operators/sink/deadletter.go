@@ -1,6 +1,10 @@
 package sink
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/eddy-edge/eddy/operators/jsontext"
+)
 
 // Reasons for dead letters written by Eddy's stages. Other stages may use
 // their own; these are the ones the sinks' readers can rely on.
@@ -20,16 +24,16 @@ const (
 // It does not allocate when dst has room.
 func AppendDeadLetter(dst []byte, pipeline, reason, detail, topic string, offset uint64, payload []byte) []byte {
 	dst = append(dst, `{"pipeline":`...)
-	dst = appendQuoted(dst, pipeline)
+	dst = jsontext.AppendString(dst, pipeline)
 	dst = append(dst, `,"reason":`...)
-	dst = appendQuoted(dst, reason)
+	dst = jsontext.AppendString(dst, reason)
 	dst = append(dst, `,"detail":`...)
-	dst = appendQuoted(dst, detail)
+	dst = jsontext.AppendString(dst, detail)
 	dst = append(dst, `,"topic":`...)
-	dst = appendQuoted(dst, topic)
+	dst = jsontext.AppendString(dst, topic)
 	dst = append(dst, `,"offset":`...)
 	dst = strconv.AppendUint(dst, offset, 10)
 	dst = append(dst, `,"payload":"`...)
-	dst = appendEscapedBytes(dst, payload)
+	dst = jsontext.AppendEscapedBytes(dst, payload)
 	return append(dst, `"}`...)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/jsontext"
 )
 
 // Kinds of firing, as they appear in the "kind" field of the output record.
@@ -48,9 +50,10 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 //	<Names[i]>       Values[i] for each aggregate, in order; NaN and ±Inf → null
 //
 // The id is deterministic, so a consumer can drop a firing it has already
-// seen (outputs of a restored epoch may be sent again). Strings are escaped
-// as in appendEscaped: the output is always valid JSON, even for keys with
-// control characters or invalid UTF-8 (each invalid byte becomes U+FFFD).
+// seen (outputs of a restored epoch may be sent again). Strings are written
+// as package jsontext writes them: the output is always valid JSON, even for
+// keys with control characters or invalid UTF-8 (each invalid byte becomes
+// U+FFFD).
 // AppendJSON does not allocate when dst has room; it panics if Names and
 // Values differ in length, which is a bug in the caller.
 func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
@@ -58,11 +61,11 @@ func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 		panic(fmt.Sprintf("sink: result of pipeline %q has %d names but %d values", r.Pipeline, len(r.Names), len(r.Values)))
 	}
 	dst = append(dst, `{"id":"`...)
-	dst = appendEscaped(dst, deviceID)
+	dst = jsontext.AppendEscaped(dst, deviceID)
 	dst = append(dst, '/')
-	dst = appendEscaped(dst, r.Pipeline)
+	dst = jsontext.AppendEscaped(dst, r.Pipeline)
 	dst = append(dst, '/')
-	dst = appendEscapedBytes(dst, r.Key)
+	dst = jsontext.AppendEscapedBytes(dst, r.Key)
 	dst = append(dst, '/')
 	dst = strconv.AppendInt(dst, r.Start, 10)
 	dst = append(dst, '-')
@@ -71,9 +74,9 @@ func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 	dst = strconv.AppendInt(dst, int64(r.Firing), 10)
 
 	dst = append(dst, `","pipeline":`...)
-	dst = appendQuoted(dst, r.Pipeline)
+	dst = jsontext.AppendString(dst, r.Pipeline)
 	dst = append(dst, `,"key":"`...)
-	dst = appendEscapedBytes(dst, r.Key)
+	dst = jsontext.AppendEscapedBytes(dst, r.Key)
 	dst = append(dst, `","window_start":"`...)
 	dst = appendTimestamp(dst, r.Start)
 	dst = append(dst, `","window_end":"`...)
@@ -83,14 +86,14 @@ func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 	dst = append(dst, `,"window_end_ms":`...)
 	dst = strconv.AppendInt(dst, r.End, 10)
 	dst = append(dst, `,"kind":`...)
-	dst = appendQuoted(dst, r.Kind)
+	dst = jsontext.AppendString(dst, r.Kind)
 	dst = append(dst, `,"firing":`...)
 	dst = strconv.AppendInt(dst, int64(r.Firing), 10)
 	for i, name := range r.Names {
 		dst = append(dst, ',')
-		dst = appendQuoted(dst, name)
+		dst = jsontext.AppendString(dst, name)
 		dst = append(dst, ':')
-		dst = appendNumber(dst, r.Values[i])
+		dst = jsontext.AppendNumber(dst, r.Values[i])
 	}
 	return append(dst, '}')
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // TopicVariables are the variables a topic template may use.
@@ -163,4 +164,10 @@ func appendSegment(dst []byte, s string) []byte {
 
 func appendSegmentBytes(dst []byte, b []byte) []byte {
 	return appendSegment(dst, bytesView(b))
+}
+
+// bytesView returns b as a string without copying. The caller must only read
+// the string during its call and never keep it, as b may change afterwards.
+func bytesView(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

@@ -71,7 +71,30 @@ type publishReader struct {
 	// wake wakes the consumer: queued messages wait. Called once the
 	// messages already read are queued, before the reader may block.
 	wake func()
+	// maxSize bounds a payload: a PUBLISH declaring a larger body is read
+	// only up to its topic, packet id and TooLargeKeep payload bytes (at
+	// most maxPublishHead), the rest skipped unread into memory, and queued
+	// with TooLarge set.
+	maxSize int
 }
+
+// limit is maxSize, DefaultMaxMessageSize when unset.
+func (r *publishReader) limit() int {
+	if r.maxSize <= 0 {
+		return DefaultMaxMessageSize
+	}
+	return r.maxSize
+}
+
+// maxPublishHead is the most of an oversized PUBLISH read into memory: the
+// longest topic with its length, the packet id, and TooLargeKeep payload
+// bytes.
+const maxPublishHead = 2 + 65535 + 2 + TooLargeKeep
+
+// maxControlPacket bounds a packet other than PUBLISH from the broker
+// (CONNACK, SUBACK, PUBREL...: a few bytes each); a larger declared length
+// is malformed, refused before allocating it.
+const maxControlPacket = 64 << 10
 
 // inboundState is the reader goroutine's own part of a coalescingConn with
 // a publishReader.
@@ -167,6 +190,9 @@ func (c *coalescingConn) readPacket() error {
 	}
 	c.mayBlock(size)
 	if hdr>>4 != 3 { // not PUBLISH: for paho
+		if size > maxControlPacket {
+			return errMalformed
+		}
 		b := append(append(c.in.passBuf[:0], hdr), lenBytes[:nl]...)
 		b = slices.Grow(b, size)[:len(b)+size]
 		if _, err := io.ReadFull(c.r, b[1+nl:]); err != nil {
@@ -174,6 +200,9 @@ func (c *coalescingConn) readPacket() error {
 		}
 		c.in.passBuf, c.in.pass = b, b
 		return nil
+	}
+	if size > c.recv.limit()+2+65535+2 { // beyond any PUBLISH within the limit
+		return c.publishTooLarge(hdr, size)
 	}
 	var body []byte
 	if size <= c.r.Size() {
@@ -187,7 +216,7 @@ func (c *coalescingConn) readPacket() error {
 		}
 		body = c.in.big
 	}
-	if err := c.publish(hdr, body); err != nil {
+	if err := c.publish(hdr, body, false); err != nil {
 		return err
 	}
 	if size <= c.r.Size() {
@@ -198,9 +227,27 @@ func (c *coalescingConn) readPacket() error {
 	return nil
 }
 
+// publishTooLarge reads the head of a PUBLISH whose declared body of size
+// bytes exceeds any payload within maxSize, skips the rest (bufio's
+// Discard reads it through the buffer, allocating nothing), and queues the
+// message cut to TooLargeKeep bytes.
+func (c *coalescingConn) publishTooLarge(hdr byte, size int) error {
+	head := min(size, maxPublishHead)
+	c.in.big = slices.Grow(c.in.big[:0], head)[:head]
+	if _, err := io.ReadFull(c.r, c.in.big); err != nil {
+		return err
+	}
+	if _, err := c.r.Discard(size - head); err != nil {
+		return err
+	}
+	return c.publish(hdr, c.in.big, true)
+}
+
 // publish parses a PUBLISH packet's body (MQTT 3.1.1 and 3.1 alike) and
-// queues its message, copying topic and payload out of the read buffer.
-func (c *coalescingConn) publish(hdr byte, body []byte) error {
+// queues its message, copying topic and payload out of the read buffer. A
+// payload beyond maxSize (or a body cut by publishTooLarge, cut) is queued
+// TooLarge with its first TooLargeKeep bytes.
+func (c *coalescingConn) publish(hdr byte, body []byte, cut bool) error {
 	qos := (hdr >> 1) & 3
 	if qos == 3 || len(body) < 2 {
 		return errMalformed
@@ -226,7 +273,11 @@ func (c *coalescingConn) publish(hdr byte, body []byte) error {
 		m.Topic = string(topic)
 		c.in.topics[m.Topic] = m.Topic
 	}
-	m.Payload = c.in.arena.copy(body[end:])
+	payload := body[end:]
+	if cut || len(payload) > c.recv.limit() {
+		payload, m.TooLarge = payload[:min(len(payload), TooLargeKeep)], true
+	}
+	m.Payload = c.in.arena.copy(payload)
 	c.recv.queue(m, qos)
 	c.in.queued = true
 	return nil

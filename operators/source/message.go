@@ -19,7 +19,11 @@ type Message struct {
 	// message before (a redelivery after a reconnect). The ingest log's
 	// dedup checks such messages against what it already holds.
 	Dup bool
-	ack func() // nil when the source needs no ack
+	// TooLarge: the message exceeded the source's maximum message size;
+	// Payload holds its first TooLargeKeep bytes only. It is acknowledged
+	// like any other, and the pipeline dead-letters it (reason too_large).
+	TooLarge bool
+	ack      func() // nil when the source needs no ack
 	// conn, when set, is the connection to write the ack to (the MQTT
 	// source's tcp:// connections): PUBACK, or PUBREC when ackPubrec, for
 	// packet id ackID.

@@ -72,9 +72,24 @@ type MQTTOptions struct {
 	// per client bounds them (mosquitto: max_inflight_messages, which must
 	// not be 0 = unlimited; ~1000 is right for Eddy).
 	MaxPending int
+	// MaxMessageSize bounds a message's payload: a larger one is delivered
+	// with TooLarge set and its payload cut to TooLargeKeep bytes, without
+	// ever being held whole on tcp:// connections (the packet is read past,
+	// not into memory). Default DefaultMaxMessageSize.
+	MaxMessageSize int
 }
 
+// DefaultMaxMessageSize is MQTTOptions.MaxMessageSize's default.
+const DefaultMaxMessageSize = 256 << 10
+
+// TooLargeKeep is how many payload bytes a TooLarge message keeps: enough
+// to recognize it in a dead letter.
+const TooLargeKeep = 1 << 10
+
 func (o *MQTTOptions) setDefaults() {
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = DefaultKeepAlive
 	}
@@ -297,7 +312,7 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 			if err != nil {
 				return nil, err // not a nil *coalescingConn in a non-nil net.Conn
 			}
-			c.recv = publishReader{queue: s.queue, wake: s.q.signal}
+			c.recv = publishReader{queue: s.queue, wake: s.q.signal, maxSize: s.opts.MaxMessageSize}
 			return c, nil
 		})
 	}
@@ -339,6 +354,10 @@ func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
 // block.
 func (s *MQTT) onMessage(_ paho.Client, pm paho.Message) {
 	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli(), Dup: pm.Duplicate()}
+	if len(m.Payload) > s.opts.MaxMessageSize { // paho has read it whole: only tcp:// avoids that
+		n := min(len(m.Payload), TooLargeKeep)
+		m.Payload, m.TooLarge = m.Payload[:n:n], true
+	}
 	if pm.Qos() > 0 {
 		m.ack = pm.Ack
 	}

@@ -19,6 +19,16 @@ import (
 // a non-zero return code.
 var errConnRefused = errors.New("walsink: broker refused the connection")
 
+// connackError is a CONNACK with a non-zero return code; it wraps
+// errConnRefused.
+type connackError struct{ code byte }
+
+func (e *connackError) Error() string {
+	return "walsink: broker refused the connection: " + connackMeaning(e.code)
+}
+
+func (e *connackError) Unwrap() error { return errConnRefused }
+
 // dial connects to the broker and sends CONNECT (MQTT 3.1.1, clean session
 // 0, the fixed client id), returning the connection and whether the broker
 // still had the session.
@@ -78,7 +88,7 @@ func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
 	}
 	if ack.ReturnCode != packets.Accepted {
 		conn.Close()
-		return nil, false, fmt.Errorf("%w: %s", errConnRefused, packets.ConnackReturnCodes[ack.ReturnCode])
+		return nil, false, &connackError{code: ack.ReturnCode}
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return conn, ack.SessionPresent, nil
@@ -102,6 +112,13 @@ func newPacketWriter(conn net.Conn) *packetWriter {
 	}
 }
 
+// writeQoS1 encodes a QoS 1 PUBLISH of m.
+func (w *packetWriter) writeQoS1(m *qos1Msg, dup bool) error {
+	w.publish.Qos, w.publish.Dup, w.publish.Retain = 1, dup, m.retain
+	w.publish.TopicName, w.publish.MessageID, w.publish.Payload = string(m.topic), m.id, m.payload
+	return w.publish.Write(w.bw)
+}
+
 func (w *packetWriter) write(p qos2.Packet) error {
 	switch p.Kind {
 	case qos2.PacketPublish:
@@ -119,9 +136,10 @@ func (w *packetWriter) write(p qos2.Packet) error {
 
 // incoming is one packet (or the read error) from the broker.
 type incoming struct {
-	typ qos2.PacketType
-	id  uint16
-	err error
+	typ    qos2.PacketType
+	puback bool // a PUBACK (QoS 1 mode); typ is then invalid
+	id     uint16
+	err    error
 }
 
 // readPackets reads the broker's packets until an error, which it sends
@@ -140,6 +158,8 @@ func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}) {
 			in.typ, in.id = qos2.Pubcomp, p.MessageID
 		case *packets.PingrespPacket:
 			in.typ = qos2.Pingresp
+		case *packets.PubackPacket:
+			in.puback, in.id = true, p.MessageID
 		default:
 			in.err = fmt.Errorf("walsink: unexpected packet from broker: %s", pkt)
 		}

@@ -1,7 +1,8 @@
 // Package walsink is Eddy's exactly-once MQTT sink: a write-ahead log (WAL)
 // of the results of each checkpoint epoch, published upstream only after
 // that checkpoint completes, at QoS 2, by a publish session of its own whose
-// every step is in the same WAL. It is Flink's GenericWriteAheadSink with
+// every step is in the same WAL (or at QoS 1, for brokers without QoS 2,
+// with repeats bounded by the in-flight window: see QoS 1 mode). It is Flink's GenericWriteAheadSink with
 // one difference: Flink may re-send a whole batch after a failure between
 // sending and committing; this sink sends no message twice.
 //
@@ -24,7 +25,7 @@
 // # WAL file format
 //
 // The WAL is a directory of segment files (package wal): each starts with a
-// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 2),
+// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 3),
 // followed by frames (length, CRC-32C, payload; a torn tail of the last
 // segment is cut at Open). A frame's first payload byte is the record kind;
 // integers are little-endian.
@@ -32,11 +33,12 @@
 // The format version covers the records below as well as the frames: a
 // change to either raises it, and a segment of a version this build does
 // not know fails Open with wal.ErrVersion (a WAL written by a newer build),
-// never a misread. Version 1 is the layout of builds before the header: the
-// same frames and records without a header. Open reads such a WAL as it is
-// (nothing undelivered is lost by an upgrade), writes on in a new version 2
-// segment, and deletes the old segments once their messages are delivered,
-// as it deletes any segment.
+// never a misread. Version 2 lacks kind 8, and is read as it is. Version 1
+// is the layout of builds before the header: the same frames and records
+// (kinds 1 to 7) without a header. Open reads such a WAL as it is (nothing
+// undelivered is lost by an upgrade), writes on in a new segment of the
+// current version, and deletes the old segments once their messages are
+// delivered, as it deletes any segment.
 //
 //	kind 1 state      nextSeq u64, lastEpoch u64, committedEpoch u64,
 //	                  committedSeq u64, nextAssign u64,
@@ -55,6 +57,9 @@
 //	                  received), one frame and one fsync per batch
 //	kind 7 drop       from u64, to u64, count u64, bytes u64: drop_oldest
 //	                  skipped these committed, never-sent seqs
+//	kind 8 resume     from u64: QoS 1 mode: every seq below from is
+//	                  PUBACKed (or dropped or aborted) and publishing
+//	                  resumes there; open QoS 2 flows are abandoned
 //
 // Every message gets a sequence number (seq) when written; seqs increase
 // through the log, epochs never decrease along them, and a message is
@@ -118,6 +123,27 @@
 //   - Order: messages are published in seq order and mosquitto delivers in
 //     PUBREL order, which is PUBREC order, which is PUBLISH order.
 //
+// # QoS 1 mode
+//
+// With Options.QoS = 1 (brokers without QoS 2) committed messages are
+// published at QoS 1 from the WAL, in seq order, at most MaxInflight
+// unacknowledged (qos1Window, in memory). After each batch of PUBACKs the
+// position below which everything is acknowledged goes into the WAL (kind
+// 8, not synced: a process crash keeps it in the page cache, power loss may
+// lose the last ones and widen the repeats to them). A reconnect re-sends
+// the window (DUP=1); a restart resumes at the recorded position. The
+// guarantee: no loss, order per key, repeats only of the unacknowledged
+// in-flight window, each a byte-identical message and so with the same id.
+// Open flows of a QoS 2 run are abandoned when the WAL is opened at QoS 1
+// and their messages, from the oldest, published again at QoS 1.
+//
+// # Immediate mode (at least once)
+//
+// With Options.Immediate every Write is committed in the same write as its
+// data, so it is published at once; PreCommit only syncs. It is the disk
+// buffer of the at-least-once sink: an outage fills the WAL (MaxDiskBytes,
+// WhenFull) instead of failing writes.
+//
 // # Offline store-and-forward
 //
 // While the broker is unreachable the publisher reconnects with exponential
@@ -153,6 +179,16 @@
 //
 // Open flows restored from a run with a larger MaxInflight resume
 // MaxInflight at a time.
+//
+// # A broker that refuses
+//
+// Stats.Refusal names a broker that refuses the session, and the publisher
+// logs it once at Error: a CONNACK return code, with its meaning, or a
+// broker that closes two connections in a row within seconds of their first
+// QoS 2 PUBLISH without a PUBREC or PUBCOMP (ErrQoS2Refused: MQTT 3.1.1
+// gives a client no other sign that a QoS is refused). The publisher keeps
+// retrying; the refusal ends with an accepted CONNACK, or a PUBREC or
+// PUBCOMP, respectively.
 //
 // # Costs
 //

@@ -55,7 +55,7 @@ func TestSink_OpensWALOfEarlierBuild(t *testing.T) {
 	waitDelivered(t, s, 300, 30*time.Second)
 	s.Close() // mid-drain: open flows stay in the WAL
 	rewriteSegments(t, s.wal, dir, func(b []byte) []byte {
-		if !bytes.HasPrefix(b, []byte("EDDYWSNK\x02\x00\x00\x00")) {
+		if !bytes.HasPrefix(b, []byte("EDDYWSNK\x03\x00\x00\x00")) {
 			t.Fatalf("segment does not start with the header: %q", b[:min(len(b), 12)])
 		}
 		return b[wal.HeaderBytes:] // the earlier build's layout

@@ -67,6 +67,23 @@ type Options struct {
 	SegmentBytes int64
 	// DialTimeout bounds connecting and the CONNACK. Default 10s.
 	DialTimeout time.Duration
+	// QoS is 2 (default: the zero-duplicate QoS 2 session) or 1, for
+	// brokers that refuse QoS 2 (AWS IoT Core, Azure IoT Hub): messages are
+	// published at QoS 1 from the WAL, in order, at most MaxInflight
+	// unacknowledged; the acknowledged position is recorded per batch of
+	// PUBACKs (no fsync of its own), and after a crash or reconnect only
+	// the unacknowledged window is published again, byte for byte (so with
+	// the same output id). Guarantee: no loss, order per key, repeats only
+	// of the unacknowledged in-flight window, each with the same id.
+	QoS byte
+	// Immediate makes the sink an at-least-once disk buffer: every Write is
+	// publishable at once, without waiting for a checkpoint (latency stays
+	// low); PreCommit only syncs (what a completed checkpoint produced is
+	// then on disk), Commit does nothing, and Recover publishes whatever
+	// the WAL holds. Replay after a crash writes the results since the last
+	// checkpoint again: they may repeat. MaxDiskBytes, WhenFull and
+	// DrainRate apply as in the default mode.
+	Immediate bool
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.
@@ -130,6 +147,13 @@ func (o *Options) normalize() error {
 	}
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = min(max(o.MaxDiskBytes/16, 64<<10), 64<<20)
+	}
+	switch o.QoS {
+	case 0:
+		o.QoS = 2
+	case 1, 2:
+	default:
+		return fmt.Errorf("walsink: options: qos %d (want 1 or 2)", o.QoS)
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/walsink/qos2"
 )
 
 // runPublisher is the session's driver: it connects with exponential
@@ -25,20 +27,35 @@ func (s *Sink) runPublisher() {
 	backoff := s.opts.ReconnectMin
 	for {
 		conn, present, err := dial(ctx, &s.opts)
-		if err == nil {
+		var refused *connackError
+		switch {
+		case errors.As(err, &refused):
+			s.setRefusal(refusalConnack, refused.Error())
+		case err == nil:
 			if !present && s.sess.Inflight() > 0 {
 				s.log.Warn("walsink: broker lost the session; open flows are re-sent and may be duplicated or lost by the broker",
 					"open_flows", s.sess.Inflight())
 			}
+			s.setRefusal(refusalConnack, "")
 			s.connected.Store(true)
 			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", present)
 			started := time.Now()
+			s.refusals.connected()
 			err = s.serve(conn)
 			conn.Close()
 			s.sess.Disconnected()
 			s.connected.Store(false)
 			if time.Since(started) > s.opts.ReconnectMax {
 				backoff = s.opts.ReconnectMin
+			}
+			if err != nil && !errors.Is(err, errFatal) && s.refusals.closed(time.Now()) {
+				if s.q1 == nil {
+					s.setRefusal(refusalQoS, ErrQoS2Refused.Error()+
+						`; results stay in the WAL, undelivered: set qos = 1 on this sink (exactly once with ids: no loss, order per key, repeats only of the unacknowledged window, each with the same id), or allow QoS 2 on the broker`)
+				} else {
+					s.setRefusal(refusalQoS, ErrPublishRefused.Error()+
+						"; results stay in the WAL, undelivered: check the broker's policy for this client id and topic, and its payload limit")
+				}
 			}
 		}
 		if errors.Is(err, errFatal) {
@@ -50,7 +67,12 @@ func (s *Sink) runPublisher() {
 			return
 		default:
 		}
-		s.log.Warn("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		if s.Stats().Refusal != "" {
+			// Said once, at Error, when it began.
+			s.log.Debug("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		} else {
+			s.log.Warn("walsink: broker connection failed; retrying", "err", err, "backoff", backoff)
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-s.closeCh:
@@ -75,6 +97,11 @@ func (s *Sink) serve(conn net.Conn) error {
 	pw := newPacketWriter(conn)
 	s.sess.Connected(time.Now())
 	s.retried.Store(s.sess.Retried())
+	if s.q1 != nil {
+		if err := s.resendQoS1(pw); err != nil {
+			return fmt.Errorf("walsink: send: %w", err)
+		}
+	}
 
 	tick := time.NewTicker(max(s.opts.KeepAlive/4, 100*time.Millisecond))
 	defer tick.Stop()
@@ -85,9 +112,17 @@ func (s *Sink) serve(conn net.Conn) error {
 		// curMu spans both: a flow started by fill must reach the state
 		// (flushReady) before drop_oldest or segment deletion looks at it.
 		s.curMu.Lock()
-		wait, err := s.fill(rate)
+		var (
+			wait time.Duration
+			err  error
+		)
+		if s.q1 != nil {
+			wait, err = s.fillQoS1(rate, conn, pw)
+		} else {
+			wait, err = s.fill(rate)
+		}
 		if err == nil {
-			err = s.flushReady(conn, pw)
+			err = s.flushReady(conn, pw) // at QoS 1: keepalive only
 		}
 		s.curMu.Unlock()
 		if err != nil {
@@ -135,7 +170,51 @@ func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
 		return ev.err
 	}
+	if ev.puback || ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
+		s.refusals.ackReceived()
+		s.setRefusal(refusalQoS, "")
+	}
+	if ev.puback {
+		if s.q1 == nil {
+			return fmt.Errorf("walsink: PUBACK from the broker in the QoS 2 session")
+		}
+		s.ackQoS1(ev.id)
+		return nil
+	}
 	return s.sess.Step(ev.typ, ev.id)
+}
+
+// refusalKind is what a refusal is about: each kind is cleared by its own
+// evidence (a CONNACK accepted; a PUBREC or PUBCOMP).
+type refusalKind int
+
+const (
+	refusalNone refusalKind = iota
+	refusalConnack
+	refusalQoS
+)
+
+// setRefusal records (msg non-empty) or clears (msg empty) a refusal of
+// kind, logging at Error when one begins or changes and at Info when it
+// ends. Clearing a refusal of another kind does nothing.
+func (s *Sink) setRefusal(kind refusalKind, msg string) {
+	s.mu.Lock()
+	prevKind, prev := s.refusalKind, s.refusal
+	if msg == "" && prevKind != kind {
+		s.mu.Unlock()
+		return
+	}
+	s.refusal, s.refusalKind = msg, kind
+	if msg == "" {
+		s.refusalKind = refusalNone
+	}
+	s.mu.Unlock()
+	switch {
+	case msg != "" && msg != prev:
+		s.log.Error(msg, "broker", s.opts.Broker, "client_id", s.opts.ClientID)
+	case msg == "" && prev != "":
+		s.log.Info("walsink: the broker accepts the session again", "broker", s.opts.Broker)
+	}
 }
 
 // fill starts flows for committed messages while the session and the drain
@@ -204,6 +283,9 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 	if len(rd.Packets) > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(s.opts.KeepAlive))
 		for _, p := range rd.Packets {
+			if p.Kind == qos2.PacketPublish {
+				s.refusals.published(time.Now())
+			}
 			if sendErr = pw.write(p); sendErr != nil {
 				break
 			}
@@ -242,7 +324,9 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 			return fmt.Errorf("%w: %w", errFatal, err)
 		}
 	}
-	s.inflight.Store(int64(s.sess.Inflight()))
+	if s.q1 == nil {
+		s.inflight.Store(int64(s.sess.Inflight()))
+	}
 	if rd.Disconnect {
 		return errors.New("walsink: keepalive expired (no PINGRESP)")
 	}
@@ -254,10 +338,14 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 
 func (s *Sink) fail(err error) {
 	s.mu.Lock()
+	s.failLocked(err)
+	s.mu.Unlock()
+}
+
+func (s *Sink) failLocked(err error) {
 	if s.failed == nil {
 		s.failed = fmt.Errorf("walsink: publisher stopped after a WAL failure: %w", err)
 	}
-	s.mu.Unlock()
 }
 
 // tokenBucket limits publishing to rate messages per second with a burst of

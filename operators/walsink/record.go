@@ -18,6 +18,7 @@ const (
 	kindAbort          // data seqs from..to will never be published
 	kindSession        // a batch of publish-flow steps
 	kindDrop           // drop_oldest skipped committed seqs from..to
+	kindResume         // QoS 1: every seq below is acknowledged; no QoS 2 flow is open
 )
 
 const flagRetain = 1

@@ -161,7 +161,13 @@ func TestSink_BlockedWrite_ContextAndClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Write(1000, msgs(1000, 100)) }()
-	time.Sleep(20 * time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.WriteBlocked() { // Close must find the Write waiting
+		if time.Now().After(deadline) {
+			t.Fatal("Write did not block on the full WAL")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.Close()
 	if err := <-done; !errors.Is(err, ErrClosed) {
 		t.Errorf("blocked Write after Close = %v, want ErrClosed", err)

@@ -33,6 +33,11 @@ type Stats struct {
 	Dropped         uint64        // dropped by drop_oldest since Open
 	Connected       bool
 	WriteBlocked    bool // a Write waits for room (when_full = block)
+	// Refusal says why the broker refuses this sink's session while it
+	// does (a CONNACK return code, or QoS 2: ErrQoS2Refused), with what to
+	// do; empty otherwise. Nothing is delivered meanwhile; the backlog
+	// stays in the WAL and the publisher keeps retrying.
+	Refusal string
 }
 
 // Sink is the exactly-once MQTT sink. Write and PreCommit are called from
@@ -63,8 +68,13 @@ type Sink struct {
 	backlogBytes int64
 	spaceCh      chan struct{} // closed and replaced by wakeWritersLocked
 	blocked      bool          // a Write waits on spaceCh
+	refusal      string        // Stats.Refusal
+	refusalKind  refusalKind
 
-	sess      *qos2.Session // owned by the publisher goroutine after Open
+	sess      *qos2.Session   // owned by the publisher goroutine after Open
+	refusals  refusalDetector // the publisher goroutine's
+	q1        *qos1Window     // QoS 1 mode's window (nil at QoS 2), the publisher goroutine's
+	q1next    uint64          // QoS 1: the seq after the last one the publisher consumed
 	closeCh   chan struct{}
 	work      chan struct{}
 	done      chan struct{}
@@ -115,6 +125,12 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		}
 	}
 	s.needRecover = len(s.st.uncommitted) > 0 || len(s.st.precommits) > 0
+	if opts.QoS == 1 {
+		if err := s.openQoS1(); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
+		}
+	}
 	s.sess = qos2.New(qos2.Config{MaxInflight: opts.MaxInflight, KeepAlive: opts.KeepAlive})
 	flows := make([]qos2.Record, 0, len(s.st.flows))
 	for _, r := range s.st.flows {
@@ -212,7 +228,9 @@ func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) e
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	if epoch < s.st.lastEpoch || epoch <= s.st.committedEpoch || epoch <= s.highestPreCommitLocked() {
+	if s.opts.Immediate {
+		epoch = max(epoch, s.st.committedEpoch)
+	} else if epoch < s.st.lastEpoch || epoch <= s.st.committedEpoch || epoch <= s.highestPreCommitLocked() {
 		return fmt.Errorf("%w: write epoch %d after epoch %d (committed %d, pre-committed %d)",
 			ErrEpoch, epoch, s.st.lastEpoch, s.st.committedEpoch, s.highestPreCommitLocked())
 	}
@@ -228,6 +246,11 @@ func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) e
 		s.buf = appendData(s.buf, epoch, seq, s.opts.Retain, m.Topic, m.Payload)
 		seq++
 	}
+	now := time.Now().UnixNano()
+	if s.opts.Immediate {
+		// Publishable at once: the commit record goes in the same write.
+		s.buf = appendWords(s.buf, kindCommit, epoch, seq-1, uint64(now))
+	}
 	seg, err := s.appendLocked(s.buf)
 	if err != nil {
 		return err
@@ -236,6 +259,12 @@ func (s *Sink) WriteContext(ctx context.Context, epoch uint64, msgs []Message) e
 	for _, m := range msgs {
 		s.st.applyData(seg, epoch, seq, int64(len(m.Topic)+len(m.Payload)))
 		seq++
+	}
+	if s.opts.Immediate {
+		count, bytes := s.st.applyCommit(epoch, seq-1, now)
+		s.backlogMsgs += count
+		s.backlogBytes += bytes
+		s.wake()
 	}
 	return nil
 }
@@ -504,6 +533,13 @@ func (s *Sink) PreCommit(epoch uint64) error {
 		s.mu.Unlock()
 		return err
 	}
+	if s.opts.Immediate {
+		s.mu.Unlock()
+		if err := s.wal.Sync(); err != nil {
+			return fmt.Errorf("walsink: pre-commit %d: %w", epoch, err)
+		}
+		return nil
+	}
 	if epoch < s.highestPreCommitLocked() {
 		s.mu.Unlock()
 		return fmt.Errorf("%w: pre-commit %d after %d", ErrEpoch, epoch, s.highestPreCommitLocked())
@@ -544,7 +580,7 @@ func (s *Sink) Commit(epoch uint64) error {
 	if err := s.usableLocked(); err != nil {
 		return err
 	}
-	if epoch <= s.st.committedEpoch {
+	if epoch <= s.st.committedEpoch || s.opts.Immediate {
 		return nil
 	}
 	seq := s.st.committedSeq
@@ -586,6 +622,17 @@ func (s *Sink) Recover(lastCompleted uint64) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if s.opts.Immediate {
+		// At least once: whatever the WAL holds is published (a write torn
+		// by power loss may have lost its commit record).
+		if last := s.st.nextSeq - 1; last > s.st.committedSeq {
+			if err := s.commitLocked(max(s.st.lastEpoch, lastCompleted), last); err != nil {
+				return err
+			}
+		}
+		s.needRecover = false
+		return nil
 	}
 	if lastCompleted < s.st.committedEpoch {
 		s.log.Warn("walsink: recover to a checkpoint older than the WAL's last commit; its outputs may be published again",
@@ -637,6 +684,7 @@ func (s *Sink) Stats() Stats {
 		BacklogBytes:    s.backlogBytes,
 		WALBytes:        s.wal.Size(),
 		WriteBlocked:    s.blocked,
+		Refusal:         s.refusal,
 	}
 	if s.backlogMsgs > 0 {
 		oldest := s.oldestLocked()

@@ -99,6 +99,12 @@ func (st *logState) apply(seg uint64, p []byte) error {
 		st.applyAbort(w[0], w[1], w[2])
 	case kindSession:
 		return forEachSession(p, st.applyStep)
+	case kindResume:
+		w, err := decodeWords(p, 1)
+		if err != nil {
+			return err
+		}
+		st.applyResume(w[0])
 	case kindDrop:
 		w, err := decodeWords(p, 4)
 		if err != nil {
@@ -160,6 +166,16 @@ func (st *logState) applyAbort(lastCompleted, from, to uint64) {
 	st.uncommitted = slices.DeleteFunc(st.uncommitted, func(s span) bool { return s.first >= from })
 	st.precommits = slices.DeleteFunc(st.precommits, func(m mark) bool { return m.epoch > lastCompleted })
 	st.lastEpoch = lastCompleted
+}
+
+// applyResume sets the QoS 1 publishing position: every seq below from is
+// acknowledged (or dropped or aborted), and publishing resumes at from. It
+// abandons open QoS 2 flows (a sink switched to QoS 1 publishes their
+// messages again, at QoS 1), which is why it sets the position rather than
+// only raising it.
+func (st *logState) applyResume(from uint64) {
+	st.nextAssign = from
+	clear(st.flows)
 }
 
 func (st *logState) applyStep(r qos2.Record) {

@@ -415,16 +415,23 @@ func (s *Session) newFlow() *flow {
 	return &flow{}
 }
 
-// takeID returns the next free packet id, cycling through 1..65535 so a
-// freed id is reused as late as possible.
+// takeID returns the next free packet id.
 func (s *Session) takeID() uint16 {
+	return TakeID(&s.nextID, func(id uint16) bool { _, used := s.byID[id]; return used })
+}
+
+// TakeID returns the packet id *next, or the first after it that used
+// does not report, and moves *next past it, cycling through 1..65535 so a
+// freed id is reused as late as possible. *next must not be 0; at least
+// one id must be free.
+func TakeID(next *uint16, used func(uint16) bool) uint16 {
 	for {
-		id := s.nextID
-		s.nextID++
-		if s.nextID == 0 {
-			s.nextID = 1
+		id := *next
+		*next++
+		if *next == 0 {
+			*next = 1
 		}
-		if _, used := s.byID[id]; !used {
+		if !used(id) {
 			return id
 		}
 	}

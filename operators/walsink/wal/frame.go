@@ -20,7 +20,10 @@
 // FormatVersion, and a build that meets a version it does not know refuses
 // the segment with ErrVersion instead of misreading it.
 //
-//   - Version 2 (FormatVersion): the header above.
+//   - Version 3 (FormatVersion): version 2 and a record kind more (the
+//     WAL sink's QoS 1 position, kind 8). A version 3 build reads version 2
+//     as it is; a version 2 build refuses version 3 by name.
+//   - Version 2: the header above.
 //   - Version 1, written by builds before the header existed: the same
 //     frames and records from byte 0, no header. Such segments are still
 //     read; they are never written again (the WAL sink rotates away from a
@@ -72,7 +75,9 @@ const (
 	// HeaderBytes is the size of a segment header.
 	HeaderBytes = len(headerMagic) + 4
 	// FormatVersion is the segment format this build writes.
-	FormatVersion = 2
+	FormatVersion = 3
+	// firstHeaderVersion is the first format with a header.
+	firstHeaderVersion = 2
 	// LegacyVersion is the headerless format of earlier builds, still read.
 	LegacyVersion = 1
 )

@@ -31,11 +31,12 @@ func SegmentPath(dir string, id uint64) string {
 type Log struct {
 	dir string
 
-	mu     sync.Mutex
-	f      *os.File // active segment
-	segs   []Segment
-	total  int64
-	closed bool
+	mu      sync.Mutex
+	f       *os.File // active segment
+	segs    []Segment
+	total   int64
+	written int64 // bytes written since Open
+	closed  bool
 }
 
 // Open opens (creating if needed) the log in dir and calls visit with every
@@ -211,6 +212,14 @@ func (l *Log) Size() int64 {
 	return l.total
 }
 
+// Written is the number of bytes written since Open (what wear costs;
+// Size is what remains).
+func (l *Log) Written() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.written
+}
+
 // Write appends frames (one or more complete frames) to the active segment
 // in one write, without syncing.
 func (l *Log) Write(frames []byte) error {
@@ -225,6 +234,7 @@ func (l *Log) Write(frames []byte) error {
 	n, err := l.f.Write(frames)
 	l.segs[len(l.segs)-1].Size += int64(n)
 	l.total += int64(n)
+	l.written += int64(n)
 	if err != nil {
 		return fmt.Errorf("wal: write: %w", err)
 	}
@@ -294,6 +304,7 @@ func (l *Log) Rotate(header []byte) (uint64, error) {
 	size := int64(HeaderBytes + len(header))
 	l.segs = append(l.segs, Segment{ID: next, Size: size, Version: FormatVersion})
 	l.total += size
+	l.written += size
 	return next, nil
 }
 

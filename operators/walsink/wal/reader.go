@@ -52,9 +52,9 @@ func OpenReader(dir string, seg uint64, off int64) (*Reader, error) {
 	r := &Reader{f: f, seg: seg, off: off, buf: make([]byte, readChunkBytes)}
 	switch kind, v := parseHeader(h[:n]); kind {
 	case headerVersioned:
-		if v != FormatVersion {
+		if v < firstHeaderVersion || v > FormatVersion {
 			f.Close()
-			return nil, fmt.Errorf("%w %d in segment %d (this build reads %d and %d): written by a newer Eddy",
+			return nil, fmt.Errorf("%w %d in segment %d (this build reads %d to %d): written by a newer Eddy",
 				ErrVersion, v, seg, LegacyVersion, FormatVersion)
 		}
 		r.version = v

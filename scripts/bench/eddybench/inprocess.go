@@ -191,7 +191,7 @@ func newPipeline(sh shape, store, dir string) (*pipeline, error) {
 // does: process, advance the watermark (1 s out-of-orderness), take output.
 func (p *pipeline) step(i int) {
 	pl, _ := p.in.reading(i, p.shape.sessions)
-	if p.prep.Prepare(pl, "sensors/x/telemetry", uint64(i), 0, math.MaxInt64/2) == operators.Pass {
+	if p.prep.Prepare(pl, "sensors/x/telemetry", uint64(i), 0, math.MaxInt64/2, true) == operators.Pass {
 		p.batch.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, pl, uint64(i))
 	}
 	if p.batch.Len() == 512 {

@@ -1,4 +1,4 @@
-package sink
+package jsontext
 
 import (
 	"encoding/json"
@@ -24,12 +24,20 @@ func TestAppendEscaped(t *testing.T) {
 		{"html untouched", "<a&b>", "<a&b>"},
 	}
 	for _, tt := range tests {
+		if got, want := string(AppendString(nil, tt.in)), `"`+tt.want+`"`; got != want {
+			t.Errorf("AppendString(%q) = %q, want %q", tt.in, got, want)
+		}
+		if got, want := string(AppendStringBytes(nil, []byte(tt.in))), `"`+tt.want+`"`; got != want {
+			t.Errorf("AppendStringBytes(%q) = %q, want %q", tt.in, got, want)
+		}
+	}
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(appendEscaped(nil, tt.in)); got != tt.want {
-				t.Errorf("appendEscaped(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := string(AppendEscaped(nil, tt.in)); got != tt.want {
+				t.Errorf("AppendEscaped(%q) = %q, want %q", tt.in, got, tt.want)
 			}
-			if got := string(appendEscapedBytes(nil, []byte(tt.in))); got != tt.want {
-				t.Errorf("appendEscapedBytes(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := string(AppendEscapedBytes(nil, []byte(tt.in))); got != tt.want {
+				t.Errorf("AppendEscapedBytes(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -48,7 +56,10 @@ func TestAppendNumber(t *testing.T) {
 		{0.1, "0.1"},
 		{1e-6, "0.000001"},
 		{1e-7, "1e-7"},
+		{1.5e-7, "1.5e-7"},
+		{1e-10, "1e-10"},
 		{1.5e-300, "1.5e-300"},
+		{5e-324, "5e-324"},
 		{1e20, "100000000000000000000"},
 		{1e21, "1e+21"},
 		{math.MaxFloat64, "1.7976931348623157e+308"},
@@ -58,19 +69,19 @@ func TestAppendNumber(t *testing.T) {
 		{math.Inf(-1), "null"},
 	}
 	for _, tt := range tests {
-		got := string(appendNumber(nil, tt.in))
+		got := string(AppendNumber(nil, tt.in))
 		if got != tt.want {
-			t.Errorf("appendNumber(%v) = %s, want %s", tt.in, got, tt.want)
+			t.Errorf("AppendNumber(%v) = %s, want %s", tt.in, got, tt.want)
 		}
 		if math.IsNaN(tt.in) || math.IsInf(tt.in, 0) {
 			continue
 		}
 		// Same text as encoding/json, and it parses back to the same value.
 		if want, _ := json.Marshal(tt.in); got != string(want) {
-			t.Errorf("appendNumber(%v) = %s, encoding/json says %s", tt.in, got, want)
+			t.Errorf("AppendNumber(%v) = %s, encoding/json says %s", tt.in, got, want)
 		}
 		if back, err := strconv.ParseFloat(got, 64); err != nil || back != tt.in {
-			t.Errorf("appendNumber(%v) = %s parses back as %v, %v", tt.in, got, back, err)
+			t.Errorf("AppendNumber(%v) = %s parses back as %v, %v", tt.in, got, back, err)
 		}
 	}
 }
