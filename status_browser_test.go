@@ -33,6 +33,7 @@ type statusSnapshot struct {
 	Ingest    string                       `json:"ingest"`
 	WAL       string                       `json:"wal"`
 	Upload    string                       `json:"upload"`
+	Disk      string                       `json:"disk"`
 	Sources   string                       `json:"sources"`
 	Savepoint string                       `json:"savepoint"`
 	Error     string                       `json:"error"`
@@ -49,6 +50,7 @@ const snapshotJS = `JSON.stringify({
   ingest: document.getElementById("ingest").textContent,
   wal: document.getElementById("wal").textContent,
   upload: document.getElementById("upload").textContent,
+  disk: document.getElementById("disk-budget").textContent + " | " + document.getElementById("disk").textContent,
   sources: document.getElementById("sources").textContent,
   savepoint: document.getElementById("savepoint-result").textContent,
   error: document.getElementById("poll-error").textContent,
@@ -137,6 +139,10 @@ checkpoint { interval = "1s" }
 	}
 	if !strings.Contains(first.Ingest, "sim") || !strings.Contains(first.Sources, "simulator") {
 		t.Errorf("ingest %q, sources %q", first.Ingest, first.Sources)
+	}
+	// The budget is derived from the temporary directory's file system.
+	if !regexp.MustCompile(`^Using \d+(\.\d)? (B|KiB|MiB) of a budget of \d+\.\d (KiB|MiB|GiB); \d+\.\d (KiB|MiB|GiB) free on data_dir's file system\. \| .*ingest.*checkpoints.*state.*sink`).MatchString(first.Disk) {
+		t.Errorf("disk %q: want the budget, the free space and the components", first.Disk)
 	}
 	if first.History == 0 || count(first.Stats["completed"]) == 0 {
 		t.Errorf("checkpoints: %d rows, stats %v", first.History, first.Stats)

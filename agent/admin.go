@@ -419,11 +419,13 @@ type agentReport struct {
 	Ingest   []ingestReport `json:"ingest"`
 	WAL      []walReport    `json:"wal"`
 	Upload   *uploadReport  `json:"upload"`
+	// Disk is null until the agent has sampled its disk use.
+	Disk *diskReport `json:"disk"`
 }
 
 func (ad *admin) agentReport() agentReport {
 	return agentReport{DeviceID: ad.a.deviceID, Sources: ad.observeSources(), Ingest: nonNil(ad.a.ingestReports()),
-		WAL: nonNil(ad.a.walReports()), Upload: ad.a.uploadReport()}
+		WAL: nonNil(ad.a.walReports()), Upload: ad.a.uploadReport(), Disk: ad.a.disk.report()}
 }
 
 // nonNil makes an empty list encode as [] rather than null.

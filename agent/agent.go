@@ -111,6 +111,7 @@ type Agent struct {
 	mu          sync.Mutex
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
+	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -787,6 +788,12 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if err := a.setupCheckpoints(); err != nil {
 		return err
 	}
+	a.disk = newDiskMeter(a, fileSystemStats)
+	a.disk.start(a.cfg, a.log)
+	a.disk.register(a.metrics)
+	diskCtx, stopDisk := context.WithCancel(context.Background())
+	defer stopDisk()
+	go a.disk.run(diskCtx)
 	if a.cfg.Agent.Admin != "" {
 		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
 		if err != nil {

@@ -2,12 +2,12 @@ package agent
 
 import "syscall"
 
-// freeBytes returns the bytes an unprivileged process may still write on
-// the file system that holds path.
-func freeBytes(path string) (int64, error) {
+// fileSystemStats returns the size of the file system that holds path and
+// what an unprivileged process may still write on it.
+func fileSystemStats(path string) (fsStats, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
-		return 0, err
+		return fsStats{}, err
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return fsStats{size: int64(st.Blocks) * int64(st.Bsize), free: int64(st.Bavail) * int64(st.Bsize)}, nil
 }

@@ -4,6 +4,9 @@ package agent
 
 import "errors"
 
-// freeBytes is not implemented here: a full disk then ends when a write
-// succeeds again (the next savepoint or restart).
-func freeBytes(string) (int64, error) { return 0, errors.New("free space unknown on this system") }
+// fileSystemStats is not implemented here: without max_disk the disk
+// budget is unknown, and a full disk ends when a write succeeds again (the
+// next savepoint or restart).
+func fileSystemStats(string) (fsStats, error) {
+	return fsStats{}, errors.New("file system size unknown on this system")
+}

@@ -286,11 +286,46 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 	}
 	w(`</p>
 </section>
+<section aria-labelledby="h-disk">
+<h2 id="h-disk">Disk</h2>
+<p id="disk-budget">`, diskBudgetText(d.Agent.Disk, none), `</p>
+<div id="disk">`)
+	if dk := d.Agent.Disk; dk != nil {
+		w(`<table>
+<thead><tr><th scope="col">Component</th><th scope="col">On disk</th></tr></thead>
+<tbody>`)
+		for _, c := range dk.Components {
+			w(`<tr><th scope="row">`, esc(c.Component), "</th><td>", formatBytes(c.Bytes), "</td></tr>")
+		}
+		w(`</tbody>
+</table>`)
+	} else {
+		w("<p>", none, "</p>")
+	}
+	w(`</div>
+</section>
 </main>
 <script src="static/status.js"></script>
 </body>
 </html>
 `)
+}
+
+// diskBudgetText sums up the disk budget and use as the page's script does.
+// Without figures (a token is configured) it is none.
+func diskBudgetText(dk *diskReport, none string) string {
+	if dk == nil {
+		return none
+	}
+	budget := "unknown (set agent { max_disk })"
+	if dk.BudgetBytes > 0 {
+		budget = formatBytes(dk.BudgetBytes)
+	}
+	var used int64
+	for _, c := range dk.Components {
+		used += c.Bytes
+	}
+	return "Using " + formatBytes(used) + " of a budget of " + budget + "; " + formatBytes(dk.FreeBytes) + " free on data_dir's file system."
 }
 
 // statusPageData is what index.html is rendered with. Data is false when the

@@ -38,7 +38,14 @@ type Agent struct {
 	// default) means derived from the device at start: a quarter of its
 	// RAM or cgroup limit, at most 256 MiB (devicemem.DefaultGoLimit).
 	MemoryLimit int64
-	DeclRange   hcl.Range
+	// MaxDiskBytes bounds what Eddy keeps on disk: ingest logs, WALs,
+	// checkpoints, state and file sinks' output. 0 (the default) means the
+	// agent derives it at start from data_dir's file system.
+	// When set, the components' own bounds (DiskShares) must fit in it.
+	MaxDiskBytes int64
+	DeclRange    hcl.Range
+
+	maxDiskRange hcl.Range // the value of max_disk, where a budget overrun is reported
 }
 
 // maxKeyGroupsLimit is Flink's upper bound on key groups.
@@ -49,7 +56,7 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 	var a attrs
 	if b != nil {
 		var c *hcl.BodyContent
-		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "memory_limit"}, adminTLSBlock)
+		a, c = d.content(b, []string{"device_id", "data_dir", "admin", "admin_token", "admin_hosts", "log_level", "log_format", "max_key_groups", "parallelism", "memory_limit", "max_disk"}, adminTLSBlock)
 		ag.DeclRange = b.DefRange
 		ag.DeviceID = a.str("device_id", noVars, "")
 		ag.DataDir = a.str("data_dir", noVars, ag.DataDir)
@@ -64,6 +71,14 @@ func (d *decoder) decodeAgent(b *hcl.Block, deviceID func() (string, error)) Age
 		ag.MemoryLimit = a.size("memory_limit", 0)
 		if a.has("memory_limit") && ag.MemoryLimit < 16<<20 {
 			d.errorf(a.rangeOf("memory_limit"), "Value out of range", "\"memory_limit\" must be at least 16MiB; leave it out to size it to the device.")
+		}
+		if a.has("max_disk") {
+			// -1 comes back only when the value was wrong (reported).
+			ag.MaxDiskBytes, ag.maxDiskRange = a.size("max_disk", -1), a.rangeOf("max_disk")
+			if ag.MaxDiskBytes >= 0 && ag.MaxDiskBytes < 1<<20 {
+				d.errorf(ag.maxDiskRange, "Value out of range", "\"max_disk\" must be at least 1MiB; leave it out to take a share of data_dir's file system.")
+			}
+			ag.MaxDiskBytes = max(ag.MaxDiskBytes, 0)
 		}
 	}
 	where := func(name string) hcl.Range {

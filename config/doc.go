@@ -19,7 +19,8 @@
 // # Schema
 //
 //	agent { device_id, data_dir, admin, admin_token, log_level, log_format,
-//	        max_key_groups, parallelism, memory_limit }
+//	        max_key_groups, parallelism, memory_limit,
+//	        max_disk }
 //	broker { listen, username, password, max_inflight, tls { cert, key, ca } }
 //	source "mqtt" NAME { broker, client_id, topics, qos, username, password,
 //	        clean_session, keepalive, reconnect { min, max },

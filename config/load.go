@@ -104,6 +104,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 	cfg.Restart = d.decodeRestart(d.single(content.Blocks, "restart"))
 	cfg.Pipelines = d.decodePipelines(blocks["pipeline"], cfg.Sources, cfg.Sinks, cfg.Agent)
 	d.warnUnused(cfg)
+	d.checkDiskBudget(cfg)
 	if d.diags.HasErrors() {
 		return nil, d.diags
 	}

@@ -13,6 +13,8 @@ agent {
   log_format     = "text"  # text | json
   max_key_groups = 128     # fixed for the life of the state
   parallelism    = 1       # default keyed subtasks per pipeline
+  max_disk       = "8GiB"  # default: 50% of data_dir's file system, at most free + Eddy's own;
+                           # ingest, buffer and state bounds below must fit in it
 }
 
 # Optional embedded broker for local sensors. Beyond loopback it needs

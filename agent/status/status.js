@@ -159,6 +159,14 @@
     $("upload").textContent = !u ? "Not configured." :
       "To " + u.endpoint + "/" + u.bucket + "/" + u.prefix + "; backlog " + nr(u.backlog_files, function (n) { return n + " files"; }) +
       ", recovery-point lag " + nr(u.recovery_point_lag_ms, ms) + ".";
+    var dk = a.disk;
+    $("disk-budget").textContent = !dk ? "Not configured." :
+      "Using " + bytes(dk.components.reduce(function (n, c) { return n + c.bytes; }, 0)) + " of a budget of " +
+      (dk.budget_bytes > 0 ? bytes(dk.budget_bytes) : "unknown (set agent { max_disk })") + "; " +
+      bytes(dk.free_bytes) + " free on data_dir's file system.";
+    section("disk", ["Component", "On disk"], (dk ? dk.components : []).map(function (c) {
+      return [c.component, bytes(c.bytes)];
+    }));
   }
 
   // section fills the element id with a table of rows (the first cell of
