@@ -81,9 +81,8 @@ func TestParse_MQTTSinkCloudLimits(t *testing.T) {
 		{name: "fixed topic beyond", topic: "a/b/c/d", attrs: "max_topic_levels = 3", levels: 3,
 			diag: "test.hcl:11:12: warning: Topic has too many levels;", detail: `"a/b/c/d" has 4 levels, more than max_topic_levels = 3`},
 		{name: "key may add levels", attrs: "max_topic_levels = 8", levels: 8,
-			diag: "test.hcl:11:12: warning: Topic may have too many levels;", detail: `the value of ${key} may contain "/"`},
-		{name: "device id and key", topic: "d/${device_id}/${key}", attrs: "max_topic_levels = 8", levels: 8,
-			diag: "test.hcl:11:12: warning: Topic may have too many levels;", detail: `${key} and ${device_id}`},
+			diag: "test.hcl:11:12: warning: Topic may have too many levels;", detail: `"r/${key}" has 2 levels of at most 8 (max_topic_levels), but a key may contain "/"`},
+		{name: "device id cannot add levels", topic: "d/${device_id}/${pipeline}", attrs: "max_topic_levels = 3", levels: 3},
 		{name: "levels zero", attrs: "max_topic_levels = 0",
 			diag: "test.hcl:12:20: error: Value out of range;", detail: `"max_topic_levels" must be between 1 and 128`},
 	} {

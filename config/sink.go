@@ -69,7 +69,8 @@ type MQTTSink struct {
 	// "too_large". AWS IoT Core's limit is 128 KB.
 	MaxPayload int64
 	// MaxTopicLevels, when set, makes the loader warn about a topic
-	// template that can have more levels; 0 (default) = no check. AWS IoT
+	// template that can have more levels (or holds ${key}, whose values may
+	// add levels); 0 (default) = no check. AWS IoT
 	// Core allows 8 levels (7 slashes).
 	MaxTopicLevels int
 }
@@ -234,23 +235,17 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 const maxMQTTPayload = 256 << 20
 
 // checkTopicLevels warns when the topic template can have more than max
-// levels. The template's own slashes are counted; ${key} and ${device_id}
-// may hold slashes too, which only the data decides (${pipeline} is an
+// levels. The template's own slashes are counted; ${key} may hold slashes
+// too, which only the data decides (the device id cannot, ${pipeline} is an
 // identifier and the window bounds are numbers).
 func (d *decoder) checkTopicLevels(rng hcl.Range, topic string, max int) {
 	levels := strings.Count(topic, "/") + 1
-	var open []string
-	for _, v := range []string{"${key}", "${device_id}"} {
-		if strings.Contains(topic, v) {
-			open = append(open, v)
-		}
-	}
 	switch {
 	case levels > max:
 		d.warnf(rng, "Topic has too many levels",
 			"%q has %d levels, more than max_topic_levels = %d: the broker may refuse every publish (AWS IoT Core allows 8 levels, 7 slashes). Shorten the topic.", topic, levels, max)
-	case len(open) > 0:
+	case strings.Contains(topic, "${key}"):
 		d.warnf(rng, "Topic may have too many levels",
-			"%q has %d levels of at most %d (max_topic_levels), but the value of %s may contain \"/\" and add levels, and the broker may then refuse the publish. Keep slashes out of those values, or leave room for them.", topic, levels, max, strings.Join(open, " and "))
+			"%q has %d levels of at most %d (max_topic_levels), but a key may contain \"/\" and add levels, and the broker may then refuse the publish. Keep slashes out of keys, or leave ${key} out of the topic (it is in the payload).", topic, levels, max)
 	}
 }
