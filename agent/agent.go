@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,9 +369,17 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.addProducers(1)
-		s.deadLetters = true
+		// The prepare stage dead-letters readings; the window subtasks
+		// too, results larger than a sink's max_payload, and then they
+		// pass barriers to it like to any sink they write.
 		p.deadLetter = s
+		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 })
+		n := 1
+		if p.resultDeadLetters {
+			n += pl.parallelism
+		}
+		s.addProducers(n)
+		s.deadLetters = true
 	}
 	sr, err := a.source(pl.cfg.From.Source)
 	if err != nil {
@@ -575,6 +584,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 			}
 			url = b.URL()
 		}
+		r.maxPayload = int(m.MaxPayload)
 		if m.UsesWAL() {
 			r.tx, err = a.openWALSink(s, url)
 			break

@@ -20,6 +20,7 @@ import (
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/control"
+	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
@@ -77,6 +78,10 @@ type pipeline struct {
 	to         []*sinkRunner
 	late       *sinkRunner
 	deadLetter *sinkRunner
+	// resultDeadLetters: the window subtasks are producers of deadLetter
+	// too (a sink in to has max_payload).
+	resultDeadLetters bool
+	tooLargeLog       lockedRateLimiter
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
@@ -161,6 +166,11 @@ func (p *pipeline) run() {
 	if p.late != nil {
 		for range p.subtasks {
 			p.late.producers.Done()
+		}
+	}
+	if p.resultDeadLetters {
+		for range p.subtasks {
+			p.deadLetter.producers.Done()
 		}
 	}
 }
@@ -733,6 +743,9 @@ func (p *pipeline) sinkBarrier(id uint64) {
 	if p.late != nil {
 		p.late.in <- sinkMsg{barrier: id}
 	}
+	if p.resultDeadLetters {
+		p.deadLetter.in <- sinkMsg{barrier: id}
+	}
 }
 
 // replayInFlight processes the in-flight records a restored unaligned
@@ -862,9 +875,7 @@ func (p *pipeline) emit(st *subtask) {
 			p.hold(st, d)
 		} else {
 			p.m.out.Add(d.Len())
-			for _, s := range p.to {
-				s.in <- sinkMsg{d: d, epoch: st.epoch}
-			}
+			p.sendResults(st.epoch, d)
 		}
 	}
 	if d := t.TakeLate(); d != nil && p.late != nil {
@@ -985,12 +996,75 @@ func (p *pipeline) arriveHeld(st *subtask, mine []heldResult, wait bool) {
 			d.AddRaw(r.value)
 		}
 		p.m.out.Add(d.Len())
-		for _, s := range p.to {
-			s.in <- sinkMsg{d: d, epoch: st.epoch}
-		}
+		p.sendResults(st.epoch, d)
 	}
 	hm.results = nil
 	close(hm.done)
+}
+
+// sendResults hands a window subtask's results of epoch to every sink in
+// to. A sink with max_payload gets only the results that fit: a larger one
+// would be refused by its broker on every retry. The others are counted
+// and dead-lettered with reason too_large, once per sink refusing them,
+// holding the whole result.
+func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
+	var dead *operators.Delivery
+	for _, s := range p.to {
+		out := d
+		if s.maxPayload > 0 {
+			out = p.fitPayload(s, d, &dead)
+		}
+		if out.Len() > 0 {
+			s.in <- sinkMsg{d: out, epoch: epoch}
+		}
+	}
+	if dead != nil {
+		p.deadLetter.in <- sinkMsg{d: dead, epoch: epoch}
+	}
+}
+
+// fitPayload returns d, or, when some of its items are larger than s's
+// max_payload, a copy without them; those are counted, logged and added to
+// *dead (created on first use) when the pipeline has a dead_letter sink.
+func (p *pipeline) fitPayload(s *sinkRunner, d *operators.Delivery, dead **operators.Delivery) *operators.Delivery {
+	items := d.Items()
+	if !slices.ContainsFunc(items, func(it sink.Item) bool { return len(it.Payload) > s.maxPayload }) {
+		return d
+	}
+	fit := new(operators.Delivery)
+	for _, it := range items {
+		switch {
+		case len(it.Payload) <= s.maxPayload && it.Result != nil:
+			fit.AddEncoded(it.Payload, it.Result)
+		case len(it.Payload) <= s.maxPayload:
+			fit.AddRaw(it.Payload)
+		default:
+			p.m.deadLettered(operators.ReasonTooLarge).Inc()
+			detail := fmt.Sprintf("result of %d bytes is larger than max_payload (%d bytes) of sink %q", len(it.Payload), s.maxPayload, s.name)
+			if p.tooLargeLog.allow(p.clk.wallMs()) {
+				p.log.Warn("result dead-lettered", "pipeline", p.name, "reason", operators.ReasonTooLarge, "detail", detail)
+			}
+			if p.deadLetter != nil {
+				if *dead == nil {
+					*dead = new(operators.Delivery)
+				}
+				(*dead).AddDeadLetter(p.name, operators.ReasonTooLarge, detail, "", 0, it.Payload)
+			}
+		}
+	}
+	return fit
+}
+
+// lockedRateLimiter is a rateLimiter shared by goroutines (the subtasks).
+type lockedRateLimiter struct {
+	mu sync.Mutex
+	r  rateLimiter
+}
+
+func (l *lockedRateLimiter) allow(nowMs int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.allow(nowMs)
 }
 
 // rateLimiter lets a few log lines per minute through.

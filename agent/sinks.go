@@ -66,6 +66,9 @@ type sinkRunner struct {
 	// write is a record that could not even be dead-lettered, which fails
 	// the region like a transactional sink's failure.
 	deadLetters bool
+	// maxPayload: results larger than this many bytes never reach the
+	// sink; their pipeline dead-letters them (sendResults). 0 = no limit.
+	maxPayload int
 
 	txWrites atomic.Uint64 // writes to tx: the checkpointer does not skip while it moves
 }

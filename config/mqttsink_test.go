@@ -60,3 +60,54 @@ func TestParse_MQTTSinkWindowAndDrain(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_MQTTSinkCloudLimits(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		topic   string // replaces the base's "r/${key}" when set
+		attrs   string
+		payload int64
+		levels  int
+		diag    string // the one diagnostic expected: "line:col: severity: " prefix and a substring, "" = none
+		detail  string
+	}{
+		{name: "defaults: no limits"},
+		{name: "aws payload", attrs: `max_payload = "128KiB"`, payload: 128 << 10},
+		{name: "payload zero", attrs: `max_payload = 0`,
+			diag: "test.hcl:12:15: error: Value out of range;", detail: `between 1 byte and MQTT's own limit`},
+		{name: "payload above mqtt", attrs: `max_payload = "512MiB"`,
+			diag: "test.hcl:12:15: error: Value out of range;", detail: `"256MiB"`},
+		{name: "fixed topic within", topic: "eddy/results/avg", attrs: "max_topic_levels = 8", levels: 8},
+		{name: "fixed topic beyond", topic: "a/b/c/d", attrs: "max_topic_levels = 3", levels: 3,
+			diag: "test.hcl:11:12: warning: Topic has too many levels;", detail: `"a/b/c/d" has 4 levels, more than max_topic_levels = 3`},
+		{name: "key may add levels", attrs: "max_topic_levels = 8", levels: 8,
+			diag: "test.hcl:11:12: warning: Topic may have too many levels;", detail: `"r/${key}" has 2 levels of at most 8 (max_topic_levels), but a key may contain "/"`},
+		{name: "device id cannot add levels", topic: "d/${device_id}/${pipeline}", attrs: "max_topic_levels = 3", levels: 3},
+		{name: "levels zero", attrs: "max_topic_levels = 0",
+			diag: "test.hcl:12:20: error: Value out of range;", detail: `"max_topic_levels" must be between 1 and 128`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := mqttSinkBase
+			if tt.topic != "" {
+				src = strings.Replace(src, "r/${key}", tt.topic, 1)
+			}
+			src += tt.attrs + "\n}\n"
+			cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+			out := FormatDiagnostics(diags)
+			if tt.diag == "" {
+				if len(diags) != 0 {
+					t.Fatalf("want no diagnostics, got:\n%s", out)
+				}
+			} else if len(diags) != 1 || !strings.HasPrefix(out, tt.diag) || !strings.Contains(out, tt.detail) {
+				t.Fatalf("want one %q containing %q, got:\n%s", tt.diag, tt.detail, out)
+			}
+			if diags.HasErrors() {
+				return
+			}
+			m := cfg.Sinks[0].MQTT
+			if m.MaxPayload != tt.payload || m.MaxTopicLevels != tt.levels {
+				t.Errorf("max_payload %d, max_topic_levels %d; want %d, %d", m.MaxPayload, m.MaxTopicLevels, tt.payload, tt.levels)
+			}
+		})
+	}
+}

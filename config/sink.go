@@ -63,6 +63,16 @@ type MQTTSink struct {
 	// after its final checkpoint, for the sink's WAL (UsesWAL) to be
 	// delivered; default 30s, 0 = no wait.
 	DrainTimeout time.Duration
+	// MaxPayload is the largest encoded result the sink publishes, in
+	// bytes; 0 (default) = no limit beyond MQTT's own 256 MiB. A larger
+	// result is never published: its pipeline dead-letters it with reason
+	// "too_large". AWS IoT Core's limit is 128 KB.
+	MaxPayload int64
+	// MaxTopicLevels, when set, makes the loader warn about a topic
+	// template that can have more levels (or holds ${key}, whose values may
+	// add levels); 0 (default) = no check. AWS IoT
+	// Core allows 8 levels (7 slashes).
+	MaxTopicLevels int
 }
 
 // UsesWAL reports whether the sink publishes through its write-ahead log:
@@ -161,7 +171,7 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 }
 
 func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQTTSink {
-	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout"},
+	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout", "max_payload", "max_topic_levels"},
 		tlsBlock, hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "topic")
 	m := &MQTTSink{
@@ -178,6 +188,16 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 
 		MaxInflight:  int(a.integer("max_inflight", 20, 1, 65535)),
 		DrainTimeout: a.duration("drain_timeout", 30*time.Second),
+
+		MaxPayload:     a.size("max_payload", 0),
+		MaxTopicLevels: int(a.integer("max_topic_levels", 0, 1, 128)),
+	}
+	if a.has("max_payload") && (m.MaxPayload <= 0 || m.MaxPayload > maxMQTTPayload) {
+		d.errorf(a.rangeOf("max_payload"), "Value out of range",
+			"\"max_payload\" must be between 1 byte and MQTT's own limit, \"256MiB\" (AWS IoT Core: \"128KiB\"); remove it for no limit.")
+	}
+	if m.MaxTopicLevels > 0 && m.Topic != "" {
+		d.checkTopicLevels(a.rangeOf("topic"), m.Topic, m.MaxTopicLevels)
 	}
 	d.checkBroker(a, m.Broker, broker)
 	if a.has("topic") && m.Topic != "" {
@@ -208,4 +228,24 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		}
 	}
 	return m
+}
+
+// maxMQTTPayload is the largest payload an MQTT packet can carry (its
+// remaining length is at most 268,435,455 bytes).
+const maxMQTTPayload = 256 << 20
+
+// checkTopicLevels warns when the topic template can have more than max
+// levels. The template's own slashes are counted; ${key} may hold slashes
+// too, which only the data decides (the device id cannot, ${pipeline} is an
+// identifier and the window bounds are numbers).
+func (d *decoder) checkTopicLevels(rng hcl.Range, topic string, max int) {
+	levels := strings.Count(topic, "/") + 1
+	switch {
+	case levels > max:
+		d.warnf(rng, "Topic has too many levels",
+			"%q has %d levels, more than max_topic_levels = %d: the broker may refuse every publish (AWS IoT Core allows 8 levels, 7 slashes). Shorten the topic.", topic, levels, max)
+	case strings.Contains(topic, "${key}"):
+		d.warnf(rng, "Topic may have too many levels",
+			"%q has %d levels of at most %d (max_topic_levels), but a key may contain \"/\" and add levels, and the broker may then refuse the publish. Keep slashes out of keys, or leave ${key} out of the topic (it is in the payload).", topic, levels, max)
+	}
 }

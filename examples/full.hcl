@@ -106,6 +106,9 @@ sink "mqtt" "cloud" {
   max_inflight = 20
   # at the end of a finite input, wait this long for the WAL to be delivered
   drain_timeout = "30s"
+  # cloud-broker limits (AWS IoT Core: "128KiB", 8); default: none
+  # max_payload      = "128KiB" # larger results are dead-lettered (too_large), never published
+  # max_topic_levels = 8        # eddy validate warns when the topic can have more
   username  = "gateway"
   password  = env("EDDY_CLOUD_PASSWORD", "")
   tls {

@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/sink"
+)
+
+// TestPipeline_SendResultsMaxPayload: a sink with max_payload gets only the
+// results that fit, in order; a sink without gets them all; each result
+// over a sink's limit is counted and dead-lettered, whole, with reason
+// too_large, once per sink refusing it.
+func TestPipeline_SendResultsMaxPayload(t *testing.T) {
+	small, mid, big := strings.Repeat("s", 10), strings.Repeat("m", 100), strings.Repeat("b", 1000)
+	for _, tt := range []struct {
+		name      string
+		limits    []int // max_payload of each sink in to; 0 = none
+		deadSink  bool
+		payloads  []string
+		want      [][]string // what each sink gets
+		wantDead  []string   // dead letters' sinks, in order
+		wantCount uint64
+	}{
+		{name: "no limit", limits: []int{0}, deadSink: true, payloads: []string{small, big},
+			want: [][]string{{small, big}}},
+		{name: "all fit", limits: []int{1000}, deadSink: true, payloads: []string{small, big},
+			want: [][]string{{small, big}}},
+		{name: "one over", limits: []int{500}, deadSink: true, payloads: []string{small, big, mid},
+			want: [][]string{{small, mid}}, wantDead: []string{"s0"}, wantCount: 1},
+		{name: "all over: nothing sent", limits: []int{5}, deadSink: true, payloads: []string{small, big},
+			want: [][]string{nil}, wantDead: []string{"s0", "s0"}, wantCount: 2},
+		{name: "per sink", limits: []int{0, 500, 50}, deadSink: true, payloads: []string{small, mid, big},
+			want: [][]string{{small, mid, big}, {small, mid}, {small}}, wantDead: []string{"s1", "s2", "s2"}, wantCount: 3},
+		{name: "no dead_letter sink: counted only", limits: []int{500}, payloads: []string{big, small},
+			want: [][]string{{small}}, wantCount: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := metrics.NewSet()
+			p := &pipeline{name: "p", m: newPipelineMetrics(set, "p"), log: slog.New(slog.DiscardHandler), clk: newClock()}
+			for i, lim := range tt.limits {
+				s := newSinkRunner("s"+string(rune('0'+i)), p.log, func() {})
+				s.maxPayload = lim
+				p.to = append(p.to, s)
+			}
+			if tt.deadSink {
+				p.deadLetter = newSinkRunner("dead", p.log, func() {})
+			}
+			d := new(operators.Delivery)
+			for _, pl := range tt.payloads {
+				d.AddEncoded([]byte(pl), &sink.Result{Key: []byte("k"), Names: []string{"n"}, Values: []float64{1}})
+			}
+			p.sendResults(7, d)
+
+			for i, s := range p.to {
+				var got []string
+				if len(s.in) > 0 {
+					m := <-s.in
+					if m.epoch != 7 {
+						t.Errorf("sink %d: epoch %d, want 7", i, m.epoch)
+					}
+					for _, it := range m.d.Items() {
+						if it.Result == nil || string(it.Result.Key) != "k" {
+							t.Errorf("sink %d: item %q lost its result", i, it.Payload)
+						}
+						got = append(got, string(it.Payload))
+					}
+				}
+				if strings.Join(got, ",") != strings.Join(tt.want[i], ",") || len(s.in) != 0 {
+					t.Errorf("sink %d got %d items %.40q, want %d", i, len(got), got, len(tt.want[i]))
+				}
+			}
+			var dead []string
+			if p.deadLetter != nil && len(p.deadLetter.in) > 0 {
+				m := <-p.deadLetter.in
+				for _, it := range m.d.Items() {
+					var dl struct{ Reason, Detail, Payload string }
+					if err := json.Unmarshal(it.Payload, &dl); err != nil {
+						t.Fatal(err)
+					}
+					if dl.Reason != "too_large" || len(dl.Payload) <= 5 || !strings.Contains(dl.Detail, "max_payload") {
+						t.Errorf("dead letter %.200s", it.Payload)
+					}
+					_, sinkName, _ := strings.Cut(dl.Detail, "of sink ")
+					dead = append(dead, strings.Trim(sinkName, `"`))
+				}
+			}
+			if strings.Join(dead, ",") != strings.Join(tt.wantDead, ",") {
+				t.Errorf("dead letters for sinks %v, want %v", dead, tt.wantDead)
+			}
+			if got := p.m.deadLetteredByReason()["too_large"]; got != tt.wantCount {
+				t.Errorf("counted %d too_large, want %d", got, tt.wantCount)
+			}
+		})
+	}
+}
