@@ -59,7 +59,7 @@ func TestRestart_GivesUp(t *testing.T) {
 	path := writeConfig(t, dir, crashConfig+`
 state {
   max_size = "1MiB"
-  cache    = "64KiB"
+  cache    = "1MiB"
 }
 restart {
   strategy = "fixed_delay"
