@@ -1,6 +1,7 @@
 package walsink
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -141,6 +142,14 @@ func TestSink_Immediate(t *testing.T) {
 		}
 	}
 	checkExactlyOnce(t, c.waitFor(t, len(want), 30*time.Second), want)
+	// The collector has every message once the broker forwarded them; the
+	// sink's PUBACKs may still be on the way back. Only what the sink saw
+	// acknowledged leaves its backlog.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if n, err := s.WaitDelivered(ctx); err != nil {
+		t.Fatalf("%d messages never acknowledged: %v", n, err)
+	}
 	s.Close()
 	b.Stop()
 	s = mustOpen(t, dir, opts)
