@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/eddy-edge/eddy/scripts/testpki"
+
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -20,9 +22,9 @@ import (
 // and publishes.
 func TestBrokerTLS_ClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "device")
-	other := newTestCA(t, dir, "other")
-	serverCert, serverKey := ca.issue(t, "broker")
+	ca := testpki.NewCA(t, dir, "device")
+	other := testpki.NewCA(t, dir, "other")
+	serverCert, serverKey := ca.Issue(t, "broker")
 	tc, err := brokerTLSConfig(&config.TLS{CA: ca.CAFile, Cert: serverCert, Key: serverKey})
 	if err != nil {
 		t.Fatal(err)
@@ -46,16 +48,16 @@ func TestBrokerTLS_ClientCertificates(t *testing.T) {
 	}
 	url := "ssl://127.0.0.1:" + port
 
-	goodCert, goodKey := ca.issue(t, "sensor")
-	otherCert, otherKey := other.issue(t, "sensor")
+	goodCert, goodKey := ca.Issue(t, "sensor")
+	otherCert, otherKey := other.Issue(t, "sensor")
 	tests := []struct {
 		name   string
 		tls    *tls.Config
 		wantOK bool
 	}{
-		{"no certificate", ca.clientTLS(t, "", ""), false},
-		{"certificate from another CA", ca.clientTLS(t, otherCert, otherKey), false},
-		{"certificate from the CA", ca.clientTLS(t, goodCert, goodKey), true},
+		{"no certificate", ca.ClientTLS(t, "", ""), false},
+		{"certificate from another CA", ca.ClientTLS(t, otherCert, otherKey), false},
+		{"certificate from the CA", ca.ClientTLS(t, goodCert, goodKey), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,8 +92,8 @@ func TestBrokerTLS_ClientCertificates(t *testing.T) {
 // certificate, so beyond loopback it still needs a username and password.
 func TestBrokerTLS_WithoutCA(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "device")
-	cert, key := ca.issue(t, "broker")
+	ca := testpki.NewCA(t, dir, "device")
+	cert, key := ca.Issue(t, "broker")
 	tc, err := brokerTLSConfig(&config.TLS{Cert: cert, Key: key})
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +114,8 @@ func TestBrokerTLS_WithoutCA(t *testing.T) {
 // keeps publishing.
 func TestBrokerACL_ClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "device")
-	serverCert, serverKey := ca.issue(t, "broker")
+	ca := testpki.NewCA(t, dir, "device")
+	serverCert, serverKey := ca.Issue(t, "broker")
 	tc, err := brokerTLSConfig(&config.TLS{CA: ca.CAFile, Cert: serverCert, Key: serverKey})
 	if err != nil {
 		t.Fatal(err)
@@ -128,9 +130,9 @@ func TestBrokerACL_ClientCertificates(t *testing.T) {
 	b.Subscribe([]string{"sensors/#"}, func(topic string, _ []byte) error { got <- topic; return nil })
 	_, port, _ := net.SplitHostPort(b.Addr())
 	connect := func(cn string) paho.Client {
-		cert, key := ca.issue(t, cn)
+		cert, key := ca.Issue(t, cn)
 		c := paho.NewClient(paho.NewClientOptions().AddBroker("ssl://127.0.0.1:" + port).SetClientID(cn).
-			SetTLSConfig(ca.clientTLS(t, cert, key)).SetAutoReconnect(false))
+			SetTLSConfig(ca.ClientTLS(t, cert, key)).SetAutoReconnect(false))
 		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 			t.Fatalf("connect %s: %v", cn, tok.Error())
 		}

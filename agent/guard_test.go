@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/eddy-edge/eddy/scripts/testpki"
+
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -98,8 +100,8 @@ func TestAdmin_RefusesWebPages(t *testing.T) {
 // (adminClient, pinned to admin_tls.cert) gets through.
 func TestAdmin_HTTPS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "admin")
-	cert, key := ca.issue(t, "gateway")
+	ca := testpki.NewCA(t, dir, "admin")
+	cert, key := ca.Issue(t, "gateway")
 	a := mustBuildAgent(t, testConfig, true)
 	a.cfg.Agent.AdminTLS = &config.AdminTLS{Cert: cert, Key: key, ClientCA: ca.CAFile}
 	ad, err := startAdmin(a, "127.0.0.1:0", "", a.log)
@@ -109,7 +111,7 @@ func TestAdmin_HTTPS(t *testing.T) {
 	t.Cleanup(ad.close)
 	url := "https://" + ad.Addr() + "/healthz"
 
-	clientCert, clientKey := ca.issue(t, "operator")
+	clientCert, clientKey := ca.Issue(t, "operator")
 	get := func(tc *tls.Config) (int, error) {
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 		resp, err := c.Get(url)
@@ -119,10 +121,10 @@ func TestAdmin_HTTPS(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	if code, err := get(ca.clientTLS(t, clientCert, clientKey)); err != nil || code != http.StatusOK {
+	if code, err := get(ca.ClientTLS(t, clientCert, clientKey)); err != nil || code != http.StatusOK {
 		t.Fatalf("with a client certificate: %d, %v", code, err)
 	}
-	if _, err := get(ca.clientTLS(t, "", "")); err == nil {
+	if _, err := get(ca.ClientTLS(t, "", "")); err == nil {
 		t.Fatal("without a client certificate: answered, want the handshake refused")
 	}
 	if resp, err := http.Get("http://" + ad.Addr() + "/healthz"); err == nil {

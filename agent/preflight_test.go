@@ -2,15 +2,9 @@ package agent
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
+	"github.com/eddy-edge/eddy/scripts/testpki"
 	"io"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,10 +206,7 @@ func TestValidate_ReportsWhatRunRefuses(t *testing.T) {
 // what run refuses.
 func TestValidate_AcceptsWhatRunAccepts(t *testing.T) {
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, testCAPEM(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ca := testpki.NewCA(t, dir, "validate").CAFile
 	for name, cfg := range map[string]string{
 		"at-least-once sink over wss": `
 sink "mqtt" "up" {
@@ -290,23 +281,6 @@ func marked(text string) (line, col int) {
 		}
 	}
 	return 1, 1
-}
-
-// testCAPEM returns a self-signed CA certificate in PEM.
-func testCAPEM(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "eddy test CA"},
-		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // lineWith returns the line of report that starts with prefix, or "".
