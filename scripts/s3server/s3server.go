@@ -2,7 +2,7 @@
 // with its posix backend, on a free loopback port, with a temporary root
 // directory and random credentials, stopped by PID when the test ends.
 //
-// scripts/versitygw.sh builds the binary into ${EDDY_CACHE:-$HOME/.cache/eddy}/bin
+// scripts/gotool.sh versitygw builds the binary into ${EDDY_CACHE:-$HOME/.cache/eddy}/bin
 // when it is missing (about two minutes, once). A test that needs the server
 // fails (it does not skip) when the binary cannot be built, so a missing
 // build step cannot pass for a green run.
@@ -58,12 +58,12 @@ var (
 )
 
 // Binary returns the versitygw executable, building it with
-// scripts/versitygw.sh when the cache holds none. The build runs at most once
+// scripts/gotool.sh versitygw when the cache holds none. The build runs at most once
 // per test process.
 func Binary() (string, error) {
 	binaryOnce.Do(func() {
-		script := filepath.Join(repoRoot(), "scripts", "versitygw.sh")
-		cmd := exec.Command("bash", script)
+		script := filepath.Join(repoRoot(), "scripts", "gotool.sh")
+		cmd := exec.Command("bash", script, "versitygw")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
