@@ -216,7 +216,7 @@ func TestAWSIoTCredentials_Refused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = p.Retrieve()
+			_, err = p.RetrieveWithCredContext(nil)
 			if err == nil || strings.Contains(err.Error(), "SECRETKEY") {
 				t.Fatalf("err %v, want a refusal without the secret", err)
 			}

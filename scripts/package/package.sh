@@ -22,14 +22,15 @@
 # start the service; it does not start it).
 #
 # VERSION is $EDDY_VERSION, else `git describe`; a Debian version must start
-# with a digit, so anything else becomes 0~g<it> (sorting before any release).
+# with a digit: anything but a dotted release number becomes 0~g<it>
+# (sorting before any release).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 dist=$1; shift
 version=${EDDY_VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 version=${version#v}
-[[ $version =~ ^[0-9] ]] || version="0~g${version}"
+[[ $version =~ ^[0-9]+\.[0-9] ]] || version="0~g${version}"
 version=${version//-/+} # "1.2.0-3-gabc" → "1.2.0+3+gabc": no Debian revision
 
 for name in "$@"; do
