@@ -102,7 +102,8 @@ type Buffer struct {
 	MaxDiskBytes int64
 	// WhenFull is "block" (default: backpressure) or "drop_oldest" (counted).
 	WhenFull string
-	// DrainRate caps messages per second after reconnecting; 0 is unlimited.
+	// DrainRate caps publishing, steady or draining a backlog, in messages
+	// per second; 0 is unlimited.
 	DrainRate float64
 }
 

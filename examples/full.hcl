@@ -117,7 +117,7 @@ sink "mqtt" "cloud" {
   buffer {
     max_disk   = "512MiB"
     when_full  = "block" # | drop_oldest
-    drain_rate = 0       # messages/s after reconnecting; 0 = unlimited
+    drain_rate = 0       # most messages published per second (also draining after an outage); 0 = unlimited
   }
 }
 

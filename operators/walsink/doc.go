@@ -160,8 +160,9 @@
 // accepted past MaxDiskBytes: only the commit of pending epochs could make
 // room, and their checkpoint has to pass the sink first. This relies on the
 // backlog count being exact, which is why an epoch's data is never split by
-// a pre-commit mark (see PreCommit). On reconnect the backlog drains in
-// order at most DrainRate messages per second.
+// a pre-commit mark (see PreCommit). Publishing, steady or draining the
+// backlog after a reconnect, goes in order at most DrainRate messages per
+// second.
 //
 // # Broker settings
 //
