@@ -373,6 +373,11 @@ func TestBroker_MalformedSubscribeContained(t *testing.T) {
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, _ = io.Copy(io.Discard, conn) // the broker closes the connection
+	// The connection can close before the recover that counts the panic
+	// has run: wait for the count.
+	for deadline := time.Now().Add(10 * time.Second); b.Panics() != 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if b.Panics() != 1 {
 		t.Fatalf("Panics = %d, want the malformed packet's 1", b.Panics())
 	}
