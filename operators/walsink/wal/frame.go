@@ -115,7 +115,9 @@ const (
 // parseHeader classifies a segment's first bytes (all of them when the file
 // is shorter than HeaderBytes) and returns the format version they name.
 func parseHeader(b []byte) (headerResult, uint32) {
-	if len(b) < HeaderBytes && bytes.HasPrefix(appendHeader(nil), b) {
+	// Cut short: a prefix of this build's header, or the magic followed by
+	// part of any version (a torn write of another build's header).
+	if len(b) < HeaderBytes && (bytes.HasPrefix(appendHeader(nil), b) || bytes.HasPrefix(b, []byte(headerMagic))) {
 		return headerTorn, 0
 	}
 	if bytes.HasPrefix(b, []byte(headerMagic)) {

@@ -138,6 +138,8 @@ func TestLog_SegmentHeader(t *testing.T) {
 		{"neither header nor frame", append([]byte("NOTAWAL!"), frames("a")...), false, "ErrCorrupt", 0, 0},
 		{"torn header, older segment", header[:7], false, "ErrCorrupt", 0, 0},
 		{"torn header, active", header[:7], true, "[]", FormatVersion, int64(HeaderBytes)},
+		{"magic and part of another version, active", append([]byte(headerMagic), '0'), true, "[]", FormatVersion, int64(HeaderBytes)},
+		{"magic and part of another version, older segment", append([]byte(headerMagic), '0'), false, "ErrCorrupt", 0, 0},
 		{"empty, active", nil, true, "[]", FormatVersion, int64(HeaderBytes)},
 		{"header only, active", header, true, "[]", FormatVersion, int64(HeaderBytes)},
 	} {
