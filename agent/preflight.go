@@ -116,7 +116,9 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 	report(cfg.Checkpoint.DeclRange, "Invalid checkpointing", checkpointTasksConfig(cfg).Validate(),
 		"Checkpoints cover the pipelines: declare at least one pipeline; interval and timeout are at least 1ms.")
 	if cfg.Upload != nil {
-		_, err := uploadClient(cfg, "", "", nil, nil) // builds the client only: no request
+		// Builds the client only: no request, and the configured device id
+		// (validate reads nothing in data_dir).
+		_, err := newUploadClient(cfg, "", config.Expand(cfg.Upload.Prefix, vars), nil, nil)
 		report(cfg.Upload.DeclRange, "Invalid upload", err,
 			"endpoint is host:port, prefix is relative (no leading \"/\"), ca_file is a readable PEM file and needs secure = true.")
 	}

@@ -292,3 +292,43 @@ func lineWith(report, prefix string) string {
 	}
 	return ""
 }
+
+// TestValidate_ReadsNothingInDataDir: validate builds the upload client with
+// the configured device id, without reading the id data_dir recorded, so a
+// data_dir of another device neither fails validate nor is touched by it
+// (eddy run reports the changed id itself, with its own message).
+func TestValidate_ReadsNothingInDataDir(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, deviceIDFile), []byte("another-device\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "agent.hcl")
+	cfg := `agent {
+  device_id = "gw-1"
+  data_dir  = "` + data + `"
+}
+source "file" "in" { path = "in.jsonl" }
+sink "stdout" "out" {}
+pipeline "p" {
+  from = source.file.in
+  key  = event.k
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to = [sink.stdout.out]
+}
+upload "s3" {
+  endpoint = "127.0.0.1:9"
+  bucket   = "eddy"
+}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if report, ok := Validate(path); !ok {
+		t.Fatalf("validate refused a configuration for a data_dir of another device:\n%s", report)
+	}
+}

@@ -28,6 +28,21 @@ import (
 // uploadClient builds the S3 client of the configuration's upload block,
 // with bucket and prefix optionally overridden (restore --from s3://…).
 func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
+	if cfg.Upload != nil && prefix == "" {
+		// The data_dir's recorded id, as the agent runs under (read only:
+		// a mismatch is for `eddy run` to report).
+		c := *cfg
+		if err := settleDeviceID(&c, false, false); err != nil {
+			return nil, err
+		}
+		prefix = config.Expand(cfg.Upload.Prefix, map[string]string{"device_id": c.Agent.DeviceID})
+	}
+	return newUploadClient(cfg, bucket, prefix, log, progress)
+}
+
+// newUploadClient is uploadClient with the prefix given: it reads nothing
+// in data_dir, so validate can build the client too.
+func newUploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
 	u := cfg.Upload
 	if u == nil {
 		return nil, errors.New("agent: the configuration has no upload block: add upload \"s3\" { endpoint, bucket, … }")
@@ -38,15 +53,6 @@ func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, p
 	}
 	if bucket == "" {
 		bucket = u.Bucket
-	}
-	if prefix == "" {
-		// The data_dir's recorded id, as the agent runs under (read only:
-		// a mismatch is for `eddy run` to report).
-		c := *cfg
-		if err := settleDeviceID(&c, false, false); err != nil {
-			return nil, err
-		}
-		prefix = config.Expand(u.Prefix, map[string]string{"device_id": c.Agent.DeviceID})
 	}
 	creds, err := credentialProvider(cfg)
 	if err != nil {

@@ -112,9 +112,10 @@ func restoreFromS3(bin, tmp string, gw *versitygw, keys int) (s3Result, error) {
 	if err != nil {
 		return res, err
 	}
-	// A different device id per size keeps each size's objects apart.
-	cfg := strings.Replace(stateConfig(keys, port, filepath.Join(dir, "out.jsonl")), `device_id  = "bench"`,
-		fmt.Sprintf(`device_id  = "bench-%d"`, keys), 1) + gw.uploadBlock()
+	// A prefix per size keeps each size's objects apart (the device id stays
+	// the one data_dir was created with).
+	cfg := stateConfig(keys, port, filepath.Join(dir, "out.jsonl")) + strings.Replace(gw.uploadBlock(),
+		`bucket     = "eddy"`, fmt.Sprintf("bucket     = \"eddy\"\n  prefix     = \"bench-%d/\"", keys), 1)
 	progress("restore-s3: uploading the %d-key checkpoint %d", keys, newest)
 	upStart := time.Now()
 	ag, err := startAgent(bin, dir, cfg)
