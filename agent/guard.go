@@ -1,14 +1,11 @@
 package agent
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/eddy-edge/eddy/config"
 )
 
 // allowedHosts are the names a request's Host header may carry: the listen
@@ -58,14 +55,4 @@ func guardRequests(hosts allowedHosts, next http.Handler) http.Handler {
 		}
 		sameOrigin.ServeHTTP(w, r)
 	})
-}
-
-// adminTLSConfig is the admin listener's TLS config, or nil without
-// admin_tls. With a client CA a client certificate issued by it is
-// required.
-func adminTLSConfig(t *config.AdminTLS) (*tls.Config, error) {
-	if t == nil {
-		return nil, nil
-	}
-	return serverTLSConfig(t.Cert, t.Key, t.ClientCA)
 }
