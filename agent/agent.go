@@ -26,6 +26,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/config"
@@ -76,7 +77,8 @@ type Agent struct {
 	sims      []*source.Simulator
 	sinks     map[string]*sinkRunner
 	pipelines []*pipeline
-	admin     *admin
+	adminSrv  *admin.Server // nil when agent { admin } is off
+	intro     *introspection
 	stdout    io.Writer
 	backends  []state.Backend
 	memory    memoryBudget
@@ -215,6 +217,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 		}
 	}
 	a.regions = a.failoverRegions()
+	a.intro = newIntrospection(a)
 	return a, nil
 }
 
@@ -236,25 +239,8 @@ func (a *Agent) fail(err error) {
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.
 func (a *Agent) AdminAddr() string {
-	if a.admin == nil {
+	if a.adminSrv == nil {
 		return ""
 	}
-	return a.admin.Addr()
-}
-
-// PipelineStatus reports each pipeline's counters.
-func (a *Agent) PipelineStatus() []pipelineStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []pipelineStatus
-	for _, p := range a.pipelines {
-		st := pipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
-			Filtered: p.m.filtered.Get(), Late: p.m.late.Get(), Unassigned: p.m.unassigned.Get(),
-			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.subtasks)}
-		if wm := p.m.watermark.Load(); wm != -1<<63 {
-			st.WatermarkMs = &wm
-		}
-		out = append(out, st)
-	}
-	return out
+	return a.adminSrv.Addr()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/state"
 )
@@ -91,24 +92,10 @@ type checkpointer struct {
 	lastAlign  atomic.Int64
 }
 
-// checkpointRecord is one line of `eddy checkpoints ls` and the status page.
-type checkpointRecord struct {
-	ID          uint64 `json:"id"`
-	Kind        string `json:"kind"`
-	Time        string `json:"time"`
-	SizeBytes   int64  `json:"size_bytes"`
-	FullBytes   int64  `json:"full_bytes"`
-	DurationMs  int64  `json:"duration_ms"`
-	AlignmentMs int64  `json:"alignment_ms"`
-	Files       int    `json:"files"`
-	Aborted     string `json:"aborted,omitempty"`
-	// DiskFull: aborted while the disk was full, not counted as a failure.
-	DiskFull bool `json:"disk_full,omitempty"`
-	// UnalignedTasks took the barrier ahead of their queues, storing
-	// InFlightRecords records it overtook.
-	UnalignedTasks  int    `json:"unaligned_tasks,omitempty"`
-	InFlightRecords uint64 `json:"inflight_records,omitempty"`
-}
+// checkpointRecord is one checkpoint of the history the checkpointer
+// keeps: the admin API's record, which `eddy checkpoints ls` and the status
+// page show.
+type checkpointRecord = admin.CheckpointRecord
 
 func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, retain int, interval time.Duration,
 	log *slog.Logger, clk clock, set *metrics.Set) *checkpointer {
@@ -558,7 +545,7 @@ func (c *checkpointer) changeRegions(rc regionChange) {
 }
 
 // ErrTooManySavepoints refuses a savepoint when max_savepoints are kept.
-var ErrTooManySavepoints = errors.New("too many savepoints")
+var ErrTooManySavepoints = admin.ErrTooManySavepoints
 
 // Savepoint takes a savepoint and waits for it: a full checkpoint that
 // retention never deletes. With maxSavepoints kept already it is refused

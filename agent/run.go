@@ -35,12 +35,15 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	defer stopDisk()
 	go a.disk.run(diskCtx)
 	if a.cfg.Agent.Admin != "" {
-		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
+		srv, err := a.startAdmin()
 		if err != nil {
 			return err
 		}
-		a.admin = ad
-		defer ad.close()
+		a.adminSrv = srv
+		defer srv.Close()
+		sampleCtx, stopSampling := context.WithCancel(context.Background())
+		defer stopSampling()
+		go a.intro.sampleSources(sampleCtx)
 	}
 	for _, s := range a.sinks {
 		go s.run()

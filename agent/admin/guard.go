@@ -1,6 +1,7 @@
-package agent
+package admin
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"net"
 	"net/http"
@@ -55,4 +56,29 @@ func guardRequests(hosts allowedHosts, next http.Handler) http.Handler {
 		}
 		sameOrigin.ServeHTTP(w, r)
 	})
+}
+
+// requireToken answers 401 to a request without "Authorization: Bearer
+// token" and passes the others to next.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hasToken(r, want) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eddy"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <admin_token>")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized reports whether r carries the admin token, or none is set.
+func (s *Server) authorized(r *http.Request) bool {
+	return s.opts.Token == "" || hasToken(r, []byte("Bearer "+s.opts.Token))
+}
+
+// hasToken compares in constant time, so the answer's timing tells nothing
+// of the token.
+func hasToken(r *http.Request, want []byte) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
 }
