@@ -1,14 +1,3 @@
-// Package agent builds Eddy's pipelines from a configuration and runs them:
-// the embedded broker, sources, the per-pipeline stages, sinks and the admin
-// endpoint. It owns every goroutine and every piece of I/O; the operators it
-// drives (decoders, expressions, window operators) are pure logic.
-//
-// Life cycle: Run loads and compiles the configuration, starts sinks, then
-// pipelines, then sources, then the admin endpoint. Cancelling the context
-// (SIGINT, SIGTERM) stops the sources; every record already taken in drains
-// through the pipelines and sinks before Run returns. A file source that
-// reaches its end flushes every window and, when every source has ended, Run
-// returns without a signal.
 package agent
 
 import (
@@ -20,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -34,7 +22,6 @@ import (
 	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/source"
 	"github.com/eddy-edge/eddy/state"
-	"github.com/eddy-edge/eddy/upload"
 )
 
 // Options are the run-time settings that do not come from the config file.
@@ -86,16 +73,11 @@ type Agent struct {
 	ckpt      *checkpointer
 	from      string     // --from: the checkpoint to restore
 	failed    chan error // a component that cannot go on; run stops
-	shipper   *upload.Shipper
-	// shipperSeen publishes shipper to the admin endpoint, which starts
-	// first (the upload's start may wait for the S3 server).
-	shipperSeen atomic.Pointer[upload.Shipper]
-	// allowNonRestored: see Options.AllowNonRestoredState.
-	allowNonRestored bool
+	upload    uploader
+	restorer  *restorer
 
-	// regions are the failover regions: a failure restarts only its own.
-	regions      []*region
-	regionFailed chan regionFailure
+	// failover holds the failover regions: a failure restarts only its own.
+	failover *failover
 	// mu guards pipelines, sources and sinks, which a region restart
 	// replaces while the admin endpoint reads them.
 	mu          sync.Mutex
@@ -133,7 +115,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if err != nil {
 			return err
 		}
-		a.inheritRestarts(strategy, restarts)
+		a.failover.inheritRestarts(strategy, restarts)
 		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
@@ -142,7 +124,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		}
 		err = a.run(runCtx, opts)
 		stop()
-		restarts = a.carryRestarts(strategy, restarts)
+		restarts = a.failover.carryRestarts(strategy, restarts)
 		select {
 		case nl := <-next:
 			if err == nil && ctx.Err() == nil {
@@ -192,7 +174,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
 	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock().withStatus(opts.ClockStatus, log), failed: make(chan error, 1),
-		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{}, regionFailed: make(chan regionFailure, 16),
+		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
 		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	var diags hcl.Diagnostics
 	var plans []*plan
@@ -209,14 +191,16 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
 	a.stdout = opts.Stdout
-	a.from, a.allowNonRestored = opts.From, opts.AllowNonRestoredState
+	a.from = opts.From
+	a.upload.log = log
+	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, maxKeyGroups: cfg.Agent.MaxKeyGroups}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	for _, p := range plans {
 		if err := a.addPipeline(p); err != nil {
 			return nil, err
 		}
 	}
-	a.regions = a.failoverRegions()
+	a.failover = newFailover(a)
 	a.intro = newIntrospection(a)
 	return a, nil
 }

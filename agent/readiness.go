@@ -172,10 +172,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 func (in *introspection) Readiness() admin.Readiness {
 	ri := readinessInput{sources: in.observeSources(), maxDisconnectedMs: in.maxDisconnected.Milliseconds(),
 		ingest: in.ingestReports(), wal: in.walReports()}
-	if ship := in.a.shipperSeen.Load(); ship != nil {
-		st := ship.Stats()
-		ri.upload = &st
-	}
+	ri.upload = in.a.upload.stats()
 	if rep, ok := in.Checkpoints(); ok {
 		ri.checkpoints = true
 		ri.consecutiveFails, ri.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures

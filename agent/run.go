@@ -73,7 +73,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	upCtx, stopUpload := context.WithCancel(context.Background())
 	defer stopUpload()
 	if a.cfg.Upload != nil {
-		if err := a.startUpload(upCtx, a.ckpt.store); err != nil {
+		if err := a.upload.start(upCtx, a.cfg, a.ckpt, a.metrics); err != nil {
 			return err
 		}
 	}
@@ -117,7 +117,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			drained, idle = nil, a.watchIdle(ctx)
 		case <-idle:
 			// A failure reported as the input ended is handled first.
-			stopping = len(a.regionFailed) == 0
+			stopping = len(a.failover.failed) == 0
 			idle = nil
 		case runErr = <-ckptErr:
 			a.log.Error("checkpoints keep failing: stopping", "err", runErr)
@@ -125,8 +125,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		case runErr = <-a.failed:
 			a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", runErr)
 			stopping = true
-		case f := <-a.regionFailed:
-			if err := a.restartRegion(ctx, f, srcCtx, &srcWG, &pipeWG); err != nil {
+		case f := <-a.failover.failed:
+			if err := a.failover.restart(ctx, f, srcCtx, &srcWG, &pipeWG); err != nil {
 				runErr, gaveUp, stopping = err, true, true
 			}
 			drained, idle = a.watchDrained(ctx), nil
@@ -176,7 +176,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	// The final checkpoint committed the last results to the WAL sinks:
 	// a run whose input ended is complete once they are upstream.
 	a.drainWALSinks(ctx.Err() != nil)
-	a.flushUpload()
+	a.upload.flush()
 	for _, s := range a.sources {
 		if !s.stopped { // a region that gave up is stopped already
 			close(s.ctrl)
@@ -225,7 +225,7 @@ func (a *Agent) finalCheckpoint() (err, failedLate error) {
 	go func() {
 		defer close(watchExited)
 		select {
-		case f := <-a.regionFailed:
+		case f := <-a.failover.failed:
 			late <- f.err
 			cancel()
 		case <-watchDone:
@@ -236,7 +236,7 @@ func (a *Agent) finalCheckpoint() (err, failedLate error) {
 	<-watchExited
 	select {
 	case failedLate = <-late:
-	case f := <-a.regionFailed:
+	case f := <-a.failover.failed:
 		failedLate = f.err
 	default:
 	}
