@@ -9,6 +9,8 @@ import (
 	"github.com/eddy-edge/eddy/config"
 )
 
+// tlsConfig is a client's TLS config for a tls block (an MQTT source's or
+// sink's), or nil without one.
 func tlsConfig(t *config.TLS) (*tls.Config, error) {
 	if t == nil {
 		return nil, nil
