@@ -325,8 +325,8 @@ func (in *introspection) ingestReports() []admin.IngestReport {
 	return out
 }
 
-// gaugeReader reads gauges by name without creating them, so the admin can
-// report what other parts register (eddy_mqtt_connected, eddy_wal_*)
+// gaugeReader reads gauges by name without creating them, so the reports can
+// include what other parts register (eddy_mqtt_connected, eddy_wal_*)
 // without depending on their types. It lists the registered names once.
 // Safe inside a gauge callback: the metric set calls those unlocked.
 type gaugeReader struct {
