@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
+)
+
+// TestAdmin_Profiles runs the real binary with an admin token:
+// /debug/pprof/ refuses a request without the token (401) and, with it,
+// serves the index and a heap profile that is a gzipped protobuf.
+func TestAdmin_Profiles(t *testing.T) {
+	const token = "pprof-s3cret"
+	dir := t.TempDir()
+	cfg := strings.Replace(guardedAdminConfig, `admin     = "%ADMIN%"`, `admin       = "%ADMIN%"
+  admin_token = "`+token+`"`, 1)
+	p := startAgent(t, dir, cfg, "%BROKER%", loopback.Addr(t))
+
+	get := func(path, tok string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.admin+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, b
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap"} {
+		if code, _ := get(path, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token = %d, want 401", path, code)
+		}
+	}
+	if code, b := get("/debug/pprof/", token); code != http.StatusOK || !bytes.Contains(b, []byte("heap")) {
+		t.Errorf("GET /debug/pprof/ with the token = %d, want the index naming heap", code)
+	}
+	code, b := get("/debug/pprof/heap", token)
+	if code != http.StatusOK {
+		t.Fatalf("GET /debug/pprof/heap with the token = %d %s", code, b)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the heap profile is not gzipped: %v", err)
+	}
+	if raw, err := io.ReadAll(zr); err != nil || len(raw) == 0 {
+		t.Fatalf("the heap profile: %d bytes, %v", len(raw), err)
+	}
+}
