@@ -1,0 +1,153 @@
+package keyed
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"testing"
+)
+
+type rbeRunner struct {
+	b  ReportByException
+	st ReportState
+}
+
+func init() {
+	newRunner["rbe"] = func(fs []string) (runner, error) {
+		opts, err := parseOpts(fs, "deadband", "heartbeat", "time")
+		if err != nil {
+			return nil, err
+		}
+		r := &rbeRunner{}
+		if r.b.Deadband, err = strconv.ParseFloat(opts["deadband"], 64); err != nil {
+			return nil, fmt.Errorf("deadband: %w", err)
+		}
+		if r.b.HeartbeatMs, err = optMs(opts, "heartbeat"); err != nil {
+			return nil, err
+		}
+		if r.b.Time, err = parseDomain(opts["time"], EventTime); err != nil {
+			return nil, err
+		}
+		return r, r.b.Validate()
+	}
+}
+
+func (r *rbeRunner) reading(at At, args []string, emit func(Signal)) (int64, string, error) {
+	if len(args) != 1 {
+		return 0, "", fmt.Errorf("rbe reading takes one value, got %v", args)
+	}
+	v, err := parseValue(args[0])
+	if err != nil {
+		return 0, "", err
+	}
+	r.b.OnReading(&r.st, at, v, emit)
+	return NoTimer, "", nil
+}
+
+func (r *rbeRunner) timer(int64, func(Signal)) (int64, error) {
+	return 0, errors.New("report_by_exception has no timer")
+}
+
+func (r *rbeRunner) roundTrip() (err error) {
+	r.st, err = roundTrip(ReportCodec{}, r.st)
+	return err
+}
+
+func TestReportByException_Scenarios(t *testing.T) {
+	runScenarios(t, "testdata/blocks/rbe.txt", "rbe")
+}
+
+func TestReportByException_Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    ReportByException
+		ok   bool
+	}{
+		{"defaults", ReportByException{Deadband: 0.5, HeartbeatMs: 600_000, Time: EventTime}, true},
+		{"deadband 0, no heartbeat", ReportByException{Time: ProcessingTime}, true},
+		{"negative deadband", ReportByException{Deadband: -0.1, Time: EventTime}, false},
+		{"NaN deadband", ReportByException{Deadband: math.NaN(), Time: EventTime}, false},
+		{"infinite deadband", ReportByException{Deadband: math.Inf(1), Time: EventTime}, false},
+		{"negative heartbeat", ReportByException{HeartbeatMs: -1, Time: EventTime}, false},
+		{"no time domain", ReportByException{Deadband: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.b.Validate()
+			if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrBadBlock) {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestReportCodec_RoundTrip(t *testing.T) {
+	for _, st := range []ReportState{
+		{},
+		{Reported: true, Seq: 7, Value: 21.5, Time: 1_795_946_400_000},
+		{Reported: true, Seq: math.MaxUint32, Value: math.NaN(), Time: math.MinInt64},
+		{Reported: true, Value: math.Inf(-1), Time: math.MaxInt64},
+	} {
+		enc := ReportCodec{}.Append(nil, st)
+		if len(enc) != reportSize {
+			t.Fatalf("%+v encodes in %d bytes, want %d", st, len(enc), reportSize)
+		}
+		got, err := ReportCodec{}.Decode(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Reported != st.Reported || got.Seq != st.Seq || got.Time != st.Time ||
+			math.Float64bits(got.Value) != math.Float64bits(st.Value) {
+			t.Fatalf("round trip of %+v gave %+v", st, got)
+		}
+	}
+}
+
+func TestReportCodec_Corrupt(t *testing.T) {
+	enc := ReportCodec{}.Append(nil, ReportState{Reported: true, Seq: 3, Value: 1.5, Time: 99})
+	bad := append([]byte(nil), enc...)
+	bad[1] = 0x02
+	checkCorrupt(t, ReportCodec{}, enc, map[string][]byte{"unknown flag": bad})
+}
+
+func FuzzReportCodec_Decode(f *testing.F) {
+	f.Add(ReportCodec{}.Append(nil, ReportState{}))
+	f.Add(ReportCodec{}.Append(nil, ReportState{Reported: true, Seq: 3, Value: 1.5, Time: 99}))
+	f.Add(ReportCodec{}.Append(nil, ReportState{Reported: true, Value: math.NaN(), Time: -1}))
+	f.Add([]byte{1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, ReportCodec{}, b) })
+}
+
+// BenchmarkReportByException: one reading of a slowly drifting sensor (most
+// readings inside the deadband), with the state decoded and encoded as the
+// host does per reading.
+func BenchmarkReportByException(b *testing.B) {
+	r := ReportByException{Deadband: 0.2, HeartbeatMs: 600_000, Time: EventTime}
+	var st ReportState
+	var reports int
+	emit := func(Signal) { reports++ }
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		v := 20 + 0.3*math.Sin(float64(i)/600) // ≈ one report per 100 readings
+		r.OnReading(&st, At{Event: int64(i) * 1000}, v, emit)
+	}
+	b.ReportMetric(float64(reports)/float64(b.N), "reports/op")
+}
+
+// BenchmarkReportByException_Codec: decode, step and encode, as the host
+// does per reading with the state in a ValueState.
+func BenchmarkReportByException_Codec(b *testing.B) {
+	r := ReportByException{Deadband: 0.2, HeartbeatMs: 600_000, Time: EventTime}
+	enc := ReportCodec{}.Append(nil, ReportState{})
+	emit := func(Signal) {}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		st, err := ReportCodec{}.Decode(enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.OnReading(&st, At{Event: int64(i) * 1000}, 20+0.3*math.Sin(float64(i)/600), emit)
+		enc = ReportCodec{}.Append(enc[:0], st)
+	}
+}
