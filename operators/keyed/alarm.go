@@ -34,8 +34,8 @@ import (
 //
 // Out of order (order = "arrival"): readings are taken as they come. An
 // older raising reading does not move s back nor confirm the raise unless
-// t ≥ s + MinDuration; a Cleared's End is max(t, Start), so Duration is
-// never negative.
+// t ≥ s + MinDuration; a Cleared's Time and End are max(t, Start), so
+// Duration is never negative.
 //
 // The state is 14 bytes per key (AlarmCodec).
 type Alarm struct {
@@ -91,7 +91,8 @@ func (a Alarm) OnReading(st *AlarmState, at At, raise, clear bool, emit func(Sig
 	case AlarmRaised:
 		if clearing {
 			st.Phase = AlarmNormal
-			emit(Signal{Kind: Cleared, Seq: st.Seq, Time: t, Start: st.Since, End: max(t, st.Since)})
+			end := max(t, st.Since)
+			emit(Signal{Kind: Cleared, Seq: st.Seq, Time: end, Start: st.Since, End: end})
 			st.Seq++
 		}
 		return
