@@ -50,6 +50,8 @@ func (r *alarmRunner) timer(int64, func(Signal)) (int64, error) {
 	return 0, errors.New("alarm has no timer")
 }
 
+func (r *alarmRunner) domain() TimeDomain { return EventTime }
+
 func (r *alarmRunner) roundTrip() (err error) {
 	r.st, err = roundTrip(AlarmCodec{}, r.st)
 	return err

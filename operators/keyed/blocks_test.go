@@ -64,6 +64,8 @@ type scenario struct {
 type runner interface {
 	reading(at At, args []string, emit func(Signal)) (next int64, verdict string, err error)
 	timer(now int64, emit func(Signal)) (next int64, err error)
+	// domain is the time domain of the block's timer.
+	domain() TimeDomain
 	// roundTrip encodes the state, decodes it, checks it encodes alike and
 	// continues with the decoded state.
 	roundTrip() error
@@ -366,7 +368,7 @@ func runScenario(t *testing.T, sc *scenario, timerFirst bool) []Signal {
 		switch c.op {
 		case "r":
 			if timerFirst {
-				if _, err := b.timer(c.at.Event, emit); err != nil {
+				if _, err := b.timer(c.at.in(b.domain()), emit); err != nil {
 					t.Fatalf("%s: %v", where, err)
 				}
 				if err := b.roundTrip(); err != nil {

@@ -49,6 +49,8 @@ func (r *rbeRunner) timer(int64, func(Signal)) (int64, error) {
 	return 0, errors.New("report_by_exception has no timer")
 }
 
+func (r *rbeRunner) domain() TimeDomain { return r.b.Time }
+
 func (r *rbeRunner) roundTrip() (err error) {
 	r.st, err = roundTrip(ReportCodec{}, r.st)
 	return err
