@@ -46,13 +46,10 @@ type Absence struct {
 // Validate returns an error wrapping ErrBadBlock if an option is out of
 // range.
 func (a Absence) Validate() error {
-	switch {
-	case a.TimeoutMs <= 0:
+	if a.TimeoutMs <= 0 {
 		return fmt.Errorf("%w: absence timeout %dms must be > 0", ErrBadBlock, a.TimeoutMs)
-	case !a.Time.valid():
-		return fmt.Errorf("%w: absence time %v", ErrBadBlock, a.Time)
 	}
-	return nil
+	return a.Time.check("absence")
 }
 
 // AbsenceState is the per-key state of Absence. The zero value is a key

@@ -1,7 +1,6 @@
 package keyed
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -61,27 +60,6 @@ func TestAbsence_Scenarios(t *testing.T) {
 	runScenarios(t, "testdata/blocks/absence.txt", "absence")
 }
 
-func TestAbsence_Validate(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		b    Absence
-		ok   bool
-	}{
-		{"processing", Absence{TimeoutMs: 300_000, Time: ProcessingTime}, true},
-		{"event", Absence{TimeoutMs: 1, Time: EventTime}, true},
-		{"zero timeout", Absence{Time: ProcessingTime}, false},
-		{"negative timeout", Absence{TimeoutMs: -5, Time: ProcessingTime}, false},
-		{"no time domain", Absence{TimeoutMs: 1000}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.b.Validate()
-			if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrBadBlock) {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
-			}
-		})
-	}
-}
-
 // TestAbsence_SaturatedDeadline: a deadline past the end of time is
 // math.MaxInt64, a real timer that only the end-of-input watermark fires,
 // never NoTimer and never a time in the past.
@@ -98,22 +76,6 @@ func TestAbsence_SaturatedDeadline(t *testing.T) {
 	}
 	if next := a.OnTimer(&st, math.MaxInt64, emit); next != NoTimer || len(got) != 1 || got[0].Time != math.MaxInt64 {
 		t.Fatalf("end of input: next %d, signals %v", next, got)
-	}
-}
-
-func TestAbsenceCodec_RoundTrip(t *testing.T) {
-	for _, st := range []AbsenceState{
-		{},
-		{Seen: true, Seq: 4, Last: 1_795_946_400_000},
-		{Seen: true, Silent: true, Seq: math.MaxUint32, Last: math.MinInt64},
-	} {
-		enc := AbsenceCodec{}.Append(nil, st)
-		if len(enc) != absenceSize {
-			t.Fatalf("%+v encodes in %d bytes, want %d", st, len(enc), absenceSize)
-		}
-		if got, err := (AbsenceCodec{}).Decode(enc); err != nil || got != st {
-			t.Fatalf("round trip of %+v gave %+v, %v", st, got, err)
-		}
 	}
 }
 

@@ -3,7 +3,6 @@ package keyed
 import (
 	"errors"
 	"fmt"
-	"math"
 	"testing"
 )
 
@@ -61,18 +60,6 @@ func TestAlarm_Scenarios(t *testing.T) {
 	runScenarios(t, "testdata/blocks/alarm.txt", "alarm")
 }
 
-func TestAlarm_Validate(t *testing.T) {
-	if err := (Alarm{MinDurationMs: 30_000}).Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := (Alarm{}).Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := (Alarm{MinDurationMs: -1}).Validate(); !errors.Is(err, ErrBadBlock) {
-		t.Fatalf("negative min_duration: err = %v, want ErrBadBlock", err)
-	}
-}
-
 // TestAlarm_OneSignalPerTransition drives an alarm with every sequence of
 // four readings of the four kinds, from every phase, and checks the
 // invariants: raised and cleared alternate starting with raised, at most one
@@ -105,22 +92,6 @@ func TestAlarm_OneSignalPerTransition(t *testing.T) {
 			if raised := len(got)%2 == 1; raised != (st.Phase == AlarmRaised) {
 				t.Fatalf("min %d, inputs %b: phase %v after %d signals", min, seq, st.Phase, len(got))
 			}
-		}
-	}
-}
-
-func TestAlarmCodec_RoundTrip(t *testing.T) {
-	for _, st := range []AlarmState{
-		{},
-		{Phase: AlarmPending, Seq: 1, Since: 1_795_946_400_000},
-		{Phase: AlarmRaised, Seq: math.MaxUint32, Since: math.MinInt64},
-	} {
-		enc := AlarmCodec{}.Append(nil, st)
-		if len(enc) != alarmSize {
-			t.Fatalf("%+v encodes in %d bytes, want %d", st, len(enc), alarmSize)
-		}
-		if got, err := (AlarmCodec{}).Decode(enc); err != nil || got != st {
-			t.Fatalf("round trip of %+v gave %+v, %v", st, got, err)
 		}
 	}
 }

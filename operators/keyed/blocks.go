@@ -120,7 +120,14 @@ func (d TimeDomain) String() string {
 	return "time_domain(" + strconv.Itoa(int(d)) + ")"
 }
 
-func (d TimeDomain) valid() bool { return d == EventTime || d == ProcessingTime }
+// check returns an error wrapping ErrBadBlock unless d is EventTime or
+// ProcessingTime.
+func (d TimeDomain) check(block string) error {
+	if d != EventTime && d != ProcessingTime {
+		return fmt.Errorf("%w: %s time %v: want event or processing", ErrBadBlock, block, d)
+	}
+	return nil
+}
 
 // At is when a reading happened, in both domains, Unix ms.
 type At struct {

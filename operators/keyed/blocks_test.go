@@ -511,3 +511,74 @@ func TestAddSat(t *testing.T) {
 		}
 	}
 }
+
+func TestBlocks_Validate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    interface{ Validate() error }
+		ok   bool
+	}{
+		{"rbe", ReportByException{Deadband: 0.5, HeartbeatMs: 600_000, Time: EventTime}, true},
+		{"rbe: deadband 0, no heartbeat", ReportByException{Time: ProcessingTime}, true},
+		{"rbe: negative deadband", ReportByException{Deadband: -0.1, Time: EventTime}, false},
+		{"rbe: NaN deadband", ReportByException{Deadband: math.NaN(), Time: EventTime}, false},
+		{"rbe: infinite deadband", ReportByException{Deadband: math.Inf(1), Time: EventTime}, false},
+		{"rbe: negative heartbeat", ReportByException{HeartbeatMs: -1, Time: EventTime}, false},
+		{"rbe: no time domain", ReportByException{Deadband: 1}, false},
+		{"alarm", Alarm{MinDurationMs: 30_000}, true},
+		{"alarm: min_duration 0", Alarm{}, true},
+		{"alarm: negative min_duration", Alarm{MinDurationMs: -1}, false},
+		{"absence", Absence{TimeoutMs: 300_000, Time: ProcessingTime}, true},
+		{"absence: event time", Absence{TimeoutMs: 1, Time: EventTime}, true},
+		{"absence: zero timeout", Absence{Time: ProcessingTime}, false},
+		{"absence: negative timeout", Absence{TimeoutMs: -5, Time: ProcessingTime}, false},
+		{"absence: no time domain", Absence{TimeoutMs: 1000}, false},
+		{"absence: unknown time domain", Absence{TimeoutMs: 1000, Time: 3}, false},
+		{"dedup", Dedup{WithinMs: 3_600_000, Time: ProcessingTime}, true},
+		{"dedup: event time", Dedup{WithinMs: 1, Time: EventTime}, true},
+		{"dedup: zero within", Dedup{Time: ProcessingTime}, false},
+		{"dedup: negative within", Dedup{WithinMs: -1, Time: EventTime}, false},
+		{"dedup: no time domain", Dedup{WithinMs: 1000}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.b.Validate()
+			if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrBadBlock) {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+// checkCodec checks that each state encodes in size bytes and decodes to
+// itself (compared as printed, so a NaN value equals itself).
+func checkCodec[T any](t *testing.T, c state.Codec[T], size int, states ...T) {
+	t.Helper()
+	for _, st := range states {
+		enc := c.Append(nil, st)
+		if len(enc) != size {
+			t.Errorf("%+v encodes in %d bytes, want %d", st, len(enc), size)
+		}
+		got, err := c.Decode(enc)
+		if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", st) {
+			t.Errorf("round trip of %+v gave %+v, %v", st, got, err)
+		}
+	}
+}
+
+func TestCodecs_RoundTrip(t *testing.T) {
+	checkCodec(t, ReportCodec{}, reportSize,
+		ReportState{},
+		ReportState{Reported: true, Seq: 7, Value: 21.5, Time: 1_795_946_400_000},
+		ReportState{Reported: true, Seq: math.MaxUint32, Value: math.NaN(), Time: math.MinInt64},
+		ReportState{Reported: true, Value: math.Inf(-1), Time: math.MaxInt64})
+	checkCodec(t, AlarmCodec{}, alarmSize,
+		AlarmState{},
+		AlarmState{Phase: AlarmPending, Seq: 1, Since: 1_795_946_400_000},
+		AlarmState{Phase: AlarmRaised, Seq: math.MaxUint32, Since: math.MinInt64})
+	checkCodec(t, AbsenceCodec{}, absenceSize,
+		AbsenceState{},
+		AbsenceState{Seen: true, Seq: 4, Last: 1_795_946_400_000},
+		AbsenceState{Seen: true, Silent: true, Seq: math.MaxUint32, Last: math.MinInt64})
+	checkCodec(t, DedupCodec{}, dedupSize,
+		DedupEntry{}, DedupEntry{Seen: 1_795_946_400_000}, DedupEntry{Seen: math.MinInt64}, DedupEntry{Seen: math.MaxInt64})
+}

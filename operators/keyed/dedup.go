@@ -41,13 +41,10 @@ type Dedup struct {
 // Validate returns an error wrapping ErrBadBlock if an option is out of
 // range.
 func (d Dedup) Validate() error {
-	switch {
-	case d.WithinMs <= 0:
+	if d.WithinMs <= 0 {
 		return fmt.Errorf("%w: dedup within %dms must be > 0", ErrBadBlock, d.WithinMs)
-	case !d.Time.valid():
-		return fmt.Errorf("%w: dedup time %v", ErrBadBlock, d.Time)
 	}
-	return nil
+	return d.Time.check("dedup")
 }
 
 // DedupEntry is the state of one (key, id): when it last passed.

@@ -149,27 +149,6 @@ func TestDedup_MatchesStateTTL(t *testing.T) {
 	}
 }
 
-func TestDedup_Validate(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		b    Dedup
-		ok   bool
-	}{
-		{"processing", Dedup{WithinMs: 3_600_000, Time: ProcessingTime}, true},
-		{"event", Dedup{WithinMs: 1, Time: EventTime}, true},
-		{"zero within", Dedup{Time: ProcessingTime}, false},
-		{"negative within", Dedup{WithinMs: -1, Time: EventTime}, false},
-		{"no time domain", Dedup{WithinMs: 1000}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.b.Validate()
-			if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrBadBlock) {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
-			}
-		})
-	}
-}
-
 func TestDedup_Expiry(t *testing.T) {
 	d := Dedup{WithinMs: 1000, Time: EventTime}
 	for _, tc := range []struct{ seen, want int64 }{{0, 1000}, {-5000, -4000}, {math.MaxInt64 - 10, math.MaxInt64}} {
@@ -180,18 +159,6 @@ func TestDedup_Expiry(t *testing.T) {
 		e := DedupEntry{Seen: tc.seen}
 		if tc.want < math.MaxInt64 && (d.OnReading(&e, true, At{Event: tc.want - 1}) || !d.OnReading(&e, true, At{Event: tc.want})) {
 			t.Errorf("seen %d: the entry does not expire exactly at %d", tc.seen, tc.want)
-		}
-	}
-}
-
-func TestDedupCodec_RoundTrip(t *testing.T) {
-	for _, e := range []DedupEntry{{}, {Seen: 1_795_946_400_000}, {Seen: math.MinInt64}, {Seen: math.MaxInt64}} {
-		enc := DedupCodec{}.Append(nil, e)
-		if len(enc) != dedupSize {
-			t.Fatalf("%+v encodes in %d bytes, want %d", e, len(enc), dedupSize)
-		}
-		if got, err := (DedupCodec{}).Decode(enc); err != nil || got != e {
-			t.Fatalf("round trip of %+v gave %+v, %v", e, got, err)
 		}
 	}
 }

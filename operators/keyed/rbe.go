@@ -51,10 +51,8 @@ func (r ReportByException) Validate() error {
 		return fmt.Errorf("%w: report_by_exception deadband %v must be a finite number ≥ 0", ErrBadBlock, r.Deadband)
 	case r.HeartbeatMs < 0:
 		return fmt.Errorf("%w: report_by_exception heartbeat %dms must be ≥ 0", ErrBadBlock, r.HeartbeatMs)
-	case !r.Time.valid():
-		return fmt.Errorf("%w: report_by_exception time %v", ErrBadBlock, r.Time)
 	}
-	return nil
+	return r.Time.check("report_by_exception")
 }
 
 // ReportState is the per-key state of ReportByException. The zero value is

@@ -60,51 +60,6 @@ func TestReportByException_Scenarios(t *testing.T) {
 	runScenarios(t, "testdata/blocks/rbe.txt", "rbe")
 }
 
-func TestReportByException_Validate(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		b    ReportByException
-		ok   bool
-	}{
-		{"defaults", ReportByException{Deadband: 0.5, HeartbeatMs: 600_000, Time: EventTime}, true},
-		{"deadband 0, no heartbeat", ReportByException{Time: ProcessingTime}, true},
-		{"negative deadband", ReportByException{Deadband: -0.1, Time: EventTime}, false},
-		{"NaN deadband", ReportByException{Deadband: math.NaN(), Time: EventTime}, false},
-		{"infinite deadband", ReportByException{Deadband: math.Inf(1), Time: EventTime}, false},
-		{"negative heartbeat", ReportByException{HeartbeatMs: -1, Time: EventTime}, false},
-		{"no time domain", ReportByException{Deadband: 1}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.b.Validate()
-			if (err == nil) != tc.ok || err != nil && !errors.Is(err, ErrBadBlock) {
-				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
-			}
-		})
-	}
-}
-
-func TestReportCodec_RoundTrip(t *testing.T) {
-	for _, st := range []ReportState{
-		{},
-		{Reported: true, Seq: 7, Value: 21.5, Time: 1_795_946_400_000},
-		{Reported: true, Seq: math.MaxUint32, Value: math.NaN(), Time: math.MinInt64},
-		{Reported: true, Value: math.Inf(-1), Time: math.MaxInt64},
-	} {
-		enc := ReportCodec{}.Append(nil, st)
-		if len(enc) != reportSize {
-			t.Fatalf("%+v encodes in %d bytes, want %d", st, len(enc), reportSize)
-		}
-		got, err := ReportCodec{}.Decode(enc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Reported != st.Reported || got.Seq != st.Seq || got.Time != st.Time ||
-			math.Float64bits(got.Value) != math.Float64bits(st.Value) {
-			t.Fatalf("round trip of %+v gave %+v", st, got)
-		}
-	}
-}
-
 func TestReportCodec_Corrupt(t *testing.T) {
 	enc := ReportCodec{}.Append(nil, ReportState{Reported: true, Seq: 3, Value: 1.5, Time: 99})
 	bad := append([]byte(nil), enc...)
