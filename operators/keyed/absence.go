@@ -23,9 +23,9 @@ import "fmt"
 // Timeout). A key that never sent is never silent: the block knows only
 // keys it has seen.
 //
-// ProcessingTime is the default the host should apply, because a silent
+// ProcessingTimeDomain is the default the host should apply, because a silent
 // sensor does not move event time: its watermark, if per key, stands still.
-// With EventTime the timer fires on the (combined) watermark, so silences
+// With EventTimeDomain the timer fires on the (combined) watermark, so silences
 // are found when other keys move time on, and a final watermark at
 // math.MaxInt64 makes every key silent.
 //
@@ -39,7 +39,7 @@ type Absence struct {
 	// timeout.
 	TimeoutMs int64
 	// Time is the domain of readings' times and of the timer; the host's
-	// default is ProcessingTime.
+	// default is ProcessingTimeDomain.
 	Time TimeDomain
 }
 

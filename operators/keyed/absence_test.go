@@ -12,7 +12,7 @@ type absenceRunner struct {
 }
 
 func init() {
-	newRunner["absence"] = func(fs []string) (runner, error) {
+	newBlockRunner["absence"] = func(fs []string) (blockRunner, error) {
 		opts, err := parseOpts(fs, "timeout", "time")
 		if err != nil {
 			return nil, err
@@ -21,7 +21,7 @@ func init() {
 		if r.b.TimeoutMs, err = optMs(opts, "timeout"); err != nil {
 			return nil, err
 		}
-		if r.b.Time, err = parseDomain(opts["time"], ProcessingTime); err != nil {
+		if r.b.Time, err = parseDomain(opts["time"], ProcessingTimeDomain); err != nil {
 			return nil, err
 		}
 		return r, r.b.Validate()
@@ -57,14 +57,14 @@ func (r *absenceRunner) roundTrip() (err error) {
 }
 
 func TestAbsence_Scenarios(t *testing.T) {
-	runScenarios(t, "testdata/blocks/absence.txt", "absence")
+	runBlockScenarios(t, "testdata/blocks/absence.txt", "absence")
 }
 
 // TestAbsence_SaturatedDeadline: a deadline past the end of time is
 // math.MaxInt64, a real timer that only the end-of-input watermark fires,
 // never NoTimer and never a time in the past.
 func TestAbsence_SaturatedDeadline(t *testing.T) {
-	a := Absence{TimeoutMs: 10, Time: EventTime}
+	a := Absence{TimeoutMs: 10, Time: EventTimeDomain}
 	var st AbsenceState
 	var got []Signal
 	emit := func(s Signal) { got = append(got, s) }
@@ -99,7 +99,7 @@ func FuzzAbsenceCodec_Decode(f *testing.F) {
 // BenchmarkAbsence: one reading per second of a key with a 5-minute
 // timeout, and the timer the host would fire each minute.
 func BenchmarkAbsence(b *testing.B) {
-	a := Absence{TimeoutMs: 300_000, Time: ProcessingTime}
+	a := Absence{TimeoutMs: 300_000, Time: ProcessingTimeDomain}
 	var st AbsenceState
 	emit := func(Signal) {}
 	b.ReportAllocs()

@@ -12,7 +12,7 @@ type alarmRunner struct {
 }
 
 func init() {
-	newRunner["alarm"] = func(fs []string) (runner, error) {
+	newBlockRunner["alarm"] = func(fs []string) (blockRunner, error) {
 		opts, err := parseOpts(fs, "min_duration")
 		if err != nil {
 			return nil, err
@@ -49,7 +49,7 @@ func (r *alarmRunner) timer(int64, func(Signal)) (int64, error) {
 	return 0, errors.New("alarm has no timer")
 }
 
-func (r *alarmRunner) domain() TimeDomain { return EventTime }
+func (r *alarmRunner) domain() TimeDomain { return EventTimeDomain }
 
 func (r *alarmRunner) roundTrip() (err error) {
 	r.st, err = roundTrip(AlarmCodec{}, r.st)
@@ -57,7 +57,7 @@ func (r *alarmRunner) roundTrip() (err error) {
 }
 
 func TestAlarm_Scenarios(t *testing.T) {
-	runScenarios(t, "testdata/blocks/alarm.txt", "alarm")
+	runBlockScenarios(t, "testdata/blocks/alarm.txt", "alarm")
 }
 
 // TestAlarm_OneSignalPerTransition drives an alarm with every sequence of

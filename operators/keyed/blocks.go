@@ -35,8 +35,8 @@ package keyed
 //
 // Only Absence needs timers. Its methods return the time at which the key
 // needs OnTimer next (NoTimer if none), in its TimeDomain: the watermark for
-// EventTime (fire when watermark ≥ timer), the host's monotonic clock for
-// ProcessingTime. An early or stale OnTimer call is harmless, so the host
+// EventTimeDomain (fire when watermark ≥ timer), the host's monotonic clock for
+// ProcessingTimeDomain. An early or stale OnTimer call is harmless, so the host
 // may keep an earlier registration rather than move it on every reading.
 // Alarm and ReportByException decide on readings alone (see their docs).
 //
@@ -103,27 +103,27 @@ type TimeDomain uint8
 
 const (
 	TimeDomainInvalid TimeDomain = iota
-	// EventTime: the readings' timestamps; timers fire on the watermark.
-	EventTime
-	// ProcessingTime: the host's monotonic clock when the reading was
+	// EventTimeDomain: the readings' timestamps; timers fire on the watermark.
+	EventTimeDomain
+	// ProcessingTimeDomain: the host's monotonic clock when the reading was
 	// processed; timers fire on that clock.
-	ProcessingTime
+	ProcessingTimeDomain
 )
 
 func (d TimeDomain) String() string {
 	switch d {
-	case EventTime:
+	case EventTimeDomain:
 		return "event"
-	case ProcessingTime:
+	case ProcessingTimeDomain:
 		return "processing"
 	}
 	return "time_domain(" + strconv.Itoa(int(d)) + ")"
 }
 
-// check returns an error wrapping ErrBadBlock unless d is EventTime or
-// ProcessingTime.
+// check returns an error wrapping ErrBadBlock unless d is EventTimeDomain or
+// ProcessingTimeDomain.
 func (d TimeDomain) check(block string) error {
-	if d != EventTime && d != ProcessingTime {
+	if d != EventTimeDomain && d != ProcessingTimeDomain {
 		return fmt.Errorf("%w: %s time %v: want event or processing", ErrBadBlock, block, d)
 	}
 	return nil
@@ -137,7 +137,7 @@ type At struct {
 
 // in returns the time of at in domain d.
 func (at At) in(d TimeDomain) int64 {
-	if d == ProcessingTime {
+	if d == ProcessingTimeDomain {
 		return at.Proc
 	}
 	return at.Event

@@ -42,7 +42,7 @@ import (
 // timer fired at each reading's time just before it: the signals, in order,
 // must be the same (a timer that fires first, or late, changes nothing).
 
-type scenarioCmd struct {
+type blockCmd struct {
 	line    int
 	op      string // "r" or "timer"
 	at      At
@@ -53,15 +53,15 @@ type scenarioCmd struct {
 	next    *int64   // absence: the expected timer, if given
 }
 
-type scenario struct {
+type blockScenario struct {
 	name, rule string
 	file       string
 	block      []string // the block line's fields
-	cmds       []*scenarioCmd
+	cmds       []*blockCmd
 }
 
-// runner is one block with one key's state, driven by a scenario.
-type runner interface {
+// blockRunner is one block with one key's state, driven by a scenario.
+type blockRunner interface {
 	reading(at At, args []string, emit func(Signal)) (next int64, verdict string, err error)
 	timer(now int64, emit func(Signal)) (next int64, err error)
 	// domain is the time domain of the block's timer.
@@ -71,20 +71,20 @@ type runner interface {
 	roundTrip() error
 }
 
-// newRunner builds the runner of a block line.
+// newBlockRunner builds the runner of a block line.
 // Each block's test file adds its entry.
-var newRunner = map[string]func(opts []string) (runner, error){}
+var newBlockRunner = map[string]func(opts []string) (blockRunner, error){}
 
-func parseScenarios(t *testing.T, file string) []*scenario {
+func parseBlockScenarios(t *testing.T, file string) []*blockScenario {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var scs []*scenario
-	var sc *scenario
-	var last *scenarioCmd
+	var scs []*blockScenario
+	var sc *blockScenario
+	var last *blockCmd
 	sn := bufio.NewScanner(f)
 	for n := 1; sn.Scan(); n++ {
 		line := sn.Text()
@@ -100,7 +100,7 @@ func parseScenarios(t *testing.T, file string) []*scenario {
 			t.Fatalf("%s:%d: %s", file, n, fmt.Sprintf(format, args...))
 		}
 		if fs[0] == "scenario" {
-			sc = &scenario{name: strings.Join(fs[1:], " "), file: file}
+			sc = &blockScenario{name: strings.Join(fs[1:], " "), file: file}
 			scs = append(scs, sc)
 			last = nil
 			continue
@@ -117,7 +117,7 @@ func parseScenarios(t *testing.T, file string) []*scenario {
 			if len(fs) < 2 {
 				fail("%s without a time", fs[0])
 			}
-			c := &scenarioCmd{line: n, op: fs[0]}
+			c := &blockCmd{line: n, op: fs[0]}
 			tm, err := parseMs(fs[1])
 			if err != nil {
 				fail("%v", err)
@@ -278,9 +278,9 @@ func parseDomain(s string, def TimeDomain) (TimeDomain, error) {
 	case "":
 		return def, nil
 	case "event":
-		return EventTime, nil
+		return EventTimeDomain, nil
 	case "processing":
-		return ProcessingTime, nil
+		return ProcessingTimeDomain, nil
 	}
 	return TimeDomainInvalid, fmt.Errorf("time %q: want event or processing", s)
 }
@@ -302,17 +302,17 @@ func (s Signal) String() string {
 	return fmt.Sprintf("%v seq=%d time=%d start=%d end=%d value=%v", s.Kind, s.Seq, s.Time, s.Start, s.End, s.Value)
 }
 
-// runScenarios runs every scenario of file, whose blocks must all be kind.
-func runScenarios(t *testing.T, file, kind string) {
-	scs := parseScenarios(t, file)
+// runBlockScenarios runs every scenario of file, whose blocks must all be kind.
+func runBlockScenarios(t *testing.T, file, kind string) {
+	scs := parseBlockScenarios(t, file)
 	for _, sc := range scs {
 		t.Run(sc.name, func(t *testing.T) {
 			if sc.block[0] != kind {
 				t.Fatalf("%s: block %s in a %s file", sc.file, sc.block[0], kind)
 			}
-			got := runScenario(t, sc, false)
+			got := runBlockScenario(t, sc, false)
 			if kind == "absence" && inOrder(sc) {
-				if early := runScenario(t, sc, true); !sameSignals(got, early) {
+				if early := runBlockScenario(t, sc, true); !sameSignals(got, early) {
 					t.Errorf("timer fired before each reading: signals\n%v\nwant\n%v", early, got)
 				}
 			}
@@ -320,7 +320,7 @@ func runScenarios(t *testing.T, file, kind string) {
 	}
 }
 
-func inOrder(sc *scenario) bool {
+func inOrder(sc *blockScenario) bool {
 	var last At
 	for i, c := range sc.cmds {
 		if c.op == "r" {
@@ -345,12 +345,12 @@ func sameSignals(a, b []Signal) bool {
 	return true
 }
 
-// runScenario runs sc and returns every signal. With timerFirst it fires
+// runBlockScenario runs sc and returns every signal. With timerFirst it fires
 // the timer at each reading's time before the reading and checks only the
 // verdicts, not the per-command signals.
-func runScenario(t *testing.T, sc *scenario, timerFirst bool) []Signal {
+func runBlockScenario(t *testing.T, sc *blockScenario, timerFirst bool) []Signal {
 	t.Helper()
-	mk, ok := newRunner[sc.block[0]]
+	mk, ok := newBlockRunner[sc.block[0]]
 	if !ok {
 		t.Fatalf("%s: unknown block %q", sc.file, sc.block[0])
 	}
@@ -490,7 +490,7 @@ func TestKinds_String(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{Report.String(), "report"}, {Raised.String(), "raised"}, {Cleared.String(), "cleared"},
 		{Silent.String(), "silent"}, {Resumed.String(), "resumed"}, {SignalInvalid.String(), "signal(0)"},
-		{EventTime.String(), "event"}, {ProcessingTime.String(), "processing"}, {TimeDomainInvalid.String(), "time_domain(0)"},
+		{EventTimeDomain.String(), "event"}, {ProcessingTimeDomain.String(), "processing"}, {TimeDomainInvalid.String(), "time_domain(0)"},
 		{AlarmNormal.String(), "normal"}, {AlarmPending.String(), "pending"}, {AlarmRaised.String(), "raised"},
 		{AlarmPhase(3).String(), "alarm_phase(3)"},
 	} {
@@ -518,26 +518,26 @@ func TestBlocks_Validate(t *testing.T) {
 		b    interface{ Validate() error }
 		ok   bool
 	}{
-		{"rbe", ReportByException{Deadband: 0.5, HeartbeatMs: 600_000, Time: EventTime}, true},
-		{"rbe: deadband 0, no heartbeat", ReportByException{Time: ProcessingTime}, true},
-		{"rbe: negative deadband", ReportByException{Deadband: -0.1, Time: EventTime}, false},
-		{"rbe: NaN deadband", ReportByException{Deadband: math.NaN(), Time: EventTime}, false},
-		{"rbe: infinite deadband", ReportByException{Deadband: math.Inf(1), Time: EventTime}, false},
-		{"rbe: negative heartbeat", ReportByException{HeartbeatMs: -1, Time: EventTime}, false},
+		{"rbe", ReportByException{Deadband: 0.5, HeartbeatMs: 600_000, Time: EventTimeDomain}, true},
+		{"rbe: deadband 0, no heartbeat", ReportByException{Time: ProcessingTimeDomain}, true},
+		{"rbe: negative deadband", ReportByException{Deadband: -0.1, Time: EventTimeDomain}, false},
+		{"rbe: NaN deadband", ReportByException{Deadband: math.NaN(), Time: EventTimeDomain}, false},
+		{"rbe: infinite deadband", ReportByException{Deadband: math.Inf(1), Time: EventTimeDomain}, false},
+		{"rbe: negative heartbeat", ReportByException{HeartbeatMs: -1, Time: EventTimeDomain}, false},
 		{"rbe: no time domain", ReportByException{Deadband: 1}, false},
 		{"alarm", Alarm{MinDurationMs: 30_000}, true},
 		{"alarm: min_duration 0", Alarm{}, true},
 		{"alarm: negative min_duration", Alarm{MinDurationMs: -1}, false},
-		{"absence", Absence{TimeoutMs: 300_000, Time: ProcessingTime}, true},
-		{"absence: event time", Absence{TimeoutMs: 1, Time: EventTime}, true},
-		{"absence: zero timeout", Absence{Time: ProcessingTime}, false},
-		{"absence: negative timeout", Absence{TimeoutMs: -5, Time: ProcessingTime}, false},
+		{"absence", Absence{TimeoutMs: 300_000, Time: ProcessingTimeDomain}, true},
+		{"absence: event time", Absence{TimeoutMs: 1, Time: EventTimeDomain}, true},
+		{"absence: zero timeout", Absence{Time: ProcessingTimeDomain}, false},
+		{"absence: negative timeout", Absence{TimeoutMs: -5, Time: ProcessingTimeDomain}, false},
 		{"absence: no time domain", Absence{TimeoutMs: 1000}, false},
 		{"absence: unknown time domain", Absence{TimeoutMs: 1000, Time: 3}, false},
-		{"dedup", Dedup{WithinMs: 3_600_000, Time: ProcessingTime}, true},
-		{"dedup: event time", Dedup{WithinMs: 1, Time: EventTime}, true},
-		{"dedup: zero within", Dedup{Time: ProcessingTime}, false},
-		{"dedup: negative within", Dedup{WithinMs: -1, Time: EventTime}, false},
+		{"dedup", Dedup{WithinMs: 3_600_000, Time: ProcessingTimeDomain}, true},
+		{"dedup: event time", Dedup{WithinMs: 1, Time: EventTimeDomain}, true},
+		{"dedup: zero within", Dedup{Time: ProcessingTimeDomain}, false},
+		{"dedup: negative within", Dedup{WithinMs: -1, Time: EventTimeDomain}, false},
 		{"dedup: no time domain", Dedup{WithinMs: 1000}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

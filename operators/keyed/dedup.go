@@ -13,11 +13,11 @@ import "fmt"
 // UpdateType.OnCreateAndWrite). So an id repeated every minute with Within
 // one hour passes once per hour, not once ever.
 //
-// With ProcessingTime (the host's default) the rule is exactly the state
+// With ProcessingTimeDomain (the host's default) the rule is exactly the state
 // layer's TTL: a MapState with TTLConfig{TTL: Within, Update:
 // OnCreateAndWrite, Visibility: NeverReturnExpired}, written with the same
 // clock, returns no entry once Seen + Within ≤ now, and OnReading expires
-// the entry by the same rule when the state still holds it. With EventTime
+// the entry by the same rule when the state still holds it. With EventTimeDomain
 // the entry holds event time and OnReading alone decides; the host must not
 // remove an entry before its Expiry in event time (a processing-time TTL is
 // only safe as cleanup if it is at least Within plus the longest lag between
@@ -34,7 +34,7 @@ type Dedup struct {
 	// WithinMs is how long repeats are dropped after a reading passes, in
 	// ms; > 0. The config's within.
 	WithinMs int64
-	// Time is the domain of Seen; the host's default is ProcessingTime.
+	// Time is the domain of Seen; the host's default is ProcessingTimeDomain.
 	Time TimeDomain
 }
 

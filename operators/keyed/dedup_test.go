@@ -18,7 +18,7 @@ type dedupRunner struct {
 }
 
 func init() {
-	newRunner["dedup"] = func(fs []string) (runner, error) {
+	newBlockRunner["dedup"] = func(fs []string) (blockRunner, error) {
 		opts, err := parseOpts(fs, "within", "time")
 		if err != nil {
 			return nil, err
@@ -27,7 +27,7 @@ func init() {
 		if r.b.WithinMs, err = optMs(opts, "within"); err != nil {
 			return nil, err
 		}
-		if r.b.Time, err = parseDomain(opts["time"], ProcessingTime); err != nil {
+		if r.b.Time, err = parseDomain(opts["time"], ProcessingTimeDomain); err != nil {
 			return nil, err
 		}
 		return r, r.b.Validate()
@@ -68,7 +68,7 @@ func (r *dedupRunner) roundTrip() error {
 }
 
 func TestDedup_Scenarios(t *testing.T) {
-	runScenarios(t, "testdata/blocks/dedup.txt", "dedup")
+	runBlockScenarios(t, "testdata/blocks/dedup.txt", "dedup")
 }
 
 // TestDedup_MatchesStateTTL runs readings through the block with its
@@ -78,7 +78,7 @@ func TestDedup_Scenarios(t *testing.T) {
 // block's rule must agree on every reading, including at the exact expiry.
 func TestDedup_MatchesStateTTL(t *testing.T) {
 	const within = int64(time.Hour / time.Millisecond)
-	d := Dedup{WithinMs: within, Time: ProcessingTime}
+	d := Dedup{WithinMs: within, Time: ProcessingTimeDomain}
 	var now int64
 	kc, err := state.NewKeyedContext(state.NewMemory(), "dedup", state.KeyedOptions{Now: func() int64 { return now }})
 	if err != nil {
@@ -150,7 +150,7 @@ func TestDedup_MatchesStateTTL(t *testing.T) {
 }
 
 func TestDedup_Expiry(t *testing.T) {
-	d := Dedup{WithinMs: 1000, Time: EventTime}
+	d := Dedup{WithinMs: 1000, Time: EventTimeDomain}
 	for _, tc := range []struct{ seen, want int64 }{{0, 1000}, {-5000, -4000}, {math.MaxInt64 - 10, math.MaxInt64}} {
 		if got := d.Expiry(DedupEntry{Seen: tc.seen}); got != tc.want {
 			t.Errorf("Expiry(%d) = %d, want %d", tc.seen, got, tc.want)
@@ -177,7 +177,7 @@ func FuzzDedupCodec_Decode(f *testing.F) {
 // BenchmarkDedup: one reading whose id repeats once (half the readings are
 // repeats), the entry found as the host's MapState would return it.
 func BenchmarkDedup(b *testing.B) {
-	d := Dedup{WithinMs: 3_600_000, Time: ProcessingTime}
+	d := Dedup{WithinMs: 3_600_000, Time: ProcessingTimeDomain}
 	var e DedupEntry
 	found := false
 	var passes int

@@ -39,7 +39,7 @@ type ReportByException struct {
 	// HeartbeatMs is the longest time between reports while readings keep
 	// coming, in ms; 0 means no heartbeat. The config's heartbeat.
 	HeartbeatMs int64
-	// Time is the heartbeat's domain; the host's default is EventTime.
+	// Time is the heartbeat's domain; the host's default is EventTimeDomain.
 	Time TimeDomain
 }
 

@@ -14,7 +14,7 @@ type rbeRunner struct {
 }
 
 func init() {
-	newRunner["rbe"] = func(fs []string) (runner, error) {
+	newBlockRunner["rbe"] = func(fs []string) (blockRunner, error) {
 		opts, err := parseOpts(fs, "deadband", "heartbeat", "time")
 		if err != nil {
 			return nil, err
@@ -26,7 +26,7 @@ func init() {
 		if r.b.HeartbeatMs, err = optMs(opts, "heartbeat"); err != nil {
 			return nil, err
 		}
-		if r.b.Time, err = parseDomain(opts["time"], EventTime); err != nil {
+		if r.b.Time, err = parseDomain(opts["time"], EventTimeDomain); err != nil {
 			return nil, err
 		}
 		return r, r.b.Validate()
@@ -57,7 +57,7 @@ func (r *rbeRunner) roundTrip() (err error) {
 }
 
 func TestReportByException_Scenarios(t *testing.T) {
-	runScenarios(t, "testdata/blocks/rbe.txt", "rbe")
+	runBlockScenarios(t, "testdata/blocks/rbe.txt", "rbe")
 }
 
 func TestReportCodec_Corrupt(t *testing.T) {
@@ -89,7 +89,7 @@ var driftingValues = func() []float64 {
 
 // BenchmarkReportByException: one reading of a slowly drifting sensor.
 func BenchmarkReportByException(b *testing.B) {
-	r := ReportByException{Deadband: 0.2, HeartbeatMs: 600_000, Time: EventTime}
+	r := ReportByException{Deadband: 0.2, HeartbeatMs: 600_000, Time: EventTimeDomain}
 	var st ReportState
 	var reports int
 	emit := func(Signal) { reports++ }
@@ -103,7 +103,7 @@ func BenchmarkReportByException(b *testing.B) {
 // BenchmarkReportByException_Codec: decode, step and encode, as the host
 // does per reading with the state in a ValueState.
 func BenchmarkReportByException_Codec(b *testing.B) {
-	r := ReportByException{Deadband: 0.2, HeartbeatMs: 600_000, Time: EventTime}
+	r := ReportByException{Deadband: 0.2, HeartbeatMs: 600_000, Time: EventTimeDomain}
 	enc := ReportCodec{}.Append(nil, ReportState{})
 	emit := func(Signal) {}
 	b.ReportAllocs()

@@ -52,7 +52,7 @@ func (u uplink) reports() int64 { return u.changes + u.heartbeats }
 // simulate runs the fleet. Sensor i draws from its own PCG stream (seed, i),
 // so the result does not depend on the order the sensors are stepped in.
 func simulate(f fleet) uplink {
-	rbe := keyed.ReportByException{Deadband: f.deadband, HeartbeatMs: f.heartbeat.Milliseconds(), Time: keyed.EventTime}
+	rbe := keyed.ReportByException{Deadband: f.deadband, HeartbeatMs: f.heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}
 	if err := rbe.Validate(); err != nil {
 		panic(err) // flags are checked in main
 	}
