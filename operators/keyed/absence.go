@@ -20,7 +20,9 @@ import "fmt"
 //     t ≥ deadline before the timer fired emits Silent then Resumed.
 //
 // A reading exactly at the deadline ends a silence (the key was quiet for
-// Timeout). A key that never sent is never silent: the block knows only
+// Timeout). After a restore the host registers NextTimer again: a
+// processing-time deadline that passed while the agent was down fires at
+// once, with the deadline as its Time. A key that never sent is never silent: the block knows only
 // keys it has seen.
 //
 // ProcessingTimeDomain is the default the host should apply, because a silent

@@ -3,6 +3,7 @@ package keyed
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -108,6 +109,54 @@ func BenchmarkAbsence(b *testing.B) {
 		a.OnReading(&st, At{Event: now, Proc: now}, emit)
 		if i%60 == 0 {
 			a.OnTimer(&st, now, emit)
+		}
+	}
+}
+
+// TestAbsence_MatchesGapModel drives Absence with seeded random readings
+// and timer calls, times never going back, and compares its signals with
+// a naive model: every gap of at least Timeout between two readings is one
+// silence (Silent at the first + Timeout, then Resumed with the gap), and
+// a last gap is one more Silent if a timer call reached its deadline.
+// However the timer calls fall, the signals must be the model's.
+func TestAbsence_MatchesGapModel(t *testing.T) {
+	seed := uint64(1)
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for run := 0; run < 500; run++ {
+		timeout := 1 + rng.Int64N(20)
+		a := Absence{TimeoutMs: timeout, Time: ProcessingTimeDomain}
+		var st AbsenceState
+		var got []Signal
+		emit := func(s Signal) { got = append(got, s) }
+		var readings []int64
+		var lastTimer int64 = math.MinInt64
+		now := rng.Int64N(100)
+		for i := 0; i < 30; i++ {
+			now += rng.Int64N(2 * timeout)
+			if rng.IntN(3) == 0 {
+				a.OnTimer(&st, now, emit)
+				lastTimer = now
+				continue
+			}
+			a.OnReading(&st, At{Event: -now, Proc: now}, emit)
+			readings = append(readings, now)
+		}
+		var want []Signal
+		seq := uint32(0)
+		for i := 1; i < len(readings); i++ {
+			if gap := readings[i] - readings[i-1]; gap >= timeout {
+				want = append(want,
+					Signal{Kind: Silent, Seq: seq, Time: readings[i-1] + timeout, Start: readings[i-1]},
+					Signal{Kind: Resumed, Seq: seq + 1, Time: readings[i], Start: readings[i-1], End: readings[i]})
+				seq += 2
+			}
+		}
+		if n := len(readings); n > 0 && lastTimer >= readings[n-1]+timeout {
+			want = append(want, Signal{Kind: Silent, Seq: seq, Time: readings[n-1] + timeout, Start: readings[n-1]})
+		}
+		if !sameSignals(got, want) {
+			t.Fatalf("run %d, timeout %d, readings %v, last timer %d: signals\n%v\nwant\n%v", run, timeout, readings, lastTimer, got, want)
 		}
 	}
 }

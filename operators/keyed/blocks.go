@@ -17,16 +17,19 @@ package keyed
 //	Absence            absence { timeout time }                              AbsenceState  14 bytes/key
 //	Dedup              dedup { id within time }                              DedupEntry     9 bytes/id
 //
-// (Encoded sizes, before the state layer's own envelope and key.)
+// (Encoded sizes, before the state layer's own envelope and key: a million
+// keys of report_by_exception state are 22 MB.)
 //
 // # Step API
 //
 // A reading is given as its times (At: event time and processing time, Unix
 // ms) and its already evaluated inputs. Each block reads the time of its
 // TimeDomain. Signals go to an emit callback, synchronously and in order,
-// at most two per call; the Signal is a value, and emit must not keep a
-// pointer into the state. The host passes a func value it built once, so a
-// call does not allocate.
+// at most two per call, by value (emit may keep them); emit must not step
+// the same key's state. The host passes a func value it built once, so a
+// call does not allocate. A block's state changes only inside its methods,
+// and the host stores it after each call that may have changed it (any
+// OnReading or OnTimer of Report, Alarm and Absence; a passing Dedup).
 //
 //	r.OnReading(&st, at, value, emit)
 //	a.OnReading(&st, at, raise, clear, emit)

@@ -13,15 +13,19 @@ import "fmt"
 // UpdateType.OnCreateAndWrite). So an id repeated every minute with Within
 // one hour passes once per hour, not once ever.
 //
-// With ProcessingTimeDomain (the host's default) the rule is exactly the state
-// layer's TTL: a MapState with TTLConfig{TTL: Within, Update:
-// OnCreateAndWrite, Visibility: NeverReturnExpired}, written with the same
-// clock, returns no entry once Seen + Within ≤ now, and OnReading expires
-// the entry by the same rule when the state still holds it. With EventTimeDomain
-// the entry holds event time and OnReading alone decides; the host must not
-// remove an entry before its Expiry in event time (a processing-time TTL is
-// only safe as cleanup if it is at least Within plus the longest lag between
-// event and processing time).
+// The rule is the state layer's TTL: a MapState with TTLConfig{TTL:
+// Within, Update: OnCreateAndWrite, Visibility: NeverReturnExpired} whose
+// clock (KeyedOptions.Now) reads the block's domain at each reading returns
+// no entry once Seen + Within ≤ now, exactly when OnReading would let the
+// reading pass, so the state's TTL is the entries' cleanup. A state clock
+// of another domain must not expire an entry before its Expiry in the
+// block's domain.
+//
+// EventTimeDomain is the default the host should apply: a repeat of a
+// message carries the message's time, so it is caught however late the
+// broker or the device redelivers it, and a replay after a restore passes
+// and drops the same readings. ProcessingTimeDomain drops repeats that
+// arrive within Within of the first copy's arrival.
 //
 // Out of order (order = "arrival", event time): an id passes when it is at
 // least Within away from the latest passed time on either side, so an old
@@ -34,7 +38,7 @@ type Dedup struct {
 	// WithinMs is how long repeats are dropped after a reading passes, in
 	// ms; > 0. The config's within.
 	WithinMs int64
-	// Time is the domain of Seen; the host's default is ProcessingTimeDomain.
+	// Time is the domain of Seen; the host's default is EventTimeDomain.
 	Time TimeDomain
 }
 

@@ -27,7 +27,7 @@ func init() {
 		if r.b.WithinMs, err = optMs(opts, "within"); err != nil {
 			return nil, err
 		}
-		if r.b.Time, err = parseDomain(opts["time"], ProcessingTimeDomain); err != nil {
+		if r.b.Time, err = parseDomain(opts["time"], EventTimeDomain); err != nil {
 			return nil, err
 		}
 		return r, r.b.Validate()
@@ -73,12 +73,19 @@ func TestDedup_Scenarios(t *testing.T) {
 
 // TestDedup_MatchesStateTTL runs readings through the block with its
 // entries in a real state.MapState whose TTL is Within, OnCreateAndWrite,
-// NeverReturnExpired, on the processing clock, and through the block with
-// entries in a plain map: in processing time the state's TTL and the
-// block's rule must agree on every reading, including at the exact expiry.
+// NeverReturnExpired, its clock reading the block's domain, and through the
+// block with entries in a plain map: the state's TTL and the block's rule
+// must agree on every reading, including at the exact expiry. The other
+// domain's time is garbage, which the block must not read.
 func TestDedup_MatchesStateTTL(t *testing.T) {
+	for _, domain := range []TimeDomain{EventTimeDomain, ProcessingTimeDomain} {
+		t.Run(domain.String(), func(t *testing.T) { testDedupMatchesStateTTL(t, domain) })
+	}
+}
+
+func testDedupMatchesStateTTL(t *testing.T, domain TimeDomain) {
 	const within = int64(time.Hour / time.Millisecond)
-	d := Dedup{WithinMs: within, Time: ProcessingTimeDomain}
+	d := Dedup{WithinMs: within, Time: domain}
 	var now int64
 	kc, err := state.NewKeyedContext(state.NewMemory(), "dedup", state.KeyedOptions{Now: func() int64 { return now }})
 	if err != nil {
@@ -92,13 +99,12 @@ func TestDedup_MatchesStateTTL(t *testing.T) {
 	}
 	plain := map[string]map[string]DedupEntry{}
 	type reading struct {
-		proc     int64
-		key, id  string
-		wantPass bool
+		now     int64
+		key, id string
 	}
 	var readings []reading
-	// Two keys, three ids, readings at irregular steps that land before, on
-	// and after expiries: 0, 20m, 40m, 1h, 1h+1, 1h20m, ... .
+	// Two keys, three ids, readings at steps that land before, on and
+	// after expiries.
 	steps := []int64{0, within / 3, within / 3, within / 3, 1, within/3 - 1, within - 1, 1, within}
 	for _, step := range steps {
 		now += step
@@ -107,20 +113,23 @@ func TestDedup_MatchesStateTTL(t *testing.T) {
 				if key == "k2" && id == "c" && now > within {
 					continue // a key whose id stops repeating
 				}
-				readings = append(readings, reading{proc: now, key: key, id: id})
+				readings = append(readings, reading{now: now, key: key, id: id})
 			}
 		}
 	}
-	now = 0
 	passes := 0
 	for i, r := range readings {
-		now = r.proc
+		now = r.now
+		at := At{Event: now, Proc: -7 * now}
+		if domain == ProcessingTimeDomain {
+			at = At{Event: 12345 - now, Proc: now}
+		}
 		kc.SetCurrentKey(state.KeyGroup([]byte(r.key), 128), []byte(r.key))
 		e, found, err := ms.Get(r.id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		viaState := d.OnReading(&e, found, At{Proc: now})
+		viaState := d.OnReading(&e, found, at)
 		if viaState {
 			if err := ms.Put(r.id, e); err != nil {
 				t.Fatal(err)
@@ -132,7 +141,7 @@ func TestDedup_MatchesStateTTL(t *testing.T) {
 			plain[r.key] = m
 		}
 		pe, pfound := m[r.id]
-		viaBlock := d.OnReading(&pe, pfound, At{Proc: now})
+		viaBlock := d.OnReading(&pe, pfound, at)
 		if viaBlock {
 			m[r.id] = pe
 			passes++
@@ -177,7 +186,7 @@ func FuzzDedupCodec_Decode(f *testing.F) {
 // BenchmarkDedup: one reading whose id repeats once (half the readings are
 // repeats), the entry found as the host's MapState would return it.
 func BenchmarkDedup(b *testing.B) {
-	d := Dedup{WithinMs: 3_600_000, Time: ProcessingTimeDomain}
+	d := Dedup{WithinMs: 3_600_000, Time: EventTimeDomain}
 	var e DedupEntry
 	found := false
 	var passes int
@@ -186,7 +195,7 @@ func BenchmarkDedup(b *testing.B) {
 		if i%2 == 0 {
 			found = false // a new id
 		}
-		if d.OnReading(&e, found, At{Proc: int64(i) * 1000}) {
+		if d.OnReading(&e, found, At{Event: int64(i) * 1000}) {
 			passes++
 			found = true
 		}

@@ -14,7 +14,8 @@ import (
 //
 //  1. The key's first reading is reported.
 //  2. A change is reported: |v − last| ≥ Deadband (exactly Deadband
-//     reports; Deadband 0 reports every reading). Missing is a value of its
+//     reports; Deadband 0 reports every reading but a repeated NaN or
+//     infinity). Missing is a value of its
 //     own: NaN after a number, or a number after NaN, is a change; NaN after
 //     NaN is not. ±Inf compare as numbers: Inf after a finite value is a
 //     change, Inf after Inf is not.
@@ -24,8 +25,8 @@ import (
 // carried by readings: a key that sends nothing reports nothing (that is
 // Absence's job), and a report is always a real reading, never a repeat of
 // an old value. So the block needs no timer. With processing time the
-// heartbeat counts on the host's clock when readings are processed (the
-// issue's option for sources whose timestamps are coarse or wrong).
+// heartbeat counts on the host's clock when readings are processed (for
+// sources whose timestamps are coarse or wrong).
 //
 // Out of order (order = "arrival"): the deadband compares with the last
 // reported value whatever its time; the heartbeat counts from the latest
