@@ -20,16 +20,16 @@ import "fmt"
 //     t ≥ deadline before the timer fired emits Silent then Resumed.
 //
 // A reading exactly at the deadline ends a silence (the key was quiet for
-// Timeout). After a restore the host registers NextTimer again: a
+// Timeout). A key that never sent is never silent: the block knows only
+// keys it has seen. After a restore the host registers NextTimer again: a
 // processing-time deadline that passed while the agent was down fires at
-// once, with the deadline as its Time. A key that never sent is never silent: the block knows only
-// keys it has seen.
+// once, with the deadline as its Time.
 //
-// ProcessingTimeDomain is the default the host should apply, because a silent
-// sensor does not move event time: its watermark, if per key, stands still.
-// With EventTimeDomain the timer fires on the (combined) watermark, so silences
-// are found when other keys move time on, and a final watermark at
-// math.MaxInt64 makes every key silent.
+// ProcessingTimeDomain is the default the host should apply, because a
+// silent sensor does not move event time: its watermark, if per key,
+// stands still. With EventTimeDomain the timer fires on the (combined)
+// watermark, so silences are found when other keys move time on, and a
+// final watermark at math.MaxInt64 makes every key silent.
 //
 // Out of order (order = "arrival", event time): last is the latest time
 // seen, so an older reading never moves the deadline back; an older reading

@@ -37,10 +37,11 @@ package keyed
 //	pass := d.OnReading(&entry, found, at)
 //
 // Only Absence needs timers. Its methods return the time at which the key
-// needs OnTimer next (NoTimer if none), in its TimeDomain: the watermark for
-// EventTimeDomain (fire when watermark ≥ timer), the host's monotonic clock for
-// ProcessingTimeDomain. An early or stale OnTimer call is harmless, so the host
-// may keep an earlier registration rather than move it on every reading.
+// needs OnTimer next (NoTimer if none), in its TimeDomain: the watermark
+// for EventTimeDomain (fire when watermark ≥ timer), the host's monotonic
+// clock for ProcessingTimeDomain. An early or stale OnTimer call is
+// harmless, so the host may keep an earlier registration rather than move
+// it on every reading.
 // Alarm and ReportByException decide on readings alone (see their docs).
 //
 // # Order
@@ -106,7 +107,8 @@ type TimeDomain uint8
 
 const (
 	TimeDomainInvalid TimeDomain = iota
-	// EventTimeDomain: the readings' timestamps; timers fire on the watermark.
+	// EventTimeDomain: the readings' timestamps; timers fire on the
+	// watermark.
 	EventTimeDomain
 	// ProcessingTimeDomain: the host's monotonic clock when the reading was
 	// processed; timers fire on that clock.
@@ -177,14 +179,16 @@ func (k SignalKind) String() string {
 // Signal is one output of a block for one key. Times are Unix ms in the
 // block's TimeDomain (Report: always event time). Which fields a kind sets:
 //
-//	Report   Time = the reading's event time, Value = its value (NaN: missing)
-//	Raised   Time = the reading that confirmed the alarm, Start = the first reading of the episode
-//	Cleared  Time = End = the clearing reading, Start = as in Raised; Duration = End − Start
-//	Silent   Time = last reading + timeout, Start = the last reading
-//	Resumed  Time = End = the reading that ended the silence, Start = the last reading before it; Duration = End − Start
+//	Report   Time: the reading's event time; Value: its value (NaN: missing)
+//	Raised   Time: the reading that confirmed it; Start: the episode's first reading
+//	Cleared  Time = End: the clearing reading; Start: as in Raised
+//	Silent   Time: last reading + timeout; Start: the last reading
+//	Resumed  Time = End: the reading that ended the silence; Start: the one before it
 //
-// Unset fields are 0; only Report carries a Value. Seq numbers the signals of one
-// (block, key) from 0 (see Records and ids in the package doc).
+// Duration (End − Start) is the length of a cleared alarm's episode or of a
+// silence. Unset fields are 0; only Report carries a Value. Seq numbers the
+// signals of one (block, key) from 0 (see Records and ids at the top of
+// this file).
 type Signal struct {
 	Kind  SignalKind
 	Seq   uint32
@@ -194,7 +198,7 @@ type Signal struct {
 	Value float64
 }
 
-// Duration is End − Start: the length of a cleared alarm or of a silence.
+// Duration is End − Start, for Cleared and Resumed.
 func (s Signal) Duration() int64 { return s.End - s.Start }
 
 // addSat returns t + d for d ≥ 0, saturating at math.MaxInt64, so a
