@@ -67,7 +67,8 @@ package keyed
 // after a restore gives the same ids (for event-time blocks; a
 // processing-time block's signals depend on the clock of the run). Seq is a
 // uint32: it wraps after 2^32 signals of one key, 136 years at one per
-// second.
+// second. Dedup has no signals: a reading that passes goes on down the
+// pipeline as itself.
 //
 // # State encoding
 //
