@@ -8,7 +8,7 @@
 // noise on each reading. Every sensor runs for -warmup first (so the hour
 // measured starts in steady state, not with every sensor's first report),
 // then for -hours, whose reports are counted by cause: change (|Δ| ≥
-// deadband) or heartbeat.
+// deadband, or a sensor's first report) or heartbeat.
 //
 //	go run ./scripts/bench/rbe-uplink
 //	go run ./scripts/bench/rbe-uplink -sensors 1000 -deadband 0.2 -heartbeat 10m -drift 0.005,0.01,0.02 -noise 0,0.05
@@ -75,8 +75,8 @@ func simulate(f fleet) uplink {
 			u.readings++
 			switch {
 			case st.Seq == before.Seq:
-			case math.Abs(v-before.Value) >= f.deadband:
-				u.changes++
+			case !before.Reported || math.Abs(v-before.Value) >= f.deadband:
+				u.changes++ // a sensor's first report (no warm-up) counts as a change
 			default:
 				u.heartbeats++
 			}
