@@ -135,10 +135,13 @@ func (d TimeDomain) check(block string) error {
 	return nil
 }
 
-// At is when a reading happened, in both domains, Unix ms.
+// At is when a reading happened, in both domains, Unix ms. Proc is the
+// host's clock when the reading arrived or when it left the ordering
+// buffer, as the host chooses; it must not go back from reading to reading
+// and timer to timer.
 type At struct {
 	Event int64 // the reading's timestamp
-	Proc  int64 // the host's clock when it processed the reading
+	Proc  int64 // the host's processing-time clock
 }
 
 // in returns the time of at in domain d.
