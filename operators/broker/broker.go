@@ -116,7 +116,18 @@ type Broker struct {
 	hook      *hook
 	panics    atomic.Uint64
 	closeOnce sync.Once
+	log       *slog.Logger
+	// closing makes the listener drop new connections once Close has
+	// begun (mochi closes the socket only after every client is gone).
+	closing atomic.Bool
+	// closeServer is server.Close; closeTimeout bounds the wait for it.
+	closeServer  func() error
+	closeTimeout time.Duration
 }
+
+// CloseTimeout bounds Broker.Close's wait for mochi to disconnect every
+// client.
+const CloseTimeout = 5 * time.Second
 
 // containedListener is mochi's TCP listener with each connection's
 // handling made to end in an error instead of a panic. mochi 2.7.9 panics
@@ -127,8 +138,9 @@ type Broker struct {
 // clean-up runs), is logged and counted.
 type containedListener struct {
 	*listeners.TCP
-	log    *slog.Logger
-	panics *atomic.Uint64
+	log     *slog.Logger
+	panics  *atomic.Uint64
+	closing *atomic.Bool
 }
 
 func (l *containedListener) Serve(establish listeners.EstablishFn) {
@@ -142,6 +154,10 @@ func (l *containedListener) Serve(establish listeners.EstablishFn) {
 				err = fmt.Errorf("broker: connection handling panicked: %v", r)
 			}
 		}()
+		if l.closing.Load() {
+			_ = c.Close()
+			return nil
+		}
 		return establish(id, c)
 	})
 }
@@ -219,7 +235,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		ClientNetReadBufferSize:  32 * 1024,
 		Logger:                   mochiLog,
 	})
-	b := &Broker{server: server, subs: &subscribers{}}
+	b := &Broker{server: server, subs: &subscribers{}, log: log, closeServer: server.Close, closeTimeout: CloseTimeout}
 	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}),
 		acls: opts.ACLs, maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
 	if !opts.Closed {
@@ -233,7 +249,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("broker: add hook: %w", err)
 	}
 	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
-	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics}); err != nil {
+	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics, closing: &b.closing}); err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
 	}
 	if err := server.Serve(); err != nil {
@@ -333,12 +349,31 @@ func (b *Broker) Panics() uint64 { return b.panics.Load() }
 func (b *Broker) TooLarge() uint64 { return b.hook.tooLarge.Load() }
 
 // Close disconnects every client and stops the listener. It is safe to call
-// more than once; later calls do nothing.
+// more than once; later calls do nothing. It returns within CloseTimeout
+// (plus the first call's own wait): mochi 2.7.9 can deadlock closing its
+// listener (Clients.GetByListener takes a read lock twice while a
+// disconnecting client waits for the write lock between them), and a
+// shutdown must not hang on it. Past the timeout Close logs a warning and
+// returns an error; mochi's goroutines are left blocked, new connections
+// are closed as they arrive, and the listening socket may stay bound until
+// the process exits.
 func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
-		if cerr := b.server.Close(); cerr != nil {
-			err = fmt.Errorf("broker: close: %w", cerr)
+		b.closing.Store(true)
+		done := make(chan error, 1)
+		go func() { done <- b.closeServer() }()
+		t := time.NewTimer(b.closeTimeout)
+		defer t.Stop()
+		select {
+		case cerr := <-done:
+			if cerr != nil {
+				err = fmt.Errorf("broker: close: %w", cerr)
+			}
+		case <-t.C:
+			b.log.Warn("broker: closing the embedded broker did not finish; going on without it",
+				"timeout", b.closeTimeout.String())
+			err = fmt.Errorf("broker: close: not done after %v", b.closeTimeout)
 		}
 	})
 	return err
