@@ -2,10 +2,10 @@ package broker
 
 import (
 	"bytes"
-	"sync"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
