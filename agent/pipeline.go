@@ -82,6 +82,9 @@ type pipeline struct {
 	// too (a sink in to has max_payload).
 	resultDeadLetters bool
 	tooLargeLog       lockedRateLimiter
+	// keys bounds the live keys (max_keys); nil without a limit.
+	keys        *operators.KeyBudget
+	keyLimitLog lockedRateLimiter
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
@@ -117,13 +120,16 @@ type subtask struct {
 	task     *operators.WindowTask
 	backend  state.Backend // nil for a pass-through pipeline
 	store    *window.StateStore
-	usage    *stateUsage  // where sampleState publishes the state's size (nil without a window)
-	failed   bool         // the state store failed: input is drained, not processed
-	held     state.Bucket // ordered pipelines: results by (end, key, start, firing)
-	holdErr  error        // the first failure to hold a result (a full store): fails the subtask like a state error
-	epoch    uint64       // results produced now belong to this epoch
-	lastSnap uint64       // checkpoint id of the last snapshot taken
-	heldKey  []byte
+	liveKeys *window.LiveKeys // the operator's store with max_keys, else nil
+	// refusedSeen is task.Refused when last counted (emitRefused).
+	refusedSeen int64
+	usage       *stateUsage  // where sampleState publishes the state's size (nil without a window)
+	failed      bool         // the state store failed: input is drained, not processed
+	held        state.Bucket // ordered pipelines: results by (end, key, start, firing)
+	holdErr     error        // the first failure to hold a result (a full store): fails the subtask like a state error
+	epoch       uint64       // results produced now belong to this epoch
+	lastSnap    uint64       // checkpoint id of the last snapshot taken
+	heldKey     []byte
 
 	// Unaligned checkpoints (checkpoint.AlignmentPolicy).
 	inflight    state.Bucket        // records a barrier overtook, while in a snapshot or restored
@@ -151,6 +157,7 @@ func (p *pipeline) start(wg *sync.WaitGroup) {
 // run starts the prepare stage and the window subtasks and returns when all
 // input has been processed and handed to the sinks.
 func (p *pipeline) run() {
+	p.countKeys()
 	var wg sync.WaitGroup
 	for _, st := range p.subtasks {
 		wg.Add(1)
@@ -880,6 +887,9 @@ func (p *pipeline) emit(st *subtask) {
 	}
 	if d := t.TakeLate(); d != nil && p.late != nil {
 		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
+	if p.keys != nil {
+		p.emitRefused(st)
 	}
 }
 

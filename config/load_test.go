@@ -97,6 +97,16 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:14", want: `needs a unit, written as a string`,
 		},
 		{
+			name: "max_keys negative",
+			src:  strings.Replace(base, "  to   = [sink.stdout.out]", "  to   = [sink.stdout.out]\n  max_keys = -5", 1),
+			pos:  "9:14", want: `Value out of range; "max_keys" must be a number of keys, or 0 for no limit; got -5.`,
+		},
+		{
+			name: "max_keys without a window",
+			src:  strings.Replace(base, "  to   = [sink.stdout.out]", "  to   = [sink.stdout.out]\n  max_keys = 10", 1),
+			pos:  "9:14", want: `Key limit without window; max_keys bounds the keys holding window state`,
+		},
+		{
 			name: "qos 3",
 			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  qos = 3", 1),
 			pos:  "4:9", want: `Value out of range; "qos" must be between 0 and 2; got 3.`,

@@ -79,8 +79,9 @@ broker {
 source "file" "f" { path = "x" }
 sink "stdout" "s" {}
 pipeline "p" {
-  from = source.file.f
-  key  = event.k
+  from     = source.file.f
+  key      = event.k
+  max_keys = 1000
   window "tumbling" { size = "1m" }
   aggregate { n = count() }
   to = [sink.stdout.s]
