@@ -70,7 +70,9 @@ agent {
   }
 }
 broker {
-  listen = "127.0.0.1:1883"
+  listen                  = "127.0.0.1:1883"
+  max_messages_per_second = 100
+  max_messages_burst      = 500
   acl {
     user    = "*"
     publish = ["sensors/${username}/#"]

@@ -78,6 +78,13 @@ type Options struct {
 	// connection is dropped after 1.5 times it (MQTT 5 clients are told in
 	// the CONNACK). Default DefaultMaxKeepAlive.
 	MaxKeepAlive time.Duration
+	// MaxMessagesPerSecond, when positive, bounds each client
+	// connection's publishes: a token bucket of MaxMessagesBurst (default
+	// one second's worth) refilled at this rate. A publish beyond it is
+	// delayed, not refused: the connection's reading waits until it is
+	// within the rate, so TCP slows the sender down and nothing is lost.
+	// 0: unlimited.
+	MaxMessagesPerSecond, MaxMessagesBurst int
 	// ACLs, when any, bound what each client may publish (see ACL);
 	// without any, every client may publish everywhere.
 	ACLs []ACL
@@ -195,6 +202,12 @@ func (o *Options) normalize() error {
 			}
 		}
 	}
+	if o.MaxMessagesPerSecond > 0 && o.MaxMessagesBurst == 0 {
+		o.MaxMessagesBurst = o.MaxMessagesPerSecond
+	}
+	if o.MaxMessagesPerSecond < 0 || o.MaxMessagesBurst < 0 || (o.MaxMessagesBurst > 0 && o.MaxMessagesPerSecond == 0) {
+		return fmt.Errorf("broker: max messages per second %d or burst %d out of range", o.MaxMessagesPerSecond, o.MaxMessagesBurst)
+	}
 	if o.MaxInflight < 0 || o.MaxInflight > 65535 {
 		return fmt.Errorf("broker: max inflight %d out of range 1..65535", o.MaxInflight)
 	}
@@ -236,8 +249,11 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		Logger:                   mochiLog,
 	})
 	b := &Broker{server: server, subs: &subscribers{}, log: log, closeServer: server.Close, closeTimeout: CloseTimeout}
-	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}),
+	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}), stop: make(chan struct{}),
 		acls: opts.ACLs, maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
+	if opts.MaxMessagesPerSecond > 0 {
+		b.hook.limits = newRateLimits(opts.MaxMessagesPerSecond, opts.MaxMessagesBurst)
+	}
 	if !opts.Closed {
 		b.Open()
 	}
@@ -348,6 +364,10 @@ func (b *Broker) Panics() uint64 { return b.panics.Load() }
 // limit is cut off by mochi before it is read and not counted here.
 func (b *Broker) TooLarge() uint64 { return b.hook.tooLarge.Load() }
 
+// Throttled returns how many publishes were delayed for exceeding
+// MaxMessagesPerSecond.
+func (b *Broker) Throttled() uint64 { return b.hook.throttled.Load() }
+
 // Close disconnects every client and stops the listener. It is safe to call
 // more than once; later calls do nothing. It returns within CloseTimeout
 // (plus the first call's own wait): mochi 2.7.9 can deadlock closing its
@@ -361,6 +381,7 @@ func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
 		b.closing.Store(true)
+		close(b.hook.stop) // publishes waiting for their rate go on
 		done := make(chan error, 1)
 		go func() { done <- b.closeServer() }()
 		t := time.NewTimer(b.closeTimeout)
