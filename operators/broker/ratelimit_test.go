@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,5 +30,26 @@ func TestTokenBucket(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBroker_RateLimitDelays: a client publishing beyond its rate has its
+// publishes delayed, counted, and every one delivered; it stays connected.
+func TestBroker_RateLimitDelays(t *testing.T) {
+	b := mustStart(t, Options{MaxMessagesPerSecond: 100, MaxMessagesBurst: 10})
+	var got atomic.Int64
+	b.Subscribe([]string{"#"}, func(string, []byte) error { got.Add(1); return nil })
+	c := connect(t, b.URL(), "fast", "", "")
+	start := time.Now()
+	for i := 0; i < 60; i++ {
+		if tok := c.Publish("t", 1, false, "x"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %d: %v", i, tok.Error())
+		}
+	}
+	if took := time.Since(start); took < 450*time.Millisecond {
+		t.Errorf("60 publishes at 100/s with a burst of 10 took %v", took)
+	}
+	if got.Load() != 60 || b.Throttled() < 45 || !c.IsConnected() {
+		t.Errorf("delivered %d, throttled %d, connected %v", got.Load(), b.Throttled(), c.IsConnected())
 	}
 }
