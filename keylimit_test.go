@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -122,7 +119,7 @@ func TestMaxKeys_FloodOfNewKeys(t *testing.T) {
 	}
 
 	var got []string
-	for _, line := range readJSONLines(t, filepath.Join(dir, "out.jsonl")) {
+	for _, line := range readOutputs(t, filepath.Join(dir, "out.jsonl")) {
 		got = append(got, fmt.Sprintf("%v@%v=%v", line["key"], line["window_start"], line["n"]))
 	}
 	slices.Sort(got)
@@ -132,7 +129,7 @@ func TestMaxKeys_FloodOfNewKeys(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("results %v, want %v", got, want)
 	}
-	dead := readJSONLines(t, filepath.Join(dir, "dead.jsonl"))
+	dead := readOutputs(t, filepath.Join(dir, "dead.jsonl"))
 	if len(dead) != 98+50+98 {
 		t.Errorf("%d dead letters, want %d", len(dead), 98+50+98)
 	}
@@ -142,24 +139,4 @@ func TestMaxKeys_FloodOfNewKeys(t *testing.T) {
 			break
 		}
 	}
-}
-
-// readJSONLines decodes every line of the JSON-lines file at path.
-func readJSONLines(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%s: %q: %v", path, sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
 }

@@ -83,21 +83,7 @@ pipeline "flood" {
 		}
 	})
 	const sensors, each = 10, 200
-	for s := range sensors {
-		wg.Go(func() {
-			c := connect(fmt.Sprintf("sensor-%d", s), &othersLost)
-			toks := make([]paho.Token, each)
-			for i := range each {
-				toks[i] = c.Publish(fmt.Sprintf("sensors/s%d/telemetry", s), 1, false, fmt.Sprintf(`{"device":"s%d","seq":%d}`, s, i))
-			}
-			for i, tok := range toks {
-				if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
-					t.Errorf("sensor %d publish %d: %v", s, i, tok.Error())
-					return
-				}
-			}
-		})
-	}
+	publishSensorReadings(t, &wg, sensors, each, func(id string) paho.Client { return connect(id, &othersLost) })
 	// Whenever it is looked at, the flooder has had no more than the burst
 	// plus the rate over the time since it started (an upper bound: load
 	// on the machine only lowers it).
@@ -127,5 +113,26 @@ pipeline "flood" {
 	}
 	if n := metricValue(t, ag.admin, "eddy_broker_throttled_total"); n < floods-burst-rate {
 		t.Errorf("eddy_broker_throttled_total = %v, want the flooder's delayed publishes (about %d)", n, floods-burst)
+	}
+}
+
+// publishSensorReadings starts, in wg, sensors clients made by connect
+// ("sensor-<i>"), each publishing each readings at QoS 1 on
+// sensors/s<i>/telemetry and waiting for their acknowledgements.
+func publishSensorReadings(t *testing.T, wg *sync.WaitGroup, sensors, each int, connect func(id string) paho.Client) {
+	for s := range sensors {
+		wg.Go(func() {
+			c := connect(fmt.Sprintf("sensor-%d", s))
+			toks := make([]paho.Token, each)
+			for i := range each {
+				toks[i] = c.Publish(fmt.Sprintf("sensors/s%d/telemetry", s), 1, false, fmt.Sprintf(`{"device":"s%d","seq":%d}`, s, i))
+			}
+			for i, tok := range toks {
+				if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
+					t.Errorf("sensor %d publish %d: %v", s, i, tok.Error())
+					return
+				}
+			}
+		})
 	}
 }

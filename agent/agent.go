@@ -105,10 +105,10 @@ type Agent struct {
 	allowNonRestored bool
 
 	// regions are the failover regions: a failure restarts only its own.
-	regions []*region
+	regions      []*region
+	regionFailed chan regionFailure
 	// restartLimits are the regions whose restart strategy gave up.
 	restartLimits restartLimits
-	regionFailed  chan regionFailure
 	// mu guards pipelines, sources and sinks, which a region restart
 	// replaces while the admin endpoint reads them.
 	mu          sync.Mutex

@@ -120,16 +120,18 @@ type subtask struct {
 	task     *operators.WindowTask
 	backend  state.Backend // nil for a pass-through pipeline
 	store    *window.StateStore
-	liveKeys *window.LiveKeys // the operator's store with max_keys, else nil
-	// refusedSeen is task.Refused when last counted (emitRefused).
+	usage    *stateUsage  // where sampleState publishes the state's size (nil without a window)
+	failed   bool         // the state store failed: input is drained, not processed
+	held     state.Bucket // ordered pipelines: results by (end, key, start, firing)
+	holdErr  error        // the first failure to hold a result (a full store): fails the subtask like a state error
+	epoch    uint64       // results produced now belong to this epoch
+	lastSnap uint64       // checkpoint id of the last snapshot taken
+	heldKey  []byte
+
+	// Key limit (max_keys): the operator's store, else nil, and
+	// task.Refused when last counted (emitRefused).
+	liveKeys    *window.LiveKeys
 	refusedSeen int64
-	usage       *stateUsage  // where sampleState publishes the state's size (nil without a window)
-	failed      bool         // the state store failed: input is drained, not processed
-	held        state.Bucket // ordered pipelines: results by (end, key, start, firing)
-	holdErr     error        // the first failure to hold a result (a full store): fails the subtask like a state error
-	epoch       uint64       // results produced now belong to this epoch
-	lastSnap    uint64       // checkpoint id of the last snapshot taken
-	heldKey     []byte
 
 	// Unaligned checkpoints (checkpoint.AlignmentPolicy).
 	inflight    state.Bucket        // records a barrier overtook, while in a snapshot or restored
