@@ -1,6 +1,7 @@
 package operators
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -105,5 +106,40 @@ func TestKeyBudget_Concurrent(t *testing.T) {
 	}
 	if total != 100 || budget.Live() != 100 {
 		t.Fatalf("%d taken, live %d; want 100", total, budget.Live())
+	}
+}
+
+// BenchmarkWindowTask_KeyLimit: the per-reading cost of max_keys, readings
+// of 1,000 live keys into tumbling windows, with and without the limit.
+func BenchmarkWindowTask_KeyLimit(b *testing.B) {
+	for _, limited := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "max_keys"}[limited], func(b *testing.B) {
+			var store window.Store = window.NewMemoryStore()
+			keys := window.NewLiveKeys(store)
+			if limited {
+				store = keys
+			}
+			op, err := window.NewOperator(window.Spec{Assigner: window.Tumbling(1<<40, 0, true),
+				Aggs: []window.AggSpec{{Func: aggregate.Count, Arg: -1}}}, store)
+			if err != nil {
+				b.Fatal(err)
+			}
+			task := NewWindowTask("p", "dev", []string{"n"}, op)
+			if limited {
+				task.LimitKeys(keys, NewKeyBudget(2000), false)
+			}
+			batch := stream.NewBatch(0)
+			for i := range 512 {
+				key := []byte(fmt.Sprintf("device-%04d", i*7%1000))
+				batch.Append(key, state.KeyGroup(key, 128), int64(i), nil, nil, uint64(i))
+			}
+			task.Process(batch, false)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				task.Process(batch, false)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch.Len()), "ns/reading")
+		})
 	}
 }
