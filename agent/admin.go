@@ -217,6 +217,9 @@ type readinessInput struct {
 	upload            *upload.Stats // nil without an upload block
 	// diskFull is why the checkpoint store's disk counts as full, or "".
 	diskFull string
+	// restartLimits: regions whose restart strategy gave up (the agent is
+	// stopping).
+	restartLimits []restartLimit
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -232,7 +235,8 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //     maxDisconnectedMs or longer;
 //   - an ingest log or a WAL holds fullFraction of its max_disk or more;
 //   - the checkpoint store's disk is full ("disk_full": a checkpoint write
-//     failed with ENOSPC and space has not come back).
+//     failed with ENOSPC and space has not come back);
+//   - a region's restart strategy gave up (the agent is stopping).
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
@@ -258,6 +262,9 @@ func evaluateReadiness(in readinessInput) readiness {
 	}
 	if in.diskFull != "" {
 		add("disk", false, "disk_full: "+in.diskFull+"; checkpoints resume when space frees")
+	}
+	for _, l := range in.restartLimits {
+		add("restarts/"+l.pipelines, false, l.detail())
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -313,7 +320,7 @@ func evaluateReadiness(in readinessInput) readiness {
 // readiness evaluates readiness now.
 func (ad *admin) readiness() readiness {
 	in := readinessInput{sources: ad.observeSources(), maxDisconnectedMs: ad.maxDisconnected.Milliseconds(),
-		ingest: ad.a.ingestReports(), wal: ad.a.walReports()}
+		ingest: ad.a.ingestReports(), wal: ad.a.walReports(), restartLimits: ad.a.restartLimits.list()}
 	if ship := ad.a.shipperSeen.Load(); ship != nil {
 		st := ship.Stats()
 		in.upload = &st

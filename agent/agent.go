@@ -107,6 +107,8 @@ type Agent struct {
 	// regions are the failover regions: a failure restarts only its own.
 	regions      []*region
 	regionFailed chan regionFailure
+	// restartLimits are the regions whose restart strategy gave up.
+	restartLimits restartLimits
 	// mu guards pipelines, sources and sinks, which a region restart
 	// replaces while the admin endpoint reads them.
 	mu          sync.Mutex
@@ -340,7 +342,12 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 				}
 			}
-			op, err = window.NewOperator(*pl.window, store)
+			var opStore window.Store = store
+			if pl.cfg.MaxKeys > 0 {
+				st.liveKeys = window.NewLiveKeys(store)
+				opStore = st.liveKeys
+			}
+			op, err = window.NewOperator(*pl.window, opStore)
 			if err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
@@ -373,13 +380,17 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		// too, results larger than a sink's max_payload, and then they
 		// pass barriers to it like to any sink they write.
 		p.deadLetter = s
-		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 })
+		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) ||
+			p.subtasks[0].liveKeys != nil // readings refused by max_keys
 		n := 1
 		if p.resultDeadLetters {
 			n += pl.parallelism
 		}
 		s.addProducers(n)
 		s.deadLetters = true
+	}
+	if p.subtasks[0].liveKeys != nil {
+		p.limitKeys(pl.cfg.MaxKeys)
 	}
 	sr, err := a.source(pl.cfg.From.Source)
 	if err != nil {
@@ -542,6 +553,7 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
 	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
 	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
+	a.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
 	a.broker = b
 	return b, nil
 }
@@ -552,6 +564,7 @@ func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) br
 	// built, and a publish before that would be acked and lost.
 	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
 		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		MaxMessagesPerSecond: bc.MaxMessagesPerSecond, MaxMessagesBurst: bc.MaxMessagesBurst,
 		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 

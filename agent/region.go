@@ -184,7 +184,7 @@ func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx conte
 	}
 	a.stopRegion(r, f.err)
 	for {
-		delay, giveUp := r.strategy.next(a.clk.monoMs(), rand.Float64())
+		delay, giveUp := a.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
 		if giveUp {
 			a.log.Error("restart strategy gives up: exiting", "pipelines", r.name, "strategy", a.cfg.Restart.Strategy, "err", f.err)
 			return fmt.Errorf("%w: pipelines %s: %w", errGaveUp, r.name, f.err)
