@@ -24,6 +24,7 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
 	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
 	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
+	a.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
 	a.broker = b
 	return b, nil
 }
@@ -34,6 +35,7 @@ func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) br
 	// built, and a publish before that would be acked and lost.
 	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
 		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		MaxMessagesPerSecond: bc.MaxMessagesPerSecond, MaxMessagesBurst: bc.MaxMessagesBurst,
 		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 

@@ -69,6 +69,9 @@ type pipeline struct {
 	// too (a sink in to has max_payload).
 	resultDeadLetters bool
 	tooLargeLog       lockedRateLimiter
+	// keys bounds the live keys (max_keys); nil without a limit.
+	keys        *operators.KeyBudget
+	keyLimitLog lockedRateLimiter
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
@@ -107,6 +110,7 @@ func (p *pipeline) start(wg *sync.WaitGroup) {
 // run starts the prepare stage and the window subtasks and returns when all
 // input has been processed and handed to the sinks.
 func (p *pipeline) run() {
+	p.countKeys()
 	var wg sync.WaitGroup
 	for _, st := range p.subtasks {
 		wg.Add(1)

@@ -119,7 +119,12 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 				}
 			}
-			op, err = window.NewOperator(*pl.window, store)
+			var opStore window.Store = store
+			if pl.cfg.MaxKeys > 0 {
+				st.liveKeys = window.NewLiveKeys(store)
+				opStore = st.liveKeys
+			}
+			op, err = window.NewOperator(*pl.window, opStore)
 			if err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
@@ -152,13 +157,17 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		// too, results larger than a sink's max_payload, and then they
 		// pass barriers to it like to any sink they write.
 		p.deadLetter = s
-		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 })
+		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) ||
+			p.subtasks[0].liveKeys != nil // readings refused by max_keys
 		n := 1
 		if p.resultDeadLetters {
 			n += pl.parallelism
 		}
 		s.addProducers(n)
 		s.deadLetters = true
+	}
+	if p.subtasks[0].liveKeys != nil {
+		p.limitKeys(pl.cfg.MaxKeys)
 	}
 	sr, err := a.source(pl.cfg.From.Source)
 	if err != nil {

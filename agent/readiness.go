@@ -75,6 +75,9 @@ type readinessInput struct {
 	upload            *upload.Stats // nil without an upload block
 	// diskFull is why the checkpoint store's disk counts as full, or "".
 	diskFull string
+	// restartLimits: regions whose restart strategy gave up (the agent is
+	// stopping).
+	restartLimits []restartLimit
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -90,7 +93,8 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //     maxDisconnectedMs or longer;
 //   - an ingest log or a WAL holds fullFraction of its max_disk or more;
 //   - the checkpoint store's disk is full ("disk_full": a checkpoint write
-//     failed with ENOSPC and space has not come back).
+//     failed with ENOSPC and space has not come back);
+//   - a region's restart strategy gave up (the agent is stopping).
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
@@ -116,6 +120,9 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 	}
 	if in.diskFull != "" {
 		add("disk", false, "disk_full: "+in.diskFull+"; checkpoints resume when space frees")
+	}
+	for _, l := range in.restartLimits {
+		add("restarts/"+l.pipelines, false, l.detail())
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -171,7 +178,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 // Readiness implements admin.Agent: readiness now.
 func (in *introspection) Readiness() admin.Readiness {
 	ri := readinessInput{sources: in.observeSources(), maxDisconnectedMs: in.maxDisconnected.Milliseconds(),
-		ingest: in.ingestReports(), wal: in.walReports()}
+		ingest: in.ingestReports(), wal: in.walReports(), restartLimits: in.a.failover.limits.list()}
 	ri.upload = in.a.upload.stats()
 	if rep, ok := in.Checkpoints(); ok {
 		ri.checkpoints = true

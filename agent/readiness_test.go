@@ -3,6 +3,7 @@ package agent
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/upload"
@@ -42,6 +43,8 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"wal refused by the broker", readinessInput{wal: []admin.WALReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
+		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
+			restartLimits: []restartLimit{{pipelines: "p", restarts: 2, span: time.Second, strategy: "fixed_delay", err: "state store full"}}}, false, "restarts/p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,6 +49,8 @@ type failover struct {
 	// failed receives failures inside regions, at most one queued per
 	// restart (route).
 	failed chan regionFailure
+	// limits are the regions whose restart strategy gave up.
+	limits restartLimits
 }
 
 // regionFailure is a failure reported inside region r.
@@ -199,7 +201,7 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 	}
 	fo.stop(r, f.err)
 	for {
-		delay, giveUp := r.strategy.next(a.clk.monoMs(), rand.Float64())
+		delay, giveUp := fo.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
 		if giveUp {
 			a.log.Error("restart strategy gives up: exiting", "pipelines", r.name, "strategy", a.cfg.Restart.Strategy, "err", f.err)
 			return fmt.Errorf("%w: pipelines %s: %w", errGaveUp, r.name, f.err)

@@ -31,6 +31,11 @@ type subtask struct {
 	lastSnap uint64       // checkpoint id of the last snapshot taken
 	heldKey  []byte
 
+	// Key limit (max_keys): the operator's store, else nil, and
+	// task.Refused when last counted (emitRefused).
+	liveKeys    *window.LiveKeys
+	refusedSeen int64
+
 	// Unaligned checkpoints (checkpoint.AlignmentPolicy).
 	inflight    state.Bucket        // records a barrier overtook, while in a snapshot or restored
 	queue       []stream.Message    // read ahead of an overtaking barrier: processed before the edge
@@ -221,6 +226,9 @@ func (p *pipeline) emit(st *subtask) {
 	}
 	if d := t.TakeLate(); d != nil && p.late != nil {
 		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
+	if p.keys != nil {
+		p.emitRefused(st)
 	}
 }
 

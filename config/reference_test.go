@@ -70,7 +70,9 @@ agent {
   }
 }
 broker {
-  listen = "127.0.0.1:1883"
+  listen                  = "127.0.0.1:1883"
+  max_messages_per_second = 100
+  max_messages_burst      = 500
   acl {
     user    = "*"
     publish = ["sensors/${username}/#"]
@@ -79,8 +81,9 @@ broker {
 source "file" "f" { path = "x" }
 sink "stdout" "s" {}
 pipeline "p" {
-  from = source.file.f
-  key  = event.k
+  from     = source.file.f
+  key      = event.k
+  max_keys = 1000
   window "tumbling" { size = "1m" }
   aggregate { n = count() }
   to = [sink.stdout.s]
