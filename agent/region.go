@@ -203,6 +203,7 @@ func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx conte
 		}
 		err := a.startRegion(r, srcCtx, srcWG, pipeWG)
 		if err == nil {
+			a.restartLimits.setUp(r.name)
 			a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
 			return nil
 		}
