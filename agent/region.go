@@ -220,6 +220,7 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 		}
 		err := fo.start(r, srcCtx, srcWG, pipeWG)
 		if err == nil {
+			fo.limits.setUp(r.name)
 			a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
 			return nil
 		}

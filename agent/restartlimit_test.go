@@ -34,6 +34,7 @@ func TestRestartLimit_ShowsInReadiness(t *testing.T) {
 		if !giveUp {
 			r.restarts++ // as failover.restart counts a restart
 			now += 1500
+			a.failover.limits.setUp(r.name) // as failover.restart once the region runs
 		}
 	}
 	var rd admin.Readiness
@@ -80,5 +81,45 @@ func TestRestartStrategy_Span(t *testing.T) {
 				t.Errorf("span = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRestartLoop_ShowsInReadiness: under exponential_delay, which never
+// gives up, a region waiting for its next restart is not ready, with a
+// check saying when it restarts and why it failed; once it runs again the
+// agent is ready.
+func TestRestartLoop_ShowsInReadiness(t *testing.T) {
+	a := mustBuildAgent(t, testConfig, true)
+	ta := newTestAdmin(t, a, "")
+	a.intro.maxDisconnected = time.Hour
+	r := a.failover.regions[0]
+	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: time.Second,
+		MaxBackoff: time.Minute, BackoffMultiplier: 2, ResetBackoffThreshold: time.Hour}}
+	failure := fmt.Errorf("pipeline %q subtask 0: window: state store: %w", r.name, state.ErrFull)
+	name := "restarts/" + r.name
+	now := int64(1000)
+	for i, wantNext := range []string{"1s", "2s", "4s"} {
+		if _, giveUp := a.failover.nextRestart(r, now, 0.5, failure); giveUp {
+			t.Fatal("exponential_delay gave up")
+		}
+		var rd admin.Readiness
+		ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
+		want := fmt.Sprintf("pipelines %s: down, restarting in %s: %d restarts in", r.name, wantNext, i+1)
+		found := false
+		for _, c := range rd.Checks {
+			if c.Name == name && !c.OK {
+				found = true
+				if !strings.HasPrefix(c.Detail, want) || !strings.Contains(c.Detail, state.ErrFull.Error()) {
+					t.Errorf("failure %d: detail %q, want it to start %q and carry the error", i+1, c.Detail, want)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("failure %d: readyz = %+v, want %s failing", i+1, rd, name)
+		}
+		r.restarts++
+		a.failover.limits.setUp(r.name)
+		ta.getJSON(t, "/readyz", http.StatusOK, &rd)
+		now += 500
 	}
 }
