@@ -272,7 +272,7 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 		}
 		s.mu.Unlock()
 		if err == nil && rd.MustSync {
-			err = s.wal.Sync()
+			err = s.syncWAL()
 		}
 		if err != nil {
 			s.fail(err)
