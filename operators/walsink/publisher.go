@@ -263,7 +263,7 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 	defer s.sess.Advance()
 	if len(rd.Records) > 0 {
 		s.mu.Lock()
-		s.buf = appendSession(s.buf[:0], rd.Records)
+		s.buf = appendSteps(s.buf[:0], rd.Records)
 		_, err := s.appendLocked(s.buf)
 		if err == nil {
 			for _, r := range rd.Records {
