@@ -129,9 +129,9 @@ func benchWriteAmplification(b *testing.B, broker *mosquitto.Broker, maxInflight
 	b.ReportMetric(float64(disk)/rb, "diskB/resultB")
 	b.ReportMetric((float64(disk)-1.5*rb)/float64(epochs), "over1.5x-B/ckpt")
 	b.ReportMetric(float64(syncs.Load())/float64(epochs), "syncs/ckpt")
-	for kind, name := range map[byte]string{kindData: "data", kindState: "state"} {
-		b.ReportMetric(float64(byKind[kind].Load())/float64(total), name+"B/result")
-	}
+	b.ReportMetric(float64(byKind[kindState].Load())/float64(total), "stateB/result")
+	data := byKind[kindData].Load() + byKind[kindDataCompact].Load()
+	b.ReportMetric(float64(data)/float64(total), "dataB/result")
 	steps := byKind[kindSession].Load() + byKind[kindSteps].Load()
 	b.ReportMetric(float64(steps)/float64(total), "stepsB/result")
 	marks := byKind[kindPreCommit].Load() + byKind[kindCommit].Load()

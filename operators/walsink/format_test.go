@@ -31,10 +31,11 @@ func rewriteSegments(t *testing.T, l *wal.Log, dir string, fn func([]byte) []byt
 
 // toEarlierFormat returns a function that rewrites the segments of a WAL
 // of this build, oldest first, into the layout of format version (1: no
-// segment header; 3: the header naming 3), with every publish-flow steps
-// record (kindSteps) written as the earlier builds wrote it (kindSession,
-// 11 bytes a step). It counts the steps so rewritten and the flows left
-// open at the end of the WAL.
+// segment header; 3: the header naming 3), with every message and every
+// batch of publish-flow steps written as the earlier builds wrote them
+// (kindData, fixed-width integers; kindSession, 11 bytes a step). It counts
+// the messages and steps so rewritten and the flows left open at the end
+// of the WAL.
 func toEarlierFormat(t *testing.T, version uint32, c *converted) func([]byte) []byte {
 	st := newLogState() // gives the packet ids kindSteps leaves out
 	var seg uint64
@@ -52,6 +53,18 @@ func toEarlierFormat(t *testing.T, version uint32, c *converted) func([]byte) []
 			n := wal.FrameHeaderBytes + int(binary.LittleEndian.Uint32(rest))
 			p := rest[wal.FrameHeaderBytes:n]
 			rest = rest[n:]
+			if p[0] == kindDataCompact {
+				d, err := decodeData(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.apply(seg, p); err != nil {
+					t.Fatal(err)
+				}
+				c.data++
+				out = appendDataFixed(out, d)
+				continue
+			}
 			if p[0] != kindSteps {
 				if err := st.apply(seg, p); err != nil {
 					t.Fatal(err)
@@ -74,7 +87,26 @@ func toEarlierFormat(t *testing.T, version uint32, c *converted) func([]byte) []
 	}
 }
 
-type converted struct{ steps, openFlows int }
+type converted struct{ data, steps, openFlows int }
+
+// appendDataFixed appends a kindData frame, as builds of format 3 and
+// earlier recorded a message.
+func appendDataFixed(dst []byte, d dataRecord) []byte {
+	start := len(dst)
+	dst = wal.BeginFrame(dst)
+	dst = append(dst, kindData)
+	dst = binary.LittleEndian.AppendUint64(dst, d.epoch)
+	dst = binary.LittleEndian.AppendUint64(dst, d.seq)
+	var flags byte
+	if d.retain {
+		flags |= flagRetain
+	}
+	dst = append(dst, flags)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(d.topic)))
+	dst = append(dst, d.topic...)
+	dst = append(dst, d.payload...)
+	return wal.EndFrame(dst, start)
+}
 
 // appendSession appends a kindSession frame, as builds of format 3 and
 // earlier recorded a batch of flow steps.
@@ -127,8 +159,9 @@ func testOpensWALOfEarlierBuild(t *testing.T, version uint32) {
 	s.Close() // mid-drain: open flows stay in the WAL
 	var conv converted
 	rewriteSegments(t, s.wal, dir, toEarlierFormat(t, version, &conv))
-	if conv.steps == 0 || conv.openFlows == 0 {
-		t.Fatalf("the WAL held %d flow steps and %d open flows, want some of each in the earlier format", conv.steps, conv.openFlows)
+	if conv.data == 0 || conv.steps == 0 || conv.openFlows == 0 {
+		t.Fatalf("the WAL held %d messages, %d flow steps and %d open flows, want some of each in the earlier format",
+			conv.data, conv.steps, conv.openFlows)
 	}
 
 	s = mustOpen(t, dir, opts)

@@ -10,16 +10,17 @@ import (
 
 // Record kinds: the first payload byte of every WAL frame. Zero is invalid.
 const (
-	kindInvalid   byte = iota
-	kindState          // snapshot of the log state; first frame of every segment
-	kindData           // one message of an epoch
-	kindPreCommit      // all data of epochs ≤ epoch is durable
-	kindCommit         // checkpoint epoch completed: data ≤ seq publishable
-	kindAbort          // data seqs from..to will never be published
-	kindSession        // a batch of publish-flow steps, 11 bytes each (format 3 and earlier; read only)
-	kindDrop           // drop_oldest skipped committed seqs from..to
-	kindResume         // QoS 1: every seq below is acknowledged; no QoS 2 flow is open
-	kindSteps          // a batch of publish-flow steps as runs of consecutive seqs
+	kindInvalid     byte = iota
+	kindState            // snapshot of the log state; first frame of every segment
+	kindData             // one message of an epoch, fixed-width integers (format 3 and earlier; read only)
+	kindPreCommit        // all data of epochs ≤ epoch is durable
+	kindCommit           // checkpoint epoch completed: data ≤ seq publishable
+	kindAbort            // data seqs from..to will never be published
+	kindSession          // a batch of publish-flow steps, 11 bytes each (format 3 and earlier; read only)
+	kindDrop             // drop_oldest skipped committed seqs from..to
+	kindResume           // QoS 1: every seq below is acknowledged; no QoS 2 flow is open
+	kindSteps            // a batch of publish-flow steps as runs of consecutive seqs
+	kindDataCompact      // one message of an epoch, integers as uvarints
 )
 
 const flagRetain = 1
@@ -34,24 +35,30 @@ type dataRecord struct {
 func appendData(dst []byte, epoch, seq uint64, retain bool, topic string, payload []byte) []byte {
 	start := len(dst)
 	dst = wal.BeginFrame(dst)
-	dst = append(dst, kindData)
-	dst = binary.LittleEndian.AppendUint64(dst, epoch)
-	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = append(dst, kindDataCompact)
+	dst = binary.AppendUvarint(dst, epoch)
+	dst = binary.AppendUvarint(dst, seq)
 	var flags byte
 	if retain {
 		flags |= flagRetain
 	}
 	dst = append(dst, flags)
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(topic)))
+	dst = binary.AppendUvarint(dst, uint64(len(topic)))
 	dst = append(dst, topic...)
 	dst = append(dst, payload...)
 	return wal.EndFrame(dst, start)
 }
 
-// dataOverhead is a data frame's size beyond topic and payload.
-const dataOverhead = wal.FrameHeaderBytes + 1 + 8 + 8 + 1 + 2
+// dataOverhead bounds a data frame's size beyond topic and payload.
+const dataOverhead = wal.FrameHeaderBytes + 1 + binary.MaxVarintLen64*2 + 1 + binary.MaxVarintLen16
+
+// isData reports whether a record of kind holds a message.
+func isData(kind byte) bool { return kind == kindData || kind == kindDataCompact }
 
 func decodeData(p []byte) (dataRecord, error) {
+	if p[0] == kindDataCompact {
+		return decodeDataCompact(p)
+	}
 	if len(p) < 1+8+8+1+2 {
 		return dataRecord{}, fmt.Errorf("%w: short data record", errBadRecord)
 	}
@@ -65,6 +72,32 @@ func decodeData(p []byte) (dataRecord, error) {
 		return dataRecord{}, fmt.Errorf("%w: data record topic overruns", errBadRecord)
 	}
 	d.topic, d.payload = p[20:20+n], p[20+n:]
+	return d, nil
+}
+
+func decodeDataCompact(p []byte) (dataRecord, error) {
+	var d dataRecord
+	b := p[1:]
+	var k int
+	if d.epoch, k = binary.Uvarint(b); k <= 0 {
+		return dataRecord{}, fmt.Errorf("%w: data record: bad epoch", errBadRecord)
+	}
+	b = b[k:]
+	if d.seq, k = binary.Uvarint(b); k <= 0 {
+		return dataRecord{}, fmt.Errorf("%w: data record: bad seq", errBadRecord)
+	}
+	b = b[k:]
+	if len(b) < 1 {
+		return dataRecord{}, fmt.Errorf("%w: short data record", errBadRecord)
+	}
+	d.retain = b[0]&flagRetain != 0
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return dataRecord{}, fmt.Errorf("%w: data record topic overruns", errBadRecord)
+	}
+	b = b[k:]
+	d.topic, d.payload = b[:n], b[n:]
 	return d, nil
 }
 

@@ -3,6 +3,7 @@ package walsink
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eddy-edge/eddy/operators/walsink/qos2"
@@ -90,6 +91,57 @@ func TestSteps_Malformed(t *testing.T) {
 			st := newLogState()
 			if err := st.apply(1, tc.p); !errors.Is(err, errBadRecord) {
 				t.Errorf("apply = %v, want errBadRecord", err)
+			}
+		})
+	}
+}
+
+// TestData_RoundTrip: a message record gives back its epoch, seq, retain
+// flag, topic and payload, and costs at most dataOverhead beyond them.
+func TestData_RoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		epoch, seq   uint64
+		retain       bool
+		topic, payld string
+	}{
+		{"small", 3, 17, false, "eddy/out", `{"n":1}`},
+		{"retained, empty payload", 1, 1, true, "t", ""},
+		{"large integers", 1 << 60, 1<<64 - 1, false, "a/b", "x"},
+		{"long topic", 9, 1000, false, strings.Repeat("t", 65535), "p"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frame := appendData(nil, tc.epoch, tc.seq, tc.retain, tc.topic, []byte(tc.payld))
+			if extra := len(frame) - len(tc.topic) - len(tc.payld); extra > dataOverhead {
+				t.Errorf("frame of %d bytes beyond topic and payload, dataOverhead %d", extra, dataOverhead)
+			}
+			d, err := decodeData(frame[wal.FrameHeaderBytes:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.epoch != tc.epoch || d.seq != tc.seq || d.retain != tc.retain || string(d.topic) != tc.topic || string(d.payload) != tc.payld {
+				t.Errorf("read back %d %d %v %q %q", d.epoch, d.seq, d.retain, d.topic, d.payload)
+			}
+		})
+	}
+}
+
+// TestData_Malformed: a message record that does not parse is errBadRecord.
+func TestData_Malformed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    []byte
+	}{
+		{"epoch cut off", []byte{kindDataCompact, 0x80}},
+		{"seq missing", []byte{kindDataCompact, 1}},
+		{"flags missing", []byte{kindDataCompact, 1, 2}},
+		{"topic length missing", []byte{kindDataCompact, 1, 2, 0}},
+		{"topic overruns", []byte{kindDataCompact, 1, 2, 0, 5, 'a', 'b'}},
+		{"fixed-width, short", []byte{kindData, 1, 2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := decodeData(tc.p); !errors.Is(err, errBadRecord) {
+				t.Errorf("decodeData = %v, want errBadRecord", err)
 			}
 		})
 	}

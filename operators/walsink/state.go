@@ -72,7 +72,7 @@ func (st *logState) apply(seg uint64, p []byte) error {
 	switch p[0] {
 	case kindState:
 		return st.applyState(p)
-	case kindData:
+	case kindData, kindDataCompact:
 		d, err := decodeData(p)
 		if err != nil {
 			return err

@@ -20,9 +20,10 @@
 // FormatVersion, and a build that meets a version it does not know refuses
 // the segment with ErrVersion instead of misreading it.
 //
-//   - Version 4 (FormatVersion): version 3 with the WAL sink's publish-flow
-//     steps in a compact record (kind 9, runs of consecutive seqs) instead
-//     of 11 bytes a step (kind 6, still read). A version 4 build reads
+//   - Version 4 (FormatVersion): version 3 with the WAL sink's messages
+//     and publish-flow steps in compact records (kinds 10 and 9: uvarints,
+//     steps in runs of consecutive seqs) instead of fixed-width ones (kinds
+//     2 and 6, still read). A version 4 build reads
 //     versions 1 to 3 as they are; a version 3 build refuses version 4 by
 //     name.
 //   - Version 3: version 2 and a record kind more (the WAL sink's QoS 1
