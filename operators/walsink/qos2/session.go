@@ -118,6 +118,7 @@ type Session struct {
 	nextID    uint16
 	connected bool
 	retried   uint64
+	awaiting  int // flows with out set
 
 	lastSent    time.Time
 	pingSentAt  time.Time
@@ -262,6 +263,7 @@ func (s *Session) Disconnected() {
 	for _, f := range s.flows {
 		f.out = false
 	}
+	s.awaiting = 0
 }
 
 // Awaiting is the number of open flows whose last PUBLISH or PUBREL was
@@ -269,14 +271,14 @@ func (s *Session) Disconnected() {
 // is above zero, the broker's answers are on their way, and a driver can
 // wait for them so that one fsync covers their records and the pending
 // ones (see HasRecords), instead of one fsync for each few steps.
-func (s *Session) Awaiting() int {
-	n := 0
-	for _, f := range s.flows {
-		if f.out {
-			n++
-		}
+func (s *Session) Awaiting() int { return s.awaiting }
+
+// answered clears f.out: an answer for f arrived.
+func (s *Session) answered(f *flow) {
+	if f.out {
+		f.out = false
+		s.awaiting--
 	}
-	return n
 }
 
 // HasRecords reports whether the pending Ready holds records to persist.
@@ -337,7 +339,7 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 			s.queue(Packet{Kind: PacketPubrel, ID: id})
 			return nil
 		}
-		f.out = false
+		s.answered(f)
 		if f.step == StepPublishSent {
 			f.step = StepPubrecReceived
 			s.record(Record{Seq: f.seq, ID: id, Step: StepPubrecReceived}, true)
@@ -349,6 +351,7 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 		if f == nil {
 			return nil
 		}
+		s.answered(f)
 		s.record(Record{Seq: f.seq, ID: id, Step: StepPubcompReceived}, false)
 		s.rd.Completed = append(s.rd.Completed, Completion{Seq: f.seq, Bytes: len(f.topic) + len(f.payload)})
 		delete(s.byID, id)
@@ -410,8 +413,9 @@ func (s *Session) Advance() {
 	}
 	s.inReady = false
 	for _, p := range s.rd.Packets {
-		if f := s.byID[p.ID]; f != nil && (p.Kind == PacketPublish || p.Kind == PacketPubrel) && f.seq == p.Seq {
+		if f := s.byID[p.ID]; f != nil && !f.out && (p.Kind == PacketPublish || p.Kind == PacketPubrel) && f.seq == p.Seq {
 			f.out = true
+			s.awaiting++
 		}
 	}
 	s.rd.Records = s.rd.Records[:0]
