@@ -15,7 +15,7 @@ import (
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
-// BenchmarkWALSink_WriteAmplification delivers b.N results of ~150 bytes
+// BenchmarkWALSink_WriteAmplification delivers b.N results of 132 bytes
 // (topic + payload, as the agent's window results are) through the sink to
 // a real mosquitto, a checkpoint every perEpoch results, and reports what
 // the WAL cost against the results' own bytes. default_broker is mosquitto
