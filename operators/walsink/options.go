@@ -88,6 +88,11 @@ type Options struct {
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.
 	onComplete func(seq uint64)
+	// onWrite and onSync, for benchmarks, are called for every run of
+	// complete frames the sink writes to the WAL (segment headers
+	// excluded) and every sync of it the sink asks for.
+	onWrite func(frames []byte)
+	onSync  func()
 }
 
 // Check reports what Open would refuse in o, without touching the disk or

@@ -121,6 +121,7 @@ func TestLog_SegmentHeader(t *testing.T) {
 	header := appendHeader(nil)
 	newer := append([]byte(headerMagic), FormatVersion+1, 0, 0, 0)
 	v2 := append([]byte(headerMagic), 2, 0, 0, 0)
+	v3 := append([]byte(headerMagic), 3, 0, 0, 0)
 	for _, tc := range []struct {
 		name     string
 		content  []byte
@@ -132,6 +133,7 @@ func TestLog_SegmentHeader(t *testing.T) {
 		{"current", append(bytes.Clone(header), frames("a")...), false, "[1:a]", FormatVersion, 0},
 		{"earlier build, no header", frames("a"), false, "[1:a]", LegacyVersion, 0},
 		{"version 2", append(bytes.Clone(v2), frames("a")...), false, "[1:a]", 2, 0},
+		{"version 3", append(bytes.Clone(v3), frames("a")...), false, "[1:a]", 3, 0},
 		{"earlier build, no header, active", frames("a"), true, "[1:a]", LegacyVersion, 0},
 		{"newer format version", append(bytes.Clone(newer), frames("a")...), false, "ErrVersion", 0, 0},
 		{"newer format version, active", append(bytes.Clone(newer), frames("a")...), true, "ErrVersion", 0, 0},
@@ -201,7 +203,7 @@ func TestLog_RotateWritesHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(append([]byte("EDDYWSNK"), 3, 0, 0, 0), frames("h")...)
+	want := append(append([]byte("EDDYWSNK"), 4, 0, 0, 0), frames("h")...)
 	if !bytes.Equal(b, want) {
 		t.Errorf("segment bytes %q, want %q", b, want)
 	}
