@@ -113,6 +113,7 @@ type Agent struct {
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
 	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
+	diskHolds   diskHolds                   // what waits for disk space, for /readyz
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -637,7 +638,7 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
+	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger, holds: &a.diskHolds}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
 }

@@ -58,12 +58,16 @@ type diskMeter struct {
 	budget int64
 	usage  []atomic.Int64
 	free   atomic.Int64
+	// holds, if set, gets the budgetPlace hold while the components use
+	// the whole budget (enforceBudget); log says when it starts and ends.
+	holds *diskHolds
+	log   *slog.Logger
 }
 
 // newDiskMeter lays out where a's components write.
 func newDiskMeter(a *Agent, statfs func(string) (fsStats, error)) *diskMeter {
 	dd := a.cfg.Agent.DataDir
-	m := &diskMeter{dataDir: dd, statfs: statfs, usage: make([]atomic.Int64, len(diskComponents)),
+	m := &diskMeter{dataDir: dd, statfs: statfs, usage: make([]atomic.Int64, len(diskComponents)), holds: &a.diskHolds, log: a.log,
 		paths: [][]string{
 			{filepath.Join(dd, "ingest")},
 			{filepath.Join(dd, "wal")},
@@ -86,6 +90,7 @@ func newDiskMeter(a *Agent, statfs func(string) (fsStats, error)) *diskMeter {
 func (m *diskMeter) start(cfg *config.Config, log *slog.Logger) {
 	m.sample()
 	m.budget = cfg.Agent.MaxDiskBytes
+	defer m.enforceBudget()
 	if m.budget > 0 {
 		return
 	}
@@ -132,6 +137,7 @@ func (m *diskMeter) run(ctx context.Context) {
 		case <-t.C:
 			start := time.Now()
 			m.sample()
+			m.enforceBudget()
 			t.Reset(max(diskSampleInterval, diskSampleCostFactor*time.Since(start)))
 		}
 	}
