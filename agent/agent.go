@@ -800,7 +800,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if a.broker != nil {
 		a.broker.Open() // every embedded source has subscribed (build)
 	}
-	if err := a.setupCheckpoints(); err != nil {
+	defer a.closeAdmin()
+	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
 	a.disk = newDiskMeter(a, fileSystemStats)
@@ -809,13 +810,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	diskCtx, stopDisk := context.WithCancel(context.Background())
 	defer stopDisk()
 	go a.disk.run(diskCtx)
-	if a.cfg.Agent.Admin != "" {
-		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
-		if err != nil {
-			return err
-		}
-		a.admin = ad
-		defer ad.close()
+	if err := a.startAdminOnce(); err != nil {
+		return err
 	}
 	for _, s := range a.sinks {
 		go s.run()

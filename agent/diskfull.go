@@ -1,14 +1,18 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -133,4 +137,75 @@ func (a *Agent) checkpointDiskFull() string {
 		return ""
 	}
 	return a.ckpt.diskFullReason()
+}
+
+// startAdminOnce starts the admin endpoint, if configured and not started
+// yet: run starts it once checkpoints are set up, or a state rebuild that
+// waits for disk space starts it earlier, so /readyz can say why.
+func (a *Agent) startAdminOnce() error {
+	if a.cfg.Agent.Admin == "" || a.admin != nil {
+		return nil
+	}
+	ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
+	if err != nil {
+		return err
+	}
+	a.admin = ad
+	return nil
+}
+
+// closeAdmin stops the admin endpoint, if started.
+func (a *Agent) closeAdmin() {
+	if a.admin != nil {
+		a.admin.close()
+	}
+}
+
+// statePlace is the hold of a state rebuild that waits for disk space.
+const statePlace = "state"
+
+// restoreWaitingForSpace restores sel; when the rebuild finds the disk full
+// it stays up instead of failing the start: /readyz says disk_full with the
+// state directory, free space is polled once a second, and the rebuild is
+// tried again once noSpaceMinFreed more is free than after the failure.
+// It gives up only when ctx ends, saying so.
+func (a *Agent) restoreWaitingForSpace(ctx context.Context, sel checkpoint.Selection) error {
+	dir := filepath.Join(a.cfg.Agent.DataDir, "state")
+	for {
+		err := a.restore(sel)
+		if err == nil || !isNoSpace(err) {
+			if err == nil && a.diskHolds.release(statePlace) {
+				a.log.Info("disk has room again: state rebuilt", "checkpoint", sel.Manifest.ID, "path", dir)
+			}
+			return err
+		}
+		freeAtFull, _ := freeBytes(a.cfg.Agent.DataDir)
+		if a.diskHolds.hold(statePlace, dir+": "+err.Error()) {
+			a.log.Warn("disk full: the state rebuild waits until space frees", "checkpoint", sel.Manifest.ID,
+				"path", dir, "free_bytes", freeAtFull, "err", err)
+		}
+		if err := a.startAdminOnce(); err != nil {
+			return err
+		}
+		if err := waitForFreeSpace(ctx, a.cfg.Agent.DataDir, freeAtFull+noSpaceMinFreed); err != nil {
+			return fmt.Errorf("agent: stopped while the disk was full: the state rebuild from checkpoint %d waited for space in %s (%v)", sel.Manifest.ID, dir, err)
+		}
+	}
+}
+
+// waitForFreeSpace polls the file system of path once a second until at
+// least want bytes are free, or ctx ends.
+func waitForFreeSpace(ctx context.Context, path string, want int64) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if free, err := freeBytes(path); err == nil && free >= want {
+				return nil
+			}
+		}
+	}
 }
