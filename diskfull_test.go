@@ -124,3 +124,72 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	}
 	checkNoOrphanFiles(t, store)
 }
+
+// waitDiskFull waits until /readyz's disk check fails with disk_full and a
+// path under want, failing the test if the agent exits first or it takes
+// longer than a minute; it returns the check's detail.
+func waitDiskFull(t *testing.T, ag *eddyProc, want string) string {
+	t.Helper()
+	var detail string
+	if !waitUntil(60*time.Second, func() bool {
+		code, ok, d := readyzCheck(ag.admin, "disk")
+		detail = d
+		return ag.exited() || (code == http.StatusServiceUnavailable && !ok && strings.Contains(d, "disk_full") && strings.Contains(d, want))
+	}) || ag.exited() {
+		t.Fatalf("/readyz never said disk_full under %s (agent exited: %v; last detail %q)", want, ag.exited(), detail)
+	}
+	if !strings.Contains(detail, "no space left on device") {
+		t.Errorf("/readyz disk check %q does not say why", detail)
+	}
+	return detail
+}
+
+// fullDiskConfig is crashConfig with data_dir and the exactly-once file
+// sink's output on the file system at %DIR%/fs, and an admin endpoint.
+var fullDiskConfig = replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
+	`data_dir    = "%DATA%"`, `data_dir    = "%DIR%/fs/data"`, `path     = "%DIR%/out"`, `path     = "%DIR%/fs/out"`)
+
+// TestDiskFull_SinkAndStateWaitForSpace runs the crash test's job with
+// data_dir and the exactly-once file sink's output on a small file system
+// (a tmpfs the test mounts) with little room left: the sink's part files,
+// the state's working file and the checkpoints all meet ENOSPC. The agent
+// never exits; /readyz says disk_full with a path on that file system; the
+// pipelines wait for space without counting restarts; once space is freed
+// the job finishes by itself and the committed output equals the
+// uninterrupted run's.
+func TestDiskFull_SinkAndStateWaitForSpace(t *testing.T) {
+	dir := t.TempDir()
+	fsDir := filepath.Join(dir, "fs")
+	mountTmpfs(t, fsDir, "256m")
+
+	input := filepath.Join(dir, "in.jsonl")
+	writeReadings(t, input, 1000, 1200, 31)
+	clean := t.TempDir()
+	os.Link(input, filepath.Join(clean, "in.jsonl"))
+	runToEnd(t, clean)
+	want := committedRecords(t, filepath.Join(clean, "out"))
+
+	filler := fillDisk(t, fsDir, 256<<10)
+	ag := startAgent(t, dir, fullDiskConfig)
+	detail := waitDiskFull(t, ag, fsDir)
+	t.Logf("/readyz disk: %s", detail)
+	if !ag.waitLog("disk full: pipelines wait until space frees", 60*time.Second) {
+		t.Fatal("no pipeline write (sink or state) met the full disk")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if !ag.wait(3 * time.Minute) {
+		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
+	}
+	if ag.err != nil {
+		t.Fatalf("eddy run exited with %v", ag.err)
+	}
+	if ag.logContains("restart strategy gives up") {
+		t.Error("a full disk counted towards the restart strategy")
+	}
+	got := committedRecords(t, filepath.Join(fsDir, "out"))
+	if !slices.Equal(got, want) {
+		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
+	}
+}

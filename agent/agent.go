@@ -114,6 +114,7 @@ type Agent struct {
 	walSinks    map[string]*walHolder       // kept across region restarts
 	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
 	diskHolds   diskHolds                   // what waits for disk space, for /readyz
+	restoredID  uint64                      // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -917,6 +918,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		tries := 1
 		if ctx.Err() == nil {
 			tries = finalCheckpointTries
+		}
+		if a.finalOnFullDisk(ctx) {
+			tries = 0
 		}
 		for try := 1; try <= tries; try++ {
 			err, failedLate := a.finalCheckpoint()

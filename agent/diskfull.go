@@ -87,23 +87,30 @@ func overBudget(used, budget int64) bool { return budget > 0 && used >= budget }
 
 // enforceBudget, after a sample, holds ingest (budgetPlace) while the
 // components' total reaches the budget, and releases it once retention,
-// the WAL's drain or rotation brought it below.
+// the WAL's drain or rotation brought it below. A derived budget (no
+// max_disk) is derived again from the sample first: what is free now plus
+// what Eddy holds, at most half the file system, so space an operator
+// frees is Eddy's again without a restart.
 func (m *diskMeter) enforceBudget() {
-	if m.holds == nil {
-		return
-	}
 	var used int64
 	for i := range m.usage {
 		used += m.usage[i].Load()
 	}
+	if m.derived && m.size.Load() > 0 {
+		m.budget.Store(defaultDiskBudget(fsStats{size: m.size.Load(), free: m.free.Load()}, used))
+	}
+	if m.holds == nil {
+		return
+	}
+	budget := m.budget.Load()
 	switch {
-	case overBudget(used, m.budget):
-		if m.holds.hold(budgetPlace, budgetReason(used, m.budget)) && m.log != nil {
+	case overBudget(used, budget):
+		if m.holds.hold(budgetPlace, budgetReason(used, budget)) && m.log != nil {
 			m.log.Warn("disk budget reached: ingest holds messages unacked at the broker until usage drops (checkpoint retention, the WAL's drain, file sink rotation)",
-				"used", config.FormatSize(used), "max_disk", config.FormatSize(m.budget), "components", m.describeUsage())
+				"used", config.FormatSize(used), "max_disk", config.FormatSize(budget), "components", m.describeUsage())
 		}
 	case m.holds.release(budgetPlace) && m.log != nil:
-		m.log.Info("disk usage below the budget again: ingest resumes", "used", config.FormatSize(used), "max_disk", config.FormatSize(m.budget))
+		m.log.Info("disk usage below the budget again: ingest resumes", "used", config.FormatSize(used), "max_disk", config.FormatSize(budget))
 	}
 }
 
@@ -174,6 +181,9 @@ func (a *Agent) restoreWaitingForSpace(ctx context.Context, sel checkpoint.Selec
 	for {
 		err := a.restore(sel)
 		if err == nil || !isNoSpace(err) {
+			if err == nil {
+				a.restoredID = sel.Manifest.ID
+			}
 			if err == nil && a.diskHolds.release(statePlace) {
 				a.log.Info("disk has room again: state rebuilt", "checkpoint", sel.Manifest.ID, "path", dir)
 			}
@@ -208,4 +218,61 @@ func waitForFreeSpace(ctx context.Context, path string, want int64) error {
 			}
 		}
 	}
+}
+
+// regionPlace is the hold of a failover region whose write (a file sink's
+// part, a WAL append) found the disk full.
+func regionPlace(name string) string { return "pipelines/" + name }
+
+// waitRegionSpace, after region name failed for lack of space (cause),
+// holds it (/readyz: disk_full) and polls free space once a second until
+// noSpaceMinFreed more than now is free, or ctx ends (stopping: the region
+// then restarts at once, so shutdown finds it running). Its output since
+// the last checkpoint is replayed, so nothing is lost or doubled.
+func (a *Agent) waitRegionSpace(ctx context.Context, name string, cause error) {
+	dd := a.cfg.Agent.DataDir
+	free, _ := freeBytes(dd)
+	place := regionPlace(name)
+	a.diskHolds.hold(place, cause.Error())
+	a.log.Warn("disk full: pipelines wait until space frees, then restart from the last checkpoint (not counted by the restart strategy)",
+		"pipelines", name, "free_bytes", free, "err", cause)
+	if waitForFreeSpace(ctx, dd, free+noSpaceMinFreed) == nil {
+		a.log.Info("disk has room again: pipelines restart", "pipelines", name)
+	}
+	a.diskHolds.release(place)
+}
+
+// finalOnFullDisk decides the final checkpoint while the checkpoint
+// store's disk is full. At the end of the input it waits for space (the
+// output is complete only once the final checkpoint commits) and returns
+// false, to take it; when stopping on a signal, or told to stop while
+// waiting, it says in one line which checkpoint the next start restores
+// and returns true: no final checkpoint is tried (it would fail the same
+// way), and the agent exits cleanly.
+func (a *Agent) finalOnFullDisk(ctx context.Context) bool {
+	reason := a.ckpt.diskFullReason()
+	if reason == "" {
+		return false
+	}
+	if ctx.Err() == nil {
+		a.log.Warn("disk full: the final checkpoint waits until space frees", "err", reason)
+		t := time.NewTicker(checkpointTick)
+		defer t.Stop()
+		for reason != "" && ctx.Err() == nil {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			reason = a.ckpt.diskFullReason()
+		}
+		if reason == "" {
+			return false
+		}
+	}
+	next := "starts empty (no checkpoint completed)"
+	if id := max(a.ckpt.lastDone.Load(), a.restoredID); id > 0 {
+		next = fmt.Sprintf("restores checkpoint %d, the last that completed", id)
+	}
+	a.log.Warn("stopping with the disk full: no final checkpoint; the next start "+next, "err", reason)
+	return true
 }

@@ -30,9 +30,10 @@ func TestDiskBudget_IngestHoldsUntilUsageDrops(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, budget), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := &diskMeter{budget: budget, usage: make([]atomic.Int64, len(diskComponents)), holds: holds,
+	m := &diskMeter{usage: make([]atomic.Int64, len(diskComponents)), holds: holds,
 		paths:  [][]string{{l.Dir()}, nil, {ckpts}, nil, nil},
 		statfs: func(string) (fsStats, error) { return fsStats{size: 1 << 30, free: 1 << 29}, nil }}
+	m.budget.Store(budget)
 	m.sample()
 	m.enforceBudget()
 	detail := diskFullDetail("", holds.details())
