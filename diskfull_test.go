@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // freeSpace returns the bytes still free on the file system of path.
@@ -30,7 +32,7 @@ func mountTmpfs(t *testing.T, dir, size string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0750", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
@@ -149,15 +151,16 @@ func waitDiskFull(t *testing.T, ag *eddyProc, want string) string {
 var fullDiskConfig = replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
 	`data_dir    = "%DATA%"`, `data_dir    = "%DIR%/fs/data"`, `path     = "%DIR%/out"`, `path     = "%DIR%/fs/out"`)
 
-// TestDiskFull_SinkAndStateWaitForSpace runs the crash test's job with
+// TestDiskFull_PipelineWritesWaitForSpace runs the crash test's job with
 // data_dir and the exactly-once file sink's output on a small file system
-// (a tmpfs the test mounts) with little room left: the sink's part files,
-// the state's working file and the checkpoints all meet ENOSPC. The agent
+// (a tmpfs the test mounts) with little room left: whatever writes when the
+// room runs out (the state's working file, the sink's part files, the
+// checkpoints) meets ENOSPC, and at least one pipeline write does. The agent
 // never exits; /readyz says disk_full with a path on that file system; the
 // pipelines wait for space without counting restarts; once space is freed
 // the job finishes by itself and the committed output equals the
 // uninterrupted run's.
-func TestDiskFull_SinkAndStateWaitForSpace(t *testing.T) {
+func TestDiskFull_PipelineWritesWaitForSpace(t *testing.T) {
 	dir := t.TempDir()
 	fsDir := filepath.Join(dir, "fs")
 	mountTmpfs(t, fsDir, "256m")
@@ -187,6 +190,104 @@ func TestDiskFull_SinkAndStateWaitForSpace(t *testing.T) {
 	}
 	if ag.logContains("restart strategy gives up") {
 		t.Error("a full disk counted towards the restart strategy")
+	}
+	got := committedRecords(t, filepath.Join(fsDir, "out"))
+	if !slices.Equal(got, want) {
+		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
+	}
+}
+
+// TestDiskFull_IngestHoldsReadingsUnacked: sensors publish at QoS 1 into
+// the embedded broker of an agent whose data_dir is on a small file system
+// (a tmpfs the test mounts) with little room left. The ingest log cannot
+// take them: the agent stays up, /readyz says disk_full with a path in
+// data_dir, and the readings stay unacknowledged (the sensor is still
+// waiting); once space is freed they are logged and acknowledged, and every
+// window's result equals the uninterrupted result.
+func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
+	const readings, devices = 20_000, 1000
+	want := expectedWindows(readings, devices)
+	addr := loopback.Addr(t)
+	r := newEmbeddedCrashRun(t, addr)
+	data := filepath.Join(r.dir, "data")
+	mountTmpfs(t, data, "256m")
+	filler := fillDisk(t, data, 1<<20)
+	r.start()
+
+	published := make(chan struct{})
+	var sensor *reconnectingSensor
+	var pubErr error
+	go func() {
+		defer close(published)
+		sensor, pubErr = sendReadingsReconnecting("tcp://"+addr, "pub-full", readings, devices)
+	}()
+	detail := waitDiskFull(t, r.p, data)
+	t.Logf("/readyz disk: %s", detail)
+	select {
+	case <-published:
+		t.Fatalf("every reading was acknowledged with the disk full (publisher: %v)", pubErr)
+	default:
+	}
+	if !r.p.logContains("ingest holds messages unacked at the broker") {
+		t.Error("no log line says ingest holds the readings")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	<-published
+	if pubErr != nil {
+		t.Fatalf("publisher: %v", pubErr)
+	}
+	defer sensor.close()
+	if r.p.exited() {
+		t.Fatalf("the agent exited: %v", r.p.err)
+	}
+	got := r.finalResults(len(want))
+	sameWindows(t, want, got, 0)
+}
+
+// TestDiskFull_StateRebuildWaitsForSpace kills the crash test's job after a
+// few checkpoints, fills the file system of its data_dir (a tmpfs the test
+// mounts) and starts it again: rebuilding the state from the checkpoint
+// meets ENOSPC, yet the agent stays up, its admin endpoint answers and
+// /readyz says disk_full with the state directory; once space is freed the
+// rebuild is retried by itself, the job finishes, and the committed output
+// equals the uninterrupted run's.
+func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
+	dir := t.TempDir()
+	fsDir := filepath.Join(dir, "fs")
+	mountTmpfs(t, fsDir, "256m")
+	input := filepath.Join(dir, "in.jsonl")
+	writeReadings(t, input, 1000, 1200, 31)
+	clean := t.TempDir()
+	os.Link(input, filepath.Join(clean, "in.jsonl"))
+	runToEnd(t, clean)
+	want := committedRecords(t, filepath.Join(clean, "out"))
+
+	first := startAgent(t, dir, fullDiskConfig)
+	if !first.waitLog(`msg="checkpoint completed" id=3 `, 60*time.Second) {
+		t.Fatal("no third checkpoint to restore")
+	}
+	first.kill()
+
+	filler := fillDisk(t, fsDir, 64<<10)
+	ag := startAgent(t, dir, fullDiskConfig)
+	detail := waitDiskFull(t, ag, filepath.Join(fsDir, "data", "state"))
+	t.Logf("/readyz disk: %s", detail)
+	if !ag.logContains("disk full: the state rebuild waits until space frees") {
+		t.Error("no log line says the state rebuild waits")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if !ag.waitLog("disk has room again: state rebuilt", 30*time.Second) {
+		t.Fatal("the state rebuild was not retried after space was freed")
+	}
+	if !ag.wait(3 * time.Minute) {
+		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
+	}
+	if ag.err != nil {
+		t.Fatalf("eddy run exited with %v", ag.err)
 	}
 	got := committedRecords(t, filepath.Join(fsDir, "out"))
 	if !slices.Equal(got, want) {

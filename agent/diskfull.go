@@ -76,9 +76,10 @@ func (h *diskHolds) details() []string {
 // disk budget (agent { max_disk }, or its default).
 const budgetPlace = "max_disk"
 
-// budgetReason is budgetPlace's reason: "max_disk reached: X of Y".
-func budgetReason(used, budget int64) string {
-	return fmt.Sprintf("max_disk reached: %s of %s", formatBytes(used), formatBytes(budget))
+// budgetReason is budgetPlace's reason: "max_disk reached: X of Y in
+// data_dir".
+func budgetReason(used, budget int64, dataDir string) string {
+	return fmt.Sprintf("max_disk reached: %s of %s in %s", formatBytes(used), formatBytes(budget), dataDir)
 }
 
 // overBudget reports whether used bytes take the whole budget; a budget of
@@ -105,7 +106,7 @@ func (m *diskMeter) enforceBudget() {
 	budget := m.budget.Load()
 	switch {
 	case overBudget(used, budget):
-		if m.holds.hold(budgetPlace, budgetReason(used, budget)) && m.log != nil {
+		if m.holds.hold(budgetPlace, budgetReason(used, budget, m.dataDir)) && m.log != nil {
 			m.log.Warn("disk budget reached: ingest holds messages unacked at the broker until usage drops (checkpoint retention, the WAL's drain, file sink rotation)",
 				"used", config.FormatSize(used), "max_disk", config.FormatSize(budget), "components", m.describeUsage())
 		}
