@@ -211,8 +211,8 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 	r := newEmbeddedCrashRun(t, addr)
 	data := filepath.Join(r.dir, "data")
 	mountTmpfs(t, data, "256m")
-	filler := fillDisk(t, data, 1<<20)
 	r.start()
+	filler := fillDisk(t, data, 8<<10) // the agent has started: its files exist
 
 	published := make(chan struct{})
 	var sensor *reconnectingSensor
@@ -221,15 +221,15 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 		defer close(published)
 		sensor, pubErr = sendReadingsReconnecting("tcp://"+addr, "pub-full", readings, devices)
 	}()
-	detail := waitDiskFull(t, r.p, data)
+	detail := waitDiskFull(t, r.p, filepath.Join(data, "ingest", "sensors"))
 	t.Logf("/readyz disk: %s", detail)
+	if !r.p.logContains("disk full: ingest holds messages unacked at the broker until space frees") {
+		t.Error("no log line says ingest holds the readings")
+	}
 	select {
 	case <-published:
 		t.Fatalf("every reading was acknowledged with the disk full (publisher: %v)", pubErr)
 	default:
-	}
-	if !r.p.logContains("ingest holds messages unacked at the broker") {
-		t.Error("no log line says ingest holds the readings")
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
