@@ -74,3 +74,40 @@ func TestDiskBudget_IngestHoldsUntilUsageDrops(t *testing.T) {
 		t.Fatalf("the log holds %d entries, want 1", n)
 	}
 }
+
+// TestDiskMeter_DerivedBudgetFollowsFreeSpace: without max_disk the budget
+// is derived again at each sample, so a disk that was full at start (the
+// budget then was only what Eddy held) holds ingest until an operator frees
+// space, and releases it then without a restart.
+func TestDiskMeter_DerivedBudgetFollowsFreeSpace(t *testing.T) {
+	const mib = 1 << 20
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "seg"), make([]byte, mib), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := fsStats{size: 64 * mib, free: 0}
+	holds := &diskHolds{}
+	m := &diskMeter{dataDir: dir, derived: true, usage: make([]atomic.Int64, len(diskComponents)), holds: holds,
+		paths:  [][]string{{dir}, nil, nil, nil, nil},
+		statfs: func(string) (fsStats, error) { return st, nil }}
+	for _, tt := range []struct {
+		name       string
+		free       int64
+		wantBudget int64
+		held       bool
+	}{
+		{"full disk: only what Eddy holds", 0, mib, true},
+		{"space freed", 8 * mib, 9 * mib, false},
+		{"more freed than half the file system", 60 * mib, 32 * mib, false},
+	} {
+		st.free = tt.free
+		m.sample()
+		m.enforceBudget()
+		if got := m.budget.Load(); got != tt.wantBudget {
+			t.Errorf("%s: budget %d, want %d", tt.name, got, tt.wantBudget)
+		}
+		if held := holds.reason(budgetPlace) != ""; held != tt.held {
+			t.Errorf("%s: held %v, want %v", tt.name, held, tt.held)
+		}
+	}
+}
