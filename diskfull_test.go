@@ -5,7 +5,6 @@ package main
 import (
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/scripts/loopback"
+	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
 // freeSpace returns the bytes still free on the file system of path.
@@ -23,19 +23,6 @@ func freeSpace(path string) (int64, error) {
 		return 0, err
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
-}
-
-// mountTmpfs mounts a tmpfs of size (as mount's size= option) on dir for
-// the test, or skips it where mounting is not allowed.
-func mountTmpfs(t *testing.T, dir, size string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0750", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 }
 
 // fillDisk writes a file into dir until the file system has less than
@@ -63,6 +50,40 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 	}
 }
 
+// uninterruptedRecords writes the crash test's readings to dir/in.jsonl and
+// returns the committed output of an uninterrupted run on them (in a
+// directory of its own).
+func uninterruptedRecords(t *testing.T, dir string) []string {
+	t.Helper()
+	input := filepath.Join(dir, "in.jsonl")
+	writeReadings(t, input, 1000, 1200, 31)
+	clean := t.TempDir()
+	os.Link(input, filepath.Join(clean, "in.jsonl"))
+	runToEnd(t, clean)
+	return committedRecords(t, filepath.Join(clean, "out"))
+}
+
+// waitFinished waits up to 3 minutes for ag, whose disk has room again, to
+// finish its job, and fails the test unless it exits cleanly.
+func waitFinished(t *testing.T, ag *eddyProc) {
+	t.Helper()
+	if !ag.wait(3 * time.Minute) {
+		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
+	}
+	if ag.err != nil {
+		t.Fatalf("eddy run exited with %v", ag.err)
+	}
+}
+
+// sameRecords fails the test unless the output after the full disk, got,
+// equals the uninterrupted run's, want.
+func sameRecords(t *testing.T, want, got []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
+	}
+}
+
 // TestDiskFull_CheckpointsWaitForSpace puts the checkpoint store on a small
 // file system (a tmpfs the test mounts) with almost no room left, and runs
 // the crash test's job with tolerable_failures = 0: the checkpoints fail
@@ -73,15 +94,10 @@ func fillDisk(t *testing.T, dir string, leave int64) string {
 func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "data", "checkpoints")
-	mountTmpfs(t, store, "256m")
+	tmpfs.Mount(t, store, "256m")
 	filler := fillDisk(t, store, 32<<10)
 
-	input := filepath.Join(dir, "in.jsonl")
-	writeReadings(t, input, 1000, 1200, 31)
-	clean := t.TempDir()
-	os.Link(input, filepath.Join(clean, "in.jsonl"))
-	runToEnd(t, clean)
-	want := committedRecords(t, filepath.Join(clean, "out"))
+	want := uninterruptedRecords(t, dir)
 
 	tmpl := replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
 		`  interval = "100ms"`, "  interval = \"100ms\"\n  tolerable_failures = 0")
@@ -106,12 +122,7 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	if !ag.waitLog("disk has room again: checkpoints resume", 30*time.Second) {
 		t.Fatal("checkpoints did not resume after space was freed")
 	}
-	if !ag.wait(3 * time.Minute) {
-		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
-	}
-	if ag.err != nil {
-		t.Fatalf("eddy run exited with %v", ag.err)
-	}
+	waitFinished(t, ag)
 	aborted := strings.Count(ag.output(), "disk_full=true")
 	t.Logf("%d checkpoints aborted while the disk was full", aborted)
 	if aborted == 0 {
@@ -120,10 +131,7 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	if ag.logContains("too many") {
 		t.Error("a checkpoint that failed for lack of space counted towards tolerable_failures")
 	}
-	got := committedRecords(t, filepath.Join(dir, "out"))
-	if !slices.Equal(got, want) {
-		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
-	}
+	sameRecords(t, want, committedRecords(t, filepath.Join(dir, "out")))
 	checkNoOrphanFiles(t, store)
 }
 
@@ -163,14 +171,9 @@ var fullDiskConfig = replaceAll(crashConfig, `admin       = ""`, `admin       = 
 func TestDiskFull_PipelineWritesWaitForSpace(t *testing.T) {
 	dir := t.TempDir()
 	fsDir := filepath.Join(dir, "fs")
-	mountTmpfs(t, fsDir, "256m")
+	tmpfs.Mount(t, fsDir, "256m")
 
-	input := filepath.Join(dir, "in.jsonl")
-	writeReadings(t, input, 1000, 1200, 31)
-	clean := t.TempDir()
-	os.Link(input, filepath.Join(clean, "in.jsonl"))
-	runToEnd(t, clean)
-	want := committedRecords(t, filepath.Join(clean, "out"))
+	want := uninterruptedRecords(t, dir)
 
 	filler := fillDisk(t, fsDir, 256<<10)
 	ag := startAgent(t, dir, fullDiskConfig)
@@ -182,19 +185,11 @@ func TestDiskFull_PipelineWritesWaitForSpace(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if !ag.wait(3 * time.Minute) {
-		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
-	}
-	if ag.err != nil {
-		t.Fatalf("eddy run exited with %v", ag.err)
-	}
+	waitFinished(t, ag)
 	if ag.logContains("restart strategy gives up") {
 		t.Error("a full disk counted towards the restart strategy")
 	}
-	got := committedRecords(t, filepath.Join(fsDir, "out"))
-	if !slices.Equal(got, want) {
-		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
-	}
+	sameRecords(t, want, committedRecords(t, filepath.Join(fsDir, "out")))
 }
 
 // TestDiskFull_IngestHoldsReadingsUnacked: sensors publish at QoS 1 into
@@ -210,7 +205,7 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 	addr := loopback.Addr(t)
 	r := newEmbeddedCrashRun(t, addr)
 	data := filepath.Join(r.dir, "data")
-	mountTmpfs(t, data, "256m")
+	tmpfs.Mount(t, data, "256m")
 	r.start()
 	filler := fillDisk(t, data, 8<<10) // the agent has started: its files exist
 
@@ -256,13 +251,8 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
 	dir := t.TempDir()
 	fsDir := filepath.Join(dir, "fs")
-	mountTmpfs(t, fsDir, "256m")
-	input := filepath.Join(dir, "in.jsonl")
-	writeReadings(t, input, 1000, 1200, 31)
-	clean := t.TempDir()
-	os.Link(input, filepath.Join(clean, "in.jsonl"))
-	runToEnd(t, clean)
-	want := committedRecords(t, filepath.Join(clean, "out"))
+	tmpfs.Mount(t, fsDir, "256m")
+	want := uninterruptedRecords(t, dir)
 
 	first := startAgent(t, dir, fullDiskConfig)
 	if !first.waitLog(`msg="checkpoint completed" id=3 `, 60*time.Second) {
@@ -283,14 +273,6 @@ func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
 	if !ag.waitLog("disk has room again: state rebuilt", 30*time.Second) {
 		t.Fatal("the state rebuild was not retried after space was freed")
 	}
-	if !ag.wait(3 * time.Minute) {
-		t.Fatal("the job did not finish within 3 minutes of the disk having room again")
-	}
-	if ag.err != nil {
-		t.Fatalf("eddy run exited with %v", ag.err)
-	}
-	got := committedRecords(t, filepath.Join(fsDir, "out"))
-	if !slices.Equal(got, want) {
-		t.Fatalf("output after the full disk differs from the uninterrupted run: %d records vs %d", len(got), len(want))
-	}
+	waitFinished(t, ag)
+	sameRecords(t, want, committedRecords(t, filepath.Join(fsDir, "out")))
 }

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
 // TestBolt_RestoreNoSpaceRetries restores a state larger than what is free
@@ -19,10 +20,7 @@ import (
 // once space is freed the same Restore succeeds and holds every entry.
 func TestBolt_RestoreNoSpaceRetries(t *testing.T) {
 	root := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", root).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
+	tmpfs.Mount(t, root, "4m")
 	be, err := OpenBolt(filepath.Join(root, "state.db"), BoltOptions{MaxSize: 32 << 20})
 	if err != nil {
 		t.Fatal(err)

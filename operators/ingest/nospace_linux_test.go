@@ -5,10 +5,10 @@ package ingest
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
 // TestAppend_NoSpaceUndoesTheBatch fills a small file system (a tmpfs the
@@ -17,10 +17,7 @@ import (
 // once space is freed the same log appends again at the next offset.
 func TestAppend_NoSpaceUndoesTheBatch(t *testing.T) {
 	root := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", root).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
+	tmpfs.Mount(t, root, "1m")
 	dir := filepath.Join(root, "log")
 	// One segment larger than the file system: the batch that fills it
 	// does not roll.

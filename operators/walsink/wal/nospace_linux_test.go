@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
 // TestLog_ShortWriteOnFullDiskIsCut fills a small file system (a tmpfs the
@@ -20,10 +21,7 @@ import (
 // no corruption in between.
 func TestLog_ShortWriteOnFullDiskIsCut(t *testing.T) {
 	root := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", root).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", root).Run() })
+	tmpfs.Mount(t, root, "1m")
 	dir := filepath.Join(root, "wal")
 	l, _, err := collect(t, dir)
 	if err != nil {
