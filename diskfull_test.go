@@ -102,17 +102,7 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	tmpl := replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
 		`  interval = "100ms"`, "  interval = \"100ms\"\n  tolerable_failures = 0")
 	ag := startAgent(t, dir, tmpl)
-	var detail string
-	if !waitUntil(60*time.Second, func() bool {
-		code, _, d := readyzCheck(ag.admin, "disk")
-		detail = d
-		return ag.exited() || (code == http.StatusServiceUnavailable && strings.Contains(detail, "disk_full"))
-	}) || ag.exited() {
-		t.Fatalf("/readyz never said disk_full (agent exited: %v)", ag.exited())
-	}
-	if !strings.Contains(detail, "no space left on device") {
-		t.Errorf("/readyz disk check %q does not say why", detail)
-	}
+	waitDiskFull(t, ag, store)
 	if !ag.waitLog("disk full: checkpoints wait until space frees", 10*time.Second) {
 		t.Error("no log line about the full disk")
 	}
@@ -275,4 +265,39 @@ func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
 	}
 	waitFinished(t, ag)
 	sameRecords(t, want, committedRecords(t, filepath.Join(fsDir, "out")))
+}
+
+// TestDiskFull_StopSaysWhichCheckpointRestores stops the agent with SIGTERM
+// while its checkpoint store's disk (a tmpfs the test mounts) is full: it
+// exits cleanly, without trying a final checkpoint, saying in one line which
+// checkpoint the next start restores; that start, with space again,
+// finishes the job with the uninterrupted run's output.
+func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "data", "checkpoints")
+	tmpfs.Mount(t, store, "256m")
+	want := uninterruptedRecords(t, dir)
+
+	tmpl := replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`)
+	ag := startAgent(t, dir, tmpl)
+	if !ag.waitLog(`msg="checkpoint completed" id=2 `, 60*time.Second) {
+		t.Fatal("no second checkpoint")
+	}
+	filler := fillDisk(t, store, 32<<10)
+	waitDiskFull(t, ag, store)
+	ag.signal(syscall.SIGTERM)
+	if !ag.wait(60 * time.Second) {
+		t.Fatal("the agent did not stop within 60 s of SIGTERM")
+	}
+	if ag.err != nil {
+		t.Fatalf("eddy run exited with %v", ag.err)
+	}
+	if !ag.logContains("stopping with the disk full: no final checkpoint; the next start restores checkpoint ") {
+		t.Fatal("no line says which checkpoint the next start restores")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	runToEndWith(t, dir, tmpl)
+	sameRecords(t, want, committedRecords(t, filepath.Join(dir, "out")))
 }
