@@ -298,6 +298,6 @@ func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	runToEndWith(t, dir, tmpl)
+	runToEndWith(t, dir, replaceAll(tmpl, "%ADMIN%", loopback.Addr(t)))
 	sameRecords(t, want, committedRecords(t, filepath.Join(dir, "out")))
 }
