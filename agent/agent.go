@@ -115,6 +115,8 @@ type Agent struct {
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
 	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
+	diskHolds   diskHolds                   // what waits for disk space, for /readyz
+	restoredID  uint64                      // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -582,7 +584,11 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	)
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
-		r.tx, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path))
+		var tf *sink.TwoPhaseFile
+		if tf, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path)); err == nil {
+			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
+			r.tx = tf
+		}
 	case s.Stdout != nil:
 		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
 	case s.File != nil:
@@ -646,7 +652,7 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
+	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger, holds: &a.diskHolds}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
 }
@@ -808,7 +814,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if a.broker != nil {
 		a.broker.Open() // every embedded source has subscribed (build)
 	}
-	if err := a.setupCheckpoints(); err != nil {
+	defer a.closeAdmin()
+	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
 	a.disk = newDiskMeter(a, fileSystemStats)
@@ -817,13 +824,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	diskCtx, stopDisk := context.WithCancel(context.Background())
 	defer stopDisk()
 	go a.disk.run(diskCtx)
-	if a.cfg.Agent.Admin != "" {
-		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
-		if err != nil {
-			return err
-		}
-		a.admin = ad
-		defer ad.close()
+	if err := a.startAdminOnce(); err != nil {
+		return err
 	}
 	for _, s := range a.sinks {
 		go s.run()
@@ -929,6 +931,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		tries := 1
 		if ctx.Err() == nil {
 			tries = finalCheckpointTries
+		}
+		if a.finalOnFullDisk(ctx) {
+			tries = 0
 		}
 		for try := 1; try <= tries; try++ {
 			err, failedLate := a.finalCheckpoint()
