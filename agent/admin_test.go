@@ -83,7 +83,7 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 		}
 	})
 	if checkpoints {
-		if err := a.setupCheckpoints(); err != nil {
+		if err := a.setupCheckpoints(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}

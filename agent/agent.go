@@ -65,16 +65,18 @@ type Agent struct {
 	sinks     map[string]*sinkRunner
 	pipelines []*pipeline
 	adminSrv  *admin.Server // nil when agent { admin } is off
-	intro     *introspection
-	stdout    io.Writer
-	backends  []state.Backend
-	memory    memoryBudget
-	logs      []*ingest.Log
-	ckpt      *checkpointer
-	from      string     // --from: the checkpoint to restore
-	failed    chan error // a component that cannot go on; run stops
-	upload    uploader
-	restorer  *restorer
+	// closeAdminSrv stops the endpoint and its sampling (startAdminOnce).
+	closeAdminSrv func()
+	intro         *introspection
+	stdout        io.Writer
+	backends      []state.Backend
+	memory        memoryBudget
+	logs          []*ingest.Log
+	ckpt          *checkpointer
+	from          string     // --from: the checkpoint to restore
+	failed        chan error // a component that cannot go on; run stops
+	upload        uploader
+	restorer      *restorer
 
 	// failover holds the failover regions: a failure restarts only its own.
 	failover *failover
@@ -84,6 +86,8 @@ type Agent struct {
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
 	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
+	diskHolds   diskHolds                   // what waits for disk space, for /readyz
+	restoredID  uint64                      // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or

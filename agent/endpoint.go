@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -37,4 +38,29 @@ func (a *Agent) startAdmin() (*admin.Server, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	return srv, nil
+}
+
+// startAdminOnce starts the admin endpoint and the timing of source
+// disconnections, if configured and not started yet: run starts it once
+// checkpoints are set up, or a state rebuild that waits for disk space
+// starts it earlier, so /readyz can say why. closeAdmin stops both.
+func (a *Agent) startAdminOnce() error {
+	if a.cfg.Agent.Admin == "" || a.adminSrv != nil {
+		return nil
+	}
+	srv, err := a.startAdmin()
+	if err != nil {
+		return err
+	}
+	ctx, stopSampling := context.WithCancel(context.Background())
+	go a.intro.sampleSources(ctx)
+	a.adminSrv, a.closeAdminSrv = srv, func() { stopSampling(); srv.Close() }
+	return nil
+}
+
+// closeAdmin stops the admin endpoint, if started.
+func (a *Agent) closeAdmin() {
+	if a.closeAdminSrv != nil {
+		a.closeAdminSrv()
+	}
 }

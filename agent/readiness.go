@@ -73,7 +73,8 @@ type readinessInput struct {
 	ingest            []admin.IngestReport
 	wal               []admin.WALReport
 	upload            *upload.Stats // nil without an upload block
-	// diskFull is why the checkpoint store's disk counts as full, or "".
+	// diskFull is the "disk" check's detail (diskFullDetail), "" while no
+	// place waits for disk space.
 	diskFull string
 	// restartLimits: regions whose restart strategy gave up (the agent is
 	// stopping).
@@ -92,9 +93,11 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //   - an MQTT source on an outside broker has been disconnected for
 //     maxDisconnectedMs or longer;
 //   - an ingest log or a WAL holds fullFraction of its max_disk or more;
-//   - the checkpoint store's disk is full ("disk_full": a checkpoint write
-//     failed with ENOSPC and space has not come back);
-//   - a region's restart strategy gave up (the agent is stopping).
+//   - the disk is full ("disk_full": a checkpoint, ingest, state or sink
+//     write failed with ENOSPC and space has not come back, or the
+//     components together reached max_disk).
+//   - a region's restart strategy gave up (the agent is stopping), or
+//     the region is down waiting for its next restart.
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
@@ -119,7 +122,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 		add("checkpoints", true, fmt.Sprintf("%d failed in a row (tolerable_failures = %d)", in.consecutiveFails, in.tolerableFailures))
 	}
 	if in.diskFull != "" {
-		add("disk", false, "disk_full: "+in.diskFull+"; checkpoints resume when space frees")
+		add("disk", false, in.diskFull)
 	}
 	for _, l := range in.restartLimits {
 		add("restarts/"+l.pipelines, false, l.detail())
@@ -183,7 +186,7 @@ func (in *introspection) Readiness() admin.Readiness {
 	if rep, ok := in.Checkpoints(); ok {
 		ri.checkpoints = true
 		ri.consecutiveFails, ri.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
-		ri.diskFull = in.a.ckpt.diskFullReason()
 	}
+	ri.diskFull = diskFullDetail(in.a.checkpointDiskFull(), in.a.diskHolds.details())
 	return evaluateReadiness(ri)
 }

@@ -201,6 +201,17 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 	}
 	fo.stop(r, f.err)
 	for {
+		if isNoSpace(f.err) {
+			// A full disk is waited out, not counted by the strategy.
+			a.waitRegionSpace(ctx, r.name, f.err)
+			if f.err = fo.start(r, srcCtx, srcWG, pipeWG); f.err == nil {
+				fo.limits.setUp(r.name)
+				a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
+				return nil
+			}
+			a.log.Error("restarting pipelines failed", "pipelines", r.name, "err", f.err)
+			continue
+		}
 		delay, giveUp := fo.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
 		if giveUp {
 			a.log.Error("restart strategy gives up: exiting", "pipelines", r.name, "strategy", a.cfg.Restart.Strategy, "err", f.err)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -20,8 +21,9 @@ import (
 
 // setupCheckpoints creates the coordinator and its tasks, then restores the
 // newest checkpoint that verifies (or the one --from names), before any
-// goroutine runs.
-func (a *Agent) setupCheckpoints() error {
+// goroutine runs. A restore that finds the disk full waits for space until
+// ctx ends (restoreWaitingForSpace).
+func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	cc := a.cfg.Checkpoint
 	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
 	if err != nil {
@@ -79,7 +81,7 @@ func (a *Agent) setupCheckpoints() error {
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
-		if err := a.restorer.restore(sel, a.pipelines, a.sources); err != nil {
+		if err := a.restoreWaitingForSpace(ctx, sel); err != nil {
 			return err
 		}
 		restored = sel.Manifest.ID

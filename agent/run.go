@@ -25,7 +25,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if a.broker != nil {
 		a.broker.Open() // every embedded source has subscribed (build)
 	}
-	if err := a.setupCheckpoints(); err != nil {
+	defer a.closeAdmin()
+	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
 	a.disk = newDiskMeter(a, fileSystemStats)
@@ -34,16 +35,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	diskCtx, stopDisk := context.WithCancel(context.Background())
 	defer stopDisk()
 	go a.disk.run(diskCtx)
-	if a.cfg.Agent.Admin != "" {
-		srv, err := a.startAdmin()
-		if err != nil {
-			return err
-		}
-		a.adminSrv = srv
-		defer srv.Close()
-		sampleCtx, stopSampling := context.WithCancel(context.Background())
-		defer stopSampling()
-		go a.intro.sampleSources(sampleCtx)
+	if err := a.startAdminOnce(); err != nil {
+		return err
 	}
 	for _, s := range a.sinks {
 		go s.run()
@@ -149,6 +142,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		tries := 1
 		if ctx.Err() == nil {
 			tries = finalCheckpointTries
+		}
+		if a.finalOnFullDisk(ctx) {
+			tries = 0
 		}
 		for try := 1; try <= tries; try++ {
 			err, failedLate := a.finalCheckpoint()

@@ -23,7 +23,11 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	)
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
-		r.tx, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path))
+		var tf *sink.TwoPhaseFile
+		if tf, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path)); err == nil {
+			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
+			r.tx = tf
+		}
 	case s.Stdout != nil:
 		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
 	case s.File != nil:

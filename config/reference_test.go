@@ -80,13 +80,21 @@ broker {
 }
 source "file" "f" { path = "x" }
 sink "stdout" "s" {}
+sink "file" "parts" {
+  path     = "parts"
+  delivery = "exactly_once"
+  rotate {
+    max_files = 1000
+    max_age   = "7d"
+  }
+}
 pipeline "p" {
   from     = source.file.f
   key      = event.k
   max_keys = 1000
   window "tumbling" { size = "1m" }
   aggregate { n = count() }
-  to = [sink.stdout.s]
+  to = [sink.stdout.s, sink.file.parts]
 }
 `
 

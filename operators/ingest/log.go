@@ -342,12 +342,13 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 	if l.size.Load()+need > l.opts.MaxDiskBytes {
 		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
 	}
+	active, end := l.active, l.writeEnd
 	if err := l.write(buf); err != nil {
-		return 0, 0, l.fail(err)
+		return 0, 0, l.failOrUndo(err, active, end)
 	}
 	if l.opts.Ack == AfterFsync {
 		if err := l.active.Sync(); err != nil {
-			return 0, 0, l.fail(fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err))
+			return 0, 0, l.failOrUndo(fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err), active, end)
 		}
 	}
 	l.next = last + 1

@@ -28,13 +28,16 @@ import (
 //	DIR/.part-<epoch>.jsonl.pending              pre-committed, awaiting Commit
 //	DIR/.part-<epoch>.jsonl.inprogress           being written
 //
-// Every rename is followed by an fsync of the directory. Methods are safe
-// for concurrent use.
+// Every rename is followed by an fsync of the directory. Committed parts
+// are kept unless SetRetention bounds them. Methods are safe for concurrent
+// use.
 type TwoPhaseFile struct {
 	mu   sync.Mutex
 	dir  string
 	open map[uint64]*partFile // in-progress parts by epoch
 	err  error
+	// retention bounds the committed parts (SetRetention).
+	retention PartRetention
 }
 
 type partFile struct {
@@ -155,10 +158,15 @@ func (s *TwoPhaseFile) commitLocked(upTo uint64) error {
 		}
 		n++
 	}
-	if n == 0 {
-		return nil
+	if n > 0 {
+		if err := s.syncDir(); err != nil {
+			return err
+		}
 	}
-	return s.syncDir()
+	if err := s.applyRetentionLocked(); err != nil {
+		return s.fail(err)
+	}
+	return nil
 }
 
 // Recover runs at start, before any Write: it commits pending parts of

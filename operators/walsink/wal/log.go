@@ -232,6 +232,14 @@ func (l *Log) Write(frames []byte) error {
 		panic("wal: Write before the first Rotate")
 	}
 	n, err := l.f.Write(frames)
+	if err != nil && n > 0 {
+		// A short write (the disk filled up) would leave a torn frame
+		// that later frames follow: cut it, so a retry appends whole
+		// frames (O_APPEND writes at the new end).
+		if terr := l.f.Truncate(l.segs[len(l.segs)-1].Size); terr == nil {
+			n = 0
+		}
+	}
 	l.segs[len(l.segs)-1].Size += int64(n)
 	l.total += int64(n)
 	l.written += int64(n)
