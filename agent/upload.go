@@ -21,6 +21,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/upload"
 )
@@ -352,7 +353,7 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 			return 0, err
 		}
 	}
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, root)
+	store, err := checkpoint.OpenStore(vfs.Default, root)
 	if err != nil {
 		return 0, err
 	}
@@ -416,7 +417,7 @@ func ListCheckpoints(ctx context.Context, cfgPath string, remote bool, log *slog
 			ms = append(ms, m)
 		}
 	} else {
-		store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+		store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
 		if err != nil {
 			return err
 		}
@@ -447,7 +448,7 @@ func ShowCheckpoint(cfgPath string, id uint64, w func(string)) error {
 	if diags.HasErrors() {
 		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
 	if err != nil {
 		return err
 	}
