@@ -36,6 +36,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -569,7 +570,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	)
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
-		r.tx, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path))
+		r.tx, err = sink.OpenTwoPhaseFile(vfs.Default, a.dataPath(s.File.Path))
 	case s.Stdout != nil:
 		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
 	case s.File != nil:

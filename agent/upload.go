@@ -342,16 +342,20 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	}
 	// Everything verified: move it into the store, the manifest last, so
 	// a crash here leaves at worst unreferenced files.
-	if err := os.MkdirAll(filepath.Join(root, "files"), 0o750); err != nil {
-		return 0, err
-	}
-	if err := os.MkdirAll(filepath.Join(root, "manifests"), 0o750); err != nil {
-		return 0, err
-	}
-	for _, f := range files {
-		if err := os.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+	for _, sub := range []string{"files", "manifests"} {
+		if err := vfs.MkdirAllSynced(vfs.Default, filepath.Join(root, sub), 0o750); err != nil {
 			return 0, err
 		}
+	}
+	for _, f := range files {
+		if err := vfs.Default.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+			return 0, err
+		}
+	}
+	// The renamed files' new entries must be durable before the manifest
+	// that references them is.
+	if err := vfs.Default.SyncDir(filepath.Join(root, "files")); err != nil {
+		return 0, err
 	}
 	store, err := checkpoint.OpenStore(vfs.Default, root)
 	if err != nil {
