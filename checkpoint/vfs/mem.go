@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -93,8 +94,9 @@ func crashCopy(n *memNode, rng *rand.Rand) *memNode {
 		from = n.entries
 	}
 	c := newDir()
-	for name, child := range from {
-		cc := crashCopy(child, rng)
+	// In name order, so a seeded Rand gives the same crash every time.
+	for _, name := range slices.Sorted(maps.Keys(from)) {
+		cc := crashCopy(from[name], rng)
 		c.entries[name], c.durableEntries[name] = cc, cc
 	}
 	return c
