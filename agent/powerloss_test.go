@@ -225,8 +225,7 @@ func (f *powerFile) Sync() error {
 // plWorld is what the outside world knows across power cuts: what was
 // acknowledged, which checkpoints completed, what output was consumed.
 type plWorld struct {
-	rng  *rand.Rand
-	skip func(*powerFS) // the fault a sensitivity test injects, or nil
+	rng *rand.Rand
 
 	nextKey   uint64          // the next message's key (its payload)
 	attempted map[uint64]bool // keys appended but not acknowledged
@@ -262,7 +261,6 @@ type plDevice struct {
 func runPowerLoss(seed uint64, cycles int, skip func(*powerFS)) error {
 	w := &plWorld{
 		rng:       rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		skip:      skip,
 		nextKey:   1,
 		attempted: map[uint64]bool{},
 		prefix:    []uint64{0},
@@ -271,11 +269,26 @@ func runPowerLoss(seed uint64, cycles int, skip func(*powerFS)) error {
 	}
 	disk := vfs.NewCrashableMem()
 	for cycle := range cycles {
-		d, err := w.recover(disk)
-		if err != nil {
-			return fmt.Errorf("seed %d, cycle %d, after the power cut: %w", seed, cycle, err)
+		var d *plDevice
+		for {
+			p := &powerFS{mem: disk, rng: w.rng}
+			if skip != nil {
+				skip(p)
+			}
+			if w.rng.IntN(4) == 0 {
+				p.crashAt = 1 + w.rng.IntN(12) // the power fails again while recovering
+			}
+			var err error
+			if d, err = w.recover(p); p.image != nil {
+				disk = p.image
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("seed %d, cycle %d, after the power cut: %w", seed, cycle, err)
+			}
+			break
 		}
-		d.fs.crashAt = 1 + w.rng.IntN(80)
+		d.fs.ops, d.fs.crashAt = 0, 1+w.rng.IntN(80)
 		if err := w.run(d); err != nil && d.fs.image == nil {
 			return fmt.Errorf("seed %d, cycle %d: %w", seed, cycle, err)
 		}
@@ -426,13 +439,10 @@ func (w *plWorld) checkpoint(d *plDevice) error {
 
 // recover opens the components on what the disk holds after a power cut,
 // through their own recovery paths, checks every guarantee, and leaves
-// the device ready to run from the restored checkpoint. Nothing is cut
-// during recovery.
-func (w *plWorld) recover(disk *vfs.MemFS) (*plDevice, error) {
-	p := &powerFS{mem: disk, rng: w.rng}
-	if w.skip != nil {
-		w.skip(p)
-	}
+// the device ready to run from the restored checkpoint. The power may fail
+// again during the components' recovery (p armed), not during what the
+// test itself does after it (consuming the output, restarting the WAL).
+func (w *plWorld) recover(p *powerFS) (*plDevice, error) {
 	d := &plDevice{fs: p}
 	var err error
 	if d.log, err = ingest.Open(plIngestDir, ingest.Options{FS: p, SegmentBytes: ingest.MinSegmentBytes}); err != nil {
@@ -457,13 +467,15 @@ func (w *plWorld) recover(disk *vfs.MemFS) (*plDevice, error) {
 	if err := d.out.Recover(restored); err != nil {
 		return nil, err
 	}
+	count, err := w.checkWAL(d, restored)
+	if err != nil {
+		return nil, err
+	}
+	p.crashAt = 0
 	if err := w.consumeParts(p, d.pos); err != nil {
 		return nil, err
 	}
-	if err := w.recoverWAL(d, restored); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return d, w.restartWAL(d, count)
 }
 
 // checkLog: every acknowledged entry, and every entry an earlier recovery
@@ -635,39 +647,38 @@ func (w *plWorld) consumeParts(p *powerFS, upTo uint64) error {
 	return nil
 }
 
-// recoverWAL opens the WAL, checks that it holds every frame synced since
+// checkWAL opens the WAL and checks that it holds every frame synced since
 // the last recovery (and then at most a prefix of the unsynced ones), and
 // that its committed output (data of epochs ≤ the restored checkpoint)
-// continues the output before exactly up to the restored position. It
-// then starts a new segment with the summary and removes the old ones, as
-// the WAL sink does with its state.
-func (w *plWorld) recoverWAL(d *plDevice, restored uint64) error {
+// continues the output before exactly up to the restored position, which
+// it returns.
+func (w *plWorld) checkWAL(d *plDevice, restored uint64) (uint64, error) {
 	var frames [][]byte
 	l, err := wal.Open(d.fs, plWALDir, func(_ uint64, p []byte) error {
 		frames = append(frames, bytes.Clone(p))
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	d.wal = l
 	var count uint64 // output lines before this run's frames
 	if len(frames) > 0 {
 		s := frames[0]
 		if s[0] != 'S' {
-			return fmt.Errorf("WAL starts with a %q frame, not the summary", s[0])
+			return 0, fmt.Errorf("WAL starts with a %q frame, not the summary", s[0])
 		}
 		count, _ = binary.Uvarint(s[1:])
 		frames = frames[1:]
 	} else if len(w.content) > 0 {
-		return errors.New("WAL lost: no segment")
+		return 0, errors.New("WAL lost: no segment")
 	}
 	if len(frames) < w.walSynced || len(frames) > len(w.walFrames) {
-		return fmt.Errorf("WAL frames lost: %d recovered, %d were synced, %d written", len(frames), w.walSynced, len(w.walFrames))
+		return 0, fmt.Errorf("WAL frames lost: %d recovered, %d were synced, %d written", len(frames), w.walSynced, len(w.walFrames))
 	}
 	for i, f := range frames {
 		if !bytes.Equal(f, w.walFrames[i]) {
-			return fmt.Errorf("WAL frame %d differs from the one written", i)
+			return 0, fmt.Errorf("WAL frame %d differs from the one written", i)
 		}
 		if f[0] != 'D' {
 			continue
@@ -678,13 +689,21 @@ func (w *plWorld) recoverWAL(d *plDevice, restored uint64) error {
 			continue // not committed: the replay writes it again
 		}
 		if count >= uint64(len(w.content)) || w.content[count] != k {
-			return fmt.Errorf("WAL output lost, doubled or out of order: %d after %d messages", k, count)
+			return 0, fmt.Errorf("WAL output lost, doubled or out of order: %d after %d messages", k, count)
 		}
 		count++
 	}
 	if count != d.pos {
-		return fmt.Errorf("WAL output lost: %d messages committed, the restored checkpoint counts %d", count, d.pos)
+		return 0, fmt.Errorf("WAL output lost: %d messages committed, the restored checkpoint counts %d", count, d.pos)
 	}
+	return count, nil
+}
+
+// restartWAL starts a new segment with the summary of the committed output
+// (count messages) and removes the old ones, as the WAL sink does with its
+// state.
+func (w *plWorld) restartWAL(d *plDevice, count uint64) error {
+	l := d.wal
 	old := l.Segments()
 	if _, err := l.Rotate(wal.AppendFrame(nil, binary.AppendUvarint([]byte{'S'}, count))); err != nil {
 		return err
@@ -719,7 +738,9 @@ func TestPowerLoss(t *testing.T) {
 func TestCrashFS_DetectsMissingDirSync(t *testing.T) {
 	tests := []struct{ dir, want string }{
 		{plStoreDir + "/manifests", "completed checkpoint"},
+		{plStoreDir, "completed checkpoint"}, // holds manifests/ itself
 		{plIngestDir, "acknowledged messages lost"},
+		{filepath.Dir(plIngestDir), "acknowledged messages lost"}, // holds the log's directory
 		{plOutDir, "committed output"},
 	}
 	for _, tt := range tests {
