@@ -353,36 +353,47 @@ func (w *plWorld) know(k uint64) {
 // process reads what was appended since the last processed offset into the
 // pipeline's state and writes one output line per message to both sinks.
 func (w *plWorld) process(d *plDevice) error {
-	r, err := d.log.Reader(d.pos + 1)
+	var items []sink.Item
+	var frames []byte
+	err := forEachKey(d.log, d.pos+1, func(off, k uint64) error {
+		d.pos, d.sum = off, d.sum+k
+		items = append(items, sink.Item{Payload: strconv.AppendUint(nil, k, 10)})
+		frames = w.appendWALFrame(frames, binary.AppendUvarint(binary.AppendUvarint([]byte{'D'}, d.epoch), k))
+		return nil
+	})
+	if err != nil || len(items) == 0 {
+		return err
+	}
+	if err := d.out.Write(d.epoch, items); err != nil {
+		return err
+	}
+	return d.wal.Write(frames)
+}
+
+// forEachKey calls fn with the offset and key of every entry of l from
+// offset from on.
+func forEachKey(l *ingest.Log, from uint64, fn func(off, k uint64) error) error {
+	r, err := l.Reader(from)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	var items []sink.Item
-	var frames []byte
 	for {
 		e, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
 			return err
 		}
 		k, err := strconv.ParseUint(string(e.Payload), 10, 64)
 		if err != nil {
-			return fmt.Errorf("offset %d: payload %q", e.Offset, e.Payload)
+			return fmt.Errorf("log offset %d holds %q", e.Offset, e.Payload)
 		}
-		d.pos, d.sum = e.Offset, d.sum+k
-		items = append(items, sink.Item{Payload: e.Payload})
-		frames = w.appendWALFrame(frames, binary.AppendUvarint(binary.AppendUvarint([]byte{'D'}, d.epoch), k))
+		if err := fn(e.Offset, k); err != nil {
+			return err
+		}
 	}
-	if len(items) == 0 {
-		return nil
-	}
-	if err := d.out.Write(d.epoch, items); err != nil {
-		return err
-	}
-	return d.wal.Write(frames)
 }
 
 func (w *plWorld) appendWALFrame(dst, payload []byte) []byte {
@@ -485,33 +496,19 @@ func (w *plWorld) checkLog(l *ingest.Log) error {
 	if last := l.LastOffset(); last < uint64(len(w.content)) {
 		return fmt.Errorf("acknowledged messages lost: the log ends at offset %d, %d were acknowledged", last, len(w.content))
 	}
-	r, err := l.Reader(l.FirstOffset())
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for {
-		e, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		k, err := strconv.ParseUint(string(e.Payload), 10, 64)
+	return forEachKey(l, l.FirstOffset(), func(off, k uint64) error {
 		switch {
-		case err != nil:
-			return fmt.Errorf("log offset %d holds %q", e.Offset, e.Payload)
-		case e.Offset <= uint64(len(w.content)):
-			if want := w.content[e.Offset-1]; k != want {
-				return fmt.Errorf("acknowledged message lost: log offset %d holds %d, not %d", e.Offset, k, want)
+		case off <= uint64(len(w.content)):
+			if want := w.content[off-1]; k != want {
+				return fmt.Errorf("acknowledged message lost: log offset %d holds %d, not %d", off, k, want)
 			}
 		case !w.attempted[k]:
-			return fmt.Errorf("log offset %d holds %d, which was never appended or is there twice", e.Offset, k)
+			return fmt.Errorf("log offset %d holds %d, which was never appended or is there twice", off, k)
 		default:
 			w.know(k)
 		}
-	}
+		return nil
+	})
 }
 
 // checkCheckpoints: every visible checkpoint restores and holds the state
