@@ -24,11 +24,15 @@ import (
 //     current contents.
 //   - A directory's durable entries are its entries at its last SyncDir (a
 //     directory made by MkdirAll, and the root of a new MemFS: none). The
-//     root itself is always there. Create, Rename, Remove and MkdirAll change only the current
-//     entries of the directories they touch. An entry names a file (or
-//     directory) node, not a copy: a file renamed and then synced has its
-//     new durable contents under whichever name its directory made
-//     durable.
+//     root itself is always there. Create, Rename, Remove and MkdirAll
+//     change only the current entries of the directories they touch. An
+//     entry names a file (or directory) node, not a copy: a file renamed
+//     and then synced has its durable contents under whichever name its
+//     directory made durable. A rename between two directories is two
+//     independent entry changes, so a cut may leave the file under both
+//     names (as two files) or neither; Eddy renames within one directory,
+//     except the S3 restore, which syncs the destination and discards the
+//     source directory.
 //   - CrashClone returns the file system after a power cut at this moment:
 //     from the root down, each directory holds its durable entries, each
 //     file its durable contents. What was removed but not synced comes back;
