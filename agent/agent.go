@@ -36,6 +36,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -585,7 +586,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
 		var tf *sink.TwoPhaseFile
-		if tf, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path)); err == nil {
+		if tf, err = sink.OpenTwoPhaseFile(vfs.Default, a.dataPath(s.File.Path)); err == nil {
 			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
 			r.tx = tf
 		}
