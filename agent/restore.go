@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
@@ -25,7 +26,7 @@ import (
 // ctx ends (restoreWaitingForSpace).
 func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	cc := a.cfg.Checkpoint
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
+	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

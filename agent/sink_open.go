@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/sink"
 )
@@ -24,7 +25,7 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
 		var tf *sink.TwoPhaseFile
-		if tf, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path)); err == nil {
+		if tf, err = sink.OpenTwoPhaseFile(vfs.Default, a.dataPath(s.File.Path)); err == nil {
 			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
 			r.tx = tf
 		}

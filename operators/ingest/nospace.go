@@ -3,8 +3,9 @@ package ingest
 import (
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // failOrUndo handles a failed write or fsync of a batch that started at
@@ -13,7 +14,7 @@ import (
 // holds exactly what it held before, and ErrNoSpace is returned: the log
 // stays usable. Anything else (another error, a batch that rolled to a new
 // segment, a cut that fails) is the log's sticky failure, as before.
-func (l *Log) failOrUndo(err error, active *os.File, end int64) error {
+func (l *Log) failOrUndo(err error, active vfs.File, end int64) error {
 	if !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) || l.active != active {
 		return l.fail(err)
 	}

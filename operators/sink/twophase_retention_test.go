@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 func TestPartsToDelete(t *testing.T) {
@@ -39,7 +41,7 @@ func TestPartsToDelete(t *testing.T) {
 // many there are.
 func TestTwoPhaseFile_RetentionDeletesOnlyCommittedParts(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenTwoPhaseFile(dir)
+	s, err := OpenTwoPhaseFile(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestTwoPhaseFile_RetentionDeletesOnlyCommittedParts(t *testing.T) {
 // and one already gone) is finished by the next start's Recover, by age.
 func TestTwoPhaseFile_RetentionResumesAtRecover(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenTwoPhaseFile(dir)
+	s, err := OpenTwoPhaseFile(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestTwoPhaseFile_RetentionResumesAtRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := OpenTwoPhaseFile(dir)
+	s2, err := OpenTwoPhaseFile(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func (c *cursor) openFrom(seg uint64) error {
 		if s.ID < seg {
 			continue
 		}
-		r, err := wal.OpenReader(c.log.Dir(), s.ID, 0)
+		r, err := c.log.OpenReader(s.ID, 0)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // deleted meanwhile: it held nothing left to publish
 		}

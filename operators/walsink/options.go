@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // WhenFull says what Write does when the WAL reaches MaxDiskBytes.
@@ -84,6 +86,8 @@ type Options struct {
 	// checkpoint again: they may repeat. MaxDiskBytes, WhenFull and
 	// DrainRate apply as in the default mode.
 	Immediate bool
+	// FS is the file system the WAL lives on. Nil: vfs.Default.
+	FS vfs.FS
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.

@@ -103,7 +103,7 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		spaceCh: make(chan struct{}), closeCh: make(chan struct{}),
 		work: make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	l, err := wal.Open(dir, s.st.apply)
+	l, err := wal.Open(opts.FS, dir, s.st.apply)
 	if err != nil {
 		if errors.Is(err, wal.ErrCorrupt) {
 			return nil, fmt.Errorf("walsink: open %s: %w: %w", dir, ErrCorrupt, err)

@@ -20,7 +20,7 @@ func frames(payloads ...string) []byte {
 func collect(t *testing.T, dir string) (*Log, []string, error) {
 	t.Helper()
 	var got []string
-	l, err := Open(dir, func(seg uint64, p []byte) error {
+	l, err := Open(nil, dir, func(seg uint64, p []byte) error {
 		got = append(got, fmt.Sprintf("%d:%s", seg, p))
 		return nil
 	})
@@ -229,7 +229,7 @@ func TestReader_FollowsAppends(t *testing.T) {
 	l, _, _ := collect(t, dir)
 	defer l.Close()
 	l.Rotate(nil)
-	r, err := OpenReader(dir, 1, 0)
+	r, err := l.OpenReader(1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
