@@ -1,0 +1,56 @@
+// Package keyed is the keyed process operator of one subtask: it orders
+// each key's readings, keeps per-key state and runs per-key logic on the
+// readings one at a time, in order. It backs the per-key functions of
+// expressions (prev, changed, delta, since, first_seen, count_key; see
+// operators/expr and docs/keyed-state.md).
+//
+// # Model
+//
+// An Operator is pure and deterministic, like window.Operator: no clock,
+// goroutine or file inside; the caller drives it with readings and
+// watermarks, and a Handler gets each reading when its turn comes:
+//
+//	op.Process(&r, arrivalWM, h)   // Done (arrival order) | Buffered | Late
+//	op.AdvanceWatermark(wm, h)     // releases what the watermark passed
+//
+// Inside h, the caller evaluates its expressions (Evaluator does it for a
+// pipeline: decode, filter, map, aggregate arguments), calling Step before
+// each expression to compute the per-key calls it reads into
+// Record.Keyed. Other per-key logic registers its own states on Context.
+//
+// # Order
+//
+// With EventTime, a reading is held until the watermark passes its time,
+// then released with the others the watermark passed in (time, seq)
+// order, seq being its source offset. A reading whose time is not after the
+// watermark when it arrives is Late (the caller sends it to the late side
+// output); it never reaches the state. So a key's readings reach h in
+// event-time order, and that sequence is the same whatever the batching,
+// timing, parallelism or restarts: which readings are late is decided by
+// the watermark each reading arrived with, which the prepare stage
+// computes from the input alone. With Arrival, h runs at once: lowest
+// latency, and prev means "previous to arrive".
+//
+// The buffer is one bucket of the subtask's backend, keyed by time first
+// (time | seq | key group | key), not one list per key: the watermark
+// releases a time range, which is one ordered scan instead of a timer per
+// key; the key group in the entry lets a restore with another parallelism
+// hand each entry to its subtask (state.KeyGroupFunc). Its entries are
+// checkpointed with the rest of the state, so a restore releases exactly
+// the readings that were waiting. Its size is what arrives within the
+// watermark's out-of-orderness bound.
+//
+// # State and TTL
+//
+// The per-key function state of a key is one ValueState value holding
+// every call's state (one Get and one Put per reading, whatever the number
+// of calls), decoded into reused memory. With a TTL it follows Flink's
+// StateTtlConfig (OnCreateAndWrite, NeverReturnExpired): every reading
+// writes the state and so refreshes it; an expired value is never
+// returned; Cleanup removes expired values incrementally and
+// FilterSnapshot leaves them out of checkpoints. Flink's TTL reads the
+// processing-time clock; here the clock is the time of the reading being
+// processed (event time on event-time pipelines; the greatest seen, which
+// with EventTime order is that reading's), so a replay expires the same
+// state at any parallelism.
+package keyed

@@ -1,0 +1,316 @@
+package keyed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// Order is the order in which a key's readings are processed.
+type Order uint8
+
+const (
+	// EventTime buffers each reading until the watermark passes it and
+	// processes a key's readings in (time, seq) order; readings behind the
+	// watermark are Late.
+	EventTime Order = iota + 1
+	// Arrival processes each reading at once, in arrival order.
+	Arrival
+)
+
+// Options configure an Operator.
+type Options struct {
+	Order Order
+	// TTL is the time to live of a key's per-key function state, refreshed
+	// by every reading of the key; 0: forever.
+	TTL time.Duration
+	// Calls are the pipeline's per-key function calls (expr.KeyedCalls).
+	Calls []expr.KeyedCall
+}
+
+// Reading is one reading as the operator buffers and releases it.
+type Reading struct {
+	Key      []byte
+	KeyGroup uint16
+	// Time is the reading's time (event time, or processing time on a
+	// pipeline without timestamps), ms.
+	Time int64
+	// Seq is the reading's position in its source (its ingest-log offset):
+	// readings of one time are processed in Seq order, the order they came.
+	Seq     uint64
+	Payload []byte
+}
+
+// Outcome is what Process did with a reading.
+type Outcome uint8
+
+const (
+	_        Outcome = iota
+	Done             // processed now (Arrival)
+	Buffered         // held until the watermark passes its time (EventTime)
+	Late             // its time is not after the watermark: for the late side output
+)
+
+// Handler processes one reading of the current key, in order. It may call
+// Step to compute per-key function calls and use the states it registered
+// on Context; the key's function state is written after it returns.
+type Handler func(r *Reading) error
+
+// Operator is the keyed process operator of one subtask: it orders each
+// key's readings, keeps the per-key function state and hands the readings
+// to a Handler one at a time. Pure and deterministic: no clock (the TTL
+// clock is the readings' time), goroutine or file; state in a
+// state.Backend. Not safe for concurrent use.
+type Operator struct {
+	be    state.Backend
+	opts  Options
+	buf   state.Bucket
+	kc    *state.KeyedContext
+	fns   *state.ValueState[*funcState]
+	st    *funcState
+	wm    int64
+	now   int64 // the TTL clock
+	gen   uint64
+	count int // buffered readings, recounted after a Restore (gen)
+
+	key, val []byte
+	rel      []byte // a release batch: (len:uvarint entry)*
+	r        Reading
+}
+
+// Bucket and state names in the backend; the buffer is keyed by time
+// first so a release is one ordered range read (see doc.go).
+const (
+	operatorName = "keyed"
+	bufferBucket = operatorName + "/buffer"
+	bufferFormat = 1
+	// releaseBatch bounds the readings one Scan of the buffer copies out.
+	releaseBatch = 4096
+)
+
+// New returns an operator keeping its state in be.
+func New(be state.Backend, opts Options) (*Operator, error) {
+	if opts.Order != EventTime && opts.Order != Arrival {
+		return nil, fmt.Errorf("keyed: order %d: want EventTime or Arrival", opts.Order)
+	}
+	o := &Operator{be: be, opts: opts, wm: math.MinInt64, now: math.MinInt64}
+	var err error
+	if o.buf, err = be.Bucket(bufferBucket, bufferKeyGroup); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	o.kc, err = state.NewKeyedContext(be, operatorName, state.KeyedOptions{Now: func() int64 { return o.now }})
+	if err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	var ttl state.TTLConfig
+	if opts.TTL > 0 {
+		ttl = state.TTLConfig{TTL: opts.TTL, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
+	}
+	o.st = &funcState{calls: make([]callState, len(opts.Calls))}
+	if o.fns, err = state.NewValueState[*funcState](o.kc, "functions", funcCodec{st: o.st}, ttl); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	o.gen = be.Generation()
+	return o, nil
+}
+
+// Context is the keyed context of the operator's states: per-key logic
+// hosted by a Handler registers its own states on it (they share the
+// current key and the TTL clock).
+func (o *Operator) Context() *state.KeyedContext { return o.kc }
+
+// Watermark returns the operator's watermark.
+func (o *Operator) Watermark() int64 { return o.wm }
+
+// Buffered returns the number of readings waiting for the watermark.
+func (o *Operator) Buffered() (int, error) {
+	if err := o.sync(); err != nil {
+		return 0, err
+	}
+	return o.count, nil
+}
+
+// Process takes reading r, whose arrival watermark was wm. With Arrival it
+// runs h on it now (Done); with EventTime it is Late when r.Time ≤ wm, else
+// Buffered until AdvanceWatermark passes r.Time. r is copied.
+func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
+	if o.opts.Order == Arrival {
+		return Done, o.run(r, h)
+	}
+	if r.Time <= wm || r.Time <= o.wm {
+		return Late, nil
+	}
+	if err := o.sync(); err != nil {
+		return 0, err
+	}
+	o.key = appendBufferKey(o.key[:0], r)
+	o.val = append(append(o.val[:0], bufferFormat), r.Payload...)
+	if err := o.be.Put(o.buf, o.key, o.val); err != nil {
+		return 0, err
+	}
+	o.count++
+	return Buffered, nil
+}
+
+// AdvanceWatermark moves the watermark to wm (never back) and runs h on
+// every buffered reading with Time ≤ wm, in (Time, Seq) order.
+func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
+	if wm <= o.wm {
+		return nil
+	}
+	o.wm = wm
+	if err := o.sync(); err != nil {
+		return err
+	}
+	for o.count > 0 {
+		o.rel = o.rel[:0]
+		n := 0
+		err := o.be.Scan(o.buf, nil, func(k, v []byte) bool {
+			t, err := state.OrderedTime(k)
+			if err != nil || t > wm || n == releaseBatch {
+				return false
+			}
+			o.rel = binary.AppendUvarint(o.rel, uint64(len(k)))
+			o.rel = append(o.rel, k...)
+			o.rel = binary.AppendUvarint(o.rel, uint64(len(v)))
+			o.rel = append(o.rel, v...)
+			n++
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		for b := o.rel; len(b) > 0; {
+			var k, v []byte
+			k, b = nextChunk(b)
+			v, b = nextChunk(b)
+			if err := o.be.Delete(o.buf, k); err != nil {
+				return err
+			}
+			o.count--
+			if err := decodeBuffered(&o.r, k, v); err != nil {
+				return err
+			}
+			if err := o.run(&o.r, h); err != nil {
+				return err
+			}
+		}
+		if n < releaseBatch {
+			return nil
+		}
+	}
+	return nil
+}
+
+// run processes r with its key's function state loaded and written back.
+func (o *Operator) run(r *Reading, h Handler) error {
+	o.now = max(o.now, r.Time)
+	o.kc.SetCurrentKey(r.KeyGroup, r.Key)
+	if len(o.opts.Calls) > 0 {
+		_, ok, err := o.fns.Value()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			o.st.reset()
+		}
+	}
+	if err := h(r); err != nil {
+		return err
+	}
+	if len(o.opts.Calls) > 0 {
+		return o.fns.Update(o.st)
+	}
+	return nil
+}
+
+// Step computes the per-key calls idx (indexes into Options.Calls, as
+// expr.Program.KeyedCalls gives them) for rec, of the reading the Handler
+// is processing, into rec.Keyed, and updates the key's state. Call it
+// before evaluating the program that reads them.
+func (o *Operator) Step(rec *event.Record, idx []int) {
+	if len(rec.Keyed) != len(o.opts.Calls) {
+		rec.Keyed = append(rec.Keyed[:0], make([]event.Value, len(o.opts.Calls))...)
+	}
+	for _, i := range idx {
+		o.st.step(o.opts.Calls, i, rec)
+	}
+}
+
+// Cleanup removes up to n expired per-key states (the incremental part of
+// the TTL cleanup; expired state is never returned either way). Call it
+// per batch, not per reading.
+func (o *Operator) Cleanup(n int) error {
+	_, err := o.kc.Cleanup(n)
+	return err
+}
+
+// FilterSnapshot drops the expired per-key states from snap (the TTL
+// cleanup at snapshots); see state.KeyedContext.FilterSnapshot.
+func (o *Operator) FilterSnapshot(snap state.Snapshot) state.Snapshot {
+	return o.kc.FilterSnapshot(snap)
+}
+
+// SetWatermark sets the watermark restored from a checkpoint.
+func (o *Operator) SetWatermark(wm int64) { o.wm = max(o.wm, wm) }
+
+// sync recounts the buffer after the backend was restored.
+func (o *Operator) sync() error {
+	if g := o.be.Generation(); g != o.gen {
+		o.gen = g
+		o.count = 0
+		err := o.be.Scan(o.buf, nil, func(_, _ []byte) bool { o.count++; return true })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Buffer entries: key = time (state.AppendOrderedTime) | seq:u64be |
+// keyGroup:u16be | key; value = format:u8=1 | payload.
+func appendBufferKey(dst []byte, r *Reading) []byte {
+	dst = state.AppendOrderedTime(dst, r.Time)
+	dst = binary.BigEndian.AppendUint64(dst, r.Seq)
+	dst = binary.BigEndian.AppendUint16(dst, r.KeyGroup)
+	return append(dst, r.Key...)
+}
+
+const bufferKeyHead = 8 + 8 + 2
+
+// bufferKeyGroup is the state.KeyGroupFunc of the buffer bucket.
+func bufferKeyGroup(k []byte) (uint16, bool) {
+	if len(k) < bufferKeyHead {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(k[16:]), true
+}
+
+var errBuffer = errors.New("keyed: corrupt buffered reading")
+
+func decodeBuffered(r *Reading, k, v []byte) error {
+	if len(k) < bufferKeyHead || len(v) < 1 || v[0] != bufferFormat {
+		return errBuffer
+	}
+	t, err := state.OrderedTime(k)
+	if err != nil {
+		return errBuffer
+	}
+	*r = Reading{Time: t, Seq: binary.BigEndian.Uint64(k[8:]), KeyGroup: binary.BigEndian.Uint16(k[16:]),
+		Key: k[bufferKeyHead:], Payload: v[1:]}
+	return nil
+}
+
+func nextChunk(b []byte) (chunk, rest []byte) {
+	n, l := binary.Uvarint(b)
+	return b[l : l+int(n)], b[l+int(n):]
+}
