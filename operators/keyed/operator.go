@@ -125,6 +125,9 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 // current key and the TTL clock).
 func (o *Operator) Context() *state.KeyedContext { return o.kc }
 
+// Order returns the operator's order.
+func (o *Operator) Order() Order { return o.opts.Order }
+
 // Watermark returns the operator's watermark.
 func (o *Operator) Watermark() int64 { return o.wm }
 

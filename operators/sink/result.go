@@ -30,6 +30,10 @@ type Result struct {
 	Firing   int    // 0 for the first firing of the window, then 1, 2, …
 	Names    []string
 	Values   []float64 // NaN (and ±Inf) are written as null
+	// Seq is the source position of the reading a KindReading record is
+	// of (0 for window firings): with Key and Start it makes the record's
+	// id, and orders records of one key and time.
+	Seq uint64
 }
 
 // timeLayout is RFC 3339 with exactly three fractional digits; for a UTC
