@@ -225,3 +225,49 @@ func TestRestore_MidStreamMatchesUninterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestTTL_CleanupAndSnapshot checks the two cleanups of expired per-key
+// state: FilterSnapshot leaves expired keys out of a checkpoint, and
+// Cleanup deletes them from the working state.
+func TestTTL_CleanupAndSnapshot(t *testing.T) {
+	h := newHarness(t, EventTime, time.Second, "", "n=count_key()")
+	be := state.NewMemory()
+	h.start(be)
+	for i := range 10 {
+		h.reading(fmt.Sprintf("old%d", i), 100, uint64(i+1), `{}`)
+	}
+	h.reading("new", 5000, 11, `{}`) // the clock reaches 5000: the old keys expired at 1100
+	h.watermark(math.MaxInt64)
+	if len(h.out) != 11 {
+		t.Fatalf("%d outputs, want 11", len(h.out))
+	}
+	functions := func(snap state.Snapshot) (n int) {
+		err := snap.Entries(func(bucket, _, _ []byte, deleted bool) error {
+			if string(bucket) == "keyed/functions" && !deleted {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	snap, err := be.Snapshot(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := functions(snap); n != 11 {
+		t.Fatalf("the raw snapshot holds %d keys' state, want 11", n)
+	}
+	if n := functions(h.ops[0].FilterSnapshot(snap)); n != 1 {
+		t.Errorf("the filtered snapshot holds %d keys' state, want 1 (the live key)", n)
+	}
+	snap.Close()
+	if err := h.ops[0].Cleanup(100); err != nil {
+		t.Fatal(err)
+	}
+	if u := be.Usage(); u.Keys != 1 {
+		t.Errorf("after Cleanup the state holds %d entries, want 1", u.Keys)
+	}
+}
