@@ -23,7 +23,8 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
-	err     error // the first state error: sticky
+	r       keyed.Reading // reused: a Reading per call would escape to the heap
+	err     error         // the first state error: sticky
 	// Counters since creation, read by the owner goroutine only: readings
 	// the filter dropped, and those dead-lettered, by reason.
 	Filtered int64
@@ -83,8 +84,8 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 				t.op.AdvanceWatermark(wm, &t.out)
 			}
 		}
-		r := keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i)}
-		out, err := k.op.Process(&r, wm, k.handler)
+		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i)}
+		out, err := k.op.Process(&k.r, wm, k.handler)
 		if err != nil {
 			k.err = err
 			return

@@ -75,7 +75,7 @@ type Operator struct {
 	fns   *state.ValueState[*funcState]
 	st    *funcState
 	wm    int64
-	now   int64 // the TTL clock
+	now   int64 // the TTL clock; math.MinInt64 until the first reading
 	gen   uint64
 	count int // buffered readings, recounted after a Restore (gen)
 
@@ -253,6 +253,9 @@ func (o *Operator) Step(rec *event.Record, idx []int) {
 // the TTL cleanup; expired state is never returned either way). Call it
 // per batch, not per reading.
 func (o *Operator) Cleanup(n int) error {
+	if o.now == math.MinInt64 {
+		return nil // no reading yet (a fresh start, a restore): no clock to expire by
+	}
 	_, err := o.kc.Cleanup(n)
 	return err
 }
@@ -260,6 +263,9 @@ func (o *Operator) Cleanup(n int) error {
 // FilterSnapshot drops the expired per-key states from snap (the TTL
 // cleanup at snapshots); see state.KeyedContext.FilterSnapshot.
 func (o *Operator) FilterSnapshot(snap state.Snapshot) state.Snapshot {
+	if o.now == math.MinInt64 {
+		return snap // no clock yet: nothing is known to be expired
+	}
 	return o.kc.FilterSnapshot(snap)
 }
 

@@ -206,6 +206,23 @@ func TestRestore_MidStreamMatchesUninterrupted(t *testing.T) {
 					t.Fatal(err)
 				}
 				got.ops[i].SetWatermark(wmAt)
+				// A barrier and a cleanup before the first reading: the
+				// TTL clock is not known yet, so nothing may expire.
+				s, err := m.Snapshot(true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				if err := got.ops[i].FilterSnapshot(s).Entries(func(_, _, _ []byte, _ bool) error { n++; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+				if n != m.Usage().Keys {
+					t.Fatalf("a snapshot right after the restore holds %d of the %d entries", n, m.Usage().Keys)
+				}
+				if err := got.ops[i].Cleanup(1 << 20); err != nil {
+					t.Fatal(err)
+				}
 			}
 			snap.Close()
 			got.wm, maxT = wmAt, maxTAt
