@@ -123,6 +123,15 @@ func keyedSnapshot(st *subtask, snap state.Snapshot) state.Snapshot {
 	return snap
 }
 
+// flushKeyed writes the readings st's keyed stage holds for the watermark
+// into st.backend, so the snapshot taken next holds them.
+func flushKeyed(st *subtask) error {
+	if k := st.task.Keyed(); k != nil {
+		return k.Flush()
+	}
+	return nil
+}
+
 // keyedErr returns the sticky state error of st's keyed stage, or nil.
 func keyedErr(st *subtask) error {
 	if k := st.task.Keyed(); k != nil {

@@ -572,8 +572,8 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
 	// The window store keeps changed windows decoded in front of the
 	// backend: write them in, so the snapshot holds the state as of b.
-	var err error
-	if st.store != nil {
+	err := flushKeyed(st) // readings waiting for the watermark, into the backend
+	if err == nil && st.store != nil {
 		err = st.store.Flush()
 	}
 	if err == nil {

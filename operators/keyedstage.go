@@ -58,6 +58,15 @@ func (k *KeyedStage) Err() error { return k.err }
 // Operator returns the keyed operator.
 func (k *KeyedStage) Operator() *keyed.Operator { return k.op }
 
+// Flush writes the readings waiting for the watermark into the backend:
+// call it at a barrier before the backend's Snapshot.
+func (k *KeyedStage) Flush() error {
+	if k.err != nil {
+		return k.err
+	}
+	return k.op.Flush()
+}
+
 // FilterSnapshot drops expired per-key state from a snapshot of the
 // subtask's backend.
 func (k *KeyedStage) FilterSnapshot(s state.Snapshot) state.Snapshot { return k.op.FilterSnapshot(s) }

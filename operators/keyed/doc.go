@@ -31,14 +31,17 @@
 // computes from the input alone. With Arrival, h runs at once: lowest
 // latency, and prev means "previous to arrive".
 //
-// The buffer is one bucket of the subtask's backend, keyed by time first
-// (time | seq | key group | key), not one list per key: the watermark
-// releases a time range, which is one ordered scan instead of a timer per
-// key; the key group in the entry lets a restore with another parallelism
-// hand each entry to its subtask (state.KeyGroupFunc). Its entries are
-// checkpointed with the rest of the state, so a restore releases exactly
-// the readings that were waiting. Its size is what arrives within the
-// watermark's out-of-orderness bound.
+// The buffer is one bucket of the subtask's backend (time | seq | key
+// group | key → payload), not one list per key: the watermark releases a
+// time range across keys. An in-memory heap of the buffered entries' keys
+// gives the release order, so a release costs a Get and a Delete through
+// the write-back cache per reading, not a Scan (which would flush the cache,
+// a bbolt commit per watermark); it is rebuilt from the bucket after a
+// restore. The key group in the entry lets a restore with another
+// parallelism hand each entry to its subtask (state.KeyGroupFunc). The
+// entries are checkpointed with the rest of the state, so a restore
+// releases exactly the readings that were waiting. The buffer holds what
+// arrives within the watermark's out-of-orderness bound.
 //
 // # State and TTL
 //

@@ -77,21 +77,20 @@ type Operator struct {
 	wm    int64
 	now   int64 // the TTL clock; math.MinInt64 until the first reading
 	gen   uint64
-	count int // buffered readings, recounted after a Restore (gen)
+	index pending // the buffer's keys in release order, rebuilt after a Restore (gen)
 
 	key, val []byte
-	rel      []byte // a release batch: (len:uvarint entry)*
 	r        Reading
 }
 
-// Bucket and state names in the backend; the buffer is keyed by time
-// first so a release is one ordered range read (see doc.go).
+// Bucket and state names in the backend.
 const (
 	operatorName = "keyed"
 	bufferBucket = operatorName + "/buffer"
 	bufferFormat = 1
-	// releaseBatch bounds the readings one Scan of the buffer copies out.
-	releaseBatch = 4096
+	// maxPendingBytes bounds the buffered readings kept in memory; past
+	// it they are read back from the backend when released.
+	maxPendingBytes = 4 << 20
 )
 
 // New returns an operator keeping its state in be.
@@ -136,7 +135,7 @@ func (o *Operator) Buffered() (int, error) {
 	if err := o.sync(); err != nil {
 		return 0, err
 	}
-	return o.count, nil
+	return o.index.len(), nil
 }
 
 // Process takes reading r, whose arrival watermark was wm. With Arrival it
@@ -153,11 +152,15 @@ func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
 		return 0, err
 	}
 	o.key = appendBufferKey(o.key[:0], r)
-	o.val = append(append(o.val[:0], bufferFormat), r.Payload...)
-	if err := o.be.Put(o.buf, o.key, o.val); err != nil {
-		return 0, err
+	o.index.push(r.Time, r.Seq, o.key, r.Payload, false)
+	if o.index.live > maxPendingBytes {
+		// Memory is short: the buffer goes to the backend, whose cache
+		// writes it back to the working file as it fills.
+		if err := o.Flush(); err != nil {
+			return 0, err
+		}
+		o.index.dropPayloads()
 	}
-	o.count++
 	return Buffered, nil
 }
 
@@ -171,45 +174,57 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 	if err := o.sync(); err != nil {
 		return err
 	}
-	for o.count > 0 {
-		o.rel = o.rel[:0]
-		n := 0
-		err := o.be.Scan(o.buf, nil, func(k, v []byte) bool {
-			t, err := state.OrderedTime(k)
-			if err != nil || t > wm || n == releaseBatch {
-				return false
+	for {
+		t, ok := o.index.peek()
+		if !ok || t > wm {
+			return nil
+		}
+		e := o.index.pop()
+		o.key = append(o.key[:0], o.index.key(&e)...)
+		o.val = append(o.val[:0], bufferFormat)
+		if p := o.index.payload(&e); p != nil {
+			o.val = append(o.val, p...)
+		} else {
+			v, ok, err := o.be.Get(o.buf, o.key)
+			if err != nil {
+				return err
 			}
-			o.rel = binary.AppendUvarint(o.rel, uint64(len(k)))
-			o.rel = append(o.rel, k...)
-			o.rel = binary.AppendUvarint(o.rel, uint64(len(v)))
-			o.rel = append(o.rel, v...)
-			n++
-			return true
-		})
-		if err != nil {
+			if !ok {
+				return fmt.Errorf("%w: indexed but not stored", errBuffer)
+			}
+			o.val = append(o.val[:0], v...)
+		}
+		if e.stored {
+			if err := o.be.Delete(o.buf, o.key); err != nil {
+				return err
+			}
+		}
+		if err := decodeBuffered(&o.r, o.key, o.val); err != nil {
 			return err
 		}
-		if n == 0 {
-			return nil
+		if err := o.run(&o.r, h); err != nil {
+			return err
 		}
-		for b := o.rel; len(b) > 0; {
-			var k, v []byte
-			k, b = nextChunk(b)
-			v, b = nextChunk(b)
-			if err := o.be.Delete(o.buf, k); err != nil {
-				return err
-			}
-			o.count--
-			if err := decodeBuffered(&o.r, k, v); err != nil {
-				return err
-			}
-			if err := o.run(&o.r, h); err != nil {
-				return err
-			}
+	}
+}
+
+// Flush writes the buffered readings not yet in the backend into it: call
+// it at a checkpoint barrier before Backend.Snapshot, so the snapshot
+// holds every reading waiting for the watermark.
+func (o *Operator) Flush() error {
+	if err := o.sync(); err != nil {
+		return err
+	}
+	for i := range o.index.heap {
+		e := &o.index.heap[i]
+		if e.stored {
+			continue
 		}
-		if n < releaseBatch {
-			return nil
+		o.val = append(append(o.val[:0], bufferFormat), o.index.payload(e)...)
+		if err := o.be.Put(o.buf, o.index.key(e), o.val); err != nil {
+			return err
 		}
+		e.stored = true
 	}
 	return nil
 }
@@ -272,15 +287,25 @@ func (o *Operator) FilterSnapshot(snap state.Snapshot) state.Snapshot {
 // SetWatermark sets the watermark restored from a checkpoint.
 func (o *Operator) SetWatermark(wm int64) { o.wm = max(o.wm, wm) }
 
-// sync recounts the buffer after the backend was restored.
+// sync rebuilds the buffer's index after the backend was restored.
 func (o *Operator) sync() error {
 	if g := o.be.Generation(); g != o.gen {
 		o.gen = g
-		o.count = 0
-		err := o.be.Scan(o.buf, nil, func(_, _ []byte) bool { o.count++; return true })
-		if err != nil {
-			return err
+		o.index.reset()
+		var bad error
+		err := o.be.Scan(o.buf, nil, func(k, _ []byte) bool {
+			t, err := state.OrderedTime(k)
+			if err != nil || len(k) < bufferKeyHead {
+				bad = errBuffer
+				return false
+			}
+			o.index.push(t, binary.BigEndian.Uint64(k[8:]), k, nil, true)
+			return true
+		})
+		if err == nil {
+			err = bad
 		}
+		return err
 	}
 	return nil
 }
@@ -317,9 +342,4 @@ func decodeBuffered(r *Reading, k, v []byte) error {
 	*r = Reading{Time: t, Seq: binary.BigEndian.Uint64(k[8:]), KeyGroup: binary.BigEndian.Uint16(k[16:]),
 		Key: k[bufferKeyHead:], Payload: v[1:]}
 	return nil
-}
-
-func nextChunk(b []byte) (chunk, rest []byte) {
-	n, l := binary.Uvarint(b)
-	return b[l : l+int(n)], b[l+int(n):]
 }

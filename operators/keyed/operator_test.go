@@ -188,6 +188,9 @@ func TestRestore_MidStreamMatchesUninterrupted(t *testing.T) {
 			if n, _ := got.ops[0].Buffered(); order == EventTime && n == 0 {
 				t.Fatal("nothing buffered at the checkpoint: the test would not cover the buffer")
 			}
+			if err := got.ops[0].Flush(); err != nil {
+				t.Fatal(err)
+			}
 			snap, err := be.Snapshot(true)
 			if err != nil {
 				t.Fatal(err)
