@@ -172,3 +172,21 @@ func (p *Program) AppendKey(dst []byte, rec *event.Record) ([]byte, bool) {
 	}
 	return v.AppendText(dst), true
 }
+
+// SameAs returns, for each program of progs, the index of an earlier
+// identical one (the same *Program, as aggregates of one field share), or
+// -1: a caller evaluates each program once per reading and copies the
+// value for the others.
+func SameAs(progs []*Program) []int {
+	same := make([]int, len(progs))
+	for i, a := range progs {
+		same[i] = -1
+		for j := range i {
+			if a != nil && progs[j] == a {
+				same[i] = j
+				break
+			}
+		}
+	}
+	return same
+}

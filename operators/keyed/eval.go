@@ -57,17 +57,7 @@ type Evaluator struct {
 
 // NewEvaluator returns an Evaluator of spec computing per-key calls with op.
 func NewEvaluator(spec EvalSpec, op *Operator) *Evaluator {
-	same := make([]int, len(spec.AggArgs))
-	for i, a := range spec.AggArgs {
-		same[i] = -1
-		for j := range i {
-			if a != nil && spec.AggArgs[j] == a {
-				same[i] = j
-				break
-			}
-		}
-	}
-	return &Evaluator{spec: spec, op: op, same: same, Values: make([]float64, len(spec.AggArgs))}
+	return &Evaluator{spec: spec, op: op, same: expr.SameAs(spec.AggArgs), Values: make([]float64, len(spec.AggArgs))}
 }
 
 // Eval decodes r (prepared, so it decodes) and evaluates the filter, the
