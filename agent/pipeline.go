@@ -606,6 +606,9 @@ func (st *subtask) sampleState() {
 	if st.store != nil {
 		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
 	}
+	if k := st.task.Keyed(); k != nil {
+		r.MemoryBytes += k.Operator().MemoryBytes() // readings waiting for the watermark
+	}
 	if op := st.task.Operator(); op != nil {
 		s := op.Stats()
 		r.Windows, r.Timers = int64(s.OpenWindows), int64(s.PendingTimers)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
@@ -123,6 +124,11 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 // hosted by a Handler registers its own states on it (they share the
 // current key and the TTL clock).
 func (o *Operator) Context() *state.KeyedContext { return o.kc }
+
+// MemoryBytes is what the buffer holds in memory (its heap and arenas).
+func (o *Operator) MemoryBytes() int64 {
+	return int64(cap(o.index.arena) + cap(o.index.spare) + cap(o.index.heap)*int(unsafe.Sizeof(pendingEntry{})))
+}
 
 // Order returns the operator's order.
 func (o *Operator) Order() Order { return o.opts.Order }
