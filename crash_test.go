@@ -341,6 +341,7 @@ func checkNoOrphanFiles(t *testing.T, dir string) {
 func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
 	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
+	t.Run("changed() beside the window", func(t *testing.T) { rescale(t, keyedCrashConfig) })
 }
 
 func rescale(t *testing.T, tmpl string) {
@@ -350,6 +351,11 @@ func rescale(t *testing.T, tmpl string) {
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
 	runToEndWith(t, clean, tmpl)
 	want := committedRecords(t, filepath.Join(clean, "out"))
+	keyed := strings.Contains(tmpl, `pipeline "changes"`)
+	var wantChanges []string
+	if keyed {
+		wantChanges = committedRecords(t, filepath.Join(clean, "changes"))
+	}
 
 	dir := t.TempDir()
 	os.Link(input, filepath.Join(dir, "in.jsonl"))
@@ -375,5 +381,10 @@ func rescale(t *testing.T, tmpl string) {
 	}
 	if got := committedRecords(t, filepath.Join(dir, "out")); !slices.Equal(got, want) {
 		t.Fatalf("after rescaling 2 → 3 → 1: %d records, want %d", len(got), len(want))
+	}
+	if keyed {
+		if got := committedRecords(t, filepath.Join(dir, "changes")); !slices.Equal(got, wantChanges) || len(got) == 0 {
+			t.Fatalf("changes after rescaling 2 → 3 → 1: %d records, want %d (and some)", len(got), len(wantChanges))
+		}
 	}
 }
