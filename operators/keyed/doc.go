@@ -16,7 +16,13 @@
 // Inside h, the caller evaluates its expressions (Evaluator does it for a
 // pipeline: decode, filter, map, aggregate arguments), calling Step before
 // each expression to compute the per-key calls it reads into
-// Record.Keyed. Other per-key logic registers its own states on Context.
+// Record.Keyed. Other per-key logic (a state machine per key: a reading in,
+// its state, outputs, the next timer) registers its own states on Context
+// and sets event-time timers for the current key with RegisterTimer; the
+// TimerHandler set with OnTimer runs when the watermark passes one,
+// between the released readings in time order (after the readings of its
+// own time). Timers are kept in the backend (time | key group | key,
+// popped through a state.TimerQueue) and checkpointed.
 //
 // # Order
 //

@@ -58,6 +58,11 @@ const (
 	Late             // its time is not after the watermark: for the late side output
 )
 
+// TimerHandler runs when the watermark passes an event-time timer that
+// per-key logic registered (RegisterTimer) for key at time t; the key is the
+// current one of Context while it runs.
+type TimerHandler func(keyGroup uint16, key []byte, t int64) error
+
 // Handler processes one reading of the current key, in order. It may call
 // Step to compute per-key function calls and use the states it registered
 // on Context; the key's function state is written after it returns.
@@ -80,6 +85,12 @@ type Operator struct {
 	gen   uint64
 	index pending // the buffer's keys in release order, rebuilt after a Restore (gen)
 
+	timers  *state.TimerQueue // time | keyGroup | key
+	onTimer TimerHandler
+	tkey    []byte // a timer being set or deleted
+	fired   []byte // the timer firing
+	below   []byte
+
 	key, val []byte
 	r        Reading
 }
@@ -88,6 +99,7 @@ type Operator struct {
 const (
 	operatorName = "keyed"
 	bufferBucket = operatorName + "/buffer"
+	timerBucket  = operatorName + "/timers"
 	bufferFormat = 1
 	// maxPendingBytes bounds the buffered readings kept in memory; past
 	// it they are read back from the backend when released.
@@ -114,6 +126,13 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	}
 	o.st = &funcState{calls: make([]callState, len(opts.Calls))}
 	if o.fns, err = state.NewValueState[*funcState](o.kc, "functions", funcCodec{st: o.st}, ttl); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	tb, err := be.Bucket(timerBucket, timerKeyGroup)
+	if err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	if o.timers, err = state.NewTimerQueue(be, tb, nil); err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
 	o.gen = be.Generation()
@@ -171,7 +190,10 @@ func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
 }
 
 // AdvanceWatermark moves the watermark to wm (never back) and runs h on
-// every buffered reading with Time ≤ wm, in (Time, Seq) order.
+// every buffered reading with Time ≤ wm, in (Time, Seq) order, and the
+// TimerHandler on every timer at or before wm, in time order between them:
+// a timer at t after the readings of time t (as Flink fires a timer when
+// the watermark passes it, after the elements before that watermark).
 func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 	if wm <= o.wm {
 		return nil
@@ -183,7 +205,11 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 	for {
 		t, ok := o.index.peek()
 		if !ok || t > wm {
-			return nil
+			// No reading left to release: the timers up to wm.
+			return o.fireTimers(wm, false)
+		}
+		if err := o.fireTimers(t, true); err != nil { // the timers before t
+			return err
 		}
 		e := o.index.pop()
 		o.key = append(o.key[:0], o.index.key(&e)...)
@@ -212,6 +238,77 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 			return err
 		}
 	}
+}
+
+// RegisterTimer sets an event-time timer at t for the current key (of
+// Context): the TimerHandler runs when the watermark reaches t. Setting
+// one twice is setting it once.
+func (o *Operator) RegisterTimer(t int64) error {
+	kg, key := o.kc.CurrentKey()
+	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
+	_, err := o.timers.Add(o.tkey)
+	return err
+}
+
+// DeleteTimer removes the current key's timer at t, if set.
+func (o *Operator) DeleteTimer(t int64) error {
+	kg, key := o.kc.CurrentKey()
+	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
+	_, err := o.timers.Delete(o.tkey)
+	return err
+}
+
+// OnTimer sets the handler of the timers.
+func (o *Operator) OnTimer(h TimerHandler) { o.onTimer = h }
+
+// fireTimers runs the timers before t (before: exclusive), or at or before
+// it.
+func (o *Operator) fireTimers(t int64, before bool) error {
+	if o.timers.Len() == 0 {
+		return nil
+	}
+	below := o.below[:0] // nil: no bound (t is MaxInt64)
+	switch {
+	case before:
+		below = state.AppendOrderedTime(below, t)
+	case t < math.MaxInt64:
+		below = state.AppendOrderedTime(below, t+1)
+	default:
+		below = nil
+	}
+	for {
+		k, ok, err := o.timers.Pop(below)
+		if err != nil || !ok {
+			return err
+		}
+		tt, _ := state.OrderedTime(k)
+		o.fired = append(o.fired[:0], k...)
+		kg, key := binary.BigEndian.Uint16(o.fired[8:]), o.fired[timerKeyHead:]
+		o.now = max(o.now, tt)
+		o.kc.SetCurrentKey(kg, key)
+		if o.onTimer != nil {
+			if err := o.onTimer(kg, key, tt); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Timer entries: key = time (state.AppendOrderedTime) | keyGroup:u16be | key.
+func appendTimerKey(dst []byte, t int64, kg uint16, key []byte) []byte {
+	dst = state.AppendOrderedTime(dst, t)
+	dst = binary.BigEndian.AppendUint16(dst, kg)
+	return append(dst, key...)
+}
+
+const timerKeyHead = 8 + 2
+
+// timerKeyGroup is the state.KeyGroupFunc of the timer bucket.
+func timerKeyGroup(k []byte) (uint16, bool) {
+	if len(k) < timerKeyHead {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(k[8:]), true
 }
 
 // Flush writes the buffered readings not yet in the backend into it: call

@@ -291,3 +291,78 @@ func TestTTL_CleanupAndSnapshot(t *testing.T) {
 		t.Errorf("after Cleanup the state holds %d entries, want 1", u.Keys)
 	}
 }
+
+// TestTimers_InterleavedAndRestored drives per-key logic of the kind an
+// absence alarm needs: every reading moves its key's timer to 1 s after
+// it. Timers fire when the watermark passes them, between the released
+// readings in time order (a timer at t after the readings of time t), and
+// survive a checkpoint and restore.
+func TestTimers_InterleavedAndRestored(t *testing.T) {
+	be := state.NewMemory()
+	var events []string
+	var op *Operator
+	start := func(be state.Backend) {
+		var err error
+		if op, err = New(be, Options{Order: EventTime}); err != nil {
+			t.Fatal(err)
+		}
+		op.OnTimer(func(_ uint16, key []byte, at int64) error {
+			events = append(events, fmt.Sprintf("timer %s %d", key, at))
+			return nil
+		})
+	}
+	last := map[string]int64{}
+	h := func(r *Reading) error {
+		events = append(events, fmt.Sprintf("reading %s %d", r.Key, r.Time))
+		if t0, ok := last[string(r.Key)]; ok {
+			if err := op.DeleteTimer(t0 + 1000); err != nil {
+				return err
+			}
+		}
+		last[string(r.Key)] = r.Time
+		return op.RegisterTimer(r.Time + 1000)
+	}
+	read := func(key string, at int64) {
+		r := Reading{Key: []byte(key), KeyGroup: state.KeyGroup([]byte(key), 128), Time: at, Seq: uint64(at), Payload: []byte(`{}`)}
+		if _, err := op.Process(&r, op.Watermark(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	advance := func(wm int64, want ...string) {
+		t.Helper()
+		events = events[:0]
+		if err := op.AdvanceWatermark(wm, h); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(events) != fmt.Sprint(want) {
+			t.Fatalf("watermark %d: %q, want %q", wm, events, want)
+		}
+	}
+	start(be)
+	read("a", 1000)
+	read("b", 1500)
+	read("a", 1800) // a's timer moves from 2000 to 2800
+	advance(2000, "reading a 1000", "reading b 1500", "reading a 1800")
+	advance(2600, "timer b 2500")
+	read("c", 2800)
+	read("b", 2900)
+	advance(3000, "reading c 2800", "timer a 2800", "reading b 2900")
+
+	// Checkpoint; restore into a fresh backend: the timers of b (3900)
+	// and c (3800) are in the state.
+	if err := op.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := be.Snapshot(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := state.NewMemory()
+	start(restored)
+	if err := restored.Restore(snap.Entries, state.RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snap.Close()
+	op.SetWatermark(3000)
+	advance(math.MaxInt64, "timer c 3800", "timer b 3900")
+}
