@@ -24,7 +24,10 @@ type KeyedStage struct {
 	vals    []event.Value
 	handler keyed.Handler
 	r       keyed.Reading // reused: a Reading per call would escape to the heap
-	err     error         // the first state error: sticky
+	// keepLate: the batch being processed keeps late readings for the side
+	// output (Process's argument, for the Handler).
+	keepLate bool
+	err      error // the first state error: sticky
 	// Counters since creation, read by the owner goroutine only: readings
 	// the filter dropped, and those dead-lettered, by reason.
 	Filtered int64
@@ -79,6 +82,7 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 	if k.err != nil {
 		return
 	}
+	k.keepLate = keepLate
 	perRecordWM := len(b.Watermarks) == b.Len()
 	arrival := k.op.Order() == keyed.Arrival
 	for i := 0; i < b.Len(); i++ {
@@ -147,6 +151,9 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 			// Only in arrival order: in event-time order the keyed
 			// operator set it aside before the window could see it.
 			t.Late++
+			if k.keepLate {
+				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark minus allowed_lateness", "", r.Seq, r.Payload)
+			}
 		case window.Unassigned:
 			t.Unassigned++
 		}
