@@ -162,21 +162,7 @@ pipeline "p" {
 		}
 	})
 	const sensors, each = 10, 1000
-	for s := range sensors {
-		wg.Go(func() {
-			c := connect(fmt.Sprintf("sensor-%d", s), &othersLost)
-			toks := make([]paho.Token, each)
-			for i := range each {
-				toks[i] = c.Publish(fmt.Sprintf("sensors/s%d/telemetry", s), 1, false, fmt.Sprintf(`{"device":"s%d","seq":%d}`, s, i))
-			}
-			for i, tok := range toks {
-				if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
-					t.Errorf("sensor %d publish %d: %v", s, i, tok.Error())
-					return
-				}
-			}
-		})
-	}
+	publishSensorReadings(t, &wg, sensors, each, func(id string) paho.Client { return connect(id, &othersLost) })
 	in := func() uint64 {
 		var n uint64
 		for _, p := range ag.status(t) {

@@ -215,8 +215,12 @@ type readinessInput struct {
 	ingest            []ingestReport
 	wal               []walReport
 	upload            *upload.Stats // nil without an upload block
-	// diskFull is why the checkpoint store's disk counts as full, or "".
+	// diskFull is the "disk" check's detail (diskFullDetail), "" while no
+	// place waits for disk space.
 	diskFull string
+	// restartLimits: regions whose restart strategy gave up (the agent is
+	// stopping).
+	restartLimits []restartLimit
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -231,8 +235,11 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //   - an MQTT source on an outside broker has been disconnected for
 //     maxDisconnectedMs or longer;
 //   - an ingest log or a WAL holds fullFraction of its max_disk or more;
-//   - the checkpoint store's disk is full ("disk_full": a checkpoint write
-//     failed with ENOSPC and space has not come back).
+//   - the disk is full ("disk_full": a checkpoint, ingest, state or sink
+//     write failed with ENOSPC and space has not come back, or the
+//     components together reached max_disk).
+//   - a region's restart strategy gave up (the agent is stopping), or
+//     the region is down waiting for its next restart.
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
@@ -257,7 +264,10 @@ func evaluateReadiness(in readinessInput) readiness {
 		add("checkpoints", true, fmt.Sprintf("%d failed in a row (tolerable_failures = %d)", in.consecutiveFails, in.tolerableFailures))
 	}
 	if in.diskFull != "" {
-		add("disk", false, "disk_full: "+in.diskFull+"; checkpoints resume when space frees")
+		add("disk", false, in.diskFull)
+	}
+	for _, l := range in.restartLimits {
+		add("restarts/"+l.pipelines, false, l.detail())
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -313,7 +323,7 @@ func evaluateReadiness(in readinessInput) readiness {
 // readiness evaluates readiness now.
 func (ad *admin) readiness() readiness {
 	in := readinessInput{sources: ad.observeSources(), maxDisconnectedMs: ad.maxDisconnected.Milliseconds(),
-		ingest: ad.a.ingestReports(), wal: ad.a.walReports()}
+		ingest: ad.a.ingestReports(), wal: ad.a.walReports(), restartLimits: ad.a.restartLimits.list()}
 	if ship := ad.a.shipperSeen.Load(); ship != nil {
 		st := ship.Stats()
 		in.upload = &st
@@ -321,8 +331,8 @@ func (ad *admin) readiness() readiness {
 	if rep, ok := ad.a.checkpointReport(); ok {
 		in.checkpoints = true
 		in.consecutiveFails, in.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
-		in.diskFull = ad.a.ckpt.diskFullReason()
 	}
+	in.diskFull = diskFullDetail(ad.a.checkpointDiskFull(), ad.a.diskHolds.details())
 	return evaluateReadiness(in)
 }
 

@@ -85,7 +85,7 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 		}
 	})
 	if checkpoints {
-		if err := a.setupCheckpoints(); err != nil {
+		if err := a.setupCheckpoints(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,6 +240,8 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"wal refused by the broker", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
+		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
+			restartLimits: []restartLimit{{pipelines: "p", restarts: 2, span: time.Second, strategy: "fixed_delay", err: "state store full"}}}, false, "restarts/p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -36,6 +36,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -107,12 +108,16 @@ type Agent struct {
 	// regions are the failover regions: a failure restarts only its own.
 	regions      []*region
 	regionFailed chan regionFailure
+	// restartLimits are the regions whose restart strategy gave up.
+	restartLimits restartLimits
 	// mu guards pipelines, sources and sinks, which a region restart
 	// replaces while the admin endpoint reads them.
 	mu          sync.Mutex
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
 	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
+	diskHolds   diskHolds                   // what waits for disk space, for /readyz
+	restoredID  uint64                      // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -345,7 +350,12 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			st.store = store
-			op, err = window.NewOperator(*pl.window, store)
+			var opStore window.Store = store
+			if pl.cfg.MaxKeys > 0 {
+				st.liveKeys = window.NewLiveKeys(store)
+				opStore = st.liveKeys
+			}
+			op, err = window.NewOperator(*pl.window, opStore)
 			if err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
@@ -383,13 +393,18 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		// too, results larger than a sink's max_payload, and then they
 		// pass barriers to it like to any sink they write.
 		p.deadLetter = s
-		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) || pl.keyed != nil
+		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) ||
+			p.subtasks[0].liveKeys != nil || // readings refused by max_keys
+			pl.keyed != nil // readings the keyed subtasks reject
 		n := 1
 		if p.resultDeadLetters {
 			n += pl.parallelism
 		}
 		s.addProducers(n)
 		s.deadLetters = true
+	}
+	if p.subtasks[0].liveKeys != nil {
+		p.limitKeys(pl.cfg.MaxKeys)
 	}
 	sr, err := a.source(pl.cfg.From.Source)
 	if err != nil {
@@ -552,6 +567,7 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
 	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
 	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
+	a.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
 	a.broker = b
 	return b, nil
 }
@@ -562,6 +578,7 @@ func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) br
 	// built, and a publish before that would be acked and lost.
 	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
 		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		MaxMessagesPerSecond: bc.MaxMessagesPerSecond, MaxMessagesBurst: bc.MaxMessagesBurst,
 		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 
@@ -579,7 +596,11 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	)
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
-		r.tx, err = sink.OpenTwoPhaseFile(a.dataPath(s.File.Path))
+		var tf *sink.TwoPhaseFile
+		if tf, err = sink.OpenTwoPhaseFile(vfs.Default, a.dataPath(s.File.Path)); err == nil {
+			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
+			r.tx = tf
+		}
 	case s.Stdout != nil:
 		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
 	case s.File != nil:
@@ -643,7 +664,7 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger}
+	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger, holds: &a.diskHolds}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
 }
@@ -806,7 +827,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if a.broker != nil {
 		a.broker.Open() // every embedded source has subscribed (build)
 	}
-	if err := a.setupCheckpoints(); err != nil {
+	defer a.closeAdmin()
+	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
 	a.disk = newDiskMeter(a, fileSystemStats)
@@ -815,13 +837,8 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	diskCtx, stopDisk := context.WithCancel(context.Background())
 	defer stopDisk()
 	go a.disk.run(diskCtx)
-	if a.cfg.Agent.Admin != "" {
-		ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
-		if err != nil {
-			return err
-		}
-		a.admin = ad
-		defer ad.close()
+	if err := a.startAdminOnce(); err != nil {
+		return err
 	}
 	for _, s := range a.sinks {
 		go s.run()
@@ -927,6 +944,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		tries := 1
 		if ctx.Err() == nil {
 			tries = finalCheckpointTries
+		}
+		if a.finalOnFullDisk(ctx) {
+			tries = 0
 		}
 		for try := 1; try <= tries; try++ {
 			err, failedLate := a.finalCheckpoint()

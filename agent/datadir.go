@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // dataDirMode is the mode of a data_dir that checkDataDir creates: the
@@ -19,7 +21,9 @@ const dataDirMode = 0o750
 // through. Run refuses to start when it returns an error.
 //
 // A missing path is created with mode 0o750 (parents too, the same mode,
-// both less the umask). An existing directory (symlinks are followed: the
+// both less the umask), durably: each new directory's parent is fsynced
+// (vfs.MkdirAllSynced), so a power cut cannot take the data_dir away from
+// under the files written into it. An existing directory (symlinks are followed: the
 // target is checked) is refused when:
 //   - other users may write it (mode & 0o002), sticky bit or not: in a
 //     sticky directory others can still create the names the agent is
@@ -41,7 +45,7 @@ func checkDataDir(path string) error {
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(path, dataDirMode); err != nil {
+		if err := vfs.MkdirAllSynced(vfs.Default, path, dataDirMode); err != nil {
 			return fmt.Errorf("agent: create data_dir: %w", err)
 		}
 		fi, err = os.Stat(path)

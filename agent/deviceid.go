@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -95,7 +96,7 @@ func settleDeviceID(cfg *config.Config, allowNew, write bool) error {
 // a rename, so a crash leaves the old content or the new, never a part.
 func writeFileSynced(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := vfs.Default.Create(tmp)
 	if err != nil {
 		return err
 	}
@@ -110,15 +111,10 @@ func writeFileSynced(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := vfs.Default.Rename(tmp, path); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return vfs.Default.SyncDir(filepath.Dir(path))
 }
 
 // DeviceID returns the device id the agent of the configuration at cfgPath

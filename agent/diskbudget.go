@@ -55,15 +55,23 @@ type diskMeter struct {
 	// (path.1, path.2, ...).
 	paths  [][]string
 	statfs func(string) (fsStats, error)
-	budget int64
-	usage  []atomic.Int64
-	free   atomic.Int64
+	budget atomic.Int64
+	// derived: no max_disk, so the budget follows the file system
+	// (defaultDiskBudget of each sample; see enforceBudget).
+	derived bool
+	usage   []atomic.Int64
+	free    atomic.Int64
+	size    atomic.Int64 // the file system's size, at the last sample
+	// holds, if set, gets the budgetPlace hold while the components use
+	// the whole budget (enforceBudget); log says when it starts and ends.
+	holds *diskHolds
+	log   *slog.Logger
 }
 
 // newDiskMeter lays out where a's components write.
 func newDiskMeter(a *Agent, statfs func(string) (fsStats, error)) *diskMeter {
 	dd := a.cfg.Agent.DataDir
-	m := &diskMeter{dataDir: dd, statfs: statfs, usage: make([]atomic.Int64, len(diskComponents)),
+	m := &diskMeter{dataDir: dd, statfs: statfs, usage: make([]atomic.Int64, len(diskComponents)), holds: &a.diskHolds, log: a.log,
 		paths: [][]string{
 			{filepath.Join(dd, "ingest")},
 			{filepath.Join(dd, "wal")},
@@ -85,8 +93,9 @@ func newDiskMeter(a *Agent, statfs func(string) (fsStats, error)) *diskMeter {
 // read (not Linux) leaves an unset budget at 0, reported as unknown.
 func (m *diskMeter) start(cfg *config.Config, log *slog.Logger) {
 	m.sample()
-	m.budget = cfg.Agent.MaxDiskBytes
-	if m.budget > 0 {
+	m.budget.Store(cfg.Agent.MaxDiskBytes)
+	defer m.enforceBudget()
+	if cfg.Agent.MaxDiskBytes > 0 {
 		return
 	}
 	st, err := m.statfs(m.dataDir)
@@ -94,11 +103,13 @@ func (m *diskMeter) start(cfg *config.Config, log *slog.Logger) {
 		log.Warn("disk budget unknown: cannot read data_dir's file system; set agent { max_disk }", "data_dir", m.dataDir, "err", err)
 		return
 	}
-	m.budget = defaultDiskBudget(st, treeBytes(m.dataDir))
+	budget := defaultDiskBudget(st, treeBytes(m.dataDir))
+	m.budget.Store(budget)
+	m.derived = true
 	shares := cfg.DiskShares()
-	if total := config.DiskSharesTotal(shares); total > m.budget {
+	if total := config.DiskSharesTotal(shares); total > budget {
 		log.Warn("disk budget: the components' own bounds add up to more than the budget derived from data_dir's file system; set agent { max_disk } or lower them",
-			"bounds", config.FormatSize(total), "budget", config.FormatSize(m.budget),
+			"bounds", config.FormatSize(total), "budget", config.FormatSize(budget),
 			"fs_size", config.FormatSize(st.size), "fs_free", config.FormatSize(st.free), "shares", config.DescribeDiskShares(shares))
 	}
 }
@@ -114,6 +125,7 @@ func (m *diskMeter) sample() {
 	}
 	if st, err := m.statfs(m.dataDir); err == nil {
 		m.free.Store(st.free)
+		m.size.Store(st.size)
 	}
 }
 
@@ -132,6 +144,7 @@ func (m *diskMeter) run(ctx context.Context) {
 		case <-t.C:
 			start := time.Now()
 			m.sample()
+			m.enforceBudget()
 			t.Reset(max(diskSampleInterval, diskSampleCostFactor*time.Since(start)))
 		}
 	}
@@ -145,7 +158,7 @@ func (m *diskMeter) register(set *metrics.Set) {
 	for i, c := range diskComponents {
 		set.NewGauge(fmt.Sprintf(`eddy_disk_bytes{component=%q}`, c), func() float64 { return float64(m.usage[i].Load()) })
 	}
-	set.NewGauge("eddy_disk_budget_bytes", func() float64 { return float64(m.budget) })
+	set.NewGauge("eddy_disk_budget_bytes", func() float64 { return float64(m.budget.Load()) })
 	set.NewGauge("eddy_disk_free_bytes", func() float64 { return float64(m.free.Load()) })
 }
 
@@ -213,7 +226,7 @@ func (m *diskMeter) report() *diskReport {
 	if m == nil {
 		return nil
 	}
-	r := &diskReport{BudgetBytes: m.budget, FreeBytes: m.free.Load()}
+	r := &diskReport{BudgetBytes: m.budget.Load(), FreeBytes: m.free.Load()}
 	for i, c := range diskComponents {
 		r.Components = append(r.Components, diskComponentUsage{Component: c, Bytes: m.usage[i].Load()})
 	}

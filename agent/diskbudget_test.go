@@ -100,8 +100,8 @@ pipeline "p" {
 				return tt.st, nil
 			})
 			m.start(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-			if m.budget != tt.want {
-				t.Errorf("budget = %d, want %d", m.budget, tt.want)
+			if got := m.budget.Load(); got != tt.want {
+				t.Errorf("budget = %d, want %d", got, tt.want)
 			}
 			if got := m.usage[0].Load(); got != 3000 {
 				t.Errorf("ingest usage = %d, want 3000", got)
@@ -222,7 +222,7 @@ func TestStatusPage_Disk(t *testing.T) {
 		t.Errorf("before a sample, the page lacks the empty disk section:\n%s", b)
 	}
 	a.disk = newDiskMeter(a, func(string) (fsStats, error) { return fsStats{size: 8 << 30, free: 1 << 30}, nil })
-	a.disk.budget = 4 << 30
+	a.disk.budget.Store(4 << 30)
 	a.disk.free.Store(1 << 30)
 	a.disk.usage[0].Store(2 << 20) // ingest
 	a.disk.usage[2].Store(1 << 20) // checkpoints

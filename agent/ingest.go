@@ -42,6 +42,9 @@ type logIntake struct {
 	// after_fsync mode), also as eddy_ingest_commits_total when set.
 	commits       atomic.Uint64
 	commitsMetric *metrics.Counter
+	// holds, if set, says whether the disk budget is reached (then appends
+	// wait) and gets this log's own hold while its file system is full.
+	holds *diskHolds
 
 	mu         sync.Mutex // serializes dedup and Append between intake paths
 	lastCommit time.Time  // start of the last Append, for linger
@@ -150,30 +153,73 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 	warned := false
 	for {
-		if in.linger > 0 {
-			in.lastCommit = time.Now()
-		}
-		_, _, err := in.log.Append(in.entries)
-		if err == nil {
-			in.commits.Add(1)
-			if in.commitsMetric != nil {
-				in.commitsMetric.Inc()
-			}
-		}
-		if !errors.Is(err, ingest.ErrFull) {
+		wait := 200 * time.Millisecond
+		switch err := in.appendOnce(); {
+		case err == nil || !in.waitsFor(err):
 			return err
-		}
-		if !warned {
-			in.logger.Warn("ingest log full: holding messages unacked until checkpoints let it shrink", "source", in.name,
-				"bytes", in.log.SizeBytes())
-			warned = true
+		case errors.Is(err, ingest.ErrFull):
+			if !warned {
+				in.logger.Warn("ingest log full: holding messages unacked until checkpoints let it shrink", "source", in.name,
+					"bytes", in.log.SizeBytes())
+				warned = true
+			}
+		default:
+			wait = noSpaceRetry // the disk is full, or the budget reached: see appendOnce
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// noSpaceRetry is how often an ingest log whose disk is full (or whose
+// disk budget is reached) tries its batch again.
+const noSpaceRetry = time.Second
+
+// errBudgetReached refuses a batch while the disk budget is reached.
+var errBudgetReached = errors.New("disk budget reached")
+
+// appendOnce appends in.entries, unless the disk budget is reached. A
+// batch the file system had no room for (ingest.ErrNoSpace: undone, the log
+// stays usable) puts this log in the disk-full state, which the next
+// successful append ends.
+func (in *logIntake) appendOnce() error {
+	if in.holds != nil && in.holds.reason(budgetPlace) != "" {
+		return errBudgetReached
+	}
+	if in.linger > 0 {
+		in.lastCommit = time.Now()
+	}
+	err := in.roomFor(in.entries)
+	if err == nil {
+		_, _, err = in.log.Append(in.entries)
+	}
+	place := "ingest/" + in.name
+	switch {
+	case err == nil:
+		in.commits.Add(1)
+		if in.commitsMetric != nil {
+			in.commitsMetric.Inc()
+		}
+		if in.holds != nil && in.holds.release(place) {
+			in.logger.Info("disk has room again: ingest resumes", "source", in.name, "path", in.log.Dir())
+		}
+	case errors.Is(err, ingest.ErrNoSpace) && in.holds != nil:
+		if in.holds.hold(place, in.log.Dir()+": "+err.Error()) {
+			in.logger.Warn("disk full: ingest holds messages unacked at the broker until space frees",
+				"source", in.name, "path", in.log.Dir(), "err", err)
+		}
+	}
+	return err
+}
+
+// waitsFor reports whether appendLocked waits and retries after err: the
+// log is full, its disk is, or the disk budget is reached.
+func (in *logIntake) waitsFor(err error) bool {
+	return errors.Is(err, ingest.ErrFull) || errors.Is(err, errBudgetReached) ||
+		(in.holds != nil && errors.Is(err, ingest.ErrNoSpace))
 }
 
 // lingerBatch is how many waiting messages start a commit before linger

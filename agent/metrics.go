@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/operators"
 )
 
 // pipelineMetrics are one pipeline's counters. Stages add per batch, not per
@@ -21,6 +23,8 @@ type pipelineMetrics struct {
 	watermark  atomic.Int64
 	// controlKeys is the size of the control state (pipelines with one).
 	controlKeys atomic.Int64
+	// keys is the running generation's key budget (max_keys), else nil.
+	keys atomic.Pointer[operators.KeyBudget]
 	// state holds what each window subtask's state store held at its last
 	// sample (stateUsage); a rebuilt pipeline (region restart) replaces it
 	// whole, so a stopped generation is never counted.

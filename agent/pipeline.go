@@ -82,6 +82,9 @@ type pipeline struct {
 	// too (a sink in to has max_payload).
 	resultDeadLetters bool
 	tooLargeLog       lockedRateLimiter
+	// keys bounds the live keys (max_keys); nil without a limit.
+	keys        *operators.KeyBudget
+	keyLimitLog lockedRateLimiter
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
@@ -125,6 +128,11 @@ type subtask struct {
 	lastSnap uint64       // checkpoint id of the last snapshot taken
 	heldKey  []byte
 
+	// Key limit (max_keys): the operator's store, else nil, and
+	// task.Refused when last counted (emitRefused).
+	liveKeys    *window.LiveKeys
+	refusedSeen int64
+
 	// Unaligned checkpoints (checkpoint.AlignmentPolicy).
 	inflight    state.Bucket        // records a barrier overtook, while in a snapshot or restored
 	queue       []stream.Message    // read ahead of an overtaking barrier: processed before the edge
@@ -151,6 +159,7 @@ func (p *pipeline) start(wg *sync.WaitGroup) {
 // run starts the prepare stage and the window subtasks and returns when all
 // input has been processed and handed to the sinks.
 func (p *pipeline) run() {
+	p.countKeys()
 	var wg sync.WaitGroup
 	for _, st := range p.subtasks {
 		wg.Add(1)
@@ -892,6 +901,9 @@ func (p *pipeline) emit(st *subtask) {
 	}
 	if d := t.TakeDead(); d != nil && p.deadLetter != nil && p.resultDeadLetters {
 		p.deadLetter.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
+	if p.keys != nil {
+		p.emitRefused(st)
 	}
 }
 

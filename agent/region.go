@@ -184,7 +184,18 @@ func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx conte
 	}
 	a.stopRegion(r, f.err)
 	for {
-		delay, giveUp := r.strategy.next(a.clk.monoMs(), rand.Float64())
+		if isNoSpace(f.err) {
+			// A full disk is waited out, not counted by the strategy.
+			a.waitRegionSpace(ctx, r.name, f.err)
+			if f.err = a.startRegion(r, srcCtx, srcWG, pipeWG); f.err == nil {
+				a.restartLimits.setUp(r.name)
+				a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
+				return nil
+			}
+			a.log.Error("restarting pipelines failed", "pipelines", r.name, "err", f.err)
+			continue
+		}
+		delay, giveUp := a.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
 		if giveUp {
 			a.log.Error("restart strategy gives up: exiting", "pipelines", r.name, "strategy", a.cfg.Restart.Strategy, "err", f.err)
 			return fmt.Errorf("%w: pipelines %s: %w", errGaveUp, r.name, f.err)
@@ -203,6 +214,7 @@ func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx conte
 		}
 		err := a.startRegion(r, srcCtx, srcWG, pipeWG)
 		if err == nil {
+			a.restartLimits.setUp(r.name)
 			a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
 			return nil
 		}

@@ -15,6 +15,7 @@ type restartStrategy struct {
 	attempts int
 	backoff  time.Duration
 	last     int64   // ms of the previous failure; 0 before the first
+	first    int64   // ms of the first failure; 0 before it
 	failures []int64 // ms of recent failures (failure_rate)
 }
 
@@ -29,6 +30,9 @@ func (r *restartStrategy) clone() restartStrategy {
 // number in [0, 1); it returns the delay before restarting, or giveUp.
 func (r *restartStrategy) next(nowMs int64, rnd float64) (delay time.Duration, giveUp bool) {
 	c := r.cfg
+	if r.first == 0 {
+		r.first = nowMs
+	}
 	defer func() { r.last = nowMs }()
 	switch c.Strategy {
 	case config.RestartNone:

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
@@ -19,10 +21,11 @@ import (
 
 // setupCheckpoints creates the coordinator and its tasks, then restores the
 // newest checkpoint that verifies (or the one --from names), before any
-// goroutine runs.
-func (a *Agent) setupCheckpoints() error {
+// goroutine runs. A restore that finds the disk full waits for space until
+// ctx ends (restoreWaitingForSpace).
+func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	cc := a.cfg.Checkpoint
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
+	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -78,7 +81,7 @@ func (a *Agent) setupCheckpoints() error {
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
-		if err := a.restore(sel); err != nil {
+		if err := a.restoreWaitingForSpace(ctx, sel); err != nil {
 			return err
 		}
 		restored = sel.Manifest.ID

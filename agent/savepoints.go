@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -24,7 +25,7 @@ func RemoveSavepoint(cfgPath string, id uint64) (int, error) {
 	if diags.HasErrors() {
 		return 0, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
 	if err != nil {
 		return 0, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/upload"
 )
@@ -341,18 +342,22 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	}
 	// Everything verified: move it into the store, the manifest last, so
 	// a crash here leaves at worst unreferenced files.
-	if err := os.MkdirAll(filepath.Join(root, "files"), 0o750); err != nil {
-		return 0, err
-	}
-	if err := os.MkdirAll(filepath.Join(root, "manifests"), 0o750); err != nil {
-		return 0, err
-	}
-	for _, f := range files {
-		if err := os.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+	for _, sub := range []string{"files", "manifests"} {
+		if err := vfs.MkdirAllSynced(vfs.Default, filepath.Join(root, sub), 0o750); err != nil {
 			return 0, err
 		}
 	}
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, root)
+	for _, f := range files {
+		if err := vfs.Default.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+			return 0, err
+		}
+	}
+	// The renamed files' new entries must be durable before the manifest
+	// that references them is.
+	if err := vfs.Default.SyncDir(filepath.Join(root, "files")); err != nil {
+		return 0, err
+	}
+	store, err := checkpoint.OpenStore(vfs.Default, root)
 	if err != nil {
 		return 0, err
 	}
@@ -416,7 +421,7 @@ func ListCheckpoints(ctx context.Context, cfgPath string, remote bool, log *slog
 			ms = append(ms, m)
 		}
 	} else {
-		store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+		store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
 		if err != nil {
 			return err
 		}
@@ -447,7 +452,7 @@ func ShowCheckpoint(cfgPath string, id uint64, w func(string)) error {
 	if diags.HasErrors() {
 		return errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	store, err := checkpoint.OpenStore(checkpoint.DiskFS{}, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
+	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(cfg.Agent.DataDir, "checkpoints"))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/state"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkCheckpoint_OnePercentOfMillion(b *testing.B) {
 	}, state.RestoreOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	store, err := OpenStore(DiskFS{}, filepath.Join(dir, "checkpoints"))
+	store, err := OpenStore(vfs.Default, filepath.Join(dir, "checkpoints"))
 	if err != nil {
 		b.Fatal(err)
 	}

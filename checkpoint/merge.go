@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // MergeChain writes, as one full snapshot file of checkpoint id, the state
@@ -87,7 +89,7 @@ func (s *Store) MergeChain(ctx context.Context, chain []FileRef, id uint64) (Fil
 type mergeHead struct {
 	index  int // in the chain: a larger index is newer
 	ref    FileRef
-	f      File
+	f      vfs.File
 	r      *Reader
 	e      Entry
 	bucket []byte // the previous entry's bucket and key, to check the order
@@ -131,7 +133,7 @@ func sameKey(a, b *mergeHead) bool { return compareEntry(a.e, b.e) == 0 }
 
 // open opens file ref of the chain and reads its first entry.
 func (m *merger) open(index int, ref FileRef) error {
-	if size, err := m.s.fs.Size(m.s.path(ref.Name)); errors.Is(err, fs.ErrNotExist) {
+	if size, err := m.s.size(ref.Name); errors.Is(err, fs.ErrNotExist) {
 		return corruptf("checkpoint: merge: %s: missing", ref.Name)
 	} else if err != nil {
 		return fmt.Errorf("checkpoint: merge: stat %s: %w", ref.Name, err)

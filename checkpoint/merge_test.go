@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // readAll returns a snapshot file's entries as "bucket/key=value" or
@@ -79,7 +81,7 @@ func TestStore_MergeChain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := OpenStore(DiskFS{}, t.TempDir())
+			s, err := OpenStore(vfs.Default, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +139,7 @@ func TestStore_MergeChainFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := OpenStore(DiskFS{}, t.TempDir())
+			s, err := OpenStore(vfs.Default, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}

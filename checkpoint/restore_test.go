@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 func writeFile(t *testing.T, path string, b []byte) {
@@ -19,7 +21,7 @@ func writeFile(t *testing.T, path string, b []byte) {
 // and returns the store and the file of each checkpoint.
 func threeCheckpoints(t *testing.T) (*Store, []FileRef) {
 	t.Helper()
-	s, err := OpenStore(DiskFS{}, t.TempDir())
+	s, err := OpenStore(vfs.Default, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestStore_SelectRestoreFrom(t *testing.T) {
 // older checkpoint.
 func TestStore_SelectRestoreStopsOnIOError(t *testing.T) {
 	s, refs := threeCheckpoints(t)
-	bad := &Store{fs: failOpenFS{name: filepath.Base(refs[2].Name)}, dir: s.Dir()}
+	bad := &Store{fs: failOpenFS{FS: vfs.Default, name: filepath.Base(refs[2].Name)}, dir: s.Dir()}
 	_, err := bad.SelectRestore("")
 	if !errors.Is(err, errInjected) || IsCorruption(err) || errors.Is(err, ErrNoCheckpoint) {
 		t.Errorf("err = %v, want the I/O error", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // ref makes a FileRef named after a short label, for plans.
@@ -104,7 +106,7 @@ func TestStore_RetainRemovesOldGarbageManifest(t *testing.T) {
 		f := mustWriteSnapshot(t, s, "a", KindFull, id, nil)
 		mustWriteManifest(t, s, testManifest(id, KindFull, f))
 	}
-	if err := (DiskFS{}).Remove(s.path(manifestName(1))); err != nil {
+	if err := vfs.Default.Remove(s.path(manifestName(1))); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, s.path(manifestName(1)), []byte("{garbage"))

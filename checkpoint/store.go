@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // Store keeps checkpoints in a directory:
@@ -31,18 +33,22 @@ import (
 // agent must not run retention or CollectGarbage concurrently with a
 // checkpoint in progress (see their docs).
 type Store struct {
-	fs  FS
+	fs  vfs.FS
 	dir string
 	seq atomic.Uint64 // names temp files uniquely
 }
 
-// OpenStore opens (creating it if needed) the store in dir, and removes the
-// temp files a crash may have left.
-func OpenStore(fsys FS, dir string) (*Store, error) {
+// OpenStore opens (creating it if needed, durably: vfs.MkdirAllSynced) the
+// store in dir on fsys (nil: vfs.Default), and removes the temp files a
+// crash may have left.
+func OpenStore(fsys vfs.FS, dir string) (*Store, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
 	s := &Store{fs: fsys, dir: dir}
 	for _, sub := range []string{"files", "manifests"} {
 		d := filepath.Join(dir, sub)
-		if err := fsys.MkdirAll(d); err != nil {
+		if err := vfs.MkdirAllSynced(fsys, d, 0o755); err != nil {
 			return nil, fmt.Errorf("checkpoint: create %s: %w", d, err)
 		}
 		names, err := fsys.List(d)
@@ -72,13 +78,23 @@ func (s *Store) Dir() string { return s.dir }
 
 func (s *Store) path(name string) string { return filepath.Join(s.dir, filepath.FromSlash(name)) }
 
+// size returns the size of the store's file name (slash-separated,
+// relative); fs.ErrNotExist if it is missing.
+func (s *Store) size(name string) (int64, error) {
+	fi, err := s.fs.Stat(s.path(name))
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
 // SnapshotFile is a snapshot being written into the Store. Add entries, then
 // Commit (or Abort). It is not safe for concurrent use; several may be
 // written at once.
 type SnapshotFile struct {
 	s    *Store
 	tmp  string
-	f    File
+	f    vfs.File
 	w    *Writer
 	ref  FileRef
 	done bool
@@ -181,7 +197,7 @@ func (s *Store) WriteManifest(m *Manifest) error {
 		return err
 	}
 	name := manifestName(m.ID)
-	if _, err := s.fs.Size(s.path(name)); err == nil {
+	if _, err := s.size(name); err == nil {
 		return fmt.Errorf("checkpoint: manifest %d already exists", m.ID)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checkpoint: manifest %d: %w", m.ID, err)
@@ -239,7 +255,7 @@ func (s *Store) ReadManifest(id uint64) (*Manifest, error) {
 
 // readManifest reads the manifest of checkpoint id at path; errors name it
 // display.
-func readManifest(fsys FS, path, display string, id uint64) (*Manifest, error) {
+func readManifest(fsys vfs.FS, path, display string, id uint64) (*Manifest, error) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: open %s: %w", display, err)
@@ -284,7 +300,7 @@ func (s *Store) Files() ([]string, error) {
 // first (VerifyFile) if that matters.
 func (s *Store) ReadSnapshot(ref FileRef, fn func(bucket, key, value []byte, deleted bool) error) error {
 	// The size check first gives a truncated file a plain reason.
-	if size, err := s.fs.Size(s.path(ref.Name)); errors.Is(err, fs.ErrNotExist) {
+	if size, err := s.size(ref.Name); errors.Is(err, fs.ErrNotExist) {
 		return corruptf("checkpoint: %s: missing", ref.Name)
 	} else if err != nil {
 		return fmt.Errorf("checkpoint: stat %s: %w", ref.Name, err)

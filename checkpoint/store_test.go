@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
@@ -114,11 +116,12 @@ func TestStore_FailEveryOperation(t *testing.T) {
 	}
 	for i := 1; i <= total+6; i++ {
 		dir := t.TempDir()
-		rfs := &recordingFS{root: dir}
+		rfs := &recordingFS{FS: vfs.Default, root: dir}
 		s, err := OpenStore(rfs, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
+		rfs.reset()
 		rfs.failAt = i
 		ref, err := s.WriteSnapshot("a", "p", KindFull, 1, entriesOf(manyEntries(3)))
 		if err == nil {
@@ -129,7 +132,7 @@ func TestStore_FailEveryOperation(t *testing.T) {
 		}
 		rfs.failAt = 0
 		// Reopen as after a crash: a visible manifest must restore.
-		s, err = OpenStore(DiskFS{}, dir)
+		s, err = OpenStore(vfs.Default, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +144,7 @@ func TestStore_FailEveryOperation(t *testing.T) {
 			t.Fatalf("failing op %d: skipped %v", i, sel.Skipped)
 		}
 		for _, sub := range []string{"files", "manifests"} {
-			names, _ := DiskFS{}.List(filepath.Join(dir, sub))
+			names, _ := vfs.Default.List(filepath.Join(dir, sub))
 			for _, n := range names {
 				if strings.HasSuffix(n, ".tmp") {
 					t.Errorf("failing op %d: temp file %s left after OpenStore", i, n)
@@ -153,7 +156,7 @@ func TestStore_FailEveryOperation(t *testing.T) {
 
 func TestStore_OpenRemovesTempFiles(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenStore(DiskFS{}, dir)
+	s, err := OpenStore(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +168,7 @@ func TestStore_OpenRemovesTempFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Crash: the snapshot is never committed.
-	rfs := &recordingFS{root: dir}
+	rfs := &recordingFS{FS: vfs.Default, root: dir}
 	if _, err := OpenStore(rfs, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -254,17 +257,17 @@ func TestUnmarshalManifest_Invalid(t *testing.T) {
 	}
 }
 
-// failOpenFS fails Open and Size of one name with an I/O error.
+// failOpenFS fails Open of one name with an I/O error.
 type failOpenFS struct {
-	DiskFS
+	vfs.FS
 	name string
 }
 
-func (f failOpenFS) Open(name string) (File, error) {
+func (f failOpenFS) Open(name string) (vfs.File, error) {
 	if strings.HasSuffix(name, f.name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: errInjected}
 	}
-	return f.DiskFS.Open(name)
+	return f.FS.Open(name)
 }
 
 // keyEntries iterates n entries in state's shape: bucket "window/temp_1m",
@@ -289,7 +292,7 @@ func keyEntries(n int) func(fn func(bucket, key, value []byte, deleted bool) err
 // 10,000 entries: 1% of 1M keys changed (target: ≤ 50 ms, bytes
 // ≤ 2× the changed entries).
 func BenchmarkStore_Incremental10k(b *testing.B) {
-	s, err := OpenStore(DiskFS{}, b.TempDir())
+	s, err := OpenStore(vfs.Default, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -311,7 +314,7 @@ func BenchmarkStore_Incremental10k(b *testing.B) {
 // BenchmarkStore_Restore1M reads and verifies (CRCs, trailer, size, SHA-256)
 // a full snapshot of 1M entries from local disk (acceptance: < 2 s).
 func BenchmarkStore_Restore1M(b *testing.B) {
-	s, err := OpenStore(DiskFS{}, b.TempDir())
+	s, err := OpenStore(vfs.Default, b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -332,7 +335,7 @@ func BenchmarkStore_Restore1M(b *testing.B) {
 
 // Tasks write their snapshots concurrently into one store.
 func TestStore_ConcurrentSnapshots(t *testing.T) {
-	s, err := OpenStore(DiskFS{}, t.TempDir())
+	s, err := OpenStore(vfs.Default, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,11 @@ type Broker struct {
 	maxMessageSizeAt *hcl.Range
 	// MaxClients bounds the clients connected at once. Default 1000.
 	MaxClients int
+	// MaxMessagesPerSecond bounds each client connection's publishes (a
+	// token bucket holding MaxMessagesBurst, default one second's worth);
+	// a faster client's publishes are delayed to the rate. 0 (default):
+	// unlimited.
+	MaxMessagesPerSecond, MaxMessagesBurst int
 	// ACLs, when any, bound what each client may publish; without any,
 	// every client may publish everywhere.
 	ACLs      []BrokerACL
@@ -25,7 +30,8 @@ type Broker struct {
 }
 
 func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
-	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight", "max_message_size", "max_clients"}, tlsBlock, aclBlock)
+	a, c := d.content(b, []string{"listen", "username", "password", "max_inflight", "max_message_size", "max_clients",
+		"max_messages_per_second", "max_messages_burst"}, tlsBlock, aclBlock)
 	br := &Broker{
 		Listen:      a.str("listen", noVars, ""),
 		Username:    a.str("username", noVars, ""),
@@ -36,6 +42,12 @@ func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
 		DeclRange:   b.DefRange,
 	}
 	br.MaxMessageSize, br.maxMessageSizeAt = a.messageSize()
+	br.MaxMessagesPerSecond = int(a.integer("max_messages_per_second", 0, 0, 1_000_000))
+	br.MaxMessagesBurst = int(a.integer("max_messages_burst", int64(br.MaxMessagesPerSecond), 1, 1_000_000))
+	if a.m["max_messages_burst"] != nil && br.MaxMessagesPerSecond == 0 {
+		d.errorf(a.rangeOf("max_messages_burst"), "Burst without rate",
+			"max_messages_burst is the burst of max_messages_per_second; set max_messages_per_second too, or remove it.")
+	}
 	for _, blk := range c.Blocks {
 		if blk.Type == "acl" {
 			br.ACLs = append(br.ACLs, d.decodeACL(blk))

@@ -25,6 +25,7 @@ broker {
   listen           = "0.0.0.0:8883"
   max_message_size = "64KiB"
   max_clients      = 50
+  max_messages_per_second = 20
   tls {
     ca   = "sensors-ca.pem"
     cert = "broker.pem"
@@ -44,7 +45,8 @@ checkpoint { max_savepoints = 3 }
 		t.Errorf("admin_tls = %+v", at)
 	}
 	b := cfg.Broker
-	if b.MaxMessageSize != 64<<10 || b.MaxClients != 50 || b.TLS == nil || b.TLS.CA != "sensors-ca.pem" {
+	if b.MaxMessageSize != 64<<10 || b.MaxClients != 50 || b.TLS == nil || b.TLS.CA != "sensors-ca.pem" ||
+		b.MaxMessagesPerSecond != 20 || b.MaxMessagesBurst != 20 {
 		t.Errorf("broker = %+v", b)
 	}
 	wantACL := []BrokerACL{{User: "*", Publish: []string{"sensors/${username}/#", "sites/${device_id}/${username}"}}}

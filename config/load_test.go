@@ -97,6 +97,26 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "2:14", want: `needs a unit, written as a string`,
 		},
 		{
+			name: "max_keys negative",
+			src:  strings.Replace(base, "  to   = [sink.stdout.out]", "  to   = [sink.stdout.out]\n  max_keys = -5", 1),
+			pos:  "9:14", want: `Value out of range; "max_keys" must be a number of keys, or 0 for no limit; got -5.`,
+		},
+		{
+			name: "max_keys without a window",
+			src:  strings.Replace(base, "  to   = [sink.stdout.out]", "  to   = [sink.stdout.out]\n  max_keys = 10", 1),
+			pos:  "9:14", want: `Key limit without window; max_keys bounds the keys holding window state`,
+		},
+		{
+			name: "broker burst without a rate",
+			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  max_messages_burst = 5\n}\n",
+			pos:  "12:24", want: `Burst without rate; max_messages_burst is the burst of max_messages_per_second`,
+		},
+		{
+			name: "broker rate negative",
+			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  max_messages_per_second = -1\n}\n",
+			pos:  "12:29", want: `Value out of range; "max_messages_per_second" must be between 0 and 1000000; got -1.`,
+		},
+		{
 			name: "qos 3",
 			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  qos = 3", 1),
 			pos:  "4:9", want: `Value out of range; "qos" must be between 0 and 2; got 3.`,

@@ -25,6 +25,10 @@ type Pipeline struct {
 	Key    hcl.Expression
 	// Parallelism is the number of keyed subtasks; default the agent's.
 	Parallelism int
+	// MaxKeys bounds the keys holding window state, over all subtasks
+	// together: a reading of a new key beyond it is dead-lettered with
+	// reason key_limit. 0 (default): unlimited. Needs a window.
+	MaxKeys int
 	// Window is nil for a pipeline without windows; then Aggregates is empty.
 	Window     *Window
 	Aggregates []Aggregate
@@ -71,7 +75,7 @@ type SinkRef struct {
 	Range hcl.Range
 }
 
-var pipelineAttrs = []string{"from", "control", "filter", "key", "parallelism", "to", "late_output", "dead_letter",
+var pipelineAttrs = []string{"from", "control", "filter", "key", "parallelism", "max_keys", "to", "late_output", "dead_letter",
 	"state_ttl", "order", "debug_delay_per_record", "debug_panic_at_offset"}
 
 // The values of a pipeline's order.
@@ -127,6 +131,11 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		if at := a.m["state_ttl"]; at != nil {
 			p.StateTTLRange = at.Expr.Range()
 		}
+		if n := a.integer("max_keys", 0, -1<<31, 1<<31-1); n >= 0 {
+			p.MaxKeys = int(n)
+		} else {
+			d.errorf(a.rangeOf("max_keys"), "Value out of range", "\"max_keys\" must be a number of keys, or 0 for no limit; got %d.", n)
+		}
 		p.DebugDelayPerRecord = a.duration("debug_delay_per_record", 0)
 		p.DebugPanicAtOffset = uint64(a.integer("debug_panic_at_offset", 0, 0, 1<<62))
 		if at := a.m["to"]; at != nil {
@@ -169,6 +178,9 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			}
 		} else if p.Window != nil {
 			d.errorf(p.Window.DeclRange, "Window without aggregate", "A window emits its aggregates; add an aggregate block, e.g. aggregate { n = count() }.")
+		}
+		if p.MaxKeys > 0 && p.Window == nil {
+			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")
 		}
 		d.checkKeyed(p)
 		if p.LateOutput != nil && (p.Window == nil || p.Window.Time != EventTime) && !p.keyedEventTime() {

@@ -70,7 +70,9 @@ agent {
   }
 }
 broker {
-  listen = "127.0.0.1:1883"
+  listen                  = "127.0.0.1:1883"
+  max_messages_per_second = 100
+  max_messages_burst      = 500
   acl {
     user    = "*"
     publish = ["sensors/${username}/#"]
@@ -78,12 +80,21 @@ broker {
 }
 source "file" "f" { path = "x" }
 sink "stdout" "s" {}
+sink "file" "parts" {
+  path     = "parts"
+  delivery = "exactly_once"
+  rotate {
+    max_files = 1000
+    max_age   = "7d"
+  }
+}
 pipeline "p" {
-  from = source.file.f
-  key  = event.k
+  from     = source.file.f
+  key      = event.k
+  max_keys = 1000
   window "tumbling" { size = "1m" }
   aggregate { n = count() }
-  to = [sink.stdout.s]
+  to = [sink.stdout.s, sink.file.parts]
 }
 `
 

@@ -119,6 +119,11 @@ type FileSink struct {
 	// ExactlyOnce: two-phase commit of one part file per checkpoint into the
 	// directory Path, visible only once the checkpoint completes.
 	Delivery string
+	// MaxFiles and MaxAge (rotate block, exactly_once only) bound the
+	// committed part files kept: the newest MaxFiles, none written longer
+	// than MaxAge ago. 0 is no bound (every part is kept, as the default).
+	MaxFiles int
+	MaxAge   time.Duration
 }
 
 // StdoutSink prints results.
@@ -147,7 +152,7 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 		case SinkMQTT:
 			s.MQTT = d.decodeMQTTSink(b, name, broker)
 		case SinkFile:
-			a, _ := d.content(b, []string{"path", "rotate_size", "format", "delivery"})
+			a, c := d.content(b, []string{"path", "rotate_size", "format", "delivery"}, hcl.BlockHeaderSchema{Type: "rotate"})
 			a.require("path")
 			s.File = &FileSink{
 				Path:            a.str("path", noVars, ""),
@@ -160,8 +165,9 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 			}
 			if a.has("rotate_size") && s.File.Delivery == ExactlyOnce {
 				d.errorf(a.rangeOf("rotate_size"), "Argument does not apply",
-					"An exactly_once file sink writes one part file per checkpoint into the directory \"path\"; it does not rotate.")
+					"An exactly_once file sink writes one part file per checkpoint into the directory \"path\"; it does not rotate by size. Bound its parts with a rotate { max_files, max_age } block.")
 			}
+			d.decodePartRotation(c.Blocks, s.File)
 		case SinkStdout:
 			a, _ := d.content(b, []string{"format"})
 			s.Stdout = &StdoutSink{Format: a.enum("format", []string{"pretty", "jsonl"}, "pretty")}
@@ -169,6 +175,25 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 		out = append(out, s)
 	}
 	return out
+}
+
+// decodePartRotation decodes an exactly_once file sink's rotate block.
+func (d *decoder) decodePartRotation(blocks hcl.Blocks, f *FileSink) {
+	rb := d.single(blocks, "rotate")
+	if rb == nil {
+		return
+	}
+	if f.Delivery != ExactlyOnce {
+		d.errorf(rb.DefRange, "Block does not apply",
+			"rotate bounds the part files of an exactly_once file sink; an at_least_once file sink rotates by \"rotate_size\". Remove the block, or set delivery = \"exactly_once\".")
+		return
+	}
+	ra, _ := d.content(rb, []string{"max_files", "max_age"})
+	f.MaxFiles = int(ra.integer("max_files", 0, 1, 1<<30))
+	f.MaxAge = ra.duration("max_age", 0)
+	if ra.has("max_age") && f.MaxAge <= 0 {
+		d.errorf(ra.rangeOf("max_age"), "Value out of range", "\"max_age\" must be positive; remove it to keep parts of any age.")
+	}
 }
 
 func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQTTSink {

@@ -1,6 +1,8 @@
 package operators
 
 import (
+	"sync"
+
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/sink"
 )
@@ -16,6 +18,10 @@ type Delivery struct {
 	vals    []float64
 	results []sink.Result
 	isRes   []bool
+	// items is built by the first Items call; itemsMu makes that safe when
+	// several sinks' goroutines call it at once (each sink of a pipeline
+	// gets the same Delivery).
+	itemsMu sync.Mutex
 	items   []sink.Item
 
 	// Sizes of the previous Delivery of the same producer, for the first
@@ -124,6 +130,8 @@ func (d *Delivery) AddRaw(payload []byte) {
 // Items returns the items, valid as long as d is. Call it once all items
 // are added: adding more afterwards invalidates earlier results.
 func (d *Delivery) Items() []sink.Item {
+	d.itemsMu.Lock()
+	defer d.itemsMu.Unlock()
 	if len(d.items) == len(d.ends) {
 		return d.items
 	}

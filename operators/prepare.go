@@ -68,6 +68,10 @@ const (
 	// ReasonTooLarge is a message over its source's max_message_size,
 	// dead-lettered with its first bytes only; Prepare never sees it.
 	ReasonTooLarge = "too_large"
+	// ReasonKeyLimit is a reading of a new key refused because its
+	// pipeline holds max_keys live keys already (KeyBudget); the window
+	// subtask dead-letters it, not Prepare.
+	ReasonKeyLimit = "key_limit"
 )
 
 // Preparer runs a PrepareSpec over readings one at a time, reusing one

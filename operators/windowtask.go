@@ -24,8 +24,15 @@ type WindowTask struct {
 	dead    *Delivery   // readings the keyed stage rejects
 	keyed   *KeyedStage // nil without per-key functions
 
+	// Key limit (LimitKeys): nil keys means none.
+	keys        *window.LiveKeys
+	budget      *KeyBudget
+	keepRefused bool
+	refused     *Delivery
+	refusedWhy  string
+
 	// Counters since creation, read by the owner goroutine only.
-	Late, Unassigned, Fired int64
+	Late, Unassigned, Fired, Refused int64
 }
 
 // NewWindowTask returns a subtask running op for pipeline; names are the
@@ -55,10 +62,25 @@ func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
 			t.op.AdvanceWatermark(b.Watermarks[i], &t.out)
 		}
 		t.elem.Key = b.Key(i)
+		if t.keys != nil && !t.keys.Live(t.elem.Key) {
+			if !t.budget.take() {
+				t.Refused++
+				if t.keepRefused {
+					t.refused.AddDeadLetter(t.pipeline, ReasonKeyLimit, t.refusedWhy, "", b.Offsets[i], b.Payload(i))
+				}
+				continue
+			}
+			t.keys.Pending = true // its birth is counted: taken from the budget
+		}
 		t.elem.KeyGroup = b.KeyGroups[i]
 		t.elem.Time = b.Times[i]
 		t.elem.Values = b.RecordValues(i)
-		switch t.op.Process(&t.elem, &t.out) {
+		verdict := t.op.Process(&t.elem, &t.out)
+		if t.keys != nil && t.keys.Pending {
+			t.keys.Pending = false // no state was created (late): give the room back
+			t.budget.release()
+		}
+		switch verdict {
 		case window.Late:
 			t.Late++
 			if keepLate {
@@ -113,6 +135,15 @@ func (t *WindowTask) TakeResults() *Delivery { return take(&t.results) }
 
 // TakeLate returns the late readings collected so far, or nil if none.
 func (t *WindowTask) TakeLate() *Delivery { return take(&t.late) }
+
+// TakeRefused returns the readings refused by the key limit collected so
+// far (with keepRefused), or nil if none.
+func (t *WindowTask) TakeRefused() *Delivery {
+	if t.refused == nil {
+		return nil
+	}
+	return take(&t.refused)
+}
 
 func take(d **Delivery) *Delivery {
 	if (*d).Len() == 0 {

@@ -448,6 +448,9 @@ func (s *Bolt) Close() error {
 	}
 	s.endRead()
 	s.closed = true
+	if s.db == nil { // a restore found the disk full
+		return nil
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("state: close working file: %w", err)
 	}

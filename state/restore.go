@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -36,8 +37,10 @@ func (s *Bolt) Restore(entries Entries, opts RestoreOptions) error {
 		return err
 	}
 	s.endRead()
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("state: restore: close working file: %w", err)
+	if s.db != nil { // nil after a restore that found the disk full
+		if err := s.db.Close(); err != nil {
+			return fmt.Errorf("state: restore: close working file: %w", err)
+		}
 	}
 	s.gen++
 	s.cache.clear()
@@ -66,13 +69,27 @@ func (s *Bolt) Restore(entries Entries, opts RestoreOptions) error {
 		// on until the next Restore.
 		f.Close()
 		if oerr := s.open(); oerr != nil {
-			s.closed = true
+			s.closeAfterFailedRestore(oerr)
 		}
 	}
 	if err != nil {
 		s.err = err
 	}
 	return err
+}
+
+// closeAfterFailedRestore handles a working file that cannot be opened
+// again after a failed Restore (openErr): on a full file system (ENOSPC,
+// EDQUOT) the partial file is removed and the backend waits, without a
+// database, for the next Restore, which the caller retries once space
+// frees; anything else closes the backend.
+func (s *Bolt) closeAfterFailedRestore(openErr error) {
+	if !errors.Is(openErr, syscall.ENOSPC) && !errors.Is(openErr, syscall.EDQUOT) {
+		s.closed = true
+		return
+	}
+	s.db = nil
+	_ = os.Remove(s.path)
 }
 
 // endBulk finishes the bulk-loaded file and opens it with bbolt, for the

@@ -342,14 +342,20 @@ func (s *StateStore) recount() error {
 
 // namespaceTag returns the namespace tag of a state key (see statekey.go).
 func namespaceTag(k []byte) (byte, error) {
+	_, tag, err := splitStateKey(k)
+	return tag, err
+}
+
+// splitStateKey returns the key and the namespace tag of a state key.
+func splitStateKey(k []byte) (key []byte, tag byte, err error) {
 	if len(k) < 2 {
-		return 0, fmt.Errorf("%w: state key of %d bytes", ErrCorruptState, len(k))
+		return nil, 0, fmt.Errorf("%w: state key of %d bytes", ErrCorruptState, len(k))
 	}
 	n, m := binary.Uvarint(k[2:])
 	if m <= 0 || n >= uint64(len(k)) || 2+m+int(n) >= len(k) {
-		return 0, fmt.Errorf("%w: state key prefix", ErrCorruptState)
+		return nil, 0, fmt.Errorf("%w: state key prefix", ErrCorruptState)
 	}
-	return k[2+m+int(n)], nil
+	return k[2+m : 2+m+int(n)], k[2+m+int(n)], nil
 }
 
 // SetCurrentKey implements Store.

@@ -78,6 +78,13 @@ type Options struct {
 	// connection is dropped after 1.5 times it (MQTT 5 clients are told in
 	// the CONNACK). Default DefaultMaxKeepAlive.
 	MaxKeepAlive time.Duration
+	// MaxMessagesPerSecond, when positive, bounds each client
+	// connection's publishes: a token bucket of MaxMessagesBurst (default
+	// one second's worth) refilled at this rate. A publish beyond it is
+	// delayed, not refused: the connection's reading waits until it is
+	// within the rate, so TCP slows the sender down and nothing is lost.
+	// 0: unlimited.
+	MaxMessagesPerSecond, MaxMessagesBurst int
 	// ACLs, when any, bound what each client may publish (see ACL);
 	// without any, every client may publish everywhere.
 	ACLs []ACL
@@ -116,7 +123,18 @@ type Broker struct {
 	hook      *hook
 	panics    atomic.Uint64
 	closeOnce sync.Once
+	log       *slog.Logger
+	// closing makes the listener drop new connections once Close has
+	// begun (mochi closes the socket only after every client is gone).
+	closing atomic.Bool
+	// closeServer is server.Close; closeTimeout bounds the wait for it.
+	closeServer  func() error
+	closeTimeout time.Duration
 }
+
+// CloseTimeout bounds Broker.Close's wait for mochi to disconnect every
+// client.
+const CloseTimeout = 5 * time.Second
 
 // containedListener is mochi's TCP listener with each connection's
 // handling made to end in an error instead of a panic. mochi 2.7.9 panics
@@ -127,8 +145,9 @@ type Broker struct {
 // clean-up runs), is logged and counted.
 type containedListener struct {
 	*listeners.TCP
-	log    *slog.Logger
-	panics *atomic.Uint64
+	log     *slog.Logger
+	panics  *atomic.Uint64
+	closing *atomic.Bool
 }
 
 func (l *containedListener) Serve(establish listeners.EstablishFn) {
@@ -142,6 +161,10 @@ func (l *containedListener) Serve(establish listeners.EstablishFn) {
 				err = fmt.Errorf("broker: connection handling panicked: %v", r)
 			}
 		}()
+		if l.closing.Load() {
+			_ = c.Close()
+			return nil
+		}
 		return establish(id, c)
 	})
 }
@@ -178,6 +201,12 @@ func (o *Options) normalize() error {
 				return fmt.Errorf("broker: acl for %q: %w", acl.User, err)
 			}
 		}
+	}
+	if o.MaxMessagesPerSecond > 0 && o.MaxMessagesBurst == 0 {
+		o.MaxMessagesBurst = o.MaxMessagesPerSecond
+	}
+	if o.MaxMessagesPerSecond < 0 || o.MaxMessagesBurst < 0 || (o.MaxMessagesBurst > 0 && o.MaxMessagesPerSecond == 0) {
+		return fmt.Errorf("broker: max messages per second %d or burst %d out of range", o.MaxMessagesPerSecond, o.MaxMessagesBurst)
 	}
 	if o.MaxInflight < 0 || o.MaxInflight > 65535 {
 		return fmt.Errorf("broker: max inflight %d out of range 1..65535", o.MaxInflight)
@@ -219,9 +248,12 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		ClientNetReadBufferSize:  32 * 1024,
 		Logger:                   mochiLog,
 	})
-	b := &Broker{server: server, subs: &subscribers{}}
-	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}),
+	b := &Broker{server: server, subs: &subscribers{}, log: log, closeServer: server.Close, closeTimeout: CloseTimeout}
+	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}), stop: make(chan struct{}),
 		acls: opts.ACLs, maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
+	if opts.MaxMessagesPerSecond > 0 {
+		b.hook.limits = newRateLimits(opts.MaxMessagesPerSecond, opts.MaxMessagesBurst)
+	}
 	if !opts.Closed {
 		b.Open()
 	}
@@ -233,7 +265,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("broker: add hook: %w", err)
 	}
 	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
-	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics}); err != nil {
+	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics, closing: &b.closing}); err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
 	}
 	if err := server.Serve(); err != nil {
@@ -332,13 +364,37 @@ func (b *Broker) Panics() uint64 { return b.panics.Load() }
 // limit is cut off by mochi before it is read and not counted here.
 func (b *Broker) TooLarge() uint64 { return b.hook.tooLarge.Load() }
 
+// Throttled returns how many publishes were delayed for exceeding
+// MaxMessagesPerSecond.
+func (b *Broker) Throttled() uint64 { return b.hook.throttled.Load() }
+
 // Close disconnects every client and stops the listener. It is safe to call
-// more than once; later calls do nothing.
+// more than once; later calls do nothing. It returns within CloseTimeout
+// (plus the first call's own wait): mochi 2.7.9 can deadlock closing its
+// listener (Clients.GetByListener takes a read lock twice while a
+// disconnecting client waits for the write lock between them), and a
+// shutdown must not hang on it. Past the timeout Close logs a warning and
+// returns an error; mochi's goroutines are left blocked, new connections
+// are closed as they arrive, and the listening socket may stay bound until
+// the process exits.
 func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
-		if cerr := b.server.Close(); cerr != nil {
-			err = fmt.Errorf("broker: close: %w", cerr)
+		b.closing.Store(true)
+		close(b.hook.stop) // publishes waiting for their rate go on
+		done := make(chan error, 1)
+		go func() { done <- b.closeServer() }()
+		t := time.NewTimer(b.closeTimeout)
+		defer t.Stop()
+		select {
+		case cerr := <-done:
+			if cerr != nil {
+				err = fmt.Errorf("broker: close: %w", cerr)
+			}
+		case <-t.C:
+			b.log.Warn("broker: closing the embedded broker did not finish; going on without it",
+				"timeout", b.closeTimeout.String())
+			err = fmt.Errorf("broker: close: not done after %v", b.closeTimeout)
 		}
 	})
 	return err

@@ -25,6 +25,11 @@ type hook struct {
 	password []byte
 	rejected atomic.Uint64
 	tooLarge atomic.Uint64
+	// limits holds the clients' publish rates (Options.MaxMessagesPerSecond),
+	// nil without a limit; throttled counts the publishes it delayed.
+	limits    *rateLimits
+	throttled atomic.Uint64
+	stop      chan struct{} // closed by Broker.Close: waits end
 	// maxPayload bounds a payload (Options.MaxMessageSize); maxPacket is
 	// mochi's packet limit, told to MQTT 5 clients in the CONNACK.
 	maxPayload   int
@@ -51,7 +56,14 @@ func (h *hook) ID() string { return "eddy" }
 
 func (h *hook) Provides(b byte) bool {
 	return b == mqtt.OnConnect || b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnPublish ||
-		b == mqtt.OnPacketEncode
+		b == mqtt.OnPacketEncode || b == mqtt.OnDisconnect
+}
+
+// OnDisconnect drops the client's rate bucket.
+func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+	if h.limits != nil {
+		h.limits.forget(cl)
+	}
 }
 
 // OnConnect holds the client's keepalive to maxKeepAlive: one of 0 (none)
@@ -163,6 +175,9 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		h.disconnect(cl, packets.ErrPacketTooLarge)
 		return pk, packets.ErrRejectPacket
 	}
+	if h.limits != nil && !cl.Net.Inline {
+		h.throttle(cl, pk)
+	}
 	if pk.FixedHeader.Qos == 1 && !pk.FixedHeader.Retain && !cl.Net.Inline {
 		if sub := h.subs.only(pk.TopicName); sub != nil && sub.deferred != nil {
 			h.deferPublish(cl, pk, sub.deferred)
@@ -175,6 +190,25 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	}
 	h.reject(cl, pk, err)
 	return pk, packets.ErrRejectPacket
+}
+
+// throttle holds a client over its publish rate back: its connection's
+// read loop waits here until the publish is within the rate, so its next
+// packets stay in the socket and TCP slows the sender down. Nothing is
+// lost or refused: a burst beyond the budget (a sensor emptying its buffer
+// after an outage) is spread out; a flooding client gets its rate and no
+// more, and the others are not slowed.
+func (h *hook) throttle(cl *mqtt.Client, pk packets.Packet) {
+	b, wait, first := h.limits.delay(cl)
+	if wait == 0 {
+		return
+	}
+	n := h.throttled.Add(1)
+	if first {
+		h.log.Warn("broker: client over max_messages_per_second; its publishes are delayed to the rate",
+			"client", cl.ID, "topic", pk.TopicName, "max_messages_per_second", h.limits.rate, "throttled_total", n)
+	}
+	b.sleep(wait, h.stop)
 }
 
 // reject counts and logs a refused publish and, for QoS 1/2, closes the

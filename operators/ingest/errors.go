@@ -12,6 +12,14 @@ var (
 	// client's handler) and retries after Truncate has freed space.
 	ErrFull = errors.New("ingest: log full")
 
+	// ErrNoSpace is returned by Append when the file system is full (ENOSPC,
+	// or a quota: EDQUOT) and the batch was undone: nothing of it is in the
+	// log. Like ErrFull, the log stays usable: the caller keeps the messages
+	// unacknowledged and retries once space frees. (A batch that filled the
+	// disk after rolling to a new segment cannot be undone; Append then
+	// fails as for any I/O error.)
+	ErrNoSpace = errors.New("ingest: no space left on the file system")
+
 	// ErrTooLarge is returned by Append when an entry cannot be stored: its
 	// frame would not fit in an empty segment, or its topic is longer than
 	// 65535 bytes. Nothing was written. Such a message can never be

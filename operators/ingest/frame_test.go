@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // decodeAll decodes a version 2 frame and its records, failing the test on
@@ -189,7 +191,7 @@ func TestOpen_Version1Segments(t *testing.T) {
 	}
 	readAll(t, l, 17) // positioning inside a version 1 segment
 	l.Close()
-	segs, _ := listSegments(dir)
+	segs, _ := listSegments(vfs.Default, dir)
 	if len(segs) != 3 || segs[2].first != 26 {
 		t.Fatalf("segments %+v, want the two version 1 ones and a new one at 26", segs)
 	}

@@ -3,7 +3,8 @@ package ingest
 import (
 	"errors"
 	"io"
-	"os"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // frameReaderChunk is how much a frameReader reads at a time.
@@ -13,7 +14,7 @@ const frameReaderChunk = 64 << 10
 // reused buffer, never reading at or past limit (the end of the bytes known
 // to be complete).
 type frameReader struct {
-	f          *os.File
+	f          vfs.File
 	version    uint32 // the segment's format version
 	buf        []byte
 	scratch    []byte // decompressed records of the last frame
@@ -22,7 +23,7 @@ type frameReader struct {
 	limit      int64
 }
 
-func (fr *frameReader) reset(f *os.File, version uint32, pos, limit int64) {
+func (fr *frameReader) reset(f vfs.File, version uint32, pos, limit int64) {
 	fr.f, fr.version, fr.start, fr.end, fr.filePos, fr.limit = f, version, 0, 0, pos, limit
 	if fr.buf == nil {
 		fr.buf = make([]byte, frameReaderChunk)

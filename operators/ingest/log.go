@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // AckMode says when Append returns, and so when the caller may ack the
@@ -80,6 +83,8 @@ type Options struct {
 	// Logger, if set, receives a warning when Open cuts a torn tail. Nil:
 	// no logging (Recovery still reports it).
 	Logger *slog.Logger
+	// FS is the file system the log lives on. Nil: vfs.Default.
+	FS vfs.FS
 	// Compress stores each Append's records zstd-compressed when that makes
 	// them smaller (batches of a few hundred bytes and more). It costs CPU
 	// per batch, on append and on read, and nothing per entry. Segments
@@ -96,6 +101,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Ack != AfterFsync && o.Ack != AfterWrite {
 		return fmt.Errorf("ingest: invalid ack mode %d", o.Ack)
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	if o.SyncInterval == 0 {
 		o.SyncInterval = DefaultSyncInterval
@@ -123,7 +131,8 @@ func (o *Options) setDefaults() error {
 type Log struct {
 	dir  string
 	opts Options
-	lock *os.File
+	fs   vfs.FS
+	lock io.Closer
 	rec  Recovery
 
 	mu       sync.Mutex // serializes Append, Truncate, Close and rolls
@@ -135,7 +144,7 @@ type Log struct {
 
 	vis    sync.RWMutex // guards segs and active; written under mu too
 	segs   []segment    // oldest first; the last is the active segment
-	active *os.File     // the last segment, open for writing
+	active vfs.File     // the last segment, open for writing
 
 	last   atomic.Uint64 // last offset readers may see
 	synced atomic.Uint64 // last offset known fsynced
@@ -171,14 +180,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSynced(opts.FS, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("ingest: create dir: %w", err)
 	}
-	lock, err := lockDir(dir)
+	lock, err := opts.FS.Lock(filepath.Join(dir, "LOCK"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ingest: lock %s (is another process using the log?): %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, lock: lock, done: make(chan struct{})}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{})}
 	l.notify.ch = make(chan struct{})
 	if err := l.load(); err != nil {
 		lock.Close()
@@ -197,19 +206,19 @@ func Open(dir string, opts Options) (*Log, error) {
 
 // load finds the segments, recovers the last one and opens it for writing.
 func (l *Log) load() error {
-	segs, err := listSegments(l.dir)
+	segs, err := listSegments(l.fs, l.dir)
 	if err != nil {
 		return err
 	}
 	if len(segs) == 0 {
-		f, err := createSegment(l.dir, 1)
+		f, err := createSegment(l.fs, l.dir, 1)
 		if err != nil {
 			return err
 		}
 		l.segs, l.active, l.next, l.writeEnd = []segment{{first: 1, end: int64(headerLen)}}, f, 1, int64(headerLen)
 	} else {
 		s := &segs[len(segs)-1]
-		f, err := os.OpenFile(filepath.Join(l.dir, segmentName(s.first)), os.O_RDWR, 0)
+		f, err := l.fs.OpenFile(filepath.Join(l.dir, segmentName(s.first)), os.O_RDWR)
 		if err != nil {
 			return fmt.Errorf("ingest: open last segment: %w", err)
 		}
@@ -342,12 +351,13 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 	if l.size.Load()+need > l.opts.MaxDiskBytes {
 		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
 	}
+	active, end := l.active, l.writeEnd
 	if err := l.write(buf); err != nil {
-		return 0, 0, l.fail(err)
+		return 0, 0, l.failOrUndo(err, active, end)
 	}
 	if l.opts.Ack == AfterFsync {
 		if err := l.active.Sync(); err != nil {
-			return 0, 0, l.fail(fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err))
+			return 0, 0, l.failOrUndo(fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err), active, end)
 		}
 	}
 	l.next = last + 1
@@ -414,7 +424,7 @@ func (l *Log) roll(first uint64) error {
 	if err := old.Sync(); err != nil {
 		return fmt.Errorf("ingest: sync segment %s: %w", old.Name(), err)
 	}
-	f, err := createSegment(l.dir, first)
+	f, err := createSegment(l.fs, l.dir, first)
 	if err != nil {
 		return err
 	}
@@ -508,7 +518,7 @@ func (l *Log) Truncate(below uint64) error {
 	for len(l.segs) > 1 && l.segs[1].first <= below {
 		s := l.segs[0]
 		path := filepath.Join(l.dir, segmentName(s.first))
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := l.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("ingest: truncate: remove %s: %w", path, err)
 		}
 		l.vis.Lock()

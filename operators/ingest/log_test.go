@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 func TestOpen_Options(t *testing.T) {
@@ -64,7 +66,7 @@ func TestLog_Append_ReopenKeepsOffsetsDense(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			segs, _ := listSegments(dir)
+			segs, _ := listSegments(vfs.Default, dir)
 			if len(segs) < 5 {
 				t.Fatalf("%d segments, want the log to have rolled", len(segs))
 			}
@@ -93,7 +95,7 @@ func TestLog_Append_BatchSpansSegments(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
 	mustAppend(t, l, 100, 100)
-	segs, _ := listSegments(dir)
+	segs, _ := listSegments(vfs.Default, dir)
 	if len(segs) < 10 {
 		t.Fatalf("%d segments for ~13 KiB in 1 KiB segments", len(segs))
 	}
@@ -166,7 +168,7 @@ func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
 		t.Fatalf("Reader below first = %v, want ErrTruncated", err)
 	}
 	var segBytes int64
-	segs, _ := listSegments(dir)
+	segs, _ := listSegments(vfs.Default, dir)
 	for _, s := range segs {
 		segBytes += s.end
 	}
@@ -189,7 +191,7 @@ func TestLog_Truncate(t *testing.T) {
 		dir := t.TempDir()
 		l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
 		mustAppend(t, l, 60, 5)
-		segs, _ := listSegments(dir)
+		segs, _ := listSegments(vfs.Default, dir)
 		if err := l.Truncate(tt.below); err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +215,7 @@ func TestLog_Truncate(t *testing.T) {
 	l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
 	defer l.Close()
 	mustAppend(t, l, 60, 5)
-	segs, _ := listSegments(dir)
+	segs, _ := listSegments(vfs.Default, dir)
 	mid := segs[2].first + 1
 	if err := l.Truncate(mid); err != nil {
 		t.Fatal(err)

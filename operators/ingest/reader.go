@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // Reader iterates over the entries of a Log in offset order, across
@@ -18,7 +20,7 @@ type Reader struct {
 	from     uint64 // entries below are skipped
 	next     uint64 // offset the next frame must hold
 	segFirst uint64 // the segment being read
-	f        *os.File
+	f        vfs.File
 	fr       frameReader
 	// The frame being read: its entries from cur.first+done on are left.
 	cur     frame
@@ -67,7 +69,7 @@ func (l *Log) Reader(from uint64) (*Reader, error) {
 
 func (r *Reader) open(s segment) error {
 	path := filepath.Join(r.l.dir, segmentName(s.first))
-	f, err := os.Open(path)
+	f, err := r.l.fs.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: segment %s was deleted", ErrTruncated, path)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // TestReader_FromEveryOffset replays from every offset, across segment
@@ -82,7 +84,7 @@ func TestReader_CorruptEarlierSegment(t *testing.T) {
 			l := mustOpen(t, dir, opts)
 			mustAppend(t, l, 40, 1)
 			l.Close()
-			segs, _ := listSegments(dir)
+			segs, _ := listSegments(vfs.Default, dir)
 			if segs[1].first-1 != lastInFirstSegment {
 				t.Fatalf("first segment ends at %d; the test assumes %d", segs[1].first-1, lastInFirstSegment)
 			}
@@ -136,7 +138,7 @@ func TestReader_TruncatedWhileReading(t *testing.T) {
 	if err := l.Truncate(50); err != nil {
 		t.Fatal(err)
 	}
-	segs, _ := listSegments(dir)
+	segs, _ := listSegments(vfs.Default, dir)
 	var read uint64 = 1
 	for {
 		e, err := r.Next()

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // Segment header: magic and format version.
@@ -47,20 +49,23 @@ func parseSegmentName(name string) (uint64, bool) {
 
 // listSegments returns the segments in dir, oldest first, with end set to
 // the file size. Other files are ignored.
-func listSegments(dir string) ([]segment, error) {
-	ents, err := os.ReadDir(dir)
+func listSegments(fsys vfs.FS, dir string) ([]segment, error) {
+	names, err := fsys.List(dir)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: list segments: %w", err)
 	}
 	var segs []segment
-	for _, de := range ents {
-		first, ok := parseSegmentName(de.Name())
-		if !ok || !de.Type().IsRegular() {
+	for _, name := range names {
+		first, ok := parseSegmentName(name)
+		if !ok {
 			continue
 		}
-		info, err := de.Info()
+		info, err := fsys.Stat(filepath.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("ingest: list segments: %w", err)
+		}
+		if !info.Mode().IsRegular() {
+			continue
 		}
 		segs = append(segs, segment{first: first, end: info.Size()})
 	}
@@ -85,7 +90,7 @@ func segmentHeader() []byte {
 }
 
 // checkHeader verifies a segment's header and returns its format version.
-func checkHeader(f *os.File) (uint32, error) {
+func checkHeader(f vfs.File) (uint32, error) {
 	var h [headerLen]byte
 	if _, err := f.ReadAt(h[:], 0); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -105,9 +110,9 @@ func checkHeader(f *os.File) (uint32, error) {
 
 // createSegment creates the segment file for first with its header and
 // makes the new directory entry durable.
-func createSegment(dir string, first uint64) (*os.File, error) {
+func createSegment(fsys vfs.FS, dir string, first uint64) (vfs.File, error) {
 	path := filepath.Join(dir, segmentName(first))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: create segment: %w", err)
 	}
@@ -115,23 +120,11 @@ func createSegment(dir string, first uint64) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("ingest: write segment header %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsys.SyncDir(dir); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("ingest: sync dir %s: %w", dir, err)
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("ingest: open dir for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("ingest: sync dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Recovery reports what Open found at the end of the last segment.
@@ -149,7 +142,7 @@ type Recovery struct {
 // a valid one is corruption, never cut: cutting would drop entries that
 // were acknowledged. It returns the offset after the last frame, the
 // segment's end and its format version.
-func recoverLast(f *os.File, first uint64, size int64) (next uint64, end int64, version uint32, rec Recovery, err error) {
+func recoverLast(f vfs.File, first uint64, size int64) (next uint64, end int64, version uint32, rec Recovery, err error) {
 	rec.Segment = f.Name()
 	if size < int64(headerLen) {
 		// Created but the header never fully reached the disk: rewrite it.
@@ -215,7 +208,7 @@ func recoverLast(f *os.File, first uint64, size int64) (next uint64, end int64, 
 // validFrameAfter reports whether a valid frame holding an offset ≥ next
 // starts anywhere in (pos, size) of f. It reads the rest of the segment
 // into memory, once, on this failure path only.
-func validFrameAfter(f *os.File, version uint32, pos, size int64, next uint64) (bool, int64, error) {
+func validFrameAfter(f vfs.File, version uint32, pos, size int64, next uint64) (bool, int64, error) {
 	rest := make([]byte, size-pos)
 	if _, err := f.ReadAt(rest, pos); err != nil && !errors.Is(err, io.EOF) {
 		return false, 0, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)

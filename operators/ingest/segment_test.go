@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 func TestSegmentName_RoundTrip(t *testing.T) {
@@ -27,7 +29,7 @@ func TestSegmentName_RoundTrip(t *testing.T) {
 // lastSegmentPath returns the newest segment file of dir.
 func lastSegmentPath(t *testing.T, dir string) string {
 	t.Helper()
-	segs, err := listSegments(dir)
+	segs, err := listSegments(vfs.Default, dir)
 	if err != nil || len(segs) == 0 {
 		t.Fatalf("listSegments: %v, %d segments", err, len(segs))
 	}

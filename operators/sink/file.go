@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // FileOptions configure a file sink.
 type FileOptions struct {
-	// Path of the live file. Parent directories are created (0755); the file
+	// Path of the live file. Parent directories are created (0755, durably:
+	// vfs.MkdirAllSynced); the file
 	// is created 0644 or appended to if it exists.
 	Path string
 	// RotateSize is the size in bytes past which the file is rotated before
@@ -26,8 +29,11 @@ type FileOptions struct {
 	MaxFiles int
 	// Sync makes Flush (and rotation and Close) fsync the file, and rotation
 	// fsync the directory, so flushed lines survive power loss. Without it
-	// they survive a process crash but not power loss.
+	// they survive a process crash but not power loss. It also fsyncs the
+	// directory once at open, so a new live file's entry is durable.
 	Sync bool
+	// FS is the file system the file lives on. Nil: vfs.Default.
+	FS vfs.FS
 }
 
 const (
@@ -52,12 +58,23 @@ func NewFile(opts FileOptions) (Sink, error) {
 	if opts.MaxFiles <= 0 {
 		opts.MaxFiles = defaultMaxFiles
 	}
-	if err := os.MkdirAll(filepath.Dir(opts.Path), 0o755); err != nil {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if err := vfs.MkdirAllSynced(opts.FS, filepath.Dir(opts.Path), 0o755); err != nil {
 		return nil, fmt.Errorf("sink: create directory of %s: %w", opts.Path, err)
 	}
 	f := &file{opts: opts}
 	if err := f.open(); err != nil {
 		return nil, err
+	}
+	if opts.Sync {
+		// The live file may be new: its entry must be as durable as the
+		// lines Flush syncs into it.
+		if err := f.syncDir(); err != nil {
+			f.f.Close()
+			return nil, err
+		}
 	}
 	return f, nil
 }
@@ -65,7 +82,7 @@ func NewFile(opts FileOptions) (Sink, error) {
 type file struct {
 	mu     sync.Mutex
 	opts   FileOptions
-	f      *os.File
+	f      vfs.File
 	w      *bufio.Writer
 	size   int64 // bytes in the live file, buffered ones included
 	err    error // sticky write or rotation error
@@ -75,7 +92,7 @@ type file struct {
 // open opens (or creates) the live file and positions size at its end,
 // terminating a torn last line.
 func (f *file) open() error {
-	fh, err := os.OpenFile(f.opts.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	fh, err := f.opts.FS.OpenFile(f.opts.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("sink: open %s: %w", f.opts.Path, err)
 	}
@@ -139,19 +156,19 @@ func (f *file) rotate() error {
 	}
 	// Renaming onto Path.MaxFiles replaces it, which drops the oldest file.
 	for i := f.opts.MaxFiles - 1; i >= 1; i-- {
-		err := os.Rename(f.rotated(i), f.rotated(i+1))
+		err := f.opts.FS.Rename(f.rotated(i), f.rotated(i+1))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("sink: rotate %s: %w", f.rotated(i), err)
 		}
 	}
-	if err := os.Rename(f.opts.Path, f.rotated(1)); err != nil {
+	if err := f.opts.FS.Rename(f.opts.Path, f.rotated(1)); err != nil {
 		return fmt.Errorf("sink: rotate %s: %w", f.opts.Path, err)
 	}
 	if err := f.open(); err != nil {
 		return err
 	}
 	if f.opts.Sync {
-		if err := syncDir(filepath.Dir(f.opts.Path)); err != nil {
+		if err := f.syncDir(); err != nil {
 			return err
 		}
 	}
@@ -160,13 +177,9 @@ func (f *file) rotate() error {
 
 func (f *file) rotated(i int) string { return f.opts.Path + "." + strconv.Itoa(i) }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sink: open directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+func (f *file) syncDir() error {
+	dir := filepath.Dir(f.opts.Path)
+	if err := f.opts.FS.SyncDir(dir); err != nil {
 		return fmt.Errorf("sink: sync directory %s: %w", dir, err)
 	}
 	return nil

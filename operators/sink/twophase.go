@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // TwoPhaseFile is the exactly-once file sink: two-phase commit over part
@@ -28,17 +30,21 @@ import (
 //	DIR/.part-<epoch>.jsonl.pending              pre-committed, awaiting Commit
 //	DIR/.part-<epoch>.jsonl.inprogress           being written
 //
-// Every rename is followed by an fsync of the directory. Methods are safe
-// for concurrent use.
+// Every rename is followed by an fsync of the directory. Committed parts
+// are kept unless SetRetention bounds them. Methods are safe for concurrent
+// use.
 type TwoPhaseFile struct {
 	mu   sync.Mutex
+	fs   vfs.FS
 	dir  string
 	open map[uint64]*partFile // in-progress parts by epoch
 	err  error
+	// retention bounds the committed parts (SetRetention).
+	retention PartRetention
 }
 
 type partFile struct {
-	f *os.File
+	f vfs.File
 	w *bufio.Writer
 }
 
@@ -49,12 +55,16 @@ const (
 	inprogressSufix = ".inprogress"
 )
 
-// OpenTwoPhaseFile opens the sink on dir, creating it.
-func OpenTwoPhaseFile(dir string) (*TwoPhaseFile, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// OpenTwoPhaseFile opens the sink on dir of fsys (nil: vfs.Default),
+// creating it durably (vfs.MkdirAllSynced).
+func OpenTwoPhaseFile(fsys vfs.FS, dir string) (*TwoPhaseFile, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if err := vfs.MkdirAllSynced(fsys, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sink: create %s: %w", dir, err)
 	}
-	return &TwoPhaseFile{dir: dir, open: map[uint64]*partFile{}}, nil
+	return &TwoPhaseFile{fs: fsys, dir: dir, open: map[uint64]*partFile{}}, nil
 }
 
 func partName(epoch uint64) string {
@@ -79,7 +89,7 @@ func (s *TwoPhaseFile) Write(epoch uint64, items []Item) error {
 	}
 	p := s.open[epoch]
 	if p == nil {
-		f, err := os.OpenFile(s.path(epoch, inprogressSufix), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		f, err := s.fs.OpenFile(s.path(epoch, inprogressSufix), os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
 		if err != nil {
 			return s.fail(fmt.Errorf("sink: open part: %w", err))
 		}
@@ -119,7 +129,7 @@ func (s *TwoPhaseFile) PreCommit(epoch uint64) error {
 			return s.fail(fmt.Errorf("sink: close part: %w", err))
 		}
 		delete(s.open, e)
-		if err := os.Rename(s.path(e, inprogressSufix), s.path(e, pendingSuffix)); err != nil {
+		if err := s.fs.Rename(s.path(e, inprogressSufix), s.path(e, pendingSuffix)); err != nil {
 			return s.fail(fmt.Errorf("sink: pre-commit part: %w", err))
 		}
 		n++
@@ -150,15 +160,20 @@ func (s *TwoPhaseFile) commitLocked(upTo uint64) error {
 		if e > upTo {
 			continue
 		}
-		if err := os.Rename(s.path(e, pendingSuffix), s.path(e, "")); err != nil {
+		if err := s.fs.Rename(s.path(e, pendingSuffix), s.path(e, "")); err != nil {
 			return s.fail(fmt.Errorf("sink: commit part: %w", err))
 		}
 		n++
 	}
-	if n == 0 {
-		return nil
+	if n > 0 {
+		if err := s.syncDir(); err != nil {
+			return err
+		}
 	}
-	return s.syncDir()
+	if err := s.applyRetentionLocked(); err != nil {
+		return s.fail(err)
+	}
+	return nil
 }
 
 // Recover runs at start, before any Write: it commits pending parts of
@@ -172,13 +187,13 @@ func (s *TwoPhaseFile) Recover(lastCompleted uint64) error {
 		return err
 	}
 	for _, e := range inprogress {
-		if err := os.Remove(s.path(e, inprogressSufix)); err != nil {
+		if err := s.fs.Remove(s.path(e, inprogressSufix)); err != nil {
 			return fmt.Errorf("sink: discard part: %w", err)
 		}
 	}
 	for _, e := range pending {
 		if e > lastCompleted {
-			if err := os.Remove(s.path(e, pendingSuffix)); err != nil {
+			if err := s.fs.Remove(s.path(e, pendingSuffix)); err != nil {
 				return fmt.Errorf("sink: discard part: %w", err)
 			}
 		}
@@ -191,12 +206,11 @@ func (s *TwoPhaseFile) Recover(lastCompleted uint64) error {
 
 // scan lists the epochs of pending and in-progress parts, ascending.
 func (s *TwoPhaseFile) scan() (pending, inprogress []uint64, err error) {
-	ents, err := os.ReadDir(s.dir)
+	names, err := s.fs.List(s.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sink: list %s: %w", s.dir, err)
 	}
-	for _, e := range ents {
-		name := e.Name()
+	for _, name := range names {
 		rest, ok := strings.CutPrefix(name, "."+partPrefix)
 		if !ok {
 			continue
@@ -221,12 +235,7 @@ func (s *TwoPhaseFile) scan() (pending, inprogress []uint64, err error) {
 }
 
 func (s *TwoPhaseFile) syncDir() error {
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return s.fail(fmt.Errorf("sink: open dir: %w", err))
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := s.fs.SyncDir(s.dir); err != nil {
 		return s.fail(fmt.Errorf("sink: fsync dir: %w", err))
 	}
 	return nil

@@ -37,7 +37,7 @@ func committed(t *testing.T, dir string) []string {
 
 func TestTwoPhaseFile_CommitCycle(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenTwoPhaseFile(dir)
+	s, err := OpenTwoPhaseFile(nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestTwoPhaseFile_CommitCycle(t *testing.T) {
 // and in-progress ones are discarded (replay produces them again).
 func TestTwoPhaseFile_Recover(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenTwoPhaseFile(dir)
+	s, err := OpenTwoPhaseFile(nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestTwoPhaseFile_Recover(t *testing.T) {
 	}
 	s.Close() // a crash: Commit(3) never ran
 
-	r, err := OpenTwoPhaseFile(dir)
+	r, err := OpenTwoPhaseFile(nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,8 +146,12 @@ type incoming struct {
 // last; it stops early when quit closes.
 func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}) {
 	br := bufio.NewReaderSize(conn, 64<<10)
+	acked := ackPromptly(conn)
 	for {
 		pkt, err := packets.ReadPacket(br)
+		if br.Buffered() == 0 {
+			acked() // after the read that brought this packet
+		}
 		var in incoming
 		switch p := pkt.(type) {
 		case nil:

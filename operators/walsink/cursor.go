@@ -67,7 +67,7 @@ func (c *cursor) peek() (d dataRecord, ok bool, err error) {
 		case err != nil:
 			return dataRecord{}, false, err
 		}
-		if p[0] != kindData {
+		if !isData(p[0]) {
 			continue
 		}
 		d, err := decodeData(p)
@@ -89,7 +89,7 @@ func (c *cursor) openFrom(seg uint64) error {
 		if s.ID < seg {
 			continue
 		}
-		r, err := wal.OpenReader(c.log.Dir(), s.ID, 0)
+		r, err := c.log.OpenReader(s.ID, 0)
 		if errors.Is(err, os.ErrNotExist) {
 			continue // deleted meanwhile: it held nothing left to publish
 		}

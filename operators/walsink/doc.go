@@ -25,7 +25,7 @@
 // # WAL file format
 //
 // The WAL is a directory of segment files (package wal): each starts with a
-// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 3),
+// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 4),
 // followed by frames (length, CRC-32C, payload; a torn tail of the last
 // segment is cut at Open). A frame's first payload byte is the record kind;
 // integers are little-endian.
@@ -33,12 +33,13 @@
 // The format version covers the records below as well as the frames: a
 // change to either raises it, and a segment of a version this build does
 // not know fails Open with wal.ErrVersion (a WAL written by a newer build),
-// never a misread. Version 2 lacks kind 8, and is read as it is. Version 1
-// is the layout of builds before the header: the same frames and records
-// (kinds 1 to 7) without a header. Open reads such a WAL as it is (nothing
-// undelivered is lost by an upgrade), writes on in a new segment of the
-// current version, and deletes the old segments once their messages are
-// delivered, as it deletes any segment.
+// never a misread. Version 3 records messages in kind 2 and flow steps in
+// kind 6 (fixed-width integers) instead of kinds 10 and 9; version 2 also
+// lacks kind 8; both are read as they are. Version 1 is the layout of builds before the header: the same
+// frames and records (kinds 1 to 7) without a header. Open reads such a
+// WAL as it is (nothing undelivered is lost by an upgrade), writes on in a
+// new segment of the current version, and deletes the old segments once
+// their messages are delivered, as it deletes any segment.
 //
 //	kind 1 state      nextSeq u64, lastEpoch u64, committedEpoch u64,
 //	                  committedSeq u64, nextAssign u64,
@@ -47,19 +48,31 @@
 //	                  n u32 × (seq u64, unixNano u64)     commit times of the backlog
 //	                  n u32 × (seq u64, id u16, step u8)  open publish flows
 //	kind 2 data       epoch u64, seq u64, flags u8 (1 = retain), topicLen u16,
-//	                  topic, payload (the rest)
+//	                  topic, payload (the rest); written by format 3 and
+//	                  earlier, read only
 //	kind 3 pre-commit epoch u64, seq u64: data ≤ seq of epochs ≤ epoch is synced
 //	kind 4 commit     epoch u64, seq u64, unixNano u64: data ≤ seq is publishable
 //	kind 5 abort      lastCompleted u64, from u64, to u64: seqs from..to are
 //	                  discarded (written by Recover)
 //	kind 6 session    n u32 × (seq u64, id u16, step u8): a batch of flow
 //	                  steps (1 PUBLISH sent, 2 PUBREC received, 3 PUBCOMP
-//	                  received), one frame and one fsync per batch
+//	                  received); written by format 3 and earlier, read only
 //	kind 7 drop       from u64, to u64, count u64, bytes u64: drop_oldest
 //	                  skipped these committed, never-sent seqs
 //	kind 8 resume     from u64: QoS 1 mode: every seq below from is
 //	                  PUBACKed (or dropped or aborted) and publishing
 //	                  resumes there; open QoS 2 flows are abandoned
+//	kind 9 steps      runs to the end of the frame, each: step u8, seq
+//	                  uvarint, n-1 uvarint, and for step 1 id u16: the flow
+//	                  steps of seqs seq..seq+n-1 (ids id, id+1, …, 65535
+//	                  wrapping to 1); steps 2 and 3 take the id of the seq's
+//	                  open flow. A batch of steps, in order, one frame and
+//	                  one fsync per batch: a window's PUBRECs, which come in
+//	                  seq order, are one run of a few bytes
+//	kind 10 data      epoch uvarint, seq uvarint, flags u8 (1 = retain),
+//	                  topicLen uvarint, topic, payload (the rest): kind 2
+//	                  in about half the overhead (14 bytes a message with
+//	                  the frame's 8, against 28)
 //
 // Every message gets a sequence number (seq) when written; seqs increase
 // through the log, epochs never decrease along them, and a message is
@@ -194,7 +207,15 @@
 // # Costs
 //
 // Write encodes into a reused buffer and does not allocate. Publishing costs
-// two fsyncs per batch of flows (PUBLISH sent, PUBREC received), a few
-// allocations per message inside paho's packets codec, and one read of each
-// message back from the WAL. Open reads the backlog once.
+// an fsync per batch of flow steps, a few allocations per message inside
+// paho's packets codec, and one read of each message back from the WAL.
+// Open reads the backlog once. Group commit makes the batches large: while
+// the broker's answers to packets already sent are on their way, the
+// publisher holds the records it has (at most 5 ms) and writes and syncs
+// them together with those answers' records, so a window's flows share
+// each fsync. A flow needs two (PUBLISH sent, PUBREC received): with 20 in
+// flight, one fsync per about 10 results; with a window as large as a
+// checkpoint's results, a few per checkpoint. Each fsync writes the partly
+// filled last page again, and at a small window that is most of what is
+// written for a small result (BENCHMARKS.md, WAL sink write amplification).
 package walsink

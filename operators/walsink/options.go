@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // WhenFull says what Write does when the WAL reaches MaxDiskBytes.
@@ -84,10 +86,17 @@ type Options struct {
 	// checkpoint again: they may repeat. MaxDiskBytes, WhenFull and
 	// DrainRate apply as in the default mode.
 	Immediate bool
+	// FS is the file system the WAL lives on. Nil: vfs.Default.
+	FS vfs.FS
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.
 	onComplete func(seq uint64)
+	// onWrite and onSync, for benchmarks, are called for every run of
+	// complete frames the sink writes to the WAL (segment headers
+	// excluded) and every sync of it the sink asks for.
+	onWrite func(frames []byte)
+	onSync  func()
 }
 
 // Check reports what Open would refuse in o, without touching the disk or

@@ -108,6 +108,9 @@ func (s *Sink) serve(conn net.Conn) error {
 	rate := newTokenBucket(s.opts.DrainRate, time.Now())
 	rateTimer := time.NewTimer(time.Hour)
 	defer rateTimer.Stop()
+	holdTimer := time.NewTimer(time.Hour)
+	defer holdTimer.Stop()
+	var holdUntil time.Time // zero: records are not being held
 	for {
 		// curMu spans both: a flow started by fill must reach the state
 		// (flushReady) before drop_oldest or segment deletion looks at it.
@@ -121,8 +124,26 @@ func (s *Sink) serve(conn net.Conn) error {
 		} else {
 			wait, err = s.fill(rate)
 		}
+		var holdC <-chan time.Time
 		if err == nil {
-			err = s.flushReady(conn, pw) // at QoS 1: keepalive only
+			// Group commit: while answers to packets already out are on
+			// their way, hold the records (at most groupCommitHold) so one
+			// write and one fsync take the whole window's steps.
+			now := time.Now()
+			if s.q1 == nil && s.sess.HasRecords() && s.sess.Awaiting() > 0 {
+				if holdUntil.IsZero() {
+					holdUntil = now.Add(groupCommitHold)
+				}
+			} else {
+				holdUntil = time.Time{}
+			}
+			if !holdUntil.IsZero() && now.Before(holdUntil) {
+				holdTimer.Reset(holdUntil.Sub(now))
+				holdC = holdTimer.C
+			} else {
+				holdUntil = time.Time{}
+				err = s.flushReady(conn, pw) // at QoS 1: keepalive only
+			}
 		}
 		s.curMu.Unlock()
 		if err != nil {
@@ -154,6 +175,7 @@ func (s *Sink) serve(conn net.Conn) error {
 			s.sess.Tick(now)
 		case <-s.work:
 		case <-rateC:
+		case <-holdC:
 		case <-s.closeCh:
 			return nil
 		}
@@ -163,8 +185,20 @@ func (s *Sink) serve(conn net.Conn) error {
 			default:
 			}
 		}
+		if holdC != nil && !holdTimer.Stop() {
+			select {
+			case <-holdTimer.C:
+			default:
+			}
+		}
 	}
 }
+
+// groupCommitHold bounds how long flow records wait for the answers to
+// packets already sent before they are written and synced without them:
+// a broker that stops answering some flows delays the others by at most
+// this much per fsync.
+const groupCommitHold = 5 * time.Millisecond
 
 func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
@@ -263,7 +297,7 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 	defer s.sess.Advance()
 	if len(rd.Records) > 0 {
 		s.mu.Lock()
-		s.buf = appendSession(s.buf[:0], rd.Records)
+		s.buf = appendSteps(s.buf[:0], rd.Records)
 		_, err := s.appendLocked(s.buf)
 		if err == nil {
 			for _, r := range rd.Records {
@@ -272,7 +306,7 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 		}
 		s.mu.Unlock()
 		if err == nil && rd.MustSync {
-			err = s.wal.Sync()
+			err = s.syncWAL()
 		}
 		if err != nil {
 			s.fail(err)

@@ -110,7 +110,7 @@ func (s *Sink) openQoS1() error {
 		if _, err := s.appendLocked(s.buf); err != nil {
 			return err
 		}
-		if err := s.wal.Sync(); err != nil {
+		if err := s.syncWAL(); err != nil {
 			return fmt.Errorf("walsink: sync: %w", err)
 		}
 		s.st.applyResume(from)

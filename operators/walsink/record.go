@@ -10,15 +10,17 @@ import (
 
 // Record kinds: the first payload byte of every WAL frame. Zero is invalid.
 const (
-	kindInvalid   byte = iota
-	kindState          // snapshot of the log state; first frame of every segment
-	kindData           // one message of an epoch
-	kindPreCommit      // all data of epochs ≤ epoch is durable
-	kindCommit         // checkpoint epoch completed: data ≤ seq publishable
-	kindAbort          // data seqs from..to will never be published
-	kindSession        // a batch of publish-flow steps
-	kindDrop           // drop_oldest skipped committed seqs from..to
-	kindResume         // QoS 1: every seq below is acknowledged; no QoS 2 flow is open
+	kindInvalid     byte = iota
+	kindState            // snapshot of the log state; first frame of every segment
+	kindData             // one message of an epoch, fixed-width integers (format 3 and earlier; read only)
+	kindPreCommit        // all data of epochs ≤ epoch is durable
+	kindCommit           // checkpoint epoch completed: data ≤ seq publishable
+	kindAbort            // data seqs from..to will never be published
+	kindSession          // a batch of publish-flow steps, 11 bytes each (format 3 and earlier; read only)
+	kindDrop             // drop_oldest skipped committed seqs from..to
+	kindResume           // QoS 1: every seq below is acknowledged; no QoS 2 flow is open
+	kindSteps            // a batch of publish-flow steps as runs of consecutive seqs
+	kindDataCompact      // one message of an epoch, integers as uvarints
 )
 
 const flagRetain = 1
@@ -33,24 +35,30 @@ type dataRecord struct {
 func appendData(dst []byte, epoch, seq uint64, retain bool, topic string, payload []byte) []byte {
 	start := len(dst)
 	dst = wal.BeginFrame(dst)
-	dst = append(dst, kindData)
-	dst = binary.LittleEndian.AppendUint64(dst, epoch)
-	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = append(dst, kindDataCompact)
+	dst = binary.AppendUvarint(dst, epoch)
+	dst = binary.AppendUvarint(dst, seq)
 	var flags byte
 	if retain {
 		flags |= flagRetain
 	}
 	dst = append(dst, flags)
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(topic)))
+	dst = binary.AppendUvarint(dst, uint64(len(topic)))
 	dst = append(dst, topic...)
 	dst = append(dst, payload...)
 	return wal.EndFrame(dst, start)
 }
 
-// dataOverhead is a data frame's size beyond topic and payload.
-const dataOverhead = wal.FrameHeaderBytes + 1 + 8 + 8 + 1 + 2
+// dataOverhead bounds a data frame's size beyond topic and payload.
+const dataOverhead = wal.FrameHeaderBytes + 1 + binary.MaxVarintLen64*2 + 1 + binary.MaxVarintLen16
+
+// isData reports whether a record of kind holds a message.
+func isData(kind byte) bool { return kind == kindData || kind == kindDataCompact }
 
 func decodeData(p []byte) (dataRecord, error) {
+	if p[0] == kindDataCompact {
+		return decodeDataCompact(p)
+	}
 	if len(p) < 1+8+8+1+2 {
 		return dataRecord{}, fmt.Errorf("%w: short data record", errBadRecord)
 	}
@@ -64,6 +72,32 @@ func decodeData(p []byte) (dataRecord, error) {
 		return dataRecord{}, fmt.Errorf("%w: data record topic overruns", errBadRecord)
 	}
 	d.topic, d.payload = p[20:20+n], p[20+n:]
+	return d, nil
+}
+
+func decodeDataCompact(p []byte) (dataRecord, error) {
+	var d dataRecord
+	b := p[1:]
+	var k int
+	if d.epoch, k = binary.Uvarint(b); k <= 0 {
+		return dataRecord{}, fmt.Errorf("%w: data record: bad epoch", errBadRecord)
+	}
+	b = b[k:]
+	if d.seq, k = binary.Uvarint(b); k <= 0 {
+		return dataRecord{}, fmt.Errorf("%w: data record: bad seq", errBadRecord)
+	}
+	b = b[k:]
+	if len(b) < 1 {
+		return dataRecord{}, fmt.Errorf("%w: short data record", errBadRecord)
+	}
+	d.retain = b[0]&flagRetain != 0
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return dataRecord{}, fmt.Errorf("%w: data record topic overruns", errBadRecord)
+	}
+	b = b[k:]
+	d.topic, d.payload = b[:n], b[n:]
 	return d, nil
 }
 
@@ -89,22 +123,10 @@ func decodeWords(p []byte, n int) ([]uint64, error) {
 	return w, nil
 }
 
+// sessionEntryBytes is the size of one step in a kindSession record.
 const sessionEntryBytes = 8 + 2 + 1
 
-func appendSession(dst []byte, recs []qos2.Record) []byte {
-	start := len(dst)
-	dst = wal.BeginFrame(dst)
-	dst = append(dst, kindSession)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(recs)))
-	for _, r := range recs {
-		dst = binary.LittleEndian.AppendUint64(dst, r.Seq)
-		dst = binary.LittleEndian.AppendUint16(dst, r.ID)
-		dst = append(dst, byte(r.Step))
-	}
-	return wal.EndFrame(dst, start)
-}
-
-// forEachSession calls fn for each step in a session record.
+// forEachSession calls fn for each step in a kindSession record.
 func forEachSession(p []byte, fn func(qos2.Record)) error {
 	if len(p) < 5 {
 		return fmt.Errorf("%w: short session record", errBadRecord)
@@ -120,6 +142,96 @@ func forEachSession(p []byte, fn func(qos2.Record)) error {
 			return fmt.Errorf("%w: session step %d id %d", errBadRecord, r.Step, r.ID)
 		}
 		fn(r)
+	}
+	return nil
+}
+
+// appendSteps appends a kindSteps frame holding recs, in order, as runs:
+// records of one step for consecutive seqs (and, for StepPublishSent,
+// consecutive packet ids) share one run. A window's PUBRECs, which arrive
+// in seq order, take a few bytes in all, not 11 each.
+func appendSteps(dst []byte, recs []qos2.Record) []byte {
+	start := len(dst)
+	dst = wal.BeginFrame(dst)
+	dst = append(dst, kindSteps)
+	for i := 0; i < len(recs); {
+		r := recs[i]
+		n := 1
+		for i+n < len(recs) && continuesRun(r, n, recs[i+n]) {
+			n++
+		}
+		dst = append(dst, byte(r.Step))
+		dst = binary.AppendUvarint(dst, r.Seq)
+		dst = binary.AppendUvarint(dst, uint64(n-1))
+		if r.Step == qos2.StepPublishSent {
+			dst = binary.LittleEndian.AppendUint16(dst, r.ID)
+		}
+		i += n
+	}
+	return wal.EndFrame(dst, start)
+}
+
+// continuesRun reports whether next is the (n+1)th record of the run that
+// first starts.
+func continuesRun(first qos2.Record, n int, next qos2.Record) bool {
+	if next.Step != first.Step || next.Seq != first.Seq+uint64(n) {
+		return false
+	}
+	return first.Step != qos2.StepPublishSent || next.ID == runID(first.ID, n)
+}
+
+// runID is the packet id of the ith record of a StepPublishSent run whose
+// first id is first: ids count up through 1..65535 and wrap to 1, as
+// qos2.TakeID hands them out.
+func runID(first uint16, i int) uint16 {
+	return uint16((int(first)-1+i)%65535 + 1)
+}
+
+// forEachStep calls fn for each step in a kindSteps record, in order.
+// Records of StepPubrecReceived and StepPubcompReceived do not carry the
+// packet id: idOf gives it, the id of the open flow of that seq, which the
+// flow's StepPublishSent record (or a state record) before them set.
+func forEachStep(p []byte, idOf func(seq uint64) (uint16, bool), fn func(qos2.Record)) error {
+	b := p[1:]
+	for len(b) > 0 {
+		step := qos2.Step(b[0])
+		b = b[1:]
+		seq, k := binary.Uvarint(b)
+		if k <= 0 {
+			return fmt.Errorf("%w: steps record: bad seq", errBadRecord)
+		}
+		b = b[k:]
+		more, k := binary.Uvarint(b)
+		if k <= 0 || more >= 1<<16 {
+			return fmt.Errorf("%w: steps record: bad run length", errBadRecord)
+		}
+		b = b[k:]
+		var first uint16
+		switch step {
+		case qos2.StepPublishSent:
+			if len(b) < 2 {
+				return fmt.Errorf("%w: steps record: short packet id", errBadRecord)
+			}
+			first = binary.LittleEndian.Uint16(b)
+			b = b[2:]
+			if first == 0 {
+				return fmt.Errorf("%w: steps record: packet id 0 for seq %d", errBadRecord, seq)
+			}
+		case qos2.StepPubrecReceived, qos2.StepPubcompReceived:
+		default:
+			return fmt.Errorf("%w: steps record: step %d", errBadRecord, step)
+		}
+		for i := range int(more) + 1 {
+			r := qos2.Record{Seq: seq + uint64(i), Step: step, ID: runID(first, i)}
+			if step != qos2.StepPublishSent {
+				id, ok := idOf(r.Seq)
+				if !ok {
+					return fmt.Errorf("%w: step %v for seq %d, which has no open flow", errBadRecord, step, r.Seq)
+				}
+				r.ID = id
+			}
+			fn(r)
+		}
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		spaceCh: make(chan struct{}), closeCh: make(chan struct{}),
 		work: make(chan struct{}, 1), done: make(chan struct{}),
 	}
-	l, err := wal.Open(dir, s.st.apply)
+	l, err := wal.Open(opts.FS, dir, s.st.apply)
 	if err != nil {
 		if errors.Is(err, wal.ErrCorrupt) {
 			return nil, fmt.Errorf("walsink: open %s: %w: %w", dir, ErrCorrupt, err)
@@ -314,14 +314,36 @@ func (s *Sink) appendLocked(frames []byte) (uint64, error) {
 		}
 		active.ID = id
 	}
-	if err := s.wal.Write(frames); err != nil {
-		return 0, fmt.Errorf("walsink: %w", err)
+	if err := s.writeWAL(frames); err != nil {
+		return 0, err
 	}
 	return active.ID, nil
 }
 
+// writeWAL writes complete frames to the active segment, without syncing.
+func (s *Sink) writeWAL(frames []byte) error {
+	if s.opts.onWrite != nil {
+		s.opts.onWrite(frames)
+	}
+	if err := s.wal.Write(frames); err != nil {
+		return fmt.Errorf("walsink: %w", err)
+	}
+	return nil
+}
+
+// syncWAL makes everything written to the WAL so far durable.
+func (s *Sink) syncWAL() error {
+	if s.opts.onSync != nil {
+		s.opts.onSync()
+	}
+	return s.wal.Sync()
+}
+
 func (s *Sink) rotateLocked() (uint64, error) {
 	s.hdr = s.st.appendState(s.hdr[:0])
+	if s.opts.onWrite != nil {
+		s.opts.onWrite(s.hdr)
+	}
 	id, err := s.wal.Rotate(s.hdr)
 	if err != nil {
 		return 0, fmt.Errorf("walsink: %w", err)
@@ -431,7 +453,7 @@ func (s *Sink) dropOldestLocked() (bool, error) {
 	if _, err := s.appendLocked(s.buf); err != nil {
 		return false, err
 	}
-	if err := s.wal.Sync(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return false, fmt.Errorf("walsink: sync drop record: %w", err)
 	}
 	s.st.nextAssign = last + 1
@@ -480,10 +502,10 @@ func (s *Sink) collectLocked() error {
 	}
 	s.pruneCommitTimesLocked()
 	s.hdr = s.st.appendState(s.hdr[:0])
-	if err := s.wal.Write(s.hdr); err != nil {
-		return fmt.Errorf("walsink: %w", err)
+	if err := s.writeWAL(s.hdr); err != nil {
+		return err
 	}
-	if err := s.wal.Sync(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return fmt.Errorf("walsink: %w", err)
 	}
 	for _, id := range victims {
@@ -535,7 +557,7 @@ func (s *Sink) PreCommit(epoch uint64) error {
 	}
 	if s.opts.Immediate {
 		s.mu.Unlock()
-		if err := s.wal.Sync(); err != nil {
+		if err := s.syncWAL(); err != nil {
 			return fmt.Errorf("walsink: pre-commit %d: %w", epoch, err)
 		}
 		return nil
@@ -563,7 +585,7 @@ func (s *Sink) PreCommit(epoch uint64) error {
 	s.st.precommits = append(s.st.precommits, mark{epoch: epoch, seq: seq})
 	s.st.lastEpoch = max(s.st.lastEpoch, epoch)
 	s.mu.Unlock()
-	if err := s.wal.Sync(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return fmt.Errorf("walsink: pre-commit %d: %w", epoch, err)
 	}
 	return nil
@@ -666,7 +688,7 @@ func (s *Sink) Recover(lastCompleted uint64) error {
 		return err
 	}
 	s.st.applyAbort(lastCompleted, from, to)
-	if err := s.wal.Sync(); err != nil {
+	if err := s.syncWAL(); err != nil {
 		return fmt.Errorf("walsink: recover: %w", err)
 	}
 	s.needRecover = false

@@ -72,7 +72,7 @@ func (st *logState) apply(seg uint64, p []byte) error {
 	switch p[0] {
 	case kindState:
 		return st.applyState(p)
-	case kindData:
+	case kindData, kindDataCompact:
 		d, err := decodeData(p)
 		if err != nil {
 			return err
@@ -99,6 +99,8 @@ func (st *logState) apply(seg uint64, p []byte) error {
 		st.applyAbort(w[0], w[1], w[2])
 	case kindSession:
 		return forEachSession(p, st.applyStep)
+	case kindSteps:
+		return forEachStep(p, st.flowID, st.applyStep)
 	case kindResume:
 		w, err := decodeWords(p, 1)
 		if err != nil {
@@ -176,6 +178,12 @@ func (st *logState) applyAbort(lastCompleted, from, to uint64) {
 func (st *logState) applyResume(from uint64) {
 	st.nextAssign = from
 	clear(st.flows)
+}
+
+// flowID is the packet id of the open flow of seq.
+func (st *logState) flowID(seq uint64) (uint16, bool) {
+	r, ok := st.flows[seq]
+	return r.ID, ok
 }
 
 func (st *logState) applyStep(r qos2.Record) {

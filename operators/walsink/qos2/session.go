@@ -103,6 +103,7 @@ type flow struct {
 	retain  bool
 	loaded  bool // topic and payload present (false for restored flows until SetMessage)
 	parked  bool // restored beyond MaxInflight: resumed when an earlier flow ends
+	out     bool // its PUBLISH or PUBREL was sent (Advance) and not answered yet
 	topic   []byte
 	payload []byte
 }
@@ -117,6 +118,7 @@ type Session struct {
 	nextID    uint16
 	connected bool
 	retried   uint64
+	awaiting  int // flows with out set
 
 	lastSent    time.Time
 	pingSentAt  time.Time
@@ -258,7 +260,29 @@ func (s *Session) Disconnected() {
 	s.connected = false
 	s.pingPending = false
 	s.rd.Packets = s.rd.Packets[:0]
+	for _, f := range s.flows {
+		f.out = false
+	}
+	s.awaiting = 0
 }
+
+// Awaiting is the number of open flows whose last PUBLISH or PUBREL was
+// sent (a Ready holding it was Advanced) and is not answered yet. While it
+// is above zero, the broker's answers are on their way, and a driver can
+// wait for them so that one fsync covers their records and the pending
+// ones (see HasRecords), instead of one fsync for each few steps.
+func (s *Session) Awaiting() int { return s.awaiting }
+
+// answered clears f.out: an answer for f arrived.
+func (s *Session) answered(f *flow) {
+	if f.out {
+		f.out = false
+		s.awaiting--
+	}
+}
+
+// HasRecords reports whether the pending Ready holds records to persist.
+func (s *Session) HasRecords() bool { return len(s.rd.Records) > 0 }
 
 // IsConnected reports whether the session is connected.
 func (s *Session) IsConnected() bool { return s.connected }
@@ -315,6 +339,7 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 			s.queue(Packet{Kind: PacketPubrel, ID: id})
 			return nil
 		}
+		s.answered(f)
 		if f.step == StepPublishSent {
 			f.step = StepPubrecReceived
 			s.record(Record{Seq: f.seq, ID: id, Step: StepPubrecReceived}, true)
@@ -326,6 +351,7 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 		if f == nil {
 			return nil
 		}
+		s.answered(f)
 		s.record(Record{Seq: f.seq, ID: id, Step: StepPubcompReceived}, false)
 		s.rd.Completed = append(s.rd.Completed, Completion{Seq: f.seq, Bytes: len(f.topic) + len(f.payload)})
 		delete(s.byID, id)
@@ -386,6 +412,12 @@ func (s *Session) Advance() {
 		panic("qos2: Advance without Ready")
 	}
 	s.inReady = false
+	for _, p := range s.rd.Packets {
+		if f := s.byID[p.ID]; f != nil && !f.out && (p.Kind == PacketPublish || p.Kind == PacketPubrel) && f.seq == p.Seq {
+			f.out = true
+			s.awaiting++
+		}
+	}
 	s.rd.Records = s.rd.Records[:0]
 	s.rd.Packets = s.rd.Packets[:0]
 	s.rd.Completed = s.rd.Completed[:0]
@@ -408,7 +440,7 @@ func (s *Session) newFlow() *flow {
 	if n := len(s.free); n > 0 {
 		f := s.free[n-1]
 		s.free = s.free[:n-1]
-		f.loaded, f.retain, f.parked = false, false, false
+		f.loaded, f.retain, f.parked, f.out = false, false, false, false
 		f.topic, f.payload = f.topic[:0], f.payload[:0]
 		return f
 	}

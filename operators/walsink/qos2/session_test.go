@@ -314,3 +314,45 @@ func TestSession_AllocsPerMessage(t *testing.T) {
 		t.Errorf("%.1f allocations per 100-message cycle, want 0", a)
 	}
 }
+
+// TestSession_Awaiting counts the flows whose packet is out and not
+// answered: not before the Ready holding it is Advanced, no longer after
+// the answer, again after the PUBREL goes, none after a disconnect.
+func TestSession_Awaiting(t *testing.T) {
+	s := New(Config{MaxInflight: 5})
+	s.Connected(t0)
+	check := func(step string, want int, wantRecords bool) {
+		t.Helper()
+		if got := s.Awaiting(); got != want {
+			t.Errorf("%s: Awaiting = %d, want %d", step, got, want)
+		}
+		if got := s.HasRecords(); got != wantRecords {
+			t.Errorf("%s: HasRecords = %v, want %v", step, got, wantRecords)
+		}
+	}
+	pub(s, 1)
+	pub(s, 2)
+	pub(s, 3)
+	check("published, not sent", 0, true)
+	ready(t, s)
+	check("sent", 3, false)
+	if err := s.Step(Pubrec, 1); err != nil {
+		t.Fatal(err)
+	}
+	check("PUBREC of 1", 2, true)
+	if err := s.Step(Pubrec, 99); err != nil { // unknown id: PUBREL, no flow
+		t.Fatal(err)
+	}
+	ready(t, s)
+	check("PUBREL of 1 sent", 3, false)
+	if err := s.Step(Pubcomp, 1); err != nil {
+		t.Fatal(err)
+	}
+	check("PUBCOMP of 1", 2, true)
+	ready(t, s)
+	s.Disconnected()
+	check("disconnected", 0, false)
+	s.Connected(t0)
+	ready(t, s)
+	check("resumed", 2, false)
+}

@@ -20,9 +20,15 @@
 // FormatVersion, and a build that meets a version it does not know refuses
 // the segment with ErrVersion instead of misreading it.
 //
-//   - Version 3 (FormatVersion): version 2 and a record kind more (the
-//     WAL sink's QoS 1 position, kind 8). A version 3 build reads version 2
-//     as it is; a version 2 build refuses version 3 by name.
+//   - Version 4 (FormatVersion): version 3 with the WAL sink's messages
+//     and publish-flow steps in compact records (kinds 10 and 9: uvarints,
+//     steps in runs of consecutive seqs) instead of fixed-width ones (kinds
+//     2 and 6, still read). A version 4 build reads
+//     versions 1 to 3 as they are; a version 3 build refuses version 4 by
+//     name.
+//   - Version 3: version 2 and a record kind more (the WAL sink's QoS 1
+//     position, kind 8). A version 3 build reads version 2 as it is; a
+//     version 2 build refuses version 3 by name.
 //   - Version 2: the header above.
 //   - Version 1, written by builds before the header existed: the same
 //     frames and records from byte 0, no header. Such segments are still
@@ -75,7 +81,7 @@ const (
 	// HeaderBytes is the size of a segment header.
 	HeaderBytes = len(headerMagic) + 4
 	// FormatVersion is the segment format this build writes.
-	FormatVersion = 3
+	FormatVersion = 4
 	// firstHeaderVersion is the first format with a header.
 	firstHeaderVersion = 2
 	// LegacyVersion is the headerless format of earlier builds, still read.

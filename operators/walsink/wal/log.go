@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // Segment describes one segment file.
@@ -29,17 +31,19 @@ func SegmentPath(dir string, id uint64) string {
 // with each other (the WAL sink calls them under its lock); Sync, Size and
 // Segments may run concurrently with all of them.
 type Log struct {
+	fs  vfs.FS
 	dir string
 
 	mu      sync.Mutex
-	f       *os.File // active segment
+	f       vfs.File // active segment
 	segs    []Segment
 	total   int64
 	written int64 // bytes written since Open
 	closed  bool
 }
 
-// Open opens (creating if needed) the log in dir and calls visit with every
+// Open opens (creating if needed, durably: vfs.MkdirAllSynced) the log in
+// dir on fsys (nil: vfs.Default) and calls visit with every
 // frame's payload, segment by segment, in order. The payload is valid only
 // during the call. A torn tail of the active segment is cut (the file is
 // truncated and synced); an invalid frame elsewhere fails with ErrCorrupt.
@@ -48,18 +52,22 @@ type Log struct {
 // inside its header (or is empty) gets a whole header again. A segment of
 // an unknown format version fails with ErrVersion; Segment.Version tells
 // the caller which segments are LegacyVersion.
-func Open(dir string, visit func(seg uint64, payload []byte) error) (*Log, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func Open(fsys vfs.FS, dir string, visit func(seg uint64, payload []byte) error) (*Log, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if err := vfs.MkdirAllSynced(fsys, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
 	}
-	ids, err := listSegments(dir)
+	names, err := fsys.List(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("wal: list segments: %w", err)
 	}
-	l := &Log{dir: dir}
+	ids := segmentIDs(names)
+	l := &Log{fs: fsys, dir: dir}
 	for i, id := range ids {
 		active := i == len(ids)-1
-		size, version, err := scanSegment(dir, id, active, visit)
+		size, version, err := l.scanSegment(id, active, visit)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +76,7 @@ func Open(dir string, visit func(seg uint64, payload []byte) error) (*Log, error
 	}
 	if len(ids) > 0 {
 		last := ids[len(ids)-1]
-		f, err := os.OpenFile(SegmentPath(dir, last), os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := fsys.OpenFile(SegmentPath(dir, last), os.O_WRONLY|os.O_APPEND)
 		if err != nil {
 			return nil, fmt.Errorf("wal: open active segment: %w", err)
 		}
@@ -77,15 +85,13 @@ func Open(dir string, visit func(seg uint64, payload []byte) error) (*Log, error
 	return l, nil
 }
 
-func listSegments(dir string) ([]uint64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("wal: list segments: %w", err)
-	}
+// segmentIDs returns the ids of the segment files among a directory's
+// names, ascending.
+func segmentIDs(names []string) []uint64 {
 	var ids []uint64
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".wal")
-		if !ok || e.IsDir() {
+	for _, n := range names {
+		name, ok := strings.CutSuffix(n, ".wal")
+		if !ok {
 			continue
 		}
 		id, err := strconv.ParseUint(name, 16, 64)
@@ -95,15 +101,15 @@ func listSegments(dir string) ([]uint64, error) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	return ids, nil
+	return ids
 }
 
 // scanSegment visits every frame of a segment and returns its valid size
 // and format version, cutting a torn tail when active.
-func scanSegment(dir string, id uint64, active bool, visit func(uint64, []byte) error) (int64, uint32, error) {
-	r, err := OpenReader(dir, id, 0)
+func (l *Log) scanSegment(id uint64, active bool, visit func(uint64, []byte) error) (int64, uint32, error) {
+	r, err := l.OpenReader(id, 0)
 	if active && errors.Is(err, errTornHeader) {
-		if err := rewriteHeader(SegmentPath(dir, id)); err != nil {
+		if err := l.rewriteHeader(SegmentPath(l.dir, id)); err != nil {
 			return 0, 0, err
 		}
 		return int64(HeaderBytes), FormatVersion, nil
@@ -112,11 +118,11 @@ func scanSegment(dir string, id uint64, active bool, visit func(uint64, []byte) 
 		return 0, 0, err
 	}
 	defer r.Close()
-	size, err := scanFrames(r, dir, id, active, visit)
+	size, err := l.scanFrames(r, id, active, visit)
 	return size, r.Version(), err
 }
 
-func scanFrames(r *Reader, dir string, id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
+func (l *Log) scanFrames(r *Reader, id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
 	for {
 		payload, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -144,7 +150,7 @@ func scanFrames(r *Reader, dir string, id uint64, active bool, visit func(uint64
 		if !active {
 			return 0, fmt.Errorf("%w: segment %d has %d trailing bytes", ErrCorrupt, id, info.Size()-valid)
 		}
-		if err := cutTail(SegmentPath(dir, id), valid); err != nil {
+		if err := l.cutTail(SegmentPath(l.dir, id), valid); err != nil {
 			return 0, err
 		}
 	}
@@ -153,8 +159,8 @@ func scanFrames(r *Reader, dir string, id uint64, active bool, visit func(uint64
 
 // rewriteHeader replaces a torn header (no frame follows it) with a whole
 // one, synced.
-func rewriteHeader(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+func (l *Log) rewriteHeader(path string) error {
+	f, err := l.fs.OpenFile(path, os.O_WRONLY|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("wal: rewrite torn segment header: %w", err)
 	}
@@ -168,8 +174,8 @@ func rewriteHeader(path string) error {
 	return nil
 }
 
-func cutTail(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func (l *Log) cutTail(path string, size int64) error {
+	f, err := l.fs.OpenFile(path, os.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("wal: cut torn tail: %w", err)
 	}
@@ -232,6 +238,14 @@ func (l *Log) Write(frames []byte) error {
 		panic("wal: Write before the first Rotate")
 	}
 	n, err := l.f.Write(frames)
+	if err != nil && n > 0 {
+		// A short write (the disk filled up) would leave a torn frame
+		// that later frames follow: cut it, so a retry appends whole
+		// frames (O_APPEND writes at the new end).
+		if terr := l.f.Truncate(l.segs[len(l.segs)-1].Size); terr == nil {
+			n = 0
+		}
+	}
 	l.segs[len(l.segs)-1].Size += int64(n)
 	l.total += int64(n)
 	l.written += int64(n)
@@ -284,7 +298,7 @@ func (l *Log) Rotate(header []byte) (uint64, error) {
 		}
 		l.f = nil
 	}
-	f, err := os.OpenFile(SegmentPath(l.dir, next), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := l.fs.OpenFile(SegmentPath(l.dir, next), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return 0, fmt.Errorf("wal: create segment: %w", err)
 	}
@@ -296,9 +310,9 @@ func (l *Log) Rotate(header []byte) (uint64, error) {
 		f.Close()
 		return 0, fmt.Errorf("wal: sync segment header: %w", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		f.Close()
-		return 0, err
+		return 0, fmt.Errorf("wal: sync dir: %w", err)
 	}
 	l.f = f
 	size := int64(HeaderBytes + len(header))
@@ -320,12 +334,15 @@ func (l *Log) Remove(id uint64) error {
 	if i == len(l.segs)-1 {
 		panic(fmt.Sprintf("wal: Remove of the active segment %d", id))
 	}
-	if err := os.Remove(SegmentPath(l.dir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := l.fs.Remove(SegmentPath(l.dir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("wal: remove segment %d: %w", id, err)
 	}
 	l.total -= l.segs[i].Size
 	l.segs = slices.Delete(l.segs, i, i+1)
-	return syncDir(l.dir)
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("wal: sync dir: %w", err)
+	}
+	return nil
 }
 
 // Close syncs and closes the active segment.
@@ -345,18 +362,6 @@ func (l *Log) Close() error {
 	}
 	if err != nil {
 		return fmt.Errorf("wal: close: %w", err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("wal: open dir for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("wal: sync dir: %w", err)
 	}
 	return nil
 }

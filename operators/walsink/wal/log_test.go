@@ -20,7 +20,7 @@ func frames(payloads ...string) []byte {
 func collect(t *testing.T, dir string) (*Log, []string, error) {
 	t.Helper()
 	var got []string
-	l, err := Open(dir, func(seg uint64, p []byte) error {
+	l, err := Open(nil, dir, func(seg uint64, p []byte) error {
 		got = append(got, fmt.Sprintf("%d:%s", seg, p))
 		return nil
 	})
@@ -121,6 +121,7 @@ func TestLog_SegmentHeader(t *testing.T) {
 	header := appendHeader(nil)
 	newer := append([]byte(headerMagic), FormatVersion+1, 0, 0, 0)
 	v2 := append([]byte(headerMagic), 2, 0, 0, 0)
+	v3 := append([]byte(headerMagic), 3, 0, 0, 0)
 	for _, tc := range []struct {
 		name     string
 		content  []byte
@@ -132,6 +133,7 @@ func TestLog_SegmentHeader(t *testing.T) {
 		{"current", append(bytes.Clone(header), frames("a")...), false, "[1:a]", FormatVersion, 0},
 		{"earlier build, no header", frames("a"), false, "[1:a]", LegacyVersion, 0},
 		{"version 2", append(bytes.Clone(v2), frames("a")...), false, "[1:a]", 2, 0},
+		{"version 3", append(bytes.Clone(v3), frames("a")...), false, "[1:a]", 3, 0},
 		{"earlier build, no header, active", frames("a"), true, "[1:a]", LegacyVersion, 0},
 		{"newer format version", append(bytes.Clone(newer), frames("a")...), false, "ErrVersion", 0, 0},
 		{"newer format version, active", append(bytes.Clone(newer), frames("a")...), true, "ErrVersion", 0, 0},
@@ -201,7 +203,7 @@ func TestLog_RotateWritesHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(append([]byte("EDDYWSNK"), 3, 0, 0, 0), frames("h")...)
+	want := append(append([]byte("EDDYWSNK"), 4, 0, 0, 0), frames("h")...)
 	if !bytes.Equal(b, want) {
 		t.Errorf("segment bytes %q, want %q", b, want)
 	}
@@ -227,7 +229,7 @@ func TestReader_FollowsAppends(t *testing.T) {
 	l, _, _ := collect(t, dir)
 	defer l.Close()
 	l.Rotate(nil)
-	r, err := OpenReader(dir, 1, 0)
+	r, err := l.OpenReader(1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

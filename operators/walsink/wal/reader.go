@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
 )
 
 // ErrTorn is returned by Reader.Next at an invalid frame (bad length or
@@ -19,7 +20,7 @@ const readChunkBytes = 64 << 10
 // returns io.EOF without moving, and a later Next sees what was appended
 // since. A Reader is not safe for concurrent use.
 type Reader struct {
-	f       *os.File
+	f       vfs.File
 	seg     uint64
 	version uint32
 	off     int64 // file offset of buf[start]
@@ -32,14 +33,14 @@ type Reader struct {
 // than its header: in the active segment, a crash during Rotate.
 var errTornHeader = fmt.Errorf("%w: segment ends inside its header", ErrCorrupt)
 
-// OpenReader opens segment seg of dir for reading from offset off, which
+// OpenReader opens segment seg of the log for reading from offset off, which
 // must be a frame boundary: 0 for the first frame (after the header, if the
 // segment has one), or an offset returned by Offset. It checks the
 // segment's header: ErrVersion for a format version this build does not
 // read, ErrCorrupt for a segment that starts with neither a header nor a
 // frame or ends inside its header.
-func OpenReader(dir string, seg uint64, off int64) (*Reader, error) {
-	f, err := os.Open(SegmentPath(dir, seg))
+func (l *Log) OpenReader(seg uint64, off int64) (*Reader, error) {
+	f, err := l.fs.Open(SegmentPath(l.dir, seg))
 	if err != nil {
 		return nil, fmt.Errorf("wal: open segment %d for reading: %w", seg, err)
 	}
