@@ -441,6 +441,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 	}
 	keepLate := p.late != nil
 	var lastLate, lastUnassigned int64
+	var keyedSeen keyedSeen
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
 	for {
@@ -517,7 +518,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.overtake(st)
 		}
 		p.emit(st)
-		if st.store != nil {
+		if st.backend != nil {
 			if err := st.stateErr(); err != nil {
 				// State errors are sticky (a full store, an I/O error):
 				// this subtask cannot go on; the agent stops and the next
@@ -534,6 +535,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.m.unassigned.Add(int(d))
 			lastUnassigned = t.Unassigned
 		}
+		p.keyedCounts(st, &keyedSeen)
 	}
 }
 
@@ -560,8 +562,8 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	}
 	task := st.taskID(p.name)
 	extra := map[string][]byte{}
-	if op := st.task.Operator(); op != nil {
-		extra[watermarkExtraKey(p.name, st.index)] = binary.BigEndian.AppendUint64(nil, uint64(op.Watermark()))
+	if st.task.Operator() != nil || st.task.Keyed() != nil {
+		extra[watermarkExtraKey(p.name, st.index)] = binary.BigEndian.AppendUint64(nil, uint64(st.task.Watermark()))
 	}
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
@@ -579,9 +581,12 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
 	// The window store keeps changed windows decoded in front of the
 	// backend: write them in, so the snapshot holds the state as of b.
-	err := st.store.Flush()
+	err := flushKeyed(st) // readings waiting for the watermark, into the backend
+	if err == nil && st.store != nil {
+		err = st.store.Flush()
+	}
 	if err == nil {
-		err = st.holdErr // the state lacks a result: never checkpoint it
+		err = st.stateErr() // the state lacks a result: never checkpoint it
 	}
 	if err != nil {
 		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
@@ -592,6 +597,7 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
 		return
 	}
+	snap = keyedSnapshot(st, snap)
 	st.lastSnap = b.ID
 	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
 	st.sampleState()
@@ -608,6 +614,9 @@ func (st *subtask) sampleState() {
 	r := &stateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, MemoryBytes: u.MemoryBytes}
 	if st.store != nil {
 		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
+	}
+	if k := st.task.Keyed(); k != nil {
+		r.MemoryBytes += k.Operator().MemoryBytes() // readings waiting for the watermark
 	}
 	if op := st.task.Operator(); op != nil {
 		s := op.Stats()
@@ -890,6 +899,9 @@ func (p *pipeline) emit(st *subtask) {
 	if d := t.TakeLate(); d != nil && p.late != nil {
 		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
 	}
+	if d := t.TakeDead(); d != nil && p.deadLetter != nil && p.resultDeadLetters {
+		p.deadLetter.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
 	if p.keys != nil {
 		p.emitRefused(st)
 	}
@@ -908,6 +920,10 @@ func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
 		// hands each result to the subtask that owns its key.
 		kg := state.KeyGroup(r.Key, p.maxKeyGroups)
 		st.heldKey = heldKey(append(st.heldKey[:0], byte(kg>>8), byte(kg)), r.End, r.Key, r.Start, r.Firing)
+		if r.Kind == sink.KindReading {
+			// Records of one key and time: in source order.
+			st.heldKey = binary.BigEndian.AppendUint64(st.heldKey, r.Seq)
+		}
 		if err := st.backend.Put(st.held, st.heldKey, it.Payload); err != nil {
 			// A result that cannot be held would be lost: the subtask
 			// fails (stateErr) and its region restarts from the last
@@ -921,7 +937,12 @@ func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
 // stateErr returns the subtask's sticky state error: its window store's, or
 // a failure to hold a result.
 func (st *subtask) stateErr() error {
-	if err := st.store.Err(); err != nil {
+	if st.store != nil {
+		if err := st.store.Err(); err != nil {
+			return err
+		}
+	}
+	if err := keyedErr(st); err != nil {
 		return err
 	}
 	return st.holdErr
