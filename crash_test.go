@@ -160,7 +160,31 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig, false) })
 	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, false) })
 	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
+	t.Run("changed() beside the window", func(t *testing.T) { crashFileSource(t, keyedCrashConfig, false) })
 }
+
+// keyedCrashConfig is crashConfig with a second pipeline on the same input
+// whose per-key functions run in event-time order, with a state_ttl short
+// enough (3 s, against readings 1 s apart with 4 s of jitter) that some
+// keys' state expires, writing to a second exactly-once sink.
+var keyedCrashConfig = replaceAll(crashConfig, "checkpoint {", `sink "file" "changes" {
+  path     = "%DIR%/changes"
+  delivery = "exactly_once"
+}
+pipeline "changes" {
+  from   = source.file.in
+  key    = event.device
+  filter = changed(event.v >= 990)
+  map {
+    high = event.v >= 990
+    was  = prev(event.v)
+    d    = delta(event.v)
+    n    = count_key()
+  }
+  state_ttl = "3s"
+  to        = [sink.file.changes]
+}
+checkpoint {`)
 
 // compactingConfig is crashConfig with a small max_chain_ratio, so that a
 // new base follows every few increments and the kills fall before, during
@@ -212,6 +236,13 @@ func crashFileSource(t *testing.T, tmpl string, compacting bool) {
 	if len(want) < 1000*20 {
 		t.Fatalf("uninterrupted run produced %d records", len(want))
 	}
+	keyed := strings.Contains(tmpl, `pipeline "changes"`)
+	var wantChanges []string
+	if keyed {
+		if wantChanges = committedRecords(t, filepath.Join(clean, "changes")); len(wantChanges) < 1000*10 {
+			t.Fatalf("uninterrupted run produced %d changes", len(wantChanges))
+		}
+	}
 
 	crashed := t.TempDir()
 	os.Link(input, filepath.Join(crashed, "in.jsonl"))
@@ -258,6 +289,16 @@ func crashFileSource(t *testing.T, tmpl string, compacting bool) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("output after %d kills differs from the uninterrupted run: %d records vs %d", kills, len(got), len(want))
 	}
+	if keyed {
+		if got := committedRecords(t, filepath.Join(crashed, "changes")); !slices.Equal(got, wantChanges) {
+			i := 0
+			for i < min(len(got), len(wantChanges)) && got[i] == wantChanges[i] {
+				i++
+			}
+			t.Fatalf("changes after %d kills differ from the uninterrupted run: %d records vs %d; first difference at %d:\n%s\nwant\n%s",
+				kills, len(got), len(wantChanges), i, strings.Join(got[i:min(i+3, len(got))], "\n"), strings.Join(wantChanges[i:min(i+3, len(wantChanges))], "\n"))
+		}
+	}
 	checkNoOrphanFiles(t, filepath.Join(crashed, "data", "checkpoints"))
 }
 
@@ -300,6 +341,7 @@ func checkNoOrphanFiles(t *testing.T, dir string) {
 func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
 	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
+	t.Run("changed() beside the window", func(t *testing.T) { rescale(t, keyedCrashConfig) })
 }
 
 func rescale(t *testing.T, tmpl string) {
@@ -309,6 +351,11 @@ func rescale(t *testing.T, tmpl string) {
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
 	runToEndWith(t, clean, tmpl)
 	want := committedRecords(t, filepath.Join(clean, "out"))
+	keyed := strings.Contains(tmpl, `pipeline "changes"`)
+	var wantChanges []string
+	if keyed {
+		wantChanges = committedRecords(t, filepath.Join(clean, "changes"))
+	}
 
 	dir := t.TempDir()
 	os.Link(input, filepath.Join(dir, "in.jsonl"))
@@ -334,5 +381,10 @@ func rescale(t *testing.T, tmpl string) {
 	}
 	if got := committedRecords(t, filepath.Join(dir, "out")); !slices.Equal(got, want) {
 		t.Fatalf("after rescaling 2 → 3 → 1: %d records, want %d", len(got), len(want))
+	}
+	if keyed {
+		if got := committedRecords(t, filepath.Join(dir, "changes")); !slices.Equal(got, wantChanges) || len(got) == 0 {
+			t.Fatalf("changes after rescaling 2 → 3 → 1: %d records, want %d (and some)", len(got), len(wantChanges))
+		}
 	}
 }

@@ -19,8 +19,8 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	}
 	task := st.taskID(p.name)
 	extra := map[string][]byte{}
-	if op := st.task.Operator(); op != nil {
-		extra[watermarkExtraKey(p.name, st.index)] = binary.BigEndian.AppendUint64(nil, uint64(op.Watermark()))
+	if st.task.Operator() != nil || st.task.Keyed() != nil {
+		extra[watermarkExtraKey(p.name, st.index)] = binary.BigEndian.AppendUint64(nil, uint64(st.task.Watermark()))
 	}
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
@@ -38,9 +38,12 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
 	// The window store keeps changed windows decoded in front of the
 	// backend: write them in, so the snapshot holds the state as of b.
-	err := st.store.Flush()
+	err := flushKeyed(st) // readings waiting for the watermark, into the backend
+	if err == nil && st.store != nil {
+		err = st.store.Flush()
+	}
 	if err == nil {
-		err = st.holdErr // the state lacks a result: never checkpoint it
+		err = st.stateErr() // the state lacks a result: never checkpoint it
 	}
 	if err != nil {
 		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
@@ -51,6 +54,7 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
 		return
 	}
+	snap = keyedSnapshot(st, snap)
 	st.lastSnap = b.ID
 	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
 	st.sampleState()

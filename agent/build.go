@@ -29,6 +29,7 @@ type plan struct {
 	names       []string
 	parallelism int
 	control     *control.State // nil without a control stream
+	keyed       *keyedPlan     // nil without per-key functions
 }
 
 // compile builds the plan of pipeline p.
@@ -50,6 +51,11 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		pl.control = control.New()
 		copts.Control = pl.control
 	}
+	keyOpts := copts
+	keyOpts.Where = "key"
+	if pl.keyed = newKeyedPlan(p); pl.keyed != nil {
+		copts.Keyed = &pl.keyed.calls
+	}
 	prog := func(e hcl.Expression) *expr.Program {
 		if e == nil {
 			return nil
@@ -63,7 +69,11 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		pr := prog(m.Expr)
 		spec.Maps = append(spec.Maps, operators.MapField{Slot: schema.Slot(event.Path{m.Name}), Prog: pr})
 	}
-	spec.Key = prog(p.Key)
+	if p.Key != nil {
+		pr, d := expr.CompileWith(p.Key, schema, keyOpts)
+		diags = append(diags, d...)
+		spec.Key = pr
+	}
 	var aggs []window.AggSpec
 	args := map[string]*expr.Program{} // plain traversals already compiled
 	for i, a := range p.Aggregates {
@@ -134,21 +144,28 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 	}
 
 	// The decoder comes last: it reads only the paths registered above.
+	d, err := newDecoder(src, schema)
+	if err != nil {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid csv settings",
+			Detail: err.Error(), Subject: src.DeclRange.Ptr()})
+	}
+	spec.Decoder = d
+	if pl.keyed != nil {
+		diags = append(diags, pl.keyed.finish(pl, src)...)
+	}
+	return pl, diags
+}
+
+// newDecoder returns a decoder of src's format filling schema's slots.
+func newDecoder(src *config.Source, schema *event.Schema) (decode.Decoder, error) {
 	switch src.Format {
 	case "csv":
 		opts := decode.CSVOptions{Header: src.CSV.Header, Columns: src.CSV.Columns, Delimiter: byte(src.CSV.Delimiter)}
-		d, err := decode.NewCSV(schema, opts)
-		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid csv settings",
-				Detail: err.Error(), Subject: src.DeclRange.Ptr()})
-		}
-		spec.Decoder = d
+		return decode.NewCSV(schema, opts)
 	case "raw":
-		spec.Decoder = decode.NewRaw(schema)
-	default:
-		spec.Decoder = decode.NewJSON(schema)
+		return decode.NewRaw(schema), nil
 	}
-	return pl, diags
+	return decode.NewJSON(schema), nil
 }
 
 func windowSpec(w *config.Window, aggs []window.AggSpec) (*window.Spec, bool, error) {

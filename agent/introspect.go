@@ -110,7 +110,7 @@ func (in *introspection) registerMetrics() {
 		set.GetOrCreateGauge(fmt.Sprintf(`eddy_pipeline_parallelism{pipeline=%q}`, p.name), func() float64 {
 			return float64(len(p.subtasks))
 		})
-		if p.windowState != "" {
+		if p.shape != nil { // the subtasks keep state: a window, per-key functions
 			pm := p.m // kept across region restarts, unlike p
 			for name, field := range map[string]func(*admin.StateReport) int64{
 				"eddy_state_keys":         func(r *admin.StateReport) int64 { return r.Keys },

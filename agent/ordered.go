@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/state"
 )
 
@@ -24,6 +25,10 @@ func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
 		// hands each result to the subtask that owns its key.
 		kg := state.KeyGroup(r.Key, p.maxKeyGroups)
 		st.heldKey = heldKey(append(st.heldKey[:0], byte(kg>>8), byte(kg)), r.End, r.Key, r.Start, r.Firing)
+		if r.Kind == sink.KindReading {
+			// Records of one key and time: in source order.
+			st.heldKey = binary.BigEndian.AppendUint64(st.heldKey, r.Seq)
+		}
 		if err := st.backend.Put(st.held, st.heldKey, it.Payload); err != nil {
 			// A result that cannot be held would be lost: the subtask
 			// fails (stateErr) and its region restarts from the last

@@ -42,7 +42,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		cfg:        pl.cfg,
 		fatal:      a.fail,
 		epoch:      1, // dead letters before barrier 1
-		ordered:    pl.window != nil && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
+		ordered:    (pl.window != nil || pl.keyed != nil) && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
 		bound:      pl.bound,
 		name:       name,
 		in:         make(chan *rawBatch, 4),
@@ -86,13 +86,16 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		}
 	}
 	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups
+	keyedState := pl.window != nil || pl.keyed != nil // the subtasks keep state
 	if pl.window != nil {
 		p.windowState = windowStateName(*pl.window)
+	}
+	if keyedState {
 		p.shape, _ = json.Marshal(pipelineShape(a.src, pl.cfg)) // strings only: cannot fail
 	}
 	p.merge.done = make(chan struct{})
 	var usage []stateUsage
-	if pl.window != nil {
+	if keyedState {
 		usage = make([]stateUsage, pl.parallelism)
 		pm.state.Store(&usage)
 	}
@@ -100,17 +103,12 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		p.edges = append(p.edges, stream.NewEdge(16))
 		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
 		var op *window.Operator
-		if pl.window != nil {
+		if keyedState {
 			be, err := a.openBackend(name, i, pl.parallelism)
 			if err != nil {
 				return nil, err
 			}
 			st.backend, st.usage = be, &usage[i]
-			store, err := window.NewStateStore(be, p.windowState, aggFuncs(pl.window.Aggs))
-			if err != nil {
-				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
-			}
-			st.store = store
 			if st.inflight, err = be.Bucket("inflight", state.KeyGroupPrefix); err != nil {
 				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
@@ -119,6 +117,13 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 				}
 			}
+		}
+		if pl.window != nil {
+			store, err := window.NewStateStore(st.backend, p.windowState, aggFuncs(pl.window.Aggs))
+			if err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			st.store = store
 			var opStore window.Store = store
 			if pl.cfg.MaxKeys > 0 {
 				st.liveKeys = window.NewLiveKeys(store)
@@ -130,6 +135,11 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 			}
 		}
 		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
+		if pl.keyed != nil {
+			if err := a.attachKeyed(pl, st); err != nil {
+				return nil, err
+			}
+		}
 		p.subtasks = append(p.subtasks, st)
 	}
 	for _, ref := range pl.cfg.To {
@@ -158,7 +168,8 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		// pass barriers to it like to any sink they write.
 		p.deadLetter = s
 		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) ||
-			p.subtasks[0].liveKeys != nil // readings refused by max_keys
+			p.subtasks[0].liveKeys != nil || // readings refused by max_keys
+			pl.keyed != nil // readings the keyed subtasks reject
 		n := 1
 		if p.resultDeadLetters {
 			n += pl.parallelism
@@ -211,12 +222,13 @@ func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Ba
 	return be, nil
 }
 
-// totalSubtasks counts the windowed subtasks of the configuration, which
+// totalSubtasks counts the subtasks with state (a window, per-key
+// functions) of the configuration, which
 // share the state budget (cache and max_size).
 func (a *Agent) totalSubtasks() int {
 	n := 0
 	for _, p := range a.cfg.Pipelines {
-		if p.Window == nil {
+		if p.Window == nil && !p.UsesKeyedFunctions() {
 			continue
 		}
 		if p.Parallelism > 0 {

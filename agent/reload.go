@@ -75,12 +75,16 @@ type stateShape struct {
 	Key        string   `json:"key"`
 	Source     string   `json:"source"`
 	Aggregates []string `json:"aggregates"`
+	// Keyed is the per-key function calls and the order (keyedShape);
+	// omitted when empty, so checkpoints of pipelines without them compare
+	// as before.
+	Keyed string `json:"keyed,omitempty"`
 }
 
 // pipelineShape returns the state shape of p, whose configuration source is
 // src.
 func pipelineShape(src []byte, p *config.Pipeline) stateShape {
-	sh := stateShape{Window: windowShape(p.Window), Key: exprText(src, p.Key), Source: p.From.Source.Name}
+	sh := stateShape{Window: windowShape(p.Window), Key: exprText(src, p.Key), Source: p.From.Source.Name, Keyed: keyedShape(src, p)}
 	for _, a := range p.Aggregates {
 		sh.Aggregates = append(sh.Aggregates, fmt.Sprintf("%s = %s(%s) q=%v", a.Name, a.Func, exprText(src, a.Arg), a.Q))
 	}
@@ -99,6 +103,8 @@ func (sh stateShape) differs(o stateShape) string {
 		return "the source"
 	case !slices.Equal(sh.Aggregates, o.Aggregates):
 		return "the aggregates"
+	case sh.Keyed != o.Keyed:
+		return "the per-key functions"
 	}
 	return ""
 }

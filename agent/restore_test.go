@@ -16,6 +16,7 @@ func TestStateShape_Differs(t *testing.T) {
 		{"an aggregate", func(s *stateShape) { s.Aggregates = []string{"n = count(event.v) q=0"} }, "the aggregates"},
 		{"one more aggregate", func(s *stateShape) { s.Aggregates = append(s.Aggregates[:1:1], "m = max(event.v) q=0") }, "the aggregates"},
 		{"window and key: the window first", func(s *stateShape) { s.Window, s.Key = "", "" }, "the window"},
+		{"per-key functions", func(s *stateShape) { s.Keyed = "; changed(event.s)" }, "the per-key functions"},
 	} {
 		next := base
 		c.change(&next)

@@ -85,6 +85,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 	}
 	keepLate := p.late != nil
 	var lastLate, lastUnassigned int64
+	var keyedSeen keyedSeen
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
 	for {
@@ -161,7 +162,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.overtake(st)
 		}
 		p.emit(st)
-		if st.store != nil {
+		if st.backend != nil {
 			if err := st.stateErr(); err != nil {
 				// State errors are sticky (a full store, an I/O error):
 				// this subtask cannot go on; the agent stops and the next
@@ -178,6 +179,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.m.unassigned.Add(int(d))
 			lastUnassigned = t.Unassigned
 		}
+		p.keyedCounts(st, &keyedSeen)
 	}
 }
 
@@ -205,6 +207,9 @@ func (st *subtask) sampleState() {
 	if st.store != nil {
 		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
 	}
+	if k := st.task.Keyed(); k != nil {
+		r.MemoryBytes += k.Operator().MemoryBytes() // readings waiting for the watermark
+	}
 	if op := st.task.Operator(); op != nil {
 		s := op.Stats()
 		r.Windows, r.Timers = int64(s.OpenWindows), int64(s.PendingTimers)
@@ -227,6 +232,9 @@ func (p *pipeline) emit(st *subtask) {
 	if d := t.TakeLate(); d != nil && p.late != nil {
 		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
 	}
+	if d := t.TakeDead(); d != nil && p.deadLetter != nil && p.resultDeadLetters {
+		p.deadLetter.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
 	if p.keys != nil {
 		p.emitRefused(st)
 	}
@@ -235,7 +243,12 @@ func (p *pipeline) emit(st *subtask) {
 // stateErr returns the subtask's sticky state error: its window store's, or
 // a failure to hold a result.
 func (st *subtask) stateErr() error {
-	if err := st.store.Err(); err != nil {
+	if st.store != nil {
+		if err := st.store.Err(); err != nil {
+			return err
+		}
+	}
+	if err := keyedErr(st); err != nil {
 		return err
 	}
 	return st.holdErr

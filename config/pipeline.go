@@ -37,6 +37,15 @@ type Pipeline struct {
 	// LateOutput and DeadLetter are nil when not set.
 	LateOutput *SinkRef
 	DeadLetter *SinkRef
+	// StateTTL is the time to live of the per-key function state (prev,
+	// changed, …) of a key after its last reading; 0: kept forever.
+	StateTTL time.Duration
+	// Order is the order in which a pipeline with per-key functions
+	// processes a key's readings: OrderEventTime or OrderArrival; "" when
+	// not set (event time when the source has a timestamp).
+	Order string
+	// OrderRange and StateTTLRange locate the attributes (zero when unset).
+	OrderRange, StateTTLRange hcl.Range
 	// DebugDelayPerRecord and DebugPanicAtOffset are for tests only: a
 	// window subtask sleeps this long per record (a deliberately slow
 	// operator, to build backpressure), and panics once per process on the
@@ -67,7 +76,13 @@ type SinkRef struct {
 }
 
 var pipelineAttrs = []string{"from", "control", "filter", "key", "parallelism", "max_keys", "to", "late_output", "dead_letter",
-	"debug_delay_per_record", "debug_panic_at_offset"}
+	"state_ttl", "order", "debug_delay_per_record", "debug_panic_at_offset"}
+
+// The values of a pipeline's order.
+const (
+	OrderEventTime = "event_time"
+	OrderArrival   = "arrival"
+)
 
 // decodePipelines decodes every pipeline block, resolving references against
 // the declared sources and sinks.
@@ -108,6 +123,14 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			p.Key = at.Expr
 		}
 		p.Parallelism = int(a.integer("parallelism", int64(ag.Parallelism), 1, int64(ag.MaxKeyGroups)))
+		p.StateTTL = a.duration("state_ttl", 0)
+		if at := a.m["order"]; at != nil {
+			p.Order = a.enum("order", []string{OrderEventTime, OrderArrival}, "")
+			p.OrderRange = at.Expr.Range()
+		}
+		if at := a.m["state_ttl"]; at != nil {
+			p.StateTTLRange = at.Expr.Range()
+		}
 		if n := a.integer("max_keys", 0, -1<<31, 1<<31-1); n >= 0 {
 			p.MaxKeys = int(n)
 		} else {
@@ -159,11 +182,19 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		if p.MaxKeys > 0 && p.Window == nil {
 			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")
 		}
-		if p.LateOutput != nil && (p.Window == nil || p.Window.Time != EventTime) {
-			d.errorf(p.LateOutput.Range, "Late output without event time", "Only event-time windows have late readings; remove late_output or use an event-time window.")
+		d.checkKeyed(p)
+		if p.LateOutput != nil && (p.Window == nil || p.Window.Time != EventTime) && !p.keyedEventTime() {
+			d.errorf(p.LateOutput.Range, "Late output without event time", "Only event-time windows, and per-key functions in event-time order, have late readings; remove late_output or use an event-time window.")
 		}
 	}
 	return out
+}
+
+// keyedEventTime reports whether p orders its readings by event time for
+// per-key functions, which set late readings aside like windows.
+func (p *Pipeline) keyedEventTime() bool {
+	return p.UsesKeyedFunctions() && p.Order != OrderArrival && p.From.Source != nil && p.From.Source.Timestamp != nil &&
+		(p.Window == nil || p.Window.Time == EventTime)
 }
 
 // mapFields returns the attributes of a map block in source order.

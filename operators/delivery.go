@@ -3,6 +3,7 @@ package operators
 import (
 	"sync"
 
+	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/sink"
 )
 
@@ -85,6 +86,20 @@ func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
 	d.keys = append(d.keys, r.Key...)
 	d.keyEnds = append(d.keyEnds, len(d.keys))
 	d.vals = append(d.vals, r.Values...)
+	c := *r
+	c.Key, c.Values = nil, nil
+	d.results = append(d.results, c)
+	d.isRes = append(d.isRes, true)
+}
+
+// AddReading encodes the record of one reading (sink.AppendReadingJSON)
+// and keeps a copy of r for topic templates and ordering.
+func (d *Delivery) AddReading(deviceID string, r *sink.Result, names []string, values []event.Value) {
+	d.reserve()
+	d.buf = sink.AppendReadingJSON(d.buf, deviceID, r, names, values)
+	d.ends = append(d.ends, len(d.buf))
+	d.keys = append(d.keys, r.Key...)
+	d.keyEnds = append(d.keyEnds, len(d.keys))
 	c := *r
 	c.Key, c.Values = nil, nil
 	d.results = append(d.results, c)

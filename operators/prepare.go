@@ -103,17 +103,7 @@ func NewPreparer(spec PrepareSpec) *Preparer {
 	if spec.Parallelism <= 0 {
 		spec.Parallelism = 1
 	}
-	same := make([]int, len(spec.AggArgs))
-	for i, a := range spec.AggArgs {
-		same[i] = -1
-		for j := range i {
-			if a != nil && spec.AggArgs[j] == a {
-				same[i] = j
-				break
-			}
-		}
-	}
-	return &Preparer{spec: spec, same: same, Values: make([]float64, len(spec.AggArgs))}
+	return &Preparer{spec: spec, same: expr.SameAs(spec.AggArgs), Values: make([]float64, len(spec.AggArgs))}
 }
 
 // Prepare decodes and prepares one reading. payload is copied into the

@@ -21,6 +21,8 @@ type WindowTask struct {
 
 	results *Delivery
 	late    *Delivery
+	dead    *Delivery   // readings the keyed stage rejects
+	keyed   *KeyedStage // nil without per-key functions
 
 	// Key limit (LimitKeys): nil keys means none.
 	keys        *window.LiveKeys
@@ -38,12 +40,16 @@ type WindowTask struct {
 // pass-through task: every reading is forwarded as it came.
 func NewWindowTask(pipeline, deviceID string, names []string, op *window.Operator) *WindowTask {
 	return &WindowTask{pipeline: pipeline, deviceID: deviceID, names: names, op: op,
-		results: new(Delivery), late: new(Delivery)}
+		results: new(Delivery), late: new(Delivery), dead: new(Delivery)}
 }
 
 // Process feeds a batch. Late readings are kept for the side output when
 // keepLate is set, else only counted.
 func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
+	if t.keyed != nil {
+		t.processKeyed(b, keepLate)
+		return
+	}
 	if t.op == nil {
 		for i := 0; i < b.Len(); i++ {
 			t.results.AddRaw(b.Payload(i))
@@ -89,6 +95,10 @@ func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
 
 // AdvanceWatermark moves event time forward.
 func (t *WindowTask) AdvanceWatermark(wm int64) {
+	if t.keyed != nil {
+		t.advanceKeyed(wm)
+		return
+	}
 	if t.op == nil {
 		return
 	}

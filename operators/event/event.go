@@ -155,6 +155,12 @@ type Record struct {
 	// Scratch holds bytes that Values alias when they cannot alias Payload
 	// (unescaped JSON strings, computed strings). Decoders append to it.
 	Scratch []byte
+
+	// Keyed holds the results of the per-key function calls (prev,
+	// changed, ...) of the reading, one per call of the pipeline's
+	// expr.KeyedCalls, set by the keyed operator before the expressions
+	// that read them are evaluated. Reset keeps it as it is.
+	Keyed []Value
 }
 
 // Reset prepares r to hold a reading of a schema with n slots.

@@ -43,6 +43,14 @@ type compiler struct {
 	readsControl bool
 	errs         []error
 	diags        hcl.Diagnostics
+	// keyed collects per-key calls (nil: they are diagnostics); keyedUsed
+	// are the indexes of this expression's, argProgs their arguments'
+	// programs; inKeyedArg is set while compiling such an argument.
+	keyed      *KeyedCalls
+	keyedUsed  []int
+	argProgs   []*Program
+	inKeyedArg bool
+	where      string
 }
 
 // kindErrs maps the kind of a bad operand to the index of its prebuilt

@@ -25,7 +25,7 @@ func TestCompile_Diagnostics(t *testing.T) {
 		{`event[0]`, "Invalid field name", "test.hcl:1,6-9", "constant string"},
 		{`event.a[1]`, "Invalid field name", "test.hcl:1,8-11", "constant string"},
 		{`uper(event.x)`, "Call to unknown function", "test.hcl:1,1-5", `Did you mean "upper"?`},
-		{`median(event.x)`, "Call to unknown function", "test.hcl:1,1-7", "Known functions: abs, ceil, coalesce, contains, endswith, floor, has, len, lower, max, min, pow, round, sqrt, startswith, tonumber, tostring, upper."},
+		{`median(event.x)`, "Call to unknown function", "test.hcl:1,1-7", "Known functions: abs, ceil, changed, coalesce, contains, count_key, delta, endswith, first_seen, floor, has, len, lower, max, min, pow, prev, round, since, sqrt, startswith, tonumber, tostring, upper."},
 		{`abs(1, 2)`, "Too many function arguments", "test.hcl:1,8-9", `"abs" expects 1 argument, but got 2`},
 		{`pow(1)`, "Not enough function arguments", "test.hcl:1,6-7", "expects 2 arguments"},
 		{`max()`, "Not enough function arguments", "test.hcl:1,5-6", "at least 1 argument"},
@@ -51,6 +51,8 @@ func TestCompile_Diagnostics(t *testing.T) {
 		{`abs(event.l...)`, "Unsupported expression", "test.hcl:1,5-12", "cannot be expanded"},
 		{"event.temp +\n  foo.bar", "Unknown variable", "test.hcl:2,3-6", "only event fields"},
 		{`1e400`, "Number out of range", "test.hcl:1,1-6", "64-bit"},
+		{`chnged(event.x)`, "Call to unknown function", "test.hcl:1,1-7", `Did you mean "changed"?`},
+		{`prev(event.x)`, "Per-key function not allowed here", "test.hcl:1,1-5", "only in filter, map and aggregate arguments"},
 	} {
 		t.Run(tc.src, func(t *testing.T) {
 			e, diags := hclsyntax.ParseExpression([]byte(tc.src), "test.hcl", hcl.InitialPos)

@@ -31,7 +31,10 @@
 //     pow(x, y), min(x, ...), max(x, ...), lower, upper, len (Unicode code
 //     points), contains(s, sub), startswith(s, prefix), endswith(s, suffix),
 //     coalesce(a, ...), has(event.x), has(control.x), tonumber,
-//     tostring.
+//     tostring;
+//   - with Options.Keyed, the per-key functions prev(x), changed(x),
+//     delta(x), since(x), first_seen() and count_key() (see Per-key
+//     functions below).
 //
 // Anything else (other variables, unknown functions, wrong arity, lists,
 // objects, for expressions, splats, indexes other than event["name"] and
@@ -71,6 +74,19 @@
 // does not allocate; a computed key that is a bool is a runtime ErrType.
 // control alone, splats, and bool or null constant keys are compile-time
 // diagnostics; without Options.Control every control reference is one.
+//
+// # Per-key functions
+//
+// A per-key function's result depends on the key's earlier readings, which
+// a Program cannot see: CompileWith with Options.Keyed compiles each call
+// into a slot of the pipeline's KeyedCalls (its argument becomes a Program
+// of its own) and the call into a read of Record.Keyed[slot]. The keyed
+// operator (operators/keyed) evaluates the arguments of the calls a
+// Program lists (KeyedCalls), combines them with the key's state and
+// fills Record.Keyed before it evaluates the Program. A call is computed
+// for every reading its expression sees, even in a branch not taken. A
+// per-key call inside another's argument is a diagnostic, and so is one
+// without Options.Keyed (in key, say; Options.Where names the place).
 //
 // # Null rules
 //

@@ -57,6 +57,9 @@ var functionNames = func() []string {
 	for name := range functions {
 		names = append(names, name)
 	}
+	for name := range keyedFuncs {
+		names = append(names, name)
+	}
 	slices.Sort(names)
 	return names
 }()
@@ -64,6 +67,9 @@ var functionNames = func() []string {
 // call compiles a function call: arity and argument kinds are checked
 // here; arguments of unknown kind are checked per reading.
 func (c *compiler) call(e *hclsyntax.FunctionCallExpr) node {
+	if IsKeyedFunc(e.Name) {
+		return c.keyedCall(e)
+	}
 	fn, ok := functions[e.Name]
 	if !ok {
 		detail := fmt.Sprintf("There is no function named %q.", e.Name)

@@ -25,6 +25,8 @@ type Program struct {
 	// EvalBool skips building a Value.
 	test *fieldTest
 	pair *testPair
+	// keyed are the indexes of the per-key calls the program reads.
+	keyed []int
 }
 
 // Compile compiles e once, for evaluation against records of schema. e
@@ -53,16 +55,35 @@ type Options struct {
 	// before the evaluation; it must be evaluated on the goroutine that
 	// owns the State. Nil: control.* is a diagnostic.
 	Control *control.State
+	// Keyed, when set, allows the per-key functions (prev, changed, delta,
+	// since, first_seen, count_key) and collects their calls: the keyed
+	// operator computes them per reading into Record.Keyed before it
+	// evaluates the Program (see KeyedCalls). Nil: they are diagnostics
+	// saying where they can be used.
+	Keyed *KeyedCalls
+	// Where names the place of the expression (e.g. "key") in the
+	// diagnostic of a per-key function used where Keyed is nil.
+	Where string
 }
 
 // CompileWith is Compile with options.
 func CompileWith(e hcl.Expression, schema *event.Schema, opts Options) (*Program, hcl.Diagnostics) {
-	c := &compiler{schema: schema, control: opts.Control}
+	c := &compiler{schema: schema, control: opts.Control, keyed: opts.Keyed, where: opts.Where}
+	var before int
+	if c.keyed != nil {
+		before = len(c.keyed.Calls)
+	}
 	n := c.expr(e)
 	if c.diags.HasErrors() {
+		if c.keyed != nil {
+			c.keyed.Calls = c.keyed.Calls[:before]
+		}
 		return nil, c.diags
 	}
-	p := &Program{root: n.eval, rng: n.rng, readsControl: c.readsControl, errs: c.errs, test: n.test, pair: n.pair}
+	for _, a := range c.argProgs {
+		a.errs, a.readsControl = c.errs, c.readsControl
+	}
+	p := &Program{root: n.eval, rng: n.rng, readsControl: c.readsControl, errs: c.errs, test: n.test, pair: n.pair, keyed: c.keyedUsed}
 	for _, k := range []event.Kind{event.Number, event.String} {
 		p.notBool[k] = &RuntimeError{
 			Range:  n.rng,
@@ -150,4 +171,22 @@ func (p *Program) AppendKey(dst []byte, rec *event.Record) ([]byte, bool) {
 		return dst, false
 	}
 	return v.AppendText(dst), true
+}
+
+// SameAs returns, for each program of progs, the index of an earlier
+// identical one (the same *Program, as aggregates of one field share), or
+// -1: a caller evaluates each program once per reading and copies the
+// value for the others.
+func SameAs(progs []*Program) []int {
+	same := make([]int, len(progs))
+	for i, a := range progs {
+		same[i] = -1
+		for j := range i {
+			if a != nil && progs[j] == a {
+				same[i] = j
+				break
+			}
+		}
+	}
+	return same
 }

@@ -30,6 +30,10 @@ type Result struct {
 	Firing   int    // 0 for the first firing of the window, then 1, 2, …
 	Names    []string
 	Values   []float64 // NaN (and ±Inf) are written as null
+	// Seq is the source position of the reading a KindReading record is
+	// of (0 for window firings): with Key and Start it makes the record's
+	// id, and orders records of one key and time.
+	Seq uint64
 }
 
 // timeLayout is RFC 3339 with exactly three fractional digits; for a UTC
@@ -60,24 +64,15 @@ func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 	if len(r.Names) != len(r.Values) {
 		panic(fmt.Sprintf("sink: result of pipeline %q has %d names but %d values", r.Pipeline, len(r.Names), len(r.Values)))
 	}
-	dst = append(dst, `{"id":"`...)
-	dst = jsontext.AppendEscaped(dst, deviceID)
-	dst = append(dst, '/')
-	dst = jsontext.AppendEscaped(dst, r.Pipeline)
-	dst = append(dst, '/')
-	dst = jsontext.AppendEscapedBytes(dst, r.Key)
-	dst = append(dst, '/')
+	dst = appendIDHead(dst, deviceID, r)
 	dst = strconv.AppendInt(dst, r.Start, 10)
 	dst = append(dst, '-')
 	dst = strconv.AppendInt(dst, r.End, 10)
 	dst = append(dst, '/')
 	dst = strconv.AppendInt(dst, int64(r.Firing), 10)
 
-	dst = append(dst, `","pipeline":`...)
-	dst = jsontext.AppendString(dst, r.Pipeline)
-	dst = append(dst, `,"key":"`...)
-	dst = jsontext.AppendEscapedBytes(dst, r.Key)
-	dst = append(dst, `","window_start":"`...)
+	dst = appendPipelineKey(dst, r)
+	dst = append(dst, `,"window_start":"`...)
 	dst = appendTimestamp(dst, r.Start)
 	dst = append(dst, `","window_end":"`...)
 	dst = appendTimestamp(dst, r.End)
@@ -96,6 +91,26 @@ func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 		dst = jsontext.AppendNumber(dst, r.Values[i])
 	}
 	return append(dst, '}')
+}
+
+// appendIDHead opens a record and its id: {"id":"<deviceID>/<pipeline>/<key>/
+func appendIDHead(dst []byte, deviceID string, r *Result) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = jsontext.AppendEscaped(dst, deviceID)
+	dst = append(dst, '/')
+	dst = jsontext.AppendEscaped(dst, r.Pipeline)
+	dst = append(dst, '/')
+	dst = jsontext.AppendEscapedBytes(dst, r.Key)
+	return append(dst, '/')
+}
+
+// appendPipelineKey closes the id and adds the pipeline and key fields.
+func appendPipelineKey(dst []byte, r *Result) []byte {
+	dst = append(dst, `","pipeline":`...)
+	dst = jsontext.AppendString(dst, r.Pipeline)
+	dst = append(dst, `,"key":"`...)
+	dst = jsontext.AppendEscapedBytes(dst, r.Key)
+	return append(dst, '"')
 }
 
 // appendTimestamp appends ms as time.UnixMilli(ms).UTC().AppendFormat(dst,

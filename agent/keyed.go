@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/operators/keyed"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// keyedPlan is the per-key part of the plan of a pipeline whose
+// expressions call per-key functions (prev, changed, …): its filter, map
+// and aggregate arguments are evaluated in the keyed subtasks, after the
+// readings are partitioned and put in order, not in the prepare stage.
+type keyedPlan struct {
+	calls expr.KeyedCalls
+	// eval has no Decoder: each subtask gets its own (newDecoder).
+	eval  keyed.EvalSpec
+	src   *config.Source
+	order keyed.Order
+	ttl   time.Duration
+}
+
+// newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
+// function (then nothing changes for it).
+func newKeyedPlan(p *config.Pipeline) *keyedPlan {
+	if !p.UsesKeyedFunctions() {
+		return nil
+	}
+	return &keyedPlan{ttl: p.StateTTL}
+}
+
+// finish moves the filter, map and aggregate arguments compiled into pl's
+// prepare spec to the keyed subtasks and settles the order: event time
+// when the pipeline has it (config checked that an explicit order fits).
+func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
+	p, spec := pl.cfg, &pl.prep
+	var diags hcl.Diagnostics
+	k.src = src
+	k.eval = keyed.EvalSpec{Schema: spec.Schema, Filter: spec.Filter, AggArgs: spec.AggArgs}
+	for i, m := range spec.Maps {
+		k.eval.Maps = append(k.eval.Maps, keyed.MapField{Name: p.Map[i].Name, Slot: m.Slot, Prog: m.Prog})
+	}
+	spec.Filter, spec.Maps, spec.AggArgs = nil, nil, nil
+	if pl.window == nil && spec.Timestamp != nil {
+		pl.eventTime = true // the ordering buffer needs the watermark
+	}
+	k.order = keyed.Arrival
+	if pl.eventTime && spec.Timestamp != nil && p.Order != config.OrderArrival {
+		k.order = keyed.EventTime
+	}
+	if p.Control != nil {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Per-key functions with a control stream",
+			Detail:  "A pipeline with per-key functions evaluates its expressions in its keyed subtasks, which cannot read control.* yet; remove the control stream or the per-key functions.",
+			Subject: p.Control.Range.Ptr()})
+	}
+	// The key is computed in the prepare stage, before the map: it cannot
+	// read a field the map assigns.
+	if p.Key != nil {
+		for _, tr := range p.Key.Variables() {
+			if tr.RootName() != "event" || len(tr) < 2 {
+				continue
+			}
+			a, ok := tr[1].(hcl.TraverseAttr)
+			if !ok {
+				continue
+			}
+			for _, m := range p.Map {
+				if m.Name == a.Name {
+					diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Key reads a map field",
+						Detail:  fmt.Sprintf("In a pipeline with per-key functions the key is computed before the map (the map runs per key), so event.%s is the reading's own field, not the map's; key on a field of the reading.", a.Name),
+						Subject: tr.SourceRange().Ptr()})
+				}
+			}
+		}
+	}
+	return diags
+}
+
+// attachKeyed puts the keyed stage in front of subtask st's window (or in
+// place of one): its operator keeps its state in st.backend.
+func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
+	k := pl.keyed
+	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls})
+	if err != nil {
+		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
+	}
+	spec := k.eval
+	if spec.Decoder, err = newDecoder(k.src, spec.Schema); err != nil {
+		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
+	}
+	st.task.SetKeyed(operators.NewKeyedStage(op, spec))
+	return nil
+}
+
+// keyedShape names what the per-key state of p depends on: the calls in
+// order and the order of processing (a buffer left by event-time order
+// means nothing to arrival order).
+func keyedShape(src []byte, p *config.Pipeline) string {
+	calls := p.KeyedCalls()
+	if len(calls) == 0 {
+		return ""
+	}
+	parts := []string{p.Order}
+	for _, c := range calls {
+		parts = append(parts, exprText(src, c))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// keyedSnapshot is the snapshot of st's backend without the expired
+// per-key state (the TTL's cleanup at checkpoints).
+func keyedSnapshot(st *subtask, snap state.Snapshot) state.Snapshot {
+	if k := st.task.Keyed(); k != nil {
+		return k.FilterSnapshot(snap)
+	}
+	return snap
+}
+
+// flushKeyed writes the readings st's keyed stage holds for the watermark
+// into st.backend, so the snapshot taken next holds them.
+func flushKeyed(st *subtask) error {
+	if k := st.task.Keyed(); k != nil {
+		return k.Flush()
+	}
+	return nil
+}
+
+// keyedErr returns the sticky state error of st's keyed stage, or nil.
+func keyedErr(st *subtask) error {
+	if k := st.task.Keyed(); k != nil {
+		return k.Err()
+	}
+	return nil
+}
+
+// keyedCounts adds what st's keyed stage filtered and dead-lettered since
+// the last call (seen keeps the totals) to the pipeline's metrics.
+func (p *pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
+	k := st.task.Keyed()
+	if k == nil {
+		return
+	}
+	if d := k.Filtered - seen.filtered; d > 0 {
+		p.m.filtered.Add(int(d))
+		seen.filtered = k.Filtered
+	}
+	for reason, n := range k.Rejected {
+		if d := n - seen.rejected[reason]; d > 0 {
+			p.m.deadLettered(reason).Add(int(d))
+			if seen.rejected == nil {
+				seen.rejected = map[string]int64{}
+			}
+			seen.rejected[reason] = n
+		}
+	}
+}
+
+// keyedSeen is what keyedCounts reported of a subtask so far.
+type keyedSeen struct {
+	filtered int64
+	rejected map[string]int64
+}

@@ -1,0 +1,118 @@
+package keyed
+
+import (
+	"math"
+
+	"github.com/eddy-edge/eddy/operators/decode"
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+)
+
+// MapField assigns the result of an expression to a schema slot; Name is
+// the field's name in output records.
+type MapField struct {
+	Name string
+	Slot int
+	Prog *expr.Program
+}
+
+// EvalSpec is what a pipeline with per-key functions evaluates in its keyed
+// subtask instead of its prepare stage: the filter, the map and the
+// aggregate arguments, over the reading decoded again from its payload.
+type EvalSpec struct {
+	Schema  *event.Schema
+	Decoder decode.Decoder
+	Filter  *expr.Program // nil: keep everything
+	Maps    []MapField
+	AggArgs []*expr.Program // nil entries for count()
+}
+
+// Verdict is what Evaluator.Eval decided for a reading.
+type Verdict uint8
+
+const (
+	_        Verdict = iota
+	Pass             // Values (and Record) hold the reading's results
+	Filtered         // the filter dropped it
+	Rejected         // a bad reading: Reason and Detail say why
+)
+
+// Reject reasons, the stable metric labels of the prepare stage's.
+const (
+	ReasonFilterType = "filter_type"
+	ReasonWrongType  = "wrong_type"
+)
+
+// Evaluator evaluates an EvalSpec per reading inside an Operator's
+// Handler. It reuses one Record, so it allocates nothing per reading.
+type Evaluator struct {
+	spec EvalSpec
+	op   *Operator
+	same []int // same[i] = j < i when AggArgs[i] == AggArgs[j], else -1
+	Rec  event.Record
+	// Results of the last Eval.
+	Values         []float64
+	Reason, Detail string
+}
+
+// NewEvaluator returns an Evaluator of spec computing per-key calls with op.
+func NewEvaluator(spec EvalSpec, op *Operator) *Evaluator {
+	return &Evaluator{spec: spec, op: op, same: expr.SameAs(spec.AggArgs), Values: make([]float64, len(spec.AggArgs))}
+}
+
+// Eval decodes r (prepared, so it decodes) and evaluates the filter, the
+// map and the aggregate arguments, in that order, each after the per-key
+// calls it reads: the filter's see every reading of the key, those of a map
+// field and of the aggregates the readings that passed the filter (the
+// state of a call moves with the readings its expression sees, as SQL's
+// LAG over a WHERE).
+func (e *Evaluator) Eval(r *Reading) Verdict {
+	rec := &e.Rec
+	rec.Reset(e.spec.Schema.Len())
+	rec.Payload = append(rec.Payload, r.Payload...)
+	rec.Offset = r.Seq
+	if err := e.spec.Decoder.Decode(rec); err != nil {
+		e.Reason, e.Detail = "decode", err.Error()
+		return Rejected
+	}
+	rec.Time = r.Time
+	rec.Key = append(rec.Key, r.Key...)
+	rec.KeyGroup = r.KeyGroup
+	if f := e.spec.Filter; f != nil {
+		e.op.Step(rec, f.KeyedCalls())
+		keep, err := f.EvalBool(rec)
+		if err != nil {
+			e.Reason, e.Detail = ReasonFilterType, err.Error()
+			return Rejected
+		}
+		if !keep {
+			return Filtered
+		}
+	}
+	for _, m := range e.spec.Maps {
+		e.op.Step(rec, m.Prog.KeyedCalls())
+		rec.Fields[m.Slot] = m.Prog.Eval(rec)
+	}
+	for i, a := range e.spec.AggArgs {
+		if a == nil {
+			e.Values[i] = 0
+			continue
+		}
+		if j := e.same[i]; j >= 0 {
+			e.Values[i] = e.Values[j] // evaluated once: its calls step once
+			continue
+		}
+		e.op.Step(rec, a.KeyedCalls())
+		v := a.Eval(rec)
+		switch v.Kind {
+		case event.Number, event.Bool:
+			e.Values[i] = v.Num
+		case event.String:
+			e.Reason, e.Detail = ReasonWrongType, "an aggregate argument is a string, not a number"
+			return Rejected
+		default:
+			e.Values[i] = math.NaN()
+		}
+	}
+	return Pass
+}

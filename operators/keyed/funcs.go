@@ -1,0 +1,269 @@
+package keyed
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+)
+
+// callState is what one per-key call remembers of a key: the value its
+// argument had at the key's previous reading (prev, changed, delta, since),
+// a time (since: when that value began; first_seen: the first reading) and
+// a count (count_key). seen is false before the key's first reading.
+type callState struct {
+	seen  bool
+	value event.Value // a string's bytes are arena[off:off+n]
+	off   int
+	n     int
+	at    int64
+	count int64
+}
+
+// funcState is the state of every per-key call of a pipeline for one key:
+// what its ValueState stores. It is decoded into reused memory, so a
+// reading costs no allocation.
+type funcState struct {
+	calls []callState
+	arena []byte // the string values' bytes
+}
+
+// funcCodec encodes a funcState:
+//
+//	version:u8=1 n:uvarint (call)*n
+//	call = flags:u8 [kind:u8 value] at:varint count:uvarint
+//	value = number: f64le | string: len:uvarint bytes | bool: u8 | null, missing: —
+//
+// flags bit 0: seen. The calls are in the order of the pipeline's
+// expr.KeyedCalls; a state with another number of calls is refused at
+// restore by the pipeline's state shape, and read as corrupt here.
+type funcCodec struct {
+	st *funcState // decoded into, reused
+}
+
+const funcStateVersion = 1
+
+func (funcCodec) Append(dst []byte, s *funcState) []byte {
+	dst = append(dst, funcStateVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(s.calls)))
+	for i := range s.calls {
+		c := &s.calls[i]
+		if !c.seen {
+			dst = append(dst, 0)
+			continue
+		}
+		dst = append(dst, 1, byte(c.value.Kind))
+		switch c.value.Kind {
+		case event.Number:
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.value.Num))
+		case event.String:
+			dst = binary.AppendUvarint(dst, uint64(c.n))
+			dst = append(dst, s.arena[c.off:c.off+c.n]...)
+		case event.Bool:
+			dst = append(dst, byte(c.value.Num))
+		}
+		dst = binary.AppendVarint(dst, c.at)
+		dst = binary.AppendUvarint(dst, uint64(c.count))
+	}
+	return dst
+}
+
+var errFuncState = errors.New("per-key function state")
+
+func (fc funcCodec) Decode(src []byte) (*funcState, error) {
+	s := fc.st
+	if len(src) < 2 || src[0] != funcStateVersion {
+		return nil, fmt.Errorf("%w: unknown version", errFuncState)
+	}
+	n, l := binary.Uvarint(src[1:])
+	if l <= 0 || int(n) != len(s.calls) {
+		return nil, fmt.Errorf("%w: %d calls, the pipeline has %d", errFuncState, n, len(s.calls))
+	}
+	b := src[1+l:]
+	s.arena = s.arena[:0]
+	for i := range s.calls {
+		c := &s.calls[i]
+		*c = callState{}
+		if len(b) < 1 {
+			return nil, fmt.Errorf("%w: truncated", errFuncState)
+		}
+		flags := b[0]
+		b = b[1:]
+		if flags&1 == 0 {
+			continue
+		}
+		if len(b) < 1 {
+			return nil, fmt.Errorf("%w: truncated", errFuncState)
+		}
+		c.seen, c.value.Kind = true, event.Kind(b[0])
+		b = b[1:]
+		switch c.value.Kind {
+		case event.Number:
+			if len(b) < 8 {
+				return nil, fmt.Errorf("%w: truncated number", errFuncState)
+			}
+			c.value.Num = math.Float64frombits(binary.LittleEndian.Uint64(b))
+			b = b[8:]
+		case event.String:
+			sl, l := binary.Uvarint(b)
+			if l <= 0 || sl > uint64(len(b)-l) {
+				return nil, fmt.Errorf("%w: truncated string", errFuncState)
+			}
+			c.off, c.n = len(s.arena), int(sl)
+			s.arena = append(s.arena, b[l:l+int(sl)]...)
+			b = b[l+int(sl):]
+		case event.Bool:
+			if len(b) < 1 {
+				return nil, fmt.Errorf("%w: truncated bool", errFuncState)
+			}
+			c.value.Num = float64(b[0])
+			b = b[1:]
+		case event.Null, event.Missing:
+		default:
+			return nil, fmt.Errorf("%w: value kind %d", errFuncState, c.value.Kind)
+		}
+		at, l := binary.Varint(b)
+		if l <= 0 {
+			return nil, fmt.Errorf("%w: truncated time", errFuncState)
+		}
+		b = b[l:]
+		cnt, l := binary.Uvarint(b)
+		if l <= 0 {
+			return nil, fmt.Errorf("%w: truncated count", errFuncState)
+		}
+		b = b[l:]
+		c.at, c.count = at, int64(cnt)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errFuncState, len(b))
+	}
+	return s, nil
+}
+
+// reset makes s the state of a key never seen.
+func (s *funcState) reset() {
+	for i := range s.calls {
+		s.calls[i] = callState{}
+	}
+	s.arena = s.arena[:0]
+}
+
+// step computes call i of calls for rec (at rec.Time) into rec.Keyed[i]
+// and updates s. The argument is evaluated on rec as it is now.
+//
+// The functions, for a key whose previous reading (of those this call
+// saw) had argument value p, at this reading's value x and time t:
+//
+//	prev(x)      p; null at the key's first reading
+//	changed(x)   x != p (as ==: kind and value); true at the first reading
+//	delta(x)     x − p; x when x < p (a counter reset: it restarted from
+//	             0); null at the first reading and when x is null; a null
+//	             reading leaves p as it was
+//	since(x)     t − the time of the reading at which x took its current
+//	             value; 0 at the first reading and when x changes now
+//	first_seen() the time of the key's first reading
+//	count_key()  the key's readings so far, this one included
+func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
+	c := &s.calls[i]
+	call := &calls[i]
+	var x event.Value
+	if call.Arg != nil {
+		x = call.Arg.Eval(rec)
+	}
+	t := rec.Time
+	out := event.Value{Kind: event.Null}
+	switch call.Func {
+	case expr.Prev:
+		if c.seen {
+			out = copyOut(rec, s.val(c))
+		}
+		s.set(c, x)
+	case expr.Changed:
+		out = event.BoolValue(!c.seen || !sameValue(s.val(c), x))
+		s.set(c, x)
+	case expr.Delta:
+		if x.Kind != event.Number {
+			break // null or a wrong type: no reading of the counter
+		}
+		if c.seen {
+			if x.Num >= c.value.Num {
+				out = event.NumberValue(x.Num - c.value.Num)
+			} else {
+				out = event.NumberValue(x.Num)
+			}
+		}
+		s.set(c, x)
+	case expr.Since:
+		if !c.seen || !sameValue(s.val(c), x) {
+			c.at = t
+			s.set(c, x)
+		}
+		out = event.NumberValue(float64(t - c.at))
+	case expr.FirstSeen:
+		if !c.seen {
+			c.seen, c.at = true, t
+		}
+		out = event.NumberValue(float64(c.at))
+	case expr.CountKey:
+		c.seen = true
+		c.count++
+		out = event.NumberValue(float64(c.count))
+	}
+	rec.Keyed[i] = out
+}
+
+// set remembers x as c's value; a string's bytes go to the arena (which
+// the next Decode rebuilds, so it does not grow past one reading's).
+func (s *funcState) set(c *callState, x event.Value) {
+	c.seen = true
+	switch x.Kind {
+	case event.String:
+		c.off = len(s.arena)
+		s.arena = append(s.arena, x.Str...)
+		x.Str = nil
+		c.n = len(s.arena) - c.off
+	case event.Missing:
+		x.Kind = event.Null
+	}
+	c.value = x
+}
+
+// val returns c's value, a string aliasing the arena.
+func (s *funcState) val(c *callState) event.Value {
+	v := c.value
+	if v.Kind == event.String {
+		v.Str = s.arena[c.off : c.off+c.n : c.off+c.n]
+	}
+	return v
+}
+
+// copyOut returns v with a string copied into rec.Scratch, so the result
+// outlives the state's next update.
+func copyOut(rec *event.Record, v event.Value) event.Value {
+	if v.Kind == event.String {
+		start := len(rec.Scratch)
+		rec.Scratch = append(rec.Scratch, v.Str...)
+		v.Str = rec.Scratch[start:]
+	}
+	return v
+}
+
+// sameValue is == of the expression language: same kind and value; null
+// and missing are one value.
+func sameValue(a, b event.Value) bool {
+	an, bn := a.IsNull(), b.IsNull()
+	if an || bn {
+		return an == bn
+	}
+	if a.Kind != b.Kind {
+		return false
+	}
+	if a.Kind == event.String {
+		return bytes.Equal(a.Str, b.Str)
+	}
+	return a.Num == b.Num
+}

@@ -1,0 +1,448 @@
+package keyed
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// Order is the order in which a key's readings are processed.
+type Order uint8
+
+const (
+	// EventTime buffers each reading until the watermark passes it and
+	// processes a key's readings in (time, seq) order; readings behind the
+	// watermark are Late.
+	EventTime Order = iota + 1
+	// Arrival processes each reading at once, in arrival order.
+	Arrival
+)
+
+// Options configure an Operator.
+type Options struct {
+	Order Order
+	// TTL is the time to live of a key's per-key function state, refreshed
+	// by every reading of the key; 0: forever.
+	TTL time.Duration
+	// Calls are the pipeline's per-key function calls (expr.KeyedCalls).
+	Calls []expr.KeyedCall
+}
+
+// Reading is one reading as the operator buffers and releases it.
+type Reading struct {
+	Key      []byte
+	KeyGroup uint16
+	// Time is the reading's time (event time, or processing time on a
+	// pipeline without timestamps), ms.
+	Time int64
+	// Seq is the reading's position in its source (its ingest-log offset):
+	// readings of one time are processed in Seq order, the order they came.
+	Seq     uint64
+	Payload []byte
+}
+
+// Outcome is what Process did with a reading.
+type Outcome uint8
+
+const (
+	_        Outcome = iota
+	Done             // processed now (Arrival)
+	Buffered         // held until the watermark passes its time (EventTime)
+	Late             // its time is not after the watermark: for the late side output
+)
+
+// TimerHandler runs when the watermark passes an event-time timer that
+// per-key logic registered (RegisterTimer) for key at time t; the key is the
+// current one of Context while it runs.
+type TimerHandler func(keyGroup uint16, key []byte, t int64) error
+
+// Handler processes one reading of the current key, in order. It may call
+// Step to compute per-key function calls and use the states it registered
+// on Context; the key's function state is written after it returns.
+type Handler func(r *Reading) error
+
+// Operator is the keyed process operator of one subtask: it orders each
+// key's readings, keeps the per-key function state and hands the readings
+// to a Handler one at a time. Pure and deterministic: no clock (the TTL
+// clock is the readings' time), goroutine or file; state in a
+// state.Backend. Not safe for concurrent use.
+type Operator struct {
+	be    state.Backend
+	opts  Options
+	buf   state.Bucket
+	kc    *state.KeyedContext
+	fns   *state.ValueState[*funcState]
+	st    *funcState
+	wm    int64
+	now   int64 // the TTL clock; math.MinInt64 until the first reading
+	gen   uint64
+	index pending // the buffer's keys in release order, rebuilt after a Restore (gen)
+
+	timers  *state.TimerQueue // time | keyGroup | key
+	onTimer TimerHandler
+	tkey    []byte // a timer being set or deleted
+	fired   []byte // the timer firing
+	below   []byte
+
+	key, val []byte
+	r        Reading
+}
+
+// Bucket and state names in the backend.
+const (
+	operatorName = "keyed"
+	bufferBucket = operatorName + "/buffer"
+	timerBucket  = operatorName + "/timers"
+	bufferFormat = 1
+	// maxPendingBytes bounds the buffered readings kept in memory; past
+	// it they are read back from the backend when released.
+	maxPendingBytes = 4 << 20
+)
+
+// New returns an operator keeping its state in be.
+func New(be state.Backend, opts Options) (*Operator, error) {
+	if opts.Order != EventTime && opts.Order != Arrival {
+		return nil, fmt.Errorf("keyed: order %d: want EventTime or Arrival", opts.Order)
+	}
+	o := &Operator{be: be, opts: opts, wm: math.MinInt64, now: math.MinInt64}
+	var err error
+	if o.buf, err = be.Bucket(bufferBucket, bufferKeyGroup); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	o.kc, err = state.NewKeyedContext(be, operatorName, state.KeyedOptions{Now: func() int64 { return o.now }})
+	if err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	var ttl state.TTLConfig
+	if opts.TTL > 0 {
+		ttl = state.TTLConfig{TTL: opts.TTL, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
+	}
+	o.st = &funcState{calls: make([]callState, len(opts.Calls))}
+	if o.fns, err = state.NewValueState[*funcState](o.kc, "functions", funcCodec{st: o.st}, ttl); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	tb, err := be.Bucket(timerBucket, timerKeyGroup)
+	if err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	if o.timers, err = state.NewTimerQueue(be, tb, nil); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	o.gen = be.Generation()
+	return o, nil
+}
+
+// Context is the keyed context of the operator's states: per-key logic
+// hosted by a Handler registers its own states on it (they share the
+// current key and the TTL clock).
+func (o *Operator) Context() *state.KeyedContext { return o.kc }
+
+// MemoryBytes is what the buffer holds in memory (its heap and arenas).
+func (o *Operator) MemoryBytes() int64 {
+	return int64(cap(o.index.arena) + cap(o.index.spare) + cap(o.index.heap)*int(unsafe.Sizeof(pendingEntry{})))
+}
+
+// Order returns the operator's order.
+func (o *Operator) Order() Order { return o.opts.Order }
+
+// Watermark returns the operator's watermark.
+func (o *Operator) Watermark() int64 { return o.wm }
+
+// Buffered returns the number of readings waiting for the watermark.
+func (o *Operator) Buffered() (int, error) {
+	if err := o.sync(); err != nil {
+		return 0, err
+	}
+	return o.index.len(), nil
+}
+
+// Process takes reading r, whose arrival watermark was wm. With Arrival it
+// runs h on it now (Done); with EventTime it is Late when r.Time ≤ wm, else
+// Buffered until AdvanceWatermark passes r.Time. r is copied.
+func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
+	if o.opts.Order == Arrival {
+		return Done, o.run(r, h)
+	}
+	if r.Time <= wm || r.Time <= o.wm {
+		return Late, nil
+	}
+	if err := o.sync(); err != nil {
+		return 0, err
+	}
+	o.key = appendBufferKey(o.key[:0], r)
+	o.index.push(r.Time, r.Seq, o.key, r.Payload, false)
+	if o.index.live > maxPendingBytes {
+		// Memory is short: the buffer goes to the backend, whose cache
+		// writes it back to the working file as it fills.
+		if err := o.Flush(); err != nil {
+			return 0, err
+		}
+		o.index.dropPayloads()
+	}
+	return Buffered, nil
+}
+
+// AdvanceWatermark moves the watermark to wm (never back) and runs h on
+// every buffered reading with Time ≤ wm, in (Time, Seq) order, and the
+// TimerHandler on every timer at or before wm, in time order between them:
+// a timer at t after the readings of time t (as Flink fires a timer when
+// the watermark passes it, after the elements before that watermark).
+func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
+	if wm <= o.wm {
+		return nil
+	}
+	o.wm = wm
+	if err := o.sync(); err != nil {
+		return err
+	}
+	for {
+		t, ok := o.index.peek()
+		if !ok || t > wm {
+			// No reading left to release: the timers up to wm.
+			return o.fireTimers(wm, false)
+		}
+		if err := o.fireTimers(t, true); err != nil { // the timers before t
+			return err
+		}
+		e := o.index.pop()
+		o.key = append(o.key[:0], o.index.key(&e)...)
+		o.val = append(o.val[:0], bufferFormat)
+		if p := o.index.payload(&e); p != nil {
+			o.val = append(o.val, p...)
+		} else {
+			v, ok, err := o.be.Get(o.buf, o.key)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: indexed but not stored", errBuffer)
+			}
+			o.val = append(o.val[:0], v...)
+		}
+		if e.stored {
+			if err := o.be.Delete(o.buf, o.key); err != nil {
+				return err
+			}
+		}
+		if err := decodeBuffered(&o.r, o.key, o.val); err != nil {
+			return err
+		}
+		if err := o.run(&o.r, h); err != nil {
+			return err
+		}
+	}
+}
+
+// RegisterTimer sets an event-time timer at t for the current key (of
+// Context): the TimerHandler runs when the watermark reaches t. Setting
+// one twice is setting it once.
+func (o *Operator) RegisterTimer(t int64) error {
+	kg, key := o.kc.CurrentKey()
+	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
+	_, err := o.timers.Add(o.tkey)
+	return err
+}
+
+// DeleteTimer removes the current key's timer at t, if set.
+func (o *Operator) DeleteTimer(t int64) error {
+	kg, key := o.kc.CurrentKey()
+	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
+	_, err := o.timers.Delete(o.tkey)
+	return err
+}
+
+// OnTimer sets the handler of the timers.
+func (o *Operator) OnTimer(h TimerHandler) { o.onTimer = h }
+
+// fireTimers runs the timers before t (before: exclusive), or at or before
+// it.
+func (o *Operator) fireTimers(t int64, before bool) error {
+	if o.timers.Len() == 0 {
+		return nil
+	}
+	below := o.below[:0] // nil: no bound (t is MaxInt64)
+	switch {
+	case before:
+		below = state.AppendOrderedTime(below, t)
+	case t < math.MaxInt64:
+		below = state.AppendOrderedTime(below, t+1)
+	default:
+		below = nil
+	}
+	for {
+		k, ok, err := o.timers.Pop(below)
+		if err != nil || !ok {
+			return err
+		}
+		tt, _ := state.OrderedTime(k)
+		o.fired = append(o.fired[:0], k...)
+		kg, key := binary.BigEndian.Uint16(o.fired[8:]), o.fired[timerKeyHead:]
+		o.now = max(o.now, tt)
+		o.kc.SetCurrentKey(kg, key)
+		if o.onTimer != nil {
+			if err := o.onTimer(kg, key, tt); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Timer entries: key = time (state.AppendOrderedTime) | keyGroup:u16be | key.
+func appendTimerKey(dst []byte, t int64, kg uint16, key []byte) []byte {
+	dst = state.AppendOrderedTime(dst, t)
+	dst = binary.BigEndian.AppendUint16(dst, kg)
+	return append(dst, key...)
+}
+
+const timerKeyHead = 8 + 2
+
+// timerKeyGroup is the state.KeyGroupFunc of the timer bucket.
+func timerKeyGroup(k []byte) (uint16, bool) {
+	if len(k) < timerKeyHead {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(k[8:]), true
+}
+
+// Flush writes the buffered readings not yet in the backend into it: call
+// it at a checkpoint barrier before Backend.Snapshot, so the snapshot
+// holds every reading waiting for the watermark.
+func (o *Operator) Flush() error {
+	if err := o.sync(); err != nil {
+		return err
+	}
+	for i := range o.index.heap {
+		e := &o.index.heap[i]
+		if e.stored {
+			continue
+		}
+		o.val = append(append(o.val[:0], bufferFormat), o.index.payload(e)...)
+		if err := o.be.Put(o.buf, o.index.key(e), o.val); err != nil {
+			return err
+		}
+		e.stored = true
+	}
+	return nil
+}
+
+// run processes r with its key's function state loaded and written back.
+func (o *Operator) run(r *Reading, h Handler) error {
+	o.now = max(o.now, r.Time)
+	o.kc.SetCurrentKey(r.KeyGroup, r.Key)
+	if len(o.opts.Calls) > 0 {
+		_, ok, err := o.fns.Value()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			o.st.reset()
+		}
+	}
+	if err := h(r); err != nil {
+		return err
+	}
+	if len(o.opts.Calls) > 0 {
+		return o.fns.Update(o.st)
+	}
+	return nil
+}
+
+// Step computes the per-key calls idx (indexes into Options.Calls, as
+// expr.Program.KeyedCalls gives them) for rec, of the reading the Handler
+// is processing, into rec.Keyed, and updates the key's state. Call it
+// before evaluating the program that reads them.
+func (o *Operator) Step(rec *event.Record, idx []int) {
+	if len(rec.Keyed) != len(o.opts.Calls) {
+		rec.Keyed = append(rec.Keyed[:0], make([]event.Value, len(o.opts.Calls))...)
+	}
+	for _, i := range idx {
+		o.st.step(o.opts.Calls, i, rec)
+	}
+}
+
+// Cleanup removes up to n expired per-key states (the incremental part of
+// the TTL cleanup; expired state is never returned either way). Call it
+// per batch, not per reading.
+func (o *Operator) Cleanup(n int) error {
+	if o.now == math.MinInt64 {
+		return nil // no reading yet (a fresh start, a restore): no clock to expire by
+	}
+	_, err := o.kc.Cleanup(n)
+	return err
+}
+
+// FilterSnapshot drops the expired per-key states from snap (the TTL
+// cleanup at snapshots); see state.KeyedContext.FilterSnapshot.
+func (o *Operator) FilterSnapshot(snap state.Snapshot) state.Snapshot {
+	if o.now == math.MinInt64 {
+		return snap // no clock yet: nothing is known to be expired
+	}
+	return o.kc.FilterSnapshot(snap)
+}
+
+// SetWatermark sets the watermark restored from a checkpoint.
+func (o *Operator) SetWatermark(wm int64) { o.wm = max(o.wm, wm) }
+
+// sync rebuilds the buffer's index after the backend was restored.
+func (o *Operator) sync() error {
+	if g := o.be.Generation(); g != o.gen {
+		o.gen = g
+		o.index.reset()
+		var bad error
+		err := o.be.Scan(o.buf, nil, func(k, _ []byte) bool {
+			t, err := state.OrderedTime(k)
+			if err != nil || len(k) < bufferKeyHead {
+				bad = errBuffer
+				return false
+			}
+			o.index.push(t, binary.BigEndian.Uint64(k[8:]), k, nil, true)
+			return true
+		})
+		if err == nil {
+			err = bad
+		}
+		return err
+	}
+	return nil
+}
+
+// Buffer entries: key = time (state.AppendOrderedTime) | seq:u64be |
+// keyGroup:u16be | key; value = format:u8=1 | payload.
+func appendBufferKey(dst []byte, r *Reading) []byte {
+	dst = state.AppendOrderedTime(dst, r.Time)
+	dst = binary.BigEndian.AppendUint64(dst, r.Seq)
+	dst = binary.BigEndian.AppendUint16(dst, r.KeyGroup)
+	return append(dst, r.Key...)
+}
+
+const bufferKeyHead = 8 + 8 + 2
+
+// bufferKeyGroup is the state.KeyGroupFunc of the buffer bucket.
+func bufferKeyGroup(k []byte) (uint16, bool) {
+	if len(k) < bufferKeyHead {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(k[16:]), true
+}
+
+var errBuffer = errors.New("keyed: corrupt buffered reading")
+
+func decodeBuffered(r *Reading, k, v []byte) error {
+	if len(k) < bufferKeyHead || len(v) < 1 || v[0] != bufferFormat {
+		return errBuffer
+	}
+	t, err := state.OrderedTime(k)
+	if err != nil {
+		return errBuffer
+	}
+	*r = Reading{Time: t, Seq: binary.BigEndian.Uint64(k[8:]), KeyGroup: binary.BigEndian.Uint16(k[16:]),
+		Key: k[bufferKeyHead:], Payload: v[1:]}
+	return nil
+}

@@ -1,0 +1,184 @@
+package operators
+
+import (
+	"math"
+
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/keyed"
+	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window"
+)
+
+// KeyedStage is the front of a subtask of a pipeline with per-key
+// functions: a keyed.Operator orders the readings, and its Evaluator runs
+// the filter, map and aggregate arguments that the prepare stage left to
+// it. Readings that pass go to the task's window, or, without one, out as
+// records of kind "reading" with the map fields.
+type KeyedStage struct {
+	op      *keyed.Operator
+	ev      *keyed.Evaluator
+	names   []string // map field names, for records without a window
+	slots   []int
+	vals    []event.Value
+	handler keyed.Handler
+	r       keyed.Reading // reused: a Reading per call would escape to the heap
+	// keepLate: the batch being processed keeps late readings for the side
+	// output (Process's argument, for the Handler).
+	keepLate bool
+	err      error // the first state error: sticky
+	// Counters since creation, read by the owner goroutine only: readings
+	// the filter dropped, and those dead-lettered, by reason.
+	Filtered int64
+	Rejected map[string]int64
+}
+
+// NewKeyedStage returns the keyed stage running spec over op.
+func NewKeyedStage(op *keyed.Operator, spec keyed.EvalSpec) *KeyedStage {
+	k := &KeyedStage{op: op, ev: keyed.NewEvaluator(spec, op), Rejected: map[string]int64{}}
+	for _, m := range spec.Maps {
+		k.names = append(k.names, m.Name)
+		k.slots = append(k.slots, m.Slot)
+	}
+	k.vals = make([]event.Value, len(k.slots))
+	return k
+}
+
+// SetKeyed puts k in front of t's window (or makes t emit reading records,
+// without one).
+func (t *WindowTask) SetKeyed(k *KeyedStage) {
+	t.keyed = k
+	k.handler = t.released
+}
+
+// Keyed returns the task's keyed stage, or nil.
+func (t *WindowTask) Keyed() *KeyedStage { return t.keyed }
+
+// Err returns the first state error of the keyed stage, or nil.
+func (k *KeyedStage) Err() error { return k.err }
+
+// Operator returns the keyed operator.
+func (k *KeyedStage) Operator() *keyed.Operator { return k.op }
+
+// Flush writes the readings waiting for the watermark into the backend:
+// call it at a barrier before the backend's Snapshot.
+func (k *KeyedStage) Flush() error {
+	if k.err != nil {
+		return k.err
+	}
+	return k.op.Flush()
+}
+
+// FilterSnapshot drops expired per-key state from a snapshot of the
+// subtask's backend.
+func (k *KeyedStage) FilterSnapshot(s state.Snapshot) state.Snapshot { return k.op.FilterSnapshot(s) }
+
+// cleanupPerBatch bounds the expired per-key states removed per batch.
+const cleanupPerBatch = 256
+
+func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
+	k := t.keyed
+	if k.err != nil {
+		return
+	}
+	k.keepLate = keepLate
+	perRecordWM := len(b.Watermarks) == b.Len()
+	arrival := k.op.Order() == keyed.Arrival
+	for i := 0; i < b.Len(); i++ {
+		wm := k.op.Watermark()
+		if perRecordWM {
+			wm = b.Watermarks[i]
+			// In arrival order the window sees readings as they come, so
+			// its watermark moves with them, as without the keyed stage.
+			// In event-time order it moves only after a release: readings
+			// still buffered must not become late for it.
+			if arrival && t.op != nil && wm > t.op.Watermark() {
+				t.op.AdvanceWatermark(wm, &t.out)
+			}
+		}
+		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i)}
+		out, err := k.op.Process(&k.r, wm, k.handler)
+		if err != nil {
+			k.err = err
+			return
+		}
+		if out == keyed.Late {
+			t.Late++
+			if keepLate {
+				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark: per-key functions see a key's readings in event-time order", "", b.Offsets[i], b.Payload(i))
+			}
+		}
+	}
+	if err := k.op.Cleanup(cleanupPerBatch); err != nil {
+		k.err = err
+	}
+	t.collect()
+}
+
+// advanceKeyed releases what the watermark passed, then moves the
+// window's watermark.
+func (t *WindowTask) advanceKeyed(wm int64) {
+	k := t.keyed
+	if k.err == nil {
+		if err := k.op.AdvanceWatermark(wm, k.handler); err != nil {
+			k.err = err
+		}
+	}
+	if t.op != nil {
+		t.op.AdvanceWatermark(wm, &t.out)
+	}
+	t.collect()
+}
+
+// released is the keyed operator's Handler: one reading, in its key's
+// order.
+func (t *WindowTask) released(r *keyed.Reading) error {
+	k := t.keyed
+	switch k.ev.Eval(r) {
+	case keyed.Filtered:
+		k.Filtered++
+		return nil
+	case keyed.Rejected:
+		k.Rejected[k.ev.Reason]++
+		t.dead.AddDeadLetter(t.pipeline, k.ev.Reason, k.ev.Detail, "", r.Seq, r.Payload)
+		return nil
+	}
+	if t.op != nil {
+		t.elem.Key, t.elem.KeyGroup, t.elem.Time, t.elem.Values = r.Key, r.KeyGroup, r.Time, k.ev.Values
+		switch t.op.Process(&t.elem, &t.out) {
+		case window.Late:
+			// Only in arrival order: in event-time order the keyed
+			// operator set it aside before the window could see it.
+			t.Late++
+			if k.keepLate {
+				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark minus allowed_lateness", "", r.Seq, r.Payload)
+			}
+		case window.Unassigned:
+			t.Unassigned++
+		}
+		return nil
+	}
+	for i, s := range k.slots {
+		k.vals[i] = k.ev.Rec.Fields[s]
+	}
+	t.res = sink.Result{Pipeline: t.pipeline, Key: r.Key, Start: r.Time, End: r.Time, Kind: sink.KindReading, Seq: r.Seq}
+	t.results.AddReading(t.deviceID, &t.res, k.names, k.vals)
+	return nil
+}
+
+// Watermark returns the task's event-time watermark: its window's, else
+// its keyed operator's; math.MinInt64 when it has neither.
+func (t *WindowTask) Watermark() int64 {
+	switch {
+	case t.op != nil:
+		return t.op.Watermark()
+	case t.keyed != nil:
+		return t.keyed.op.Watermark()
+	}
+	return math.MinInt64
+}
+
+// TakeDead returns the dead letters of the keyed stage collected so far,
+// or nil if none.
+func (t *WindowTask) TakeDead() *Delivery { return take(&t.dead) }
