@@ -20,9 +20,10 @@
 // The Agent composes one type per concern, each owning its state:
 //
 //   - pipeline (pipeline.go): one pipeline block's stages — the prepare
-//     stage (prepare.go), the window subtasks (subtask.go), their aligned
-//     and unaligned barriers (barrier.go, unaligned.go) and the ordered
-//     output of file sources (ordered.go).
+//     stage (prepare.go), the window subtasks (subtask.go) or the keyed
+//     subtasks of per-key functions (keyed.go), their aligned and unaligned
+//     barriers (barrier.go, unaligned.go), the key budget (keylimit.go) and
+//     the ordered output of file sources (ordered.go).
 //   - sourceRunner and sinkRunner (source.go, sinks.go): a source's reader
 //     with its ingest log (ingest.go), and a sink with its two-phase commit.
 //   - checkpointer (checkpointing.go): drives checkpoint.Coordinator and
@@ -31,7 +32,10 @@
 //   - restorer (restore.go): loads a checkpoint into pipelines just built
 //     and rewinds their sources, at start and for a restarted region.
 //   - failover (region.go): the failover regions; stops, rebuilds, restores
-//     and starts the one that failed while the others run on.
+//     and starts the one that failed while the others run on, and records
+//     the ones whose restart strategy gave up (restartlimit.go).
+//   - diskMeter and diskHolds (diskbudget.go, diskfull.go): the disk budget
+//     and what waits for disk space.
 //   - uploader (upload.go): ships completed checkpoints to S3.
 //   - introspection (introspect.go, readiness.go): the agent as the admin
 //     endpoint sees it (admin.Agent): reports, readiness, derived metrics.
