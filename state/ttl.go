@@ -105,8 +105,10 @@ func (c TTLConfig) policy() (ttlPolicy, error) {
 
 func (p ttlPolicy) enabled() bool { return p.ms > 0 }
 
-// expired reports whether a value written at ts is expired at now.
-func (p ttlPolicy) expired(ts, now int64) bool { return ts <= now-p.ms }
+// expired reports whether a value written at ts is expired at now
+// (ts + ms ≤ now), without overflow at either end of int64: a clock that has
+// not started (math.MinInt64) expires nothing.
+func (p ttlPolicy) expired(ts, now int64) bool { return ts <= now-p.ms && now-p.ms <= now }
 
 // openValue splits a value envelope into its payload and stamp.
 func openValue(v []byte) (payload []byte, ts int64, stamped bool, err error) {

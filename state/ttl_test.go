@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -197,5 +198,26 @@ func TestKeyedContext_FilterSnapshot(t *testing.T) {
 	full, _ := be.Snapshot(true)
 	if live, del = entries(kc.FilterSnapshot(full)); live != 1 || del != 0 {
 		t.Fatalf("full: %d live, %d deleted; want 1, 0", live, del)
+	}
+}
+
+// TestTTLPolicy_ExpiredAtTheEdges: the expiry test does not overflow when
+// the clock sits at either end of int64.
+func TestTTLPolicy_ExpiredAtTheEdges(t *testing.T) {
+	p := ttlPolicy{ms: 1000}
+	for _, tc := range []struct {
+		ts, now int64
+		want    bool
+	}{
+		{0, 999, false},
+		{0, 1000, true},
+		{0, math.MinInt64, false},
+		{math.MinInt64, math.MinInt64 + 999, false},
+		{math.MinInt64, math.MinInt64 + 1000, true},
+		{math.MaxInt64 - 1000, math.MaxInt64, true},
+	} {
+		if got := p.expired(tc.ts, tc.now); got != tc.want {
+			t.Errorf("expired(%d, %d) = %v, want %v", tc.ts, tc.now, got, tc.want)
+		}
 	}
 }
