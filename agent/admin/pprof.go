@@ -1,36 +1,121 @@
 package admin
 
 import (
+	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
+	"runtime/pprof"
+	"strconv"
+	"time"
 )
 
-// handleProfiles registers Go's runtime profiles (net/http/pprof) under
-// /debug/pprof/ on mux, the endpoint's protected mux: with a token
-// (tokenRequired) they take it like the API. Registered here by hand: the
-// endpoint never serves http.DefaultServeMux, where importing
-// net/http/pprof also puts them (no server of Eddy's serves that mux).
+// Go's runtime profiles under /debug/pprof/, in the format `go tool pprof`
+// reads (gzipped protobuf; ?debug=1 or 2 for text where the profile has
+// one):
 //
-// A profile shows the process's code paths and, in a goroutine dump, values
-// on its stacks; a CPU or trace profile also costs the device while it
-// runs. So without a token configured (the endpoint on loopback) a profile
-// is served only to a request from loopback: one that reached a loopback
-// listener through a forward or proxy on the device itself still passes,
-// since its peer is loopback too.
+//	GET /debug/pprof/                 the index: the profiles there are
+//	GET /debug/pprof/profile          CPU profile over ?seconds= (default 30)
+//	GET /debug/pprof/{name}           heap, allocs, goroutine, block, mutex,
+//	                                  threadcreate
+//
+// They are served from runtime/pprof rather than net/http/pprof: the
+// profiles cost the arm64 binary 256 KiB, and net/http/pprof's delta
+// profiles, symbolizer and execution trace another 128 KiB, which took it
+// past its budget of 14 MiB (RELEASE.md), for nothing a device's profile
+// needs. They are registered on the endpoint's own mux, never on
+// http.DefaultServeMux.
+
+// defaultCPUProfileSeconds is the CPU profile's length without ?seconds=;
+// maxCPUProfileSeconds bounds what a request may ask, as the profile costs
+// the device while it runs.
+const (
+	defaultCPUProfileSeconds = 30
+	maxCPUProfileSeconds     = 300
+)
+
+// handleProfiles registers the profiles on mux, the endpoint's protected
+// mux: with a token (tokenRequired) they take it like the API. A profile
+// shows the process's code paths and, in a goroutine dump, values on its
+// stacks; so without a token configured (the endpoint on loopback) a
+// profile is served only to a request from loopback: one that reached a
+// loopback listener through a forward or proxy on the device itself still
+// passes, since its peer is loopback too.
 func handleProfiles(mux *http.ServeMux, tokenRequired bool) {
 	guard := loopbackOnly
 	if tokenRequired {
 		guard = func(h http.Handler) http.Handler { return h }
 	}
-	// pprof.Index serves the named profiles (heap, goroutine, allocs,
-	// block, mutex, threadcreate) under /debug/pprof/NAME too.
-	mux.Handle("GET /debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
-	mux.Handle("GET /debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
-	mux.Handle("GET /debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
-	mux.Handle("GET /debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
-	mux.Handle("POST /debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
-	mux.Handle("GET /debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
+	mux.Handle("GET /debug/pprof/{$}", guard(http.HandlerFunc(profileIndex)))
+	mux.Handle("GET /debug/pprof/profile", guard(http.HandlerFunc(cpuProfile)))
+	mux.Handle("GET /debug/pprof/{name}", guard(http.HandlerFunc(namedProfile)))
+}
+
+// profileIndex lists the profiles, one link a line.
+func profileIndex(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprintln(w, "profile?seconds=30  CPU profile")
+	for _, p := range pprof.Profiles() {
+		fmt.Fprintf(w, "%s  %d\n", p.Name(), p.Count())
+	}
+	fmt.Fprintln(w, "\nAdd ?debug=1 for text; read the others with go tool pprof.")
+}
+
+// namedProfile writes the runtime profile {name}.
+func namedProfile(w http.ResponseWriter, r *http.Request) {
+	p := pprof.Lookup(r.PathValue("name"))
+	if p == nil {
+		writeError(w, http.StatusNotFound, "no such profile; see /debug/pprof/")
+		return
+	}
+	debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+	setProfileHeaders(w, p.Name(), debug)
+	if err := p.WriteTo(w, debug); err != nil {
+		// The headers are out: all that is left is to cut the body short.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// cpuProfile profiles the CPU for ?seconds= (at most
+// maxCPUProfileSeconds), or until the client goes away. One at a time:
+// another request meanwhile gets 409.
+func cpuProfile(w http.ResponseWriter, r *http.Request) {
+	sec := defaultCPUProfileSeconds
+	if s := r.URL.Query().Get("seconds"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > maxCPUProfileSeconds {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds must be 1 to %d", maxCPUProfileSeconds))
+			return
+		}
+		sec = n
+	}
+	setProfileHeaders(w, "profile", 0)
+	if err := pprof.StartCPUProfile(w); err != nil {
+		w.Header().Del("Content-Disposition")
+		writeError(w, http.StatusConflict, "a CPU profile is already running: "+err.Error())
+		return
+	}
+	t := time.NewTimer(time.Duration(sec) * time.Second)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	pprof.StopCPUProfile()
+}
+
+// setProfileHeaders marks a binary profile as a download named for it, and
+// a text one (debug > 0) as text.
+func setProfileHeaders(w http.ResponseWriter, name string, debug int) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if debug > 0 {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		return
+	}
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="`+name+`"`) // a runtime profile's name: no quotes
 }
 
 // loopbackOnly answers 403 to a request whose peer is not a loopback
