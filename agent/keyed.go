@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/state"
@@ -25,15 +26,33 @@ type keyedPlan struct {
 	src   *config.Source
 	order keyed.Order
 	ttl   time.Duration
+	// report is the compiled report_by_exception block, or nil.
+	report *operators.ReportSpec
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
-// function (then nothing changes for it).
+// function and has no per-key block (then nothing changes for it).
 func newKeyedPlan(p *config.Pipeline) *keyedPlan {
-	if !p.UsesKeyedFunctions() {
+	if !p.Keyed() {
 		return nil
 	}
 	return &keyedPlan{ttl: p.StateTTL}
+}
+
+// compileBlocks compiles the expressions of p's per-key blocks into
+// schema with opts (per-key function calls in them join the pipeline's,
+// after those of the aggregate arguments, as config.KeyedCalls lists
+// them). Call it before the pipeline's decoder is built: the blocks read
+// fields of their own.
+func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts expr.Options) hcl.Diagnostics {
+	rb := p.ReportByException
+	if rb == nil || rb.Value == nil {
+		return nil
+	}
+	prog, diags := expr.CompileWith(rb.Value, schema, opts)
+	k.report = &operators.ReportSpec{Value: prog, Block: keyed.ReportByException{
+		Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
+	return diags
 }
 
 // finish moves the filter, map and aggregate arguments compiled into pl's
@@ -95,7 +114,13 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	if spec.Decoder, err = newDecoder(k.src, spec.Schema); err != nil {
 		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}
-	st.task.SetKeyed(operators.NewKeyedStage(op, spec))
+	stage := operators.NewKeyedStage(op, spec)
+	st.task.SetKeyed(stage)
+	if k.report != nil {
+		if err := stage.SetReport(*k.report); err != nil {
+			return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -104,10 +129,13 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 // means nothing to arrival order).
 func keyedShape(src []byte, p *config.Pipeline) string {
 	calls := p.KeyedCalls()
-	if len(calls) == 0 {
+	if !p.Keyed() {
 		return ""
 	}
 	parts := []string{p.Order}
+	if p.ReportByException != nil {
+		parts = append(parts, "report_by_exception")
+	}
 	for _, c := range calls {
 		parts = append(parts, exprText(src, c))
 	}

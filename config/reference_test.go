@@ -96,6 +96,16 @@ pipeline "p" {
   aggregate { n = count() }
   to = [sink.stdout.s, sink.file.parts]
 }
+pipeline "r" {
+  from = source.file.f
+  key  = event.k
+  report_by_exception {
+    value     = event.v
+    deadband  = 0.5
+    heartbeat = "10m"
+  }
+  to = [sink.stdout.s]
+}
 `
 
 var (

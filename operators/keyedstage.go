@@ -14,8 +14,9 @@ import (
 // KeyedStage is the front of a subtask of a pipeline with per-key
 // functions: a keyed.Operator orders the readings, and its Evaluator runs
 // the filter, map and aggregate arguments that the prepare stage left to
-// it. Readings that pass go to the task's window, or, without one, out as
-// records of kind "reading" with the map fields.
+// it. Readings that pass go to the task's window, or to its
+// report_by_exception block (SetReport), or else out as records of kind
+// "reading" with the map fields.
 type KeyedStage struct {
 	op      *keyed.Operator
 	ev      *keyed.Evaluator
@@ -23,6 +24,7 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
+	report  *reporter     // nil without report_by_exception
 	r       keyed.Reading // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
@@ -158,6 +160,9 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 			t.Unassigned++
 		}
 		return nil
+	}
+	if k.report != nil {
+		return t.reportReading(r)
 	}
 	for i, s := range k.slots {
 		k.vals[i] = k.ev.Rec.Fields[s]

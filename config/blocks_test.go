@@ -1,0 +1,109 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReportByException_Mistakes pins the diagnostics of the
+// report_by_exception block: position, summary and the hint of the fix.
+func TestReportByException_Mistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name, pipeline, pos, want string
+	}{
+		{"negative deadband", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value    = event.v
+    deadband = -1
+  }
+  to = [sink.stdout.out]
+}`, "12:16", `Value out of range; "deadband" must be a number ≥ 0`},
+		{"heartbeat without unit", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value     = event.v
+    heartbeat = 600
+  }
+  to = [sink.stdout.out]
+}`, "12:17", `Invalid duration; "heartbeat" needs a unit`},
+		{"missing value", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    deadband = 1
+  }
+  to = [sink.stdout.out]
+}`, "10:3", `Missing required argument; The report_by_exception block needs "value"`},
+		{"with a window", `pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  report_by_exception { value = event.v }
+  to = [sink.stdout.out]
+}`, "13:3", "report_by_exception with a window; report_by_exception reports readings one by one"},
+		{"map field named value", `pipeline "p" {
+  from = source.mqtt.sensors
+  map { value = event.v }
+  report_by_exception { value = event.v }
+  to = [sink.stdout.out]
+}`, "10:9", `Map field named value`},
+		{"unknown attribute", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value     = event.v
+    dead_band = 1
+  }
+  to = [sink.stdout.out]
+}`, "12:5", `Did you mean "deadband"?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(keyedBase+tc.pipeline+"\n"), "test.hcl")
+			out := FormatDiagnostics(diags)
+			prefix := "test.hcl:" + tc.pos + ": error: "
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, prefix) && strings.Contains(line, tc.want) {
+					return
+				}
+			}
+			t.Errorf("no %q at %s in:\n%s", tc.want, tc.pos, out)
+		})
+	}
+}
+
+// TestReportByException_Settings decodes the block, and state_ttl,
+// order and late_output on its pipeline; a per-key call in its value joins
+// the pipeline's calls last.
+func TestReportByException_Settings(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  map { d = delta(event.c) }
+  report_by_exception {
+    value     = prev(event.v)
+    deadband  = 0.5
+    heartbeat = "10m"
+  }
+  state_ttl   = "24h"
+  order       = "event_time"
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	r := p.ReportByException
+	if r == nil || r.Value == nil || r.Deadband != 0.5 || r.Heartbeat != 10*time.Minute {
+		t.Fatalf("report_by_exception %+v", r)
+	}
+	if !p.Keyed() || p.StateTTL != 24*time.Hour || p.LateOutput == nil {
+		t.Errorf("keyed %v, state_ttl %v, late_output %v", p.Keyed(), p.StateTTL, p.LateOutput)
+	}
+	var names []string
+	for _, c := range p.KeyedCalls() {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "delta,prev" {
+		t.Errorf("keyed calls %v, want delta, prev", names)
+	}
+}

@@ -1,0 +1,120 @@
+package operators
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/eddy-edge/eddy/operators/decode"
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/operators/keyed"
+	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// reportTask returns a task without a window running report_by_exception
+// of value = event.v (deadband 1, heartbeat 10 s) with a map field s =
+// event.s, in event-time order, with state_ttl ttl.
+func reportTask(t *testing.T, ttl time.Duration) *WindowTask {
+	t.Helper()
+	schema := event.NewSchema()
+	compile := func(src string) *expr.Program {
+		e, _ := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
+		p, diags := expr.CompileWith(e, schema, expr.Options{})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return p
+	}
+	s := compile("event.s")
+	value := compile("event.v")
+	op, err := keyed.New(state.NewMemory(), keyed.Options{Order: keyed.EventTime, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := NewWindowTask("p", "dev", nil, nil)
+	stage := NewKeyedStage(op, keyed.EvalSpec{Schema: schema, Decoder: decode.NewJSON(schema),
+		Maps: []keyed.MapField{{Name: "s", Slot: schema.Slot(event.Path{"s"}), Prog: s}}})
+	task.SetKeyed(stage)
+	if err := stage.SetReport(ReportSpec{Value: value, Block: keyed.ReportByException{Deadband: 1, HeartbeatMs: 10_000, Time: keyed.EventTimeDomain}}); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// TestKeyedStage_ReportByException runs readings of two keys through
+// report_by_exception and checks the records: the first reading of each
+// key, changes of at least the deadband, the heartbeat, null as a value of
+// its own; a string value is dead-lettered; ids count each key's reports.
+func TestKeyedStage_ReportByException(t *testing.T) {
+	task := reportTask(t, 0)
+	b := stream.NewBatch(0)
+	for i, r := range []struct {
+		key     string
+		ts      int64
+		payload string
+	}{
+		{"a", 1000, `{"v":1,"s":"x"}`},    // first: reported
+		{"b", 1000, `{"v":5,"s":"y"}`},    // first of b
+		{"a", 2000, `{"v":1.5,"s":"x"}`},  // within the deadband
+		{"a", 3000, `{"v":2,"s":"z"}`},    // moved 1: reported
+		{"a", 4000, `{"v":null,"s":"x"}`}, // null after a number: reported
+		{"a", 5000, `{"v":null,"s":"x"}`}, // null again: not
+		{"a", 6000, `{"v":"hot","s":"x"}`},
+		{"b", 11000, `{"v":5,"s":"y"}`}, // 10 s after b's report: heartbeat
+		{"b", 12000, `{"v":5.5,"s":"y"}`},
+	} {
+		b.AppendWatermarked([]byte(r.key), 1, r.ts, nil, []byte(r.payload), uint64(i+1), 0)
+	}
+	task.Process(b, true)
+	task.AdvanceWatermark(1 << 62)
+	var got []string
+	for _, it := range task.TakeResults().Items() {
+		got = append(got, string(it.Payload))
+	}
+	want := []string{
+		`{"id":"dev/p/a/report_by_exception/report/1000/0","pipeline":"p","key":"a","time":"1970-01-01T00:00:01.000Z","time_ms":1000,"kind":"report","value":1,"s":"x"}`,
+		`{"id":"dev/p/b/report_by_exception/report/1000/0","pipeline":"p","key":"b","time":"1970-01-01T00:00:01.000Z","time_ms":1000,"kind":"report","value":5,"s":"y"}`,
+		`{"id":"dev/p/a/report_by_exception/report/3000/1","pipeline":"p","key":"a","time":"1970-01-01T00:00:03.000Z","time_ms":3000,"kind":"report","value":2,"s":"z"}`,
+		`{"id":"dev/p/a/report_by_exception/report/4000/2","pipeline":"p","key":"a","time":"1970-01-01T00:00:04.000Z","time_ms":4000,"kind":"report","value":null,"s":"x"}`,
+		`{"id":"dev/p/b/report_by_exception/report/11000/1","pipeline":"p","key":"b","time":"1970-01-01T00:00:11.000Z","time_ms":11000,"kind":"report","value":5,"s":"y"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if d := task.TakeDead(); d == nil || d.Len() != 1 || task.Keyed().Rejected[keyed.ReasonWrongType] != 1 {
+		t.Errorf("dead letters %v, wrong_type %d: want the string value's reading", d, task.Keyed().Rejected[keyed.ReasonWrongType])
+	}
+}
+
+// TestKeyedStage_ReportByExceptionTTL checks that state_ttl applies to the
+// block's state and counts from the key's last reading, reported or not:
+// readings within the deadband keep the state alive; after a silence
+// longer than the TTL the key starts afresh (its next reading is reported
+// as a first one).
+func TestKeyedStage_ReportByExceptionTTL(t *testing.T) {
+	task := reportTask(t, 5*time.Second)
+	b := stream.NewBatch(0)
+	for i, ts := range []int64{1000, 4000, 7000, 9500, 20_000} { // v unchanged; 9500 < 7000 + 10 s heartbeat
+		b.AppendWatermarked([]byte("a"), 1, ts, nil, []byte(`{"v":1,"s":"x"}`), uint64(i+1), 0)
+	}
+	task.Process(b, true)
+	task.AdvanceWatermark(1 << 62)
+	var ids []string
+	for _, it := range task.TakeResults().Items() {
+		p := string(it.Payload)
+		ids = append(ids, p[len(`{"id":"`):strings.Index(p, `","pipeline"`)])
+	}
+	// 1000 is the first; 4000, 7000 and 9500 are within the deadband and
+	// the heartbeat (and refresh the state every 3 s, under the 5 s TTL);
+	// 20000 comes 10.5 s after the last reading: the state expired, so it
+	// is the first report of a fresh state (seq 0), not a heartbeat (seq 1).
+	want := "dev/p/a/report_by_exception/report/1000/0 dev/p/a/report_by_exception/report/20000/0"
+	if strings.Join(ids, " ") != want {
+		t.Errorf("reports %v, want %s", ids, want)
+	}
+}
