@@ -26,8 +26,9 @@ type keyedPlan struct {
 	src   *config.Source
 	order keyed.Order
 	ttl   time.Duration
-	// report is the compiled report_by_exception block, or nil.
+	// report and alarm are the compiled per-key block, or nil.
 	report *operators.ReportSpec
+	alarm  *operators.AlarmSpec
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
@@ -45,13 +46,23 @@ func newKeyedPlan(p *config.Pipeline) *keyedPlan {
 // them). Call it before the pipeline's decoder is built: the blocks read
 // fields of their own.
 func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts expr.Options) hcl.Diagnostics {
-	rb := p.ReportByException
-	if rb == nil || rb.Value == nil {
-		return nil
+	var diags hcl.Diagnostics
+	prog := func(e hcl.Expression) *expr.Program {
+		if e == nil {
+			return nil
+		}
+		pr, d := expr.CompileWith(e, schema, opts)
+		diags = append(diags, d...)
+		return pr
 	}
-	prog, diags := expr.CompileWith(rb.Value, schema, opts)
-	k.report = &operators.ReportSpec{Value: prog, Block: keyed.ReportByException{
-		Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
+	if rb := p.ReportByException; rb != nil && rb.Value != nil {
+		k.report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
+			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
+	}
+	if al := p.Alarm; al != nil && al.Raise != nil {
+		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
+			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	}
 	return diags
 }
 
@@ -116,10 +127,14 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	}
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
-	if k.report != nil {
-		if err := stage.SetReport(*k.report); err != nil {
-			return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
-		}
+	switch {
+	case k.report != nil:
+		err = stage.SetReport(*k.report)
+	case k.alarm != nil:
+		err = stage.SetAlarm(*k.alarm)
+	}
+	if err != nil {
+		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}
 	return nil
 }
@@ -135,6 +150,9 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	parts := []string{p.Order}
 	if p.ReportByException != nil {
 		parts = append(parts, "report_by_exception")
+	}
+	if p.Alarm != nil {
+		parts = append(parts, "alarm "+p.Alarm.Name)
 	}
 	for _, c := range calls {
 		parts = append(parts, exprText(src, c))

@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -59,9 +60,60 @@ func (d *decoder) decodeReportByException(b *hcl.Block, p *Pipeline) *ReportByEx
 // SignalValueField is the field of a report record holding its value.
 const SignalValueField = "value"
 
+// Alarm is a pipeline's alarm "NAME" block: per key, raise when Raise has
+// held for MinDuration, clear when Clear holds
+// (operators/keyed.Alarm).
+type Alarm struct {
+	// Name is the alarm's label, a valid identifier: the block name in
+	// record ids.
+	Name string
+	// Raise and Clear are boolean expressions over event; Clear is nil
+	// when not set (then the alarm clears when Raise is false).
+	Raise, Clear hcl.Expression
+	// MinDuration is how long Raise must hold before the alarm raises;
+	// default 0 (at once).
+	MinDuration time.Duration
+	DeclRange   hcl.Range
+}
+
+var alarmAttrs = []string{"raise", "clear", "min_duration"}
+
+// AlarmFields are the fields of an alarm record beside the map fields.
+var AlarmFields = []string{"start", "start_ms", "end", "end_ms", "duration_ms"}
+
+// decodeAlarm decodes an alarm block of p.
+func (d *decoder) decodeAlarm(b *hcl.Block, p *Pipeline) *Alarm {
+	a, _ := d.content(b, alarmAttrs)
+	al := &Alarm{Name: b.Labels[0], DeclRange: b.DefRange}
+	d.checkNameLabel(b, 0)
+	a.require("raise")
+	if at := a.m["raise"]; at != nil {
+		al.Raise = at.Expr
+	}
+	if at := a.m["clear"]; at != nil {
+		al.Clear = at.Expr
+	}
+	al.MinDuration = a.duration("min_duration", 0)
+	switch {
+	case p.Window != nil:
+		d.errorf(b.DefRange, "alarm with a window",
+			"An alarm follows readings one by one and a window aggregates them; use one per pipeline: remove the window, or raise the alarm in a second pipeline.")
+	case p.ReportByException != nil:
+		d.errorf(b.DefRange, "alarm with report_by_exception",
+			"A pipeline has one per-key block for now; put the alarm in a second pipeline reading the same source.")
+	}
+	for _, m := range p.Map {
+		if slices.Contains(AlarmFields, m.Name) {
+			d.errorf(m.Range, "Map field named "+m.Name,
+				"The records of an alarm carry %s; rename this map field.", quoteList(AlarmFields))
+		}
+	}
+	return al
+}
+
 // HasKeyedBlocks reports whether p has a per-key block
-// (report_by_exception).
-func (p *Pipeline) HasKeyedBlocks() bool { return p.ReportByException != nil }
+// (report_by_exception, alarm).
+func (p *Pipeline) HasKeyedBlocks() bool { return p.ReportByException != nil || p.Alarm != nil }
 
 // Keyed reports whether p keeps per-key state in its keyed subtasks: it
 // calls a per-key function or has a per-key block.

@@ -49,6 +49,45 @@ func TestReportByException_Mistakes(t *testing.T) {
   report_by_exception { value = event.v }
   to = [sink.stdout.out]
 }`, "10:9", `Map field named value`},
+		{"alarm with a window", `pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  alarm "hot" { raise = event.v > 80 }
+  to = [sink.stdout.out]
+}`, "13:3", "alarm with a window"},
+		{"alarm with report_by_exception", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception { value = event.v }
+  alarm "hot" { raise = event.v > 80 }
+  to = [sink.stdout.out]
+}`, "11:3", "alarm with report_by_exception; A pipeline has one per-key block for now"},
+		{"alarm min_duration", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" {
+    raise        = event.v > 80
+    min_duration = "-1s"
+  }
+  to = [sink.stdout.out]
+}`, "12:20", `Negative duration; "min_duration" must be zero or positive`},
+		{"alarm without raise", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { clear = event.v < 70 }
+  to = [sink.stdout.out]
+}`, "10:3", `Missing required argument; The alarm "hot" block needs "raise"`},
+		{"alarm map field named start", `pipeline "p" {
+  from = source.mqtt.sensors
+  map { start = event.v }
+  alarm "hot" { raise = event.v > 80 }
+  to = [sink.stdout.out]
+}`, "10:9", `Map field named start; The records of an alarm carry "start"`},
+		{"two alarms", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { raise = event.v > 80 }
+  alarm "cold" { raise = event.v < 0 }
+  to = [sink.stdout.out]
+}`, "11:3", `Duplicate alarm block`},
 		{"unknown attribute", `pipeline "p" {
   from = source.mqtt.sensors
   report_by_exception {
@@ -105,5 +144,29 @@ func TestReportByException_Settings(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "delta,prev" {
 		t.Errorf("keyed calls %v, want delta, prev", names)
+	}
+}
+
+// TestAlarm_Settings decodes the alarm block.
+func TestAlarm_Settings(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  alarm "overheat" {
+    raise        = event.temp > 80
+    clear        = event.temp < 70
+    min_duration = "30s"
+  }
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	a := p.Alarm
+	if a == nil || a.Name != "overheat" || a.Raise == nil || a.Clear == nil || a.MinDuration != 30*time.Second {
+		t.Fatalf("alarm %+v", a)
+	}
+	if !p.Keyed() || p.LateOutput == nil {
+		t.Errorf("keyed %v, late_output %v", p.Keyed(), p.LateOutput)
 	}
 }

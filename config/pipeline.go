@@ -43,6 +43,9 @@ type Pipeline struct {
 	// ReportByException is the pipeline's report_by_exception block; nil
 	// when not set. A pipeline with one has no window.
 	ReportByException *ReportByException
+	// Alarm is the pipeline's alarm block; nil when not set. A pipeline has
+	// at most one per-key block and then no window.
+	Alarm *Alarm
 	// Order is the order in which a pipeline with per-key functions
 	// processes a key's readings: OrderEventTime or OrderArrival; "" when
 	// not set (event time when the source has a timestamp).
@@ -106,7 +109,8 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			hcl.BlockHeaderSchema{Type: "map"},
 			hcl.BlockHeaderSchema{Type: "window", LabelNames: []string{"kind"}},
 			hcl.BlockHeaderSchema{Type: "aggregate"},
-			hcl.BlockHeaderSchema{Type: "report_by_exception"})
+			hcl.BlockHeaderSchema{Type: "report_by_exception"},
+			hcl.BlockHeaderSchema{Type: "alarm", LabelNames: []string{"name"}})
 		p := &Pipeline{Name: name, DeclRange: b.DefRange}
 		seen[name] = p
 		out = append(out, p)
@@ -185,6 +189,9 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		}
 		if rb := d.single(c.Blocks, "report_by_exception"); rb != nil {
 			p.ReportByException = d.decodeReportByException(rb, p)
+		}
+		if ab := d.single(c.Blocks, "alarm"); ab != nil {
+			p.Alarm = d.decodeAlarm(ab, p)
 		}
 		if p.MaxKeys > 0 && p.Window == nil {
 			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")

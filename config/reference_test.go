@@ -106,6 +106,16 @@ pipeline "r" {
   }
   to = [sink.stdout.s]
 }
+pipeline "a" {
+  from = source.file.f
+  key  = event.k
+  alarm "hot" {
+    raise        = event.v > 80
+    clear        = event.v < 70
+    min_duration = "30s"
+  }
+  to = [sink.stdout.s]
+}
 `
 
 var (

@@ -103,9 +103,9 @@ func (d *Delivery) AddReading(deviceID string, r *sink.Result, names []string, v
 // AddSignal encodes the record of one signal of a per-key block
 // (sink.AppendSignalJSON) and keeps a copy of r for topic templates and
 // ordering.
-func (d *Delivery) AddSignal(deviceID string, r *sink.Result, block string, names []string, values []event.Value) {
+func (d *Delivery) AddSignal(deviceID string, r *sink.Result, block string, span sink.Span, names []string, values []event.Value) {
 	d.reserve()
-	d.buf = sink.AppendSignalJSON(d.buf, deviceID, r, block, names, values)
+	d.buf = sink.AppendSignalJSON(d.buf, deviceID, r, block, span, names, values)
 	d.endRecord(r)
 }
 

@@ -15,7 +15,7 @@ import (
 // functions: a keyed.Operator orders the readings, and its Evaluator runs
 // the filter, map and aggregate arguments that the prepare stage left to
 // it. Readings that pass go to the task's window, or to its
-// report_by_exception block (SetReport), or else out as records of kind
+// per-key block (SetReport, SetAlarm), or else out as records of kind
 // "reading" with the map fields.
 type KeyedStage struct {
 	op      *keyed.Operator
@@ -24,7 +24,7 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
-	report  *reporter     // nil without report_by_exception
+	block   *signalBlock  // nil without a per-key block
 	r       keyed.Reading // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
@@ -161,8 +161,8 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 		}
 		return nil
 	}
-	if k.report != nil {
-		return t.reportReading(r)
+	if k.block != nil {
+		return t.blockReading(r)
 	}
 	for i, s := range k.slots {
 		k.vals[i] = k.ev.Rec.Fields[s]

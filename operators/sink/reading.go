@@ -30,18 +30,9 @@ func AppendReadingJSON(dst []byte, deviceID string, r *Result, names []string, v
 	dst = append(dst, '/')
 	dst = strconv.AppendUint(dst, r.Seq, 10)
 	dst = appendPipelineKey(dst, r)
-	dst = appendTime(dst, r.Start)
+	dst = appendInstant(dst, "time", r.Start)
 	dst = append(dst, `,"kind":"reading"`...)
 	return appendFields(dst, names, values)
-}
-
-// appendTime appends the time fields of a record of one time: time (RFC
-// 3339) and time_ms.
-func appendTime(dst []byte, ms int64) []byte {
-	dst = append(dst, `,"time":"`...)
-	dst = appendTimestamp(dst, ms)
-	dst = append(dst, `","time_ms":`...)
-	return strconv.AppendInt(dst, ms, 10)
 }
 
 // appendFields appends the fields names[i]: values[i], then closes the

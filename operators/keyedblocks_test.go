@@ -16,10 +16,11 @@ import (
 	"github.com/eddy-edge/eddy/state"
 )
 
-// reportTask returns a task without a window running report_by_exception
-// of value = event.v (deadband 1, heartbeat 10 s) with a map field s =
-// event.s, in event-time order, with state_ttl ttl.
-func reportTask(t *testing.T, ttl time.Duration) *WindowTask {
+// blockTask returns a task without a window whose keyed stage has a map
+// field s = event.s, in event-time order, with state_ttl ttl; set adds the
+// block, with exprs compiled (before the decoder is built, as the agent
+// does: the decoder reads the fields they name).
+func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
 	t.Helper()
 	schema := event.NewSchema()
 	compile := func(src string) *expr.Program {
@@ -31,7 +32,10 @@ func reportTask(t *testing.T, ttl time.Duration) *WindowTask {
 		return p
 	}
 	s := compile("event.s")
-	value := compile("event.v")
+	var progs []*expr.Program
+	for _, src := range exprs {
+		progs = append(progs, compile(src))
+	}
 	op, err := keyed.New(state.NewMemory(), keyed.Options{Order: keyed.EventTime, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +44,19 @@ func reportTask(t *testing.T, ttl time.Duration) *WindowTask {
 	stage := NewKeyedStage(op, keyed.EvalSpec{Schema: schema, Decoder: decode.NewJSON(schema),
 		Maps: []keyed.MapField{{Name: "s", Slot: schema.Slot(event.Path{"s"}), Prog: s}}})
 	task.SetKeyed(stage)
-	if err := stage.SetReport(ReportSpec{Value: value, Block: keyed.ReportByException{Deadband: 1, HeartbeatMs: 10_000, Time: keyed.EventTimeDomain}}); err != nil {
+	if err := set(stage, progs); err != nil {
 		t.Fatal(err)
 	}
 	return task
+}
+
+// reportTask returns a task without a window running report_by_exception
+// of value = event.v (deadband 1, heartbeat 10 s) with a map field s =
+// event.s, in event-time order, with state_ttl ttl.
+func reportTask(t *testing.T, ttl time.Duration) *WindowTask {
+	return blockTask(t, ttl, []string{"event.v"}, func(k *KeyedStage, progs []*expr.Program) error {
+		return k.SetReport(ReportSpec{Value: progs[0], Block: keyed.ReportByException{Deadband: 1, HeartbeatMs: 10_000, Time: keyed.EventTimeDomain}})
+	})
 }
 
 // TestKeyedStage_ReportByException runs readings of two keys through
@@ -116,5 +129,50 @@ func TestKeyedStage_ReportByExceptionTTL(t *testing.T) {
 	want := "dev/p/a/report_by_exception/report/1000/0 dev/p/a/report_by_exception/report/20000/0"
 	if strings.Join(ids, " ") != want {
 		t.Errorf("reports %v, want %s", ids, want)
+	}
+}
+
+// TestKeyedStage_Alarm runs readings through alarm "hot" (raise = v > 80,
+// clear = v < 70, min_duration 5 s) and checks the records: a raise once
+// the condition held 5 s, with the episode's start; a clear with start,
+// end and duration; a non-boolean condition is dead-lettered.
+func TestKeyedStage_Alarm(t *testing.T) {
+	task := blockTask(t, 0, []string{"event.v > 80", "event.v < 70"}, func(k *KeyedStage, progs []*expr.Program) error {
+		return k.SetAlarm(AlarmSpec{Name: "hot", Raise: progs[0], Clear: progs[1], Block: keyed.Alarm{MinDurationMs: 5000}})
+	})
+	b := stream.NewBatch(0)
+	for i, r := range []struct {
+		ts      int64
+		payload string
+	}{
+		{1000, `{"v":85,"s":"a"}`},  // pending since 1000
+		{3000, `{"v":75,"s":"b"}`},  // neither: the episode ends
+		{4000, `{"v":90,"s":"c"}`},  // pending since 4000
+		{8000, `{"v":91,"s":"d"}`},  // 4 s: still pending
+		{9000, `{"v":92,"s":"e"}`},  // 5 s: raised, start 4000
+		{10000, `{"v":99,"s":"f"}`}, // stays raised
+		{12000, `{"v":60,"s":"g"}`}, // cleared
+		{13000, `{"v":"x","s":"h"}`},
+	} {
+		b.AppendWatermarked([]byte("k"), 1, r.ts, nil, []byte(r.payload), uint64(i+1), 0)
+	}
+	task.Process(b, true)
+	task.AdvanceWatermark(1 << 62)
+	if err := task.Keyed().Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range task.TakeResults().Items() {
+		got = append(got, string(it.Payload))
+	}
+	want := []string{
+		`{"id":"dev/p/k/hot/raised/9000/0","pipeline":"p","key":"k","time":"1970-01-01T00:00:09.000Z","time_ms":9000,"kind":"raised","start":"1970-01-01T00:00:04.000Z","start_ms":4000,"s":"e"}`,
+		`{"id":"dev/p/k/hot/cleared/12000/1","pipeline":"p","key":"k","time":"1970-01-01T00:00:12.000Z","time_ms":12000,"kind":"cleared","start":"1970-01-01T00:00:04.000Z","start_ms":4000,"end":"1970-01-01T00:00:12.000Z","end_ms":12000,"duration_ms":8000,"s":"g"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if d := task.TakeDead(); d == nil || d.Len() != 1 || task.Keyed().Rejected[keyed.ReasonWrongType] != 1 {
+		t.Errorf("dead letters %v, wrong_type %d: want the reading whose condition is not a bool", d, task.Keyed().Rejected[keyed.ReasonWrongType])
 	}
 }

@@ -1,0 +1,170 @@
+package operators
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/operators/keyed"
+	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// ReportSpec is a pipeline's report_by_exception block, compiled.
+type ReportSpec struct {
+	Block keyed.ReportByException
+	// Value is the reported expression, evaluated after the filter and the
+	// map (it sees the map's fields).
+	Value *expr.Program
+}
+
+// AlarmSpec is a pipeline's alarm block, compiled.
+type AlarmSpec struct {
+	Name  string // the block name in record ids
+	Block keyed.Alarm
+	// Raise and Clear are evaluated after the filter and the map; Clear is
+	// nil to clear when Raise is false.
+	Raise, Clear *expr.Program
+}
+
+// reportBlock is the block name of report_by_exception in record ids.
+const reportBlock = "report_by_exception"
+
+// signalBlock is the per-key block hosted in a KeyedStage (one at most): a
+// pure state machine of operators/keyed whose state is a ValueState of the
+// keyed operator's context (with the pipeline's state_ttl), written at
+// every reading so that state_ttl counts from the key's last reading, and
+// whose signals become records.
+type signalBlock struct {
+	name   string
+	report *ReportSpec
+	alarm  *AlarmSpec
+	rstate *state.ValueState[keyed.ReportState]
+	astate *state.ValueState[keyed.AlarmState]
+	emit   func(keyed.Signal) // built once: a call does not allocate
+	sigs   [2]keyed.Signal
+	nsig   int
+	names  []string // report: "value", then the map fields; alarm: the map fields
+	vals   []event.Value
+}
+
+// SetReport makes k run spec on every reading that passes its filter,
+// instead of emitting reading records. Call it before the first reading.
+func (k *KeyedStage) SetReport(spec ReportSpec) error {
+	if err := spec.Block.Validate(); err != nil {
+		return err
+	}
+	b := k.newBlock(reportBlock, append([]string{"value"}, k.names...))
+	b.report = &spec
+	var err error
+	b.rstate, err = state.NewValueState[keyed.ReportState](k.op.Context(), reportBlock, keyed.ReportCodec{}, k.op.StateTTL())
+	return err
+}
+
+// SetAlarm makes k run spec on every reading that passes its filter,
+// instead of emitting reading records. Call it before the first reading.
+func (k *KeyedStage) SetAlarm(spec AlarmSpec) error {
+	if err := spec.Block.Validate(); err != nil {
+		return err
+	}
+	b := k.newBlock(spec.Name, k.names)
+	b.alarm = &spec
+	var err error
+	b.astate, err = state.NewValueState[keyed.AlarmState](k.op.Context(), "alarm", keyed.AlarmCodec{}, k.op.StateTTL())
+	return err
+}
+
+func (k *KeyedStage) newBlock(name string, names []string) *signalBlock {
+	b := &signalBlock{name: name, names: names, vals: make([]event.Value, len(names))}
+	b.emit = func(s keyed.Signal) {
+		if b.nsig < len(b.sigs) {
+			b.sigs[b.nsig] = s
+			b.nsig++
+		}
+	}
+	k.block = b
+	return b
+}
+
+// blockReading runs the stage's block on the reading the evaluator passed
+// and emits a record per signal.
+func (t *WindowTask) blockReading(r *keyed.Reading) error {
+	k := t.keyed
+	b := k.block
+	rec := &k.ev.Rec
+	at := keyed.At{Event: r.Time, Proc: r.Time}
+	b.nsig = 0
+	off := 0
+	switch {
+	case b.report != nil:
+		v := b.report.Value.Eval(rec)
+		num := math.NaN()
+		switch v.Kind {
+		case event.Number, event.Bool:
+			num = v.Num
+		case event.String:
+			t.rejectBlock(r, "the report_by_exception value is a string, not a number")
+			return nil
+		}
+		st, _, err := b.rstate.Value()
+		if err != nil {
+			return err
+		}
+		b.report.Block.OnReading(&st, at, num, b.emit)
+		if err := b.rstate.Update(st); err != nil {
+			return err
+		}
+		b.vals[0] = v
+		off = 1
+	case b.alarm != nil:
+		raise, err := b.alarm.Raise.EvalBool(rec)
+		if err != nil {
+			t.rejectBlock(r, fmt.Sprintf("alarm %s raise: %v", b.name, err))
+			return nil
+		}
+		clear := !raise
+		if b.alarm.Clear != nil {
+			if clear, err = b.alarm.Clear.EvalBool(rec); err != nil {
+				t.rejectBlock(r, fmt.Sprintf("alarm %s clear: %v", b.name, err))
+				return nil
+			}
+		}
+		st, _, err := b.astate.Value()
+		if err != nil {
+			return err
+		}
+		b.alarm.Block.OnReading(&st, at, raise, clear, b.emit)
+		if err := b.astate.Update(st); err != nil {
+			return err
+		}
+	}
+	if b.nsig == 0 {
+		return nil
+	}
+	for i, s := range k.slots {
+		b.vals[off+i] = rec.Fields[s]
+	}
+	for _, sig := range b.sigs[:b.nsig] {
+		var span sink.Span
+		switch sig.Kind {
+		case keyed.Raised:
+			span = sink.Span{Start: sig.Start, HasStart: true}
+		case keyed.Cleared:
+			span = sink.Span{Start: sig.Start, End: sig.End, HasStart: true, HasEnd: true}
+		}
+		// Firing is the signal's Seq: with the key and the time it makes
+		// the record's place in the release order unique.
+		t.res = sink.Result{Pipeline: t.pipeline, Key: r.Key, Start: sig.Time, End: sig.Time, Kind: sig.Kind.String(),
+			Firing: int(sig.Seq), Seq: r.Seq}
+		t.results.AddSignal(t.deviceID, &t.res, b.name, span, b.names, b.vals)
+	}
+	return nil
+}
+
+// rejectBlock dead-letters a reading whose block inputs have the wrong
+// type.
+func (t *WindowTask) rejectBlock(r *keyed.Reading, detail string) {
+	t.keyed.Rejected[keyed.ReasonWrongType]++
+	t.dead.AddDeadLetter(t.pipeline, keyed.ReasonWrongType, detail, "", r.Seq, r.Payload)
+}
