@@ -29,6 +29,9 @@ type keyedPlan struct {
 	// report and alarm are the compiled per-key block, or nil.
 	report *operators.ReportSpec
 	alarm  *operators.AlarmSpec
+	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
+	dedupID *expr.Program
+	dedup   keyed.Dedup
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
@@ -62,6 +65,10 @@ func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts
 	if al := p.Alarm; al != nil && al.Raise != nil {
 		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
 			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	}
+	if dd := p.Dedup; dd != nil && dd.ID != nil {
+		k.dedupID = prog(dd.ID)
+		k.dedup = keyed.Dedup{WithinMs: dd.Within.Milliseconds(), Time: keyed.EventTimeDomain}
 	}
 	return diags
 }
@@ -133,6 +140,9 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	case k.alarm != nil:
 		err = stage.SetAlarm(*k.alarm)
 	}
+	if err == nil && k.dedupID != nil {
+		err = stage.SetDedup(k.dedupID, k.dedup)
+	}
 	if err != nil {
 		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}
@@ -153,6 +163,9 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	}
 	if p.Alarm != nil {
 		parts = append(parts, "alarm "+p.Alarm.Name)
+	}
+	if p.Dedup != nil {
+		parts = append(parts, "dedup")
 	}
 	for _, c := range calls {
 		parts = append(parts, exprText(src, c))
@@ -197,6 +210,10 @@ func (p *pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
 		p.m.filtered.Add(int(d))
 		seen.filtered = k.Filtered
 	}
+	if d := k.Duplicates - seen.duplicates; d > 0 {
+		p.m.duplicates.Add(int(d))
+		seen.duplicates = k.Duplicates
+	}
 	for reason, n := range k.Rejected {
 		if d := n - seen.rejected[reason]; d > 0 {
 			p.m.deadLettered(reason).Add(int(d))
@@ -210,6 +227,7 @@ func (p *pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
 
 // keyedSeen is what keyedCounts reported of a subtask so far.
 type keyedSeen struct {
-	filtered int64
-	rejected map[string]int64
+	filtered   int64
+	duplicates int64
+	rejected   map[string]int64
 }

@@ -111,9 +111,39 @@ func (d *decoder) decodeAlarm(b *hcl.Block, p *Pipeline) *Alarm {
 	return al
 }
 
+// Dedup is a pipeline's dedup block: per key, a reading whose ID repeats
+// one that passed less than Within before is dropped
+// (operators/keyed.Dedup).
+type Dedup struct {
+	// ID is an expression over event: the reading's id (a string or a
+	// number; null: the reading is not deduplicated).
+	ID hcl.Expression
+	// Within is how long repeats are dropped after a reading passes; > 0.
+	Within    time.Duration
+	DeclRange hcl.Range
+}
+
+// decodeDedupBlock decodes a pipeline's dedup block.
+func (d *decoder) decodeDedupBlock(b *hcl.Block) *Dedup {
+	a, _ := d.content(b, []string{"id", "within"})
+	dd := &Dedup{DeclRange: b.DefRange}
+	a.require("id", "within")
+	if at := a.m["id"]; at != nil {
+		dd.ID = at.Expr
+	}
+	dd.Within = a.duration("within", -1) // -1: unset or invalid, already reported
+	if dd.Within == 0 {
+		d.errorf(a.rangeOf("within"), "Value out of range",
+			"\"within\" is how long repeats of an id are dropped after it passed; it must be more than zero, e.g. \"1h\".")
+	}
+	return dd
+}
+
 // HasKeyedBlocks reports whether p has a per-key block
-// (report_by_exception, alarm).
-func (p *Pipeline) HasKeyedBlocks() bool { return p.ReportByException != nil || p.Alarm != nil }
+// (report_by_exception, alarm, dedup).
+func (p *Pipeline) HasKeyedBlocks() bool {
+	return p.ReportByException != nil || p.Alarm != nil || p.Dedup != nil
+}
 
 // Keyed reports whether p keeps per-key state in its keyed subtasks: it
 // calls a per-key function or has a per-key block.

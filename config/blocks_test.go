@@ -88,6 +88,19 @@ func TestReportByException_Mistakes(t *testing.T) {
   alarm "cold" { raise = event.v < 0 }
   to = [sink.stdout.out]
 }`, "11:3", `Duplicate alarm block`},
+		{"dedup within zero", `pipeline "p" {
+  from = source.mqtt.sensors
+  dedup {
+    id     = event.msg_id
+    within = "0s"
+  }
+  to = [sink.stdout.out]
+}`, "12:14", `Value out of range; "within" is how long repeats of an id are dropped`},
+		{"dedup without within", `pipeline "p" {
+  from = source.mqtt.sensors
+  dedup { id = event.msg_id }
+  to = [sink.stdout.out]
+}`, "10:3", `Missing required argument; The dedup block needs "within"`},
 		{"unknown attribute", `pipeline "p" {
   from = source.mqtt.sensors
   report_by_exception {
@@ -168,5 +181,27 @@ func TestAlarm_Settings(t *testing.T) {
 	}
 	if !p.Keyed() || p.LateOutput == nil {
 		t.Errorf("keyed %v, late_output %v", p.Keyed(), p.LateOutput)
+	}
+}
+
+// TestDedup_Settings decodes the dedup block beside a window: it drops
+// repeats before the window counts them.
+func TestDedup_Settings(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	if d := p.Dedup; d == nil || d.ID == nil || d.Within != time.Hour || !p.Keyed() {
+		t.Fatalf("dedup %+v, keyed %v", d, p.Keyed())
 	}
 }

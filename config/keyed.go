@@ -14,8 +14,8 @@ import (
 var KeyedFunctions = []string{"changed", "count_key", "delta", "first_seen", "prev", "since"}
 
 // KeyedCalls returns the calls of per-key functions in p's filter, map,
-// aggregate arguments, report_by_exception value and alarm raise and
-// clear, in that order (source order within each).
+// aggregate arguments, report_by_exception value, alarm raise and clear
+// and dedup id, in that order (source order within each).
 func (p *Pipeline) KeyedCalls() []*hclsyntax.FunctionCallExpr {
 	var out []*hclsyntax.FunctionCallExpr
 	visit := func(e hcl.Expression) {
@@ -51,6 +51,9 @@ func (p *Pipeline) KeyedCalls() []*hclsyntax.FunctionCallExpr {
 			}
 		}
 	}
+	if dd := p.Dedup; dd != nil && dd.ID != nil {
+		visit(dd.ID)
+	}
 	return out
 }
 
@@ -77,11 +80,11 @@ func (d *decoder) checkKeyed(p *Pipeline) {
 	if !keyed {
 		if p.StateTTL > 0 {
 			d.errorf(p.StateTTLRange, "state_ttl without per-key functions",
-				"state_ttl bounds the state of per-key functions (%s) report_by_exception and alarm, and this pipeline has none; remove it.", quoteList(KeyedFunctions))
+				"state_ttl bounds the state of per-key functions (%s) report_by_exception, alarm and dedup, and this pipeline has none; remove it.", quoteList(KeyedFunctions))
 		}
 		if p.Order != "" {
 			d.errorf(p.OrderRange, "order without per-key functions",
-				"order says in which order per-key functions (%s) report_by_exception and alarm see a key's readings, and this pipeline has none; remove it.", quoteList(KeyedFunctions))
+				"order says in which order per-key functions (%s) report_by_exception, alarm and dedup see a key's readings, and this pipeline has none; remove it.", quoteList(KeyedFunctions))
 		}
 		return
 	}

@@ -46,6 +46,9 @@ type Pipeline struct {
 	// Alarm is the pipeline's alarm block; nil when not set. A pipeline has
 	// at most one per-key block and then no window.
 	Alarm *Alarm
+	// Dedup is the pipeline's dedup block; nil when not set. It drops
+	// repeats after the filter, before the map, with any of the above.
+	Dedup *Dedup
 	// Order is the order in which a pipeline with per-key functions
 	// processes a key's readings: OrderEventTime or OrderArrival; "" when
 	// not set (event time when the source has a timestamp).
@@ -110,7 +113,8 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			hcl.BlockHeaderSchema{Type: "window", LabelNames: []string{"kind"}},
 			hcl.BlockHeaderSchema{Type: "aggregate"},
 			hcl.BlockHeaderSchema{Type: "report_by_exception"},
-			hcl.BlockHeaderSchema{Type: "alarm", LabelNames: []string{"name"}})
+			hcl.BlockHeaderSchema{Type: "alarm", LabelNames: []string{"name"}},
+			hcl.BlockHeaderSchema{Type: "dedup"})
 		p := &Pipeline{Name: name, DeclRange: b.DefRange}
 		seen[name] = p
 		out = append(out, p)
@@ -192,6 +196,9 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		}
 		if ab := d.single(c.Blocks, "alarm"); ab != nil {
 			p.Alarm = d.decodeAlarm(ab, p)
+		}
+		if db := d.single(c.Blocks, "dedup"); db != nil {
+			p.Dedup = d.decodeDedupBlock(db)
 		}
 		if p.MaxKeys > 0 && p.Window == nil {
 			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")

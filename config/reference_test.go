@@ -114,6 +114,10 @@ pipeline "a" {
     clear        = event.v < 70
     min_duration = "30s"
   }
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
   to = [sink.stdout.s]
 }
 `

@@ -176,3 +176,45 @@ func TestKeyedStage_Alarm(t *testing.T) {
 		t.Errorf("dead letters %v, wrong_type %d: want the reading whose condition is not a bool", d, task.Keyed().Rejected[keyed.ReasonWrongType])
 	}
 }
+
+// TestKeyedStage_Dedup drops repeats of an id within 5 s after the filter
+// and before the map (a dropped repeat does not extend the window), counts
+// them, passes readings without an id, and keeps ids per key.
+func TestKeyedStage_Dedup(t *testing.T) {
+	task := blockTask(t, 0, []string{"event.id"}, func(k *KeyedStage, progs []*expr.Program) error {
+		return k.SetDedup(progs[0], keyed.Dedup{WithinMs: 5000, Time: keyed.EventTimeDomain})
+	})
+	b := stream.NewBatch(0)
+	for i, r := range []struct {
+		key     string
+		ts      int64
+		payload string
+	}{
+		{"a", 1000, `{"id":"m1","s":"1"}`}, // passes
+		{"b", 1000, `{"id":"m1","s":"2"}`}, // another key: passes
+		{"a", 3000, `{"id":"m1","s":"3"}`}, // repeat: dropped
+		{"a", 4000, `{"id":7,"s":"4"}`},    // a number id: passes
+		{"a", 5000, `{"s":"5"}`},           // no id: passes
+		{"a", 5500, `{"s":"6"}`},           // no id: passes
+		{"a", 5900, `{"id":"m1","s":"7"}`}, // 4.9 s after the first: dropped
+		{"a", 6000, `{"id":"m1","s":"8"}`}, // 5 s after the first: passes
+	} {
+		b.AppendWatermarked([]byte(r.key), 1, r.ts, nil, []byte(r.payload), uint64(i+1), 0)
+	}
+	task.Process(b, true)
+	task.AdvanceWatermark(1 << 62)
+	if err := task.Keyed().Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range task.TakeResults().Items() {
+		p := string(it.Payload)
+		got = append(got, p[strings.Index(p, `"s":`):len(p)-1])
+	}
+	if want := `"s":"1" "s":"2" "s":"4" "s":"5" "s":"6" "s":"8"`; strings.Join(got, " ") != want {
+		t.Errorf("passed %s, want %s", strings.Join(got, " "), want)
+	}
+	if n := task.Keyed().Duplicates; n != 2 {
+		t.Errorf("%d duplicates counted, want 2", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/stream"
@@ -34,6 +35,8 @@ type KeyedStage struct {
 	// the filter dropped, and those dead-lettered, by reason.
 	Filtered int64
 	Rejected map[string]int64
+	// Duplicates counts the readings dedup dropped.
+	Duplicates int64
 }
 
 // NewKeyedStage returns the keyed stage running spec over op.
@@ -59,6 +62,9 @@ func (t *WindowTask) Keyed() *KeyedStage { return t.keyed }
 
 // Err returns the first state error of the keyed stage, or nil.
 func (k *KeyedStage) Err() error { return k.err }
+
+// SetDedup drops repeated ids after the filter (keyed.Evaluator.SetDedup).
+func (k *KeyedStage) SetDedup(id *expr.Program, d keyed.Dedup) error { return k.ev.SetDedup(id, d) }
 
 // Operator returns the keyed operator.
 func (k *KeyedStage) Operator() *keyed.Operator { return k.op }
@@ -141,6 +147,11 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 	case keyed.Filtered:
 		k.Filtered++
 		return nil
+	case keyed.Duplicate:
+		k.Duplicates++
+		return nil
+	case keyed.Failed:
+		return k.ev.Err
 	case keyed.Rejected:
 		k.Rejected[k.ev.Reason]++
 		t.dead.AddDeadLetter(t.pipeline, k.ev.Reason, k.ev.Detail, "", r.Seq, r.Payload)
