@@ -138,14 +138,14 @@ func rawRecords(t *testing.T, dir string) []byte {
 
 // TestKeyed_FileReplayIdenticalAtParallelism replays one file through a
 // changed() pipeline without a window, one feeding a window, a
-// report_by_exception pipeline, an alarm pipeline and a dedup pipeline,
+// report_by_exception pipeline, an alarm, a dedup and an absence pipeline,
 // each at
 // parallelism 1 and 3: the committed outputs (and late outputs) must be
 // byte-identical.
 func TestKeyed_FileReplayIdenticalAtParallelism(t *testing.T) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeStateReadings(t, input, 50, 200, 3)
-	for name, tmpl := range map[string]string{"readings": keyedConfig, "window": keyedWindowConfig, "report_by_exception": keyedReportConfig, "alarm": keyedAlarmConfig, "dedup": keyedDedupConfig} {
+	for name, tmpl := range map[string]string{"readings": keyedConfig, "window": keyedWindowConfig, "report_by_exception": keyedReportConfig, "alarm": keyedAlarmConfig, "dedup": keyedDedupConfig, "absence": keyedAbsenceConfig} {
 		t.Run(name, func(t *testing.T) {
 			var outs, lates [][]byte
 			for _, par := range []string{"1", "3"} {

@@ -27,8 +27,9 @@ type keyedPlan struct {
 	order keyed.Order
 	ttl   time.Duration
 	// report and alarm are the compiled per-key block, or nil.
-	report *operators.ReportSpec
-	alarm  *operators.AlarmSpec
+	report  *operators.ReportSpec
+	alarm   *operators.AlarmSpec
+	absence *operators.AbsenceSpec
 	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
 	dedupID *expr.Program
 	dedup   keyed.Dedup
@@ -65,6 +66,9 @@ func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts
 	if al := p.Alarm; al != nil && al.Raise != nil {
 		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
 			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	}
+	if ab := p.Absence; ab != nil {
+		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: keyed.EventTimeDomain}}
 	}
 	if dd := p.Dedup; dd != nil && dd.ID != nil {
 		k.dedupID = prog(dd.ID)
@@ -139,6 +143,8 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 		err = stage.SetReport(*k.report)
 	case k.alarm != nil:
 		err = stage.SetAlarm(*k.alarm)
+	case k.absence != nil:
+		err = stage.SetAbsence(*k.absence)
 	}
 	if err == nil && k.dedupID != nil {
 		err = stage.SetDedup(k.dedupID, k.dedup)
@@ -163,6 +169,9 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	}
 	if p.Alarm != nil {
 		parts = append(parts, "alarm "+p.Alarm.Name)
+	}
+	if p.Absence != nil {
+		parts = append(parts, "absence")
 	}
 	if p.Dedup != nil {
 		parts = append(parts, "dedup")

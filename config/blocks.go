@@ -44,10 +44,7 @@ func (d *decoder) decodeReportByException(b *hcl.Block, p *Pipeline) *ReportByEx
 		}
 	}
 	r.Heartbeat = a.duration("heartbeat", 0)
-	if p.Window != nil {
-		d.errorf(b.DefRange, "report_by_exception with a window",
-			"report_by_exception reports readings one by one and a window aggregates them; use one per pipeline: remove the window, or report in a second pipeline.")
-	}
+	d.oneBlock(b, p, "report_by_exception", false)
 	for _, m := range p.Map {
 		if m.Name == SignalValueField {
 			d.errorf(m.Range, "Map field named value",
@@ -94,14 +91,7 @@ func (d *decoder) decodeAlarm(b *hcl.Block, p *Pipeline) *Alarm {
 		al.Clear = at.Expr
 	}
 	al.MinDuration = a.duration("min_duration", 0)
-	switch {
-	case p.Window != nil:
-		d.errorf(b.DefRange, "alarm with a window",
-			"An alarm follows readings one by one and a window aggregates them; use one per pipeline: remove the window, or raise the alarm in a second pipeline.")
-	case p.ReportByException != nil:
-		d.errorf(b.DefRange, "alarm with report_by_exception",
-			"A pipeline has one per-key block for now; put the alarm in a second pipeline reading the same source.")
-	}
+	d.oneBlock(b, p, "alarm", p.ReportByException != nil)
 	for _, m := range p.Map {
 		if slices.Contains(AlarmFields, m.Name) {
 			d.errorf(m.Range, "Map field named "+m.Name,
@@ -139,10 +129,61 @@ func (d *decoder) decodeDedupBlock(b *hcl.Block) *Dedup {
 	return dd
 }
 
+// Absence is a pipeline's absence block: per key, a silent record when a
+// key sent nothing for Timeout, a resumed one when it sends again
+// (operators/keyed.Absence).
+type Absence struct {
+	// Timeout is how long a key may stay quiet; > 0.
+	Timeout time.Duration
+	// Time is "event": the deadline is counted on the readings' times and
+	// fires on the watermark ("processing" is not supported yet).
+	Time      string
+	DeclRange hcl.Range
+}
+
+// decodeAbsence decodes an absence block of p.
+func (d *decoder) decodeAbsence(b *hcl.Block, p *Pipeline) *Absence {
+	a, _ := d.content(b, []string{"timeout", "time"})
+	ab := &Absence{DeclRange: b.DefRange}
+	a.require("timeout")
+	ab.Timeout = a.duration("timeout", -1) // -1: unset or invalid, already reported
+	if ab.Timeout == 0 {
+		d.errorf(a.rangeOf("timeout"), "Value out of range",
+			"\"timeout\" is how long a key may stay quiet before it is reported silent; it must be more than zero, e.g. \"5m\".")
+	}
+	ab.Time = a.enum("time", []string{"event", "processing"}, "event")
+	switch {
+	case ab.Time == "processing":
+		d.errorf(a.rangeOf("time"), "Processing-time absence not supported",
+			"absence runs on event time for now: its deadline fires when the watermark passes it, so silences are found as other keys move time on. Remove time, or set time = \"event\".")
+	case p.From.Source != nil && p.From.Source.Timestamp == nil:
+		d.errorf(b.DefRange, "absence without event time",
+			"absence runs on event time; give the source a timestamp block.")
+	case p.StateTTL > 0 && ab.Timeout > 0 && p.StateTTL <= ab.Timeout:
+		d.errorf(p.StateTTLRange, "state_ttl not above the absence timeout",
+			"A key's state expires state_ttl after its last reading, before its silence of %s could be noticed; make state_ttl longer than timeout.", ab.Timeout)
+	}
+	d.oneBlock(b, p, "absence", p.ReportByException != nil || p.Alarm != nil)
+	return ab
+}
+
+// oneBlock reports a per-key signal block (report_by_exception, alarm,
+// absence) beside a window, or beside another one (other).
+func (d *decoder) oneBlock(b *hcl.Block, p *Pipeline, name string, other bool) {
+	switch {
+	case p.Window != nil:
+		d.errorf(b.DefRange, name+" with a window",
+			"%s follows readings one by one and a window aggregates them; use one per pipeline: remove the window, or use a second pipeline reading the same source.", name)
+	case other:
+		d.errorf(b.DefRange, name+" with another per-key block",
+			"A pipeline has one of report_by_exception, alarm and absence for now; put this one in a second pipeline reading the same source.")
+	}
+}
+
 // HasKeyedBlocks reports whether p has a per-key block
-// (report_by_exception, alarm, dedup).
+// (report_by_exception, alarm, absence, dedup).
 func (p *Pipeline) HasKeyedBlocks() bool {
-	return p.ReportByException != nil || p.Alarm != nil || p.Dedup != nil
+	return p.ReportByException != nil || p.Alarm != nil || p.Absence != nil || p.Dedup != nil
 }
 
 // Keyed reports whether p keeps per-key state in its keyed subtasks: it

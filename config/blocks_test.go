@@ -42,7 +42,7 @@ func TestReportByException_Mistakes(t *testing.T) {
   aggregate { n = count() }
   report_by_exception { value = event.v }
   to = [sink.stdout.out]
-}`, "13:3", "report_by_exception with a window; report_by_exception reports readings one by one"},
+}`, "13:3", "report_by_exception with a window; report_by_exception follows readings one by one"},
 		{"map field named value", `pipeline "p" {
   from = source.mqtt.sensors
   map { value = event.v }
@@ -62,7 +62,7 @@ func TestReportByException_Mistakes(t *testing.T) {
   report_by_exception { value = event.v }
   alarm "hot" { raise = event.v > 80 }
   to = [sink.stdout.out]
-}`, "11:3", "alarm with report_by_exception; A pipeline has one per-key block for now"},
+}`, "11:3", "alarm with another per-key block; A pipeline has one of report_by_exception, alarm and absence for now"},
 		{"alarm min_duration", `pipeline "p" {
   from = source.mqtt.sensors
   alarm "hot" {
@@ -101,6 +101,31 @@ func TestReportByException_Mistakes(t *testing.T) {
   dedup { id = event.msg_id }
   to = [sink.stdout.out]
 }`, "10:3", `Missing required argument; The dedup block needs "within"`},
+		{"absence on processing time", `pipeline "p" {
+  from = source.mqtt.sensors
+  absence {
+    timeout = "5m"
+    time    = "processing"
+  }
+  to = [sink.stdout.out]
+}`, "12:15", `Processing-time absence not supported; absence runs on event time for now`},
+		{"absence timeout zero", `pipeline "p" {
+  from = source.mqtt.sensors
+  absence { timeout = "0s" }
+  to = [sink.stdout.out]
+}`, "10:23", `Value out of range; "timeout" is how long a key may stay quiet`},
+		{"absence state_ttl too short", `pipeline "p" {
+  from      = source.mqtt.sensors
+  absence { timeout = "1h" }
+  state_ttl = "30m"
+  to        = [sink.stdout.out]
+}`, "11:15", `state_ttl not above the absence timeout`},
+		{"absence with alarm", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { raise = event.v > 80 }
+  absence { timeout = "1h" }
+  to = [sink.stdout.out]
+}`, "11:3", `absence with another per-key block`},
 		{"unknown attribute", `pipeline "p" {
   from = source.mqtt.sensors
   report_by_exception {
@@ -203,5 +228,24 @@ func TestDedup_Settings(t *testing.T) {
 	p := cfg.Pipelines[0]
 	if d := p.Dedup; d == nil || d.ID == nil || d.Within != time.Hour || !p.Keyed() {
 		t.Fatalf("dedup %+v, keyed %v", d, p.Keyed())
+	}
+}
+
+// TestAbsence_NeedsEventTime refuses absence on a source without a
+// timestamp.
+func TestAbsence_NeedsEventTime(t *testing.T) {
+	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(`source "mqtt" "s" {
+  broker = "tcp://127.0.0.1:1883"
+  topics = ["a/b"]
+}
+sink "stdout" "out" {}
+pipeline "p" {
+  from = source.mqtt.s
+  absence { timeout = "5m" }
+  to = [sink.stdout.out]
+}
+`), "test.hcl")
+	if out := FormatDiagnostics(diags); !strings.Contains(out, "test.hcl:8:3: error: absence without event time; absence runs on event time; give the source a timestamp block") {
+		t.Errorf("diagnostics:\n%s", out)
 	}
 }

@@ -46,6 +46,8 @@ type Pipeline struct {
 	// Alarm is the pipeline's alarm block; nil when not set. A pipeline has
 	// at most one per-key block and then no window.
 	Alarm *Alarm
+	// Absence is the pipeline's absence block; nil when not set.
+	Absence *Absence
 	// Dedup is the pipeline's dedup block; nil when not set. It drops
 	// repeats after the filter, before the map, with any of the above.
 	Dedup *Dedup
@@ -114,7 +116,8 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			hcl.BlockHeaderSchema{Type: "aggregate"},
 			hcl.BlockHeaderSchema{Type: "report_by_exception"},
 			hcl.BlockHeaderSchema{Type: "alarm", LabelNames: []string{"name"}},
-			hcl.BlockHeaderSchema{Type: "dedup"})
+			hcl.BlockHeaderSchema{Type: "dedup"},
+			hcl.BlockHeaderSchema{Type: "absence"})
 		p := &Pipeline{Name: name, DeclRange: b.DefRange}
 		seen[name] = p
 		out = append(out, p)
@@ -196,6 +199,9 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		}
 		if ab := d.single(c.Blocks, "alarm"); ab != nil {
 			p.Alarm = d.decodeAlarm(ab, p)
+		}
+		if ab := d.single(c.Blocks, "absence"); ab != nil {
+			p.Absence = d.decodeAbsence(ab, p)
 		}
 		if db := d.single(c.Blocks, "dedup"); db != nil {
 			p.Dedup = d.decodeDedupBlock(db)

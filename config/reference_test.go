@@ -120,6 +120,19 @@ pipeline "a" {
   }
   to = [sink.stdout.s]
 }
+source "file" "stamped" {
+  path = "y"
+  timestamp { field = "ts" }
+}
+pipeline "q" {
+  from = source.file.stamped
+  key  = event.k
+  absence {
+    timeout = "5m"
+    time    = "event"
+  }
+  to = [sink.stdout.s]
+}
 `
 
 var (

@@ -28,6 +28,14 @@ type AlarmSpec struct {
 	Raise, Clear *expr.Program
 }
 
+// AbsenceSpec is a pipeline's absence block, compiled.
+type AbsenceSpec struct {
+	Block keyed.Absence // event time only: its timers are the keyed operator's
+}
+
+// absenceBlock is the block name of absence in record ids.
+const absenceBlock = "absence"
+
 // reportBlock is the block name of report_by_exception in record ids.
 const reportBlock = "report_by_exception"
 
@@ -37,16 +45,18 @@ const reportBlock = "report_by_exception"
 // every reading so that state_ttl counts from the key's last reading, and
 // whose signals become records.
 type signalBlock struct {
-	name   string
-	report *ReportSpec
-	alarm  *AlarmSpec
-	rstate *state.ValueState[keyed.ReportState]
-	astate *state.ValueState[keyed.AlarmState]
-	emit   func(keyed.Signal) // built once: a call does not allocate
-	sigs   [2]keyed.Signal
-	nsig   int
-	names  []string // report: "value", then the map fields; alarm: the map fields
-	vals   []event.Value
+	name    string
+	report  *ReportSpec
+	alarm   *AlarmSpec
+	absence *AbsenceSpec
+	bstate  *state.ValueState[keyed.AbsenceState]
+	rstate  *state.ValueState[keyed.ReportState]
+	astate  *state.ValueState[keyed.AlarmState]
+	emit    func(keyed.Signal) // built once: a call does not allocate
+	sigs    [2]keyed.Signal
+	nsig    int
+	names   []string // report: "value", then the map fields; alarm: the map fields
+	vals    []event.Value
 }
 
 // SetReport makes k run spec on every reading that passes its filter,
@@ -73,6 +83,68 @@ func (k *KeyedStage) SetAlarm(spec AlarmSpec) error {
 	var err error
 	b.astate, err = state.NewValueState[keyed.AlarmState](k.op.Context(), "alarm", keyed.AlarmCodec{}, k.op.StateTTL())
 	return err
+}
+
+// SetAbsence makes k run spec on every reading that passes its filter and
+// on the key's event-time timers, instead of emitting reading records.
+// Call it before the first reading.
+func (k *KeyedStage) SetAbsence(spec AbsenceSpec) error {
+	if err := spec.Block.Validate(); err != nil {
+		return err
+	}
+	if spec.Block.Time != keyed.EventTimeDomain {
+		return fmt.Errorf("%w: absence on %v time: only event time is supported", keyed.ErrBadBlock, spec.Block.Time)
+	}
+	b := k.newBlock(absenceBlock, k.names)
+	b.absence = &spec
+	var err error
+	b.bstate, err = state.NewValueState[keyed.AbsenceState](k.op.Context(), absenceBlock, keyed.AbsenceCodec{}, k.op.StateTTL())
+	return err
+}
+
+// moveTimer replaces the current key's timer at old by one at next
+// (either may be keyed.NoTimer).
+func (k *KeyedStage) moveTimer(old, next int64) error {
+	if old == next {
+		return nil
+	}
+	if old != keyed.NoTimer {
+		if err := k.op.DeleteTimer(old); err != nil {
+			return err
+		}
+	}
+	if next != keyed.NoTimer {
+		return k.op.RegisterTimer(next)
+	}
+	return nil
+}
+
+// timer is the keyed operator's TimerHandler: an absence deadline of the
+// current key passed.
+func (t *WindowTask) timer(_ uint16, key []byte, now int64) error {
+	b := t.keyed.block
+	if b == nil || b.absence == nil {
+		return nil
+	}
+	st, _, err := b.bstate.Value()
+	if err != nil {
+		return err
+	}
+	b.nsig = 0
+	next := b.absence.Block.OnTimer(&st, now, b.emit)
+	if err := b.bstate.Update(st); err != nil {
+		return err
+	}
+	if next != keyed.NoTimer {
+		if err := t.keyed.op.RegisterTimer(next); err != nil {
+			return err
+		}
+	}
+	for i := range b.vals {
+		b.vals[i] = event.Value{} // no reading: the map fields are null
+	}
+	t.emitSignals(key, 0)
+	return nil
 }
 
 func (k *KeyedStage) newBlock(name string, names []string) *signalBlock {
@@ -117,6 +189,19 @@ func (t *WindowTask) blockReading(r *keyed.Reading) error {
 		}
 		b.vals[0] = v
 		off = 1
+	case b.absence != nil:
+		st, _, err := b.bstate.Value()
+		if err != nil {
+			return err
+		}
+		old := b.absence.Block.NextTimer(st)
+		next := b.absence.Block.OnReading(&st, at, b.emit)
+		if err := b.bstate.Update(st); err != nil {
+			return err
+		}
+		if err := k.moveTimer(old, next); err != nil {
+			return err
+		}
 	case b.alarm != nil:
 		raise, err := b.alarm.Raise.EvalBool(rec)
 		if err != nil {
@@ -145,21 +230,30 @@ func (t *WindowTask) blockReading(r *keyed.Reading) error {
 	for i, s := range k.slots {
 		b.vals[off+i] = rec.Fields[s]
 	}
+	t.emitSignals(r.Key, r.Seq)
+	return nil
+}
+
+// emitSignals turns the block's signals into records of key, with the
+// block's fields as set.
+func (t *WindowTask) emitSignals(key []byte, seq uint64) {
+	b := t.keyed.block
 	for _, sig := range b.sigs[:b.nsig] {
 		var span sink.Span
 		switch sig.Kind {
 		case keyed.Raised:
 			span = sink.Span{Start: sig.Start, HasStart: true}
-		case keyed.Cleared:
+		case keyed.Cleared, keyed.Resumed:
 			span = sink.Span{Start: sig.Start, End: sig.End, HasStart: true, HasEnd: true}
+		case keyed.Silent:
+			span = sink.Span{Start: sig.Start, HasStart: true}
 		}
 		// Firing is the signal's Seq: with the key and the time it makes
 		// the record's place in the release order unique.
-		t.res = sink.Result{Pipeline: t.pipeline, Key: r.Key, Start: sig.Time, End: sig.Time, Kind: sig.Kind.String(),
-			Firing: int(sig.Seq), Seq: r.Seq}
+		t.res = sink.Result{Pipeline: t.pipeline, Key: key, Start: sig.Time, End: sig.Time, Kind: sig.Kind.String(),
+			Firing: int(sig.Seq), Seq: seq}
 		t.results.AddSignal(t.deviceID, &t.res, b.name, span, b.names, b.vals)
 	}
-	return nil
 }
 
 // rejectBlock dead-letters a reading whose block inputs have the wrong

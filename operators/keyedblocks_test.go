@@ -218,3 +218,39 @@ func TestKeyedStage_Dedup(t *testing.T) {
 		t.Errorf("%d duplicates counted, want 2", n)
 	}
 }
+
+// TestKeyedStage_Absence runs two keys through absence (timeout 5 s) on
+// event-time timers: a key quiet past its deadline is silent at the
+// deadline (found when the watermark passes it, between the readings), and
+// resumed by its next reading; the end-of-input watermark makes every key
+// silent. Silent records have no reading: their map fields are null.
+func TestKeyedStage_Absence(t *testing.T) {
+	task := blockTask(t, 0, nil, func(k *KeyedStage, _ []*expr.Program) error {
+		return k.SetAbsence(AbsenceSpec{Block: keyed.Absence{TimeoutMs: 5000, Time: keyed.EventTimeDomain}})
+	})
+	b := stream.NewBatch(0)
+	for i, r := range []struct {
+		key string
+		ts  int64
+	}{{"a", 1000}, {"b", 1000}, {"b", 4000}, {"b", 8000}, {"a", 9000}} {
+		b.AppendWatermarked([]byte(r.key), 1, r.ts, nil, []byte(`{"s":"`+r.key+`"}`), uint64(i+1), 0)
+	}
+	task.Process(b, true)
+	task.AdvanceWatermark(1 << 62)
+	if err := task.Keyed().Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range task.TakeResults().Items() {
+		got = append(got, string(it.Payload))
+	}
+	want := []string{
+		`{"id":"dev/p/a/absence/silent/6000/0","pipeline":"p","key":"a","time":"1970-01-01T00:00:06.000Z","time_ms":6000,"kind":"silent","start":"1970-01-01T00:00:01.000Z","start_ms":1000,"s":null}`,
+		`{"id":"dev/p/a/absence/resumed/9000/1","pipeline":"p","key":"a","time":"1970-01-01T00:00:09.000Z","time_ms":9000,"kind":"resumed","start":"1970-01-01T00:00:01.000Z","start_ms":1000,"end":"1970-01-01T00:00:09.000Z","end_ms":9000,"duration_ms":8000,"s":"a"}`,
+		`{"id":"dev/p/b/absence/silent/13000/0","pipeline":"p","key":"b","time":"1970-01-01T00:00:13.000Z","time_ms":13000,"kind":"silent","start":"1970-01-01T00:00:08.000Z","start_ms":8000,"s":null}`,
+		`{"id":"dev/p/a/absence/silent/14000/2","pipeline":"p","key":"a","time":"1970-01-01T00:00:14.000Z","time_ms":14000,"kind":"silent","start":"1970-01-01T00:00:09.000Z","start_ms":9000,"s":null}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -55,6 +55,7 @@ func NewKeyedStage(op *keyed.Operator, spec keyed.EvalSpec) *KeyedStage {
 func (t *WindowTask) SetKeyed(k *KeyedStage) {
 	t.keyed = k
 	k.handler = t.released
+	k.op.OnTimer(t.timer)
 }
 
 // Keyed returns the task's keyed stage, or nil.
