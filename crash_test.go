@@ -161,7 +161,28 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, false) })
 	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
 	t.Run("changed() beside the window", func(t *testing.T) { crashFileSource(t, keyedCrashConfig, false) })
+	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { crashFileSource(t, reportCrashConfig, false) })
 }
+
+// reportCrashConfig is keyedCrashConfig with the per-key blocks instead of
+// the functions: dedup drops a key's repeated value within 10 s, then
+// report_by_exception reports moves of 300 or more and a heartbeat every
+// 5 s (with the 3 s state_ttl, some keys' report state expires).
+var reportCrashConfig = replaceAll(keyedCrashConfig, `  filter = changed(event.v >= 990)
+  map {
+    high = event.v >= 990
+    was  = prev(event.v)
+    d    = delta(event.v)
+    n    = count_key()
+  }`, `  dedup {
+    id     = event.v
+    within = "10s"
+  }
+  report_by_exception {
+    value     = event.v
+    deadband  = 300
+    heartbeat = "5s"
+  }`)
 
 // keyedCrashConfig is crashConfig with a second pipeline on the same input
 // whose per-key functions run in event-time order, with a state_ttl short

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -35,18 +34,7 @@ func TestKeyed_AbsenceMatchesModel(t *testing.T) {
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 23)
 	runToEndWith(t, dir, replaceAll(keyedAbsenceConfig, "parallelism = 1", "parallelism = 2"))
 
-	maxTS := int64(math.MinInt64)
-	perKey := map[string][]stateReading{}
-	for _, r := range in {
-		wm := int64(math.MinInt64)
-		if maxTS != math.MinInt64 {
-			wm = maxTS - 5000 - 1
-		}
-		maxTS = max(maxTS, r.TS)
-		if r.TS > wm && r.S != "idle" {
-			perKey[r.Device] = append(perKey[r.Device], r)
-		}
-	}
+	perKey, _ := onTimeByKey(in, func(r stateReading) bool { return r.S != "idle" })
 	type rec struct {
 		ID       string  `json:"id"`
 		Kind     string  `json:"kind"`
@@ -61,7 +49,6 @@ func TestKeyed_AbsenceMatchesModel(t *testing.T) {
 	var want []rec
 	resumed := 0
 	for key, rs := range perKey {
-		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
 		seq := 0
 		add := func(kind string, ts int64, w rec) {
 			w.ID = fmt.Sprintf("kd/changes/%s/absence/%s/%d/%d", key, kind, ts, seq)

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -38,18 +37,7 @@ func TestKeyed_AlarmMatchesModel(t *testing.T) {
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 17)
 	runToEndWith(t, dir, replaceAll(keyedAlarmConfig, "parallelism = 1", "parallelism = 2"))
 
-	maxTS := int64(math.MinInt64)
-	perKey := map[string][]stateReading{}
-	for _, r := range in {
-		wm := int64(math.MinInt64)
-		if maxTS != math.MinInt64 {
-			wm = maxTS - 5000 - 1
-		}
-		maxTS = max(maxTS, r.TS)
-		if r.TS > wm {
-			perKey[r.Device] = append(perKey[r.Device], r)
-		}
-	}
+	perKey, _ := onTimeByKey(in, nil)
 	type rec struct {
 		ID       string `json:"id"`
 		Kind     string `json:"kind"`
@@ -63,7 +51,6 @@ func TestKeyed_AlarmMatchesModel(t *testing.T) {
 	}
 	var want []rec
 	for key, rs := range perKey {
-		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
 		phase, since, seq := "normal", int64(0), 0
 		add := func(kind string, r stateReading, w rec) {
 			w.ID = fmt.Sprintf("kd/changes/%s/busy/%s/%d/%d", key, kind, r.TS, seq)

@@ -119,6 +119,32 @@ var keyedWindowConfig = replaceAll(keyedConfig, `  map {
     counted = sum(delta(event.c))
   }`)
 
+// onTimeByKey returns the readings of in that are not late (their time is
+// after the watermark they arrived with: max time so far − 5 s − 1) and
+// pass keep, per key in (time, line) order, and the number of late ones.
+func onTimeByKey(in []stateReading, keep func(stateReading) bool) (perKey map[string][]stateReading, late int) {
+	maxTS := int64(math.MinInt64)
+	perKey = map[string][]stateReading{}
+	for _, r := range in {
+		wm := int64(math.MinInt64)
+		if maxTS != math.MinInt64 {
+			wm = maxTS - 5000 - 1
+		}
+		maxTS = max(maxTS, r.TS)
+		if r.TS <= wm {
+			late++
+			continue
+		}
+		if keep == nil || keep(r) {
+			perKey[r.Device] = append(perKey[r.Device], r)
+		}
+	}
+	for _, rs := range perKey {
+		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
+	}
+	return perKey, late
+}
+
 // rawRecords returns the committed output of an exactly-once file sink
 // directory as bytes, part files in order.
 func rawRecords(t *testing.T, dir string) []byte {
@@ -183,21 +209,7 @@ func TestKeyed_ChangedMatchesModel(t *testing.T) {
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 11)
 	runToEndWith(t, dir, replaceAll(keyedConfig, "parallelism = 1", "parallelism = 2"))
 
-	maxTS := int64(math.MinInt64)
-	perKey := map[string][]stateReading{}
-	late := 0
-	for _, r := range in {
-		wm := int64(math.MinInt64)
-		if maxTS != math.MinInt64 {
-			wm = maxTS - 5000 - 1
-		}
-		maxTS = max(maxTS, r.TS)
-		if r.TS <= wm {
-			late++
-			continue
-		}
-		perKey[r.Device] = append(perKey[r.Device], r)
-	}
+	perKey, late := onTimeByKey(in, nil)
 	type rec struct {
 		ID    string   `json:"id"`
 		S     string   `json:"s"`
@@ -211,7 +223,6 @@ func TestKeyed_ChangedMatchesModel(t *testing.T) {
 	}
 	var want []rec
 	for key, rs := range perKey {
-		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
 		var prevS string
 		var prevC *float64
 		var n, first float64

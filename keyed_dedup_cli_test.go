@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -35,22 +34,10 @@ func TestKeyed_DedupMatchesModel(t *testing.T) {
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 19)
 	runToEndWith(t, dir, replaceAll(keyedDedupConfig, "parallelism = 1", "parallelism = 2"))
 
-	maxTS := int64(math.MinInt64)
-	perKey := map[string][]stateReading{}
-	for _, r := range in {
-		wm := int64(math.MinInt64)
-		if maxTS != math.MinInt64 {
-			wm = maxTS - 5000 - 1
-		}
-		maxTS = max(maxTS, r.TS)
-		if r.TS > wm {
-			perKey[r.Device] = append(perKey[r.Device], r)
-		}
-	}
+	perKey, _ := onTimeByKey(in, nil)
 	var want []stateReading
 	dropped := 0
 	for _, rs := range perKey {
-		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
 		passed := map[int]int64{}
 		for _, r := range rs {
 			if seen, ok := passed[r.C]; ok && r.TS < seen+5000 {

@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,21 +43,7 @@ func TestKeyed_ReportByExceptionMatchesModel(t *testing.T) {
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 13)
 	runToEndWith(t, dir, replaceAll(keyedReportConfig, "parallelism = 1", "parallelism = 2"))
 
-	maxTS := int64(math.MinInt64)
-	perKey := map[string][]stateReading{}
-	late := 0
-	for _, r := range in {
-		wm := int64(math.MinInt64)
-		if maxTS != math.MinInt64 {
-			wm = maxTS - 5000 - 1
-		}
-		maxTS = max(maxTS, r.TS)
-		if r.TS <= wm {
-			late++
-			continue
-		}
-		perKey[r.Device] = append(perKey[r.Device], r)
-	}
+	perKey, late := onTimeByKey(in, nil)
 	type rec struct {
 		ID    string  `json:"id"`
 		Kind  string  `json:"kind"`
@@ -70,7 +55,6 @@ func TestKeyed_ReportByExceptionMatchesModel(t *testing.T) {
 	}
 	var want []rec
 	for key, rs := range perKey {
-		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
 		var last, lastTS int64
 		seq := 0
 		for i, r := range rs {

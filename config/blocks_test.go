@@ -135,17 +135,7 @@ func TestReportByException_Mistakes(t *testing.T) {
   to = [sink.stdout.out]
 }`, "12:5", `Did you mean "deadband"?`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(keyedBase+tc.pipeline+"\n"), "test.hcl")
-			out := FormatDiagnostics(diags)
-			prefix := "test.hcl:" + tc.pos + ": error: "
-			for _, line := range strings.Split(out, "\n") {
-				if strings.HasPrefix(line, prefix) && strings.Contains(line, tc.want) {
-					return
-				}
-			}
-			t.Errorf("no %q at %s in:\n%s", tc.want, tc.pos, out)
-		})
+		t.Run(tc.name, func(t *testing.T) { checkKeyedDiagnostic(t, tc.pipeline, tc.pos, tc.want) })
 	}
 }
 

@@ -50,6 +50,22 @@ func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *Keye
 	return task
 }
 
+// runToEnd processes b, then the end-of-input watermark, and returns the
+// records.
+func runToEnd(t *testing.T, task *WindowTask, b *stream.Batch) []string {
+	t.Helper()
+	task.Process(b, true)
+	task.AdvanceWatermark(1 << 62)
+	if err := task.Keyed().Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range task.TakeResults().Items() {
+		got = append(got, string(it.Payload))
+	}
+	return got
+}
+
 // reportTask returns a task without a window running report_by_exception
 // of value = event.v (deadband 1, heartbeat 10 s) with a map field s =
 // event.s, in event-time order, with state_ttl ttl.
@@ -83,12 +99,7 @@ func TestKeyedStage_ReportByException(t *testing.T) {
 	} {
 		b.AppendWatermarked([]byte(r.key), 1, r.ts, nil, []byte(r.payload), uint64(i+1), 0)
 	}
-	task.Process(b, true)
-	task.AdvanceWatermark(1 << 62)
-	var got []string
-	for _, it := range task.TakeResults().Items() {
-		got = append(got, string(it.Payload))
-	}
+	got := runToEnd(t, task, b)
 	want := []string{
 		`{"id":"dev/p/a/report_by_exception/report/1000/0","pipeline":"p","key":"a","time":"1970-01-01T00:00:01.000Z","time_ms":1000,"kind":"report","value":1,"s":"x"}`,
 		`{"id":"dev/p/b/report_by_exception/report/1000/0","pipeline":"p","key":"b","time":"1970-01-01T00:00:01.000Z","time_ms":1000,"kind":"report","value":5,"s":"y"}`,
@@ -115,11 +126,8 @@ func TestKeyedStage_ReportByExceptionTTL(t *testing.T) {
 	for i, ts := range []int64{1000, 4000, 7000, 9500, 20_000} { // v unchanged; 9500 < 7000 + 10 s heartbeat
 		b.AppendWatermarked([]byte("a"), 1, ts, nil, []byte(`{"v":1,"s":"x"}`), uint64(i+1), 0)
 	}
-	task.Process(b, true)
-	task.AdvanceWatermark(1 << 62)
 	var ids []string
-	for _, it := range task.TakeResults().Items() {
-		p := string(it.Payload)
+	for _, p := range runToEnd(t, task, b) {
 		ids = append(ids, p[len(`{"id":"`):strings.Index(p, `","pipeline"`)])
 	}
 	// 1000 is the first; 4000, 7000 and 9500 are within the deadband and
@@ -156,15 +164,7 @@ func TestKeyedStage_Alarm(t *testing.T) {
 	} {
 		b.AppendWatermarked([]byte("k"), 1, r.ts, nil, []byte(r.payload), uint64(i+1), 0)
 	}
-	task.Process(b, true)
-	task.AdvanceWatermark(1 << 62)
-	if err := task.Keyed().Err(); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, it := range task.TakeResults().Items() {
-		got = append(got, string(it.Payload))
-	}
+	got := runToEnd(t, task, b)
 	want := []string{
 		`{"id":"dev/p/k/hot/raised/9000/0","pipeline":"p","key":"k","time":"1970-01-01T00:00:09.000Z","time_ms":9000,"kind":"raised","start":"1970-01-01T00:00:04.000Z","start_ms":4000,"s":"e"}`,
 		`{"id":"dev/p/k/hot/cleared/12000/1","pipeline":"p","key":"k","time":"1970-01-01T00:00:12.000Z","time_ms":12000,"kind":"cleared","start":"1970-01-01T00:00:04.000Z","start_ms":4000,"end":"1970-01-01T00:00:12.000Z","end_ms":12000,"duration_ms":8000,"s":"g"}`,
@@ -201,14 +201,8 @@ func TestKeyedStage_Dedup(t *testing.T) {
 	} {
 		b.AppendWatermarked([]byte(r.key), 1, r.ts, nil, []byte(r.payload), uint64(i+1), 0)
 	}
-	task.Process(b, true)
-	task.AdvanceWatermark(1 << 62)
-	if err := task.Keyed().Err(); err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, it := range task.TakeResults().Items() {
-		p := string(it.Payload)
+	for _, p := range runToEnd(t, task, b) {
 		got = append(got, p[strings.Index(p, `"s":`):len(p)-1])
 	}
 	if want := `"s":"1" "s":"2" "s":"4" "s":"5" "s":"6" "s":"8"`; strings.Join(got, " ") != want {
@@ -235,15 +229,7 @@ func TestKeyedStage_Absence(t *testing.T) {
 	}{{"a", 1000}, {"b", 1000}, {"b", 4000}, {"b", 8000}, {"a", 9000}} {
 		b.AppendWatermarked([]byte(r.key), 1, r.ts, nil, []byte(`{"s":"`+r.key+`"}`), uint64(i+1), 0)
 	}
-	task.Process(b, true)
-	task.AdvanceWatermark(1 << 62)
-	if err := task.Keyed().Err(); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, it := range task.TakeResults().Items() {
-		got = append(got, string(it.Payload))
-	}
+	got := runToEnd(t, task, b)
 	want := []string{
 		`{"id":"dev/p/a/absence/silent/6000/0","pipeline":"p","key":"a","time":"1970-01-01T00:00:06.000Z","time_ms":6000,"kind":"silent","start":"1970-01-01T00:00:01.000Z","start_ms":1000,"s":null}`,
 		`{"id":"dev/p/a/absence/resumed/9000/1","pipeline":"p","key":"a","time":"1970-01-01T00:00:09.000Z","time_ms":9000,"kind":"resumed","start":"1970-01-01T00:00:01.000Z","start_ms":1000,"end":"1970-01-01T00:00:09.000Z","end_ms":9000,"duration_ms":8000,"s":"a"}`,
