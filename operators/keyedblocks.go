@@ -143,7 +143,7 @@ func (t *WindowTask) timer(_ uint16, key []byte, now int64) error {
 	for i := range b.vals {
 		b.vals[i] = event.Value{} // no reading: the map fields are null
 	}
-	t.emitSignals(key, 0)
+	t.emitSignals(key)
 	return nil
 }
 
@@ -230,13 +230,13 @@ func (t *WindowTask) blockReading(r *keyed.Reading) error {
 	for i, s := range k.slots {
 		b.vals[off+i] = rec.Fields[s]
 	}
-	t.emitSignals(r.Key, r.Seq)
+	t.emitSignals(r.Key)
 	return nil
 }
 
 // emitSignals turns the block's signals into records of key, with the
 // block's fields as set.
-func (t *WindowTask) emitSignals(key []byte, seq uint64) {
+func (t *WindowTask) emitSignals(key []byte) {
 	b := t.keyed.block
 	for _, sig := range b.sigs[:b.nsig] {
 		var span sink.Span
@@ -248,10 +248,11 @@ func (t *WindowTask) emitSignals(key []byte, seq uint64) {
 		case keyed.Silent:
 			span = sink.Span{Start: sig.Start, HasStart: true}
 		}
-		// Firing is the signal's Seq: with the key and the time it makes
-		// the record's place in the release order unique.
+		// Seq is in the id; Firing, the same number, makes the record's
+		// place in the release order (time, key, firing) unique (the
+		// release order keeps it as a uint32, as Seq is).
 		t.res = sink.Result{Pipeline: t.pipeline, Key: key, Start: sig.Time, End: sig.Time, Kind: sig.Kind.String(),
-			Firing: int(sig.Seq), Seq: seq}
+			Firing: int(sig.Seq), Seq: uint64(sig.Seq)}
 		t.results.AddSignal(t.deviceID, &t.res, b.name, span, b.names, b.vals)
 	}
 }

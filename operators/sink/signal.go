@@ -21,7 +21,7 @@ type Span struct {
 // AppendSignalJSON appends the record of one signal of a per-key block
 // (operators/keyed.Signal), in the conventions of AppendReadingJSON: r
 // gives Pipeline, Key, Kind (the signal's kind), Start (the signal's time)
-// and Firing (the signal's Seq, which numbers the signals of one block and
+// and Seq (the signal's Seq, which numbers the signals of one block and
 // key from 0); block names the block; span is the signal's episode;
 // names and values are its fields (report_by_exception: value, then the
 // map fields; alarm: the map fields). The fields, in this order:
@@ -47,7 +47,7 @@ func AppendSignalJSON(dst []byte, deviceID string, r *Result, block string, span
 	dst = append(dst, '/')
 	dst = strconv.AppendInt(dst, r.Start, 10)
 	dst = append(dst, '/')
-	dst = strconv.AppendInt(dst, int64(r.Firing), 10)
+	dst = strconv.AppendUint(dst, r.Seq, 10)
 	dst = appendPipelineKey(dst, r)
 	dst = appendInstant(dst, "time", r.Start)
 	dst = append(dst, `,"kind":"`...)
