@@ -363,6 +363,7 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
 	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
 	t.Run("changed() beside the window", func(t *testing.T) { rescale(t, keyedCrashConfig) })
+	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { rescale(t, reportCrashConfig) })
 }
 
 func rescale(t *testing.T, tmpl string) {
