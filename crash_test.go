@@ -162,7 +162,23 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
 	t.Run("changed() beside the window", func(t *testing.T) { crashFileSource(t, keyedCrashConfig, false) })
 	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { crashFileSource(t, reportCrashConfig, false) })
+	t.Run("absence beside the window", func(t *testing.T) { crashFileSource(t, absenceCrashConfig, false) })
 }
+
+// absenceCrashConfig is keyedCrashConfig with absence instead of the
+// functions: a key whose readings with v < 500 stop for 3 s is silent
+// (found on the event-time timers, which the checkpoints hold), and
+// resumed by the next one.
+var absenceCrashConfig = replaceAll(keyedCrashConfig, `  filter = changed(event.v >= 990)
+  map {
+    high = event.v >= 990
+    was  = prev(event.v)
+    d    = delta(event.v)
+    n    = count_key()
+  }
+  state_ttl = "3s"`, `  filter = event.v < 500
+  absence { timeout = "3s" }
+  state_ttl = "10s"`)
 
 // reportCrashConfig is keyedCrashConfig with the per-key blocks instead of
 // the functions: dedup drops a key's repeated value within 10 s, then
