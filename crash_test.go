@@ -161,7 +161,44 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, false) })
 	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
 	t.Run("changed() beside the window", func(t *testing.T) { crashFileSource(t, keyedCrashConfig, false) })
+	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { crashFileSource(t, reportCrashConfig, false) })
+	t.Run("absence beside the window", func(t *testing.T) { crashFileSource(t, absenceCrashConfig, false) })
 }
+
+// absenceCrashConfig is keyedCrashConfig with absence instead of the
+// functions: a key whose readings with v < 500 stop for 3 s is silent
+// (found on the event-time timers, which the checkpoints hold), and
+// resumed by the next one.
+var absenceCrashConfig = replaceAll(keyedCrashConfig, `  filter = changed(event.v >= 990)
+  map {
+    high = event.v >= 990
+    was  = prev(event.v)
+    d    = delta(event.v)
+    n    = count_key()
+  }
+  state_ttl = "3s"`, `  filter = event.v < 500
+  absence { timeout = "3s" }
+  state_ttl = "10s"`)
+
+// reportCrashConfig is keyedCrashConfig with the per-key blocks instead of
+// the functions: dedup drops a key's repeated value within 10 s, then
+// report_by_exception reports moves of 300 or more and a heartbeat every
+// 5 s (with the 3 s state_ttl, some keys' report state expires).
+var reportCrashConfig = replaceAll(keyedCrashConfig, `  filter = changed(event.v >= 990)
+  map {
+    high = event.v >= 990
+    was  = prev(event.v)
+    d    = delta(event.v)
+    n    = count_key()
+  }`, `  dedup {
+    id     = event.v
+    within = "10s"
+  }
+  report_by_exception {
+    value     = event.v
+    deadband  = 300
+    heartbeat = "5s"
+  }`)
 
 // keyedCrashConfig is crashConfig with a second pipeline on the same input
 // whose per-key functions run in event-time order, with a state_ttl short
@@ -342,6 +379,7 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
 	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
 	t.Run("changed() beside the window", func(t *testing.T) { rescale(t, keyedCrashConfig) })
+	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { rescale(t, reportCrashConfig) })
 }
 
 func rescale(t *testing.T, tmpl string) {

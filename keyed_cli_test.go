@@ -119,6 +119,32 @@ var keyedWindowConfig = replaceAll(keyedConfig, `  map {
     counted = sum(delta(event.c))
   }`)
 
+// onTimeByKey returns the readings of in that are not late (their time is
+// after the watermark they arrived with: max time so far − 5 s − 1) and
+// pass keep, per key in (time, line) order, and the number of late ones.
+func onTimeByKey(in []stateReading, keep func(stateReading) bool) (perKey map[string][]stateReading, late int) {
+	maxTS := int64(math.MinInt64)
+	perKey = map[string][]stateReading{}
+	for _, r := range in {
+		wm := int64(math.MinInt64)
+		if maxTS != math.MinInt64 {
+			wm = maxTS - 5000 - 1
+		}
+		maxTS = max(maxTS, r.TS)
+		if r.TS <= wm {
+			late++
+			continue
+		}
+		if keep == nil || keep(r) {
+			perKey[r.Device] = append(perKey[r.Device], r)
+		}
+	}
+	for _, rs := range perKey {
+		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
+	}
+	return perKey, late
+}
+
 // rawRecords returns the committed output of an exactly-once file sink
 // directory as bytes, part files in order.
 func rawRecords(t *testing.T, dir string) []byte {
@@ -137,13 +163,15 @@ func rawRecords(t *testing.T, dir string) []byte {
 }
 
 // TestKeyed_FileReplayIdenticalAtParallelism replays one file through a
-// changed() pipeline without a window and one feeding a window, each at
+// changed() pipeline without a window, one feeding a window, a
+// report_by_exception pipeline, an alarm, a dedup and an absence pipeline,
+// each at
 // parallelism 1 and 3: the committed outputs (and late outputs) must be
 // byte-identical.
 func TestKeyed_FileReplayIdenticalAtParallelism(t *testing.T) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeStateReadings(t, input, 50, 200, 3)
-	for name, tmpl := range map[string]string{"readings": keyedConfig, "window": keyedWindowConfig} {
+	for name, tmpl := range map[string]string{"readings": keyedConfig, "window": keyedWindowConfig, "report_by_exception": keyedReportConfig, "alarm": keyedAlarmConfig, "dedup": keyedDedupConfig, "absence": keyedAbsenceConfig} {
 		t.Run(name, func(t *testing.T) {
 			var outs, lates [][]byte
 			for _, par := range []string{"1", "3"} {
@@ -181,21 +209,7 @@ func TestKeyed_ChangedMatchesModel(t *testing.T) {
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 11)
 	runToEndWith(t, dir, replaceAll(keyedConfig, "parallelism = 1", "parallelism = 2"))
 
-	maxTS := int64(math.MinInt64)
-	perKey := map[string][]stateReading{}
-	late := 0
-	for _, r := range in {
-		wm := int64(math.MinInt64)
-		if maxTS != math.MinInt64 {
-			wm = maxTS - 5000 - 1
-		}
-		maxTS = max(maxTS, r.TS)
-		if r.TS <= wm {
-			late++
-			continue
-		}
-		perKey[r.Device] = append(perKey[r.Device], r)
-	}
+	perKey, late := onTimeByKey(in, nil)
 	type rec struct {
 		ID    string   `json:"id"`
 		S     string   `json:"s"`
@@ -209,7 +223,6 @@ func TestKeyed_ChangedMatchesModel(t *testing.T) {
 	}
 	var want []rec
 	for key, rs := range perKey {
-		slices.SortFunc(rs, func(a, b stateReading) int { return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.line, b.line)) })
 		var prevS string
 		var prevC *float64
 		var n, first float64

@@ -143,6 +143,9 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		}
 	}
 
+	if pl.keyed != nil {
+		diags = append(diags, pl.keyed.compileBlocks(p, schema, copts)...)
+	}
 	// The decoder comes last: it reads only the paths registered above.
 	d, err := newDecoder(src, schema)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/state"
@@ -25,15 +26,55 @@ type keyedPlan struct {
 	src   *config.Source
 	order keyed.Order
 	ttl   time.Duration
+	// report and alarm are the compiled per-key block, or nil.
+	report  *operators.ReportSpec
+	alarm   *operators.AlarmSpec
+	absence *operators.AbsenceSpec
+	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
+	dedupID *expr.Program
+	dedup   keyed.Dedup
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
-// function (then nothing changes for it).
+// function and has no per-key block (then nothing changes for it).
 func newKeyedPlan(p *config.Pipeline) *keyedPlan {
-	if !p.UsesKeyedFunctions() {
+	if !p.Keyed() {
 		return nil
 	}
 	return &keyedPlan{ttl: p.StateTTL}
+}
+
+// compileBlocks compiles the expressions of p's per-key blocks into
+// schema with opts (per-key function calls in them join the pipeline's,
+// after those of the aggregate arguments, as config.KeyedCalls lists
+// them). Call it before the pipeline's decoder is built: the blocks read
+// fields of their own.
+func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts expr.Options) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	prog := func(e hcl.Expression) *expr.Program {
+		if e == nil {
+			return nil
+		}
+		pr, d := expr.CompileWith(e, schema, opts)
+		diags = append(diags, d...)
+		return pr
+	}
+	if rb := p.ReportByException; rb != nil && rb.Value != nil {
+		k.report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
+			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
+	}
+	if al := p.Alarm; al != nil && al.Raise != nil {
+		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
+			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	}
+	if ab := p.Absence; ab != nil {
+		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: keyed.EventTimeDomain}}
+	}
+	if dd := p.Dedup; dd != nil && dd.ID != nil {
+		k.dedupID = prog(dd.ID)
+		k.dedup = keyed.Dedup{WithinMs: dd.Within.Milliseconds(), Time: keyed.EventTimeDomain}
+	}
+	return diags
 }
 
 // finish moves the filter, map and aggregate arguments compiled into pl's
@@ -95,7 +136,22 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	if spec.Decoder, err = newDecoder(k.src, spec.Schema); err != nil {
 		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}
-	st.task.SetKeyed(operators.NewKeyedStage(op, spec))
+	stage := operators.NewKeyedStage(op, spec)
+	st.task.SetKeyed(stage)
+	switch {
+	case k.report != nil:
+		err = stage.SetReport(*k.report)
+	case k.alarm != nil:
+		err = stage.SetAlarm(*k.alarm)
+	case k.absence != nil:
+		err = stage.SetAbsence(*k.absence)
+	}
+	if err == nil && k.dedupID != nil {
+		err = stage.SetDedup(k.dedupID, k.dedup)
+	}
+	if err != nil {
+		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
+	}
 	return nil
 }
 
@@ -104,10 +160,22 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 // means nothing to arrival order).
 func keyedShape(src []byte, p *config.Pipeline) string {
 	calls := p.KeyedCalls()
-	if len(calls) == 0 {
+	if !p.Keyed() {
 		return ""
 	}
 	parts := []string{p.Order}
+	if p.ReportByException != nil {
+		parts = append(parts, "report_by_exception")
+	}
+	if p.Alarm != nil {
+		parts = append(parts, "alarm "+p.Alarm.Name)
+	}
+	if p.Absence != nil {
+		parts = append(parts, "absence")
+	}
+	if p.Dedup != nil {
+		parts = append(parts, "dedup")
+	}
 	for _, c := range calls {
 		parts = append(parts, exprText(src, c))
 	}
@@ -151,6 +219,10 @@ func (p *pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
 		p.m.filtered.Add(int(d))
 		seen.filtered = k.Filtered
 	}
+	if d := k.Duplicates - seen.duplicates; d > 0 {
+		p.m.duplicates.Add(int(d))
+		seen.duplicates = k.Duplicates
+	}
 	for reason, n := range k.Rejected {
 		if d := n - seen.rejected[reason]; d > 0 {
 			p.m.deadLettered(reason).Add(int(d))
@@ -164,6 +236,7 @@ func (p *pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
 
 // keyedSeen is what keyedCounts reported of a subtask so far.
 type keyedSeen struct {
-	filtered int64
-	rejected map[string]int64
+	filtered   int64
+	duplicates int64
+	rejected   map[string]int64
 }

@@ -19,6 +19,7 @@ type pipelineMetrics struct {
 	in         *metrics.Counter
 	out        *metrics.Counter
 	filtered   *metrics.Counter
+	duplicates *metrics.Counter // readings a dedup block dropped
 	late       *metrics.Counter
 	unassigned *metrics.Counter
 	watermark  atomic.Int64
@@ -41,6 +42,7 @@ func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
 		in:         set.NewCounter("eddy_readings_in_total" + l),
 		out:        set.NewCounter("eddy_results_out_total" + l),
 		filtered:   set.NewCounter("eddy_readings_filtered_total" + l),
+		duplicates: set.NewCounter("eddy_readings_duplicate_total" + l),
 		late:       set.NewCounter("eddy_readings_late_total" + l),
 		unassigned: set.NewCounter("eddy_readings_unassigned_total" + l),
 		dead:       map[string]*metrics.Counter{},

@@ -228,7 +228,7 @@ func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Ba
 func (a *Agent) totalSubtasks() int {
 	n := 0
 	for _, p := range a.cfg.Pipelines {
-		if p.Window == nil && !p.UsesKeyedFunctions() {
+		if p.Window == nil && !p.Keyed() {
 			continue
 		}
 		if p.Parallelism > 0 {

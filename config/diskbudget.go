@@ -59,7 +59,7 @@ func (c *Config) DiskShares() []DiskShare {
 		}
 		walled(p.LateOutput)
 		walled(p.DeadLetter)
-		windowed = windowed || p.Window != nil || p.UsesKeyedFunctions()
+		windowed = windowed || p.Window != nil || p.Keyed()
 	}
 	if windowed && c.State.Backend == "bbolt" {
 		out = append(out, DiskShare{Component: DiskState, Bytes: c.State.MaxSizeBytes, Setting: "state { max_size }"})

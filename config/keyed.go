@@ -13,8 +13,9 @@ import (
 // subtasks.
 var KeyedFunctions = []string{"changed", "count_key", "delta", "first_seen", "prev", "since"}
 
-// KeyedCalls returns the calls of per-key functions in p's filter, map and
-// aggregate arguments, in that order (source order within each).
+// KeyedCalls returns the calls of per-key functions in p's filter, map,
+// aggregate arguments, report_by_exception value, alarm raise and clear
+// and dedup id, in that order (source order within each).
 func (p *Pipeline) KeyedCalls() []*hclsyntax.FunctionCallExpr {
 	var out []*hclsyntax.FunctionCallExpr
 	visit := func(e hcl.Expression) {
@@ -40,6 +41,19 @@ func (p *Pipeline) KeyedCalls() []*hclsyntax.FunctionCallExpr {
 			visit(a.Arg)
 		}
 	}
+	if r := p.ReportByException; r != nil && r.Value != nil {
+		visit(r.Value)
+	}
+	if a := p.Alarm; a != nil {
+		for _, e := range []hcl.Expression{a.Raise, a.Clear} {
+			if e != nil {
+				visit(e)
+			}
+		}
+	}
+	if dd := p.Dedup; dd != nil && dd.ID != nil {
+		visit(dd.ID)
+	}
 	return out
 }
 
@@ -62,15 +76,15 @@ func (d *decoder) checkKeyed(p *Pipeline) {
 			})
 		}
 	}
-	keyed := p.UsesKeyedFunctions()
+	keyed := p.Keyed()
 	if !keyed {
 		if p.StateTTL > 0 {
 			d.errorf(p.StateTTLRange, "state_ttl without per-key functions",
-				"state_ttl bounds the state of per-key functions (%s), and this pipeline calls none; remove it.", quoteList(KeyedFunctions))
+				"state_ttl bounds the state of per-key functions (%s) report_by_exception, alarm and dedup, and this pipeline has none; remove it.", quoteList(KeyedFunctions))
 		}
 		if p.Order != "" {
 			d.errorf(p.OrderRange, "order without per-key functions",
-				"order says in which order per-key functions (%s) see a key's readings, and this pipeline calls none; remove it.", quoteList(KeyedFunctions))
+				"order says in which order per-key functions (%s) report_by_exception, alarm and dedup see a key's readings, and this pipeline has none; remove it.", quoteList(KeyedFunctions))
 		}
 		return
 	}

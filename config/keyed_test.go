@@ -74,17 +74,7 @@ func TestKeyed_Mistakes(t *testing.T) {
   late_output = sink.file.late
 }`, "13:17", "Late output without event time"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(keyedBase+tc.pipeline+"\n"), "test.hcl")
-			out := FormatDiagnostics(diags)
-			prefix := "test.hcl:" + tc.pos + ": error: "
-			for _, line := range strings.Split(out, "\n") {
-				if strings.HasPrefix(line, prefix) && strings.Contains(line, tc.want) {
-					return
-				}
-			}
-			t.Errorf("no %q at %s in:\n%s", tc.want, tc.pos, out)
-		})
+		t.Run(tc.name, func(t *testing.T) { checkKeyedDiagnostic(t, tc.pipeline, tc.pos, tc.want) })
 	}
 }
 
@@ -113,4 +103,19 @@ func TestKeyed_Settings(t *testing.T) {
 	if strings.Join(names, ",") != "changed,delta" {
 		t.Errorf("keyed calls %v, want changed, delta", names)
 	}
+}
+
+// checkKeyedDiagnostic parses keyedBase with pipeline (from line 8) and
+// checks for an error at pos (line:col) containing want.
+func checkKeyedDiagnostic(t *testing.T, pipeline, pos, want string) {
+	t.Helper()
+	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(keyedBase+pipeline+"\n"), "test.hcl")
+	out := FormatDiagnostics(diags)
+	prefix := "test.hcl:" + pos + ": error: "
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, prefix) && strings.Contains(line, want) {
+			return
+		}
+	}
+	t.Errorf("no %q at %s in:\n%s", want, pos, out)
 }

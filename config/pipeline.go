@@ -40,6 +40,17 @@ type Pipeline struct {
 	// StateTTL is the time to live of the per-key function state (prev,
 	// changed, …) of a key after its last reading; 0: kept forever.
 	StateTTL time.Duration
+	// ReportByException is the pipeline's report_by_exception block; nil
+	// when not set. A pipeline with one has no window.
+	ReportByException *ReportByException
+	// Alarm is the pipeline's alarm block; nil when not set. A pipeline has
+	// at most one per-key block and then no window.
+	Alarm *Alarm
+	// Absence is the pipeline's absence block; nil when not set.
+	Absence *Absence
+	// Dedup is the pipeline's dedup block; nil when not set. It drops
+	// repeats after the filter, before the map, with any of the above.
+	Dedup *Dedup
 	// Order is the order in which a pipeline with per-key functions
 	// processes a key's readings: OrderEventTime or OrderArrival; "" when
 	// not set (event time when the source has a timestamp).
@@ -102,7 +113,11 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		a, c := d.content(b, pipelineAttrs,
 			hcl.BlockHeaderSchema{Type: "map"},
 			hcl.BlockHeaderSchema{Type: "window", LabelNames: []string{"kind"}},
-			hcl.BlockHeaderSchema{Type: "aggregate"})
+			hcl.BlockHeaderSchema{Type: "aggregate"},
+			hcl.BlockHeaderSchema{Type: "report_by_exception"},
+			hcl.BlockHeaderSchema{Type: "alarm", LabelNames: []string{"name"}},
+			hcl.BlockHeaderSchema{Type: "dedup"},
+			hcl.BlockHeaderSchema{Type: "absence"})
 		p := &Pipeline{Name: name, DeclRange: b.DefRange}
 		seen[name] = p
 		out = append(out, p)
@@ -179,6 +194,18 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		} else if p.Window != nil {
 			d.errorf(p.Window.DeclRange, "Window without aggregate", "A window emits its aggregates; add an aggregate block, e.g. aggregate { n = count() }.")
 		}
+		if rb := d.single(c.Blocks, "report_by_exception"); rb != nil {
+			p.ReportByException = d.decodeReportByException(rb, p)
+		}
+		if ab := d.single(c.Blocks, "alarm"); ab != nil {
+			p.Alarm = d.decodeAlarm(ab, p)
+		}
+		if ab := d.single(c.Blocks, "absence"); ab != nil {
+			p.Absence = d.decodeAbsence(ab, p)
+		}
+		if db := d.single(c.Blocks, "dedup"); db != nil {
+			p.Dedup = d.decodeDedupBlock(db)
+		}
 		if p.MaxKeys > 0 && p.Window == nil {
 			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")
 		}
@@ -193,7 +220,7 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 // keyedEventTime reports whether p orders its readings by event time for
 // per-key functions, which set late readings aside like windows.
 func (p *Pipeline) keyedEventTime() bool {
-	return p.UsesKeyedFunctions() && p.Order != OrderArrival && p.From.Source != nil && p.From.Source.Timestamp != nil &&
+	return p.Keyed() && p.Order != OrderArrival && p.From.Source != nil && p.From.Source.Timestamp != nil &&
 		(p.Window == nil || p.Window.Time == EventTime)
 }
 

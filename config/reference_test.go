@@ -96,6 +96,43 @@ pipeline "p" {
   aggregate { n = count() }
   to = [sink.stdout.s, sink.file.parts]
 }
+pipeline "r" {
+  from = source.file.f
+  key  = event.k
+  report_by_exception {
+    value     = event.v
+    deadband  = 0.5
+    heartbeat = "10m"
+  }
+  to = [sink.stdout.s]
+}
+pipeline "a" {
+  from = source.file.f
+  key  = event.k
+  alarm "hot" {
+    raise        = event.v > 80
+    clear        = event.v < 70
+    min_duration = "30s"
+  }
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
+  to = [sink.stdout.s]
+}
+source "file" "stamped" {
+  path = "y"
+  timestamp { field = "ts" }
+}
+pipeline "q" {
+  from = source.file.stamped
+  key  = event.k
+  absence {
+    timeout = "5m"
+    time    = "event"
+  }
+  to = [sink.stdout.s]
+}
 `
 
 var (

@@ -97,6 +97,20 @@ func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
 func (d *Delivery) AddReading(deviceID string, r *sink.Result, names []string, values []event.Value) {
 	d.reserve()
 	d.buf = sink.AppendReadingJSON(d.buf, deviceID, r, names, values)
+	d.endRecord(r)
+}
+
+// AddSignal encodes the record of one signal of a per-key block
+// (sink.AppendSignalJSON) and keeps a copy of r for topic templates and
+// ordering.
+func (d *Delivery) AddSignal(deviceID string, r *sink.Result, block string, span sink.Span, names []string, values []event.Value) {
+	d.reserve()
+	d.buf = sink.AppendSignalJSON(d.buf, deviceID, r, block, span, names, values)
+	d.endRecord(r)
+}
+
+// endRecord ends the record just encoded, of r, with no values kept.
+func (d *Delivery) endRecord(r *sink.Result) {
 	d.ends = append(d.ends, len(d.buf))
 	d.keys = append(d.keys, r.Key...)
 	d.keyEnds = append(d.keyEnds, len(d.keys))

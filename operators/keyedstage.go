@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/eddy-edge/eddy/operators/event"
+	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/stream"
@@ -14,8 +15,9 @@ import (
 // KeyedStage is the front of a subtask of a pipeline with per-key
 // functions: a keyed.Operator orders the readings, and its Evaluator runs
 // the filter, map and aggregate arguments that the prepare stage left to
-// it. Readings that pass go to the task's window, or, without one, out as
-// records of kind "reading" with the map fields.
+// it. Readings that pass go to the task's window, or to its
+// per-key block (SetReport, SetAlarm), or else out as records of kind
+// "reading" with the map fields.
 type KeyedStage struct {
 	op      *keyed.Operator
 	ev      *keyed.Evaluator
@@ -23,6 +25,7 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
+	block   *signalBlock  // nil without a per-key block
 	r       keyed.Reading // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
@@ -32,6 +35,8 @@ type KeyedStage struct {
 	// the filter dropped, and those dead-lettered, by reason.
 	Filtered int64
 	Rejected map[string]int64
+	// Duplicates counts the readings dedup dropped.
+	Duplicates int64
 }
 
 // NewKeyedStage returns the keyed stage running spec over op.
@@ -50,6 +55,7 @@ func NewKeyedStage(op *keyed.Operator, spec keyed.EvalSpec) *KeyedStage {
 func (t *WindowTask) SetKeyed(k *KeyedStage) {
 	t.keyed = k
 	k.handler = t.released
+	k.op.OnTimer(t.timer)
 }
 
 // Keyed returns the task's keyed stage, or nil.
@@ -57,6 +63,9 @@ func (t *WindowTask) Keyed() *KeyedStage { return t.keyed }
 
 // Err returns the first state error of the keyed stage, or nil.
 func (k *KeyedStage) Err() error { return k.err }
+
+// SetDedup drops repeated ids after the filter (keyed.Evaluator.SetDedup).
+func (k *KeyedStage) SetDedup(id *expr.Program, d keyed.Dedup) error { return k.ev.SetDedup(id, d) }
 
 // Operator returns the keyed operator.
 func (k *KeyedStage) Operator() *keyed.Operator { return k.op }
@@ -139,6 +148,11 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 	case keyed.Filtered:
 		k.Filtered++
 		return nil
+	case keyed.Duplicate:
+		k.Duplicates++
+		return nil
+	case keyed.Failed:
+		return k.ev.Err
 	case keyed.Rejected:
 		k.Rejected[k.ev.Reason]++
 		t.dead.AddDeadLetter(t.pipeline, k.ev.Reason, k.ev.Detail, "", r.Seq, r.Payload)
@@ -158,6 +172,9 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 			t.Unassigned++
 		}
 		return nil
+	}
+	if k.block != nil {
+		return t.blockReading(r)
 	}
 	for i, s := range k.slots {
 		k.vals[i] = k.ev.Rec.Fields[s]

@@ -56,7 +56,8 @@ package keyed
 //
 // Each Signal becomes one output record with the window records' fields:
 // id, pipeline, key, kind (Signal.Kind.String()), the times of its kind
-// (see Signal) as RFC 3339 and as ms, and its values. The proposed id is
+// (see Signal) as RFC 3339 and as ms, and its values
+// (operators/sink.AppendSignalJSON writes them). The id is
 //
 //	<device_id>/<pipeline>/<key>/<block>/<kind>/<time_ms>/<seq>
 //

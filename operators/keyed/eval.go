@@ -1,11 +1,15 @@
 package keyed
 
 import (
+	"fmt"
 	"math"
+	"strconv"
+	"time"
 
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/state"
 )
 
 // MapField assigns the result of an expression to a schema slot; Name is
@@ -31,10 +35,12 @@ type EvalSpec struct {
 type Verdict uint8
 
 const (
-	_        Verdict = iota
-	Pass             // Values (and Record) hold the reading's results
-	Filtered         // the filter dropped it
-	Rejected         // a bad reading: Reason and Detail say why
+	_         Verdict = iota
+	Pass              // Values (and Record) hold the reading's results
+	Filtered          // the filter dropped it
+	Rejected          // a bad reading: Reason and Detail say why
+	Duplicate         // dedup dropped it: its id passed less than within before
+	Failed            // a state error (Err): the subtask fails
 )
 
 // Reject reasons, the stable metric labels of the prepare stage's.
@@ -46,13 +52,76 @@ const (
 // Evaluator evaluates an EvalSpec per reading inside an Operator's
 // Handler. It reuses one Record, so it allocates nothing per reading.
 type Evaluator struct {
-	spec EvalSpec
-	op   *Operator
-	same []int // same[i] = j < i when AggArgs[i] == AggArgs[j], else -1
-	Rec  event.Record
+	spec  EvalSpec
+	op    *Operator
+	same  []int // same[i] = j < i when AggArgs[i] == AggArgs[j], else -1
+	Rec   event.Record
+	dedup *dedupGate // nil without a dedup block
 	// Results of the last Eval.
 	Values         []float64
 	Reason, Detail string
+	Err            error
+}
+
+// dedupGate is a Dedup between the filter and the map: one DedupEntry per
+// (key, id) in a MapState whose TTL is the block's Within, so the state
+// layer removes an entry once it no longer drops repeats (see Dedup).
+type dedupGate struct {
+	id    *expr.Program
+	block Dedup
+	state *state.MapState[[]byte, DedupEntry]
+	buf   []byte
+}
+
+// SetDedup makes e drop, after the filter and before the map, a reading
+// whose id (the value of id: a string, number or bool; null passes
+// undeduplicated) passed less than d.WithinMs before (event time). Call it
+// before the first Eval.
+func (e *Evaluator) SetDedup(id *expr.Program, d Dedup) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	ttl := state.TTLConfig{TTL: time.Duration(d.WithinMs) * time.Millisecond, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
+	ms, err := state.NewMapState[[]byte, DedupEntry](e.op.Context(), "dedup", state.BytesCodec{}, DedupCodec{}, ttl)
+	if err != nil {
+		return fmt.Errorf("keyed: %w", err)
+	}
+	e.dedup = &dedupGate{id: id, block: d, state: ms}
+	return nil
+}
+
+// pass runs the dedup gate on rec: Pass or Duplicate, Rejected for an id
+// that is no value, Failed on a state error.
+func (g *dedupGate) pass(e *Evaluator, rec *event.Record) Verdict {
+	e.op.Step(rec, g.id.KeyedCalls())
+	v := g.id.Eval(rec)
+	g.buf = g.buf[:0]
+	if v.IsNull() {
+		return Pass
+	}
+	switch v.Kind {
+	case event.String:
+		g.buf = append(g.buf, 's')
+		g.buf = append(g.buf, v.Str...)
+	case event.Number, event.Bool:
+		g.buf = strconv.AppendFloat(append(g.buf, 'n'), v.Num, 'g', -1, 64)
+	default:
+		e.Reason, e.Detail = ReasonWrongType, "the dedup id is not a string, number or bool"
+		return Rejected
+	}
+	entry, found, err := g.state.Get(g.buf)
+	if err != nil {
+		e.Err = err
+		return Failed
+	}
+	if !g.block.OnReading(&entry, found, At{Event: rec.Time, Proc: rec.Time}) {
+		return Duplicate
+	}
+	if err := g.state.Put(g.buf, entry); err != nil {
+		e.Err = err
+		return Failed
+	}
+	return Pass
 }
 
 // NewEvaluator returns an Evaluator of spec computing per-key calls with op.
@@ -61,7 +130,7 @@ func NewEvaluator(spec EvalSpec, op *Operator) *Evaluator {
 }
 
 // Eval decodes r (prepared, so it decodes) and evaluates the filter, the
-// map and the aggregate arguments, in that order, each after the per-key
+// dedup gate (SetDedup), the map and the aggregate arguments, in that order, each after the per-key
 // calls it reads: the filter's see every reading of the key, those of a map
 // field and of the aggregates the readings that passed the filter (the
 // state of a call moves with the readings its expression sees, as SQL's
@@ -87,6 +156,11 @@ func (e *Evaluator) Eval(r *Reading) Verdict {
 		}
 		if !keep {
 			return Filtered
+		}
+	}
+	if e.dedup != nil {
+		if v := e.dedup.pass(e, rec); v != Pass {
+			return v
 		}
 	}
 	for _, m := range e.spec.Maps {

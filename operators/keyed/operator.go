@@ -120,10 +120,7 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
-	var ttl state.TTLConfig
-	if opts.TTL > 0 {
-		ttl = state.TTLConfig{TTL: opts.TTL, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
-	}
+	ttl := o.StateTTL()
 	o.st = &funcState{calls: make([]callState, len(opts.Calls))}
 	if o.fns, err = state.NewValueState[*funcState](o.kc, "functions", funcCodec{st: o.st}, ttl); err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
@@ -143,6 +140,16 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 // hosted by a Handler registers its own states on it (they share the
 // current key and the TTL clock).
 func (o *Operator) Context() *state.KeyedContext { return o.kc }
+
+// StateTTL is the TTL of the per-key states: that of the function state,
+// and of the states per-key logic registers on Context (the pipeline's
+// state_ttl).
+func (o *Operator) StateTTL() state.TTLConfig {
+	if o.opts.TTL <= 0 {
+		return state.TTLConfig{}
+	}
+	return state.TTLConfig{TTL: o.opts.TTL, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
+}
 
 // MemoryBytes is what the buffer holds in memory (its heap and arenas).
 func (o *Operator) MemoryBytes() int64 {

@@ -30,11 +30,14 @@ func AppendReadingJSON(dst []byte, deviceID string, r *Result, names []string, v
 	dst = append(dst, '/')
 	dst = strconv.AppendUint(dst, r.Seq, 10)
 	dst = appendPipelineKey(dst, r)
-	dst = append(dst, `,"time":"`...)
-	dst = appendTimestamp(dst, r.Start)
-	dst = append(dst, `","time_ms":`...)
-	dst = strconv.AppendInt(dst, r.Start, 10)
+	dst = appendInstant(dst, "time", r.Start)
 	dst = append(dst, `,"kind":"reading"`...)
+	return appendFields(dst, names, values)
+}
+
+// appendFields appends the fields names[i]: values[i], then closes the
+// record.
+func appendFields(dst []byte, names []string, values []event.Value) []byte {
 	for i, name := range names {
 		dst = append(dst, ',')
 		dst = jsontext.AppendString(dst, name)

@@ -1,0 +1,191 @@
+package config
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// ReportByException is a pipeline's report_by_exception block: per key,
+// report a reading when Value moved at least Deadband from the last
+// reported value, or when Heartbeat passed since the last report
+// (operators/keyed.ReportByException).
+type ReportByException struct {
+	// Value is an expression over event (a number; null is a value of its
+	// own), compiled by operators/expr.
+	Value hcl.Expression
+	// Deadband is the least change worth reporting, ≥ 0; default 0 (every
+	// change).
+	Deadband float64
+	// Heartbeat is the longest time between reports while readings keep
+	// coming; 0 (default): none.
+	Heartbeat time.Duration
+	DeclRange hcl.Range
+}
+
+var reportByExceptionAttrs = []string{"value", "deadband", "heartbeat"}
+
+// decodeReportByException decodes a report_by_exception block of p.
+func (d *decoder) decodeReportByException(b *hcl.Block, p *Pipeline) *ReportByException {
+	a, _ := d.content(b, reportByExceptionAttrs)
+	r := &ReportByException{DeclRange: b.DefRange}
+	a.require("value")
+	if at := a.m["value"]; at != nil {
+		r.Value = at.Expr
+	}
+	if f, ok := a.number("deadband", "0.5"); ok {
+		r.Deadband, _ = f.Float64()
+		if r.Deadband < 0 || math.IsInf(r.Deadband, 0) {
+			d.errorf(a.rangeOf("deadband"), "Value out of range",
+				"\"deadband\" must be a number ≥ 0 (the least change worth reporting, in the value's unit; 0 reports every change); got %g.", r.Deadband)
+			r.Deadband = 0
+		}
+	}
+	r.Heartbeat = a.duration("heartbeat", 0)
+	d.oneBlock(b, p, "report_by_exception", false)
+	for _, m := range p.Map {
+		if m.Name == SignalValueField {
+			d.errorf(m.Range, "Map field named value",
+				"The records of report_by_exception carry the reported value as %q; rename this map field.", SignalValueField)
+		}
+	}
+	return r
+}
+
+// SignalValueField is the field of a report record holding its value.
+const SignalValueField = "value"
+
+// Alarm is a pipeline's alarm "NAME" block: per key, raise when Raise has
+// held for MinDuration, clear when Clear holds
+// (operators/keyed.Alarm).
+type Alarm struct {
+	// Name is the alarm's label, a valid identifier: the block name in
+	// record ids.
+	Name string
+	// Raise and Clear are boolean expressions over event; Clear is nil
+	// when not set (then the alarm clears when Raise is false).
+	Raise, Clear hcl.Expression
+	// MinDuration is how long Raise must hold before the alarm raises;
+	// default 0 (at once).
+	MinDuration time.Duration
+	DeclRange   hcl.Range
+}
+
+var alarmAttrs = []string{"raise", "clear", "min_duration"}
+
+// AlarmFields are the fields of an alarm record beside the map fields.
+var AlarmFields = []string{"start", "start_ms", "end", "end_ms", "duration_ms"}
+
+// decodeAlarm decodes an alarm block of p.
+func (d *decoder) decodeAlarm(b *hcl.Block, p *Pipeline) *Alarm {
+	a, _ := d.content(b, alarmAttrs)
+	al := &Alarm{Name: b.Labels[0], DeclRange: b.DefRange}
+	d.checkNameLabel(b, 0)
+	a.require("raise")
+	if at := a.m["raise"]; at != nil {
+		al.Raise = at.Expr
+	}
+	if at := a.m["clear"]; at != nil {
+		al.Clear = at.Expr
+	}
+	al.MinDuration = a.duration("min_duration", 0)
+	d.oneBlock(b, p, "alarm", p.ReportByException != nil)
+	for _, m := range p.Map {
+		if slices.Contains(AlarmFields, m.Name) {
+			d.errorf(m.Range, "Map field named "+m.Name,
+				"The records of an alarm carry %s; rename this map field.", quoteList(AlarmFields))
+		}
+	}
+	return al
+}
+
+// Dedup is a pipeline's dedup block: per key, a reading whose ID repeats
+// one that passed less than Within before is dropped
+// (operators/keyed.Dedup).
+type Dedup struct {
+	// ID is an expression over event: the reading's id (a string or a
+	// number; null: the reading is not deduplicated).
+	ID hcl.Expression
+	// Within is how long repeats are dropped after a reading passes; > 0.
+	Within    time.Duration
+	DeclRange hcl.Range
+}
+
+// decodeDedupBlock decodes a pipeline's dedup block.
+func (d *decoder) decodeDedupBlock(b *hcl.Block) *Dedup {
+	a, _ := d.content(b, []string{"id", "within"})
+	dd := &Dedup{DeclRange: b.DefRange}
+	a.require("id", "within")
+	if at := a.m["id"]; at != nil {
+		dd.ID = at.Expr
+	}
+	dd.Within = a.duration("within", -1) // -1: unset or invalid, already reported
+	if dd.Within == 0 {
+		d.errorf(a.rangeOf("within"), "Value out of range",
+			"\"within\" is how long repeats of an id are dropped after it passed; it must be more than zero, e.g. \"1h\".")
+	}
+	return dd
+}
+
+// Absence is a pipeline's absence block: per key, a silent record when a
+// key sent nothing for Timeout, a resumed one when it sends again
+// (operators/keyed.Absence).
+type Absence struct {
+	// Timeout is how long a key may stay quiet; > 0.
+	Timeout time.Duration
+	// Time is "event": the deadline is counted on the readings' times and
+	// fires on the watermark ("processing" is not supported yet).
+	Time      string
+	DeclRange hcl.Range
+}
+
+// decodeAbsence decodes an absence block of p.
+func (d *decoder) decodeAbsence(b *hcl.Block, p *Pipeline) *Absence {
+	a, _ := d.content(b, []string{"timeout", "time"})
+	ab := &Absence{DeclRange: b.DefRange}
+	a.require("timeout")
+	ab.Timeout = a.duration("timeout", -1) // -1: unset or invalid, already reported
+	if ab.Timeout == 0 {
+		d.errorf(a.rangeOf("timeout"), "Value out of range",
+			"\"timeout\" is how long a key may stay quiet before it is reported silent; it must be more than zero, e.g. \"5m\".")
+	}
+	ab.Time = a.enum("time", []string{"event", "processing"}, "event")
+	switch {
+	case ab.Time == "processing":
+		d.errorf(a.rangeOf("time"), "Processing-time absence not supported",
+			"absence runs on event time for now: its deadline fires when the watermark passes it, so silences are found as other keys move time on. Remove time, or set time = \"event\".")
+	case p.From.Source != nil && p.From.Source.Timestamp == nil:
+		d.errorf(b.DefRange, "absence without event time",
+			"absence runs on event time; give the source a timestamp block.")
+	case p.StateTTL > 0 && ab.Timeout > 0 && p.StateTTL <= ab.Timeout:
+		d.errorf(p.StateTTLRange, "state_ttl not above the absence timeout",
+			"A key's state expires state_ttl after its last reading, before its silence of %s could be noticed; make state_ttl longer than timeout.", ab.Timeout)
+	}
+	d.oneBlock(b, p, "absence", p.ReportByException != nil || p.Alarm != nil)
+	return ab
+}
+
+// oneBlock reports a per-key signal block (report_by_exception, alarm,
+// absence) beside a window, or beside another one (other).
+func (d *decoder) oneBlock(b *hcl.Block, p *Pipeline, name string, other bool) {
+	switch {
+	case p.Window != nil:
+		d.errorf(b.DefRange, name+" with a window",
+			"%s follows readings one by one and a window aggregates them; use one per pipeline: remove the window, or use a second pipeline reading the same source.", name)
+	case other:
+		d.errorf(b.DefRange, name+" with another per-key block",
+			"A pipeline has one of report_by_exception, alarm and absence for now; put this one in a second pipeline reading the same source.")
+	}
+}
+
+// HasKeyedBlocks reports whether p has a per-key block
+// (report_by_exception, alarm, absence, dedup).
+func (p *Pipeline) HasKeyedBlocks() bool {
+	return p.ReportByException != nil || p.Alarm != nil || p.Absence != nil || p.Dedup != nil
+}
+
+// Keyed reports whether p keeps per-key state in its keyed subtasks: it
+// calls a per-key function or has a per-key block.
+func (p *Pipeline) Keyed() bool { return p.HasKeyedBlocks() || p.UsesKeyedFunctions() }

@@ -1,0 +1,241 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReportByException_Mistakes pins the diagnostics of the
+// report_by_exception block: position, summary and the hint of the fix.
+func TestReportByException_Mistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name, pipeline, pos, want string
+	}{
+		{"negative deadband", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value    = event.v
+    deadband = -1
+  }
+  to = [sink.stdout.out]
+}`, "12:16", `Value out of range; "deadband" must be a number ≥ 0`},
+		{"heartbeat without unit", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value     = event.v
+    heartbeat = 600
+  }
+  to = [sink.stdout.out]
+}`, "12:17", `Invalid duration; "heartbeat" needs a unit`},
+		{"missing value", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    deadband = 1
+  }
+  to = [sink.stdout.out]
+}`, "10:3", `Missing required argument; The report_by_exception block needs "value"`},
+		{"with a window", `pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  report_by_exception { value = event.v }
+  to = [sink.stdout.out]
+}`, "13:3", "report_by_exception with a window; report_by_exception follows readings one by one"},
+		{"map field named value", `pipeline "p" {
+  from = source.mqtt.sensors
+  map { value = event.v }
+  report_by_exception { value = event.v }
+  to = [sink.stdout.out]
+}`, "10:9", `Map field named value`},
+		{"alarm with a window", `pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  alarm "hot" { raise = event.v > 80 }
+  to = [sink.stdout.out]
+}`, "13:3", "alarm with a window"},
+		{"alarm with report_by_exception", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception { value = event.v }
+  alarm "hot" { raise = event.v > 80 }
+  to = [sink.stdout.out]
+}`, "11:3", "alarm with another per-key block; A pipeline has one of report_by_exception, alarm and absence for now"},
+		{"alarm min_duration", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" {
+    raise        = event.v > 80
+    min_duration = "-1s"
+  }
+  to = [sink.stdout.out]
+}`, "12:20", `Negative duration; "min_duration" must be zero or positive`},
+		{"alarm without raise", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { clear = event.v < 70 }
+  to = [sink.stdout.out]
+}`, "10:3", `Missing required argument; The alarm "hot" block needs "raise"`},
+		{"alarm map field named start", `pipeline "p" {
+  from = source.mqtt.sensors
+  map { start = event.v }
+  alarm "hot" { raise = event.v > 80 }
+  to = [sink.stdout.out]
+}`, "10:9", `Map field named start; The records of an alarm carry "start"`},
+		{"two alarms", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { raise = event.v > 80 }
+  alarm "cold" { raise = event.v < 0 }
+  to = [sink.stdout.out]
+}`, "11:3", `Duplicate alarm block`},
+		{"dedup within zero", `pipeline "p" {
+  from = source.mqtt.sensors
+  dedup {
+    id     = event.msg_id
+    within = "0s"
+  }
+  to = [sink.stdout.out]
+}`, "12:14", `Value out of range; "within" is how long repeats of an id are dropped`},
+		{"dedup without within", `pipeline "p" {
+  from = source.mqtt.sensors
+  dedup { id = event.msg_id }
+  to = [sink.stdout.out]
+}`, "10:3", `Missing required argument; The dedup block needs "within"`},
+		{"absence on processing time", `pipeline "p" {
+  from = source.mqtt.sensors
+  absence {
+    timeout = "5m"
+    time    = "processing"
+  }
+  to = [sink.stdout.out]
+}`, "12:15", `Processing-time absence not supported; absence runs on event time for now`},
+		{"absence timeout zero", `pipeline "p" {
+  from = source.mqtt.sensors
+  absence { timeout = "0s" }
+  to = [sink.stdout.out]
+}`, "10:23", `Value out of range; "timeout" is how long a key may stay quiet`},
+		{"absence state_ttl too short", `pipeline "p" {
+  from      = source.mqtt.sensors
+  absence { timeout = "1h" }
+  state_ttl = "30m"
+  to        = [sink.stdout.out]
+}`, "11:15", `state_ttl not above the absence timeout`},
+		{"absence with alarm", `pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { raise = event.v > 80 }
+  absence { timeout = "1h" }
+  to = [sink.stdout.out]
+}`, "11:3", `absence with another per-key block`},
+		{"unknown attribute", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value     = event.v
+    dead_band = 1
+  }
+  to = [sink.stdout.out]
+}`, "12:5", `Did you mean "deadband"?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkKeyedDiagnostic(t, tc.pipeline, tc.pos, tc.want) })
+	}
+}
+
+// TestReportByException_Settings decodes the block, and state_ttl,
+// order and late_output on its pipeline; a per-key call in its value joins
+// the pipeline's calls last.
+func TestReportByException_Settings(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  map { d = delta(event.c) }
+  report_by_exception {
+    value     = prev(event.v)
+    deadband  = 0.5
+    heartbeat = "10m"
+  }
+  state_ttl   = "24h"
+  order       = "event_time"
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	r := p.ReportByException
+	if r == nil || r.Value == nil || r.Deadband != 0.5 || r.Heartbeat != 10*time.Minute {
+		t.Fatalf("report_by_exception %+v", r)
+	}
+	if !p.Keyed() || p.StateTTL != 24*time.Hour || p.LateOutput == nil {
+		t.Errorf("keyed %v, state_ttl %v, late_output %v", p.Keyed(), p.StateTTL, p.LateOutput)
+	}
+	var names []string
+	for _, c := range p.KeyedCalls() {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "delta,prev" {
+		t.Errorf("keyed calls %v, want delta, prev", names)
+	}
+}
+
+// TestAlarm_Settings decodes the alarm block.
+func TestAlarm_Settings(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  alarm "overheat" {
+    raise        = event.temp > 80
+    clear        = event.temp < 70
+    min_duration = "30s"
+  }
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	a := p.Alarm
+	if a == nil || a.Name != "overheat" || a.Raise == nil || a.Clear == nil || a.MinDuration != 30*time.Second {
+		t.Fatalf("alarm %+v", a)
+	}
+	if !p.Keyed() || p.LateOutput == nil {
+		t.Errorf("keyed %v, late_output %v", p.Keyed(), p.LateOutput)
+	}
+}
+
+// TestDedup_Settings decodes the dedup block beside a window: it drops
+// repeats before the window counts them.
+func TestDedup_Settings(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	if d := p.Dedup; d == nil || d.ID == nil || d.Within != time.Hour || !p.Keyed() {
+		t.Fatalf("dedup %+v, keyed %v", d, p.Keyed())
+	}
+}
+
+// TestAbsence_NeedsEventTime refuses absence on a source without a
+// timestamp.
+func TestAbsence_NeedsEventTime(t *testing.T) {
+	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(`source "mqtt" "s" {
+  broker = "tcp://127.0.0.1:1883"
+  topics = ["a/b"]
+}
+sink "stdout" "out" {}
+pipeline "p" {
+  from = source.mqtt.s
+  absence { timeout = "5m" }
+  to = [sink.stdout.out]
+}
+`), "test.hcl")
+	if out := FormatDiagnostics(diags); !strings.Contains(out, "test.hcl:8:3: error: absence without event time; absence runs on event time; give the source a timestamp block") {
+		t.Errorf("diagnostics:\n%s", out)
+	}
+}
