@@ -6,32 +6,22 @@ import (
 	"net/http"
 	"runtime/pprof"
 	"strconv"
-	"time"
 )
 
 // Go's runtime profiles under /debug/pprof/, in the format `go tool pprof`
 // reads (gzipped protobuf; ?debug=1 or 2 for text where the profile has
 // one):
 //
-//	GET /debug/pprof/                 the index: the profiles there are
-//	GET /debug/pprof/profile          CPU profile over ?seconds= (default 30)
-//	GET /debug/pprof/{name}           heap, allocs, goroutine, block, mutex,
-//	                                  threadcreate
+//	GET /debug/pprof/          the index: the profiles there are
+//	GET /debug/pprof/{name}    heap, allocs, goroutine, block, mutex,
+//	                           threadcreate
 //
-// They are served from runtime/pprof rather than net/http/pprof: the
-// profiles cost the arm64 binary 256 KiB, and net/http/pprof's delta
-// profiles, symbolizer and execution trace another 128 KiB, which took it
-// past its budget of 14 MiB (RELEASE.md), for nothing a device's profile
-// needs. They are registered on the endpoint's own mux, never on
-// http.DefaultServeMux.
-
-// defaultCPUProfileSeconds is the CPU profile's length without ?seconds=;
-// maxCPUProfileSeconds bounds what a request may ask, as the profile costs
-// the device while it runs.
-const (
-	defaultCPUProfileSeconds = 30
-	maxCPUProfileSeconds     = 300
-)
+// They are served from runtime/pprof rather than net/http/pprof, and
+// without a CPU profile: the arm64 binary has a budget of 14 MiB
+// (RELEASE.md), which these profiles leave 64 KiB under; the CPU profiler
+// would cost another 64 KiB and net/http/pprof's delta profiles,
+// symbolizer and execution trace 128 KiB more. They are registered on the
+// endpoint's own mux, never on http.DefaultServeMux.
 
 // handleProfiles registers the profiles on mux, the endpoint's protected
 // mux: with a token (tokenRequired) they take it like the API. A profile
@@ -46,7 +36,6 @@ func handleProfiles(mux *http.ServeMux, tokenRequired bool) {
 		guard = func(h http.Handler) http.Handler { return h }
 	}
 	mux.Handle("GET /debug/pprof/{$}", guard(http.HandlerFunc(profileIndex)))
-	mux.Handle("GET /debug/pprof/profile", guard(http.HandlerFunc(cpuProfile)))
 	mux.Handle("GET /debug/pprof/{name}", guard(http.HandlerFunc(namedProfile)))
 }
 
@@ -54,7 +43,6 @@ func handleProfiles(mux *http.ServeMux, tokenRequired bool) {
 func profileIndex(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	fmt.Fprintln(w, "profile?seconds=30  CPU profile")
 	for _, p := range pprof.Profiles() {
 		fmt.Fprintf(w, "%s  %d\n", p.Name(), p.Count())
 	}
@@ -74,34 +62,6 @@ func namedProfile(w http.ResponseWriter, r *http.Request) {
 		// The headers are out: all that is left is to cut the body short.
 		panic(http.ErrAbortHandler)
 	}
-}
-
-// cpuProfile profiles the CPU for ?seconds= (at most
-// maxCPUProfileSeconds), or until the client goes away. One at a time:
-// another request meanwhile gets 409.
-func cpuProfile(w http.ResponseWriter, r *http.Request) {
-	sec := defaultCPUProfileSeconds
-	if s := r.URL.Query().Get("seconds"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > maxCPUProfileSeconds {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds must be 1 to %d", maxCPUProfileSeconds))
-			return
-		}
-		sec = n
-	}
-	setProfileHeaders(w, "profile", 0)
-	if err := pprof.StartCPUProfile(w); err != nil {
-		w.Header().Del("Content-Disposition")
-		writeError(w, http.StatusConflict, "a CPU profile is already running: "+err.Error())
-		return
-	}
-	t := time.NewTimer(time.Duration(sec) * time.Second)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-r.Context().Done():
-	}
-	pprof.StopCPUProfile()
 }
 
 // setProfileHeaders marks a binary profile as a download named for it, and

@@ -57,21 +57,16 @@ func TestServer_Profiles(t *testing.T) {
 	}
 }
 
-// TestServer_CPUProfile: ?seconds= bounds the CPU profile, which is
-// gzipped protobuf; a bad length is refused, an unknown profile is 404.
-func TestServer_CPUProfile(t *testing.T) {
+// TestServer_NamedProfiles: every runtime profile is served, as text with
+// ?debug=1; an unknown one is 404, and there is no CPU profile.
+func TestServer_NamedProfiles(t *testing.T) {
 	srv := testServer(t, newFakeAgent(), Options{})
-	code, b, h := do(t, srv, "GET", "/debug/pprof/profile?seconds=1", "")
-	if code != http.StatusOK || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) || h.Get("Content-Type") != "application/octet-stream" {
-		t.Fatalf("GET /debug/pprof/profile?seconds=1 = %d %q, %d bytes, want a gzipped profile", code, h.Get("Content-Type"), len(b))
-	}
 	for path, want := range map[string]int{
-		"/debug/pprof/profile?seconds=0":   http.StatusBadRequest,
-		"/debug/pprof/profile?seconds=301": http.StatusBadRequest,
-		"/debug/pprof/profile?seconds=x":   http.StatusBadRequest,
-		"/debug/pprof/nope":                http.StatusNotFound,
-		"/debug/pprof/goroutine?debug=1":   http.StatusOK,
-		"/debug/pprof/threadcreate":        http.StatusOK,
+		"/debug/pprof/allocs":            http.StatusOK,
+		"/debug/pprof/goroutine?debug=1": http.StatusOK,
+		"/debug/pprof/threadcreate":      http.StatusOK,
+		"/debug/pprof/nope":              http.StatusNotFound,
+		"/debug/pprof/profile":           http.StatusNotFound,
 	} {
 		if code, b, _ := do(t, srv, "GET", path, ""); code != want {
 			t.Errorf("GET %s = %d %s, want %d", path, code, b, want)
