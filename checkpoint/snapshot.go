@@ -102,7 +102,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var (
 	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(blockTarget), zstd.WithLowerEncoderMem(true))
+			zstd.WithWindowSize(blockTarget), zstd.WithLowerEncoderMem(true),
+			zstd.WithEncoderCRC(false)) // the block CRC covers the frame
 		if err != nil {
 			panic(err) // only for invalid options
 		}
