@@ -20,7 +20,8 @@ type KeyFunc func(topic, payload []byte) (key []byte, ok bool)
 // DedupOptions configure a Dedup.
 type DedupOptions struct {
 	// Window is how many of the most recent entries are remembered. Zero:
-	// DefaultDedupWindow. Memory is about 40 bytes per entry.
+	// DefaultDedupWindow. Memory is 16 bytes per entry, about 40 while
+	// redeliveries are looked up (always, with Key).
 	Window int
 	// WindowMs, if positive, also forgets entries that arrived more than
 	// this many milliseconds before the newest one seen (by Entry.Arrival,
