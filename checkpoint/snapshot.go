@@ -1,13 +1,16 @@
 package checkpoint
 
-// Snapshot file format, version 1.
+// Snapshot file format, version 2 (version 1 is read too).
 //
 // A snapshot file holds the entries of one task's state for one checkpoint:
 // either all of it (full) or the entries changed since the parent checkpoint,
 // deletions included (incremental). The format is portable: every integer has
 // a fixed byte order (big-endian) or is an unsigned varint
 // (encoding/binary.Uvarint), so a file written on armv7 restores on arm64 or
-// amd64. It is not compressed; the uploader compresses.
+// amd64. Blocks are zstd-compressed when that makes them smaller (version
+// 2): every checkpoint writes its snapshot to the device, and with all keys
+// hot (every key changed since the last checkpoint) that is the whole state
+// each time, whose repetitive window keys and accumulators compress 3-5×.
 //
 // A file is a header, zero or more blocks, and a trailer, with nothing after
 // the trailer:
@@ -26,6 +29,14 @@ package checkpoint
 //	  count       4 bytes  entries in the payload, ≥ 1
 //	  payload     length bytes: count entries back to back
 //	  crc         4 bytes  CRC-32C of type, length, count and payload
+//
+//	compressed block (version 2 only; 17 bytes + stored payload)
+//	  type        1 byte   0x03
+//	  length      4 bytes  stored (compressed) payload length, ≥ 1
+//	  count       4 bytes  entries in the payload, ≥ 1
+//	  raw length  4 bytes  payload length once decompressed, 1 ≤ raw ≤ maxBlockPayload
+//	  payload     length bytes: one zstd frame of the raw payload
+//	  crc         4 bytes  CRC-32C of type, length, count, raw length and payload
 //
 //	entry
 //	  flags       1 byte   0 = put, 1 = tombstone (the key was deleted)
@@ -53,11 +64,14 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
 )
 
-// SnapshotVersion is the snapshot format version this package writes and
-// the only one it reads.
-const SnapshotVersion = 1
+// SnapshotVersion is the snapshot format version this package writes. It
+// reads it and version 1 (no compressed blocks).
+const SnapshotVersion = 2
 
 const (
 	snapshotMagic   = "EDDYSNAP"
@@ -67,6 +81,8 @@ const (
 	trailerSize     = 45
 	typeBlock       = 0x01
 	typeTrailer     = 0x02
+	typeZstdBlock   = 0x03
+	zstdHeaderSize  = blockHeaderSize + 4 // and the raw length
 	flagPut         = 0
 	flagTombstone   = 1
 
@@ -78,6 +94,30 @@ const (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// The zstd coders are shared by every snapshot writer and reader of the
+// process (EncodeAll and DecodeAll are safe for concurrent use), created on
+// first use, with windows no larger than a block (a smaller one made
+// compression five times slower).
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+			zstd.WithWindowSize(blockTarget), zstd.WithLowerEncoderMem(true),
+			zstd.WithEncoderCRC(false)) // the block CRC covers the frame
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(maxBlockPayload))
+		if err != nil {
+			panic(err)
+		}
+		return d
+	})
+)
 
 // Header is the decoded header of a snapshot file.
 type Header struct {
@@ -95,6 +135,7 @@ type Writer struct {
 	w     io.Writer
 	sha   hash.Hash
 	buf   []byte // pending bytes: the header (until the first flush) and the open block
+	zbuf  []byte // the open block's payload compressed, reused
 	block int    // offset in buf of the open block's header, or -1 when none is open
 	count uint32 // entries in the open block
 	total uint64
@@ -177,13 +218,24 @@ func (sw *Writer) Add(bucket, key, value []byte, deleted bool) error {
 	return nil
 }
 
-// flush closes the open block, if any, and writes every pending byte.
+// flush closes the open block, if any, compressed when that is smaller,
+// and writes every pending byte.
 func (sw *Writer) flush() error {
 	if sw.block >= 0 {
 		b := sw.buf[sw.block:]
-		binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-blockHeaderSize))
-		binary.BigEndian.PutUint32(b[5:9], sw.count)
-		sw.buf = binary.BigEndian.AppendUint32(sw.buf, crc32.Checksum(b, castagnoli))
+		raw := b[blockHeaderSize:]
+		sw.zbuf = zstdEncoder().EncodeAll(raw, sw.zbuf[:0])
+		if len(sw.zbuf)+zstdHeaderSize-blockHeaderSize < len(raw) {
+			sw.buf = append(sw.buf[:sw.block], typeZstdBlock)
+			sw.buf = binary.BigEndian.AppendUint32(sw.buf, uint32(len(sw.zbuf)))
+			sw.buf = binary.BigEndian.AppendUint32(sw.buf, sw.count)
+			sw.buf = binary.BigEndian.AppendUint32(sw.buf, uint32(len(raw)))
+			sw.buf = append(sw.buf, sw.zbuf...)
+		} else {
+			binary.BigEndian.PutUint32(b[1:5], uint32(len(raw)))
+			binary.BigEndian.PutUint32(b[5:9], sw.count)
+		}
+		sw.buf = binary.BigEndian.AppendUint32(sw.buf, crc32.Checksum(sw.buf[sw.block:], castagnoli))
 		sw.block, sw.count = -1, 0
 	}
 	return sw.write()
@@ -251,7 +303,8 @@ type Reader struct {
 	r      *bufio.Reader
 	sha    hash.Hash
 	hdr    Header
-	block  []byte
+	block  []byte // the current block's entries
+	stored []byte // a compressed block as stored, reused
 	pos    int
 	left   uint32
 	total  uint64
@@ -274,8 +327,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, corruptf("checkpoint: snapshot header: checksum mismatch")
 	}
 	sr.hdr = Header{Version: binary.BigEndian.Uint16(h[8:10]), Kind: Kind(h[10]), CheckpointID: binary.BigEndian.Uint64(h[12:20])}
-	if sr.hdr.Version != SnapshotVersion {
-		return nil, corruptf("checkpoint: snapshot header: unsupported format version %d (this build reads %d)", sr.hdr.Version, SnapshotVersion)
+	if sr.hdr.Version != 1 && sr.hdr.Version != SnapshotVersion {
+		return nil, corruptf("checkpoint: snapshot header: unsupported format version %d (this build reads 1 and %d)", sr.hdr.Version, SnapshotVersion)
 	}
 	if sr.hdr.Kind != KindFull && sr.hdr.Kind != KindIncremental {
 		return nil, corruptf("checkpoint: snapshot header: bad kind %d", h[10])
@@ -366,13 +419,17 @@ func (sr *Reader) nextBlock() error {
 	if err := sr.readRaw(h[:1], "block header"); err != nil {
 		return err
 	}
-	switch h[0] {
-	case typeBlock:
+	switch {
+	case h[0] == typeBlock, h[0] == typeZstdBlock && sr.hdr.Version >= 2:
 		sr.sha.Write(h[:1])
-	case typeTrailer:
+	case h[0] == typeTrailer:
 		return sr.trailer()
 	default:
 		return corruptf("checkpoint: snapshot record at offset %d: bad type 0x%02x", start, h[0])
+	}
+	zstdBlock := h[0] == typeZstdBlock // h's bytes are reused for the checksum below
+	if zstdBlock {
+		h = sr.small[:zstdHeaderSize]
 	}
 	if err := sr.read(h[1:], "block header"); err != nil {
 		return err
@@ -381,21 +438,41 @@ func (sr *Reader) nextBlock() error {
 	if length == 0 || length > maxBlockPayload || count == 0 {
 		return corruptf("checkpoint: snapshot block at offset %d: bad length %d or count %d", start, length, count)
 	}
-	crc := crc32.Update(0, castagnoli, h)
-	if cap(sr.block) < int(length) {
-		sr.block = make([]byte, length)
+	rawLen := length
+	if zstdBlock {
+		if rawLen = binary.BigEndian.Uint32(h[9:13]); rawLen == 0 || rawLen > maxBlockPayload {
+			return corruptf("checkpoint: snapshot block at offset %d: bad raw length %d", start, rawLen)
+		}
 	}
-	sr.block = sr.block[:length]
-	if err := sr.read(sr.block, "block"); err != nil {
+	crc := crc32.Update(0, castagnoli, h)
+	payload := &sr.block
+	if zstdBlock {
+		payload = &sr.stored
+	}
+	if cap(*payload) < int(length) {
+		*payload = make([]byte, length)
+	}
+	*payload = (*payload)[:length]
+	if err := sr.read(*payload, "block"); err != nil {
 		return err
 	}
-	crc = crc32.Update(crc, castagnoli, sr.block)
+	crc = crc32.Update(crc, castagnoli, *payload)
 	c := sr.small[:crcSize]
 	if err := sr.read(c, "block checksum"); err != nil {
 		return err
 	}
 	if crc != binary.BigEndian.Uint32(c) {
 		return corruptf("checkpoint: snapshot block at offset %d: checksum mismatch", start)
+	}
+	if zstdBlock {
+		if cap(sr.block) < int(rawLen) {
+			sr.block = make([]byte, 0, rawLen)
+		}
+		b, err := zstdDecoder().DecodeAll(sr.stored, sr.block[:0])
+		if err != nil || len(b) != int(rawLen) {
+			return corruptf("checkpoint: snapshot block at offset %d: does not decompress to its %d bytes: %v", start, rawLen, err)
+		}
+		sr.block = b
 	}
 	sr.pos, sr.left = 0, count
 	return nil

@@ -2,8 +2,11 @@ package checkpoint
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"testing"
 )
@@ -99,7 +102,7 @@ func TestSnapshot_RoundTrip(t *testing.T) {
 // snapshot.go, so a change of format cannot slip in unnoticed.
 func TestSnapshot_Layout(t *testing.T) {
 	b := writeSnapshot(t, KindIncremental, 0x0102030405060708, []testEntry{{"bk", "key", "val", false}, {"bk", "gone", "", true}})
-	wantHeader := []byte{'E', 'D', 'D', 'Y', 'S', 'N', 'A', 'P', 0, 1, 2, 0, 1, 2, 3, 4, 5, 6, 7, 8}
+	wantHeader := []byte{'E', 'D', 'D', 'Y', 'S', 'N', 'A', 'P', 0, 2, 2, 0, 1, 2, 3, 4, 5, 6, 7, 8}
 	if !bytes.Equal(b[:20], wantHeader) {
 		t.Errorf("header % x, want % x", b[:20], wantHeader)
 	}
@@ -113,6 +116,65 @@ func TestSnapshot_Layout(t *testing.T) {
 	}
 	if tr := b[len(b)-trailerSize:]; tr[0] != typeTrailer || !bytes.Equal(tr[1:9], []byte{0, 0, 0, 0, 0, 0, 0, 2}) {
 		t.Errorf("trailer % x", tr[:9])
+	}
+}
+
+// TestSnapshot_CompressedBlocks: entries as repetitive as window state are
+// stored in zstd blocks, read back unchanged, and take a fraction of their
+// raw size; a block zstd cannot shrink stays raw (TestSnapshot_Layout).
+func TestSnapshot_CompressedBlocks(t *testing.T) {
+	entries := manyEntries(20000) // several blocks
+	b := writeSnapshot(t, KindFull, 9, entries)
+	raw := 0
+	for _, e := range entries {
+		raw += 4 + len(e.bucket) + len(e.key) + len(e.value)
+	}
+	if len(b) > raw/2 {
+		t.Errorf("file is %d bytes for %d raw entry bytes, want at most half", len(b), raw)
+	}
+	if b[headerSize] != typeZstdBlock {
+		t.Errorf("first record type 0x%02x, want a compressed block (0x%02x)", b[headerSize], typeZstdBlock)
+	}
+	_, got, err := readSnapshot(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(entries) {
+		t.Fatalf("read %d entries, want %d", len(got), len(entries))
+	}
+	for i := range got {
+		if got[i] != entries[i] {
+			t.Fatalf("entry %d = %+v, want %+v", i, got[i], entries[i])
+		}
+	}
+}
+
+// TestSnapshot_ReadsVersion1: a file of the first format version (raw
+// blocks only), as earlier releases wrote, still restores; a compressed
+// block in such a file is corruption.
+func TestSnapshot_ReadsVersion1(t *testing.T) {
+	v1 := func(blockType byte) []byte {
+		h := []byte("EDDYSNAP")
+		h = append(h, 0, 1, byte(KindFull), 0, 0, 0, 0, 0, 0, 0, 0, 5)
+		h = binary.BigEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
+		payload := []byte{0, 2, 'b', 'k', 3, 'k', 'e', 'y', 3, 'v', 'a', 'l'}
+		blk := append([]byte{blockType, 0, 0, 0, byte(len(payload)), 0, 0, 0, 1}, payload...)
+		blk = binary.BigEndian.AppendUint32(blk, crc32.Checksum(blk, castagnoli))
+		f := append(h, blk...)
+		sum := sha256.Sum256(f)
+		tr := append([]byte{typeTrailer, 0, 0, 0, 0, 0, 0, 0, 1}, sum[:]...)
+		tr = binary.BigEndian.AppendUint32(tr, crc32.Checksum(tr, castagnoli))
+		return append(f, tr...)
+	}
+	hdr, got, err := readSnapshot(t, v1(typeBlock))
+	if err != nil || hdr.Version != 1 {
+		t.Fatalf("version 1 file: header %+v, %v", hdr, err)
+	}
+	if want := []testEntry{{"bk", "key", "val", false}}; len(got) != 1 || got[0] != want[0] {
+		t.Errorf("version 1 file read as %+v, want %+v", got, want)
+	}
+	if _, _, err := VerifySnapshot(bytes.NewReader(v1(typeZstdBlock))); !IsCorruption(err) {
+		t.Errorf("compressed block in a version 1 file: err = %v, want corruption", err)
 	}
 }
 

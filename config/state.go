@@ -137,7 +137,7 @@ type Ingest struct {
 	MaxDiskBytes int64
 	// Linger is the shortest time between two commits of the log (an
 	// fsync under AckAfterFsync, a write under AckAfterWrite) while fewer
-	// than 256 messages wait; what arrives meanwhile shares the next
+	// than 768 messages (64 KiB) wait; what arrives meanwhile shares the next
 	// commit, and acknowledgements wait for it. Default
 	// DefaultIngestLinger; 0 commits as soon as the previous one is done.
 	Linger time.Duration

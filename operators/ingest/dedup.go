@@ -20,7 +20,8 @@ type KeyFunc func(topic, payload []byte) (key []byte, ok bool)
 // DedupOptions configure a Dedup.
 type DedupOptions struct {
 	// Window is how many of the most recent entries are remembered. Zero:
-	// DefaultDedupWindow. Memory is about 40 bytes per entry.
+	// DefaultDedupWindow. Memory is 16 bytes per entry, about 40 while
+	// redeliveries are looked up (always, with Key).
 	Window int
 	// WindowMs, if positive, also forgets entries that arrived more than
 	// this many milliseconds before the newest one seen (by Entry.Arrival,
@@ -56,13 +57,19 @@ type DedupOptions struct {
 // A Dedup is not safe for concurrent use; the goroutine that batches
 // messages for Append owns it.
 type Dedup struct {
-	opts   DedupOptions
-	seed   maphash.Seed
-	ring   []dedupSlot // remembered entries, oldest at head
-	head   int
-	n      int
-	counts map[uint64]uint32 // hash → remembered entries with that hash
-	newest int64             // latest arrival seen
+	opts DedupOptions
+	seed maphash.Seed
+	ring []dedupSlot // remembered entries, oldest at head
+	head int
+	n    int
+	// counts maps a hash to the remembered entries with that hash, for
+	// lookups. Without a KeyFunc only DUP-marked messages are looked up,
+	// which come in bursts after a reconnect: the map is built from the
+	// ring at the first and dropped after a window without any, so the
+	// steady stream costs no map update per message.
+	counts   map[uint64]uint32
+	sinceDup int   // entries remembered since the last lookup
+	newest   int64 // latest arrival seen
 }
 
 type dedupSlot struct {
@@ -75,12 +82,11 @@ func NewDedup(opts DedupOptions) *Dedup {
 	if opts.Window <= 0 {
 		opts.Window = DefaultDedupWindow
 	}
-	return &Dedup{
-		opts:   opts,
-		seed:   maphash.MakeSeed(),
-		ring:   make([]dedupSlot, opts.Window),
-		counts: make(map[uint64]uint32, opts.Window),
+	d := &Dedup{opts: opts, seed: maphash.MakeSeed(), ring: make([]dedupSlot, opts.Window)}
+	if opts.Key != nil {
+		d.counts = make(map[uint64]uint32, opts.Window) // every message is looked up
 	}
+	return d
 }
 
 // Observe reports whether e repeats a remembered entry. If it does, drop it
@@ -91,8 +97,21 @@ func NewDedup(opts DedupOptions) *Dedup {
 func (d *Dedup) Observe(e *Entry) bool {
 	d.forgetBefore(e.Arrival)
 	h, keyed := d.hash(e)
-	if (keyed || e.Flags&FlagDup != 0) && d.counts[h] > 0 {
-		return true
+	if keyed || e.Flags&FlagDup != 0 {
+		if d.counts == nil {
+			d.counts = make(map[uint64]uint32, d.n)
+			for i := range d.n {
+				d.counts[d.ring[(d.head+i)%len(d.ring)].hash]++
+			}
+		}
+		d.sinceDup = 0
+		if d.counts[h] > 0 {
+			return true
+		}
+	} else if d.counts != nil && d.opts.Key == nil {
+		if d.sinceDup++; d.sinceDup > len(d.ring) {
+			d.counts = nil // a window without a redelivery: back to the ring alone
+		}
 	}
 	d.remember(h, e.Arrival)
 	return false
@@ -155,7 +174,9 @@ func (d *Dedup) remember(h uint64, arrival int64) {
 	}
 	d.ring[(d.head+d.n)%len(d.ring)] = dedupSlot{hash: h, arrival: arrival}
 	d.n++
-	d.counts[h]++
+	if d.counts != nil {
+		d.counts[h]++
+	}
 }
 
 // forgetBefore applies WindowMs relative to the newest arrival seen.
@@ -170,11 +191,13 @@ func (d *Dedup) forgetBefore(arrival int64) {
 }
 
 func (d *Dedup) forgetOldest() {
-	s := d.ring[d.head]
-	if c := d.counts[s.hash]; c <= 1 {
-		delete(d.counts, s.hash)
-	} else {
-		d.counts[s.hash] = c - 1
+	if d.counts != nil {
+		s := d.ring[d.head]
+		if c := d.counts[s.hash]; c <= 1 {
+			delete(d.counts, s.hash)
+		} else {
+			d.counts[s.hash] = c - 1
+		}
 	}
 	d.head = (d.head + 1) % len(d.ring)
 	d.n--

@@ -67,6 +67,17 @@ func TestDedup_Observe(t *testing.T) {
 			{msg("a", "3", 0, 4), false}, // forgets the first "1"; the second remains
 			{msg("a", "1", FlagDup, 5), true},
 		}},
+		{"a redelivery burst after a quiet window still finds every remembered entry", DedupOptions{Window: 2}, []step{
+			{msg("a", "1", 0, 1), false},
+			{msg("a", "1", FlagDup, 2), true}, // lookups start
+			{msg("a", "2", 0, 3), false},
+			{msg("a", "3", 0, 4), false},
+			{msg("a", "4", 0, 5), false}, // a window without a redelivery: lookups stop
+			{msg("a", "5", 0, 6), false},
+			{msg("a", "4", FlagDup, 7), true}, // and start again from the ring
+			{msg("a", "5", FlagDup, 8), true},
+			{msg("a", "3", FlagDup, 9), false}, // forgotten: the window is 2
+		}},
 		{"window by time forgets old arrivals", DedupOptions{WindowMs: 1000}, []step{
 			{msg("a", "1", 0, 1000), false},
 			{msg("a", "2", 0, 1500), false},

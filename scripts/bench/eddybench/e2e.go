@@ -299,7 +299,7 @@ func cpuPercent(a, b procSample) string {
 	if b.at.Sub(a.at) <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.0f%%", 100*float64(b.cpu-a.cpu)/float64(b.at.Sub(a.at)))
+	return fmt.Sprintf("%.1f%%", 100*float64(b.cpu-a.cpu)/float64(b.at.Sub(a.at)))
 }
 
 func e2eLatency(bin, tmp string, br *broker, delivery string, rate int, d time.Duration, devices int, rawRate float64) ([]any, error) {
