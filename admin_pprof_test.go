@@ -12,7 +12,7 @@ import (
 
 // TestAdmin_Profiles runs the real binary with an admin token:
 // /debug/pprof/ refuses a request without the token (401) and, with it,
-// serves the index and a heap profile that is a gzipped protobuf.
+// serves goroutine stacks as text and a heap profile as gzipped protobuf.
 func TestAdmin_Profiles(t *testing.T) {
 	const token = "pprof-s3cret"
 	dir := t.TempDir()
@@ -40,13 +40,13 @@ func TestAdmin_Profiles(t *testing.T) {
 		}
 		return resp.StatusCode, b
 	}
-	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap"} {
+	for _, path := range []string{"/debug/pprof/heap", "/debug/pprof/goroutine?debug=1"} {
 		if code, _ := get(path, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token = %d, want 401", path, code)
 		}
 	}
-	if code, b := get("/debug/pprof/", token); code != http.StatusOK || !bytes.Contains(b, []byte("heap")) {
-		t.Errorf("GET /debug/pprof/ with the token = %d, want the index naming heap", code)
+	if code, b := get("/debug/pprof/goroutine?debug=1", token); code != http.StatusOK || !bytes.Contains(b, []byte("goroutine profile:")) {
+		t.Errorf("GET /debug/pprof/goroutine?debug=1 with the token = %d, want the text profile", code)
 	}
 	// A profile is gzipped protobuf: the gzip magic, and more than a header.
 	if code, b := get("/debug/pprof/heap", token); code != http.StatusOK || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) || len(b) < 100 {

@@ -14,7 +14,7 @@
 //	GET  /api/checkpoints  checkpoint statistics and recent history
 //	POST /api/savepoint    takes a savepoint and waits for it: {"id": n}
 //	GET  /api/agent        device, sources, WAL, upload and disk sections
-//	GET  /debug/pprof/     Go's runtime profiles (pprof.go)
+//	GET  /debug/pprof/{name}  Go's runtime profiles: heap, goroutine… (pprof.go)
 //	GET  /                 the status page (status.go)
 //
 // Access. The agent's configuration refuses a non-loopback listen address

@@ -1,27 +1,22 @@
 package admin
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"runtime/pprof"
 	"strconv"
 )
 
-// Go's runtime profiles under /debug/pprof/, in the format `go tool pprof`
-// reads (gzipped protobuf; ?debug=1 or 2 for text where the profile has
-// one):
+// Go's runtime profiles, GET /debug/pprof/{name} for heap, allocs,
+// goroutine, block, mutex and threadcreate: gzipped protobuf for `go tool
+// pprof`, or text with ?debug=1 (2 for goroutine stacks).
 //
-//	GET /debug/pprof/          the index: the profiles there are
-//	GET /debug/pprof/{name}    heap, allocs, goroutine, block, mutex,
-//	                           threadcreate
-//
-// They are served from runtime/pprof rather than net/http/pprof, and
-// without a CPU profile: the arm64 binary has a budget of 14 MiB
-// (RELEASE.md), which these profiles leave 64 KiB under; the CPU profiler
-// would cost another 64 KiB and net/http/pprof's delta profiles,
-// symbolizer and execution trace 128 KiB more. They are registered on the
-// endpoint's own mux, never on http.DefaultServeMux.
+// They are served from runtime/pprof, bare: the arm64 binary has a budget
+// of 14 MiB (RELEASE.md) and these profiles take it to within a few KiB of
+// it. An index page or response headers crossed it; the CPU profiler would
+// cost another 64 KiB, net/http/pprof's delta profiles, symbolizer and
+// execution trace 128 KiB more. They are registered on the endpoint's own
+// mux, never on http.DefaultServeMux.
 
 // handleProfiles registers the profiles on mux, the endpoint's protected
 // mux: with a token (tokenRequired) they take it like the API. A profile
@@ -35,47 +30,19 @@ func handleProfiles(mux *http.ServeMux, tokenRequired bool) {
 	if tokenRequired {
 		guard = func(h http.Handler) http.Handler { return h }
 	}
-	mux.Handle("GET /debug/pprof/{$}", guard(http.HandlerFunc(profileIndex)))
 	mux.Handle("GET /debug/pprof/{name}", guard(http.HandlerFunc(namedProfile)))
 }
 
-// profileIndex lists the profiles, one link a line.
-func profileIndex(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	for _, p := range pprof.Profiles() {
-		fmt.Fprintf(w, "%s  %d\n", p.Name(), p.Count())
-	}
-	fmt.Fprintln(w, "\nAdd ?debug=1 for text; read the others with go tool pprof.")
-}
-
-// namedProfile writes the runtime profile {name}.
+// namedProfile writes the runtime profile {name}; 404 for a name the
+// runtime does not have.
 func namedProfile(w http.ResponseWriter, r *http.Request) {
 	p := pprof.Lookup(r.PathValue("name"))
 	if p == nil {
-		writeError(w, http.StatusNotFound, "no such profile; see /debug/pprof/")
+		writeError(w, http.StatusNotFound, "no such profile: heap, allocs, goroutine, block, mutex or threadcreate")
 		return
 	}
 	debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
-	setProfileHeaders(w, p.Name(), debug)
-	if err := p.WriteTo(w, debug); err != nil {
-		// The headers are out: all that is left is to cut the body short.
-		panic(http.ErrAbortHandler)
-	}
-}
-
-// setProfileHeaders marks a binary profile as a download named for it, and
-// a text one (debug > 0) as text.
-func setProfileHeaders(w http.ResponseWriter, name string, debug int) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if debug > 0 {
-		h.Set("Content-Type", "text/plain; charset=utf-8")
-		return
-	}
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Disposition", `attachment; filename="`+name+`"`) // a runtime profile's name: no quotes
+	_ = p.WriteTo(w, debug) // an error is the client's going away
 }
 
 // loopbackOnly answers 403 to a request whose peer is not a loopback

@@ -15,7 +15,7 @@ import (
 func TestServer_Profiles(t *testing.T) {
 	const token = "s3cret"
 	srv := testServer(t, newFakeAgent(), Options{Token: token})
-	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+	for _, path := range []string{"/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
 		if code, _, _ := do(t, srv, "GET", path, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token = %d, want 401", path, code)
 		}
@@ -31,8 +31,8 @@ func TestServer_Profiles(t *testing.T) {
 	if raw, err := io.ReadAll(zr); err != nil || len(raw) == 0 {
 		t.Fatalf("the heap profile: %d bytes, %v", len(raw), err)
 	}
-	if code, b, _ := do(t, srv, "GET", "/debug/pprof/", token); code != http.StatusOK || !bytes.Contains(b, []byte("goroutine")) {
-		t.Errorf("GET /debug/pprof/ with the token = %d, want the index", code)
+	if code, b, _ := do(t, srv, "GET", "/debug/pprof/goroutine?debug=1", token); code != http.StatusOK || !bytes.Contains(b, []byte("goroutine profile:")) {
+		t.Errorf("GET /debug/pprof/goroutine?debug=1 with the token = %d, want the text profile", code)
 	}
 
 	// No token configured: the peer decides.
@@ -79,7 +79,7 @@ func TestServer_NamedProfiles(t *testing.T) {
 // on import).
 func TestServer_Profiles_NotOnDefaultMux(t *testing.T) {
 	New(newFakeAgent(), Options{})
-	if _, pattern := http.DefaultServeMux.Handler(httptest.NewRequest("GET", "/debug/pprof/", nil)); pattern != "" {
+	if _, pattern := http.DefaultServeMux.Handler(httptest.NewRequest("GET", "/debug/pprof/heap", nil)); pattern != "" {
 		t.Errorf("http.DefaultServeMux serves /debug/pprof/ (pattern %q)", pattern)
 	}
 }
