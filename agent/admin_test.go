@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/scripts/loopback"
-	"github.com/eddy-edge/eddy/upload"
 )
 
 // testConfig: an MQTT source on a broker nobody listens on (build does not
@@ -152,19 +150,29 @@ func startAgentWith(t *testing.T, dir, src string, opts Options) *Agent {
 	return nil
 }
 
-// testAdmin is an admin handler on a built agent with a settable clock.
+// testAdmin is the admin endpoint's handler on a built agent, with a
+// settable clock.
 type testAdmin struct {
-	ad  *admin
 	srv *httptest.Server
 	now time.Time
 }
 
-func newTestAdmin(t *testing.T, a *Agent, token string) *testAdmin {
+// newTestAdmin serves the admin endpoint of a (built, not run) with token,
+// its clock at ta.now; edit, if set, changes the options first.
+func newTestAdmin(t testing.TB, a *Agent, token string, edit ...func(*admin.Options)) *testAdmin {
 	t.Helper()
 	ta := &testAdmin{now: time.UnixMilli(1_700_000_000_000)}
-	ta.ad = newAdmin(a, token, a.log)
-	ta.ad.now = func() time.Time { return ta.now }
-	ta.srv = httptest.NewServer(ta.ad.handler)
+	a.intro.now = func() time.Time { return ta.now }
+	opts, err := a.adminOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Token = token
+	for _, e := range edit {
+		e(&opts)
+	}
+	a.intro.registerMetrics()
+	ta.srv = httptest.NewServer(admin.New(a.intro, opts).Handler())
 	t.Cleanup(ta.srv.Close)
 	return ta
 }
@@ -206,62 +214,6 @@ func (ta *testAdmin) getJSON(t *testing.T, path string, wantCode int, v any) {
 	}
 }
 
-func TestEvaluateReadiness(t *testing.T) {
-	up, down := true, false
-	ms := func(v int64) *int64 { return &v }
-	src := func(connected bool, downMs int64) sourceReport {
-		s := sourceReport{Name: "s", Kind: sourceKindMQTT, Tracked: true, Connected: &up}
-		if !connected {
-			s.Connected, s.DisconnectedMs = &down, ms(downMs)
-		}
-		return s
-	}
-	tests := []struct {
-		name   string
-		in     readinessInput
-		ready  bool
-		failed string // the failing check, if any
-	}{
-		{"fresh", readinessInput{checkpoints: true, tolerableFailures: 3}, true, ""},
-		{"not started", readinessInput{}, true, ""},
-		{"failures below tolerable", readinessInput{checkpoints: true, consecutiveFails: 2, tolerableFailures: 3}, true, ""},
-		{"failures at tolerable", readinessInput{checkpoints: true, consecutiveFails: 3, tolerableFailures: 3}, false, "checkpoints"},
-		{"tolerable zero, no failure", readinessInput{checkpoints: true}, true, ""},
-		{"tolerable zero, one failure", readinessInput{checkpoints: true, consecutiveFails: 1}, false, "checkpoints"},
-		{"disk full", readinessInput{checkpoints: true, tolerableFailures: 3, diskFull: "write: no space left on device"}, false, "disk"},
-		{"source connected", readinessInput{sources: []sourceReport{src(true, 0)}, maxDisconnectedMs: 1000}, true, ""},
-		{"source down briefly", readinessInput{sources: []sourceReport{src(false, 999)}, maxDisconnectedMs: 1000}, true, ""},
-		{"source down too long", readinessInput{sources: []sourceReport{src(false, 1000)}, maxDisconnectedMs: 1000}, false, "source/s"},
-		{"untracked source", readinessInput{sources: []sourceReport{{Name: "f", Kind: sourceKindFile}}}, true, ""},
-		{"ingest log below full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 94, MaxDiskBytes: 100}}}, true, ""},
-		{"ingest log full", readinessInput{ingest: []ingestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
-		{"wal size not reported", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
-		{"wal full", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
-		{"wal refused by the broker", readinessInput{wal: []walReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
-		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
-		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
-		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
-			restartLimits: []restartLimit{{pipelines: "p", restarts: 2, span: time.Second, strategy: "fixed_delay", err: "state store full"}}}, false, "restarts/p"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := evaluateReadiness(tt.in)
-			if r.Ready != tt.ready {
-				t.Errorf("ready = %v, want %v: %+v", r.Ready, tt.ready, r.Checks)
-			}
-			var failed []string
-			for _, c := range r.Checks {
-				if !c.OK {
-					failed = append(failed, c.Name)
-				}
-			}
-			if got := strings.Join(failed, ","); got != tt.failed {
-				t.Errorf("failed checks %q, want %q", got, tt.failed)
-			}
-		})
-	}
-}
-
 func TestConsecutiveFailures(t *testing.T) {
 	ok := checkpointRecord{Kind: "full"}
 	bad := checkpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
@@ -289,21 +241,6 @@ func TestConsecutiveFailures(t *testing.T) {
 	}
 }
 
-func TestFormat(t *testing.T) {
-	bytesCases := map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 << 20: "5.0 MiB", 3 << 30: "3.0 GiB", 4 << 40: "4096.0 GiB"}
-	for n, want := range bytesCases {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-	msCases := map[int64]string{0: "0 ms", 999: "999 ms", 1000: "1.0 s", 12_345: "12.3 s", 119_999: "120.0 s", 120_000: "2.0 min", -5: "-5 ms"}
-	for v, want := range msCases {
-		if got := formatMs(v); got != want {
-			t.Errorf("formatMs(%d) = %q, want %q", v, got, want)
-		}
-	}
-}
-
 func TestAdmin_Healthz(t *testing.T) {
 	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
 	var h map[string]any
@@ -317,13 +254,13 @@ func TestAdmin_Healthz(t *testing.T) {
 // start; ready until it has been down for maxDisconnected.
 func TestAdmin_Readyz_SourceDisconnected(t *testing.T) {
 	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
-	var rd readiness
+	var rd admin.Readiness
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 	ta.now = ta.now.Add(defaultMaxDisconnected - time.Millisecond)
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 	ta.now = ta.now.Add(time.Millisecond)
 	for _, path := range []string{"/readyz", "/healthz?ready=1"} {
-		rd = readiness{}
+		rd = admin.Readiness{}
 		ta.getJSON(t, path, http.StatusServiceUnavailable, &rd)
 		if rd.Ready || !hasFailed(rd, "source/sensors") {
 			t.Errorf("%s = %+v, want source/sensors failing", path, rd)
@@ -334,7 +271,7 @@ func TestAdmin_Readyz_SourceDisconnected(t *testing.T) {
 	ta.getJSON(t, "/healthz", http.StatusOK, &h)
 }
 
-func hasFailed(rd readiness, name string) bool {
+func hasFailed(rd admin.Readiness, name string) bool {
 	for _, c := range rd.Checks {
 		if c.Name == name && !c.OK {
 			return true
@@ -349,8 +286,8 @@ func hasFailed(rd readiness, name string) bool {
 func TestAdmin_Readyz_CheckpointFailures(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	ta.ad.maxDisconnected = time.Hour
-	var rd readiness
+	a.intro.maxDisconnected = time.Hour
+	var rd admin.Readiness
 	a.ckpt.record(checkpointRecord{ID: 1, Kind: "full", Aborted: "checkpoint: timed out"})
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 	a.ckpt.record(checkpointRecord{ID: 2, Kind: "full", Aborted: "checkpoint: timed out"})
@@ -396,7 +333,7 @@ func TestAdmin_Checkpoints(t *testing.T) {
 	ta := newTestAdmin(t, a, "")
 	a.ckpt.record(checkpointRecord{ID: 1, Kind: "full", DurationMs: 12, SizeBytes: 2048})
 	a.ckpt.record(checkpointRecord{ID: 2, Kind: "incremental", Aborted: "checkpoint: timed out"})
-	var rep checkpointReport
+	var rep admin.CheckpointReport
 	ta.getJSON(t, "/api/checkpoints", http.StatusOK, &rep)
 	if len(rep.History) != 2 || rep.History[0].ID != 1 || rep.History[1].Aborted == "" {
 		t.Errorf("history = %+v", rep.History)
@@ -414,8 +351,7 @@ func TestAdmin_Checkpoints(t *testing.T) {
 func TestAdmin_Savepoint_Errors(t *testing.T) {
 	// The checkpointer exists but does not run: the savepoint never
 	// completes, and the admin's own deadline answers 504.
-	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
-	ta.ad.savepointTimeout = 20 * time.Millisecond
+	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "", func(o *admin.Options) { o.SavepointTimeout = 20 * time.Millisecond })
 	if code, b, _ := ta.do(t, http.MethodPost, "/api/savepoint", ""); code != http.StatusGatewayTimeout || !strings.Contains(string(b), "did not complete") {
 		t.Errorf("POST /api/savepoint = %d %s, want 504", code, b)
 	}
@@ -474,49 +410,6 @@ func TestAdmin_Metrics(t *testing.T) {
 	}
 }
 
-func TestAdmin_Token(t *testing.T) {
-	const token = "s3cret"
-	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), token)
-	tests := []struct {
-		method, path, token string
-		want                int
-	}{
-		// Probes carry no token: up and ready answer, revealing nothing else.
-		{"GET", "/healthz", "", http.StatusOK},
-		{"GET", "/healthz", "wrong", http.StatusOK},
-		{"GET", "/healthz", token, http.StatusOK},
-		{"GET", "/readyz", "", http.StatusOK},
-		{"GET", "/metrics", "", http.StatusUnauthorized},
-		{"GET", "/api/pipelines", "", http.StatusUnauthorized},
-		{"GET", "/api/pipelines", token, http.StatusOK},
-		{"GET", "/api/checkpoints", "", http.StatusUnauthorized},
-		{"GET", "/api/agent", "", http.StatusUnauthorized},
-		{"POST", "/api/savepoint", "", http.StatusUnauthorized},
-		{"GET", "/nope", "", http.StatusUnauthorized},
-		// The page's shell and assets carry no figures: public.
-		{"GET", "/", "", http.StatusOK},
-		{"GET", "/static/status.js", "", http.StatusOK},
-		{"GET", "/static/status.css", "", http.StatusOK},
-	}
-	for _, tt := range tests {
-		if code, _, _ := ta.do(t, tt.method, tt.path, tt.token); code != tt.want {
-			t.Errorf("%s %s (token %q) = %d, want %d", tt.method, tt.path, tt.token, code, tt.want)
-		}
-	}
-	for path, want := range map[string]string{"/healthz": `{"status":"ok"}`, "/readyz": `{"ready":true}`} {
-		if _, b, _ := ta.do(t, "GET", path, ""); strings.TrimSpace(string(b)) != want {
-			t.Errorf("GET %s without the token = %s, want %s", path, b, want)
-		}
-	}
-	if _, b, _ := ta.do(t, "GET", "/healthz", token); !strings.Contains(string(b), "gw-test") {
-		t.Errorf("GET /healthz with the token = %s, want the device id", b)
-	}
-	_, page, _ := ta.do(t, "GET", "/", "")
-	if strings.Contains(string(page), `data-pipeline="temps"`) || strings.Contains(string(page), "minio.local") {
-		t.Errorf("the public page shows figures:\n%s", page)
-	}
-}
-
 func TestStatusPage(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	a.pipelines[0].m.in.Add(42)
@@ -548,34 +441,6 @@ func TestStatusPage(t *testing.T) {
 	}
 	if code, _, _ := ta.do(t, "GET", "/static/index.html", ""); code != http.StatusNotFound {
 		t.Errorf("GET /static/index.html = %d, want 404 (the template is served rendered at /)", code)
-	}
-}
-
-// TestStatusAssets_SelfContained: the page must work on a site network
-// without internet access, so nothing it loads may come from elsewhere; and
-// it stays small.
-func TestStatusAssets_SelfContained(t *testing.T) {
-	external := regexp.MustCompile(`(?i)(src|href|action)\s*=\s*["']?(https?:)?//|url\(\s*["']?(https?:)?//|@import|fetch\(\s*["'](https?:)?//`)
-	total := 0
-	err := fs.WalkDir(statusFS, "status", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := statusFS.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		total += len(b)
-		if m := external.Find(b); m != nil {
-			t.Errorf("%s loads something external: %q", path, m)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if total > 24<<10 {
-		t.Errorf("status assets are %d bytes; keep them under 24 KiB", total)
 	}
 }
 
@@ -626,7 +491,7 @@ checkpoint { interval = "200ms" }
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep checkpointReport
+	var rep admin.CheckpointReport
 	err = json.NewDecoder(resp.Body).Decode(&rep)
 	resp.Body.Close()
 	if err != nil {
@@ -659,7 +524,7 @@ func TestAdmin_WAL(t *testing.T) {
 		}
 	}()
 	ta := newTestAdmin(t, a, "")
-	var got agentReport
+	var got admin.AgentReport
 	ta.getJSON(t, "/api/agent", http.StatusOK, &got)
 	if len(got.WAL) != 1 {
 		t.Fatalf("wal = %+v", got.WAL)
@@ -669,7 +534,7 @@ func TestAdmin_WAL(t *testing.T) {
 		*w.BacklogBytes != 0 || w.Connected == nil {
 		t.Errorf("wal = %+v", w)
 	}
-	var rd readiness
+	var rd admin.Readiness
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 	if !hasCheck(rd, "wal/out") {
 		t.Errorf("readyz lacks wal/out: %+v", rd)
@@ -680,7 +545,7 @@ func TestAdmin_WAL(t *testing.T) {
 	}
 }
 
-func hasCheck(rd readiness, name string) bool {
+func hasCheck(rd admin.Readiness, name string) bool {
 	for _, c := range rd.Checks {
 		if c.Name == name {
 			return true
@@ -694,14 +559,18 @@ func BenchmarkAdmin(b *testing.B) {
 	for _, path := range []string{"/api/pipelines", "/api/checkpoints", "/readyz", "/metrics", "/"} {
 		b.Run("GET "+path, func(b *testing.B) {
 			a := mustBuildAgent(b, testConfig, true)
-			ad := newAdmin(a, "", a.log)
-			ad.maxDisconnected = time.Hour
+			a.intro.maxDisconnected = time.Hour
+			opts, err := a.adminOptions()
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := admin.New(a.intro, opts).Handler()
 			req := httptest.NewRequest(http.MethodGet, path, nil)
 			req.Host = "127.0.0.1:8787"
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				ad.handler.ServeHTTP(w, req)
+				h.ServeHTTP(w, req)
 				if w.Code != http.StatusOK {
 					b.Fatalf("%s: %d", path, w.Code)
 				}

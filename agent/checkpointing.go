@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/state"
 )
 
 // checkpointer drives the checkpoint coordinator (a pure state machine) and
@@ -91,25 +88,6 @@ type checkpointer struct {
 	lastAlign  atomic.Int64
 }
 
-// checkpointRecord is one line of `eddy checkpoints ls` and the status page.
-type checkpointRecord struct {
-	ID          uint64 `json:"id"`
-	Kind        string `json:"kind"`
-	Time        string `json:"time"`
-	SizeBytes   int64  `json:"size_bytes"`
-	FullBytes   int64  `json:"full_bytes"`
-	DurationMs  int64  `json:"duration_ms"`
-	AlignmentMs int64  `json:"alignment_ms"`
-	Files       int    `json:"files"`
-	Aborted     string `json:"aborted,omitempty"`
-	// DiskFull: aborted while the disk was full, not counted as a failure.
-	DiskFull bool `json:"disk_full,omitempty"`
-	// UnalignedTasks took the barrier ahead of their queues, storing
-	// InFlightRecords records it overtook.
-	UnalignedTasks  int    `json:"unaligned_tasks,omitempty"`
-	InFlightRecords uint64 `json:"inflight_records,omitempty"`
-}
-
 func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, retain int, interval time.Duration,
 	log *slog.Logger, clk clock, set *metrics.Set) *checkpointer {
 	c := &checkpointer{coord: coord, store: store, retain: retain, interval: interval,
@@ -128,84 +106,6 @@ func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, ret
 // send delivers a task's message to the coordinator. Safe for concurrent
 // use.
 func (c *checkpointer) send(m checkpoint.Message) { c.msgs <- m }
-
-// writeSnapshot writes snap as a snapshot file of checkpoint id in the
-// background, then acknowledges for task. It owns snap and closes it.
-func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte) {
-	c.writers.Add(1)
-	go func() {
-		defer c.writers.Done()
-		defer snap.Close()
-		kind := checkpoint.KindFull
-		if snap.Incremental() {
-			kind = checkpoint.KindIncremental
-		}
-		ref, err := c.store.WriteSnapshot(task, pipeline, kind, id, snap.Entries)
-		if err != nil {
-			c.send(checkpoint.Failure{CheckpointID: id, Task: task, Err: err})
-			return
-		}
-		c.send(checkpoint.Ack{CheckpointID: id, Task: task, Files: []checkpoint.FileRef{ref}, Extra: extra})
-	}()
-}
-
-// mergeChains merges each task's chain of cp into a new base in the
-// background, from the files on disk, and answers the coordinator. If one
-// task's merge fails, the bases merged for the others are discarded too:
-// the next checkpoint is full instead, and no file is left that no manifest
-// will reference.
-func (c *checkpointer) mergeChains(cp *checkpoint.Compaction) {
-	ctx := c.runCtx
-	c.writers.Add(1)
-	go func() {
-		defer c.writers.Done()
-		start := time.Now()
-		c.log.Info("merging checkpoint chains into a new base", "through", cp.Through, "tasks", len(cp.Chains))
-		res := checkpoint.Compacted{Through: cp.Through, Files: map[string]checkpoint.FileRef{}}
-		var read, written int64
-		for _, task := range slices.Sorted(maps.Keys(cp.Chains)) {
-			chain := cp.Chains[task]
-			ref, err := c.store.MergeChain(ctx, chain, cp.Through)
-			if err != nil {
-				res.Err = err
-				break
-			}
-			res.Files[task] = ref
-			written += ref.Size
-			for _, f := range chain {
-				read += f.Size
-			}
-		}
-		if res.Err != nil {
-			for _, ref := range res.Files {
-				if err := c.store.Discard(ref); err != nil {
-					c.log.Warn("removing a merged checkpoint file failed", "file", ref.Name, "err", err)
-				}
-			}
-			res.Files = nil
-			if ctx.Err() == nil {
-				c.log.Warn("merging checkpoint chains failed: the next checkpoint is full", "through", cp.Through, "err", res.Err)
-			}
-		} else {
-			c.log.Info("checkpoint chains merged into a new base", "through", cp.Through, "tasks", len(res.Files),
-				"read_bytes", read, "bytes", written, "duration_ms", time.Since(start).Milliseconds())
-		}
-		c.send(res)
-	}()
-}
-
-// collectGarbage removes the snapshot files no manifest references: those
-// of checkpoints that never completed and bases merged too late to be used,
-// left by a crash or by the run that ends. Only while no checkpoint or
-// merge is in flight: at start, before the first trigger, and at stop.
-func (c *checkpointer) collectGarbage() {
-	removed, err := c.store.CollectGarbage()
-	if err != nil {
-		c.log.Warn("removing unreferenced checkpoint files failed", "err", err)
-	} else if len(removed) > 0 {
-		c.log.Info("removed checkpoint files no checkpoint references", "files", len(removed))
-	}
-}
 
 // onCompleted registers fn to run (on the checkpointer's goroutine) after
 // each completed checkpoint.
@@ -283,122 +183,6 @@ func (c *checkpointer) run(ctx context.Context) error {
 }
 
 func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
-
-// noSpaceMinFreed is how much free space must come back, at least, before
-// checkpoints are tried again after the disk was full.
-const noSpaceMinFreed = 1 << 20
-
-// noteDiskFull, if err says the disk is full (ENOSPC, or a quota: EDQUOT),
-// puts the coordinator in its disk-full state (checkpoint.Coordinator.
-// DiskFull): failures stop counting towards tolerable_failures, /readyz
-// says disk_full, and pollDiskSpace ends it once space frees.
-func (c *checkpointer) noteDiskFull(err error) {
-	if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
-		return
-	}
-	c.freeAtFull, _ = freeBytes(c.store.Dir())
-	c.diskPolledMs = c.clk.monoMs()
-	if c.coord.IsDiskFull() {
-		return
-	}
-	msg := err.Error()
-	c.diskFull.Store(&msg)
-	c.coord.Tick(c.now())
-	c.coord.DiskFull(true)
-	c.log.Warn("disk full: checkpoints wait until space frees (they do not count as failures meanwhile)",
-		"path", c.store.Dir(), "free_bytes", c.freeAtFull, "err", err)
-}
-
-// pollDiskSpace, while the disk is full, looks at the free space once a
-// second and ends the disk-full state when enough came back: twice the last
-// checkpoint's bytes, or noSpaceMinFreed more than when it filled up. A
-// checkpoint that fails again for lack of space starts it over, uncounted.
-func (c *checkpointer) pollDiskSpace() {
-	if !c.coord.IsDiskFull() {
-		return
-	}
-	now := c.clk.monoMs()
-	if now-c.diskPolledMs < 1000 {
-		return
-	}
-	c.diskPolledMs = now
-	free, err := freeBytes(c.store.Dir())
-	if err != nil || (free < 2*c.lastSize.Load() && free < c.freeAtFull+noSpaceMinFreed) {
-		return
-	}
-	c.diskFull.Store(nil)
-	c.coord.Tick(c.now())
-	c.coord.DiskFull(false)
-	c.log.Info("disk has room again: checkpoints resume", "path", c.store.Dir(), "free_bytes", free)
-}
-
-// diskFullReason returns why the disk counts as full, or "".
-func (c *checkpointer) diskFullReason() string {
-	if p := c.diskFull.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// budgetBlocked is a transactional sink that can wait in Write for room
-// (the WAL sink with when_full = "block").
-type budgetBlocked interface{ writeBlocked() bool }
-
-// holdWhileBlocked stalls the coordinator while an exactly-once sink waits
-// for its uplink with a full buffer (checkpoint.Coordinator.Stall): the
-// checkpoint in flight then waits for the uplink instead of timing out and,
-// after tolerable_failures, failing the run, which cannot bring the uplink
-// back. It logs once a stall has lasted half the checkpoint timeout.
-func (c *checkpointer) holdWhileBlocked() {
-	blocked := false
-	for _, s := range c.txSinks {
-		if b, ok := s.tx.(budgetBlocked); ok && b.writeBlocked() {
-			blocked = true
-			break
-		}
-	}
-	now := c.clk.monoMs()
-	if blocked != c.coord.Stalled() {
-		c.coord.Tick(c.now())
-		c.coord.Stall(blocked)
-		if blocked {
-			c.blockedSinceMs, c.blockedLogged = now, false
-		} else if c.blockedLogged {
-			c.log.Info("checkpoints resume: the exactly-once sink writes again", "after", time.Duration(now-c.blockedSinceMs)*time.Millisecond)
-		}
-		return
-	}
-	if blocked && !c.blockedLogged && now-c.blockedSinceMs >= c.timeout.Milliseconds()/2 {
-		c.blockedLogged = true
-		c.log.Warn("checkpoints wait for the uplink: an exactly-once sink is blocked with its buffer full (when_full = \"block\")")
-	}
-}
-
-// activity counts what the sources have forwarded and the exactly-once
-// sinks have been given; it only grows.
-func (c *checkpointer) activity() uint64 {
-	var n uint64
-	for _, s := range c.sources {
-		n += s.sent.Load()
-	}
-	for _, s := range c.txSinks {
-		n += s.txWrites.Load()
-	}
-	return n
-}
-
-// unchanged reports that a periodic checkpoint would only repeat the last
-// one: none is in flight and, since the last was triggered, no source
-// forwarded anything and no exactly-once sink received output. The ticker
-// then leaves the coordinator alone, so an idle device writes nothing; the
-// next input makes the overdue checkpoint start at once. Savepoints and the
-// final checkpoint do not come through the ticker and are never skipped.
-// State that changes without input or exactly-once output (TTL cleanup,
-// firings to at-least-once sinks) is checkpointed with the next change; a
-// restore meanwhile repeats that cleanup or at-least-once output.
-func (c *checkpointer) unchanged() bool {
-	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity
-}
 
 func (c *checkpointer) handle(rd checkpoint.Ready) {
 	for _, tr := range rd.Triggers {
@@ -479,46 +263,11 @@ func (c *checkpointer) complete(done checkpoint.Completed) {
 	c.notify(done.ID)
 }
 
-func (c *checkpointer) record(r checkpointRecord) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.history = append(c.history, r)
-	if len(c.history) > 100 {
-		c.history = c.history[len(c.history)-100:]
-	}
-}
-
-// History returns the recent checkpoints, oldest first.
-func (c *checkpointer) History() []checkpointRecord {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]checkpointRecord(nil), c.history...)
-}
-
 func (c *checkpointer) notify(id uint64) {
 	select {
 	case c.completeCh <- id:
 	default:
 	}
-}
-
-func (c *checkpointer) answer(req uint64, err error) {
-	if req == 0 {
-		return
-	}
-	c.mu.Lock()
-	ch := c.waiters[req]
-	delete(c.waiters, req)
-	c.mu.Unlock()
-	if ch != nil {
-		ch <- err
-	}
-}
-
-// savepointRequest and forceCheckpoint travel on msgs to the run goroutine.
-type savepointRequest struct {
-	id   uint64
-	done chan error
 }
 
 type forceCheckpoint struct{ done chan struct{} }
@@ -555,48 +304,6 @@ func (c *checkpointer) changeRegions(rc regionChange) {
 	rc.done = make(chan struct{})
 	c.msgs <- rc
 	<-rc.done
-}
-
-// ErrTooManySavepoints refuses a savepoint when max_savepoints are kept.
-var ErrTooManySavepoints = errors.New("too many savepoints")
-
-// Savepoint takes a savepoint and waits for it: a full checkpoint that
-// retention never deletes. With maxSavepoints kept already it is refused
-// with ErrTooManySavepoints; requests are taken one at a time, so
-// concurrent ones cannot pass the limit together.
-func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
-	c.savepointSlots.Lock()
-	defer c.savepointSlots.Unlock()
-	if c.maxSavepoints > 0 {
-		kept, err := c.store.Savepoints()
-		if err != nil {
-			return 0, err
-		}
-		if len(kept) >= c.maxSavepoints {
-			return 0, fmt.Errorf("%w: %d kept (checkpoint { max_savepoints = %d }), ids %v; remove one with `eddy savepoint rm -c FILE ID`",
-				ErrTooManySavepoints, len(kept), c.maxSavepoints, kept)
-		}
-	}
-	c.mu.Lock()
-	c.nextReq++
-	req := savepointRequest{id: c.nextReq, done: make(chan error, 1)}
-	c.mu.Unlock()
-	before := c.lastTrig.Load()
-	select {
-	case c.msgs <- req:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	select {
-	case err := <-req.done:
-		if err != nil {
-			return 0, err
-		}
-		return c.lastDone.Load(), nil
-	case <-ctx.Done():
-		_ = before
-		return 0, ctx.Err()
-	}
 }
 
 // final takes one more checkpoint, triggered now, and waits until it (or a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -209,26 +210,14 @@ func treeBytes(dir string) int64 {
 	return n
 }
 
-// diskReport is the disk section of GET /api/agent: the eddy_disk_* gauges.
-type diskReport struct {
-	BudgetBytes int64                `json:"budget_bytes"` // 0: unknown
-	FreeBytes   int64                `json:"free_bytes"`
-	Components  []diskComponentUsage `json:"components"`
-}
-
-type diskComponentUsage struct {
-	Component string `json:"component"`
-	Bytes     int64  `json:"bytes"`
-}
-
 // report returns the last sample; nil on a nil meter (before run).
-func (m *diskMeter) report() *diskReport {
+func (m *diskMeter) report() *admin.DiskReport {
 	if m == nil {
 		return nil
 	}
-	r := &diskReport{BudgetBytes: m.budget.Load(), FreeBytes: m.free.Load()}
+	r := &admin.DiskReport{BudgetBytes: m.budget.Load(), FreeBytes: m.free.Load()}
 	for i, c := range diskComponents {
-		r.Components = append(r.Components, diskComponentUsage{Component: c, Bytes: m.usage[i].Load()})
+		r.Components = append(r.Components, admin.DiskComponentUsage{Component: c, Bytes: m.usage[i].Load()})
 	}
 	return r
 }

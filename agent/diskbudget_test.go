@@ -13,6 +13,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
@@ -238,11 +239,11 @@ func TestStatusPage_Disk(t *testing.T) {
 		}
 	}
 	var got struct {
-		Disk *diskReport `json:"disk"`
+		Disk *admin.DiskReport `json:"disk"`
 	}
 	ta.getJSON(t, "/api/agent", http.StatusOK, &got)
 	if d := got.Disk; d == nil || d.BudgetBytes != 4<<30 || d.FreeBytes != 1<<30 || len(d.Components) != 5 ||
-		d.Components[0] != (diskComponentUsage{Component: "ingest", Bytes: 2 << 20}) {
+		d.Components[0] != (admin.DiskComponentUsage{Component: "ingest", Bytes: 2 << 20}) {
 		t.Errorf("/api/agent disk = %+v", got.Disk)
 	}
 }

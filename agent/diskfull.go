@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/ingest"
@@ -80,7 +81,7 @@ const budgetPlace = "max_disk"
 // budgetReason is budgetPlace's reason: "max_disk reached: X of Y in
 // data_dir".
 func budgetReason(used, budget int64, dataDir string) string {
-	return fmt.Sprintf("max_disk reached: %s of %s in %s", formatBytes(used), formatBytes(budget), dataDir)
+	return fmt.Sprintf("max_disk reached: %s of %s in %s", admin.FormatBytes(used), admin.FormatBytes(budget), dataDir)
 }
 
 // overBudget reports whether used bytes take the whole budget; a budget of
@@ -120,7 +121,7 @@ func (m *diskMeter) enforceBudget() {
 func (m *diskMeter) describeUsage() string {
 	parts := make([]string, len(diskComponents))
 	for i, c := range diskComponents {
-		parts[i] = c + " " + formatBytes(m.usage[i].Load())
+		parts[i] = c + " " + admin.FormatBytes(m.usage[i].Load())
 	}
 	return strings.Join(parts, ", ")
 }
@@ -148,28 +149,6 @@ func (a *Agent) checkpointDiskFull() string {
 	return a.ckpt.diskFullReason()
 }
 
-// startAdminOnce starts the admin endpoint, if configured and not started
-// yet: run starts it once checkpoints are set up, or a state rebuild that
-// waits for disk space starts it earlier, so /readyz can say why.
-func (a *Agent) startAdminOnce() error {
-	if a.cfg.Agent.Admin == "" || a.admin != nil {
-		return nil
-	}
-	ad, err := startAdmin(a, a.cfg.Agent.Admin, a.cfg.Agent.AdminToken, a.log)
-	if err != nil {
-		return err
-	}
-	a.admin = ad
-	return nil
-}
-
-// closeAdmin stops the admin endpoint, if started.
-func (a *Agent) closeAdmin() {
-	if a.admin != nil {
-		a.admin.close()
-	}
-}
-
 // statePlace is the hold of a state rebuild that waits for disk space.
 const statePlace = "state"
 
@@ -181,7 +160,7 @@ const statePlace = "state"
 func (a *Agent) restoreWaitingForSpace(ctx context.Context, sel checkpoint.Selection) error {
 	dir := filepath.Join(a.cfg.Agent.DataDir, "state")
 	for {
-		err := a.restore(sel)
+		err := a.restorer.restore(sel, a.pipelines, a.sources)
 		if err == nil || !isNoSpace(err) {
 			if err == nil {
 				a.restoredID = sel.Manifest.ID

@@ -1,71 +1,182 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
+	"sync"
+	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 )
 
-// Read-only views of a running agent for the admin API and the status page.
-// Everything here reads fields fixed at build time or values that are safe
-// to read concurrently (metrics counters, atomics, the checkpointer's
-// history under its lock); nothing here changes the agent.
+// introspection is the running agent as the admin endpoint sees it: it
+// implements admin.Agent with read-only views of the agent, times how long
+// sources stay disconnected, and registers the metrics derived from the
+// agent's state. Everything it reads is fixed at build time or safe to read
+// concurrently (metrics counters, atomics, the checkpointer's history under
+// its lock, the pipelines under the agent's mu); the one thing it changes
+// is by Savepoint.
+type introspection struct {
+	a *Agent
+	// now is the wall clock (watermark lag, disconnection times); tests
+	// replace it.
+	now func() time.Time
+	// maxDisconnected: see defaultMaxDisconnected.
+	maxDisconnected time.Duration
 
-// pipelineStatus is a pipeline's counters (Agent.PipelineStatus).
-type pipelineStatus struct {
-	Name         string `json:"name"`
-	ReadingsIn   uint64 `json:"readings_in"`
-	ResultsOut   uint64 `json:"results_out"`
-	Filtered     uint64 `json:"filtered"`
-	Late         uint64 `json:"late"`
-	Unassigned   uint64 `json:"unassigned"`
-	DeadLettered uint64 `json:"dead_lettered"`
-	// WatermarkMs is null before the first watermark and on processing time.
-	WatermarkMs *int64 `json:"watermark_ms"`
-	Parallelism int    `json:"parallelism"`
+	mu        sync.Mutex
+	downSince map[string]time.Time // tracked source → first sample seen disconnected
 }
 
-// pipelineReport is one element of GET /api/pipelines: pipelineStatus (the
-// counters) plus what the admin derives from them.
-type pipelineReport struct {
-	pipelineStatus
-	// EventTime is false for processing-time pipelines, which have no
-	// watermark.
-	EventTime bool `json:"event_time"`
-	// WatermarkLagMs is the device's wall clock minus the watermark, or null
-	// before the first watermark. The watermark trails the newest event time
-	// by the out-of-orderness bound (+1 ms), so the lag never drops below it.
-	WatermarkLagMs *int64 `json:"watermark_lag_ms"`
-	// LateOutput tells whether late readings go to a late_output sink
-	// (late_output set) or are counted and dropped.
-	LateOutput bool `json:"late_output"`
-	// Dropped counts readings no output received: late readings without a
-	// late_output, plus unassigned ones (between sliding windows). Filtered
-	// and dead-lettered readings are counted apart.
-	Dropped uint64 `json:"dropped"`
-	// DeadLetteredByReason splits DeadLettered by reason.
-	DeadLetteredByReason map[string]uint64 `json:"dead_lettered_by_reason"`
-	// State is what the pipeline's state stores held at the last
-	// checkpoint; null for a pipeline without a window.
-	State *stateReport `json:"state"`
+func newIntrospection(a *Agent) *introspection {
+	return &introspection{a: a, now: time.Now, maxDisconnected: defaultMaxDisconnected, downSince: map[string]time.Time{}}
+}
+
+var _ admin.Agent = (*introspection)(nil)
+
+// DeviceID implements admin.Agent.
+func (in *introspection) DeviceID() string { return in.a.deviceID }
+
+// Pipelines implements admin.Agent: watermark lags are measured against
+// the wall clock now.
+func (in *introspection) Pipelines() []admin.PipelineReport {
+	return in.pipelineReports(in.now().UnixMilli())
+}
+
+// Report implements admin.Agent. Empty lists are [], not null.
+func (in *introspection) Report() admin.AgentReport {
+	a := in.a
+	return admin.AgentReport{DeviceID: a.deviceID, Sources: in.observeSources(), Ingest: nonNil(in.ingestReports()),
+		WAL: nonNil(in.walReports()), Upload: in.uploadReport(), Disk: a.disk.report()}
+}
+
+// nonNil makes an empty list encode as [] rather than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// WriteMetrics implements admin.Agent: the agent's metrics, then the
+// process's own figures (process_resident_memory_bytes,
+// process_cpu_seconds_total, go_*): on a device nobody logs in to, the
+// agent's footprint is only seen there.
+func (in *introspection) WriteMetrics(w io.Writer) {
+	in.a.metrics.WritePrometheus(w)
+	metrics.WriteProcessMetrics(w)
+}
+
+// Savepoint implements admin.Agent.
+func (in *introspection) Savepoint(ctx context.Context) (uint64, error) {
+	c := in.a.ckpt
+	if c == nil {
+		return 0, admin.ErrNotStarted
+	}
+	return c.Savepoint(ctx)
+}
+
+// registerMetrics adds the metrics derived from the agent's state: the
+// admin endpoint serves them. GetOrCreate keeps it idempotent; the gauges
+// read the agent when scraped, so there is no cost between scrapes.
+func (in *introspection) registerMetrics() {
+	a := in.a
+	set := a.metrics
+	for _, p := range a.pipelines {
+		l := fmt.Sprintf(`{pipeline=%q}`, p.name)
+		if p.eventTime {
+			set.GetOrCreateGauge("eddy_watermark_lag_ms"+l, func() float64 {
+				if wm := p.m.watermark.Load(); wm != -1<<63 {
+					return float64(in.now().UnixMilli() - wm)
+				}
+				return 0
+			})
+		}
+		hasLate := p.late != nil
+		set.GetOrCreateGauge("eddy_readings_dropped_total"+l, func() float64 {
+			n := p.m.unassigned.Get()
+			if !hasLate {
+				n += p.m.late.Get()
+			}
+			return float64(n)
+		})
+		set.GetOrCreateGauge(fmt.Sprintf(`eddy_pipeline_parallelism{pipeline=%q}`, p.name), func() float64 {
+			return float64(len(p.subtasks))
+		})
+		if p.shape != nil { // the subtasks keep state: a window, per-key functions
+			pm := p.m // kept across region restarts, unlike p
+			for name, field := range map[string]func(*admin.StateReport) int64{
+				"eddy_state_keys":         func(r *admin.StateReport) int64 { return r.Keys },
+				"eddy_state_file_bytes":   func(r *admin.StateReport) int64 { return r.FileBytes },
+				"eddy_state_memory_bytes": func(r *admin.StateReport) int64 { return r.MemoryBytes },
+				"eddy_state_windows":      func(r *admin.StateReport) int64 { return r.Windows },
+				"eddy_state_timers":       func(r *admin.StateReport) int64 { return r.Timers },
+			} {
+				set.GetOrCreateGauge(name+l, func() float64 {
+					if r := pm.stateTotals(); r != nil {
+						return float64(field(r))
+					}
+					return 0
+				})
+			}
+		}
+	}
+	set.GetOrCreateGauge("eddy_checkpoint_consecutive_failures", func() float64 {
+		rep, _ := in.Checkpoints()
+		return float64(rep.ConsecutiveFailures)
+	})
+	set.GetOrCreateGauge("eddy_ready", func() float64 {
+		if in.Readiness().Ready {
+			return 1
+		}
+		return 0
+	})
+	set.GetOrCreateGauge("eddy_clock_synchronized", func() float64 {
+		if a.clk.wallSynced() {
+			return 1
+		}
+		return 0
+	})
+}
+
+// PipelineStatus reports each pipeline's counters.
+func (a *Agent) PipelineStatus() []admin.PipelineStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []admin.PipelineStatus
+	for _, p := range a.pipelines {
+		st := admin.PipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
+			Filtered: p.m.filtered.Get(), Late: p.m.late.Get(), Unassigned: p.m.unassigned.Get(),
+			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.subtasks)}
+		if wm := p.m.watermark.Load(); wm != -1<<63 {
+			st.WatermarkMs = &wm
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // pipelineReports returns one report per pipeline, in configuration order,
 // with watermark lags measured against wallMs.
-func (a *Agent) pipelineReports(wallMs int64) []pipelineReport {
+func (in *introspection) pipelineReports(wallMs int64) []admin.PipelineReport {
+	a := in.a
 	base := a.PipelineStatus()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]pipelineReport, 0, len(base))
+	out := make([]admin.PipelineReport, 0, len(base))
 	for i, st := range base {
 		p := a.pipelines[i]
 		if p.name != st.Name {
 			panic(fmt.Sprintf("agent: pipeline %d is %q in the status, %q in the agent", i, st.Name, p.name))
 		}
-		r := pipelineReport{pipelineStatus: st, EventTime: p.eventTime, LateOutput: p.late != nil,
+		r := admin.PipelineReport{PipelineStatus: st, EventTime: p.eventTime, LateOutput: p.late != nil,
 			DeadLetteredByReason: p.m.deadLetteredByReason(), State: p.m.stateTotals()}
 		r.Dropped = st.Unassigned
 		if !r.LateOutput {
@@ -91,38 +202,17 @@ func (m *pipelineMetrics) deadLetteredByReason() map[string]uint64 {
 	return out
 }
 
-// checkpointReport is GET /api/checkpoints.
-type checkpointReport struct {
-	IntervalMs        int64 `json:"interval_ms"`
-	Retain            int   `json:"retain"`
-	TolerableFailures int   `json:"tolerable_failures"`
-	// Completed and Failed count since start (Failed includes aborted
-	// savepoints). ConsecutiveFailures counts aborted checkpoints since the
-	// last completed one, savepoints left out, as the coordinator counts
-	// them: the agent stops once it exceeds TolerableFailures.
-	Completed           uint64 `json:"completed"`
-	Failed              uint64 `json:"failed"`
-	ConsecutiveFailures int    `json:"consecutive_failures"`
-	LastCompletedID     uint64 `json:"last_completed_id"`
-	LastTriggeredID     uint64 `json:"last_triggered_id"`
-	LastDurationMs      int64  `json:"last_duration_ms"`
-	LastSizeBytes       int64  `json:"last_size_bytes"`
-	LastFullBytes       int64  `json:"last_full_size_bytes"`
-	LastAlignmentMs     int64  `json:"last_alignment_ms"`
-	// History holds the most recent checkpoints (at most 100), oldest first.
-	History []checkpointRecord `json:"history"`
-}
-
-// checkpointReport returns the checkpointer's statistics and history, or
-// ok=false when checkpoints are not set up (before Run).
-func (a *Agent) checkpointReport() (checkpointReport, bool) {
+// Checkpoints implements admin.Agent: the checkpointer's statistics and
+// history, or ok=false when checkpoints are not set up (before Run).
+func (in *introspection) Checkpoints() (admin.CheckpointReport, bool) {
+	a := in.a
 	c := a.ckpt
 	if c == nil {
-		return checkpointReport{}, false
+		return admin.CheckpointReport{}, false
 	}
 	cc := a.cfg.Checkpoint
 	h := c.History()
-	return checkpointReport{
+	return admin.CheckpointReport{
 		IntervalMs: cc.Interval.Milliseconds(), Retain: cc.Retain, TolerableFailures: cc.TolerableFailures,
 		Completed: c.mCompleted.Get(), Failed: c.mFailures.Get(), ConsecutiveFailures: consecutiveFailures(h),
 		LastCompletedID: c.lastDone.Load(), LastTriggeredID: c.lastTrig.Load(),
@@ -136,7 +226,7 @@ func (a *Agent) checkpointReport() (checkpointReport, bool) {
 // as failures nor lets reset the count. A history trimmed to its last 100
 // records undercounts only past 100 failures in a row, far above any
 // sensible tolerable_failures.
-func consecutiveFailures(history []checkpointRecord) int {
+func consecutiveFailures(history []admin.CheckpointRecord) int {
 	n := 0
 	for i := len(history) - 1; i >= 0; i-- {
 		r := history[i]
@@ -151,51 +241,30 @@ func consecutiveFailures(history []checkpointRecord) int {
 	return n
 }
 
-// Source kinds in sourceReport.Kind.
-const (
-	sourceKindMQTT      = "mqtt"
-	sourceKindEmbedded  = "embedded" // an MQTT source on the embedded broker
-	sourceKindFile      = "file"
-	sourceKindSimulator = "simulator"
-)
-
-// sourceReport is one source in GET /api/agent.
-type sourceReport struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-	// Tracked tells whether the agent knows the connection state: only MQTT
-	// sources on an outside broker report it (eddy_mqtt_connected).
-	Tracked bool `json:"tracked"`
-	// Connected is null when not tracked.
-	Connected *bool `json:"connected"`
-	// DisconnectedMs is how long the admin has seen the source disconnected
-	// (sampled once a second), null when connected or not tracked.
-	DisconnectedMs *int64 `json:"disconnected_ms"`
-}
-
 // sourceReports lists the sources pipelines read, sorted by name. The
 // connection state comes from the eddy_mqtt_connected gauge, which the
 // source's connection callback sets.
-func (a *Agent) sourceReports() []sourceReport {
+func (in *introspection) sourceReports() []admin.SourceReport {
+	a := in.a
 	byName := map[string]*config.Source{}
 	for _, s := range a.cfg.Sources {
 		byName[s.Name] = s
 	}
-	var out []sourceReport
-	g := a.gaugeReader()
+	var out []admin.SourceReport
+	g := newGaugeReader(a.metrics)
 	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
-		r := sourceReport{Name: name}
+		r := admin.SourceReport{Name: name}
 		switch s := byName[name]; {
 		case s == nil:
 			r.Kind = "unknown"
 		case s.File != nil:
-			r.Kind = sourceKindFile
+			r.Kind = admin.SourceKindFile
 		case s.Simulator != nil:
-			r.Kind = sourceKindSimulator
+			r.Kind = admin.SourceKindSimulator
 		case s.MQTT != nil && s.MQTT.Broker == config.Embedded:
-			r.Kind = sourceKindEmbedded
+			r.Kind = admin.SourceKindEmbedded
 		case s.MQTT != nil:
-			r.Kind = sourceKindMQTT
+			r.Kind = admin.SourceKindMQTT
 			r.Connected = g.bool(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, name))
 			r.Tracked = r.Connected != nil
 		}
@@ -204,30 +273,12 @@ func (a *Agent) sourceReports() []sourceReport {
 	return out
 }
 
-// walReport is one exactly-once MQTT sink's write-ahead log in GET
-// /api/agent. The figures come from the eddy_wal_* gauges the WAL sink
-// registers; each is null while the sink does not report it.
-type walReport struct {
-	Sink         string `json:"sink"`
-	MaxDiskBytes int64  `json:"max_disk_bytes"`
-	WhenFull     string `json:"when_full"`
-	// DiskBytes is the WAL's size on disk, which max_disk bounds.
-	DiskBytes       *int64   `json:"disk_bytes"`
-	BacklogBytes    *int64   `json:"backlog_bytes"`
-	BacklogMessages *int64   `json:"backlog_messages"`
-	OldestAgeS      *float64 `json:"oldest_age_s"`
-	Connected       *bool    `json:"connected"`
-	// Refusal is why the broker refuses the sink's session (a CONNACK
-	// code's meaning, or QoS 2 refused), with what to do; "" when it does
-	// not.
-	Refusal string `json:"refusal,omitempty"`
-}
-
 // walReports lists the WALs of the exactly-once MQTT sinks in
 // configuration order; empty when there is none.
-func (a *Agent) walReports() []walReport {
-	var out []walReport
-	g := a.gaugeReader()
+func (in *introspection) walReports() []admin.WALReport {
+	a := in.a
+	var out []admin.WALReport
+	g := newGaugeReader(a.metrics)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range a.cfg.Sinks {
@@ -238,7 +289,7 @@ func (a *Agent) walReports() []walReport {
 			continue
 		}
 		l := fmt.Sprintf(`{sink=%q}`, s.Name)
-		r := walReport{Sink: s.Name, MaxDiskBytes: s.MQTT.Buffer.MaxDiskBytes, WhenFull: s.MQTT.Buffer.WhenFull,
+		r := admin.WALReport{Sink: s.Name, MaxDiskBytes: s.MQTT.Buffer.MaxDiskBytes, WhenFull: s.MQTT.Buffer.WhenFull,
 			DiskBytes:       g.int("eddy_wal_disk_bytes" + l),
 			BacklogBytes:    g.int("eddy_wal_backlog_bytes" + l),
 			BacklogMessages: g.int("eddy_wal_backlog_messages" + l),
@@ -257,49 +308,38 @@ func (a *Agent) walReports() []walReport {
 	return out
 }
 
-// ingestReport is one source's ingest log in GET /api/agent.
-type ingestReport struct {
-	Source       string `json:"source"`
-	SizeBytes    int64  `json:"size_bytes"`
-	MaxDiskBytes int64  `json:"max_disk_bytes"`
-	FirstOffset  uint64 `json:"first_offset"`
-	LastOffset   uint64 `json:"last_offset"`
-	// LagRecords counts readings logged but not yet handed to the
-	// pipelines (eddy_ingest_lag_records).
-	LagRecords uint64 `json:"lag_records"`
-}
-
 // ingestReports lists the ingest logs (sources that cannot replay), sorted
 // by source name. Log methods are safe for concurrent use.
-func (a *Agent) ingestReports() []ingestReport {
-	var out []ingestReport
+func (in *introspection) ingestReports() []admin.IngestReport {
+	a := in.a
+	var out []admin.IngestReport
 	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
 		s := a.sources[name]
 		l := s.ilog
 		if l == nil {
 			continue
 		}
-		out = append(out, ingestReport{Source: name, SizeBytes: l.SizeBytes(), MaxDiskBytes: a.cfg.Ingest.MaxDiskBytes,
+		out = append(out, admin.IngestReport{Source: name, SizeBytes: l.SizeBytes(), MaxDiskBytes: a.cfg.Ingest.MaxDiskBytes,
 			FirstOffset: l.FirstOffset(), LastOffset: l.LastOffset(), LagRecords: s.ingestLag()})
 	}
 	return out
 }
 
-// gaugeReader reads gauges by name without creating them, so the admin can
-// report what other parts register (eddy_mqtt_connected, eddy_wal_*)
+// gaugeReader reads gauges by name without creating them, so the reports can
+// include what other parts register (eddy_mqtt_connected, eddy_wal_*)
 // without depending on their types. It lists the registered names once.
 // Safe inside a gauge callback: the metric set calls those unlocked.
 type gaugeReader struct {
-	a     *Agent
+	set   *metrics.Set
 	names map[string]bool
 }
 
-func (a *Agent) gaugeReader() gaugeReader {
+func newGaugeReader(set *metrics.Set) gaugeReader {
 	names := map[string]bool{}
-	for _, n := range a.metrics.ListMetricNames() {
+	for _, n := range set.ListMetricNames() {
 		names[n] = true
 	}
-	return gaugeReader{a: a, names: names}
+	return gaugeReader{set: set, names: names}
 }
 
 // value returns the gauge's value; ok is false when nothing registered it.
@@ -307,7 +347,7 @@ func (g gaugeReader) value(name string) (float64, bool) {
 	if !g.names[name] {
 		return 0, false
 	}
-	return g.a.metrics.GetOrCreateGauge(name, nil).Get(), true
+	return g.set.GetOrCreateGauge(name, nil).Get(), true
 }
 
 func (g gaugeReader) int(name string) *int64 {
@@ -328,22 +368,11 @@ func (g gaugeReader) bool(name string) *bool {
 	return &b
 }
 
-// uploadReport is the upload section of GET /api/agent: null without an
-// upload block.
-type uploadReport struct {
-	Endpoint string `json:"endpoint"`
-	Bucket   string `json:"bucket"`
-	Prefix   string `json:"prefix"`
-	// BacklogFiles and RecoveryPointLagMs are null while the uploader does
-	// not report them.
-	BacklogFiles       *int64 `json:"backlog_files"`
-	RecoveryPointLagMs *int64 `json:"recovery_point_lag_ms"`
-}
-
-func (a *Agent) uploadReport() *uploadReport {
+func (in *introspection) uploadReport() *admin.UploadReport {
+	a := in.a
 	u := a.cfg.Upload
 	if u == nil {
 		return nil
 	}
-	return &uploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.vars())}
+	return &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.vars())}
 }

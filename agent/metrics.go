@@ -7,6 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/operators"
 )
 
@@ -85,26 +86,18 @@ func (m *pipelineMetrics) deadLetteredTotal() uint64 {
 // a restore) and at the end of its input. Sampling per checkpoint keeps the
 // cost off the per-reading path; the figures are as fresh as the last
 // checkpoint.
-type stateUsage struct{ last atomic.Pointer[stateReport] }
-
-// stateReport is what a pipeline's (or one subtask's) state holds, in GET
-// /api/pipelines and the eddy_state_* gauges.
-type stateReport struct {
-	Keys        int64 `json:"keys"`         // entries in the state stores
-	FileBytes   int64 `json:"file_bytes"`   // bbolt working files in use (0 on the memory backend)
-	MemoryBytes int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches; plus the window store's object cache and timer front
-	Windows     int64 `json:"windows"`      // open windows (panes, for sliding windows in panes)
-	Timers      int64 `json:"timers"`       // pending timers
+type stateUsage struct {
+	last atomic.Pointer[admin.StateReport]
 }
 
 // stateTotals sums the subtasks' samples; nil for a pipeline without
 // state (no window).
-func (m *pipelineMetrics) stateTotals() *stateReport {
+func (m *pipelineMetrics) stateTotals() *admin.StateReport {
 	slots := m.state.Load()
 	if slots == nil {
 		return nil
 	}
-	t := &stateReport{}
+	t := &admin.StateReport{}
 	for i := range *slots {
 		if u := (*slots)[i].last.Load(); u != nil {
 			t.Keys += u.Keys

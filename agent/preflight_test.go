@@ -3,13 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/eddy-edge/eddy/scripts/testpki"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/testpki"
 )
 
 // A file source and a stdout sink: the rest of each case's configuration

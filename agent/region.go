@@ -38,6 +38,21 @@ type region struct {
 	counters []*metrics.Counter // eddy_pipeline_restarts_total of each pipeline
 }
 
+// failover restarts a failed region while the others run on. It owns the
+// regions and the channel their failures arrive on; the pipelines, sources
+// and sinks it stops and rebuilds are the agent's (under a.mu where the
+// admin endpoint reads them). Its methods run on the agent's run goroutine,
+// except the failure callbacks route installs, which any goroutine calls.
+type failover struct {
+	a       *Agent
+	regions []*region
+	// failed receives failures inside regions, at most one queued per
+	// restart (route).
+	failed chan regionFailure
+	// limits are the regions whose restart strategy gave up.
+	limits restartLimits
+}
+
 // regionFailure is a failure reported inside region r.
 type regionFailure struct {
 	r   *region
@@ -45,15 +60,13 @@ type regionFailure struct {
 	err error
 }
 
-// failoverRegions groups the pipelines into regions: the connected
-// components of "shares a source or a sink".
 // inheritRestarts starts every region's restart strategy where the
 // run-level one stands: a run that failed as a whole (a region failing as
 // its input ended, too late to restart it alone) spends the same attempts
 // as a region restart, so a persistent failure gives up after the
 // configured attempts, whichever way it recurs.
-func (a *Agent) inheritRestarts(s *restartStrategy, restarts int) {
-	for _, r := range a.regions {
+func (fo *failover) inheritRestarts(s *restartStrategy, restarts int) {
+	for _, r := range fo.regions {
 		*r.strategy = s.clone()
 		r.restarts = restarts
 	}
@@ -62,8 +75,8 @@ func (a *Agent) inheritRestarts(s *restartStrategy, restarts int) {
 // carryRestarts is inheritRestarts' other half, after a run: the run-level
 // strategy takes the state of the region that restarted most, and the
 // restart count goes on from it.
-func (a *Agent) carryRestarts(s *restartStrategy, restarts int) int {
-	for _, r := range a.regions {
+func (fo *failover) carryRestarts(s *restartStrategy, restarts int) int {
+	for _, r := range fo.regions {
 		if r.restarts > restarts {
 			restarts = r.restarts
 			*s = r.strategy.clone()
@@ -72,7 +85,10 @@ func (a *Agent) carryRestarts(s *restartStrategy, restarts int) int {
 	return restarts
 }
 
-func (a *Agent) failoverRegions() []*region {
+// newFailover groups a's pipelines into regions: the connected components
+// of "shares a source or a sink".
+func newFailover(a *Agent) *failover {
+	fo := &failover{a: a, failed: make(chan regionFailure, 16)}
 	n := len(a.pipelines)
 	parent := make([]int, n)
 	for i := range parent {
@@ -94,22 +110,21 @@ func (a *Agent) failoverRegions() []*region {
 		owner[part] = i
 	}
 	for i, p := range a.pipelines {
-		for _, part := range a.parts(p) {
+		for _, part := range pipelineParts(p) {
 			link(i, part)
 		}
 	}
 	byRoot := map[int]*region{}
-	var out []*region
 	for i, p := range a.pipelines {
 		root := find(i)
 		r := byRoot[root]
 		if r == nil {
 			r = &region{strategy: &restartStrategy{cfg: a.cfg.Restart}}
 			byRoot[root] = r
-			out = append(out, r)
+			fo.regions = append(fo.regions, r)
 		}
 		r.pipes = append(r.pipes, i)
-		for _, part := range a.parts(p) {
+		for _, part := range pipelineParts(p) {
 			kind, name, _ := strings.Cut(part, "/")
 			switch {
 			case kind == "source" && !slices.Contains(r.sources, name):
@@ -119,7 +134,7 @@ func (a *Agent) failoverRegions() []*region {
 			}
 		}
 	}
-	for _, r := range out {
+	for _, r := range fo.regions {
 		var names []string
 		for _, i := range r.pipes {
 			p := a.pipelines[i]
@@ -127,14 +142,14 @@ func (a *Agent) failoverRegions() []*region {
 			r.counters = append(r.counters, a.metrics.GetOrCreateCounter(fmt.Sprintf(`eddy_pipeline_restarts_total{pipeline=%q}`, p.name)))
 		}
 		r.name = strings.Join(names, ",")
-		a.route(r)
+		fo.route(r)
 	}
-	return out
+	return fo
 }
 
-// parts lists the sources and sinks pipeline p uses, as "source/name" and
+// pipelineParts lists the sources and sinks pipeline p uses, as "source/name" and
 // "sink/name".
-func (a *Agent) parts(p *pipeline) []string {
+func pipelineParts(p *pipeline) []string {
 	pc := p.cfg
 	out := []string{"source/" + pc.From.Source.Name}
 	if pc.Control != nil {
@@ -152,11 +167,12 @@ func (a *Agent) parts(p *pipeline) []string {
 }
 
 // route makes failures inside region r report to r.
-func (a *Agent) route(r *region) {
+func (fo *failover) route(r *region) {
+	a := fo.a
 	gen := r.gen
 	fail := func(err error) {
 		select {
-		case a.regionFailed <- regionFailure{r: r, gen: gen, err: err}:
+		case fo.failed <- regionFailure{r: r, gen: gen, err: err}:
 		default: // failures are already queued; one restart serves them
 		}
 	}
@@ -172,30 +188,31 @@ func (a *Agent) route(r *region) {
 // the agent exits non-zero rather than restarting everything.
 var errGaveUp = errors.New("restart strategy gives up")
 
-// restartRegion handles failure f: it stops the failed region, waits the
+// restart handles failure f: it stops the failed region, waits the
 // strategy's delay, rebuilds it, restores its part of the newest completed
 // checkpoint and starts it, while the other regions keep running. It
 // returns an error wrapping errGaveUp when the strategy gives up (or the
 // region cannot be rebuilt and the strategy then gives up).
-func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx context.Context, srcWG, pipeWG *sync.WaitGroup) error {
+func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context.Context, srcWG, pipeWG *sync.WaitGroup) error {
+	a := fo.a
 	r := f.r
 	if f.gen != r.gen {
 		return nil // from a generation already restarted
 	}
-	a.stopRegion(r, f.err)
+	fo.stop(r, f.err)
 	for {
 		if isNoSpace(f.err) {
 			// A full disk is waited out, not counted by the strategy.
 			a.waitRegionSpace(ctx, r.name, f.err)
-			if f.err = a.startRegion(r, srcCtx, srcWG, pipeWG); f.err == nil {
-				a.restartLimits.setUp(r.name)
+			if f.err = fo.start(r, srcCtx, srcWG, pipeWG); f.err == nil {
+				fo.limits.setUp(r.name)
 				a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
 				return nil
 			}
 			a.log.Error("restarting pipelines failed", "pipelines", r.name, "err", f.err)
 			continue
 		}
-		delay, giveUp := a.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
+		delay, giveUp := fo.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
 		if giveUp {
 			a.log.Error("restart strategy gives up: exiting", "pipelines", r.name, "strategy", a.cfg.Restart.Strategy, "err", f.err)
 			return fmt.Errorf("%w: pipelines %s: %w", errGaveUp, r.name, f.err)
@@ -212,9 +229,9 @@ func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx conte
 			// Stopping: start the region at once, so that shutdown (and
 			// its final checkpoint) finds every region running.
 		}
-		err := a.startRegion(r, srcCtx, srcWG, pipeWG)
+		err := fo.start(r, srcCtx, srcWG, pipeWG)
 		if err == nil {
-			a.restartLimits.setUp(r.name)
+			fo.limits.setUp(r.name)
 			a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
 			return nil
 		}
@@ -227,10 +244,11 @@ func (a *Agent) restartRegion(ctx context.Context, f regionFailure, srcCtx conte
 	}
 }
 
-// stopRegion stops region r's readers, pipelines and sinks, without
+// stop stops region r's readers, pipelines and sinks, without
 // draining: what they held is replayed from the checkpoint. Checkpoints are
-// suspended until startRegion.
-func (a *Agent) stopRegion(r *region, reason error) {
+// suspended until start.
+func (fo *failover) stop(r *region, reason error) {
+	a := fo.a
 	var srcs []*sourceRunner
 	for _, name := range r.sources {
 		srcs = append(srcs, a.sources[name])
@@ -272,20 +290,21 @@ func (a *Agent) stopRegion(r *region, reason error) {
 	a.mu.Unlock()
 }
 
-// startRegion rebuilds region r from the configuration, restores its part
+// start rebuilds region r from the configuration, restores its part
 // of the newest completed checkpoint and starts it.
-func (a *Agent) startRegion(r *region, srcCtx context.Context, srcWG, pipeWG *sync.WaitGroup) (err error) {
+func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync.WaitGroup) (err error) {
+	a := fo.a
 	var fresh []*pipeline
 	defer func() {
 		if err != nil {
-			a.discardRegion(r, fresh)
+			fo.discard(r, fresh)
 		}
 	}()
-	if err := a.buildRegion(r, &fresh); err != nil {
+	if err := fo.build(r, &fresh); err != nil {
 		return err
 	}
 	r.gen++
-	a.route(r)
+	fo.route(r)
 	ck := a.ckpt
 	var txs []*sinkRunner
 	for _, name := range r.sinks {
@@ -318,17 +337,15 @@ func (a *Agent) startRegion(r *region, srcCtx context.Context, srcWG, pipeWG *sy
 	default:
 		m := sel.Manifest
 		for _, p := range fresh {
-			if err := a.restorePipeline(sel, p); err != nil {
+			if err := a.restorer.restorePipeline(sel, p); err != nil {
 				return err
 			}
 		}
+		mine := map[string]*sourceRunner{}
 		for _, name := range r.sources {
-			s := a.sources[name]
-			if pos, ok := m.SourcePositions[name]; ok && (s.replayable || s.ilog != nil) {
-				s.skipTo = pos
-				s.pos.Store(pos)
-			}
+			mine[name] = a.sources[name]
 		}
+		rewind(m, mine)
 		restored = m.ID
 		a.log.Info("restored checkpoint", "id", m.ID, "pipelines", r.name, "positions", m.SourcePositions)
 	}
@@ -350,9 +367,10 @@ func (a *Agent) startRegion(r *region, srcCtx context.Context, srcWG, pipeWG *sy
 	return nil
 }
 
-// buildRegion creates region r's sinks and pipelines afresh (fresh gets
+// build creates region r's sinks and pipelines afresh (fresh gets
 // each pipeline as it is made) and resets its sources.
-func (a *Agent) buildRegion(r *region, fresh *[]*pipeline) error {
+func (fo *failover) build(r *region, fresh *[]*pipeline) error {
+	a := fo.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, name := range r.sources {
@@ -380,9 +398,10 @@ func (a *Agent) buildRegion(r *region, fresh *[]*pipeline) error {
 	return nil
 }
 
-// discardRegion closes what a failed buildRegion or restore opened, so the
+// discard closes what a failed build or restore opened, so the
 // next attempt starts clean. Nothing of it was started.
-func (a *Agent) discardRegion(r *region, fresh []*pipeline) {
+func (fo *failover) discard(r *region, fresh []*pipeline) {
+	a := fo.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, name := range r.sinks {
@@ -408,83 +427,5 @@ func (a *Agent) discardRegion(r *region, fresh []*pipeline) {
 				a.backends = slices.DeleteFunc(a.backends, func(b state.Backend) bool { return b == st.backend })
 			}
 		}
-	}
-}
-
-// watchDrained returns a channel closed once every source has ended and
-// forwarded its messages (file sources), polling since a region restart
-// replaces what there is to wait for.
-func (a *Agent) watchDrained(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		tk := time.NewTicker(50 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			if a.allDrained() {
-				close(ch)
-				return
-			}
-			select {
-			case <-tk.C:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch
-}
-
-func (a *Agent) allDrained() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range a.sources {
-		select {
-		case <-s.drained:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// waitIdle waits, at most d, until no pipeline has queued input.
-func (a *Agent) waitIdle(d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end) && !a.allIdle(); time.Sleep(20 * time.Millisecond) {
-	}
-}
-
-// watchIdle returns a channel closed once no pipeline has queued input, or
-// after a minute and twice the checkpoint timeout.
-func (a *Agent) watchIdle(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		end := time.Now().Add(time.Minute + 2*a.cfg.Checkpoint.Timeout)
-		for time.Now().Before(end) && !a.allIdle() {
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch
-}
-
-func (a *Agent) allIdle() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, p := range a.pipelines {
-		if !p.idle() {
-			return false
-		}
-	}
-	return true
-}
-
-// waitDrained waits until every source has forwarded what it took in.
-func (a *Agent) waitDrained() {
-	for !a.allDrained() {
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -76,7 +76,7 @@ pipeline "z" {
 		t.Run(tc.name, func(t *testing.T) {
 			a := mustBuildAgent(t, head+tc.pipelines, false)
 			var got []string
-			for _, r := range a.regions {
+			for _, r := range a.failover.regions {
 				srcs, sinks := slices.Sorted(slices.Values(r.sources)), slices.Sorted(slices.Values(r.sinks))
 				got = append(got, r.name+" "+strings.Join(srcs, ",")+" "+strings.Join(sinks, ","))
 			}

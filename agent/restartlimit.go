@@ -40,8 +40,8 @@ func (l restartLimit) detail() string {
 		l.pipelines, l.restarts, l.span.Round(time.Millisecond), l.strategy, e)
 }
 
-// restartLimits are the regions that gave up or are down, read by the admin
-// endpoint.
+// restartLimits are the regions that gave up or are down, read by
+// readiness.
 type restartLimits struct {
 	mu   sync.Mutex
 	all  []restartLimit
@@ -84,17 +84,17 @@ func (s *restartLimits) list() []restartLimit {
 
 // nextRestart asks region r's strategy what to do about failure err at
 // nowMs; when it gives up, the limit is recorded for /readyz.
-func (a *Agent) nextRestart(r *region, nowMs int64, rnd float64, err error) (time.Duration, bool) {
+func (fo *failover) nextRestart(r *region, nowMs int64, rnd float64, err error) (time.Duration, bool) {
 	delay, giveUp := r.strategy.next(nowMs, rnd)
 	l := restartLimit{pipelines: r.name, restarts: r.restarts, span: r.strategy.span(nowMs),
 		strategy: r.strategy.cfg.Strategy, err: err.Error()}
 	if giveUp {
-		a.restartLimits.setUp(r.name)
-		a.restartLimits.add(l)
+		fo.limits.setUp(r.name)
+		fo.limits.add(l)
 	} else {
 		l.restarts++ // the one about to happen
 		l.next = max(delay, time.Millisecond)
-		a.restartLimits.setDown(l)
+		fo.limits.setDown(l)
 	}
 	return delay, giveUp
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
 )
@@ -18,25 +19,25 @@ import (
 func TestRestartLimit_ShowsInReadiness(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	ta.ad.maxDisconnected = time.Hour
-	r := a.regions[0]
+	a.intro.maxDisconnected = time.Hour
+	r := a.failover.regions[0]
 	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartFixedDelay, Attempts: 2, Delay: 10 * time.Millisecond}}
 	failure := fmt.Errorf("pipeline %q subtask 0: window: state store: %w\n\tat the next line", r.name, state.ErrFull)
 	now := int64(1000)
 	for i := 0; i < 3; i++ {
-		var rd readiness
+		var rd admin.Readiness
 		ta.getJSON(t, "/readyz", http.StatusOK, &rd)
-		_, giveUp := a.nextRestart(r, now, 0.5, failure)
+		_, giveUp := a.failover.nextRestart(r, now, 0.5, failure)
 		if giveUp != (i == 2) {
 			t.Fatalf("failure %d: giveUp = %v", i+1, giveUp)
 		}
 		if !giveUp {
-			r.restarts++ // as restartRegion counts a restart
+			r.restarts++ // as failover.restart counts a restart
 			now += 1500
-			a.restartLimits.setUp(r.name) // as restartRegion once the region runs
+			a.failover.limits.setUp(r.name) // as failover.restart once the region runs
 		}
 	}
-	var rd readiness
+	var rd admin.Readiness
 	ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
 	name := "restarts/" + r.name
 	if !hasFailed(rd, name) {
@@ -90,18 +91,18 @@ func TestRestartStrategy_Span(t *testing.T) {
 func TestRestartLoop_ShowsInReadiness(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	ta.ad.maxDisconnected = time.Hour
-	r := a.regions[0]
+	a.intro.maxDisconnected = time.Hour
+	r := a.failover.regions[0]
 	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: time.Second,
 		MaxBackoff: time.Minute, BackoffMultiplier: 2, ResetBackoffThreshold: time.Hour}}
 	failure := fmt.Errorf("pipeline %q subtask 0: window: state store: %w", r.name, state.ErrFull)
 	name := "restarts/" + r.name
 	now := int64(1000)
 	for i, wantNext := range []string{"1s", "2s", "4s"} {
-		if _, giveUp := a.nextRestart(r, now, 0.5, failure); giveUp {
+		if _, giveUp := a.failover.nextRestart(r, now, 0.5, failure); giveUp {
 			t.Fatal("exponential_delay gave up")
 		}
-		var rd readiness
+		var rd admin.Readiness
 		ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
 		want := fmt.Sprintf("pipelines %s: down, restarting in %s: %d restarts in", r.name, wantNext, i+1)
 		found := false
@@ -117,7 +118,7 @@ func TestRestartLoop_ShowsInReadiness(t *testing.T) {
 			t.Fatalf("failure %d: readyz = %+v, want %s failing", i+1, rd, name)
 		}
 		r.restarts++
-		a.restartLimits.setUp(r.name)
+		a.failover.limits.setUp(r.name)
 		ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 		now += 500
 	}

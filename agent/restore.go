@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -113,40 +114,60 @@ func coordinatorConfig(cfg *config.Config, tasks []string) checkpoint.Config {
 	return ccfg
 }
 
-// restore loads checkpoint sel into the pipelines' state, watermarks and
-// source positions. State is mapped by pipeline name and key group, so a
-// changed parallelism restores too.
-func (a *Agent) restore(sel checkpoint.Selection) error {
+// restorer loads a checkpoint into pipelines that were just built and not
+// started, and rewinds their sources to the checkpoint's positions: at
+// start for every pipeline (restore), after a region restart for the
+// region's (restorePipeline, rewind). It keeps nothing between restores;
+// the pipelines and sources it is given are its caller's, and must not run
+// while it restores them.
+type restorer struct {
+	log *slog.Logger
+	// allowNonRestored: see Options.AllowNonRestoredState.
+	allowNonRestored bool
+	// maxKeyGroups is agent { max_key_groups }, which maps key groups to
+	// subtasks.
+	maxKeyGroups int
+}
+
+// restore loads checkpoint sel into pipelines' state, watermarks and the
+// positions of sources. State is mapped by pipeline name and key group, so
+// a changed parallelism restores too.
+func (r *restorer) restore(sel checkpoint.Selection, pipelines []*pipeline, sources map[string]*sourceRunner) error {
 	m := sel.Manifest
 	known := map[string]bool{}
-	for _, p := range a.pipelines {
+	for _, p := range pipelines {
 		known[p.name] = true
-		if err := a.restorePipeline(sel, p); err != nil {
+		if err := r.restorePipeline(sel, p); err != nil {
 			return err
 		}
 	}
 	for _, name := range m.Pipelines() {
-		if !known[name] && !a.allowNonRestored {
+		if !known[name] && !r.allowNonRestored {
 			return fmt.Errorf("agent: checkpoint %d holds state of pipeline %q, which the configuration no longer has; "+
 				"rename the pipeline back, or start with --allow-non-restored-state to drop that state", m.ID, name)
 		}
 	}
-	for name, pos := range m.SourcePositions {
-		// Only a replayable source (a file, or an ingest log) can resume at
-		// a position.
-		if s, ok := a.sources[name]; ok && (s.replayable || s.ilog != nil) {
-			s.skipTo = pos
-			s.pos.Store(pos)
-		}
-	}
-	a.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),
+	rewind(m, sources)
+	r.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),
 		"pipelines", len(m.Pipelines()), "positions", m.SourcePositions)
 	return nil
 }
 
+// rewind sets each of sources that checkpoint m has a position of to
+// resume there. Only a replayable source (a file, or an ingest log) can
+// resume at a position; the others start where they are.
+func rewind(m *checkpoint.Manifest, sources map[string]*sourceRunner) {
+	for name, s := range sources {
+		if pos, ok := m.SourcePositions[name]; ok && (s.replayable || s.ilog != nil) {
+			s.skipTo = pos
+			s.pos.Store(pos)
+		}
+	}
+}
+
 // restorePipeline loads pipeline p's part of checkpoint sel: the state of
 // its key groups, its control state and its watermark.
-func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
+func (r *restorer) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 	m := sel.Manifest
 	files := m.PipelineFiles(p.name)
 	var foreign string // a window state layout other than p's, found in the checkpoint
@@ -157,7 +178,7 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 					if foreign == "" {
 						foreign = name
 					}
-					if !a.allowNonRestored {
+					if !r.allowNonRestored {
 						return errWindowStateLayout
 					}
 					return nil // dropped
@@ -170,7 +191,7 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 		}
 		return nil
 	}
-	drop, err := a.shapeChanged(m, p)
+	drop, err := r.shapeChanged(m, p)
 	if err != nil {
 		return err
 	}
@@ -178,7 +199,7 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 		if st.backend == nil {
 			continue
 		}
-		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), a.cfg.Agent.MaxKeyGroups)
+		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), r.maxKeyGroups)
 		if !ok {
 			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
 		}
@@ -199,7 +220,7 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 	}
 	p.epoch = m.ID + 1
 	if foreign != "" {
-		a.log.Warn("dropped window state of another layout (--allow-non-restored-state)", "pipeline", p.name,
+		r.log.Warn("dropped window state of another layout (--allow-non-restored-state)", "pipeline", p.name,
 			"checkpoint", m.ID, "layout", windowLayouts[foreign])
 	}
 	if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
@@ -221,7 +242,7 @@ func (a *Agent) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
 // it recorded one: earlier builds did not) with p's. If they differ, the
 // state would be misread: that refuses the restore, or, with
 // --allow-non-restored-state, reports that p's keyed state is to be dropped.
-func (a *Agent) shapeChanged(m *checkpoint.Manifest, p *pipeline) (bool, error) {
+func (r *restorer) shapeChanged(m *checkpoint.Manifest, p *pipeline) (bool, error) {
 	b := m.Extra[shapeExtraKey(p.name)]
 	if len(b) == 0 || p.shape == nil {
 		return false, nil
@@ -236,12 +257,12 @@ func (a *Agent) shapeChanged(m *checkpoint.Manifest, p *pipeline) (bool, error) 
 			return false, nil
 		}
 	}
-	if !a.allowNonRestored {
+	if !r.allowNonRestored {
 		return false, fmt.Errorf("agent: checkpoint %d holds pipeline %q's state, and %s changed since, which that state depends on: "+
 			"restore it with the configuration that wrote it, rename the pipeline to start it afresh, "+
 			"or start with --allow-non-restored-state to drop that state", m.ID, p.name, what)
 	}
-	a.log.Warn("dropped the state of a pipeline whose configuration changed (--allow-non-restored-state)",
+	r.log.Warn("dropped the state of a pipeline whose configuration changed (--allow-non-restored-state)",
 		"pipeline", p.name, "checkpoint", m.ID, "changed", what)
 	return true, nil
 }

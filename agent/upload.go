@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -103,12 +104,38 @@ func encryptionKey(s string) ([]byte, error) {
 	return nil, errors.New("agent: upload encryption_key must be 32 bytes, written as 64 hex digits or base64 (e.g. openssl rand -hex 32)")
 }
 
-// startUpload ships every completed checkpoint to S3 in the background:
-// files first, the manifest last, retrying while the uplink is down; it
-// never blocks processing or checkpointing. Remote retention mirrors the
-// local one.
-func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error {
-	client, err := uploadClient(a.cfg, "", "", a.log, nil)
+// uploader ships completed checkpoints to S3 (the upload block) in the
+// background: files first, the manifest last, retrying while the uplink is
+// down; it never blocks processing or checkpointing. Remote retention
+// mirrors the local one, and local retention keeps what is not shipped yet
+// (within a budget).
+type uploader struct {
+	log *slog.Logger
+	// shipper is set by start, before the run's goroutines read it; nil
+	// without an upload block.
+	shipper *upload.Shipper
+	// seen publishes shipper to the admin endpoint, which starts first
+	// (the upload's start may wait for the S3 server).
+	seen atomic.Pointer[upload.Shipper]
+}
+
+// stats are the shipper's figures; nil before start or without an upload
+// block. Safe for concurrent use.
+func (u *uploader) stats() *upload.Stats {
+	ship := u.seen.Load()
+	if ship == nil {
+		return nil
+	}
+	st := ship.Stats()
+	return &st
+}
+
+// start ships every checkpoint ck completes from now on, and the newest
+// one already in its store, until ctx ends. A check of the bucket that
+// fails is logged, not returned: checkpoints stay local and uploads retry.
+func (u *uploader) start(ctx context.Context, cfg *config.Config, ck *checkpointer, set *metrics.Set) error {
+	store := ck.store
+	client, err := uploadClient(cfg, "", "", u.log, nil)
 	if err != nil {
 		return err
 	}
@@ -116,24 +143,24 @@ func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error 
 	if err := client.Check(cctx); err != nil {
 		// Wrong credentials or a missing bucket must not stop a device:
 		// checkpoints stay local and the shipper keeps retrying.
-		a.log.Error("S3 upload not possible yet; checkpoints stay local and uploads retry", "err", err)
+		u.log.Error("S3 upload not possible yet; checkpoints stay local and uploads retry", "err", err)
 	}
 	cancel()
-	ship := upload.NewShipper(client, upload.ShipperOptions{}, a.log)
-	a.shipper = ship
-	a.shipperSeen.Store(ship)
-	registerUploadMetrics(a.metrics, ship)
+	ship := upload.NewShipper(client, upload.ShipperOptions{}, u.log)
+	u.shipper = ship
+	u.seen.Store(ship)
+	registerUploadMetrics(set, ship)
 	go func() {
 		defer client.Close()
 		if err := ship.Run(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error("upload stopped", "err", err)
+			u.log.Error("upload stopped", "err", err)
 		}
 	}()
-	a.ckpt.onCompleted(func(done checkpoint.Completed) { a.ship(store, done) })
+	ck.onCompleted(func(done checkpoint.Completed) { u.ship(store, done) })
 	// Local checkpoints stay until uploaded (the newest uploaded one too),
 	// within a budget: past it the oldest unshipped give way, with a warning.
 	const maxUnshipped = 32
-	a.ckpt.keepUnshipped = func() int {
+	ck.keepUnshipped = func() int {
 		ids, err := store.ManifestIDs()
 		if err != nil {
 			return 0
@@ -146,7 +173,7 @@ func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error 
 			}
 		}
 		if n > maxUnshipped {
-			a.log.Warn("upload is behind: deleting local checkpoints that were never uploaded", "unshipped", n-1, "kept", maxUnshipped)
+			u.log.Warn("upload is behind: deleting local checkpoints that were never uploaded", "unshipped", n-1, "kept", maxUnshipped)
 			n = maxUnshipped
 		}
 		return n
@@ -155,30 +182,32 @@ func (a *Agent) startUpload(ctx context.Context, store *checkpoint.Store) error 
 	// checkpoint again (files already in the bucket are not re-sent).
 	if ids, err := store.ManifestIDs(); err == nil && len(ids) > 0 {
 		if m, err := store.ReadManifest(ids[len(ids)-1]); err == nil {
-			a.ship(store, checkpoint.Completed{ID: m.ID, Kind: m.Kind, Manifest: m})
+			u.ship(store, checkpoint.Completed{ID: m.ID, Kind: m.Kind, Manifest: m})
 		}
 	}
 	return nil
 }
 
-// flushUpload gives the shipper a little time at shutdown to send the final
+// flush gives the shipper a little time at shutdown to send the final
 // checkpoint; what it cannot send is shipped at the next start.
-func (a *Agent) flushUpload() {
-	if a.shipper == nil {
+func (u *uploader) flush() {
+	if u.shipper == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := a.shipper.Flush(ctx); err != nil {
-		a.log.Warn("final checkpoint not uploaded yet; it will be at the next start", "err", err)
+	if err := u.shipper.Flush(ctx); err != nil {
+		u.log.Warn("final checkpoint not uploaded yet; it will be at the next start", "err", err)
 	}
 }
 
-func (a *Agent) ship(store *checkpoint.Store, done checkpoint.Completed) {
+// ship queues checkpoint done's files and manifest, and the remote
+// retention that keeps what store keeps.
+func (u *uploader) ship(store *checkpoint.Store, done checkpoint.Completed) {
 	m := done.Manifest
 	data, err := checkpoint.MarshalManifest(m)
 	if err != nil {
-		a.log.Error("upload: encode manifest", "id", m.ID, "err", err)
+		u.log.Error("upload: encode manifest", "id", m.ID, "err", err)
 		return
 	}
 	var files []upload.FileRef
@@ -186,7 +215,7 @@ func (a *Agent) ship(store *checkpoint.Store, done checkpoint.Completed) {
 		files = append(files, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(store.Dir(), f.Name),
 			SHA256: f.SHA256, Size: f.Size})
 	}
-	a.shipper.Ship(strconv.FormatUint(m.ID, 10), manifestObject(m.ID), data, files)
+	u.shipper.Ship(strconv.FormatUint(m.ID, 10), manifestObject(m.ID), data, files)
 	ids, err := store.ManifestIDs()
 	if err != nil {
 		return
@@ -195,7 +224,7 @@ func (a *Agent) ship(store *checkpoint.Store, done checkpoint.Completed) {
 	for _, id := range ids {
 		keep = append(keep, manifestObject(id))
 	}
-	a.shipper.Retain(keep, referencedFiles)
+	u.shipper.Retain(keep, referencedFiles)
 }
 
 // manifestObject is a manifest's object name below <prefix>manifests/.

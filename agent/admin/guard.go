@@ -1,14 +1,12 @@
-package agent
+package admin
 
 import (
-	"crypto/tls"
+	"crypto/subtle"
 	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/eddy-edge/eddy/config"
 )
 
 // allowedHosts are the names a request's Host header may carry: the listen
@@ -60,12 +58,27 @@ func guardRequests(hosts allowedHosts, next http.Handler) http.Handler {
 	})
 }
 
-// adminTLSConfig is the admin listener's TLS config, or nil without
-// admin_tls. With a client CA a client certificate issued by it is
-// required.
-func adminTLSConfig(t *config.AdminTLS) (*tls.Config, error) {
-	if t == nil {
-		return nil, nil
-	}
-	return serverTLSConfig(t.Cert, t.Key, t.ClientCA)
+// requireToken answers 401 to a request without "Authorization: Bearer
+// token" and passes the others to next.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hasToken(r, want) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="eddy"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <admin_token>")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized reports whether r carries the admin token, or none is set.
+func (s *Server) authorized(r *http.Request) bool {
+	return s.opts.Token == "" || hasToken(r, []byte("Bearer "+s.opts.Token))
+}
+
+// hasToken compares in constant time, so the answer's timing tells nothing
+// of the token.
+func hasToken(r *http.Request, want []byte) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
 }

@@ -1,16 +1,9 @@
-package agent
+package admin
 
 import (
-	"github.com/eddy-edge/eddy/scripts/testpki"
-
-	"crypto/tls"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/eddy-edge/eddy/config"
 )
 
 func TestAllowedHosts(t *testing.T) {
@@ -41,9 +34,9 @@ func TestAllowedHosts(t *testing.T) {
 // and a cross-origin POST are refused with 403; a POST without the token
 // with 401; the same-origin POST the status page sends, with the token,
 // passes the guard (503: this agent has no checkpoints set up).
-func TestAdmin_RefusesWebPages(t *testing.T) {
+func TestServer_RefusesWebPages(t *testing.T) {
 	const token = "s3cret"
-	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, false), token)
+	srv := testServer(t, &fakeAgent{}, Options{Listen: "127.0.0.1:8787", Token: token})
 	tests := []struct {
 		name    string
 		method  string
@@ -67,7 +60,7 @@ func TestAdmin_RefusesWebPages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequest(tt.method, ta.srv.URL+tt.path, nil)
+			req, err := http.NewRequest(tt.method, srv.URL+tt.path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +72,7 @@ func TestAdmin_RefusesWebPages(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 			if tt.headers["Origin"] == "" && tt.headers["Sec-Fetch-Site"] == "same-origin" {
-				req.Header.Set("Origin", ta.srv.URL)
+				req.Header.Set("Origin", srv.URL)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -91,58 +84,5 @@ func TestAdmin_RefusesWebPages(t *testing.T) {
 				t.Fatalf("%s %s = %d %s, want %d", tt.method, tt.path, resp.StatusCode, b, tt.want)
 			}
 		})
-	}
-}
-
-// TestAdmin_HTTPS serves the admin endpoint with admin_tls and a client CA:
-// a client with a certificate from that CA gets answers over HTTPS, one
-// without a certificate is refused in the handshake, and the CLI's client
-// (adminClient, pinned to admin_tls.cert) gets through.
-func TestAdmin_HTTPS(t *testing.T) {
-	dir := t.TempDir()
-	ca := testpki.NewCA(t, dir, "admin")
-	cert, key := ca.Issue(t, "gateway")
-	a := mustBuildAgent(t, testConfig, true)
-	a.cfg.Agent.AdminTLS = &config.AdminTLS{Cert: cert, Key: key, ClientCA: ca.CAFile}
-	ad, err := startAdmin(a, "127.0.0.1:0", "", a.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ad.close)
-	url := "https://" + ad.Addr() + "/healthz"
-
-	clientCert, clientKey := ca.Issue(t, "operator")
-	get := func(tc *tls.Config) (int, error) {
-		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
-		resp, err := c.Get(url)
-		if err != nil {
-			return 0, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	}
-	if code, err := get(ca.ClientTLS(t, clientCert, clientKey)); err != nil || code != http.StatusOK {
-		t.Fatalf("with a client certificate: %d, %v", code, err)
-	}
-	if _, err := get(ca.ClientTLS(t, "", "")); err == nil {
-		t.Fatal("without a client certificate: answered, want the handshake refused")
-	}
-	if resp, err := http.Get("http://" + ad.Addr() + "/healthz"); err == nil {
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Fatal("plain HTTP answered 200")
-		}
-	}
-	cli, scheme, err := adminClient(a.cfg.Agent.AdminTLS)
-	if err != nil || scheme != "https" {
-		t.Fatalf("adminClient: %q, %v", scheme, err)
-	}
-	resp, err := cli.Get(strings.Replace(url, "https", scheme, 1))
-	if err != nil {
-		t.Fatalf("the CLI's client: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the CLI's client: %d", resp.StatusCode)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package admin
 
 import (
 	"embed"
@@ -35,7 +35,7 @@ const statusHistoryRows = 10
 
 func esc(s string) string { return html.EscapeString(s) }
 
-func lagText(p pipelineReport) string {
+func lagText(p PipelineReport) string {
 	switch {
 	case !p.EventTime:
 		return "processing time"
@@ -47,7 +47,7 @@ func lagText(p pipelineReport) string {
 
 // stateText sums up a pipeline's state: its open windows and the bytes of
 // its store (the bbolt files, or memory for the memory backend).
-func stateText(p pipelineReport) string {
+func stateText(p PipelineReport) string {
 	st := p.State
 	if st == nil {
 		return "none"
@@ -56,10 +56,10 @@ func stateText(p pipelineReport) string {
 	if b == 0 {
 		b = st.MemoryBytes
 	}
-	return strconv.FormatInt(st.Windows, 10) + " windows, " + formatBytes(b)
+	return strconv.FormatInt(st.Windows, 10) + " windows, " + FormatBytes(b)
 }
 
-func connText(s sourceReport) string {
+func connText(s SourceReport) string {
 	switch {
 	case !s.Tracked:
 		return "not tracked"
@@ -85,7 +85,7 @@ func optBytes(v *int64) string {
 	if v == nil {
 		return notYet
 	}
-	return formatBytes(*v)
+	return FormatBytes(*v)
 }
 
 func optMs(v *int64) string {
@@ -193,8 +193,8 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <div><dt>Failed</dt><dd data-field="failed">`, u(c.Failed), `</dd></div>
 <div><dt>Failed in a row</dt><dd data-field="consecutive_failures">`, strconv.Itoa(c.ConsecutiveFailures), ` of `, strconv.Itoa(c.TolerableFailures), ` tolerated</dd></div>
 <div><dt>Last duration</dt><dd data-field="last_duration">`, formatMs(c.LastDurationMs), `</dd></div>
-<div><dt>Last size</dt><dd data-field="last_size">`, formatBytes(c.LastSizeBytes), `</dd></div>
-<div><dt>Chain size</dt><dd data-field="last_full_size">`, formatBytes(c.LastFullBytes), `</dd></div>`)
+<div><dt>Last size</dt><dd data-field="last_size">`, FormatBytes(c.LastSizeBytes), `</dd></div>
+<div><dt>Chain size</dt><dd data-field="last_full_size">`, FormatBytes(c.LastFullBytes), `</dd></div>`)
 	}
 	w(`
 </dl>
@@ -215,7 +215,7 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 			result = "aborted: " + esc(h.Aborted)
 		}
 		w("\n<tr><td>", u(h.ID), "</td><td>", esc(h.Kind), "</td><td>", esc(seconds(h.Time)), "</td><td>", formatMs(h.DurationMs),
-			"</td><td>", formatBytes(h.SizeBytes), "</td><td>", formatBytes(h.FullBytes), "</td><td>", formatMs(h.AlignmentMs),
+			"</td><td>", FormatBytes(h.SizeBytes), "</td><td>", FormatBytes(h.FullBytes), "</td><td>", formatMs(h.AlignmentMs),
 			"</td><td>", result, "</td></tr>")
 	}
 	w(`
@@ -246,7 +246,7 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <thead><tr><th scope="col">Source</th><th scope="col">Size</th><th scope="col">Limit</th><th scope="col">Offsets</th><th scope="col">Lag</th></tr></thead>
 <tbody>`)
 		for _, in := range d.Agent.Ingest {
-			w(`<tr><th scope="row">`, esc(in.Source), "</th><td>", formatBytes(in.SizeBytes), "</td><td>", formatBytes(in.MaxDiskBytes),
+			w(`<tr><th scope="row">`, esc(in.Source), "</th><td>", FormatBytes(in.SizeBytes), "</td><td>", FormatBytes(in.MaxDiskBytes),
 				"</td><td>", u(in.FirstOffset), "–", u(in.LastOffset), "</td><td>", u(in.LagRecords), "</td></tr>")
 		}
 		w(`</tbody>
@@ -265,7 +265,7 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <tbody>`)
 		for _, wl := range d.Agent.WAL {
 			w(`<tr><th scope="row">`, esc(wl.Sink), "</th><td>", optBytes(wl.BacklogBytes), "</td><td>", optInt(wl.BacklogMessages, ""),
-				"</td><td>", optSeconds(wl.OldestAgeS), "</td><td>", optBytes(wl.DiskBytes), "</td><td>", formatBytes(wl.MaxDiskBytes),
+				"</td><td>", optSeconds(wl.OldestAgeS), "</td><td>", optBytes(wl.DiskBytes), "</td><td>", FormatBytes(wl.MaxDiskBytes),
 				"</td><td>", optConn(wl.Connected), "</td></tr>")
 		}
 		w(`</tbody>
@@ -295,7 +295,7 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <thead><tr><th scope="col">Component</th><th scope="col">On disk</th></tr></thead>
 <tbody>`)
 		for _, c := range dk.Components {
-			w(`<tr><th scope="row">`, esc(c.Component), "</th><td>", formatBytes(c.Bytes), "</td></tr>")
+			w(`<tr><th scope="row">`, esc(c.Component), "</th><td>", FormatBytes(c.Bytes), "</td></tr>")
 		}
 		w(`</tbody>
 </table>`)
@@ -313,19 +313,19 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 
 // diskBudgetText sums up the disk budget and use as the page's script does.
 // Without figures (a token is configured) it is none.
-func diskBudgetText(dk *diskReport, none string) string {
+func diskBudgetText(dk *DiskReport, none string) string {
 	if dk == nil {
 		return none
 	}
 	budget := "unknown (set agent { max_disk })"
 	if dk.BudgetBytes > 0 {
-		budget = formatBytes(dk.BudgetBytes)
+		budget = FormatBytes(dk.BudgetBytes)
 	}
 	var used int64
 	for _, c := range dk.Components {
 		used += c.Bytes
 	}
-	return "Using " + formatBytes(used) + " of a budget of " + budget + "; " + formatBytes(dk.FreeBytes) + " free on data_dir's file system."
+	return "Using " + FormatBytes(used) + " of a budget of " + budget + "; " + FormatBytes(dk.FreeBytes) + " free on data_dir's file system."
 }
 
 // statusPageData is what index.html is rendered with. Data is false when the
@@ -334,36 +334,35 @@ type statusPageData struct {
 	DeviceID    string
 	Data        bool
 	Updated     string
-	Ready       *readiness
-	Pipelines   []pipelineReport
-	Checkpoints *checkpointReport
-	History     []checkpointRecord // newest first, at most statusHistoryRows
-	Agent       agentReport
+	Ready       *Readiness
+	Pipelines   []PipelineReport
+	Checkpoints *CheckpointReport
+	History     []CheckpointRecord // newest first, at most statusHistoryRows
+	Agent       AgentReport
 }
 
-func (ad *admin) statusData() statusPageData {
-	d := statusPageData{DeviceID: ad.a.deviceID}
-	if ad.token != "" {
+func (s *Server) statusData() statusPageData {
+	d := statusPageData{DeviceID: s.a.DeviceID()}
+	if s.opts.Token != "" {
 		return d
 	}
-	now := ad.now()
-	d.Data, d.Updated = true, now.UTC().Format(time.RFC3339)
-	rd := ad.readiness()
+	d.Data, d.Updated = true, s.opts.Now().UTC().Format(time.RFC3339)
+	rd := s.a.Readiness()
 	d.Ready = &rd
-	d.Pipelines = ad.a.pipelineReports(now.UnixMilli())
-	if rep, ok := ad.a.checkpointReport(); ok {
+	d.Pipelines = s.a.Pipelines()
+	if rep, ok := s.a.Checkpoints(); ok {
 		d.Checkpoints = &rep
 		for i := len(rep.History) - 1; i >= 0 && len(d.History) < statusHistoryRows; i-- {
 			d.History = append(d.History, rep.History[i])
 		}
 	}
-	d.Agent = ad.agentReport()
+	d.Agent = s.a.Report()
 	return d
 }
 
-func (ad *admin) statusPage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	var buf strings.Builder
-	renderStatus(&buf, ad.statusData())
+	renderStatus(&buf, s.statusData())
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -376,7 +375,7 @@ func (ad *admin) statusPage(w http.ResponseWriter, r *http.Request) {
 func staticAssets() http.Handler {
 	sub, err := fs.Sub(statusFS, "status")
 	if err != nil {
-		panic(fmt.Sprintf("agent: embedded status assets: %v", err))
+		panic(fmt.Sprintf("admin: embedded status assets: %v", err))
 	}
 	files := http.StripPrefix("/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -390,9 +389,9 @@ func staticAssets() http.Handler {
 	})
 }
 
-// formatBytes writes n in B, KiB, MiB or GiB with one decimal, as the
-// page's script does.
-func formatBytes(n int64) string {
+// FormatBytes writes n in B, KiB, MiB or GiB with one decimal, as the
+// page's script does (and the readiness checks' details).
+func FormatBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return strconv.FormatInt(n, 10) + " B"

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/broker"
+)
+
+func (a *Agent) embeddedBroker() (*broker.Broker, error) {
+	if a.broker != nil {
+		return a.broker, nil
+	}
+	bc := a.cfg.Broker
+	tc, err := brokerTLSConfig(bc.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("agent: broker: %w", err)
+	}
+	b, err := broker.Start(brokerOptions(bc, tc, a.vars()), a.log)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
+	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
+	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
+	a.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
+	a.broker = b
+	return b, nil
+}
+
+// brokerOptions are the options of the embedded broker of bc.
+func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) broker.Options {
+	// Closed until run: the embedded sources subscribe while the agent is
+	// built, and a publish before that would be acked and lost.
+	return broker.Options{Listen: bc.Listen, Username: bc.Username, Password: bc.Password,
+		TLS: tc, MaxInflight: bc.MaxInflight, MaxMessageSize: int(bc.MaxMessageSize), MaxClients: bc.MaxClients,
+		MaxMessagesPerSecond: bc.MaxMessagesPerSecond, MaxMessagesBurst: bc.MaxMessagesBurst,
+		ACLs: brokerACLs(bc, vars), Closed: true}
+}
+
+// brokerACLs are the broker's acl blocks with ${device_id} filled in
+// (${username} is the broker's to fill per client).
+func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
+	var acls []broker.ACL
+	for _, c := range bc.ACLs {
+		acl := broker.ACL{User: c.User}
+		for _, f := range c.Publish {
+			acl.Publish = append(acl.Publish, config.Expand(f, vars))
+		}
+		acls = append(acls, acl)
+	}
+	return acls
+}
+
+// brokerTLSConfig is the embedded broker's listener config: its own
+// certificate and, with a CA, client certificates required and verified
+// against that CA (a client without one, or with one from another CA, fails
+// the handshake).
+func brokerTLSConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return serverTLSConfig(t.Cert, t.Key, t.CA)
+}

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// writeSnapshot writes snap as a snapshot file of checkpoint id in the
+// background, then acknowledges for task. It owns snap and closes it.
+func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte) {
+	c.writers.Add(1)
+	go func() {
+		defer c.writers.Done()
+		defer snap.Close()
+		kind := checkpoint.KindFull
+		if snap.Incremental() {
+			kind = checkpoint.KindIncremental
+		}
+		ref, err := c.store.WriteSnapshot(task, pipeline, kind, id, snap.Entries)
+		if err != nil {
+			c.send(checkpoint.Failure{CheckpointID: id, Task: task, Err: err})
+			return
+		}
+		c.send(checkpoint.Ack{CheckpointID: id, Task: task, Files: []checkpoint.FileRef{ref}, Extra: extra})
+	}()
+}
+
+// mergeChains merges each task's chain of cp into a new base in the
+// background, from the files on disk, and answers the coordinator. If one
+// task's merge fails, the bases merged for the others are discarded too:
+// the next checkpoint is full instead, and no file is left that no manifest
+// will reference.
+func (c *checkpointer) mergeChains(cp *checkpoint.Compaction) {
+	ctx := c.runCtx
+	c.writers.Add(1)
+	go func() {
+		defer c.writers.Done()
+		start := time.Now()
+		c.log.Info("merging checkpoint chains into a new base", "through", cp.Through, "tasks", len(cp.Chains))
+		res := checkpoint.Compacted{Through: cp.Through, Files: map[string]checkpoint.FileRef{}}
+		var read, written int64
+		for _, task := range slices.Sorted(maps.Keys(cp.Chains)) {
+			chain := cp.Chains[task]
+			ref, err := c.store.MergeChain(ctx, chain, cp.Through)
+			if err != nil {
+				res.Err = err
+				break
+			}
+			res.Files[task] = ref
+			written += ref.Size
+			for _, f := range chain {
+				read += f.Size
+			}
+		}
+		if res.Err != nil {
+			for _, ref := range res.Files {
+				if err := c.store.Discard(ref); err != nil {
+					c.log.Warn("removing a merged checkpoint file failed", "file", ref.Name, "err", err)
+				}
+			}
+			res.Files = nil
+			if ctx.Err() == nil {
+				c.log.Warn("merging checkpoint chains failed: the next checkpoint is full", "through", cp.Through, "err", res.Err)
+			}
+		} else {
+			c.log.Info("checkpoint chains merged into a new base", "through", cp.Through, "tasks", len(res.Files),
+				"read_bytes", read, "bytes", written, "duration_ms", time.Since(start).Milliseconds())
+		}
+		c.send(res)
+	}()
+}
+
+// collectGarbage removes the snapshot files no manifest references: those
+// of checkpoints that never completed and bases merged too late to be used,
+// left by a crash or by the run that ends. Only while no checkpoint or
+// merge is in flight: at start, before the first trigger, and at stop.
+func (c *checkpointer) collectGarbage() {
+	removed, err := c.store.CollectGarbage()
+	if err != nil {
+		c.log.Warn("removing unreferenced checkpoint files failed", "err", err)
+	} else if len(removed) > 0 {
+		c.log.Info("removed checkpoint files no checkpoint references", "files", len(removed))
+	}
+}

@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"time"
+)
+
+// budgetBlocked is a transactional sink that can wait in Write for room
+// (the WAL sink with when_full = "block").
+type budgetBlocked interface{ writeBlocked() bool }
+
+// holdWhileBlocked stalls the coordinator while an exactly-once sink waits
+// for its uplink with a full buffer (checkpoint.Coordinator.Stall): the
+// checkpoint in flight then waits for the uplink instead of timing out and,
+// after tolerable_failures, failing the run, which cannot bring the uplink
+// back. It logs once a stall has lasted half the checkpoint timeout.
+func (c *checkpointer) holdWhileBlocked() {
+	blocked := false
+	for _, s := range c.txSinks {
+		if b, ok := s.tx.(budgetBlocked); ok && b.writeBlocked() {
+			blocked = true
+			break
+		}
+	}
+	now := c.clk.monoMs()
+	if blocked != c.coord.Stalled() {
+		c.coord.Tick(c.now())
+		c.coord.Stall(blocked)
+		if blocked {
+			c.blockedSinceMs, c.blockedLogged = now, false
+		} else if c.blockedLogged {
+			c.log.Info("checkpoints resume: the exactly-once sink writes again", "after", time.Duration(now-c.blockedSinceMs)*time.Millisecond)
+		}
+		return
+	}
+	if blocked && !c.blockedLogged && now-c.blockedSinceMs >= c.timeout.Milliseconds()/2 {
+		c.blockedLogged = true
+		c.log.Warn("checkpoints wait for the uplink: an exactly-once sink is blocked with its buffer full (when_full = \"block\")")
+	}
+}
+
+// activity counts what the sources have forwarded and the exactly-once
+// sinks have been given; it only grows.
+func (c *checkpointer) activity() uint64 {
+	var n uint64
+	for _, s := range c.sources {
+		n += s.sent.Load()
+	}
+	for _, s := range c.txSinks {
+		n += s.txWrites.Load()
+	}
+	return n
+}
+
+// unchanged reports that a periodic checkpoint would only repeat the last
+// one: none is in flight and, since the last was triggered, no source
+// forwarded anything and no exactly-once sink received output. The ticker
+// then leaves the coordinator alone, so an idle device writes nothing; the
+// next input makes the overdue checkpoint start at once. Savepoints and the
+// final checkpoint do not come through the ticker and are never skipped.
+// State that changes without input or exactly-once output (TTL cleanup,
+// firings to at-least-once sinks) is checkpointed with the next change; a
+// restore meanwhile repeats that cleanup or at-least-once output.
+func (c *checkpointer) unchanged() bool {
+	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity
+}

@@ -1,0 +1,43 @@
+// Package agent builds Eddy's pipelines from a configuration and runs them:
+// the embedded broker, sources, the per-pipeline stages, sinks, checkpoints,
+// uploads and the admin endpoint. It owns every goroutine and every piece of
+// I/O; the operators it drives (decoders, expressions, window operators, the
+// checkpoint coordinator) are pure logic.
+//
+// Life cycle: Run loads and compiles the configuration (build.go), opens
+// sinks, pipelines and sources (sink_open.go, pipeline_open.go,
+// source_open.go), then runs (run.go): checkpoints are set up and the
+// newest checkpoint restored, the admin endpoint starts, then sinks, then
+// pipelines, then sources. Cancelling the context (SIGINT, SIGTERM) stops
+// the sources; every record already taken in drains through the pipelines
+// and sinks (drain.go), a final checkpoint commits it, and Run returns. A
+// file source that reaches its end flushes every window and, when every
+// source has ended, Run returns without a signal. A run that fails as a
+// whole is run again by the restart strategy (restart.go); a reload
+// (SIGHUP, reload.go) ends the run with a final checkpoint and starts the
+// new configuration from it.
+//
+// The Agent composes one type per concern, each owning its state:
+//
+//   - pipeline (pipeline.go): one pipeline block's stages — the prepare
+//     stage (prepare.go), the window subtasks (subtask.go) or the keyed
+//     subtasks of per-key functions (keyed.go), their aligned and unaligned
+//     barriers (barrier.go, unaligned.go), the key budget (keylimit.go) and
+//     the ordered output of file sources (ordered.go).
+//   - sourceRunner and sinkRunner (source.go, sinks.go): a source's reader
+//     with its ingest log (ingest.go), and a sink with its two-phase commit.
+//   - checkpointer (checkpointing.go): drives checkpoint.Coordinator and
+//     does its I/O — barriers, snapshot files, manifests, sink commits,
+//     retention, savepoints, the wait for disk space after ENOSPC.
+//   - restorer (restore.go): loads a checkpoint into pipelines just built
+//     and rewinds their sources, at start and for a restarted region.
+//   - failover (region.go): the failover regions; stops, rebuilds, restores
+//     and starts the one that failed while the others run on, and records
+//     the ones whose restart strategy gave up (restartlimit.go).
+//   - diskMeter and diskHolds (diskbudget.go, diskfull.go): the disk budget
+//     and what waits for disk space.
+//   - uploader (upload.go): ships completed checkpoints to S3.
+//   - introspection (introspect.go, readiness.go): the agent as the admin
+//     endpoint sees it (admin.Agent): reports, readiness, derived metrics.
+//     The endpoint itself is package agent/admin (endpoint.go starts it).
+package agent

@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window"
+	"github.com/eddy-edge/eddy/window/watermark"
+)
+
+// addPipeline creates the runtime of one plan and registers it with its
+// source and sinks.
+func (a *Agent) addPipeline(pl *plan) error {
+	p, err := a.newPipeline(pl)
+	if err != nil {
+		return err
+	}
+	a.pipelines = append(a.pipelines, p)
+	return nil
+}
+
+// newPipeline creates the runtime of one plan, registered with its source
+// and sinks (created on first use).
+func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
+	name := pl.cfg.Name
+	pm := a.pipeMetrics[name]
+	if pm == nil {
+		pm = newPipelineMetrics(a.metrics, name)
+		a.pipeMetrics[name] = pm
+	}
+	p := &pipeline{
+		cfg:        pl.cfg,
+		fatal:      a.fail,
+		epoch:      1, // dead letters before barrier 1
+		ordered:    (pl.window != nil || pl.keyed != nil) && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
+		bound:      pl.bound,
+		name:       name,
+		in:         make(chan *rawBatch, 4),
+		prep:       operators.NewPreparer(pl.prep),
+		stride:     len(pl.prep.AggArgs),
+		eventTime:  pl.eventTime,
+		tickEvery:  100 * time.Millisecond,
+		m:          pm,
+		log:        a.log,
+		clk:        a.clk,
+		done:       make(chan struct{}),
+		debugDelay: pl.cfg.DebugDelayPerRecord,
+		align: checkpoint.AlignmentPolicy{Unaligned: a.cfg.Checkpoint.Unaligned,
+			AlignedTimeoutMs: a.cfg.Checkpoint.AlignedTimeout.Milliseconds()},
+		panicAt: pl.cfg.DebugPanicAtOffset,
+	}
+	if pl.eventTime {
+		src := pl.cfg.From.Source
+		if pl.prep.Punctuation != nil {
+			p.wm = &punctuatedWatermark{wm: watermark.Min}
+		} else if src.MQTT != nil && len(src.MQTT.Topics) > 1 {
+			topics := make([]string, len(src.MQTT.Topics))
+			for i, t := range src.MQTT.Topics {
+				topics[i] = config.Expand(t, a.vars())
+			}
+			w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), a.clk.monoMs())
+			if err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			p.wm = w
+		} else {
+			g, err := watermark.NewBoundedOutOfOrder(pl.bound)
+			if err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			p.wm = g
+		}
+		p.tickEvery = 0
+		if pl.window != nil && pl.window.EarlyEvery > 0 {
+			p.tickEvery = 100 * time.Millisecond
+		}
+	}
+	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups
+	keyedState := pl.window != nil || pl.keyed != nil // the subtasks keep state
+	if pl.window != nil {
+		p.windowState = windowStateName(*pl.window)
+	}
+	if keyedState {
+		p.shape, _ = json.Marshal(pipelineShape(a.src, pl.cfg)) // strings only: cannot fail
+	}
+	p.merge.done = make(chan struct{})
+	var usage []stateUsage
+	if keyedState {
+		usage = make([]stateUsage, pl.parallelism)
+		pm.state.Store(&usage)
+	}
+	for i := 0; i < pl.parallelism; i++ {
+		p.edges = append(p.edges, stream.NewEdge(16))
+		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
+		var op *window.Operator
+		if keyedState {
+			be, err := a.openBackend(name, i, pl.parallelism)
+			if err != nil {
+				return nil, err
+			}
+			st.backend, st.usage = be, &usage[i]
+			if st.inflight, err = be.Bucket("inflight", state.KeyGroupPrefix); err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			if p.ordered {
+				if st.held, err = be.Bucket("held", state.KeyGroupPrefix); err != nil {
+					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+				}
+			}
+		}
+		if pl.window != nil {
+			store, err := window.NewStateStore(st.backend, p.windowState, aggFuncs(pl.window.Aggs))
+			if err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+			st.store = store
+			var opStore window.Store = store
+			if pl.cfg.MaxKeys > 0 {
+				st.liveKeys = window.NewLiveKeys(store)
+				opStore = st.liveKeys
+			}
+			op, err = window.NewOperator(*pl.window, opStore)
+			if err != nil {
+				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+			}
+		}
+		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
+		if pl.keyed != nil {
+			if err := a.attachKeyed(pl, st); err != nil {
+				return nil, err
+			}
+		}
+		p.subtasks = append(p.subtasks, st)
+	}
+	for _, ref := range pl.cfg.To {
+		s, err := a.sink(ref.Sink)
+		if err != nil {
+			return nil, err
+		}
+		s.addProducers(pl.parallelism)
+		p.to = append(p.to, s)
+	}
+	if ref := pl.cfg.LateOutput; ref != nil {
+		s, err := a.sink(ref.Sink)
+		if err != nil {
+			return nil, err
+		}
+		s.addProducers(pl.parallelism)
+		p.late = s
+	}
+	if ref := pl.cfg.DeadLetter; ref != nil {
+		s, err := a.sink(ref.Sink)
+		if err != nil {
+			return nil, err
+		}
+		// The prepare stage dead-letters readings; the window subtasks
+		// too, results larger than a sink's max_payload, and then they
+		// pass barriers to it like to any sink they write.
+		p.deadLetter = s
+		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) ||
+			p.subtasks[0].liveKeys != nil || // readings refused by max_keys
+			pl.keyed != nil // readings the keyed subtasks reject
+		n := 1
+		if p.resultDeadLetters {
+			n += pl.parallelism
+		}
+		s.addProducers(n)
+		s.deadLetters = true
+	}
+	if p.subtasks[0].liveKeys != nil {
+		p.limitKeys(pl.cfg.MaxKeys)
+	}
+	sr, err := a.source(pl.cfg.From.Source)
+	if err != nil {
+		return nil, err
+	}
+	sr.outs = append(sr.outs, p.in)
+	if ref := pl.cfg.Control; ref != nil {
+		cr, err := a.source(ref.Source)
+		if err != nil {
+			return nil, err
+		}
+		p.control = pl.control
+		p.controlIn = make(chan *rawBatch, 4)
+		cr.outs = append(cr.outs, p.controlIn)
+		a.metrics.GetOrCreateGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(pm.controlKeys.Load()) })
+	}
+	return p, nil
+}
+
+// openBackend opens the working state of one subtask. A bbolt file left by
+// an earlier run is discarded, never trusted: state comes from the last
+// checkpoint (docs/architecture.md "State").
+func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Backend, error) {
+	st := a.cfg.State
+	if st.Backend == "memory" {
+		return state.NewMemory(), nil
+	}
+	dir := filepath.Join(a.cfg.Agent.DataDir, "state")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: create %s: %w", dir, err)
+	}
+	n := a.totalSubtasks()
+	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
+		MaxSize:    int(st.MaxSizeBytes / int64(n)),
+		CacheBytes: int(a.memory.stateCache / int64(n)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)
+	}
+	a.backends = append(a.backends, be)
+	return be, nil
+}
+
+// totalSubtasks counts the subtasks with state (a window, per-key
+// functions) of the configuration, which
+// share the state budget (cache and max_size).
+func (a *Agent) totalSubtasks() int {
+	n := 0
+	for _, p := range a.cfg.Pipelines {
+		if p.Window == nil && !p.Keyed() {
+			continue
+		}
+		if p.Parallelism > 0 {
+			n += p.Parallelism
+		} else {
+			n += a.cfg.Agent.Parallelism
+		}
+	}
+	return max(n, 1)
+}

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/upload"
+)
+
+func TestEvaluateReadiness(t *testing.T) {
+	up, down := true, false
+	ms := func(v int64) *int64 { return &v }
+	src := func(connected bool, downMs int64) admin.SourceReport {
+		s := admin.SourceReport{Name: "s", Kind: admin.SourceKindMQTT, Tracked: true, Connected: &up}
+		if !connected {
+			s.Connected, s.DisconnectedMs = &down, ms(downMs)
+		}
+		return s
+	}
+	tests := []struct {
+		name   string
+		in     readinessInput
+		ready  bool
+		failed string // the failing check, if any
+	}{
+		{"fresh", readinessInput{checkpoints: true, tolerableFailures: 3}, true, ""},
+		{"not started", readinessInput{}, true, ""},
+		{"failures below tolerable", readinessInput{checkpoints: true, consecutiveFails: 2, tolerableFailures: 3}, true, ""},
+		{"failures at tolerable", readinessInput{checkpoints: true, consecutiveFails: 3, tolerableFailures: 3}, false, "checkpoints"},
+		{"tolerable zero, no failure", readinessInput{checkpoints: true}, true, ""},
+		{"tolerable zero, one failure", readinessInput{checkpoints: true, consecutiveFails: 1}, false, "checkpoints"},
+		{"disk full", readinessInput{checkpoints: true, tolerableFailures: 3, diskFull: "write: no space left on device"}, false, "disk"},
+		{"source connected", readinessInput{sources: []admin.SourceReport{src(true, 0)}, maxDisconnectedMs: 1000}, true, ""},
+		{"source down briefly", readinessInput{sources: []admin.SourceReport{src(false, 999)}, maxDisconnectedMs: 1000}, true, ""},
+		{"source down too long", readinessInput{sources: []admin.SourceReport{src(false, 1000)}, maxDisconnectedMs: 1000}, false, "source/s"},
+		{"untracked source", readinessInput{sources: []admin.SourceReport{{Name: "f", Kind: admin.SourceKindFile}}}, true, ""},
+		{"ingest log below full", readinessInput{ingest: []admin.IngestReport{{Source: "s", SizeBytes: 94, MaxDiskBytes: 100}}}, true, ""},
+		{"ingest log full", readinessInput{ingest: []admin.IngestReport{{Source: "s", SizeBytes: 95, MaxDiskBytes: 100}}}, false, "ingest/s"},
+		{"wal size not reported", readinessInput{wal: []admin.WALReport{{Sink: "w", MaxDiskBytes: 100}}}, true, ""},
+		{"wal full", readinessInput{wal: []admin.WALReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(100), WhenFull: "block"}}}, false, "wal/w"},
+		{"wal refused by the broker", readinessInput{wal: []admin.WALReport{{Sink: "w", MaxDiskBytes: 100, DiskBytes: ms(1), Refusal: "walsink: the broker does not accept QoS 2"}}}, false, "wal/w"},
+		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
+		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
+		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
+			restartLimits: []restartLimit{{pipelines: "p", restarts: 2, span: time.Second, strategy: "fixed_delay", err: "state store full"}}}, false, "restarts/p"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := evaluateReadiness(tt.in)
+			if r.Ready != tt.ready {
+				t.Errorf("ready = %v, want %v: %+v", r.Ready, tt.ready, r.Checks)
+			}
+			var failed []string
+			for _, c := range r.Checks {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+			}
+			if got := strings.Join(failed, ","); got != tt.failed {
+				t.Errorf("failed checks %q, want %q", got, tt.failed)
+			}
+		})
+	}
+}

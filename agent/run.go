@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+func (a *Agent) run(ctx context.Context, opts Options) error {
+	defer func() {
+		if a.broker != nil {
+			_ = a.broker.Close()
+		}
+		a.mu.Lock()
+		for _, be := range a.backends {
+			_ = be.Close()
+		}
+		a.mu.Unlock()
+		for _, l := range a.logs {
+			_ = l.Close()
+		}
+	}()
+	if a.broker != nil {
+		a.broker.Open() // every embedded source has subscribed (build)
+	}
+	defer a.closeAdmin()
+	if err := a.setupCheckpoints(ctx); err != nil {
+		return err
+	}
+	a.disk = newDiskMeter(a, fileSystemStats)
+	a.disk.start(a.cfg, a.log)
+	a.disk.register(a.metrics)
+	diskCtx, stopDisk := context.WithCancel(context.Background())
+	defer stopDisk()
+	go a.disk.run(diskCtx)
+	if err := a.startAdminOnce(); err != nil {
+		return err
+	}
+	for _, s := range a.sinks {
+		go s.run()
+	}
+	var pipeWG sync.WaitGroup
+	for _, p := range a.pipelines {
+		p.start(&pipeWG)
+	}
+	srcCtx, stopSources := context.WithCancel(context.Background())
+	defer stopSources()
+	var srcWG sync.WaitGroup
+	for _, s := range a.sources {
+		s.startIntake(srcCtx)
+		s.start(srcCtx, a.log, &srcWG)
+	}
+	simCtx, stopSims := context.WithCancel(srcCtx)
+	defer stopSims()
+	for _, sim := range a.sims {
+		go func() {
+			if err := sim.Run(simCtx); err != nil && simCtx.Err() == nil {
+				a.log.Error("simulator stopped", "err", err)
+			}
+		}()
+	}
+	ckptCtx, stopCkpt := context.WithCancel(context.Background())
+	defer stopCkpt()
+	upCtx, stopUpload := context.WithCancel(context.Background())
+	defer stopUpload()
+	if a.cfg.Upload != nil {
+		if err := a.upload.start(upCtx, a.cfg, a.ckpt, a.metrics); err != nil {
+			return err
+		}
+	}
+	ckptErr := make(chan error, 1)
+	ckptDone := make(chan struct{})
+	go func() { ckptErr <- a.ckpt.run(ckptCtx); close(ckptDone) }()
+
+	stopIntake := sync.OnceFunc(func() {
+		// Stop taking readings in before letting go of the sources: the
+		// embedded broker acks sensors in its publish hook, so it closes
+		// first, or it would ack readings no pipeline is left to take.
+		stopSims()
+		if a.broker != nil {
+			_ = a.broker.Close()
+		}
+		stopSources()
+	})
+	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
+		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
+	if opts.Ready != nil {
+		opts.Ready(a)
+	}
+
+	// Run until every source has ended (files) or we are told to stop; a
+	// failed region restarts meanwhile, the others running on.
+	var (
+		runErr   error
+		gaveUp   bool
+		stopping bool
+	)
+	drained := a.watchDrained(ctx)
+	var idle <-chan struct{}
+	for !stopping {
+		select {
+		case <-ctx.Done():
+			a.log.Info("stopping: taking a final checkpoint")
+			stopping = true
+		case <-drained:
+			// Every source has ended: wait for the queues to drain (a
+			// failure meanwhile restarts its region, as before the end).
+			drained, idle = nil, a.watchIdle(ctx)
+		case <-idle:
+			// A failure reported as the input ended is handled first.
+			stopping = len(a.failover.failed) == 0
+			idle = nil
+		case runErr = <-ckptErr:
+			a.log.Error("checkpoints keep failing: stopping", "err", runErr)
+			stopping = true
+		case runErr = <-a.failed:
+			a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", runErr)
+			stopping = true
+		case f := <-a.failover.failed:
+			if err := a.failover.restart(ctx, f, srcCtx, &srcWG, &pipeWG); err != nil {
+				runErr, gaveUp, stopping = err, true, true
+			}
+			drained, idle = a.watchDrained(ctx), nil
+		}
+	}
+	stopIntake()
+	a.waitDrained()
+	if runErr == nil {
+		// The final checkpoint is aligned: let the queues drain first, so
+		// a slow operator does not make it time out behind them.
+		a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
+		// Everything taken in is in the pipelines: one last checkpoint
+		// commits it, so a restart resumes exactly here. When the input
+		// ended (not a signal), the output is complete only once it has
+		// committed: it is tried again, and a run whose every try failed
+		// exits with an error rather than report success (found under
+		// load: an unaligned run's final checkpoint timed out behind the
+		// replay of its in-flight records, and the job "finished" with its
+		// last epoch uncommitted).
+		tries := 1
+		if ctx.Err() == nil {
+			tries = finalCheckpointTries
+		}
+		if a.finalOnFullDisk(ctx) {
+			tries = 0
+		}
+		for try := 1; try <= tries; try++ {
+			err, failedLate := a.finalCheckpoint()
+			if failedLate != nil {
+				runErr = failedLate
+				break
+			}
+			if err == nil {
+				break
+			}
+			switch {
+			case try < tries:
+				a.log.Warn("final checkpoint failed; trying again", "err", err, "try", try, "of", tries)
+			case ctx.Err() == nil:
+				runErr = fmt.Errorf("the input ended but the final checkpoint failed %d times (%w): the output since the last completed checkpoint is not committed; the next start restores that checkpoint and produces it again", tries, err)
+			default:
+				a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
+			}
+		}
+	}
+	// No more checkpoints: the coordinator stops before the sources stop
+	// taking barriers; then the final checkpoint, the newest, is shipped.
+	stopCkpt()
+	<-ckptDone
+	// The final checkpoint committed the last results to the WAL sinks:
+	// a run whose input ended is complete once they are upstream.
+	a.drainWALSinks(ctx.Err() != nil)
+	a.upload.flush()
+	for _, s := range a.sources {
+		if !s.stopped { // a region that gave up is stopped already
+			close(s.ctrl)
+		}
+	}
+	srcWG.Wait()
+	pipeWG.Wait()
+	var sinkWG sync.WaitGroup
+	for _, s := range a.sinks {
+		sinkWG.Add(1)
+		go func() { defer sinkWG.Done(); s.closeWhenProducersDone() }()
+	}
+	sinkWG.Wait()
+	a.ckpt.writers.Wait()
+	a.ckpt.collectGarbage()
+	var errs []error
+	switch {
+	case gaveUp:
+		errs = append(errs, runErr)
+	case runErr != nil:
+		errs = append(errs, &runFailure{runErr})
+	}
+	for _, s := range a.sources {
+		if s.err != nil {
+			errs = append(errs, fmt.Errorf("source %q: %w", s.name, s.err))
+		}
+	}
+	a.log.Info("eddy stopped")
+	return errors.Join(errs...)
+}
+
+// finalCheckpointTries bounds the final checkpoint's tries at the end of
+// the input.
+const finalCheckpointTries = 3
+
+// finalCheckpoint takes one final checkpoint, waiting up to twice the
+// checkpoint timeout. A region that fails meanwhile (a full store as the
+// last windows fire) never acknowledges it: the wait stops at once and
+// failedLate is that failure. Too late to restart the region here; the run
+// counts as failed (the next start restores).
+func (a *Agent) finalCheckpoint() (err, failedLate error) {
+	fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
+	defer cancel()
+	late := make(chan error, 1)
+	watchDone, watchExited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watchExited)
+		select {
+		case f := <-a.failover.failed:
+			late <- f.err
+			cancel()
+		case <-watchDone:
+		}
+	}()
+	err = a.ckpt.final(fctx)
+	close(watchDone)
+	<-watchExited
+	select {
+	case failedLate = <-late:
+	case f := <-a.failover.failed:
+		failedLate = f.err
+	default:
+	}
+	return err, failedLate
+}
+
+// runFailure is a run that stopped because something failed (not a signal
+// or the end of input): the restart strategy may run it again.
+type runFailure struct{ err error }
+
+func (f *runFailure) Error() string { return f.err.Error() }
+
+func (f *runFailure) Unwrap() error { return f.err }

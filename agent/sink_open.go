@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/sink"
+)
+
+// sink returns the runner of s, creating it on first use.
+func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
+	if r, ok := a.sinks[s.Name]; ok {
+		return r, nil
+	}
+	failures := a.metrics.GetOrCreateCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
+	r := newSinkRunner(s.Name, a.log, failures.Inc)
+	r.fatal = a.fail
+	var (
+		sk  sink.Sink
+		err error
+	)
+	switch {
+	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
+		var tf *sink.TwoPhaseFile
+		if tf, err = sink.OpenTwoPhaseFile(vfs.Default, a.dataPath(s.File.Path)); err == nil {
+			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
+			r.tx = tf
+		}
+	case s.Stdout != nil:
+		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
+	case s.File != nil:
+		sk, err = sink.NewFile(sink.FileOptions{Path: a.dataPath(s.File.Path), RotateSize: s.File.RotateSizeBytes})
+	case s.MQTT != nil:
+		m := s.MQTT
+		url := m.Broker
+		if url == config.Embedded {
+			b, berr := a.embeddedBroker()
+			if berr != nil {
+				return nil, berr
+			}
+			url = b.URL()
+		}
+		r.maxPayload = int(m.MaxPayload)
+		if m.UsesWAL() {
+			r.tx, err = a.openWALSink(s, url)
+			break
+		}
+		tc, terr := tlsConfig(m.TLS)
+		if terr != nil {
+			return nil, fmt.Errorf("agent: sink %q: %w", s.Name, terr)
+		}
+		qos := byte(m.QoS)
+		if qos > 1 {
+			qos = 1
+		}
+		if m.Delivery == config.AtMostOnce {
+			qos = 0
+		}
+		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: url, ClientID: config.Expand(m.ClientID, a.vars()),
+			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: m.Username, Password: m.Password, TLS: tc,
+			DeviceID: a.deviceID}, a.log)
+	default:
+		err = errors.New("unknown sink type")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: sink %q: %w", s.Name, err)
+	}
+	if r.tx == nil {
+		r.plain = sk
+	}
+	a.sinks[s.Name] = r
+	return r, nil
+}
+
+// dataPath resolves a path from the configuration: relative paths are
+// under data_dir, so a service started from / writes where its state is.
+func (a *Agent) dataPath(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(a.cfg.Agent.DataDir, p)
+}

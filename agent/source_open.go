@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/ingest"
+	"github.com/eddy-edge/eddy/operators/source"
+)
+
+// source returns the runner of src, creating it on first use: pipelines that
+// read one source share its connection.
+func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
+	if r, ok := a.sources[src.Name]; ok {
+		return r, nil
+	}
+	r := newSourceRunner(src.Name, nil)
+	switch {
+	case src.File != nil:
+		r.reopen = func() source.Source { return source.NewFile(source.FileOptions{Path: src.File.Path}) }
+		r.src = r.reopen()
+		r.replayable = src.File.Path != "-"
+	case src.MQTT != nil:
+		m := src.MQTT
+		topics := make([]string, len(m.Topics))
+		for i, t := range m.Topics {
+			topics[i] = config.Expand(t, a.vars())
+		}
+		if m.Broker == config.Embedded {
+			b, err := a.embeddedBroker()
+			if err != nil {
+				return nil, err
+			}
+			in, err := a.openIngest(src.Name, dedupOptions(m))
+			if err != nil {
+				return nil, err
+			}
+			r.ilog, r.intake = in.log, embeddedIntake(b, topics, in)
+			break
+		}
+		mopts, err := mqttSourceOptions(m, a.vars())
+		if err != nil {
+			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
+		}
+		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
+		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
+		first := true
+		mopts.OnConnectionChange = func(up bool) {
+			if up {
+				connected.Set(1)
+				if !first {
+					reconnects.Inc()
+				}
+				first = false
+			} else {
+				connected.Set(0)
+			}
+		}
+		r.src, _ = newMQTTSource(m, mopts, a.log) // its Run makes the check
+		in, err := a.openIngest(src.Name, dedupOptions(m))
+		if err != nil {
+			return nil, err
+		}
+		r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
+	case src.Simulator != nil:
+		s := src.Simulator
+		url := s.Broker
+		if url == config.Embedded {
+			b, err := a.embeddedBroker()
+			if err != nil {
+				return nil, err
+			}
+			url = b.URL()
+			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
+			if err != nil {
+				return nil, err
+			}
+			r.ilog, r.intake = in.log, embeddedIntake(b, []string{s.SubscribeFilter()}, in)
+		} else {
+			r.src = source.NewMQTT(source.MQTTOptions{Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
+				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
+			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
+			if err != nil {
+				return nil, err
+			}
+			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
+		}
+		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, url, s), a.log))
+	default:
+		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
+	}
+	if r.ilog != nil {
+		a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_lag_records{source=%q}`, src.Name), func() float64 { return float64(r.ingestLag()) })
+	}
+	a.sources[src.Name] = r
+	return r, nil
+}
+
+// mqttSourceOptions are the client options of the MQTT source m, without a
+// connection callback.
+func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQTTOptions, error) {
+	tc, err := tlsConfig(m.TLS)
+	if err != nil {
+		return source.MQTTOptions{}, err
+	}
+	topics := make([]string, len(m.Topics))
+	for i, t := range m.Topics {
+		topics[i] = config.Expand(t, vars)
+	}
+	return source.MQTTOptions{
+		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
+		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
+		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
+	}, nil
+}
+
+// newMQTTSource creates the client of the MQTT source m (shared
+// subscriptions over m.Connections connections when there are several)
+// without connecting; check reports what its Run would refuse.
+func newMQTTSource(m *config.MQTTSource, o source.MQTTOptions, log *slog.Logger) (src source.Source, check func() error) {
+	if m.Connections > 1 {
+		s := source.NewSharedMQTT(o, source.SharedOptions{Connections: m.Connections}, log)
+		return s, s.Check
+	}
+	return source.NewMQTT(o, log), o.Check
+}
+
+// simulatorOptions are the options of the simulator source name, publishing
+// to the broker at url.
+func simulatorOptions(name, deviceID, url string, s *config.SimulatorSource) source.SimulatorOptions {
+	return source.SimulatorOptions{
+		Broker: url, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
+		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
+		MaxReadings: s.MaxReadings, QoS: 1,
+	}
+}
+
+// openIngest opens the ingest log of a source under data_dir/ingest, with
+// its redelivery filter rebuilt from the log's tail.
+func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
+	ic := a.cfg.Ingest
+	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, a.log))
+	if err != nil {
+		return nil, fmt.Errorf("agent: source %q: %w", name, err)
+	}
+	d := ingest.NewDedup(dopts)
+	if err := d.Load(l); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("agent: source %q: %w", name, err)
+	}
+	a.logs = append(a.logs, l)
+	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
+	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
+	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
+	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger, holds: &a.diskHolds}
+	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
+	return in, nil
+}
+
+// ingestOptions are the options of every source's ingest log.
+func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
+	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
+		Compress: ic.Compression != config.IngestCompressionNone}
+	if ic.Ack == config.AckAfterWrite {
+		opts.Ack = ingest.AfterWrite
+	}
+	return opts
+}

@@ -1,0 +1,308 @@
+package agent
+
+import (
+	"fmt"
+	"math"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/operators"
+	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/window"
+)
+
+// subtask is one parallel instance of a pipeline's keyed window.
+type subtask struct {
+	index    int
+	task     *operators.WindowTask
+	backend  state.Backend // nil for a pass-through pipeline
+	store    *window.StateStore
+	usage    *stateUsage  // where sampleState publishes the state's size (nil without a window)
+	failed   bool         // the state store failed: input is drained, not processed
+	held     state.Bucket // ordered pipelines: results by (end, key, start, firing)
+	holdErr  error        // the first failure to hold a result (a full store): fails the subtask like a state error
+	epoch    uint64       // results produced now belong to this epoch
+	lastSnap uint64       // checkpoint id of the last snapshot taken
+	heldKey  []byte
+
+	// Key limit (max_keys): the operator's store, else nil, and
+	// task.Refused when last counted (emitRefused).
+	liveKeys    *window.LiveKeys
+	refusedSeen int64
+
+	// Unaligned checkpoints (checkpoint.AlignmentPolicy).
+	inflight    state.Bucket        // records a barrier overtook, while in a snapshot or restored
+	queue       []stream.Message    // read ahead of an overtaking barrier: processed before the edge
+	announced   *stream.BarrierInfo // announced barrier not yet taken
+	announcedAt int64
+	lastBarrier uint64 // newest barrier taken, in-band or overtaking
+	overtaken   uint64 // newest barrier taken ahead of the queue: its in-band copy is skipped
+	seq         uint64
+	replayWM    int64 // restored channel watermark, reached after the in-flight replay
+	buf         []byte
+	queued      atomic.Int64 // len(queue), for idleness
+}
+
+func (st *subtask) taskID(pipeline string) string {
+	return "pipeline/" + pipeline + "/" + strconv.Itoa(st.index)
+}
+
+// guardSubtask runs a window subtask and, if it panics, reports the failure
+// and drains its input until the prepare stage closes it.
+func (p *pipeline) guardSubtask(st *subtask) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		p.fatal(fmt.Errorf("pipeline %q subtask %d: panic: %v\n%s", p.name, st.index, r, debug.Stack()))
+		p.edges[st.index].Gate(false)
+		if p.ordered {
+			p.arriveHeld(st, nil, false) // do not keep the other subtasks waiting at the end of input
+		}
+		for m := range p.edges[st.index].C() {
+			if m.Kind == stream.Records {
+				m.Batch.Release()
+			}
+		}
+	}()
+	p.runSubtask(st)
+}
+
+func (p *pipeline) runSubtask(st *subtask) {
+	t, e := st.task, p.edges[st.index]
+	var tick <-chan time.Time
+	if !p.eventTime || p.tickEvery > 0 {
+		tk := time.NewTicker(p.tickEvery)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	keepLate := p.late != nil
+	var lastLate, lastUnassigned int64
+	var keyedSeen keyedSeen
+	p.replayInFlight(st, keepLate)
+	st.sampleState()
+	for {
+		var (
+			m  stream.Message
+			ok = true
+		)
+		select {
+		case m = <-e.Priority():
+		default:
+			if len(st.queue) > 0 {
+				// Read ahead by an overtaking barrier: these come first.
+				m = st.queue[0]
+				st.queue[0] = stream.Message{}
+				st.queue = st.queue[1:]
+				st.queued.Store(int64(len(st.queue)))
+				if len(st.queue) == 0 {
+					e.Gate(false) // the overtaken records are processed: the edge takes more
+				}
+				break
+			}
+			select {
+			case m = <-e.Priority():
+			case m, ok = <-e.C():
+			case <-tick:
+				t.AdvanceProcessingTime(p.clk.monoMs())
+				p.emit(st)
+				continue
+			}
+		}
+		if !ok {
+			break
+		}
+		if st.failed {
+			if m.Kind == stream.Records {
+				m.Batch.Release()
+			}
+			continue
+		}
+		if m.Kind == stream.Barrier && m.Barrier.Announcement {
+			if st.backend != nil && m.Barrier.ID > st.lastBarrier {
+				b := m.Barrier
+				st.announced, st.announcedAt = &b, p.clk.monoMs()
+			}
+		} else if m.Kind == stream.Barrier && m.Barrier.ID <= st.overtaken {
+			continue // taken already, ahead of the queue
+		}
+		switch m.Kind {
+		case stream.Records:
+			p.debugRecords(m.Batch)
+			t.Process(m.Batch, keepLate)
+			m.Batch.Release()
+		case stream.Watermark:
+			t.AdvanceWatermark(m.Watermark)
+		case stream.EndOfInput:
+			// A finished input flushes every window, event time and
+			// processing time alike.
+			t.AdvanceWatermark(math.MaxInt64)
+			t.AdvanceProcessingTime(math.MaxInt64)
+			p.emit(st)
+			if p.ordered {
+				p.releaseHeld(st)
+			}
+			st.sampleState()
+		case stream.Barrier:
+			if m.Barrier.Announcement {
+				break
+			}
+			st.announced, st.lastBarrier = nil, m.Barrier.ID
+			p.emit(st)
+			p.barrier(st, m.Barrier, nil)
+		}
+		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.monoMs()) {
+			p.overtake(st)
+		}
+		p.emit(st)
+		if st.backend != nil {
+			if err := st.stateErr(); err != nil {
+				// State errors are sticky (a full store, an I/O error):
+				// this subtask cannot go on; the agent stops and the next
+				// start restores the last checkpoint.
+				st.failed = true
+				p.fatal(fmt.Errorf("pipeline %q subtask %d: %w", p.name, st.index, err))
+			}
+		}
+		if d := t.Late - lastLate; d > 0 {
+			p.m.late.Add(int(d))
+			lastLate = t.Late
+		}
+		if d := t.Unassigned - lastUnassigned; d > 0 {
+			p.m.unassigned.Add(int(d))
+			lastUnassigned = t.Unassigned
+		}
+		p.keyedCounts(st, &keyedSeen)
+	}
+}
+
+// debugRecords applies the test-only knobs to a batch about to be
+// processed: one sleep for the whole batch (the delay per record times its
+// length, not a timer per record), and the injected panic.
+func (p *pipeline) debugRecords(b *stream.Batch) {
+	if p.debugDelay > 0 {
+		time.Sleep(p.debugDelay * time.Duration(b.Len()))
+	}
+	if p.panicAt != 0 && slices.Contains(b.Offsets, p.panicAt) && debugPanicked.CompareAndSwap(false, true) {
+		panic(fmt.Sprintf("debug_panic_at_offset: the record at offset %d", p.panicAt))
+	}
+}
+
+// sampleState publishes what the subtask's state holds (the eddy_state_*
+// gauges). It runs at checkpoint barriers, not per reading: Usage reads
+// bbolt.
+func (st *subtask) sampleState() {
+	if st.usage == nil || st.backend == nil || st.failed {
+		return
+	}
+	u := st.backend.Usage()
+	r := &admin.StateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, MemoryBytes: u.MemoryBytes}
+	if st.store != nil {
+		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
+	}
+	if k := st.task.Keyed(); k != nil {
+		r.MemoryBytes += k.Operator().MemoryBytes() // readings waiting for the watermark
+	}
+	if op := st.task.Operator(); op != nil {
+		s := op.Stats()
+		r.Windows, r.Timers = int64(s.OpenWindows), int64(s.PendingTimers)
+	}
+	st.usage.last.Store(r) // one allocation per checkpoint
+}
+
+// emit hands the subtask's collected output to the sinks, or, for an
+// ordered pipeline, keeps it in the subtask's state until the input ends.
+func (p *pipeline) emit(st *subtask) {
+	t := st.task
+	if d := t.TakeResults(); d != nil {
+		if p.ordered {
+			p.hold(st, d)
+		} else {
+			p.m.out.Add(d.Len())
+			p.sendResults(st.epoch, d)
+		}
+	}
+	if d := t.TakeLate(); d != nil && p.late != nil {
+		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
+	if d := t.TakeDead(); d != nil && p.deadLetter != nil && p.resultDeadLetters {
+		p.deadLetter.in <- sinkMsg{d: d, epoch: st.epoch}
+	}
+	if p.keys != nil {
+		p.emitRefused(st)
+	}
+}
+
+// stateErr returns the subtask's sticky state error: its window store's, or
+// a failure to hold a result.
+func (st *subtask) stateErr() error {
+	if st.store != nil {
+		if err := st.store.Err(); err != nil {
+			return err
+		}
+	}
+	if err := keyedErr(st); err != nil {
+		return err
+	}
+	return st.holdErr
+}
+
+// sendResults hands a window subtask's results of epoch to every sink in
+// to. A sink with max_payload gets only the results that fit: a larger one
+// would be refused by its broker on every retry. The others are counted
+// and dead-lettered with reason too_large, once per sink refusing them,
+// holding the whole result.
+func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
+	var dead *operators.Delivery
+	for _, s := range p.to {
+		out := d
+		if s.maxPayload > 0 {
+			out = p.fitPayload(s, d, &dead)
+		}
+		if out.Len() > 0 {
+			s.in <- sinkMsg{d: out, epoch: epoch}
+		}
+	}
+	if dead != nil {
+		p.deadLetter.in <- sinkMsg{d: dead, epoch: epoch}
+	}
+}
+
+// fitPayload returns d, or, when some of its items are larger than s's
+// max_payload, a copy without them; those are counted, logged and added to
+// *dead (created on first use) when the pipeline has a dead_letter sink.
+func (p *pipeline) fitPayload(s *sinkRunner, d *operators.Delivery, dead **operators.Delivery) *operators.Delivery {
+	items := d.Items()
+	if !slices.ContainsFunc(items, func(it sink.Item) bool { return len(it.Payload) > s.maxPayload }) {
+		return d
+	}
+	fit := new(operators.Delivery)
+	for _, it := range items {
+		switch {
+		case len(it.Payload) <= s.maxPayload && it.Result != nil:
+			fit.AddEncoded(it.Payload, it.Result)
+		case len(it.Payload) <= s.maxPayload:
+			fit.AddRaw(it.Payload)
+		default:
+			p.m.deadLettered(operators.ReasonTooLarge).Inc()
+			detail := fmt.Sprintf("result of %d bytes is larger than max_payload (%d bytes) of sink %q", len(it.Payload), s.maxPayload, s.name)
+			if p.tooLargeLog.allow(p.clk.wallMs()) {
+				p.log.Warn("result dead-lettered", "pipeline", p.name, "reason", operators.ReasonTooLarge, "detail", detail)
+			}
+			if p.deadLetter != nil {
+				if *dead == nil {
+					*dead = new(operators.Delivery)
+				}
+				(*dead).AddDeadLetter(p.name, operators.ReasonTooLarge, detail, "", 0, it.Payload)
+			}
+		}
+	}
+	return fit
+}

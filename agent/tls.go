@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+
+	"github.com/eddy-edge/eddy/config"
+)
+
+// tlsConfig is a client's TLS config for a tls block (an MQTT source's or
+// sink's), or nil without one.
+func tlsConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pool, err := readCAPool(t.CA)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if t.Cert != "" {
+		c, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
+}
+
+// serverTLSConfig is a listener's TLS config with certFile and keyFile;
+// with clientCA, a client certificate issued by it is required and
+// verified.
+func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pool, err := readCAPool(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
+// readCAPool reads a PEM CA bundle.
+func readCAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", path)
+	}
+	return pool, nil
+}
+
+// adminTLSConfig is the admin listener's TLS config, or nil without
+// admin_tls. With a client CA a client certificate issued by it is
+// required.
+func adminTLSConfig(t *config.AdminTLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return serverTLSConfig(t.Cert, t.Key, t.ClientCA)
+}
