@@ -205,6 +205,22 @@ func waitForFreeSpace(ctx context.Context, path string, want int64) error {
 // part, a WAL append) found the disk full.
 func regionPlace(name string) string { return "pipelines/" + name }
 
+// nearlyFullBelow of free space makes data_dir's file system count as
+// the one that is full when a pipeline write fails with ENOSPC or EDQUOT:
+// below the 16 MiB bbolt grows its file by, with room to spare. With more
+// free, the error came from elsewhere — a sink's file on another file
+// system, a user quota, /dev/full — which polling data_dir's free space
+// would never see end, so the failure goes to the restart strategy like
+// any other.
+const nearlyFullBelow = 64 << 20
+
+// dataDirNearlyFull reports whether data_dir's file system has less than
+// nearlyFullBelow free (or its free space cannot be read).
+func (a *Agent) dataDirNearlyFull() bool {
+	free, err := freeBytes(a.cfg.Agent.DataDir)
+	return err != nil || free < nearlyFullBelow
+}
+
 // waitRegionSpace, after region name failed for lack of space (cause),
 // holds it (/readyz: disk_full) and polls free space once a second until
 // noSpaceMinFreed more than now is free, or ctx ends (stopping: the region

@@ -201,7 +201,7 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 	}
 	fo.stop(r, f.err)
 	for {
-		if isNoSpace(f.err) {
+		if isNoSpace(f.err) && a.dataDirNearlyFull() {
 			// A full disk is waited out, not counted by the strategy.
 			a.waitRegionSpace(ctx, r.name, f.err)
 			if f.err = fo.start(r, srcCtx, srcWG, pipeWG); f.err == nil {

@@ -1,7 +1,8 @@
 package qemu
 
 // The real job the release tests run on every architecture: a file source →
-// event-time tumbling windows on bbolt state → an exactly-once file sink,
+// event-time tumbling windows, a pipeline of per-key functions and one of
+// report_by_exception, all on bbolt state → an exactly-once file sink,
 // checkpointing every 20 ms (often enough that even the native binary
 // completes checkpoints long before the end of the input).
 
@@ -48,6 +49,28 @@ pipeline "sums" {
     sum = sum(event.v)
     max = max(event.v)
     avg = avg(event.v)
+  }
+  to = [sink.file.out]
+}
+pipeline "changes" {
+  from   = source.file.in
+  key    = event.device
+  filter = changed(event.v > 950)
+  map {
+    v    = event.v
+    was  = prev(event.v)
+    up   = delta(event.v)
+    seen = count_key()
+  }
+  to = [sink.file.out]
+}
+pipeline "reports" {
+  from = source.file.in
+  key  = event.device
+  report_by_exception {
+    value     = event.v
+    deadband  = 900
+    heartbeat = "60s"
   }
   to = [sink.file.out]
 }
