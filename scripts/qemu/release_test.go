@@ -1,6 +1,8 @@
 package qemu
 
 import (
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,6 +104,9 @@ func reference(t *testing.T, dist string) (string, []string) {
 	if len(referenceOutput) < 12*1000 {
 		t.Fatalf("the uninterrupted native run committed %d records, want ≥ 12,000", len(referenceOutput))
 	}
+	if n := len(byPipeline(t, referenceOutput)); n != 3 {
+		t.Fatalf("the uninterrupted native run committed records of %d pipelines, want 3 (windows, per-key functions, report_by_exception)", n)
+	}
 	return input, referenceOutput
 }
 
@@ -169,18 +174,48 @@ func requireRestored(t *testing.T, log string) {
 	t.Fatalf("the restart restored no checkpoint:\n%s", log)
 }
 
+// requireSameOutput compares each pipeline's committed records, in order,
+// with the uninterrupted run's. The pipelines share one sink, and how their
+// records interleave in it depends on timing, not on the restore.
 func requireSameOutput(t *testing.T, got, want []string) {
+	t.Helper()
+	g, w := byPipeline(t, got), byPipeline(t, want)
+	for _, name := range slices.Sorted(maps.Keys(w)) {
+		requireSameRecords(t, name, g[name], w[name])
+	}
+	for name := range g {
+		if _, ok := w[name]; !ok {
+			t.Errorf("pipeline %s committed %d records, the uninterrupted native run none", name, len(g[name]))
+		}
+	}
+}
+
+// byPipeline splits records by their pipeline field, keeping their order.
+func byPipeline(t *testing.T, records []string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, r := range records {
+		var p struct{ Pipeline string }
+		if err := json.Unmarshal([]byte(r), &p); err != nil {
+			t.Fatalf("bad record %q: %v", r, err)
+		}
+		out[p.Pipeline] = append(out[p.Pipeline], r)
+	}
+	return out
+}
+
+func requireSameRecords(t *testing.T, pipeline string, got, want []string) {
 	t.Helper()
 	if slices.Equal(got, want) {
 		return
 	}
 	for i := range min(len(got), len(want)) {
 		if got[i] != want[i] {
-			t.Fatalf("committed output differs from the uninterrupted native run at record %d of %d (want %d):\n got %s\nwant %s",
-				i, len(got), len(want), got[i], want[i])
+			t.Fatalf("pipeline %s: committed output differs from the uninterrupted native run at record %d of %d (want %d):\n got %s\nwant %s",
+				pipeline, i, len(got), len(want), got[i], want[i])
 		}
 	}
-	t.Fatalf("committed output has %d records, the uninterrupted native run %d", len(got), len(want))
+	t.Fatalf("pipeline %s: committed output has %d records, the uninterrupted native run %d", pipeline, len(got), len(want))
 }
 
 // TestTarget_Command pins how a foreign binary is started without
