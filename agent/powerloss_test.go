@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/vfs"
 )
 
 var (

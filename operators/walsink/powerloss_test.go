@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/vfs"
 )
 
 // committedPayloads returns the payloads the sink may publish: its data
