@@ -2,8 +2,10 @@ package walsink
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,8 +49,27 @@ func committedPayloads(t *testing.T, s *Sink) [][]byte {
 // aborted range that Open's scan checks each record against: a few hundred
 // cycles keep that scan short.
 func TestSink_PowerLoss(t *testing.T) {
-	const seed, cycles = 1, 300
-	t.Logf("seed %d, %d cycles", seed, cycles)
+	if err := runSinkPowerLoss(t, 1, 300, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSink_PowerLossDetectsBrokenFsync: with the WAL's fsync left out, the
+// same cycles find completed messages lost.
+func TestSink_PowerLossDetectsBrokenFsync(t *testing.T) {
+	err := runSinkPowerLoss(t, 1, 300, func(o *vfs.CutOptions) {
+		o.BreakSync = func(string) bool { return true }
+	})
+	if err == nil || !strings.Contains(err.Error(), "publishable") {
+		t.Fatalf("%v, want an error saying \"publishable\"", err)
+	}
+	t.Log(err)
+}
+
+// runSinkPowerLoss runs TestSink_PowerLoss's cycles from seed, the fsync
+// discipline broken by breakFsync when set, and returns the first broken
+// guarantee.
+func runSinkPowerLoss(t *testing.T, seed uint64, cycles int, breakFsync func(*vfs.CutOptions)) error {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	disk := vfs.NewCrashableMem()
 	var want [][]byte // the payloads of the completed epochs, in order
@@ -58,7 +79,11 @@ func TestSink_PowerLoss(t *testing.T) {
 		var s *Sink
 		var power *vfs.CutFS
 		for s == nil {
-			power = vfs.NewCutFS(disk, vfs.CutOptions{Rand: rng})
+			opts := vfs.CutOptions{Rand: rng}
+			if breakFsync != nil {
+				breakFsync(&opts)
+			}
+			power = vfs.NewCutFS(disk, opts)
 			if rng.IntN(4) == 0 {
 				power.Arm(1 + rng.IntN(12)) // the power fails again while recovering
 			}
@@ -80,17 +105,17 @@ func TestSink_PowerLoss(t *testing.T) {
 				continue
 			}
 			if err != nil {
-				t.Fatalf("cycle %d: Open and Recover(%d) after the power cut: %v", cycle, completed, err)
+				return fmt.Errorf("seed %d, cycle %d: Open and Recover(%d) after the power cut: %w", seed, cycle, completed, err)
 			}
 		}
 		power.Arm(0)
 		got := committedPayloads(t, s)
 		if len(got) != len(want) {
-			t.Fatalf("cycle %d: %d messages publishable, %d completed", cycle, len(got), len(want))
+			return fmt.Errorf("seed %d, cycle %d: %d messages publishable, %d completed", seed, cycle, len(got), len(want))
 		}
 		for i := range got {
 			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("cycle %d: message %d is %q, want %q", cycle, i, got[i], want[i])
+				return fmt.Errorf("seed %d, cycle %d: publishable message %d is %q, want %q", seed, cycle, i, got[i], want[i])
 			}
 		}
 		power.Arm(1 + rng.IntN(30))
@@ -138,4 +163,5 @@ func TestSink_PowerLoss(t *testing.T) {
 		disk = power.Image()
 		s.Close()
 	}
+	return nil
 }
