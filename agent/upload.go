@@ -22,9 +22,9 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/upload"
+	"github.com/eddy-edge/eddy/vfs"
 )
 
 // uploadClient builds the S3 client of the configuration's upload block,

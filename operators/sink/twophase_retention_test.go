@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/vfs"
 )
 
 func TestPartsToDelete(t *testing.T) {
