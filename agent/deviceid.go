@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // deviceIDFile holds, in data_dir, the device id the directory's data was

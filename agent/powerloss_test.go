@@ -20,7 +20,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/walsink/wal"
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 var (

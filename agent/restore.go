@@ -15,7 +15,7 @@ import (
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 	"github.com/eddy-edge/eddy/window"
 	"github.com/eddy-edge/eddy/window/watermark"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // RemoveSavepoint removes savepoint id from the local checkpoint store of

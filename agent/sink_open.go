@@ -7,7 +7,7 @@ import (
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // sink returns the runner of s, creating it on first use.

@@ -23,8 +23,8 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/state/vfs"
 	"github.com/eddy-edge/eddy/upload"
-	"github.com/eddy-edge/eddy/vfs"
 )
 
 // uploadClient builds the S3 client of the configuration's upload block,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/state"
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // BenchmarkCheckpoint_OnePercentOfMillion measures the acceptance figure

@@ -16,7 +16,7 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // Object key layout below Options.Prefix.

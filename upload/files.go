@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // FileRef names a local checkpoint file and, optionally, what it must hold.

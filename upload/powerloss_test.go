@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // The directory the power-loss cycles download into, as a restore stages

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // committedPayloads returns the payloads the sink may publish: its data
