@@ -177,7 +177,10 @@ var absenceCrashConfig = replaceAll(keyedCrashConfig, `  filter = changed(event.
     n    = count_key()
   }
   state_ttl = "3s"`, `  filter = event.v < 500
-  absence { timeout = "3s" }
+  absence {
+    timeout = "3s"
+    time    = "event"
+  }
   state_ttl = "10s"`)
 
 // reportCrashConfig is keyedCrashConfig with the per-key blocks instead of
