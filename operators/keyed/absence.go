@@ -21,9 +21,10 @@ import "fmt"
 //
 // A reading exactly at the deadline ends a silence (the key was quiet for
 // Timeout). A key that never sent is never silent: the block knows only
-// keys it has seen. After a restore the host registers NextTimer again: a
-// processing-time deadline that passed while the agent was down fires at
-// once, with the deadline as its Time.
+// keys it has seen. The host keeps the key's timer with its state (or
+// registers NextTimer again after a restore): a processing-time deadline
+// that passed while the agent was down fires at once, with the deadline
+// as its Time.
 //
 // ProcessingTimeDomain is the default the host should apply, because a
 // silent sensor does not move event time: its watermark, if per key,
