@@ -329,6 +329,9 @@ func (o *Operator) fireTimers(q *state.TimerQueue, h TimerHandler, t int64, befo
 	default:
 		below = nil
 	}
+	if below != nil {
+		o.below = below // reused: processing time moves on at every batch and tick
+	}
 	for {
 		k, ok, err := q.Pop(below)
 		if err != nil || !ok {
