@@ -30,6 +30,9 @@ type keyedPlan struct {
 	report  *operators.ReportSpec
 	alarm   *operators.AlarmSpec
 	absence *operators.AbsenceSpec
+	// processing: the block runs on processing time (the agent's clock
+	// drives its timers).
+	processing bool
 	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
 	dedupID *expr.Program
 	dedup   keyed.Dedup
@@ -61,20 +64,31 @@ func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts
 	}
 	if rb := p.ReportByException; rb != nil && rb.Value != nil {
 		k.report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
-			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
+			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: timeDomain(rb.Time)}}
+		k.processing = rb.Time == config.ProcessingTime
 	}
 	if al := p.Alarm; al != nil && al.Raise != nil {
 		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
 			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
 	}
 	if ab := p.Absence; ab != nil {
-		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: keyed.EventTimeDomain}}
+		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: timeDomain(ab.Time)}}
+		k.processing = ab.Time == config.ProcessingTime
 	}
 	if dd := p.Dedup; dd != nil && dd.ID != nil {
 		k.dedupID = prog(dd.ID)
 		k.dedup = keyed.Dedup{WithinMs: dd.Within.Milliseconds(), Time: keyed.EventTimeDomain}
 	}
 	return diags
+}
+
+// timeDomain is the block time domain of a config time ("event",
+// "processing").
+func timeDomain(t string) keyed.TimeDomain {
+	if t == config.ProcessingTime {
+		return keyed.ProcessingTimeDomain
+	}
+	return keyed.EventTimeDomain
 }
 
 // finish moves the filter, map and aggregate arguments compiled into pl's
@@ -93,7 +107,7 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 		pl.eventTime = true // the ordering buffer needs the watermark
 	}
 	k.order = keyed.Arrival
-	if pl.eventTime && spec.Timestamp != nil && p.Order != config.OrderArrival {
+	if pl.eventTime && spec.Timestamp != nil && p.Order != config.OrderArrival && !p.ArrivalOnly() {
 		k.order = keyed.EventTime
 	}
 	if p.Control != nil {
@@ -138,6 +152,9 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	}
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
+	if k.processing {
+		stage.SetProcessingClock(a.clk.monoMs)
+	}
 	switch {
 	case k.report != nil:
 		err = stage.SetReport(*k.report)
@@ -165,13 +182,13 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	}
 	parts := []string{p.Order}
 	if p.ReportByException != nil {
-		parts = append(parts, "report_by_exception")
+		parts = append(parts, "report_by_exception"+processingShape(p.ReportByException.Time))
 	}
 	if p.Alarm != nil {
 		parts = append(parts, "alarm "+p.Alarm.Name)
 	}
 	if p.Absence != nil {
-		parts = append(parts, "absence")
+		parts = append(parts, "absence"+processingShape(p.Absence.Time))
 	}
 	if p.Dedup != nil {
 		parts = append(parts, "dedup")
@@ -180,6 +197,18 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 		parts = append(parts, exprText(src, c))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// processingShape marks a block on processing time in keyedShape: its
+// state counts on another clock (and its timers are other timers), so a
+// checkpoint of the block on event time means nothing to it. On event
+// time, nothing: the shape of a checkpoint taken before the option
+// existed.
+func processingShape(t string) string {
+	if t == config.ProcessingTime {
+		return " on processing time"
+	}
+	return ""
 }
 
 // keyedSnapshot is the snapshot of st's backend without the expired

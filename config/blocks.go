@@ -22,10 +22,14 @@ type ReportByException struct {
 	// Heartbeat is the longest time between reports while readings keep
 	// coming; 0 (default): none.
 	Heartbeat time.Duration
+	// Time is the heartbeat's clock: EventTime (default; readings carry
+	// the heartbeat) or ProcessingTime (the agent's clock; a timer repeats
+	// the last value when nothing was sent for Heartbeat).
+	Time      string
 	DeclRange hcl.Range
 }
 
-var reportByExceptionAttrs = []string{"value", "deadband", "heartbeat"}
+var reportByExceptionAttrs = []string{"value", "deadband", "heartbeat", "time"}
 
 // decodeReportByException decodes a report_by_exception block of p.
 func (d *decoder) decodeReportByException(b *hcl.Block, p *Pipeline) *ReportByException {
@@ -44,6 +48,11 @@ func (d *decoder) decodeReportByException(b *hcl.Block, p *Pipeline) *ReportByEx
 		}
 	}
 	r.Heartbeat = a.duration("heartbeat", 0)
+	r.Time = a.enum("time", []string{EventTime, ProcessingTime}, EventTime)
+	if r.Time == ProcessingTime && r.Heartbeat <= 0 {
+		d.errorf(a.rangeOf("time"), "Processing time without heartbeat",
+			"time says on which clock the heartbeat counts, and this block has no heartbeat; add one, e.g. heartbeat = \"10m\", or remove time.")
+	}
 	d.oneBlock(b, p, "report_by_exception", false)
 	for _, m := range p.Map {
 		if m.Name == SignalValueField {
@@ -135,8 +144,10 @@ func (d *decoder) decodeDedupBlock(b *hcl.Block) *Dedup {
 type Absence struct {
 	// Timeout is how long a key may stay quiet; > 0.
 	Timeout time.Duration
-	// Time is "event": the deadline is counted on the readings' times and
-	// fires on the watermark ("processing" is not supported yet).
+	// Time is ProcessingTime (default: a silent sensor does not move event
+	// time): the deadline is counted on the agent's clock from each
+	// reading's arrival; or EventTime: on the readings' times, firing on
+	// the watermark.
 	Time      string
 	DeclRange hcl.Range
 }
@@ -151,14 +162,14 @@ func (d *decoder) decodeAbsence(b *hcl.Block, p *Pipeline) *Absence {
 		d.errorf(a.rangeOf("timeout"), "Value out of range",
 			"\"timeout\" is how long a key may stay quiet before it is reported silent; it must be more than zero, e.g. \"5m\".")
 	}
-	ab.Time = a.enum("time", []string{"event", "processing"}, "event")
+	ab.Time = a.enum("time", []string{EventTime, ProcessingTime}, ProcessingTime)
 	switch {
-	case ab.Time == "processing":
-		d.errorf(a.rangeOf("time"), "Processing-time absence not supported",
-			"absence runs on event time for now: its deadline fires when the watermark passes it, so silences are found as other keys move time on. Remove time, or set time = \"event\".")
-	case p.From.Source != nil && p.From.Source.Timestamp == nil:
-		d.errorf(b.DefRange, "absence without event time",
-			"absence runs on event time; give the source a timestamp block.")
+	case ab.Time == ProcessingTime && p.Order == OrderEventTime:
+		d.errorf(p.OrderRange, "Event-time order with processing-time absence",
+			"absence on processing time counts a key's silence from each reading's arrival, so it takes readings as they arrive: remove order, or set order = \"arrival\" (or time = \"event\" on absence).")
+	case ab.Time == EventTime && p.From.Source != nil && p.From.Source.Timestamp == nil:
+		d.errorf(a.rangeOf("time"), "Event-time absence without event time",
+			"absence on event time counts on the readings' timestamps; give the source a timestamp block, or remove time (absence then runs on processing time).")
 	case p.StateTTL > 0 && ab.Timeout > 0 && p.StateTTL <= ab.Timeout:
 		d.errorf(p.StateTTLRange, "state_ttl not above the absence timeout",
 			"A key's state expires state_ttl after its last reading, before its silence of %s could be noticed; make state_ttl longer than timeout.", ab.Timeout)

@@ -101,14 +101,23 @@ func TestReportByException_Mistakes(t *testing.T) {
   dedup { id = event.msg_id }
   to = [sink.stdout.out]
 }`, "10:3", `Missing required argument; The dedup block needs "within"`},
-		{"absence on processing time", `pipeline "p" {
-  from = source.mqtt.sensors
+		{"absence on processing time in event-time order", `pipeline "p" {
+  from  = source.mqtt.sensors
+  order = "event_time"
   absence {
     timeout = "5m"
     time    = "processing"
   }
   to = [sink.stdout.out]
-}`, "12:15", `Processing-time absence not supported; absence runs on event time for now`},
+}`, "10:11", `Event-time order with processing-time absence; absence on processing time counts a key's silence from each reading's arrival`},
+		{"report_by_exception on processing time without heartbeat", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value = event.v
+    time  = "processing"
+  }
+  to = [sink.stdout.out]
+}`, "12:13", `Processing time without heartbeat; time says on which clock the heartbeat counts`},
 		{"absence timeout zero", `pipeline "p" {
   from = source.mqtt.sensors
   absence { timeout = "0s" }
@@ -221,9 +230,10 @@ func TestDedup_Settings(t *testing.T) {
 	}
 }
 
-// TestAbsence_NeedsEventTime refuses absence on a source without a
-// timestamp.
-func TestAbsence_NeedsEventTime(t *testing.T) {
+// TestAbsence_EventTimeNeedsTimestamp refuses absence on event time on a
+// source without a timestamp, and takes it on processing time (the
+// default).
+func TestAbsence_EventTimeNeedsTimestamp(t *testing.T) {
 	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(`source "mqtt" "s" {
   broker = "tcp://127.0.0.1:1883"
   topics = ["a/b"]
@@ -231,11 +241,23 @@ func TestAbsence_NeedsEventTime(t *testing.T) {
 sink "stdout" "out" {}
 pipeline "p" {
   from = source.mqtt.s
+  absence {
+    timeout = "5m"
+    time    = "event"
+  }
+  to = [sink.stdout.out]
+}
+pipeline "q" {
+  from = source.mqtt.s
   absence { timeout = "5m" }
   to = [sink.stdout.out]
 }
 `), "test.hcl")
-	if out := FormatDiagnostics(diags); !strings.Contains(out, "test.hcl:8:3: error: absence without event time; absence runs on event time; give the source a timestamp block") {
+	out := FormatDiagnostics(diags)
+	if !strings.Contains(out, "test.hcl:10:15: error: Event-time absence without event time; absence on event time counts on the readings' timestamps") {
 		t.Errorf("diagnostics:\n%s", out)
+	}
+	if strings.Count(out, "error:") != 1 {
+		t.Errorf("absence on processing time (the default) needs no timestamp; diagnostics:\n%s", out)
 	}
 }

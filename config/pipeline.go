@@ -220,8 +220,15 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 // keyedEventTime reports whether p orders its readings by event time for
 // per-key functions, which set late readings aside like windows.
 func (p *Pipeline) keyedEventTime() bool {
-	return p.Keyed() && p.Order != OrderArrival && p.From.Source != nil && p.From.Source.Timestamp != nil &&
+	return p.Keyed() && p.Order != OrderArrival && !p.ArrivalOnly() && p.From.Source != nil && p.From.Source.Timestamp != nil &&
 		(p.Window == nil || p.Window.Time == EventTime)
+}
+
+// ArrivalOnly reports whether p's per-key block takes readings as they
+// arrive whatever the source (absence on processing time), so its order
+// is arrival.
+func (p *Pipeline) ArrivalOnly() bool {
+	return p.Absence != nil && p.Absence.Time == ProcessingTime
 }
 
 // mapFields returns the attributes of a map block in source order.

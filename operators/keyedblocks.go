@@ -30,7 +30,10 @@ type AlarmSpec struct {
 
 // AbsenceSpec is a pipeline's absence block, compiled.
 type AbsenceSpec struct {
-	Block keyed.Absence // event time only: its timers are the keyed operator's
+	// Block's timers are the keyed operator's: event-time timers fire on
+	// the watermark, processing-time ones on the stage's clock
+	// (SetProcessingClock).
+	Block keyed.Absence
 }
 
 // absenceBlock is the block name of absence in record ids.
@@ -49,14 +52,17 @@ type signalBlock struct {
 	report  *ReportSpec
 	alarm   *AlarmSpec
 	absence *AbsenceSpec
-	bstate  *state.ValueState[keyed.AbsenceState]
-	rstate  *state.ValueState[keyed.ReportState]
-	astate  *state.ValueState[keyed.AlarmState]
-	emit    func(keyed.Signal) // built once: a call does not allocate
-	sigs    [2]keyed.Signal
-	nsig    int
-	names   []string // report: "value", then the map fields; alarm: the map fields
-	vals    []event.Value
+	// processing: the block runs on processing time (its timers are
+	// processing-time timers, its ids name readings: sink.Span.ByReading).
+	processing bool
+	bstate     *state.ValueState[keyed.AbsenceState]
+	rstate     *state.ValueState[keyed.ReportState]
+	astate     *state.ValueState[keyed.AlarmState]
+	emit       func(keyed.Signal) // built once: a call does not allocate
+	sigs       [2]keyed.Signal
+	nsig       int
+	names      []string // report: "value", then the map fields; alarm: the map fields
+	vals       []event.Value
 }
 
 // SetReport makes k run spec on every reading that passes its filter,
@@ -67,8 +73,9 @@ func (k *KeyedStage) SetReport(spec ReportSpec) error {
 	}
 	b := k.newBlock(reportBlock, append([]string{"value"}, k.names...))
 	b.report = &spec
+	b.processing = spec.Block.Time == keyed.ProcessingTimeDomain
 	var err error
-	b.rstate, err = state.NewValueState[keyed.ReportState](k.op.Context(), reportBlock, keyed.ReportCodec{}, k.op.StateTTL())
+	b.rstate, err = state.NewValueState[keyed.ReportState](k.op.Context(), reportBlock, keyed.ReportCodec{Offsets: b.processing}, k.op.StateTTL())
 	return err
 }
 
@@ -86,20 +93,37 @@ func (k *KeyedStage) SetAlarm(spec AlarmSpec) error {
 }
 
 // SetAbsence makes k run spec on every reading that passes its filter and
-// on the key's event-time timers, instead of emitting reading records.
-// Call it before the first reading.
+// on the key's timers, instead of emitting reading records. Call it before
+// the first reading.
 func (k *KeyedStage) SetAbsence(spec AbsenceSpec) error {
 	if err := spec.Block.Validate(); err != nil {
 		return err
 	}
-	if spec.Block.Time != keyed.EventTimeDomain {
-		return fmt.Errorf("%w: absence on %v time: only event time is supported", keyed.ErrBadBlock, spec.Block.Time)
-	}
 	b := k.newBlock(absenceBlock, k.names)
 	b.absence = &spec
+	b.processing = spec.Block.Time == keyed.ProcessingTimeDomain
 	var err error
-	b.bstate, err = state.NewValueState[keyed.AbsenceState](k.op.Context(), absenceBlock, keyed.AbsenceCodec{}, k.op.StateTTL())
+	b.bstate, err = state.NewValueState[keyed.AbsenceState](k.op.Context(), absenceBlock, keyed.AbsenceCodec{Offsets: b.processing}, k.op.StateTTL())
 	return err
+}
+
+// SetProcessingClock sets the clock of processing time, monotonic Unix ms
+// (the agent's): read once per batch, it is the processing time of the
+// batch's readings, and moves the processing-time timers on
+// (AdvanceProcessingTime does too, between batches). Without one,
+// processing time is the readings' time.
+func (k *KeyedStage) SetProcessingClock(now func() int64) { k.clock = now }
+
+// keepTimer gives the current key the processing-time timer next, given
+// that it needed old before: a timer set for old (or earlier) is kept, as
+// an early firing is harmless (the block answers with the real deadline,
+// registered then), so a key's readings cost no timer write but every
+// timeout or heartbeat; only a key that had none gets one.
+func (k *KeyedStage) keepTimer(old, next int64) error {
+	if old != keyed.NoTimer || next == keyed.NoTimer {
+		return nil
+	}
+	return k.op.RegisterProcessingTimer(next)
 }
 
 // moveTimer replaces the current key's timer at old by one at next
@@ -119,29 +143,59 @@ func (k *KeyedStage) moveTimer(old, next int64) error {
 	return nil
 }
 
-// timer is the keyed operator's TimerHandler: an absence deadline of the
-// current key passed.
+// timer is the keyed operator's TimerHandler, of event time and of
+// processing time: an absence deadline or a heartbeat of the current key
+// is due.
 func (t *WindowTask) timer(_ uint16, key []byte, now int64) error {
 	b := t.keyed.block
-	if b == nil || b.absence == nil {
+	if b == nil {
 		return nil
 	}
-	st, _, err := b.bstate.Value()
-	if err != nil {
-		return err
-	}
 	b.nsig = 0
-	next := b.absence.Block.OnTimer(&st, now, b.emit)
-	if err := b.bstate.Update(st); err != nil {
-		return err
+	next := keyed.NoTimer
+	value := event.Value{}
+	switch {
+	case b.absence != nil:
+		st, ok, err := b.bstate.Value()
+		if err != nil || !ok {
+			return err // expired (state_ttl): the key is forgotten
+		}
+		next = b.absence.Block.OnTimer(&st, now, b.emit)
+		if err := b.bstate.Update(st); err != nil {
+			return err
+		}
+	case b.report != nil:
+		st, ok, err := b.rstate.Value()
+		if err != nil || !ok {
+			return err // expired (state_ttl): no heartbeat
+		}
+		// A heartbeat due while the agent was down is sent once, and the
+		// next counts from the clock now, not from the timer's time: no
+		// burst of the heartbeats missed.
+		next = b.report.Block.OnTimer(&st, max(now, t.keyed.op.ProcessingTime()), b.emit)
+		if err := b.rstate.Update(st); err != nil {
+			return err
+		}
+		if !math.IsNaN(st.Value) {
+			value = event.Value{Kind: event.Number, Num: st.Value}
+		}
+	default:
+		return nil
 	}
 	if next != keyed.NoTimer {
-		if err := t.keyed.op.RegisterTimer(next); err != nil {
+		register := t.keyed.op.RegisterTimer
+		if b.processing {
+			register = t.keyed.op.RegisterProcessingTimer
+		}
+		if err := register(next); err != nil {
 			return err
 		}
 	}
 	for i := range b.vals {
 		b.vals[i] = event.Value{} // no reading: the map fields are null
+	}
+	if b.report != nil {
+		b.vals[0] = value // a heartbeat repeats the last reported value
 	}
 	t.emitSignals(key)
 	return nil
@@ -165,7 +219,7 @@ func (t *WindowTask) blockReading(r *keyed.Reading) error {
 	k := t.keyed
 	b := k.block
 	rec := &k.ev.Rec
-	at := keyed.At{Event: r.Time, Proc: r.Time}
+	at := keyed.At{Event: r.Time, Proc: k.procNow, Offset: r.Seq}
 	b.nsig = 0
 	off := 0
 	switch {
@@ -183,8 +237,12 @@ func (t *WindowTask) blockReading(r *keyed.Reading) error {
 		if err != nil {
 			return err
 		}
+		old := b.report.Block.NextTimer(st)
 		b.report.Block.OnReading(&st, at, num, b.emit)
 		if err := b.rstate.Update(st); err != nil {
+			return err
+		}
+		if err := k.keepTimer(old, b.report.Block.NextTimer(st)); err != nil {
 			return err
 		}
 		b.vals[0] = v
@@ -199,7 +257,12 @@ func (t *WindowTask) blockReading(r *keyed.Reading) error {
 		if err := b.bstate.Update(st); err != nil {
 			return err
 		}
-		if err := k.moveTimer(old, next); err != nil {
+		if b.processing {
+			err = k.keepTimer(old, next)
+		} else {
+			err = k.moveTimer(old, next)
+		}
+		if err != nil {
 			return err
 		}
 	case b.alarm != nil:
@@ -247,6 +310,9 @@ func (t *WindowTask) emitSignals(key []byte) {
 			span = sink.Span{Start: sig.Start, End: sig.End, HasStart: true, HasEnd: true}
 		case keyed.Silent:
 			span = sink.Span{Start: sig.Start, HasStart: true}
+		}
+		if b.processing {
+			span.ByReading, span.From, span.N = true, sig.From, sig.N
 		}
 		// Seq is in the id; Firing, the same number, makes the record's
 		// place in the release order (time, key, firing) unique (the

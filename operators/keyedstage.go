@@ -26,6 +26,8 @@ type KeyedStage struct {
 	vals    []event.Value
 	handler keyed.Handler
 	block   *signalBlock  // nil without a per-key block
+	clock   func() int64  // processing time (SetProcessingClock); nil: the readings' time
+	procNow int64         // processing time of the batch being processed
 	r       keyed.Reading // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
@@ -56,6 +58,7 @@ func (t *WindowTask) SetKeyed(k *KeyedStage) {
 	t.keyed = k
 	k.handler = t.released
 	k.op.OnTimer(t.timer)
+	k.op.OnProcessingTimer(t.timer)
 }
 
 // Keyed returns the task's keyed stage, or nil.
@@ -92,6 +95,14 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 		return
 	}
 	k.keepLate = keepLate
+	if k.clock != nil {
+		// Due timers first: a key whose deadline passed (while the agent
+		// was down, say) is silent before its next reading resumes it.
+		t.advanceKeyedProcessingTime(k.clock())
+		if k.err != nil {
+			return
+		}
+	}
 	perRecordWM := len(b.Watermarks) == b.Len()
 	arrival := k.op.Order() == keyed.Arrival
 	for i := 0; i < b.Len(); i++ {
@@ -107,6 +118,9 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 			}
 		}
 		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i)}
+		if k.clock == nil {
+			k.procNow = k.r.Time
+		}
 		out, err := k.op.Process(&k.r, wm, k.handler)
 		if err != nil {
 			k.err = err
@@ -138,6 +152,19 @@ func (t *WindowTask) advanceKeyed(wm int64) {
 		t.op.AdvanceWatermark(wm, &t.out)
 	}
 	t.collect()
+}
+
+// advanceKeyedProcessingTime moves the keyed stage's processing time to
+// now (never back) and fires its due processing-time timers.
+func (t *WindowTask) advanceKeyedProcessingTime(now int64) {
+	k := t.keyed
+	if k.err != nil {
+		return
+	}
+	k.procNow = max(k.procNow, now)
+	if err := k.op.AdvanceProcessingTime(now); err != nil {
+		k.err = err
+	}
 }
 
 // released is the keyed operator's Handler: one reading, in its key's
