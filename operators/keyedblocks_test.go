@@ -22,6 +22,12 @@ import (
 // does: the decoder reads the fields they name).
 func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
 	t.Helper()
+	return blockTaskIn(t, keyed.EventTime, ttl, exprs, set)
+}
+
+// blockTaskIn is blockTask in the given order.
+func blockTaskIn(t *testing.T, order keyed.Order, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
+	t.Helper()
 	schema := event.NewSchema()
 	compile := func(src string) *expr.Program {
 		e, _ := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
@@ -36,7 +42,7 @@ func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *Keye
 	for _, src := range exprs {
 		progs = append(progs, compile(src))
 	}
-	op, err := keyed.New(state.NewMemory(), keyed.Options{Order: keyed.EventTime, TTL: ttl})
+	op, err := keyed.New(state.NewMemory(), keyed.Options{Order: order, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
