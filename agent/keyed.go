@@ -26,13 +26,20 @@ type keyedPlan struct {
 	src   *config.Source
 	order keyed.Order
 	ttl   time.Duration
-	// report and alarm are the compiled per-key block, or nil.
-	report  *operators.ReportSpec
-	alarm   *operators.AlarmSpec
-	absence *operators.AbsenceSpec
+	// blocks are the compiled per-key blocks in declaration order (a
+	// dedup's is empty: the evaluator runs it, before the others): the
+	// keyed stage chains them in this order.
+	blocks []keyedBlockSpec
 	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
 	dedupID *expr.Program
 	dedup   keyed.Dedup
+}
+
+// keyedBlockSpec is one compiled per-key block: one field is set.
+type keyedBlockSpec struct {
+	report  *operators.ReportSpec
+	alarm   *operators.AlarmSpec
+	absence *operators.AbsenceSpec
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
@@ -59,16 +66,32 @@ func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts
 		diags = append(diags, d...)
 		return pr
 	}
-	if rb := p.ReportByException; rb != nil && rb.Value != nil {
-		k.report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
+	// Compiled in the order config.KeyedCalls lists their calls: the
+	// report_by_exception value, the alarms', then the dedup id.
+	report, alarms := -1, map[*config.Alarm]int{}
+	for i, b := range p.Blocks {
+		switch {
+		case b.ReportByException != nil:
+			report = i
+		case b.Alarm != nil:
+			alarms[b.Alarm] = i
+		}
+	}
+	k.blocks = make([]keyedBlockSpec, len(p.Blocks))
+	if rb := p.ReportByException; rb != nil && rb.Value != nil && report >= 0 {
+		k.blocks[report].report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
 			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
 	}
-	if al := p.Alarm; al != nil && al.Raise != nil {
-		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
-			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	for _, al := range p.Alarms {
+		if i, ok := alarms[al]; ok && al.Raise != nil {
+			k.blocks[i].alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
+				Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+		}
 	}
-	if ab := p.Absence; ab != nil {
-		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: keyed.EventTimeDomain}}
+	for i, b := range p.Blocks {
+		if ab := b.Absence; ab != nil {
+			k.blocks[i].absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: keyed.EventTimeDomain}}
+		}
 	}
 	if dd := p.Dedup; dd != nil && dd.ID != nil {
 		k.dedupID = prog(dd.ID)
@@ -138,13 +161,16 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	}
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
-	switch {
-	case k.report != nil:
-		err = stage.SetReport(*k.report)
-	case k.alarm != nil:
-		err = stage.SetAlarm(*k.alarm)
-	case k.absence != nil:
-		err = stage.SetAbsence(*k.absence)
+	for _, b := range k.blocks {
+		switch {
+		case err != nil:
+		case b.report != nil:
+			err = stage.SetReport(*b.report)
+		case b.alarm != nil:
+			err = stage.SetAlarm(*b.alarm)
+		case b.absence != nil:
+			err = stage.SetAbsence(*b.absence)
+		}
 	}
 	if err == nil && k.dedupID != nil {
 		err = stage.SetDedup(k.dedupID, k.dedup)
@@ -167,8 +193,8 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	if p.ReportByException != nil {
 		parts = append(parts, "report_by_exception")
 	}
-	if p.Alarm != nil {
-		parts = append(parts, "alarm "+p.Alarm.Name)
+	for _, a := range p.Alarms {
+		parts = append(parts, "alarm "+a.Name)
 	}
 	if p.Absence != nil {
 		parts = append(parts, "absence")

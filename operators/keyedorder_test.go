@@ -47,14 +47,14 @@ func reportRec(key string, t int64, seq int, value, s string) string {
 		key, t, seq, key, ms(t), t, value, s)
 }
 
-func raisedRec(t int64, seq int, start int64, s string) string {
-	return fmt.Sprintf(`{"id":"dev/p/k/hot/raised/%d/%d","pipeline":"p","key":"k","time":"%s","time_ms":%d,"kind":"raised","start":"%s","start_ms":%d,"s":"%s"}`,
-		t, seq, ms(t), t, ms(start), start, s)
+func raisedRec(key string, t int64, seq int, start int64, s string) string {
+	return fmt.Sprintf(`{"id":"dev/p/%s/hot/raised/%d/%d","pipeline":"p","key":"%s","time":"%s","time_ms":%d,"kind":"raised","start":"%s","start_ms":%d,"s":"%s"}`,
+		key, t, seq, key, ms(t), t, ms(start), start, s)
 }
 
-func clearedRec(t int64, seq int, start int64, s string) string {
-	return fmt.Sprintf(`{"id":"dev/p/k/hot/cleared/%d/%d","pipeline":"p","key":"k","time":"%s","time_ms":%d,"kind":"cleared","start":"%s","start_ms":%d,"end":"%s","end_ms":%d,"duration_ms":%d,"s":"%s"}`,
-		t, seq, ms(t), t, ms(start), start, ms(t), t, t-start, s)
+func clearedRec(key string, t int64, seq int, start int64, s string) string {
+	return fmt.Sprintf(`{"id":"dev/p/%s/hot/cleared/%d/%d","pipeline":"p","key":"%s","time":"%s","time_ms":%d,"kind":"cleared","start":"%s","start_ms":%d,"end":"%s","end_ms":%d,"duration_ms":%d,"s":"%s"}`,
+		key, t, seq, key, ms(t), t, ms(start), start, ms(t), t, t-start, s)
 }
 
 func silentRec(t int64, seq int, start int64) string {
@@ -144,12 +144,12 @@ func TestKeyedStage_BlocksInArrivalOrder(t *testing.T) {
 			{"k", 9000, `{"v":60,"s":"d"}`},
 		},
 		arrival: []string{
-			raisedRec(11000, 0, 6000, "c"),
-			clearedRec(9000, 1, 6000, "d"),
+			raisedRec("k", 11000, 0, 6000, "c"),
+			clearedRec("k", 9000, 1, 6000, "d"),
 		},
 		eventTime: []string{
-			raisedRec(6000, 0, 1000, "a"),
-			clearedRec(9000, 1, 1000, "d"),
+			raisedRec("k", 6000, 0, 1000, "a"),
+			clearedRec("k", 9000, 1, 1000, "d"),
 		},
 	}, {
 		// dedup of event.id within 5 s, then reading records. Arrival:

@@ -16,7 +16,7 @@ import (
 // functions: a keyed.Operator orders the readings, and its Evaluator runs
 // the filter, map and aggregate arguments that the prepare stage left to
 // it. Readings that pass go to the task's window, or to its
-// per-key block (SetReport, SetAlarm), or else out as records of kind
+// per-key blocks (SetReport, SetAlarm, SetAbsence), or else out as records of kind
 // "reading" with the map fields.
 type KeyedStage struct {
 	op      *keyed.Operator
@@ -25,8 +25,8 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
-	block   *signalBlock  // nil without a per-key block
-	r       keyed.Reading // reused: a Reading per call would escape to the heap
+	blocks  []*signalBlock // the per-key blocks, chained in this order
+	r       keyed.Reading  // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
 	keepLate bool
@@ -173,7 +173,7 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 		}
 		return nil
 	}
-	if k.block != nil {
+	if len(k.blocks) > 0 {
 		return t.blockReading(r)
 	}
 	for i, s := range k.slots {
