@@ -13,7 +13,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // keyedDedupWindowConfig drops a device's repeated counter c within 5 s,
@@ -231,4 +235,77 @@ func TestCompose_ValidateRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reloadReportConfig reports the simulator's temperatures by exception:
+// with a deadband of 1000 only each device's first reading.
+var reloadReportConfig = replaceAll(reloadConfig, `pipeline "p1" {
+  from = source.simulator.sim
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "%SIZE%"
+  }
+  aggregate { n = count() }
+  to = [sink.file.one]
+}`, `pipeline "p1" {
+  from   = source.simulator.sim
+  filter = event.temp != null
+  key    = event.device
+  report_by_exception {
+    value    = event.temp
+    deadband = %SIZE%
+  }
+  to = [sink.file.one]
+}`)
+
+// TestKeyedControl_DeadbandChangedByReload changes a running
+// report_by_exception's deadband the way the refusal of control.* in a
+// pipeline with per-key state tells: in the file, then SIGHUP. The reload
+// keeps each key's state: after it the keys report their changes with the
+// seqs following their first report, and none starts afresh with a
+// second first report (seq 0).
+func TestKeyedControl_DeadbandChangedByReload(t *testing.T) {
+	dir := t.TempDir()
+	brokerAddr := loopback.Addr(t)
+	ag := startAgent(t, dir, reloadReportConfig, "%BROKER%", brokerAddr, "%SIZE%", "1000", "%EXTRA%", "")
+	type report struct {
+		ID, Key string
+	}
+	reports := func() (seq0 map[string]map[string]bool, later int) {
+		seq0 = map[string]map[string]bool{}
+		b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl"))
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r report
+			if json.Unmarshal([]byte(l), &r) != nil {
+				continue
+			}
+			if strings.HasSuffix(r.ID, "/0") {
+				if seq0[r.Key] == nil {
+					seq0[r.Key] = map[string]bool{}
+				}
+				seq0[r.Key][r.ID] = true
+			} else {
+				later++
+			}
+		}
+		return seq0, later
+	}
+	waitFor(t, 15*time.Second, func() bool { s, _ := reports(); return len(s) == 3 })
+	waitFor(t, 15*time.Second, func() bool { return ag.logContains("checkpoint completed") })
+	if _, later := reports(); later != 0 {
+		t.Fatalf("%d reports after the first ones with a deadband of 1000", later)
+	}
+	writeConfig(t, dir, reloadReportConfig, "%BROKER%", brokerAddr, "%SIZE%", "0", "%EXTRA%", "", "%ADMIN%", ag.admin)
+	ag.signal(syscall.SIGHUP)
+	waitFor(t, 20*time.Second, func() bool { return ag.logContains("configuration reloaded") })
+	waitFor(t, 20*time.Second, func() bool { _, later := reports(); return later >= 30 })
+	ag.stop(syscall.SIGTERM, 20*time.Second)
+	seq0, later := reports()
+	for key, ids := range seq0 {
+		if len(ids) != 1 {
+			t.Errorf("key %s reported as new %d times (%v): its state was lost at the reload", key, len(ids), ids)
+		}
+	}
+	t.Logf("%d keys, %d reports after the reload", len(seq0), later)
 }

@@ -120,8 +120,12 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 		k.order = keyed.EventTime
 	}
 	if p.Control != nil {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Per-key functions with a control stream",
-			Detail:  "A pipeline with per-key functions evaluates its expressions in its keyed subtasks, which cannot read control.* yet; remove the control stream or the per-key functions.",
+		// The control state belongs to the prepare stage; the keyed
+		// subtasks evaluate a reading later (in event-time order, once the
+		// watermark passes it) and on other goroutines, so they would read
+		// another state than the one in force when the reading came.
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Control stream with per-key state",
+			Detail:  "This pipeline keeps per-key state (per-key functions, report_by_exception, alarm, dedup or absence), whose expressions run in its keyed subtasks in each key's order, and they cannot read control.*. Remove control; to change a threshold or a deadband at run time, edit it in this file and send SIGHUP: the reload keeps the per-key state (a block's settings are not part of it).",
 			Subject: p.Control.Range.Ptr()})
 	}
 	// The key is computed in the prepare stage, before the map: it cannot
