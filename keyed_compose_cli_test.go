@@ -208,19 +208,18 @@ func TestCompose_ChainedBlocksReplayIdentical(t *testing.T) {
 }
 
 // TestCompose_ValidateRefuses runs `eddy validate` on compositions it
-// refuses: the diagnostic names the file, line and column, and the fix.
+// refuses: the diagnostic names the file, line and column, and the fix
+// (or the clash).
 func TestCompose_ValidateRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"report_by_exception with a window", `  map {
     s = event.s
   }`, `  window "tumbling" { size = "10s" }
   aggregate { n = count() }`, `agent.hcl:27:3: error: report_by_exception with a window; report_by_exception follows readings one by one and emits records of its own, and a window aggregates them; a pipeline has one or the other (only dedup may come before a window)`},
-		{"dedup after report_by_exception", `  map {
+		{"two alarms of one name", `  map {
     s = event.s
-  }`, `  dedup {
-    id     = event.msg
-    within = "1h"
-  }`, `agent.hcl:32:3: error: dedup after report_by_exception; dedup drops repeated readings before the map and before every other per-key block, so it must come first: move this dedup block above report_by_exception.`},
+  }`, `  alarm "hot" { raise = event.c > 1 }
+  alarm "hot" { raise = event.c > 2 }`, `agent.hcl:33:9: error: Duplicate alarm name; An alarm named "hot" is already declared at `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

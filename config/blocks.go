@@ -199,7 +199,8 @@ func (b KeyedBlock) Name() string {
 // decodeKeyedBlocks decodes p's per-key blocks in declaration order into
 // p.Blocks (and the fields of each kind). A pipeline has at most one
 // report_by_exception, absence and dedup, and alarms of distinct names;
-// dedup comes before the others, which it feeds.
+// dedup runs before the others, which it feeds (declared after one, it is
+// warned about).
 func (d *decoder) decodeKeyedBlocks(blocks hcl.Blocks, p *Pipeline) {
 	first := map[string]*hcl.Block{}
 	for _, typ := range []string{"report_by_exception", "absence", "dedup"} {
@@ -233,8 +234,11 @@ func (d *decoder) decodeKeyedBlocks(blocks hcl.Blocks, p *Pipeline) {
 			p.Dedup = d.decodeDedupBlock(b)
 			kb.Dedup = p.Dedup
 			if signal != "" {
-				d.errorf(b.DefRange, "dedup after "+signal,
-					"dedup drops repeated readings before the map and before every other per-key block, so it must come first: move this dedup block above %s.", signal)
+				// Before blocks were chained, dedup ran first wherever it
+				// was declared, and it still does: a warning, so that
+				// those configurations keep loading.
+				d.warnf(b.DefRange, "dedup after "+signal,
+					"dedup drops repeated readings before the map and before every other per-key block, whatever the order they are declared in: move this dedup block above %s to say so.", signal)
 			}
 		default:
 			continue

@@ -57,25 +57,6 @@ func TestReportByException_Mistakes(t *testing.T) {
   alarm "hot" { raise = event.v > 80 }
   to = [sink.stdout.out]
 }`, "13:3", "alarm with a window"},
-		{"dedup after report_by_exception", `pipeline "p" {
-  from = source.mqtt.sensors
-  report_by_exception { value = event.v }
-  dedup {
-    id     = event.msg_id
-    within = "1h"
-  }
-  to = [sink.stdout.out]
-}`, "11:3", "dedup after report_by_exception; dedup drops repeated readings before the map and before every other per-key block, so it must come first: move this dedup block above report_by_exception"},
-		{"dedup after an alarm", `pipeline "p" {
-  from = source.mqtt.sensors
-  alarm "hot" { raise = event.v > 80 }
-  absence { timeout = "1h" }
-  dedup {
-    id     = event.msg_id
-    within = "1h"
-  }
-  to = [sink.stdout.out]
-}`, "12:3", `dedup after alarm "hot"; `},
 		{"two report_by_exception", `pipeline "p" {
   from = source.mqtt.sensors
   report_by_exception { value = event.v }
@@ -312,5 +293,30 @@ func TestKeyedBlocks_DeclarationOrder(t *testing.T) {
 	}
 	if strings.Join(calls, ",") != "prev,changed" {
 		t.Errorf("keyed calls %v, want prev, changed", calls)
+	}
+}
+
+// TestKeyedBlocks_DedupDeclaredLate warns about a dedup declared after
+// another block (it runs first anyway, as it did before blocks were
+// chained, so such configurations still load) and keeps it first.
+func TestKeyedBlocks_DedupDeclaredLate(t *testing.T) {
+	cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { raise = event.v > 80 }
+  absence { timeout = "1h" }
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`), "test.hcl")
+	out := FormatDiagnostics(diags)
+	if diags.HasErrors() || !strings.Contains(out, `test.hcl:12:3: warning: dedup after alarm "hot"; dedup drops repeated readings before the map and before every other per-key block, whatever the order they are declared in: move this dedup block above alarm "hot" to say so.`) {
+		t.Fatalf("diagnostics:\n%s", out)
+	}
+	if p := cfg.Pipelines[0]; p.Dedup == nil || len(p.Blocks) != 3 {
+		t.Errorf("dedup %v, %d blocks", p.Dedup, len(p.Blocks))
 	}
 }

@@ -50,12 +50,12 @@ type Pipeline struct {
 	// pipeline with one has no window.
 	Absence *Absence
 	// Dedup is the pipeline's dedup block; nil when not set. It drops
-	// repeats after the filter, before the map and the other blocks (it is
-	// declared before them), and may feed a window.
+	// repeats after the filter, before the map and the other blocks
+	// wherever it is declared, and may feed a window.
 	Dedup *Dedup
 	// Blocks are the per-key blocks above in declaration order: a reading
-	// goes through them in this order, and the records the blocks emit for
-	// one reading come in this order.
+	// goes through them in this order (dedup first, wherever it is), and
+	// the records the blocks emit for one reading come in this order.
 	Blocks []KeyedBlock
 	// Order is the order in which a pipeline with per-key functions
 	// processes a key's readings: OrderEventTime or OrderArrival; "" when
