@@ -20,16 +20,20 @@ import (
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
-// keyedDedupWindowConfig drops a device's repeated counter c within 5 s,
-// then counts and sums the rest per 10 s window.
-var keyedDedupWindowConfig = replaceAll(keyedConfig, `  filter = changed(event.s)
+// keyedConfigFunctions is the per-key part of keyedConfig's pipeline,
+// which the configurations below replace.
+const keyedConfigFunctions = `  filter = changed(event.s)
   map {
     s      = event.s
     was    = prev(event.c)
     d      = delta(event.c)
     n      = count_key()
     first  = first_seen()
-  }`, `  dedup {
+  }`
+
+// keyedDedupWindowConfig drops a device's repeated counter c within 5 s,
+// then counts and sums the rest per 10 s window.
+var keyedDedupWindowConfig = replaceAll(keyedConfig, keyedConfigFunctions, `  dedup {
     id     = event.c
     within = "5s"
   }
@@ -54,13 +58,9 @@ func TestCompose_DedupWindowMatchesModel(t *testing.T) {
 	perKey, _ := onTimeByKey(in, nil)
 	dropped := 0
 	for key, rs := range perKey {
-		passed := map[int]int64{}
-		for _, r := range rs {
-			if seen, ok := passed[r.C]; ok && r.TS < seen+5000 {
-				dropped++
-				continue
-			}
-			passed[r.C] = r.TS
+		passed, n := dedupModel(rs, 5000)
+		dropped += n
+		for _, r := range passed {
 			w := fmt.Sprintf("%s/%d", key, r.TS-r.TS%10_000)
 			a := want[w]
 			a.n++
@@ -139,14 +139,7 @@ var chainedBlocks = []string{`  absence { timeout = "4s" }`, `  report_by_except
 
 // dedupThen is keyedConfig with dedup of the counter c, then blocks.
 func dedupThen(blocks ...string) string {
-	return replaceAll(keyedConfig, `  filter = changed(event.s)
-  map {
-    s      = event.s
-    was    = prev(event.c)
-    d      = delta(event.c)
-    n      = count_key()
-    first  = first_seen()
-  }`, `  dedup {
+	return replaceAll(keyedConfig, keyedConfigFunctions, `  dedup {
     id     = event.c
     within = "5s"
   }
