@@ -1,12 +1,20 @@
 package operators
 
 import (
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/eddy-edge/eddy/operators/decode"
+	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
 )
 
 // TestKeyedStage_ChainedBlocks runs one stage with dedup, absence,
@@ -85,5 +93,56 @@ func TestKeyedStage_ChainRefusesRepeats(t *testing.T) {
 				t.Errorf("a second %s was taken", name)
 			}
 		})
+	}
+}
+
+// TestKeyedStage_ChainedBlocksNoAllocs checks that chaining blocks adds
+// no allocation per reading: report_by_exception and two alarms on bbolt
+// state, in arrival order, once warm (readings that move nothing, so no
+// record is made).
+func TestKeyedStage_ChainedBlocksNoAllocs(t *testing.T) {
+	schema := event.NewSchema()
+	compile := func(src string) *expr.Program {
+		e, _ := hclsyntax.ParseExpression([]byte(src), "t.hcl", hcl.InitialPos)
+		p, diags := expr.CompileWith(e, schema, expr.Options{})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return p
+	}
+	value, hot, cold := compile("event.v"), compile("event.v > 80"), compile("event.v < 0")
+	be, err := state.OpenBolt(filepath.Join(t.TempDir(), "state.db"), state.BoltOptions{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	op, err := keyed.New(be, keyed.Options{Order: keyed.Arrival})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := NewWindowTask("t", "dev", nil, nil)
+	stage := NewKeyedStage(op, keyed.EvalSpec{Schema: schema, Decoder: decode.NewJSON(schema)})
+	task.SetKeyed(stage)
+	for _, err := range []error{
+		stage.SetReport(ReportSpec{Value: value, Block: keyed.ReportByException{Deadband: 100, Time: keyed.EventTimeDomain}}),
+		stage.SetAlarm(AlarmSpec{Name: "hot", Raise: hot}),
+		stage.SetAlarm(AlarmSpec{Name: "cold", Raise: cold}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := stream.NewBatch(0)
+	for i := range 64 {
+		batch.Append(strconv.AppendInt(nil, int64(i), 10), uint16(i), int64(i), nil, []byte(`{"v":20}`), uint64(i))
+	}
+	task.Process(batch, false)
+	task.TakeResults()
+	allocs := testing.AllocsPerRun(100, func() { task.Process(batch, false) })
+	if per := allocs / 64; per > 0 {
+		t.Fatalf("%.2f allocations per reading, want 0", per)
+	}
+	if err := stage.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
