@@ -26,16 +26,23 @@ type keyedPlan struct {
 	src   *config.Source
 	order keyed.Order
 	ttl   time.Duration
-	// report and alarm are the compiled per-key block, or nil.
-	report  *operators.ReportSpec
-	alarm   *operators.AlarmSpec
-	absence *operators.AbsenceSpec
-	// processing: the block runs on processing time (the agent's clock
+	// blocks are the compiled per-key blocks in declaration order (a
+	// dedup's is empty: the evaluator runs it, before the others): the
+	// keyed stage chains them in this order.
+	blocks []keyedBlockSpec
+	// processing: a block runs on processing time (the agent's clock
 	// drives its timers).
 	processing bool
 	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
 	dedupID *expr.Program
 	dedup   keyed.Dedup
+}
+
+// keyedBlockSpec is one compiled per-key block: one field is set.
+type keyedBlockSpec struct {
+	report  *operators.ReportSpec
+	alarm   *operators.AlarmSpec
+	absence *operators.AbsenceSpec
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
@@ -62,18 +69,34 @@ func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts
 		diags = append(diags, d...)
 		return pr
 	}
-	if rb := p.ReportByException; rb != nil && rb.Value != nil {
-		k.report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
+	// Compiled in the order config.KeyedCalls lists their calls: the
+	// report_by_exception value, the alarms', then the dedup id.
+	report, alarms := -1, map[*config.Alarm]int{}
+	for i, b := range p.Blocks {
+		switch {
+		case b.ReportByException != nil:
+			report = i
+		case b.Alarm != nil:
+			alarms[b.Alarm] = i
+		}
+	}
+	k.blocks = make([]keyedBlockSpec, len(p.Blocks))
+	if rb := p.ReportByException; rb != nil && rb.Value != nil && report >= 0 {
+		k.blocks[report].report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
 			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: timeDomain(rb.Time)}}
-		k.processing = rb.Time == config.ProcessingTime
+		k.processing = k.processing || rb.Time == config.ProcessingTime
 	}
-	if al := p.Alarm; al != nil && al.Raise != nil {
-		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
-			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	for _, al := range p.Alarms {
+		if i, ok := alarms[al]; ok && al.Raise != nil {
+			k.blocks[i].alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
+				Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+		}
 	}
-	if ab := p.Absence; ab != nil {
-		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: timeDomain(ab.Time)}}
-		k.processing = ab.Time == config.ProcessingTime
+	for i, b := range p.Blocks {
+		if ab := b.Absence; ab != nil {
+			k.blocks[i].absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: timeDomain(ab.Time)}}
+			k.processing = k.processing || ab.Time == config.ProcessingTime
+		}
 	}
 	if dd := p.Dedup; dd != nil && dd.ID != nil {
 		k.dedupID = prog(dd.ID)
@@ -111,8 +134,12 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 		k.order = keyed.EventTime
 	}
 	if p.Control != nil {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Per-key functions with a control stream",
-			Detail:  "A pipeline with per-key functions evaluates its expressions in its keyed subtasks, which cannot read control.* yet; remove the control stream or the per-key functions.",
+		// The control state belongs to the prepare stage; the keyed
+		// subtasks evaluate a reading later (in event-time order, once the
+		// watermark passes it) and on other goroutines, so they would read
+		// another state than the one in force when the reading came.
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Control stream with per-key state",
+			Detail:  "This pipeline keeps per-key state (per-key functions, report_by_exception, alarm, dedup or absence), whose expressions run in its keyed subtasks in each key's order, and they cannot read control.*. Remove control; to change a threshold or a deadband at run time, edit it in this file and send SIGHUP: the reload keeps the per-key state (a block's settings are not part of it).",
 			Subject: p.Control.Range.Ptr()})
 	}
 	// The key is computed in the prepare stage, before the map: it cannot
@@ -155,13 +182,16 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	if k.processing {
 		stage.SetProcessingClock(a.clk.monoMs)
 	}
-	switch {
-	case k.report != nil:
-		err = stage.SetReport(*k.report)
-	case k.alarm != nil:
-		err = stage.SetAlarm(*k.alarm)
-	case k.absence != nil:
-		err = stage.SetAbsence(*k.absence)
+	for _, b := range k.blocks {
+		switch {
+		case err != nil:
+		case b.report != nil:
+			err = stage.SetReport(*b.report)
+		case b.alarm != nil:
+			err = stage.SetAlarm(*b.alarm)
+		case b.absence != nil:
+			err = stage.SetAbsence(*b.absence)
+		}
 	}
 	if err == nil && k.dedupID != nil {
 		err = stage.SetDedup(k.dedupID, k.dedup)
@@ -184,8 +214,8 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	if p.ReportByException != nil {
 		parts = append(parts, "report_by_exception"+processingShape(p.ReportByException.Time))
 	}
-	if p.Alarm != nil {
-		parts = append(parts, "alarm "+p.Alarm.Name)
+	for _, a := range p.Alarms {
+		parts = append(parts, "alarm "+a.Name)
 	}
 	if p.Absence != nil {
 		parts = append(parts, "absence"+processingShape(p.Absence.Time))

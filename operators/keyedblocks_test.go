@@ -26,6 +26,12 @@ func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *Keye
 	return newBlockTask(t, state.NewMemory(), keyed.EventTime, ttl, exprs, set)
 }
 
+// blockTaskIn is blockTask in the given order.
+func blockTaskIn(t *testing.T, order keyed.Order, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
+	t.Helper()
+	return newBlockTask(t, state.NewMemory(), order, ttl, exprs, set)
+}
+
 // newBlockTask is blockTask with its state in be, in order.
 func newBlockTask(t *testing.T, be state.Backend, order keyed.Order, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
 	t.Helper()

@@ -16,7 +16,7 @@ import (
 // functions: a keyed.Operator orders the readings, and its Evaluator runs
 // the filter, map and aggregate arguments that the prepare stage left to
 // it. Readings that pass go to the task's window, or to its
-// per-key block (SetReport, SetAlarm), or else out as records of kind
+// per-key blocks (SetReport, SetAlarm, SetAbsence), or else out as records of kind
 // "reading" with the map fields.
 type KeyedStage struct {
 	op      *keyed.Operator
@@ -25,10 +25,10 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
-	block   *signalBlock  // nil without a per-key block
-	clock   func() int64  // processing time (SetProcessingClock); nil: the readings' time
-	procNow int64         // processing time of the batch being processed
-	r       keyed.Reading // reused: a Reading per call would escape to the heap
+	blocks  []*signalBlock // the per-key blocks, chained in this order
+	clock   func() int64   // processing time (SetProcessingClock); nil: the readings' time
+	procNow int64          // processing time of the batch being processed
+	r       keyed.Reading  // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
 	keepLate bool
@@ -57,8 +57,8 @@ func NewKeyedStage(op *keyed.Operator, spec keyed.EvalSpec) *KeyedStage {
 func (t *WindowTask) SetKeyed(k *KeyedStage) {
 	t.keyed = k
 	k.handler = t.released
-	k.op.OnTimer(t.timer)
-	k.op.OnProcessingTimer(t.timer)
+	k.op.OnTimer(t.eventTimer)
+	k.op.OnProcessingTimer(t.processingTimer)
 }
 
 // Keyed returns the task's keyed stage, or nil.
@@ -200,7 +200,7 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 		}
 		return nil
 	}
-	if k.block != nil {
+	if len(k.blocks) > 0 {
 		return t.blockReading(r)
 	}
 	for i, s := range k.slots {
