@@ -127,10 +127,12 @@ func (s *Sink) serve(conn net.Conn) error {
 		var holdC <-chan time.Time
 		if err == nil {
 			// Group commit: while answers to packets already out are on
-			// their way, hold the records (at most groupCommitHold) so one
-			// write and one fsync take the whole window's steps.
+			// their way, hold records that need an fsync (at most
+			// groupCommitHold) so one write and one fsync take the whole
+			// window's steps. Records that need none (new flows' PUBLISH,
+			// PUBCOMPs) go at once, with their packets.
 			now := time.Now()
-			if s.q1 == nil && s.sess.HasRecords() && s.sess.Awaiting() > 0 {
+			if s.q1 == nil && s.sess.MustSync() && s.sess.Awaiting() > 0 {
 				if holdUntil.IsZero() {
 					holdUntil = now.Add(groupCommitHold)
 				}
@@ -275,7 +277,9 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 			s.cur.advance()
 			continue
 		}
-		if !publishable {
+		if !publishable || !s.sess.CanPublishSeq(d.seq) {
+			// Not committed yet, or its packet id is still held by an
+			// open flow: the next event looks again.
 			return 0, nil
 		}
 		if wait := rate.take(time.Now()); wait > 0 {
