@@ -226,7 +226,7 @@
 // paho's packets codec, and one read of each message back from the WAL.
 // Open reads the backlog once. Group commit makes the batches large: while
 // the broker's answers to packets already sent are on their way, the
-// publisher holds the records it has (at most 5 ms) and writes and syncs
+// publisher holds the records it has (at most 20 ms) and writes and syncs
 // them together with those answers' records, so a window's flows share
 // each fsync. A flow needs one (PUBREC received, before its PUBREL; its
 // PUBLISH step needs none, since the id is derived): with 20 in flight, one

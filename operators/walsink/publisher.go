@@ -127,12 +127,13 @@ func (s *Sink) serve(conn net.Conn) error {
 		var holdC <-chan time.Time
 		if err == nil {
 			// Group commit: while answers to packets already out are on
-			// their way, hold records that need an fsync (at most
-			// groupCommitHold) so one write and one fsync take the whole
-			// window's steps. Records that need none (new flows' PUBLISH,
-			// PUBCOMPs) go at once, with their packets.
+			// their way, hold the records (at most groupCommitHold) so one
+			// write and one fsync take the whole window's steps. Records
+			// that need no fsync (new flows' PUBLISH steps after PUBCOMPs)
+			// are held too: the window's flows then move in step, and its
+			// PUBRECs come back together, to share one fsync.
 			now := time.Now()
-			if s.q1 == nil && s.sess.MustSync() && s.sess.Awaiting() > 0 {
+			if s.q1 == nil && s.sess.HasRecords() && s.sess.Awaiting() > 0 {
 				if holdUntil.IsZero() {
 					holdUntil = now.Add(groupCommitHold)
 				}
@@ -199,8 +200,12 @@ func (s *Sink) serve(conn net.Conn) error {
 // groupCommitHold bounds how long flow records wait for the answers to
 // packets already sent before they are written and synced without them:
 // a broker that stops answering some flows delays the others by at most
-// this much per fsync.
-const groupCommitHold = 5 * time.Millisecond
+// this much per fsync. The hold ends as soon as every answer is in, so the
+// bound matters only when the answers are late: 5 ms, the bound before,
+// ran out on a loaded 2-core machine (load average 30) in about half the
+// runs, doubling the fsyncs at 20 in flight (BENCHMARKS.md, WAL sink write
+// amplification).
+const groupCommitHold = 20 * time.Millisecond
 
 func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
