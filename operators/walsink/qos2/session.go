@@ -122,6 +122,7 @@ type Session struct {
 	connected    bool
 	retried      uint64
 	awaiting     int // flows with out set
+	releasing    int // of those, flows at StepPubrecReceived (PUBREL out)
 
 	lastSent    time.Time
 	pingSentAt  time.Time
@@ -260,7 +261,7 @@ func (s *Session) Disconnected() {
 	for _, f := range s.flows {
 		f.out = false
 	}
-	s.awaiting = 0
+	s.awaiting, s.releasing = 0, 0
 }
 
 // Awaiting is the number of open flows whose last PUBLISH or PUBREL was
@@ -270,11 +271,18 @@ func (s *Session) Disconnected() {
 // ones (see HasRecords), instead of one fsync for each few steps.
 func (s *Session) Awaiting() int { return s.awaiting }
 
+// Releasing is the number of open flows whose PUBREL was sent and is not
+// answered yet (a subset of Awaiting).
+func (s *Session) Releasing() int { return s.releasing }
+
 // answered clears f.out: an answer for f arrived.
 func (s *Session) answered(f *flow) {
 	if f.out {
 		f.out = false
 		s.awaiting--
+		if f.step == StepPubrecReceived {
+			s.releasing--
+		}
 	}
 }
 
@@ -438,6 +446,9 @@ func (s *Session) Advance() {
 		if f := s.byID[p.ID]; f != nil && !f.out && (p.Kind == PacketPublish || p.Kind == PacketPubrel) && f.seq == p.Seq {
 			f.out = true
 			s.awaiting++
+			if f.step == StepPubrecReceived {
+				s.releasing++
+			}
 		}
 	}
 	s.rd.Records = s.rd.Records[:0]

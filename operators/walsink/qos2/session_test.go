@@ -340,14 +340,18 @@ func TestSession_AllocsPerMessage(t *testing.T) {
 
 // TestSession_Awaiting counts the flows whose packet is out and not
 // answered: not before the Ready holding it is Advanced, no longer after
-// the answer, again after the PUBREL goes, none after a disconnect.
+// the answer, again after the PUBREL goes, none after a disconnect; and
+// among them (Releasing) those whose packet out is a PUBREL.
 func TestSession_Awaiting(t *testing.T) {
 	s := New(Config{MaxInflight: 5})
 	s.Connected(t0)
-	check := func(step string, want int, wantRecords bool) {
+	check := func(step string, want int, wantRecords bool, wantReleasing int) {
 		t.Helper()
 		if got := s.Awaiting(); got != want {
 			t.Errorf("%s: Awaiting = %d, want %d", step, got, want)
+		}
+		if got := s.Releasing(); got != wantReleasing {
+			t.Errorf("%s: Releasing = %d, want %d", step, got, wantReleasing)
 		}
 		if got := s.HasRecords(); got != wantRecords {
 			t.Errorf("%s: HasRecords = %v, want %v", step, got, wantRecords)
@@ -356,26 +360,26 @@ func TestSession_Awaiting(t *testing.T) {
 	pub(s, 1)
 	pub(s, 2)
 	pub(s, 3)
-	check("published, not sent", 0, true)
+	check("published, not sent", 0, true, 0)
 	ready(t, s)
-	check("sent", 3, false)
+	check("sent", 3, false, 0)
 	if err := s.Step(Pubrec, 1); err != nil {
 		t.Fatal(err)
 	}
-	check("PUBREC of 1", 2, true)
-	if err := s.Step(Pubrec, 99); err != nil { // unknown id: PUBREL, no flow
+	check("PUBREC of 1", 2, true, 0)
+	if err := s.Step(Pubrec, 99); err != nil { // unknown id: ignored
 		t.Fatal(err)
 	}
 	ready(t, s)
-	check("PUBREL of 1 sent", 3, false)
+	check("PUBREL of 1 sent", 3, false, 1)
 	if err := s.Step(Pubcomp, 1); err != nil {
 		t.Fatal(err)
 	}
-	check("PUBCOMP of 1", 2, true)
+	check("PUBCOMP of 1", 2, true, 0)
 	ready(t, s)
 	s.Disconnected()
-	check("disconnected", 0, false)
+	check("disconnected", 0, false, 0)
 	s.Connected(t0)
 	ready(t, s)
-	check("resumed", 2, false)
+	check("resumed", 2, false, 0)
 }
