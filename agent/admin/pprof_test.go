@@ -24,12 +24,8 @@ func TestServer_Profiles(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /debug/pprof/heap with the token = %d %s", code, b)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the heap profile is not gzipped: %v", err)
-	}
-	if raw, err := io.ReadAll(zr); err != nil || len(raw) == 0 {
-		t.Fatalf("the heap profile: %d bytes, %v", len(raw), err)
+	if raw := gunzip(t, "the heap profile", b); len(raw) == 0 {
+		t.Fatal("the heap profile is empty")
 	}
 	if code, b, _ := do(t, srv, "GET", "/debug/pprof/goroutine?debug=1", token); code != http.StatusOK || !bytes.Contains(b, []byte("goroutine profile:")) {
 		t.Errorf("GET /debug/pprof/goroutine?debug=1 with the token = %d, want the text profile", code)
@@ -97,14 +93,9 @@ func TestServer_CPUProfile(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("with the token = %d %s", code, b)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the CPU profile is not gzipped: %v", err)
-	}
-	raw, err := io.ReadAll(zr)
 	// The profile's sample type names the CPU profiler's unit.
-	if err != nil || !bytes.Contains(raw, []byte("nanoseconds")) || !bytes.Contains(raw, []byte("cpu")) {
-		t.Fatalf("the CPU profile: %d bytes, %v, want a profile with cpu nanoseconds", len(raw), err)
+	if raw := gunzip(t, "the CPU profile", b); !bytes.Contains(raw, []byte("nanoseconds")) || !bytes.Contains(raw, []byte("cpu")) {
+		t.Fatalf("the CPU profile: %d bytes, want a profile with cpu nanoseconds", len(raw))
 	}
 
 	for _, q := range []string{"0", "-1", "61", "1.5", "x", "3600"} {
@@ -129,4 +120,19 @@ func TestServer_CPUProfile(t *testing.T) {
 	if w.Code != http.StatusForbidden {
 		t.Errorf("from 192.168.1.20 without a token configured = %d, want 403", w.Code)
 	}
+}
+
+// gunzip returns b, the gzipped body of what, unzipped; it fails the test
+// if b is not gzip.
+func gunzip(t *testing.T, what string, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s is not gzipped: %v", what, err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return raw
 }
