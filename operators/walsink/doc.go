@@ -199,7 +199,7 @@
 // flow above its limit and drops the message without a log line, so the
 // sink would count it delivered. The session speaks MQTT 3.1.1, whose
 // CONNACK carries no limit, so it is configuration. With 20 in flight the
-// rate is about 20 ÷ round trip (two fsyncs on each side per batch); for
+// rate is about 20 ÷ round trip (and an fsync per window of 20); for
 // throughput raise both, e.g. for mosquitto:
 //
 //	persistence           true
