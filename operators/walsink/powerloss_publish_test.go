@@ -72,8 +72,9 @@ func (p *cutProxy) stop() {
 
 // TestSink_PowerLossWhilePublishing cuts the power (vfs.NewCrashableMem:
 // unsynced writes lost, or torn at random) and the network at once, at
-// random moments while the sink publishes to a real mosquitto with its
-// default 20 in flight, ten times, then runs to the end. The collector must
+// random moments while the sink publishes to a real mosquitto (with its
+// default 20 in flight, and with the README's settings), ten times, then
+// runs to the end. The collector must
 // hold every output exactly once, in order: the PUBLISH of a flow leaves
 // before any record of it is durable, and a flow whose record was lost is
 // published again under the same packet id, which the broker knows.
@@ -81,11 +82,14 @@ func TestSink_PowerLossWhilePublishing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a broker through ten power cuts")
 	}
+	forUpstreams(t, testPowerLossWhilePublishing)
+}
+
+func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, maxInflight int) {
 	const epochs, perEpoch = 60, 50
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
-	b := mosquitto.Start(t, mosquitto.DefaultInflight())
 	c := startCollector(t, b.URL(), "up/#")
 	disk := vfs.NewCrashableMem()
 	var completed atomic.Uint64 // the checkpoint store: survives the cut
@@ -93,7 +97,7 @@ func TestSink_PowerLossWhilePublishing(t *testing.T) {
 	run := func(p *cutProxy) (*Sink, chan struct{}) {
 		s, err := Open("/data/wal/out", Options{Broker: p.url(), ClientID: "walsink-powerloss",
 			ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, SegmentBytes: 16 << 10,
-			FS: disk}, testLogger(t))
+			MaxInflight: maxInflight, FS: disk}, testLogger(t))
 		if err != nil {
 			t.Fatalf("Open after the power cut: %v", err)
 		}
