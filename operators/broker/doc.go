@@ -1,5 +1,8 @@
-// Package broker runs Eddy's embedded MQTT broker: a mochi-mqtt server on one
-// TCP listener for sensors that have no broker of their own.
+// Package broker runs Eddy's embedded MQTT broker: a mochi-mqtt server on a
+// TCP listener for sensors that have no broker of their own, and a second,
+// internal one on 127.0.0.1 for the agent's own clients (Broker.Internal:
+// its MQTT sinks and simulators), which need neither the sensors' TLS client
+// certificates nor their credentials.
 //
 // # Model
 //

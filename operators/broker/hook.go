@@ -23,8 +23,11 @@ type hook struct {
 	username []byte // nil: allow every client
 	acls     []ACL
 	password []byte
-	rejected atomic.Uint64
-	tooLarge atomic.Uint64
+	// internalPassword is the secret of the internal listener's clients
+	// (Broker.Internal).
+	internalPassword []byte
+	rejected         atomic.Uint64
+	tooLarge         atomic.Uint64
 	// limits holds the clients' publish rates (Options.MaxMessagesPerSecond),
 	// nil without a limit; throttled counts the publishes it delayed.
 	limits    *rateLimits
@@ -87,7 +90,8 @@ func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 
 // OnConnectAuthenticate waits until the broker is open (Options.Closed),
 // then allows exactly the configured credentials, compared in constant
-// time, or every client when none are configured.
+// time, or every client when none are configured; on the internal
+// listener, exactly the internal credentials.
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	select {
 	case <-h.opened:
@@ -100,21 +104,35 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 			return false
 		}
 	}
+	if internal(cl) {
+		return credentialsMatch(pk, []byte(InternalUsername), h.internalPassword)
+	}
 	if h.username == nil {
 		return true
 	}
-	userOK := subtle.ConstantTimeCompare(pk.Connect.Username, h.username) == 1
-	passOK := subtle.ConstantTimeCompare(pk.Connect.Password, h.password) == 1
+	return credentialsMatch(pk, h.username, h.password)
+}
+
+// credentialsMatch compares pk's username and password with username and
+// password, in constant time.
+func credentialsMatch(pk packets.Packet, username, password []byte) bool {
+	userOK := subtle.ConstantTimeCompare(pk.Connect.Username, username) == 1
+	passOK := subtle.ConstantTimeCompare(pk.Connect.Password, password) == 1
 	return userOK && passOK
 }
 
+// internal reports whether cl came through the internal listener (and so,
+// once connected, holds the internal credentials).
+func internal(cl *mqtt.Client) bool { return cl.Net.Listener == internalListenerID }
+
 // OnACLCheck allows subscriptions to every topic (the broker serves one
 // device's sensors) and, with ACLs, a publish only to a topic the client's
-// ACL matches. mochi then refuses the publish: for MQTT 5 with reason
+// ACL matches; the agent's own clients (internal listener) publish
+// anywhere. mochi then refuses the publish: for MQTT 5 with reason
 // "not authorized", for 3.1.1 (which has no such reason) by closing the
 // connection.
 func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	if !write || len(h.acls) == 0 || cl.Net.Inline {
+	if !write || len(h.acls) == 0 || cl.Net.Inline || internal(cl) {
 		return true
 	}
 	id := identity(cl)
