@@ -1,6 +1,7 @@
 package walsink
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -55,13 +56,54 @@ func newLogState() logState {
 	return logState{nextSeq: 1, nextAssign: 1, flows: map[uint64]qos2.Record{}}
 }
 
+// isAborted reports whether seq is in an aborted range. The ranges are
+// kept sorted and disjoint (addAborted), so replaying a WAL costs
+// O(log ranges) per record: every restart while the uplink is down adds a
+// range, and a linear scan made Open's replay records × restarts.
 func (st *logState) isAborted(seq uint64) bool {
-	for _, r := range st.aborted {
-		if seq >= r.from && seq <= r.to {
-			return true
+	i, _ := slices.BinarySearchFunc(st.aborted, seq, func(r seqRange, seq uint64) int {
+		switch {
+		case r.to < seq:
+			return -1
+		case r.from > seq:
+			return 1
 		}
+		return 0
+	})
+	return i < len(st.aborted) && st.aborted[i].from <= seq && seq <= st.aborted[i].to
+}
+
+// addAborted adds [from, to] to the aborted ranges, merging it with those
+// it overlaps or touches. Recover's ranges start at or after the previous
+// one's start (it aborts from just past the committed data, which only
+// grows), so this is an append or a merge with the last range; anything
+// else (a state record of an older build) is sorted and merged.
+func (st *logState) addAborted(from, to uint64) {
+	n := len(st.aborted)
+	switch {
+	case n == 0 || from > st.aborted[n-1].to+1:
+		st.aborted = append(st.aborted, seqRange{from: from, to: to})
+	case from >= st.aborted[n-1].from:
+		st.aborted[n-1].to = max(st.aborted[n-1].to, to)
+	default:
+		st.aborted = append(st.aborted, seqRange{from: from, to: to})
+		st.normalizeAborted()
 	}
-	return false
+}
+
+// normalizeAborted sorts the aborted ranges and merges overlapping and
+// adjacent ones.
+func (st *logState) normalizeAborted() {
+	slices.SortFunc(st.aborted, func(a, b seqRange) int { return cmp.Compare(a.from, b.from) })
+	out := st.aborted[:0]
+	for _, r := range st.aborted {
+		if k := len(out); k > 0 && r.from <= out[k-1].to+1 {
+			out[k-1].to = max(out[k-1].to, r.to)
+			continue
+		}
+		out = append(out, r)
+	}
+	st.aborted = out
 }
 
 // apply applies one record read from (or written to) segment seg.
@@ -163,7 +205,7 @@ func (st *logState) applyCommit(epoch, seq uint64, unixNano int64) (count, bytes
 
 func (st *logState) applyAbort(lastCompleted, from, to uint64) {
 	if from <= to {
-		st.aborted = append(st.aborted, seqRange{from: from, to: to})
+		st.addAborted(from, to)
 	}
 	st.uncommitted = slices.DeleteFunc(st.uncommitted, func(s span) bool { return s.first >= from })
 	st.precommits = slices.DeleteFunc(st.precommits, func(m mark) bool { return m.epoch > lastCompleted })
@@ -248,6 +290,7 @@ func (st *logState) applyState(p []byte) error {
 	for n := d.u32(); n > 0 && d.err == nil; n-- {
 		st.aborted = append(st.aborted, seqRange{from: d.u64(), to: d.u64()})
 	}
+	st.normalizeAborted()
 	st.commitTimes = st.commitTimes[:0]
 	for n := d.u32(); n > 0 && d.err == nil; n-- {
 		st.commitTimes = append(st.commitTimes, commitTime{seq: d.u64(), unixNano: int64(d.u64())})
