@@ -15,7 +15,6 @@ import (
 	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/ingest"
 )
 
 // isNoSpace reports whether err says the file system is full: ENOSPC, or a
@@ -272,29 +271,4 @@ func (a *Agent) finalOnFullDisk(ctx context.Context) bool {
 	}
 	a.log.Warn("stopping with the disk full: no final checkpoint; the next start "+next, "err", reason)
 	return true
-}
-
-// ingestRoomMargin is what roomFor asks for on top of a batch's bytes: page
-// rounding and a new segment's header.
-const ingestRoomMargin = 64 << 10
-
-// roomFor refuses, with ingest.ErrNoSpace, a batch the ingest log's file
-// system has clearly no room for, before writing any of it. The log undoes
-// a batch that meets ENOSPC only while it stays in one segment; a batch
-// that rolled to a new segment first cannot be undone, so the agent looks
-// first (one statfs per batch, not per reading). Without holds (tests that
-// build an intake alone) it checks nothing.
-func (in *logIntake) roomFor(entries []ingest.Entry) error {
-	if in.holds == nil {
-		return nil
-	}
-	need := int64(ingestRoomMargin)
-	for i := range entries {
-		need += int64(len(entries[i].Topic) + len(entries[i].Payload) + 32) // an upper bound of its record
-	}
-	free, err := freeBytes(in.log.Dir())
-	if err != nil || free >= need {
-		return nil
-	}
-	return fmt.Errorf("%w: %w: %d bytes free in %s, the batch needs up to %d", ingest.ErrNoSpace, syscall.ENOSPC, free, in.log.Dir(), need)
 }

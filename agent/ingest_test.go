@@ -29,6 +29,12 @@ func startEmbeddedIntake(t *testing.T, linger time.Duration) (*broker.Broker, *i
 // log's options (Listen and Ack are set here).
 func startEmbeddedIntakeWith(t *testing.T, linger time.Duration, bopts broker.Options, iopts ingest.Options) (*broker.Broker, *ingest.Log, *logIntake) {
 	t.Helper()
+	return startEmbeddedIntakeIn(t, t.TempDir(), linger, bopts, iopts)
+}
+
+// startEmbeddedIntakeIn is startEmbeddedIntakeWith with the log in dir.
+func startEmbeddedIntakeIn(t *testing.T, dir string, linger time.Duration, bopts broker.Options, iopts ingest.Options) (*broker.Broker, *ingest.Log, *logIntake) {
+	t.Helper()
 	bopts.Listen = "127.0.0.1:0"
 	b, err := broker.Start(bopts, nil)
 	if err != nil {
@@ -36,7 +42,7 @@ func startEmbeddedIntakeWith(t *testing.T, linger time.Duration, bopts broker.Op
 	}
 	t.Cleanup(func() { b.Close() })
 	iopts.Ack = ingest.AfterFsync
-	l, err := ingest.Open(t.TempDir(), iopts)
+	l, err := ingest.Open(dir, iopts)
 	if err != nil {
 		t.Fatal(err)
 	}
