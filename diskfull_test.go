@@ -301,3 +301,40 @@ func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
 	runToEndWith(t, dir, replaceAll(tmpl, "%ADMIN%", loopback.Addr(t)))
 	sameRecords(t, want, committedRecords(t, filepath.Join(dir, "out")))
 }
+
+// sinkOwnFSConfig is crashConfig with the exactly-once file sink's output
+// on the file system at %DIR%/sinkfs, data_dir where it is (on the test
+// machine's disk), and an admin endpoint.
+var sinkOwnFSConfig = replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
+	`path     = "%DIR%/out"`, `path     = "%DIR%/sinkfs/out"`)
+
+// TestDiskFull_SinkOnItsOwnFileSystemWaits runs the crash test's job with
+// the exactly-once file sink's output on a small file system of its own (a
+// tmpfs the test mounts) with little room left, and data_dir on a disk with
+// plenty: the sink's part meets ENOSPC. The pipelines wait for space on the
+// sink's file system (not data_dir's, which has room), counting no restart;
+// /readyz says disk_full for the pipelines with a path on that file
+// system; the agent never exits, and once space is freed there the job
+// finishes by itself with the uninterrupted run's output.
+func TestDiskFull_SinkOnItsOwnFileSystemWaits(t *testing.T) {
+	dir := t.TempDir()
+	sinkFS := filepath.Join(dir, "sinkfs")
+	tmpfs.Mount(t, sinkFS, "256m")
+	want := uninterruptedRecords(t, dir)
+
+	filler := fillDisk(t, sinkFS, 64<<10)
+	ag := startAgent(t, dir, sinkOwnFSConfig)
+	detail := waitDiskFull(t, ag, "pipelines/sums: "+sinkFS)
+	t.Logf("/readyz disk: %s", detail)
+	if !ag.waitLog("disk full: pipelines wait until space frees", 10*time.Second) {
+		t.Error("no log line says the pipelines wait")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFinished(t, ag)
+	if s := ag.output(); strings.Contains(s, "pipelines failed: restarting") || strings.Contains(s, "restart strategy gives up") {
+		t.Error("the sink's full file system counted towards the restart strategy")
+	}
+	sameRecords(t, want, committedRecords(t, filepath.Join(sinkFS, "out")))
+}
