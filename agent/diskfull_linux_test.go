@@ -5,7 +5,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -102,23 +101,7 @@ func TestIngest_NoSpaceAtRollHoldsAndResumes(t *testing.T) {
 	if r := holds.reason("ingest/s"); r != "" {
 		t.Errorf("ingest still held after space freed: %s", r)
 	}
-	r, err := l.Reader(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for i := range n {
-		e, err := r.Next()
-		if err != nil {
-			t.Fatalf("entry %d: %v", i, err)
-		}
-		if string(e.Payload) != payload(i) {
-			t.Fatalf("entry %d holds %.20s…, want seq %d", i, e.Payload, i)
-		}
-	}
-	if _, err := r.Next(); err != io.EOF {
-		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
-	}
+	checkLogHolds(t, l, n, payload)
 }
 
 // noSpaceWrite writes to path until the write fails, and returns the error

@@ -85,23 +85,7 @@ func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
 		}
 	}
 	// Acknowledged means durable: everything is in the log already.
-	r, err := l.Reader(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for i := range n {
-		e, err := r.Next()
-		if err != nil {
-			t.Fatalf("entry %d: %v (acknowledged but not in the log)", i, err)
-		}
-		if want := `{"seq":` + strconv.Itoa(i) + `}`; string(e.Payload) != want || string(e.Topic) != "sensors/s1/telemetry" {
-			t.Fatalf("entry %d = %s %s, want %s", i, e.Topic, e.Payload, want)
-		}
-	}
-	if _, err := r.Next(); err != io.EOF {
-		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
-	}
+	checkLogHolds(t, l, n, func(i int) string { return `{"seq":` + strconv.Itoa(i) + `}` })
 	commits := in.commits.Load()
 	t.Logf("%d readings from one connection in %d commits", n, commits)
 	if commits > n/4 {
@@ -133,5 +117,29 @@ func TestEmbeddedIntake_WaitingSenderNotHeldByLinger(t *testing.T) {
 	}
 	if got := in.commits.Load(); got != n {
 		t.Fatalf("%d commits for %d readings sent one at a time, want one each", got, n)
+	}
+}
+
+// checkLogHolds fails the test unless l holds exactly n entries on
+// "sensors/s1/telemetry", the i-th with payload(i): all acknowledged
+// readings, in order, none twice.
+func checkLogHolds(t *testing.T, l *ingest.Log, n int, payload func(int) string) {
+	t.Helper()
+	r, err := l.Reader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range n {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatalf("entry %d: %v (acknowledged but not in the log)", i, err)
+		}
+		if want := payload(i); string(e.Payload) != want || string(e.Topic) != "sensors/s1/telemetry" {
+			t.Fatalf("entry %d = %s %.40s…, want %.40s…", i, e.Topic, e.Payload, want)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
 	}
 }
