@@ -21,31 +21,6 @@ import (
 	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
-// fillTo writes a file into dir until its file system has less than leave
-// bytes free, and returns its path.
-func fillTo(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 4<<10)
-	for {
-		free, err := freeBytes(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if free < leave {
-			return path
-		}
-		if _, err := f.Write(block); err != nil {
-			return path // full
-		}
-	}
-}
-
 // TestIngest_NoSpaceAtRollHoldsAndResumes: readings published at QoS 1 into
 // the embedded broker go to an ingest log on a small file system (a tmpfs
 // the test mounts) whose segments hold one reading each, so every batch
@@ -64,7 +39,7 @@ func TestIngest_NoSpaceAtRollHoldsAndResumes(t *testing.T) {
 	in.mu.Lock()
 	in.holds = holds
 	in.mu.Unlock()
-	filler := fillTo(t, root, 48<<10) // room for about ten segments
+	filler := tmpfs.Fill(t, root, 48<<10) // room for about ten segments
 
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor").
 		SetAutoReconnect(false).SetMaxResumePubInFlight(256))
