@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // sink returns the runner of s, creating it on first use.

@@ -327,7 +327,9 @@ func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byt
 // other is taken out of the sensor connection's read loop meanwhile, so the
 // sensor's further publishes arrive and can share one commit; PUBACKs still
 // go out in the order received as long as fn completes in the order it is
-// called. Every other publish it matches (QoS 0 and 2, retained, several
+// called. Such a QoS 0 publish, which has no acknowledgement to hold, is
+// handed to fn and routed at once; a failed Completion drops it (counted in
+// Rejected). Every other publish it matches (QoS 2, retained, several
 // subscribers) waits in the hook, as with Subscribe. Filters are checked as
 // for Subscribe.
 func (b *Broker) SubscribeDeferred(filters []string, fn DeferredFunc) (unsubscribe func()) {

@@ -17,7 +17,9 @@
 // back to mochi (InjectPacket), which acknowledges and routes it. So one
 // sensor can have many publishes waiting for the same commit — up to its
 // own in-flight window — where a blocking subscriber would see them one at
-// a time. Re-injected publishes count twice in mochi's $SYS statistics.
+// a time. A QoS 0 publish that only it matches is queued without waiting:
+// nothing acknowledges it, so waiting would only hold the sensor to one
+// message per commit. Re-injected publishes count twice in mochi's $SYS statistics.
 //
 // # Life cycle
 //

@@ -178,8 +178,16 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if h.limits != nil && !cl.Net.Inline {
 		h.throttle(cl, pk)
 	}
-	if pk.FixedHeader.Qos == 1 && !pk.FixedHeader.Retain && !cl.Net.Inline {
+	if pk.FixedHeader.Qos < 2 && !pk.FixedHeader.Retain && !cl.Net.Inline {
 		if sub := h.subs.only(pk.TopicName); sub != nil && sub.deferred != nil {
+			if pk.FixedHeader.Qos == 0 {
+				// Nothing acknowledges a QoS 0 publish, so waiting for the
+				// commit would promise the sensor nothing and only hold its
+				// connection to one message per commit. It is queued and
+				// routed at once; the queue's bound is its backpressure.
+				sub.deferred(pk.TopicName, append([]byte(nil), pk.Payload...), false, (*qos0Done)(h))
+				return pk, nil
+			}
 			h.deferPublish(cl, pk, sub.deferred)
 			return pk, packets.ErrRejectPacket
 		}
@@ -232,6 +240,20 @@ func (h *hook) disconnect(cl *mqtt.Client, code packets.Code) {
 	} else {
 		cl.Stop(code)
 	}
+}
+
+// qos0Done completes a queued QoS 0 publish: a failed commit drops it,
+// counted and logged as a rejected publish (the sensor, which expects no
+// acknowledgement, is not disconnected).
+type qos0Done hook
+
+func (d *qos0Done) Done(err error) {
+	if err == nil {
+		return
+	}
+	h := (*hook)(d)
+	n := h.rejected.Add(1)
+	h.log.Warn("broker: QoS 0 publish dropped: its subscriber failed", "rejected_total", n, "error", err)
 }
 
 // deferredPublish is a QoS 1 publish held until its subscriber is done.

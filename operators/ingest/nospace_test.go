@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // noSpaceFS is a crashable in-memory file system on which the failAt-th
