@@ -16,40 +16,6 @@ import (
 	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
-// freeSpace returns the bytes still free on the file system of path.
-func freeSpace(path string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
-}
-
-// fillDisk writes a file into dir until the file system has less than
-// leave bytes free, and returns its path.
-func fillDisk(t *testing.T, dir string, leave int64) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 64<<10)
-	for {
-		free, err := freeSpace(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if free < leave {
-			return path
-		}
-		if _, err := f.Write(block[:min(int64(len(block)), free-leave/2)]); err != nil {
-			return path // full
-		}
-	}
-}
-
 // uninterruptedRecords writes the crash test's readings to dir/in.jsonl and
 // returns the committed output of an uninterrupted run on them (in a
 // directory of its own).
@@ -95,7 +61,7 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "data", "checkpoints")
 	tmpfs.Mount(t, store, "256m")
-	filler := fillDisk(t, store, 32<<10)
+	filler := tmpfs.Fill(t, store, 32<<10)
 
 	want := uninterruptedRecords(t, dir)
 
@@ -162,12 +128,24 @@ func TestDiskFull_PipelineWritesWaitForSpace(t *testing.T) {
 	dir := t.TempDir()
 	fsDir := filepath.Join(dir, "fs")
 	tmpfs.Mount(t, fsDir, "256m")
+	ag := pipelinesWaitOutFullDisk(t, dir, fsDir, 256<<10, fullDiskConfig, fsDir, filepath.Join(fsDir, "out"))
+	if ag.logContains("restart strategy gives up") {
+		t.Error("a full disk counted towards the restart strategy")
+	}
+}
 
-	want := uninterruptedRecords(t, dir)
-
-	filler := fillDisk(t, fsDir, 256<<10)
-	ag := startAgent(t, dir, fullDiskConfig)
-	detail := waitDiskFull(t, ag, fsDir)
+// pipelinesWaitOutFullDisk runs the crash test's job with cfg, its files in
+// dir, after filling the file system at fsDir (a tmpfs the caller mounted)
+// to less than leave bytes free: /readyz must say disk_full under want and
+// the pipelines wait for space; once space is freed the job must finish by
+// itself with the uninterrupted run's output in out. It returns the
+// agent, for the caller's checks of its log.
+func pipelinesWaitOutFullDisk(t *testing.T, dir, fsDir string, leave int64, cfg, want, out string) *eddyProc {
+	t.Helper()
+	records := uninterruptedRecords(t, dir)
+	filler := tmpfs.Fill(t, fsDir, leave)
+	ag := startAgent(t, dir, cfg)
+	detail := waitDiskFull(t, ag, want)
 	t.Logf("/readyz disk: %s", detail)
 	if !ag.waitLog("disk full: pipelines wait until space frees", 60*time.Second) {
 		t.Fatal("no pipeline write (sink or state) met the full disk")
@@ -176,10 +154,8 @@ func TestDiskFull_PipelineWritesWaitForSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFinished(t, ag)
-	if ag.logContains("restart strategy gives up") {
-		t.Error("a full disk counted towards the restart strategy")
-	}
-	sameRecords(t, want, committedRecords(t, filepath.Join(fsDir, "out")))
+	sameRecords(t, records, committedRecords(t, out))
+	return ag
 }
 
 // TestDiskFull_IngestHoldsReadingsUnacked: sensors publish at QoS 1 into
@@ -197,7 +173,7 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 	data := filepath.Join(r.dir, "data")
 	tmpfs.Mount(t, data, "256m")
 	r.start()
-	filler := fillDisk(t, data, 8<<10) // the agent has started: its files exist
+	filler := tmpfs.Fill(t, data, 8<<10) // the agent has started: its files exist
 
 	published := make(chan struct{})
 	var sensor *reconnectingSensor
@@ -250,7 +226,7 @@ func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
 	}
 	first.kill()
 
-	filler := fillDisk(t, fsDir, 64<<10)
+	filler := tmpfs.Fill(t, fsDir, 64<<10)
 	ag := startAgent(t, dir, fullDiskConfig)
 	detail := waitDiskFull(t, ag, filepath.Join(fsDir, "data", "state"))
 	t.Logf("/readyz disk: %s", detail)
@@ -283,7 +259,7 @@ func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
 	if !ag.waitLog(`msg="checkpoint completed" id=2 `, 60*time.Second) {
 		t.Fatal("no second checkpoint")
 	}
-	filler := fillDisk(t, store, 32<<10)
+	filler := tmpfs.Fill(t, store, 32<<10)
 	waitDiskFull(t, ag, store)
 	ag.signal(syscall.SIGTERM)
 	if !ag.wait(60 * time.Second) {
@@ -300,4 +276,28 @@ func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
 	}
 	runToEndWith(t, dir, replaceAll(tmpl, "%ADMIN%", loopback.Addr(t)))
 	sameRecords(t, want, committedRecords(t, filepath.Join(dir, "out")))
+}
+
+// sinkOwnFSConfig is crashConfig with the exactly-once file sink's output
+// on the file system at %DIR%/sinkfs, data_dir where it is (on the test
+// machine's disk), and an admin endpoint.
+var sinkOwnFSConfig = replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`,
+	`path     = "%DIR%/out"`, `path     = "%DIR%/sinkfs/out"`)
+
+// TestDiskFull_SinkOnItsOwnFileSystemWaits runs the crash test's job with
+// the exactly-once file sink's output on a small file system of its own (a
+// tmpfs the test mounts) with little room left, and data_dir on a disk with
+// plenty: the sink's part meets ENOSPC. The pipelines wait for space on the
+// sink's file system (not data_dir's, which has room), counting no restart;
+// /readyz says disk_full for the pipelines with a path on that file
+// system; the agent never exits, and once space is freed there the job
+// finishes by itself with the uninterrupted run's output.
+func TestDiskFull_SinkOnItsOwnFileSystemWaits(t *testing.T) {
+	dir := t.TempDir()
+	sinkFS := filepath.Join(dir, "sinkfs")
+	tmpfs.Mount(t, sinkFS, "256m")
+	ag := pipelinesWaitOutFullDisk(t, dir, sinkFS, 64<<10, sinkOwnFSConfig, "pipelines/sums: "+sinkFS, filepath.Join(sinkFS, "out"))
+	if s := ag.output(); strings.Contains(s, "pipelines failed: restarting") || strings.Contains(s, "restart strategy gives up") {
+		t.Error("the sink's full file system counted towards the restart strategy")
+	}
 }

@@ -146,6 +146,11 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if !errors.As(err, &f) || ctx.Err() != nil {
 			return err
 		}
+		if f.waitedForSpace {
+			log.Info("disk has room again: restarting from the last checkpoint (not counted by the restart strategy)", "err", f.err)
+			opts.From = ""
+			continue
+		}
 		delay, giveUp := strategy.next(clk.monoMs(), rand.Float64())
 		if giveUp {
 			log.Error("restart strategy gives up: exiting", "strategy", cfg.Restart.Strategy, "err", f.err)

@@ -51,10 +51,13 @@ type checkpointer struct {
 	blockedSinceMs int64
 	blockedLogged  bool
 
-	// diskFull, while the checkpoint store's disk is full, is the error
-	// that said so (see noteDiskFull); freeAtFull the free bytes then, and
-	// diskPolledMs when free space was last looked at.
+	// diskFull, while the disk checkpoints write to is full, is the error
+	// that said so (see noteDiskFull); fullPath the path it named (the
+	// store's directory when it named none), freeAtFull the free bytes of
+	// that file system then, and diskPolledMs when free space was last
+	// looked at.
 	diskFull     atomic.Pointer[string]
+	fullPath     string
 	freeAtFull   int64
 	diskPolledMs int64
 

@@ -2,27 +2,18 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/ingest"
 )
-
-// isNoSpace reports whether err says the file system is full: ENOSPC, or a
-// quota (EDQUOT).
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
 
 // diskHolds is what waits because the disk is full, besides the
 // checkpoints (checkpointer.diskFull): per place ("max_disk",
@@ -154,9 +145,12 @@ const statePlace = "state"
 
 // restoreWaitingForSpace restores sel; when the rebuild finds the disk full
 // it stays up instead of failing the start: /readyz says disk_full with the
-// state directory, free space is polled once a second, and the rebuild is
+// path that failed (the state directory when the error names none), free
+// space on its file system is polled once a second, and the rebuild is
 // tried again once noSpaceMinFreed more is free than after the failure.
-// It gives up only when ctx ends, saying so.
+// Any ENOSPC here is waited out, however much is free after it: the
+// failed rebuild removed its partial file, which may have been most of
+// the file system. It gives up only when ctx ends, saying so.
 func (a *Agent) restoreWaitingForSpace(ctx context.Context, sel checkpoint.Selection) error {
 	dir := filepath.Join(a.cfg.Agent.DataDir, "state")
 	for {
@@ -170,71 +164,43 @@ func (a *Agent) restoreWaitingForSpace(ctx context.Context, sel checkpoint.Selec
 			}
 			return err
 		}
-		freeAtFull, _ := freeBytes(a.cfg.Agent.DataDir)
-		if a.diskHolds.hold(statePlace, dir+": "+err.Error()) {
+		path := failedPath(err)
+		if path == "" {
+			path = dir
+		}
+		freeAtFull, _ := freeNear(path)
+		if a.diskHolds.hold(statePlace, path+": "+err.Error()) {
 			a.log.Warn("disk full: the state rebuild waits until space frees", "checkpoint", sel.Manifest.ID,
-				"path", dir, "free_bytes", freeAtFull, "err", err)
+				"path", path, "free_bytes", freeAtFull, "err", err)
 		}
 		if err := a.startAdminOnce(); err != nil {
 			return err
 		}
-		if err := waitForFreeSpace(ctx, a.cfg.Agent.DataDir, freeAtFull+noSpaceMinFreed); err != nil {
-			return fmt.Errorf("agent: stopped while the disk was full: the state rebuild from checkpoint %d waited for space in %s (%v)", sel.Manifest.ID, dir, err)
-		}
-	}
-}
-
-// waitForFreeSpace polls the file system of path once a second until at
-// least want bytes are free, or ctx ends.
-func waitForFreeSpace(ctx context.Context, path string, want int64) error {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			if free, err := freeBytes(path); err == nil && free >= want {
-				return nil
-			}
+		if err := waitForFreeSpace(ctx, path, freeAtFull+noSpaceMinFreed); err != nil {
+			return fmt.Errorf("agent: stopped while the disk was full: the state rebuild from checkpoint %d waited for space in %s (%v)", sel.Manifest.ID, path, err)
 		}
 	}
 }
 
 // regionPlace is the hold of a failover region whose write (a file sink's
-// part, a WAL append) found the disk full.
+// part, a dead letter, the state's working file, a WAL append) found its
+// file system full.
 func regionPlace(name string) string { return "pipelines/" + name }
 
-// nearlyFullBelow of free space makes data_dir's file system count as
-// the one that is full when a pipeline write fails with ENOSPC or EDQUOT:
-// below the 16 MiB bbolt grows its file by, with room to spare. With more
-// free, the error came from elsewhere — a sink's file on another file
-// system, a user quota, /dev/full — which polling data_dir's free space
-// would never see end, so the failure goes to the restart strategy like
-// any other.
-const nearlyFullBelow = 64 << 20
-
-// dataDirNearlyFull reports whether data_dir's file system has less than
-// nearlyFullBelow free (or its free space cannot be read).
-func (a *Agent) dataDirNearlyFull() bool {
-	free, err := freeBytes(a.cfg.Agent.DataDir)
-	return err != nil || free < nearlyFullBelow
-}
-
-// waitRegionSpace, after region name failed for lack of space (cause),
-// holds it (/readyz: disk_full) and polls free space once a second until
-// noSpaceMinFreed more than now is free, or ctx ends (stopping: the region
-// then restarts at once, so shutdown finds it running). Its output since
-// the last checkpoint is replayed, so nothing is lost or doubled.
-func (a *Agent) waitRegionSpace(ctx context.Context, name string, cause error) {
-	dd := a.cfg.Agent.DataDir
-	free, _ := freeBytes(dd)
+// waitRegionSpace, after region name failed for lack of space (cause) on
+// the file system of short.path, holds it (/readyz: disk_full with that
+// path) and polls that file system's free space once a second until
+// noSpaceMinFreed more than at the failure is free, or ctx ends (stopping:
+// the region then restarts at once, so shutdown finds it running). Its
+// output since the last checkpoint is replayed, so nothing is lost or
+// doubled.
+func (a *Agent) waitRegionSpace(ctx context.Context, name string, short diskShortage, cause error) {
 	place := regionPlace(name)
-	a.diskHolds.hold(place, cause.Error())
+	a.diskHolds.hold(place, short.path+": "+cause.Error())
 	a.log.Warn("disk full: pipelines wait until space frees, then restart from the last checkpoint (not counted by the restart strategy)",
-		"pipelines", name, "free_bytes", free, "err", cause)
-	if waitForFreeSpace(ctx, dd, free+noSpaceMinFreed) == nil {
-		a.log.Info("disk has room again: pipelines restart", "pipelines", name)
+		"pipelines", name, "path", short.path, "free_bytes", short.free, "err", cause)
+	if waitForFreeSpace(ctx, short.path, short.free+noSpaceMinFreed) == nil {
+		a.log.Info("disk has room again: pipelines restart", "pipelines", name, "path", short.path)
 	}
 	a.diskHolds.release(place)
 }
@@ -272,29 +238,4 @@ func (a *Agent) finalOnFullDisk(ctx context.Context) bool {
 	}
 	a.log.Warn("stopping with the disk full: no final checkpoint; the next start "+next, "err", reason)
 	return true
-}
-
-// ingestRoomMargin is what roomFor asks for on top of a batch's bytes: page
-// rounding and a new segment's header.
-const ingestRoomMargin = 64 << 10
-
-// roomFor refuses, with ingest.ErrNoSpace, a batch the ingest log's file
-// system has clearly no room for, before writing any of it. The log undoes
-// a batch that meets ENOSPC only while it stays in one segment; a batch
-// that rolled to a new segment first cannot be undone, so the agent looks
-// first (one statfs per batch, not per reading). Without holds (tests that
-// build an intake alone) it checks nothing.
-func (in *logIntake) roomFor(entries []ingest.Entry) error {
-	if in.holds == nil {
-		return nil
-	}
-	need := int64(ingestRoomMargin)
-	for i := range entries {
-		need += int64(len(entries[i].Topic) + len(entries[i].Payload) + 32) // an upper bound of its record
-	}
-	free, err := freeBytes(in.log.Dir())
-	if err != nil || free >= need {
-		return nil
-	}
-	return fmt.Errorf("%w: %w: %d bytes free in %s, the batch needs up to %d", ingest.ErrNoSpace, syscall.ENOSPC, free, in.log.Dir(), need)
 }

@@ -34,8 +34,9 @@
 //   - failover (region.go): the failover regions; stops, rebuilds, restores
 //     and starts the one that failed while the others run on, and records
 //     the ones whose restart strategy gave up (restartlimit.go).
-//   - diskMeter and diskHolds (diskbudget.go, diskfull.go): the disk budget
-//     and what waits for disk space.
+//   - diskMeter and diskHolds (diskbudget.go, diskfull.go, nospace.go): the
+//     disk budget, what waits for disk space, and on which file system
+//     (the one whose write failed).
 //   - uploader (upload.go): ships completed checkpoints to S3.
 //   - introspection (introspect.go, readiness.go): the agent as the admin
 //     endpoint sees it (admin.Agent): reports, readiness, derived metrics.

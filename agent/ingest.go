@@ -192,10 +192,7 @@ func (in *logIntake) appendOnce() error {
 	if in.linger > 0 {
 		in.lastCommit = time.Now()
 	}
-	err := in.roomFor(in.entries)
-	if err == nil {
-		_, _, err = in.log.Append(in.entries)
-	}
+	_, _, err := in.log.Append(in.entries)
 	place := "ingest/" + in.name
 	switch {
 	case err == nil:

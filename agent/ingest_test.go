@@ -29,6 +29,12 @@ func startEmbeddedIntake(t *testing.T, linger time.Duration) (*broker.Broker, *i
 // log's options (Listen and Ack are set here).
 func startEmbeddedIntakeWith(t *testing.T, linger time.Duration, bopts broker.Options, iopts ingest.Options) (*broker.Broker, *ingest.Log, *logIntake) {
 	t.Helper()
+	return startEmbeddedIntakeIn(t, t.TempDir(), linger, bopts, iopts)
+}
+
+// startEmbeddedIntakeIn is startEmbeddedIntakeWith with the log in dir.
+func startEmbeddedIntakeIn(t *testing.T, dir string, linger time.Duration, bopts broker.Options, iopts ingest.Options) (*broker.Broker, *ingest.Log, *logIntake) {
+	t.Helper()
 	bopts.Listen = "127.0.0.1:0"
 	b, err := broker.Start(bopts, nil)
 	if err != nil {
@@ -36,7 +42,7 @@ func startEmbeddedIntakeWith(t *testing.T, linger time.Duration, bopts broker.Op
 	}
 	t.Cleanup(func() { b.Close() })
 	iopts.Ack = ingest.AfterFsync
-	l, err := ingest.Open(t.TempDir(), iopts)
+	l, err := ingest.Open(dir, iopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,23 +85,7 @@ func TestEmbeddedIntake_OneConnectionSharesCommits(t *testing.T) {
 		}
 	}
 	// Acknowledged means durable: everything is in the log already.
-	r, err := l.Reader(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for i := range n {
-		e, err := r.Next()
-		if err != nil {
-			t.Fatalf("entry %d: %v (acknowledged but not in the log)", i, err)
-		}
-		if want := `{"seq":` + strconv.Itoa(i) + `}`; string(e.Payload) != want || string(e.Topic) != "sensors/s1/telemetry" {
-			t.Fatalf("entry %d = %s %s, want %s", i, e.Topic, e.Payload, want)
-		}
-	}
-	if _, err := r.Next(); err != io.EOF {
-		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
-	}
+	checkLogHolds(t, l, n, func(i int) string { return `{"seq":` + strconv.Itoa(i) + `}` })
 	commits := in.commits.Load()
 	t.Logf("%d readings from one connection in %d commits", n, commits)
 	if commits > n/4 {
@@ -174,5 +164,29 @@ func TestEmbeddedIntake_QoS0SharesCommits(t *testing.T) {
 	t.Logf("%d QoS 0 readings from one connection in %d commits", n, commits)
 	if commits > n/4 {
 		t.Fatalf("%d commits for %d QoS 0 readings of one connection: each waited for its own commit", commits, n)
+	}
+}
+
+// checkLogHolds fails the test unless l holds exactly n entries on
+// "sensors/s1/telemetry", the i-th with payload(i): all acknowledged
+// readings, in order, none twice.
+func checkLogHolds(t *testing.T, l *ingest.Log, n int, payload func(int) string) {
+	t.Helper()
+	r, err := l.Reader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range n {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatalf("entry %d: %v (acknowledged but not in the log)", i, err)
+		}
+		if want := payload(i); string(e.Payload) != want || string(e.Topic) != "sensors/s1/telemetry" {
+			t.Fatalf("entry %d = %s %.40s…, want %.40s…", i, e.Topic, e.Payload, want)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
 	}
 }

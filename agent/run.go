@@ -147,9 +147,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			tries = 0
 		}
 		for try := 1; try <= tries; try++ {
-			err, failedLate := a.finalCheckpoint()
-			if failedLate != nil {
-				runErr = failedLate
+			err, late := a.finalCheckpoint()
+			if late != nil {
+				runErr = a.lateFailure(ctx, late)
 				break
 			}
 			if err == nil {
@@ -193,7 +193,11 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	case gaveUp:
 		errs = append(errs, runErr)
 	case runErr != nil:
-		errs = append(errs, &runFailure{runErr})
+		rf, ok := runErr.(*runFailure) // from lateFailure
+		if !ok {
+			rf = &runFailure{err: runErr}
+		}
+		errs = append(errs, rf)
 	}
 	for _, s := range a.sources {
 		if s.err != nil {
@@ -211,18 +215,18 @@ const finalCheckpointTries = 3
 // finalCheckpoint takes one final checkpoint, waiting up to twice the
 // checkpoint timeout. A region that fails meanwhile (a full store as the
 // last windows fire) never acknowledges it: the wait stops at once and
-// failedLate is that failure. Too late to restart the region here; the run
-// counts as failed (the next start restores).
-func (a *Agent) finalCheckpoint() (err, failedLate error) {
+// late is that failure. Too late to restart the region here; the run
+// counts as failed (the next start restores; see lateFailure).
+func (a *Agent) finalCheckpoint() (err error, late *regionFailure) {
 	fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
 	defer cancel()
-	late := make(chan error, 1)
+	lateCh := make(chan regionFailure, 1)
 	watchDone, watchExited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watchExited)
 		select {
 		case f := <-a.failover.failed:
-			late <- f.err
+			lateCh <- f
 			cancel()
 		case <-watchDone:
 		}
@@ -231,17 +235,42 @@ func (a *Agent) finalCheckpoint() (err, failedLate error) {
 	close(watchDone)
 	<-watchExited
 	select {
-	case failedLate = <-late:
+	case f := <-lateCh:
+		late = &f
 	case f := <-a.failover.failed:
-		failedLate = f.err
+		late = &f
 	default:
 	}
-	return err, failedLate
+	return err, late
+}
+
+// lateFailure is the run's error after region failure f broke the final
+// checkpoint. A full file system is waited out first, here, with the admin
+// endpoint up (/readyz: disk_full with the path): the run then ends as a
+// runFailure the restart loop runs again at once, not counted by the
+// restart strategy, and the restart restores the last checkpoint and
+// produces its output again. Anything else (or a stop while waiting) is
+// an ordinary failure.
+func (a *Agent) lateFailure(ctx context.Context, f *regionFailure) error {
+	short, full := shortageOf(f.err, a.cfg.Agent.DataDir)
+	if !full || ctx.Err() != nil {
+		return f.err
+	}
+	a.waitRegionSpace(ctx, f.r.name, short, f.err)
+	if ctx.Err() != nil {
+		return f.err
+	}
+	return &runFailure{err: f.err, waitedForSpace: true}
 }
 
 // runFailure is a run that stopped because something failed (not a signal
 // or the end of input): the restart strategy may run it again.
-type runFailure struct{ err error }
+type runFailure struct {
+	err error
+	// waitedForSpace: the run failed for a full disk and waited until space
+	// freed; the restart is not counted by the restart strategy.
+	waitedForSpace bool
+}
 
 func (f *runFailure) Error() string { return f.err.Error() }
 

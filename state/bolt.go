@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -378,7 +379,10 @@ func (s *Bolt) writeErr(step string, err error) error {
 		return fmt.Errorf("%w: %s reached max_size of %d bytes with %d keys: raise state.max_size or reduce the keys, window size or allowed lateness (%s: %w)",
 			ErrFull, s.path, s.opts.MaxSize, s.keys, step, err)
 	}
-	return fmt.Errorf("state: %s: %w", step, err)
+	// The working file's path goes with the error: bbolt's fdatasync
+	// returns a bare errno, and a caller that waits out a full disk polls
+	// the file system of the path the error names.
+	return fmt.Errorf("state: %w", &fs.PathError{Op: step, Path: s.path, Err: err})
 }
 
 // Scan implements Backend.

@@ -14,10 +14,10 @@ var (
 
 	// ErrNoSpace is returned by Append when the file system is full (ENOSPC,
 	// or a quota: EDQUOT) and the batch was undone: nothing of it is in the
-	// log. Like ErrFull, the log stays usable: the caller keeps the messages
-	// unacknowledged and retries once space frees. (A batch that filled the
-	// disk after rolling to a new segment cannot be undone; Append then
-	// fails as for any I/O error.)
+	// log, also when it had rolled to new segments (they are removed).
+	// Like ErrFull, the log stays usable: the caller keeps the messages
+	// unacknowledged and retries once space frees. (Should the undo itself
+	// fail, Append fails as for any I/O error.)
 	ErrNoSpace = errors.New("ingest: no space left on the file system")
 
 	// ErrTooLarge is returned by Append when an entry cannot be stored: its

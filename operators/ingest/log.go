@@ -146,6 +146,17 @@ type Log struct {
 	segs   []segment    // oldest first; the last is the active segment
 	active vfs.File     // the last segment, open for writing
 
+	// The batch being appended, under mu: the segments it rolled to, oldest
+	// first, open for writing, and the active segment's end when it rolled
+	// away from it. Readers see neither until the batch is published, so
+	// a batch that meets a full disk can be undone (undo).
+	rolled  []rolledSegment
+	sealEnd int64
+	// batchRolled: the batch began to roll, so the active segment was
+	// fsynced holding part of it, and a new segment's directory entry may
+	// have been made durable.
+	batchRolled bool
+
 	last   atomic.Uint64 // last offset readers may see
 	synced atomic.Uint64 // last offset known fsynced
 	size   atomic.Int64  // bytes of all segment files
@@ -252,7 +263,6 @@ func (l *Log) load() error {
 // of the current version: an empty one gets the current header, a
 // non-empty one is sealed and a new segment started.
 func (l *Log) upgradeActive(version uint32) error {
-	last := &l.segs[len(l.segs)-1]
 	if l.writeEnd == int64(headerLen) {
 		if _, err := l.active.WriteAt(segmentHeader(), 0); err != nil {
 			return fmt.Errorf("ingest: rewrite segment header %s: %w", l.active.Name(), err)
@@ -262,12 +272,18 @@ func (l *Log) upgradeActive(version uint32) error {
 		}
 		return nil
 	}
-	last.end = l.writeEnd
 	if l.opts.Logger != nil {
 		l.opts.Logger.Info("ingest: the last segment has an older format; new entries go to a new segment",
 			"segment", l.active.Name(), "version", version)
 	}
-	return l.roll(l.next)
+	if err := l.roll(l.next); err != nil {
+		return err
+	}
+	l.vis.Lock()
+	sealed := l.adoptRolled()
+	l.vis.Unlock()
+	closeSealed(sealed)
+	return nil
 }
 
 // Fits reports whether e can be stored (else Append refuses it with
@@ -293,6 +309,9 @@ func (l *Log) maxFrame() int64 { return l.opts.SegmentBytes - int64(headerLen) }
 //     Hold the messages unacked and retry after Truncate.
 //   - ErrTooLarge: an entry can never be stored; nothing was written.
 //   - ErrClosed after Close.
+//   - ErrNoSpace: the file system is full; the batch was undone (also one
+//     that had rolled to new segments) and the log stays usable. Hold the
+//     messages unacked and retry once space frees.
 //   - any other error is an I/O failure: the log may hold part of the batch
 //     and refuses further writes (they return the same error). Close and
 //     reopen it, as a restart would; Open cuts any partial frame, and
@@ -351,13 +370,14 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 	if l.size.Load()+need > l.opts.MaxDiskBytes {
 		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
 	}
-	active, end := l.active, l.writeEnd
+	end, size := l.writeEnd, l.size.Load()
 	if err := l.write(buf); err != nil {
-		return 0, 0, l.failOrUndo(err, active, end)
+		return 0, 0, l.failOrUndo(err, end, size)
 	}
 	if l.opts.Ack == AfterFsync {
-		if err := l.active.Sync(); err != nil {
-			return 0, 0, l.failOrUndo(fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err), active, end)
+		f := l.writing()
+		if err := f.Sync(); err != nil {
+			return 0, 0, l.failOrUndo(fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err), end, size)
 		}
 	}
 	l.next = last + 1
@@ -407,8 +427,9 @@ func (l *Log) write(buf []byte) error {
 			}
 			continue
 		}
-		if _, err := l.active.WriteAt(buf[:k], l.writeEnd); err != nil {
-			return fmt.Errorf("ingest: write segment %s: %w", l.active.Name(), err)
+		f := l.writing()
+		if _, err := f.WriteAt(buf[:k], l.writeEnd); err != nil {
+			return fmt.Errorf("ingest: write segment %s: %w", f.Name(), err)
 		}
 		l.writeEnd += int64(k)
 		l.size.Add(int64(k))
@@ -417,35 +438,72 @@ func (l *Log) write(buf []byte) error {
 	return nil
 }
 
-// roll seals the active segment (fsynced, so only the last segment can ever
-// have a torn tail) and starts a new one at offset first.
+// rolledSegment is a segment the batch being appended rolled to.
+type rolledSegment struct {
+	segment
+	f vfs.File
+}
+
+// writing is the file the batch being appended writes to: the last
+// segment it rolled to, or the active segment.
+func (l *Log) writing() vfs.File {
+	if n := len(l.rolled); n > 0 {
+		return l.rolled[n-1].f
+	}
+	return l.active
+}
+
+// roll seals the segment being written (fsynced, so only the last segment
+// can ever have a torn tail) and starts a new one at offset first. Readers
+// see the new segment once the batch is published (adoptRolled).
 func (l *Log) roll(first uint64) error {
-	old := l.active
-	if err := old.Sync(); err != nil {
-		return fmt.Errorf("ingest: sync segment %s: %w", old.Name(), err)
+	l.batchRolled = true
+	cur := l.writing()
+	if err := cur.Sync(); err != nil {
+		return fmt.Errorf("ingest: sync segment %s: %w", cur.Name(), err)
 	}
 	f, err := createSegment(l.fs, l.dir, first)
 	if err != nil {
 		return err
 	}
-	l.vis.Lock()
-	l.segs[len(l.segs)-1].end = l.writeEnd
-	l.segs = append(l.segs, segment{first: first, end: int64(headerLen)})
-	l.active = f
-	l.vis.Unlock()
+	if n := len(l.rolled); n > 0 {
+		l.rolled[n-1].end = l.writeEnd
+	} else {
+		l.sealEnd = l.writeEnd
+	}
+	l.rolled = append(l.rolled, rolledSegment{segment{first: first, end: int64(headerLen)}, f})
 	l.writeEnd = int64(headerLen)
 	l.size.Add(int64(headerLen))
-	// A concurrent Sync holding old finishes safely: the descriptor is
-	// released when its last user is done, and its ErrClosed is ignored.
-	old.Close()
 	return nil
+}
+
+// adoptRolled makes the segments the batch rolled to part of the log, the
+// last one the active segment, and returns the files it sealed, for the
+// caller to close once l.vis is released. l.vis is held for writing.
+func (l *Log) adoptRolled() []vfs.File {
+	l.batchRolled = false
+	if len(l.rolled) == 0 {
+		return nil
+	}
+	sealed := []vfs.File{l.active}
+	l.segs[len(l.segs)-1].end = l.sealEnd
+	for _, r := range l.rolled {
+		l.segs = append(l.segs, r.segment)
+		sealed = append(sealed, r.f)
+	}
+	l.active = sealed[len(sealed)-1]
+	clear(l.rolled)
+	l.rolled = l.rolled[:0]
+	return sealed[:len(sealed)-1]
 }
 
 // publish makes entries up to last visible to readers and wakes waiters.
 func (l *Log) publish(last uint64) {
 	l.vis.Lock()
+	sealed := l.adoptRolled()
 	l.segs[len(l.segs)-1].end = l.writeEnd
 	l.vis.Unlock()
+	closeSealed(sealed)
 	l.last.Store(last)
 	if l.opts.Ack == AfterFsync {
 		l.synced.Store(last)
@@ -455,6 +513,15 @@ func (l *Log) publish(last uint64) {
 		close(l.notify.ch)
 		l.notify.ch = make(chan struct{})
 		l.notify.Unlock()
+	}
+}
+
+// closeSealed closes segment files a roll sealed (and fsynced). A
+// concurrent Sync holding one finishes safely: the descriptor is released
+// when its last user is done, and its ErrClosed is ignored.
+func closeSealed(files []vfs.File) {
+	for _, f := range files {
+		f.Close()
 	}
 }
 
@@ -601,6 +668,9 @@ func (l *Log) Close() error {
 	}
 	if cerr := l.active.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("ingest: close segment: %w", cerr)
+	}
+	for _, r := range l.rolled { // left by a batch that failed for good
+		r.f.Close()
 	}
 	l.lock.Close()
 	close(l.done)

@@ -109,20 +109,25 @@ func checkHeader(f vfs.File) (uint32, error) {
 }
 
 // createSegment creates the segment file for first with its header and
-// makes the new directory entry durable.
+// makes the new directory entry durable. When that fails after the file
+// was created, the file is removed again (the removal is not fsynced: a
+// log undoing a batch syncs the directory itself, and Open rewrites a
+// segment shorter than its header).
 func createSegment(fsys vfs.FS, dir string, first uint64) (vfs.File, error) {
 	path := filepath.Join(dir, segmentName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: create segment: %w", err)
 	}
-	if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("ingest: write segment header %s: %w", path, err)
+	if _, err = f.WriteAt(segmentHeader(), 0); err != nil {
+		err = fmt.Errorf("ingest: write segment header %s: %w", path, err)
+	} else if err = fsys.SyncDir(dir); err != nil {
+		err = fmt.Errorf("ingest: sync dir %s: %w", dir, err)
 	}
-	if err := fsys.SyncDir(dir); err != nil {
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("ingest: sync dir %s: %w", dir, err)
+		fsys.Remove(path)
+		return nil, err
 	}
 	return f, nil
 }

@@ -9,7 +9,9 @@ package tmpfs
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -26,4 +28,31 @@ func Mount(tb testing.TB, dir, size string) {
 		tb.Skipf("cannot mount a tmpfs to fill (%v: %s): a full disk is tested as root with CAP_SYS_ADMIN", err, strings.TrimSpace(string(out)))
 	}
 	tb.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+}
+
+// Fill writes a file into dir until its file system has less than leave
+// bytes free (or a write fails: it is full), and returns the file's path:
+// removing it frees the space again.
+func Fill(tb testing.TB, dir string, leave int64) string {
+	tb.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 64<<10)
+	for {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			tb.Fatal(err)
+		}
+		free := int64(st.Bavail) * int64(st.Bsize)
+		if free < leave {
+			return path
+		}
+		if _, err := f.Write(block[:min(int64(len(block)), free-leave/2)]); err != nil {
+			return path // full
+		}
+	}
 }
