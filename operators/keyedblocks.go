@@ -8,7 +8,6 @@ import (
 	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/state"
 )
 
 // ReportSpec is a pipeline's report_by_exception block, compiled.
@@ -40,8 +39,8 @@ const absenceBlock = "absence"
 const reportBlock = "report_by_exception"
 
 // signalBlock is the per-key block hosted in a KeyedStage (one at most): a
-// pure state machine of operators/keyed whose state is a ValueState of the
-// keyed operator's context (with the pipeline's state_ttl), written at
+// pure state machine of operators/keyed whose state is a CachedValue of the
+// keyed operator (with the pipeline's state_ttl), written at
 // every reading so that state_ttl counts from the key's last reading, and
 // whose signals become records.
 type signalBlock struct {
@@ -49,9 +48,9 @@ type signalBlock struct {
 	report  *ReportSpec
 	alarm   *AlarmSpec
 	absence *AbsenceSpec
-	bstate  *state.ValueState[keyed.AbsenceState]
-	rstate  *state.ValueState[keyed.ReportState]
-	astate  *state.ValueState[keyed.AlarmState]
+	bstate  *keyed.CachedValue[keyed.AbsenceState]
+	rstate  *keyed.CachedValue[keyed.ReportState]
+	astate  *keyed.CachedValue[keyed.AlarmState]
 	emit    func(keyed.Signal) // built once: a call does not allocate
 	sigs    [2]keyed.Signal
 	nsig    int
@@ -68,7 +67,7 @@ func (k *KeyedStage) SetReport(spec ReportSpec) error {
 	b := k.newBlock(reportBlock, append([]string{"value"}, k.names...))
 	b.report = &spec
 	var err error
-	b.rstate, err = state.NewValueState[keyed.ReportState](k.op.Context(), reportBlock, keyed.ReportCodec{}, k.op.StateTTL())
+	b.rstate, err = keyed.NewCachedValue[keyed.ReportState](k.op, reportBlock, keyed.ReportCodec{})
 	return err
 }
 
@@ -81,7 +80,7 @@ func (k *KeyedStage) SetAlarm(spec AlarmSpec) error {
 	b := k.newBlock(spec.Name, k.names)
 	b.alarm = &spec
 	var err error
-	b.astate, err = state.NewValueState[keyed.AlarmState](k.op.Context(), "alarm", keyed.AlarmCodec{}, k.op.StateTTL())
+	b.astate, err = keyed.NewCachedValue[keyed.AlarmState](k.op, "alarm", keyed.AlarmCodec{})
 	return err
 }
 
@@ -98,7 +97,7 @@ func (k *KeyedStage) SetAbsence(spec AbsenceSpec) error {
 	b := k.newBlock(absenceBlock, k.names)
 	b.absence = &spec
 	var err error
-	b.bstate, err = state.NewValueState[keyed.AbsenceState](k.op.Context(), absenceBlock, keyed.AbsenceCodec{}, k.op.StateTTL())
+	b.bstate, err = keyed.NewCachedValue[keyed.AbsenceState](k.op, absenceBlock, keyed.AbsenceCodec{})
 	return err
 }
 
