@@ -9,7 +9,7 @@ import (
 
 // objCache keeps the per-key states of recently used keys decoded in
 // memory, in front of the backend, as window.StateStore does for windows:
-// a reading of a resident key costs one map lookup for all its states, no
+// a reading of a resident key costs one lookup for all its states, no
 // backend access, decoding or encoding. A changed state is encoded into the
 // backend only when it must leave memory: at a checkpoint (Operator.Flush)
 // or when its key is evicted. It is pure bookkeeping of slots; the
@@ -22,7 +22,7 @@ import (
 // keeps the part that fits (cyclic access would evict every key before its
 // next use under plain CLOCK), and cold keys still age out.
 type objCache struct {
-	index  map[string]int32 // key → slots index
+	index  keyIndex // key → slots index
 	slots  []objSlot
 	free   []int32 // unused slots
 	listed []int32 // slots with a dirty state (objSlot.listed), in no order
@@ -37,7 +37,10 @@ type objCache struct {
 }
 
 type objSlot struct {
-	key    string // the index key
+	short  [maxShortKey]byte // the key, if it is at most maxShortKey bytes
+	long   string            // else the key
+	hash   uint64            // of the key (keyIndex)
+	klen   int32
 	kg     uint16
 	used   bool // the slot holds a key
 	ref    bool // CLOCK reference bit
@@ -46,9 +49,30 @@ type objSlot struct {
 	bytes  int  // memory charged for the slot
 }
 
-// objSlotOverhead approximates the memory of a slot besides its key bytes
-// and its states' entries: the objSlot, its map slot and string header.
-const objSlotOverhead = 96
+// objSlotOverhead approximates the memory of a slot besides a long key's
+// bytes and its states' entries: the objSlot and two to four index words.
+const objSlotOverhead = 104
+
+// maxShortKey is the longest key an objSlot holds inline.
+const maxShortKey = 24
+
+// key returns the slot's key, valid while the slot holds it.
+func (s *objSlot) key() []byte {
+	if s.klen <= maxShortKey {
+		return s.short[:s.klen]
+	}
+	return unsafe.Slice(unsafe.StringData(s.long), len(s.long))
+}
+
+func (s *objSlot) hasKey(key []byte) bool {
+	if len(key) <= maxShortKey {
+		return int(s.klen) == len(key) && string(s.short[:len(key)]) == string(key)
+	}
+	return s.long == string(key)
+}
+
+// longBytes is the memory of the slot's key outside the slot.
+func (s *objSlot) longBytes() int { return len(s.long) }
 
 // DefaultCacheBytes is Options.CacheBytes when it is 0: about 30,000 keys
 // of one per-key function's state.
@@ -67,16 +91,9 @@ type cachedState interface {
 	extraBytes(slot int32) int
 }
 
-func (c *objCache) lookup(key []byte) int32 {
-	i, ok := c.index[string(key)]
-	if !ok {
-		return -1
-	}
-	return i
-}
-
-// admit makes key resident (it must not be) and returns its slot.
-func (c *objCache) admit(kg uint16, key []byte) int32 {
+// admit makes key, whose hash is h, resident (it must not be) and
+// returns its slot.
+func (c *objCache) admit(h uint64, kg uint16, key []byte) int32 {
 	var i int32
 	if n := len(c.free); n > 0 {
 		i = c.free[n-1]
@@ -86,9 +103,15 @@ func (c *objCache) admit(kg uint16, key []byte) int32 {
 		c.slots = append(c.slots, objSlot{})
 	}
 	s := &c.slots[i]
-	*s = objSlot{key: string(key), kg: kg, used: true, ref: true, listed: s.listed,
-		bytes: objSlotOverhead + len(key) + c.perSlot}
-	c.index[s.key] = i
+	*s = objSlot{hash: h, klen: int32(len(key)), kg: kg, ref: true, listed: s.listed}
+	if len(key) <= maxShortKey {
+		copy(s.short[:], key)
+	} else {
+		s.long = string(key)
+	}
+	s.bytes = objSlotOverhead + s.longBytes() + c.perSlot
+	c.index.insert(h, i, c.slots) // before used: a growing index puts the used slots back
+	s.used = true
 	c.bytes += s.bytes
 	return i
 }
@@ -107,7 +130,7 @@ func (c *objCache) markDirty(slot int32) {
 // or shrank.
 func (c *objCache) recharge(slot int32) {
 	s := &c.slots[slot]
-	n := objSlotOverhead + len(s.key) + c.perSlot
+	n := objSlotOverhead + s.longBytes() + c.perSlot
 	for _, st := range c.states {
 		n += st.extraBytes(slot)
 	}
@@ -119,7 +142,7 @@ func (c *objCache) recharge(slot int32) {
 // reference bit, or, if the key was not used since the hand last passed,
 // returns its slot for eviction. It never returns skip.
 func (c *objCache) step(skip int32) (int32, bool) {
-	if len(c.index) == 0 || len(c.index) == 1 && skip >= 0 {
+	if c.index.n == 0 || c.index.n == 1 && skip >= 0 {
 		return -1, false
 	}
 	for {
@@ -147,9 +170,9 @@ func (c *objCache) drop(slot int32) {
 	for _, st := range c.states {
 		st.forget(slot)
 	}
-	delete(c.index, s.key)
+	c.index.remove(s.hash, slot, c.slots)
 	c.bytes -= s.bytes
-	s.key, s.used, s.ref, s.dirty, s.bytes = "", false, false, false, 0 // listed stays: the slot is still in c.listed
+	s.long, s.used, s.ref, s.dirty, s.bytes = "", false, false, false, 0 // listed stays: the slot is still in c.listed
 	c.free = append(c.free, slot)
 }
 
@@ -184,12 +207,16 @@ func (o *Operator) slot() (int32, error) {
 		return o.cur, nil
 	}
 	o.curKG, o.curKey, o.curKnown = kg, append(o.curKey[:0], key...), true
-	o.cur = c.lookup(key)
+	h := c.index.hash(key)
+	o.cur = c.index.find(h, key, c.slots)
 	if o.cur >= 0 {
 		c.slots[o.cur].ref = true
 		return o.cur, nil
 	}
-	need := objSlotOverhead + len(key) + c.perSlot
+	need := objSlotOverhead + c.perSlot
+	if len(key) > maxShortKey {
+		need += len(key)
+	}
 	if c.bytes+need > c.budget {
 		victim, ok := c.step(-1)
 		if !ok {
@@ -202,7 +229,7 @@ func (o *Operator) slot() (int32, error) {
 			return -1, nil
 		}
 	}
-	o.cur = c.admit(o.curKG, o.curKey)
+	o.cur = c.admit(h, o.curKG, o.curKey)
 	return o.cur, nil
 }
 
@@ -240,7 +267,7 @@ func (o *Operator) writeBack(slot int32) error {
 	s.dirty = false
 	kg, key := o.kc.CurrentKey()
 	o.saveKey = append(o.saveKey[:0], key...)
-	o.kc.SetCurrentKey(s.kg, unsafe.Slice(unsafe.StringData(s.key), len(s.key)))
+	o.kc.SetCurrentKey(s.kg, s.key())
 	var err error
 	for _, st := range c.states {
 		if err = st.writeBack(slot); err != nil {

@@ -137,7 +137,7 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 		opts.CacheBytes = DefaultCacheBytes
 	}
 	o.opts.CacheBytes = opts.CacheBytes
-	o.objs = objCache{index: make(map[string]int32), budget: opts.CacheBytes, gen: be.Generation()}
+	o.objs = objCache{index: newKeyIndex(), budget: opts.CacheBytes, gen: be.Generation()}
 	o.cur = -1
 	dec := &funcState{calls: make([]callState, len(opts.Calls))}
 	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes); err != nil {
