@@ -238,11 +238,12 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 			return err
 		}
 		e := o.index.pop()
-		o.key = append(o.key[:0], o.index.key(&e)...)
-		o.val = append(o.val[:0], bufferFormat)
-		if p := o.index.payload(&e); p != nil {
-			o.val = append(o.val, p...)
-		} else {
+		// The popped key and payload stay in the index's arena until the
+		// next push, which only Process does: the reading is run from
+		// there, uncopied, unless its payload must be read back.
+		key, payload := o.index.key(&e), o.index.payload(&e)
+		if payload == nil {
+			o.key = append(o.key[:0], key...)
 			v, ok, err := o.be.Get(o.buf, o.key)
 			if err != nil {
 				return err
@@ -251,15 +252,20 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 				return fmt.Errorf("%w: indexed but not stored", errBuffer)
 			}
 			o.val = append(o.val[:0], v...)
+			if len(o.val) < 1 || o.val[0] != bufferFormat {
+				return errBuffer
+			}
+			key, payload = o.key, o.val[1:]
 		}
 		if e.stored {
-			if err := o.be.Delete(o.buf, o.key); err != nil {
+			if err := o.be.Delete(o.buf, key); err != nil {
 				return err
 			}
 		}
-		if err := decodeBuffered(&o.r, o.key, o.val); err != nil {
-			return err
+		if len(key) < bufferKeyHead {
+			return errBuffer
 		}
+		o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload}
 		if err := o.run(&o.r, h); err != nil {
 			return err
 		}
@@ -468,16 +474,3 @@ func bufferKeyGroup(k []byte) (uint16, bool) {
 }
 
 var errBuffer = errors.New("keyed: corrupt buffered reading")
-
-func decodeBuffered(r *Reading, k, v []byte) error {
-	if len(k) < bufferKeyHead || len(v) < 1 || v[0] != bufferFormat {
-		return errBuffer
-	}
-	t, err := state.OrderedTime(k)
-	if err != nil {
-		return errBuffer
-	}
-	*r = Reading{Time: t, Seq: binary.BigEndian.Uint64(k[8:]), KeyGroup: binary.BigEndian.Uint16(k[16:]),
-		Key: k[bufferKeyHead:], Payload: v[1:]}
-	return nil
-}
