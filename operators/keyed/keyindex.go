@@ -15,6 +15,9 @@ type keyIndex struct {
 	seed  maphash.Seed
 }
 
+// newKeyIndex returns an empty index. Its seed is random, as a Go map's:
+// keys come from devices, and a fixed hash could be flooded with colliding
+// ones; only the table's layout depends on it, never a result.
 func newKeyIndex() keyIndex { return keyIndex{seed: maphash.MakeSeed()} }
 
 func (x *keyIndex) hash(key []byte) uint64 { return maphash.Bytes(x.seed, key) }
