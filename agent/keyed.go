@@ -169,7 +169,10 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 // place of one): its operator keeps its state in st.backend.
 func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	k := pl.keyed
-	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls})
+	// The decoded per-key states get the subtask's share of state { cache },
+	// as its bbolt cache does (both count in eddy_state_memory_bytes).
+	cache := int(a.memory.stateCache / int64(a.totalSubtasks()))
+	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: cache})
 	if err != nil {
 		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}

@@ -20,8 +20,9 @@ import (
 	"github.com/eddy-edge/eddy/state"
 )
 
-// keyedBench is the keyed subtask of `filter = changed(event.state)`
-// without a window, as the agent wires it: batches of 512 readings in,
+// keyedBench is the keyed subtask of `filter = changed(event.state)`, or
+// of `report_by_exception { value = event.temp deadband = 0.5 heartbeat =
+// "10m" }`, without a window, as the agent wires it: batches of 512 readings in,
 // reading records out, state in bbolt (32 MiB cache) with an incremental
 // checkpoint every 1,000,000 readings (as scripts/bench/inprocess.sh: the
 // agent's 10 s interval at 100k readings/s), its entries read as a
@@ -40,36 +41,53 @@ type keyedBench struct {
 	snapped  int64
 }
 
-func newKeyedBench(b *testing.B, keys int, order keyed.Order) *keyedBench {
+func newKeyedBench(b *testing.B, keys int, order keyed.Order, report bool) *keyedBench {
 	schema := event.NewSchema()
 	calls := &expr.KeyedCalls{}
-	e, _ := hclsyntax.ParseExpression([]byte(`changed(event.state)`), "bench.hcl", hcl.InitialPos)
-	filter, diags := expr.CompileWith(e, schema, expr.Options{Keyed: calls})
-	if diags.HasErrors() {
-		b.Fatal(diags)
+	compile := func(src string) *expr.Program {
+		e, _ := hclsyntax.ParseExpression([]byte(src), "bench.hcl", hcl.InitialPos)
+		p, diags := expr.CompileWith(e, schema, expr.Options{Keyed: calls})
+		if diags.HasErrors() {
+			b.Fatal(diags)
+		}
+		return p
+	}
+	var filter, value *expr.Program
+	if report {
+		value = compile(`event.temp`)
+	} else {
+		filter = compile(`changed(event.state)`)
 	}
 	be, err := state.OpenBolt(filepath.Join(b.TempDir(), "state.db"), state.BoltOptions{CacheBytes: 32 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { be.Close() })
-	op, err := keyed.New(be, keyed.Options{Order: order, Calls: calls.Calls})
+	op, err := keyed.New(be, keyed.Options{Order: order, Calls: calls.Calls, CacheBytes: 32 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	task := NewWindowTask("bench", "dev", nil, nil)
-	task.SetKeyed(NewKeyedStage(op, keyed.EvalSpec{Schema: schema, Decoder: decode.NewJSON(schema), Filter: filter}))
+	stage := NewKeyedStage(op, keyed.EvalSpec{Schema: schema, Decoder: decode.NewJSON(schema), Filter: filter})
+	task.SetKeyed(stage)
+	if report {
+		err := stage.SetReport(ReportSpec{Value: value, Block: keyed.ReportByException{Deadband: 0.5, HeartbeatMs: 600_000, Time: keyed.EventTimeDomain}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	kb := &keyedBench{task: task, be: be, batch: stream.NewBatch(0), rng: rand.New(rand.NewPCG(1, 2)), order: order}
 	for i := range keys {
 		k := fmt.Appendf(nil, "sensor-%06d", i)
 		kb.keys = append(kb.keys, k)
 		kb.kgs = append(kb.kgs, state.KeyGroup(k, state.DefaultMaxKeyGroups))
 	}
-	// Two payloads per key (state on and off); a reading flips its key's
-	// state with probability 1/10, so the filter passes a tenth.
-	for _, s := range []string{"on", "off"} {
+	// Two payloads per key (state on at 21.5 °C, off at 22.5 °C); a reading
+	// flips its key's state with probability 1/10, so the filter passes,
+	// and report_by_exception reports, a tenth.
+	for j, s := range []string{"on", "off"} {
 		for i := range keys {
-			kb.payloads = append(kb.payloads, fmt.Appendf(nil, `{"device":"sensor-%06d","ts":1700000000000,"state":%q,"temp":21.5}`, i, s))
+			kb.payloads = append(kb.payloads, fmt.Appendf(nil, `{"device":"sensor-%06d","ts":1700000000000,"state":%q,"temp":%.1f}`, i, s, 21.5+float64(j)))
 		}
 	}
 	kb.flips = make([]bool, keys)
@@ -140,12 +158,19 @@ func cpuTime(tb testing.TB) time.Duration {
 // passes, incremental checkpoints; with event-time order also the ordering
 // buffer (each reading put into and taken out of the state). Report:
 // readings/s (wall) and readings/cpu-s.
-func BenchmarkKeyed_ChangedFilter(b *testing.B) {
+func BenchmarkKeyed_ChangedFilter(b *testing.B) { benchKeyed(b, false) }
+
+// BenchmarkKeyed_ReportByException is BenchmarkKeyed_ChangedFilter for a
+// report_by_exception pipeline: its block state read and written per
+// reading instead of the per-key function state, a record per report.
+func BenchmarkKeyed_ReportByException(b *testing.B) { benchKeyed(b, true) }
+
+func benchKeyed(b *testing.B, report bool) {
 	for _, keys := range []int{1_000, 100_000} {
 		for _, order := range []keyed.Order{keyed.Arrival, keyed.EventTime} {
 			name := map[keyed.Order]string{keyed.Arrival: "arrival", keyed.EventTime: "event_time"}[order]
 			b.Run(fmt.Sprintf("keys=%d/order=%s", keys, name), func(b *testing.B) {
-				kb := newKeyedBench(b, keys, order)
+				kb := newKeyedBench(b, keys, order, report)
 				for i := range 3 * keys { // warm up: every key has state
 					kb.run(b, i)
 				}

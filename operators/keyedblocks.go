@@ -8,7 +8,6 @@ import (
 	"github.com/eddy-edge/eddy/operators/expr"
 	"github.com/eddy-edge/eddy/operators/keyed"
 	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/state"
 )
 
 // ReportSpec is a pipeline's report_by_exception block, compiled.
@@ -43,12 +42,12 @@ const absenceBlock = "absence"
 const reportBlock = "report_by_exception"
 
 // signalBlock is a per-key block hosted in a KeyedStage: a pure state
-// machine of operators/keyed whose state is a ValueState of the keyed
-// operator's context (with the pipeline's state_ttl), written at every
-// reading so that state_ttl counts from the key's last reading, and whose
-// signals become records. A stage chains its blocks in the order they
-// were set: each sees every reading that passed the filter (and dedup),
-// and a reading's records come block by block in that order.
+// machine of operators/keyed whose state is a CachedValue of the keyed
+// operator (with the pipeline's state_ttl), written at every reading so
+// that state_ttl counts from the key's last reading, and whose signals
+// become records. A stage chains its blocks in the order they were set:
+// each sees every reading that passed the filter (and dedup), and a
+// reading's records come block by block in that order.
 type signalBlock struct {
 	name    string
 	ordinal int // its place in the stage's chain
@@ -58,9 +57,9 @@ type signalBlock struct {
 	// processing: the block runs on processing time (its timers are
 	// processing-time timers, its ids name readings: sink.Span.ByReading).
 	processing bool
-	bstate     *state.ValueState[keyed.AbsenceState]
-	rstate     *state.ValueState[keyed.ReportState]
-	astate     *state.ValueState[keyed.AlarmState]
+	bstate     *keyed.CachedValue[keyed.AbsenceState]
+	rstate     *keyed.CachedValue[keyed.ReportState]
+	astate     *keyed.CachedValue[keyed.AlarmState]
 	emit       func(keyed.Signal) // built once: a call does not allocate
 	// value, raise and clear are the inputs evaluated for the reading
 	// being processed (evalInputs).
@@ -85,7 +84,7 @@ func (k *KeyedStage) SetReport(spec ReportSpec) error {
 	b.report = &spec
 	b.processing = spec.Block.Time == keyed.ProcessingTimeDomain
 	var err error
-	b.rstate, err = state.NewValueState[keyed.ReportState](k.op.Context(), reportBlock, keyed.ReportCodec{Offsets: b.processing}, k.op.StateTTL())
+	b.rstate, err = keyed.NewCachedValue[keyed.ReportState](k.op, reportBlock, keyed.ReportCodec{Offsets: b.processing})
 	return err
 }
 
@@ -109,7 +108,7 @@ func (k *KeyedStage) SetAlarm(spec AlarmSpec) error {
 	b := k.newBlock(spec.Name, k.names)
 	b.alarm = &spec
 	var err error
-	b.astate, err = state.NewValueState[keyed.AlarmState](k.op.Context(), stateName, keyed.AlarmCodec{}, k.op.StateTTL())
+	b.astate, err = keyed.NewCachedValue[keyed.AlarmState](k.op, stateName, keyed.AlarmCodec{})
 	return err
 }
 
@@ -127,7 +126,7 @@ func (k *KeyedStage) SetAbsence(spec AbsenceSpec) error {
 	b.absence = &spec
 	b.processing = spec.Block.Time == keyed.ProcessingTimeDomain
 	var err error
-	b.bstate, err = state.NewValueState[keyed.AbsenceState](k.op.Context(), absenceBlock, keyed.AbsenceCodec{Offsets: b.processing}, k.op.StateTTL())
+	b.bstate, err = keyed.NewCachedValue[keyed.AbsenceState](k.op, absenceBlock, keyed.AbsenceCodec{Offsets: b.processing})
 	return err
 }
 

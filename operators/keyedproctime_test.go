@@ -81,6 +81,9 @@ func runProcSteps(t *testing.T, ttl time.Duration, exprs []string, set func(k *K
 		clock = s.clock
 		switch {
 		case s.restore:
+			if err := task.Keyed().Flush(); err != nil { // as a checkpoint does
+				t.Fatal(err)
+			}
 			snap, err := be.Snapshot(true)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Keyed state key layout, in one bucket per state named "operator/state":
@@ -282,6 +283,52 @@ func (s *ValueState[T]) Update(v T) error { return s.c.put(s.c.kc.stateKey(), v)
 
 // Clear removes the value of the current key and namespace.
 func (s *ValueState[T]) Clear() error { return s.c.clear(s.c.kc.stateKey()) }
+
+// NoExpiry is the write time ValueStamped gives a value that never
+// expires: the state has no TTL, or the value was written before TTL was
+// enabled (a plain value).
+const NoExpiry int64 = math.MaxInt64
+
+// ValueStamped is Value with the value's write time, its TTL stamp
+// (NoExpiry if it has none), for a cache of decoded values in front of the
+// state: it can expire a cached value exactly when the state would
+// (TTLConfig: expired when writeTime + TTL ≤ now) and write it back with
+// UpdateStamped without restarting its TTL.
+func (s *ValueState[T]) ValueStamped() (T, int64, bool, error) {
+	var zero T
+	k := s.c.kc.stateKey()
+	raw, ok, err := s.c.kc.be.Get(s.c.si.bucket, k)
+	if err != nil || !ok {
+		return zero, 0, false, err
+	}
+	_, ts, stamped, err := openValue(raw)
+	if err != nil {
+		return zero, 0, false, fmt.Errorf("state: %s: %w", s.c.si.name, err)
+	}
+	switch {
+	case !stamped || !s.c.si.ttl.enabled():
+		ts = NoExpiry
+	case s.c.si.ttl.onRead:
+		ts = s.c.kc.now() // the read below restamps it
+	}
+	v, ok, err := s.c.get(k, false)
+	return v, ts, ok, err
+}
+
+// UpdateStamped sets the value of the current key and namespace as written
+// at writeTime (a time from KeyedOptions.Now, or NoExpiry for a value that
+// must not expire): a cache writing back a value later than it was set
+// keeps the value's TTL. Without TTL it is Update.
+func (s *ValueState[T]) UpdateStamped(v T, writeTime int64) error {
+	c := &s.c
+	if !c.si.ttl.enabled() || writeTime == NoExpiry {
+		c.buf = append(c.buf[:0], tagPlain)
+	} else {
+		c.buf = appendHeader(c.buf[:0], true, writeTime)
+	}
+	c.buf = c.codec.Append(c.buf, v)
+	return c.kc.be.Put(c.si.bucket, c.kc.stateKey(), c.buf)
+}
 
 // ReduceFunc combines two values into one; it must be associative.
 type ReduceFunc[T any] func(a, b T) T

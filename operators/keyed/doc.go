@@ -57,9 +57,13 @@
 //
 // # State and TTL
 //
-// The per-key function state of a key is one ValueState value holding
-// every call's state (one Get and one Put per reading, whatever the number
-// of calls), decoded into reused memory. With a TTL it follows Flink's
+// The per-key function state of a key is one value holding every call's
+// state, whatever the number of calls. It and the blocks' states are
+// CachedValues: they stay decoded in the operator's object cache between
+// readings (one map lookup per reading for all of a key's states), and go
+// to the backend, encoded, at Flush (a checkpoint) or when their key is
+// evicted; the cache is bounded by Options.CacheBytes and passes keys
+// through to the backend when full. With a TTL it follows Flink's
 // StateTtlConfig (OnCreateAndWrite, NeverReturnExpired): every reading
 // writes the state and so refreshes it; an expired value is never
 // returned; Cleanup removes expired values incrementally and

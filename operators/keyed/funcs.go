@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
@@ -25,8 +26,8 @@ type callState struct {
 }
 
 // funcState is the state of every per-key call of a pipeline for one key:
-// what its ValueState stores. It is decoded into reused memory, so a
-// reading costs no allocation.
+// what its CachedValue holds, decoded, while the key is in the object
+// cache. A reading costs no allocation.
 type funcState struct {
 	calls []callState
 	arena []byte // the string values' bytes
@@ -47,7 +48,7 @@ type funcCodec struct {
 
 const funcStateVersion = 1
 
-func (funcCodec) Append(dst []byte, s *funcState) []byte {
+func (funcCodec) Append(dst []byte, s funcState) []byte {
 	dst = append(dst, funcStateVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(s.calls)))
 	for i := range s.calls {
@@ -74,7 +75,15 @@ func (funcCodec) Append(dst []byte, s *funcState) []byte {
 
 var errFuncState = errors.New("per-key function state")
 
-func (fc funcCodec) Decode(src []byte) (*funcState, error) {
+func (fc funcCodec) Decode(src []byte) (funcState, error) {
+	s, err := fc.decode(src)
+	if err != nil {
+		return funcState{}, err
+	}
+	return *s, nil
+}
+
+func (fc funcCodec) decode(src []byte) (*funcState, error) {
 	s := fc.st
 	if len(src) < 2 || src[0] != funcStateVersion {
 		return nil, fmt.Errorf("%w: unknown version", errFuncState)
@@ -144,12 +153,50 @@ func (fc funcCodec) Decode(src []byte) (*funcState, error) {
 	return s, nil
 }
 
-// reset makes s the state of a key never seen.
-func (s *funcState) reset() {
-	for i := range s.calls {
-		s.calls[i] = callState{}
+// reset makes s the state of n calls of a key never seen.
+func (s *funcState) reset(n int) {
+	if cap(s.calls) < n {
+		s.calls = make([]callState, n)
 	}
+	s.calls = s.calls[:n]
+	clear(s.calls)
 	s.arena = s.arena[:0]
+}
+
+// load makes s a copy of src (decoded into the codec's memory).
+func (s *funcState) load(src funcState) {
+	s.calls = append(s.calls[:0], src.calls...)
+	s.arena = append(s.arena[:0], src.arena...)
+}
+
+// memBytes is the memory s holds beyond its own size.
+func (s *funcState) memBytes() int {
+	return cap(s.calls)*int(unsafe.Sizeof(callState{})) + cap(s.arena)
+}
+
+// compact drops from the arena the bytes of strings no call holds any
+// more (set appends each new one), so a cached key's arena stays the size
+// of its strings, using scratch, which it returns for the next call.
+func (s *funcState) compact(scratch []byte) []byte {
+	live := 0
+	for i := range s.calls {
+		if s.calls[i].value.Kind == event.String {
+			live += s.calls[i].n
+		}
+	}
+	if len(s.arena) == live {
+		return scratch
+	}
+	scratch = scratch[:0]
+	for i := range s.calls {
+		if c := &s.calls[i]; c.value.Kind == event.String {
+			off := len(scratch)
+			scratch = append(scratch, s.arena[c.off:c.off+c.n]...)
+			c.off = off
+		}
+	}
+	s.arena = append(s.arena[:0], scratch...)
+	return scratch
 }
 
 // step computes call i of calls for rec (at rec.Time) into rec.Keyed[i]

@@ -33,6 +33,9 @@ type Options struct {
 	TTL time.Duration
 	// Calls are the pipeline's per-key function calls (expr.KeyedCalls).
 	Calls []expr.KeyedCall
+	// CacheBytes bounds the memory of the per-key states kept decoded in
+	// front of the backend (CachedValue); 0 means DefaultCacheBytes.
+	CacheBytes int
 }
 
 // Reading is one reading as the operator buffers and releases it.
@@ -78,8 +81,8 @@ type Operator struct {
 	opts  Options
 	buf   state.Bucket
 	kc    *state.KeyedContext
-	fns   *state.ValueState[*funcState]
-	st    *funcState
+	fns   *CachedValue[funcState]
+	st    *funcState // the current key's, while a Handler runs
 	wm    int64
 	now   int64 // the TTL clock; math.MinInt64 until the first reading
 	gen   uint64
@@ -98,6 +101,16 @@ type Operator struct {
 
 	key, val []byte
 	r        Reading
+
+	// The object cache of the per-key states, and the current key's slot
+	// in it (-1: not cached) for the key curKG, curKey when curKnown.
+	objs     objCache
+	cur      int32
+	curKG    uint16
+	curKey   []byte
+	curKnown bool
+	saveKey  []byte // the current key while a slot is written back
+	compact  []byte // scratch of funcState.compact
 }
 
 // Bucket and state names in the backend.
@@ -126,10 +139,15 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
-	ttl := o.StateTTL()
-	o.st = &funcState{calls: make([]callState, len(opts.Calls))}
-	if o.fns, err = state.NewValueState[*funcState](o.kc, "functions", funcCodec{st: o.st}, ttl); err != nil {
-		return nil, fmt.Errorf("keyed: %w", err)
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
+	o.opts.CacheBytes = opts.CacheBytes
+	o.objs = objCache{index: newKeyIndex(), budget: opts.CacheBytes, gen: be.Generation()}
+	o.cur = -1
+	dec := &funcState{calls: make([]callState, len(opts.Calls))}
+	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes); err != nil {
+		return nil, err
 	}
 	tb, err := be.Bucket(timerBucket, timerKeyGroup)
 	if err != nil {
@@ -164,9 +182,10 @@ func (o *Operator) StateTTL() state.TTLConfig {
 	return state.TTLConfig{TTL: o.opts.TTL, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
 }
 
-// MemoryBytes is what the buffer holds in memory (its heap and arenas).
+// MemoryBytes is what the operator holds in memory: the buffer (its heap
+// and arenas) and the object cache of per-key states.
 func (o *Operator) MemoryBytes() int64 {
-	return int64(cap(o.index.arena) + cap(o.index.spare) + cap(o.index.heap)*int(unsafe.Sizeof(pendingEntry{})))
+	return int64(cap(o.index.arena)+cap(o.index.spare)+cap(o.index.heap)*int(unsafe.Sizeof(pendingEntry{}))) + int64(o.objs.bytes)
 }
 
 // Order returns the operator's order.
@@ -201,7 +220,7 @@ func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
 	if o.index.live > maxPendingBytes {
 		// Memory is short: the buffer goes to the backend, whose cache
 		// writes it back to the working file as it fills.
-		if err := o.Flush(); err != nil {
+		if err := o.flushBuffer(); err != nil {
 			return 0, err
 		}
 		o.index.dropPayloads()
@@ -232,11 +251,12 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 			return err
 		}
 		e := o.index.pop()
-		o.key = append(o.key[:0], o.index.key(&e)...)
-		o.val = append(o.val[:0], bufferFormat)
-		if p := o.index.payload(&e); p != nil {
-			o.val = append(o.val, p...)
-		} else {
+		// The popped key and payload stay in the index's arena until the
+		// next push, which only Process does: the reading is run from
+		// there, uncopied, unless its payload must be read back.
+		key, payload := o.index.key(&e), o.index.payload(&e)
+		if payload == nil {
+			o.key = append(o.key[:0], key...)
 			v, ok, err := o.be.Get(o.buf, o.key)
 			if err != nil {
 				return err
@@ -245,15 +265,20 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 				return fmt.Errorf("%w: indexed but not stored", errBuffer)
 			}
 			o.val = append(o.val[:0], v...)
+			if len(o.val) < 1 || o.val[0] != bufferFormat {
+				return errBuffer
+			}
+			key, payload = o.key, o.val[1:]
 		}
 		if e.stored {
-			if err := o.be.Delete(o.buf, o.key); err != nil {
+			if err := o.be.Delete(o.buf, key); err != nil {
 				return err
 			}
 		}
-		if err := decodeBuffered(&o.r, o.key, o.val); err != nil {
-			return err
+		if len(key) < bufferKeyHead {
+			return errBuffer
 		}
+		o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload}
 		if err := o.run(&o.r, h); err != nil {
 			return err
 		}
@@ -369,10 +394,19 @@ func timerKeyGroup(k []byte) (uint16, bool) {
 	return binary.BigEndian.Uint16(k[8:]), true
 }
 
-// Flush writes the buffered readings not yet in the backend into it: call
-// it at a checkpoint barrier before Backend.Snapshot, so the snapshot
-// holds every reading waiting for the watermark.
+// Flush writes the buffered readings not yet in the backend into it, and
+// the per-key states changed in the object cache: call it at a checkpoint
+// barrier before Backend.Snapshot, so the snapshot holds every reading
+// waiting for the watermark and every key's state.
 func (o *Operator) Flush() error {
+	if err := o.flushBuffer(); err != nil {
+		return err
+	}
+	return o.flushCache()
+}
+
+// flushBuffer writes the buffered readings not yet in the backend into it.
+func (o *Operator) flushBuffer() error {
 	if err := o.sync(); err != nil {
 		return err
 	}
@@ -394,22 +428,22 @@ func (o *Operator) Flush() error {
 func (o *Operator) run(r *Reading, h Handler) error {
 	o.now = max(o.now, r.Time)
 	o.kc.SetCurrentKey(r.KeyGroup, r.Key)
-	if len(o.opts.Calls) > 0 {
-		_, ok, err := o.fns.Value()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			o.st.reset()
-		}
+	if len(o.opts.Calls) == 0 {
+		return h(r)
 	}
+	e, slot, err := o.fns.entry()
+	if err != nil {
+		return err
+	}
+	if !e.has {
+		e.v.reset(len(o.opts.Calls))
+	}
+	o.st = &e.v
 	if err := h(r); err != nil {
 		return err
 	}
-	if len(o.opts.Calls) > 0 {
-		return o.fns.Update(o.st)
-	}
-	return nil
+	o.compact = o.st.compact(o.compact)
+	return o.fns.written(e, slot)
 }
 
 // Step computes the per-key calls idx (indexes into Options.Calls, as
@@ -491,16 +525,3 @@ func bufferKeyGroup(k []byte) (uint16, bool) {
 }
 
 var errBuffer = errors.New("keyed: corrupt buffered reading")
-
-func decodeBuffered(r *Reading, k, v []byte) error {
-	if len(k) < bufferKeyHead || len(v) < 1 || v[0] != bufferFormat {
-		return errBuffer
-	}
-	t, err := state.OrderedTime(k)
-	if err != nil {
-		return errBuffer
-	}
-	*r = Reading{Time: t, Seq: binary.BigEndian.Uint64(k[8:]), KeyGroup: binary.BigEndian.Uint16(k[16:]),
-		Key: k[bufferKeyHead:], Payload: v[1:]}
-	return nil
-}

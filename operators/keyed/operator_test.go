@@ -273,6 +273,9 @@ func TestTTL_CleanupAndSnapshot(t *testing.T) {
 		}
 		return n
 	}
+	if err := h.ops[0].Flush(); err != nil { // a checkpoint barrier
+		t.Fatal(err)
+	}
 	snap, err := be.Snapshot(true)
 	if err != nil {
 		t.Fatal(err)

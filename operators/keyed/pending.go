@@ -47,15 +47,18 @@ func (p *pending) push(t int64, seq uint64, k, payload []byte, stored bool) {
 	p.arena = append(p.arena, k...)
 	p.arena = append(p.arena, payload...)
 	p.live += e.size()
+	// Sift up with a hole: each level moves one entry, not two.
 	p.heap = append(p.heap, e)
-	for i := len(p.heap) - 1; i > 0; {
+	i := len(p.heap) - 1
+	for i > 0 {
 		parent := (i - 1) / 2
-		if !p.heap[i].less(p.heap[parent]) {
+		if !e.less(p.heap[parent]) {
 			break
 		}
-		p.heap[i], p.heap[parent] = p.heap[parent], p.heap[i]
+		p.heap[i] = p.heap[parent]
 		i = parent
 	}
+	p.heap[i] = e
 }
 
 // peek returns the smallest entry's time; ok is false when empty.
@@ -84,21 +87,26 @@ func (p *pending) payload(e *pendingEntry) []byte {
 func (p *pending) pop() pendingEntry {
 	e := p.heap[0]
 	last := len(p.heap) - 1
-	p.heap[0] = p.heap[last]
+	x := p.heap[last]
 	p.heap = p.heap[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && p.heap[l].less(p.heap[m]) {
-			m = l
+	if last > 0 {
+		// Sift the last entry down from the root with a hole.
+		i := 0
+		for {
+			m := 2*i + 1
+			if m >= last {
+				break
+			}
+			if r := m + 1; r < last && p.heap[r].less(p.heap[m]) {
+				m = r
+			}
+			if !p.heap[m].less(x) {
+				break
+			}
+			p.heap[i] = p.heap[m]
+			i = m
 		}
-		if r < last && p.heap[r].less(p.heap[m]) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		p.heap[i], p.heap[m] = p.heap[m], p.heap[i]
-		i = m
+		p.heap[i] = x
 	}
 	p.live -= e.size()
 	if len(p.heap) == 0 {
