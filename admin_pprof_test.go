@@ -12,7 +12,8 @@ import (
 
 // TestAdmin_Profiles runs the real binary with an admin token:
 // /debug/pprof/ refuses a request without the token (401) and, with it,
-// serves goroutine stacks as text and a heap profile as gzipped protobuf.
+// serves goroutine stacks as text, and a heap profile and a one-second CPU
+// profile as gzipped protobuf.
 func TestAdmin_Profiles(t *testing.T) {
 	const token = "pprof-s3cret"
 	dir := t.TempDir()
@@ -40,7 +41,7 @@ func TestAdmin_Profiles(t *testing.T) {
 		}
 		return resp.StatusCode, b
 	}
-	for _, path := range []string{"/debug/pprof/heap", "/debug/pprof/goroutine?debug=1"} {
+	for _, path := range []string{"/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/profile?seconds=1"} {
 		if code, _ := get(path, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without the token = %d, want 401", path, code)
 		}
@@ -51,5 +52,8 @@ func TestAdmin_Profiles(t *testing.T) {
 	// A profile is gzipped protobuf: the gzip magic, and more than a header.
 	if code, b := get("/debug/pprof/heap", token); code != http.StatusOK || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) || len(b) < 100 {
 		t.Fatalf("GET /debug/pprof/heap with the token = %d, %d bytes, want a gzipped profile", code, len(b))
+	}
+	if code, b := get("/debug/pprof/profile?seconds=1", token); code != http.StatusOK || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) || len(b) < 100 {
+		t.Fatalf("GET /debug/pprof/profile?seconds=1 with the token = %d, %d bytes, want a gzipped profile", code, len(b))
 	}
 }

@@ -177,7 +177,10 @@ var absenceCrashConfig = replaceAll(keyedCrashConfig, `  filter = changed(event.
     n    = count_key()
   }
   state_ttl = "3s"`, `  filter = event.v < 500
-  absence { timeout = "3s" }
+  absence {
+    timeout = "3s"
+    time    = "event"
+  }
   state_ttl = "10s"`)
 
 // reportCrashConfig is keyedCrashConfig with the per-key blocks instead of
@@ -258,8 +261,10 @@ func newBases(log string) int {
 // wait for a chain merged into a new base instead, the other half for a
 // merge to start (most of them die during it); the runs must have
 // compacted a chain and been killed during a merge at least once each (the
-// input may end before more kills come).
-func crashFileSource(t *testing.T, tmpl string, compacting bool) {
+// input may end before more kills come). sameChanges, if given, replaces
+// the in-order comparison of the keyed pipeline's output (and the check of
+// its size) with its own.
+func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...func(t *testing.T, got, want []string)) {
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 1200, 7)
 
@@ -276,7 +281,7 @@ func crashFileSource(t *testing.T, tmpl string, compacting bool) {
 	keyed := strings.Contains(tmpl, `pipeline "changes"`)
 	var wantChanges []string
 	if keyed {
-		if wantChanges = committedRecords(t, filepath.Join(clean, "changes")); len(wantChanges) < 1000*10 {
+		if wantChanges = committedRecords(t, filepath.Join(clean, "changes")); len(wantChanges) < 1000*10 && len(sameChanges) == 0 {
 			t.Fatalf("uninterrupted run produced %d changes", len(wantChanges))
 		}
 	}
@@ -327,7 +332,10 @@ func crashFileSource(t *testing.T, tmpl string, compacting bool) {
 		t.Fatalf("output after %d kills differs from the uninterrupted run: %d records vs %d", kills, len(got), len(want))
 	}
 	if keyed {
-		if got := committedRecords(t, filepath.Join(crashed, "changes")); !slices.Equal(got, wantChanges) {
+		got := committedRecords(t, filepath.Join(crashed, "changes"))
+		if len(sameChanges) > 0 {
+			sameChanges[0](t, got, wantChanges)
+		} else if !slices.Equal(got, wantChanges) {
 			i := 0
 			for i < min(len(got), len(wantChanges)) && got[i] == wantChanges[i] {
 				i++
@@ -382,7 +390,23 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { rescale(t, reportCrashConfig) })
 }
 
-func rescale(t *testing.T, tmpl string) {
+// TestRescale_AbsenceOneToThreeAndBack restores the event-time absence
+// pipeline's checkpoints (its timers and per-key state) taken at
+// parallelism 1 with 3 subtasks, and those taken at 3 with 1: the output
+// equals an uninterrupted run's.
+func TestRescale_AbsenceOneToThreeAndBack(t *testing.T) {
+	t.Run("1 → 3", func(t *testing.T) { rescaleThrough(t, absenceCrashConfig, "1", "3") })
+	t.Run("3 → 1", func(t *testing.T) { rescaleThrough(t, absenceCrashConfig, "3", "1") })
+}
+
+func rescale(t *testing.T, tmpl string) { rescaleThrough(t, tmpl, "2", "3", "1") }
+
+// rescaleThrough runs tmpl at each parallelism of killed in turn, killing
+// each run after two checkpoints of its own, then runs it to the end at
+// the last one, and compares the output with an uninterrupted run's (at
+// the template's parallelism, 2).
+func rescaleThrough(t *testing.T, tmpl string, parallelisms ...string) {
+	killed, final := parallelisms[:len(parallelisms)-1], parallelisms[len(parallelisms)-1]
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 300, 5)
 	clean := t.TempDir()
@@ -398,7 +422,7 @@ func rescale(t *testing.T, tmpl string) {
 	dir := t.TempDir()
 	os.Link(input, filepath.Join(dir, "in.jsonl"))
 	root := filepath.Join(dir, "data", "checkpoints")
-	for _, parallelism := range []string{"2", "3"} {
+	for _, parallelism := range killed {
 		path := writeConfig(t, dir, tmpl, "parallelism = 2", "parallelism = "+parallelism)
 		newest := func() uint64 {
 			ms := manifests(root)
@@ -414,15 +438,16 @@ func rescale(t *testing.T, tmpl string) {
 		})
 		p.kill()
 	}
-	if _, err := runEddy(t, "run", "-c", writeConfig(t, dir, tmpl, "parallelism = 2", "parallelism = 1")); err != nil {
+	if _, err := runEddy(t, "run", "-c", writeConfig(t, dir, tmpl, "parallelism = 2", "parallelism = "+final)); err != nil {
 		t.Fatalf("final run: %v", err)
 	}
+	steps := strings.Join(parallelisms, " → ")
 	if got := committedRecords(t, filepath.Join(dir, "out")); !slices.Equal(got, want) {
-		t.Fatalf("after rescaling 2 → 3 → 1: %d records, want %d", len(got), len(want))
+		t.Fatalf("after rescaling %s: %d records, want %d", steps, len(got), len(want))
 	}
 	if keyed {
 		if got := committedRecords(t, filepath.Join(dir, "changes")); !slices.Equal(got, wantChanges) || len(got) == 0 {
-			t.Fatalf("changes after rescaling 2 → 3 → 1: %d records, want %d (and some)", len(got), len(wantChanges))
+			t.Fatalf("changes after rescaling %s: %d records, want %d (and some)", steps, len(got), len(wantChanges))
 		}
 	}
 }

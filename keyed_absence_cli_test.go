@@ -20,7 +20,10 @@ var keyedAbsenceConfig = replaceAll(keyedReportConfig, `  report_by_exception {
     deadband  = 20
     heartbeat = "10s"
   }`, `  filter = event.s != "idle"
-  absence { timeout = "4s" }`)
+  absence {
+    timeout = "4s"
+    time    = "event"
+  }`)
 
 // TestKeyed_AbsenceMatchesModel checks the records of the absence pipeline
 // against a model of the rules: late readings as in

@@ -38,15 +38,9 @@ func TestKeyed_DedupMatchesModel(t *testing.T) {
 	var want []stateReading
 	dropped := 0
 	for _, rs := range perKey {
-		passed := map[int]int64{}
-		for _, r := range rs {
-			if seen, ok := passed[r.C]; ok && r.TS < seen+5000 {
-				dropped++
-				continue
-			}
-			passed[r.C] = r.TS
-			want = append(want, r)
-		}
+		passed, n := dedupModel(rs, 5000)
+		want = append(want, passed...)
+		dropped += n
 	}
 	slices.SortFunc(want, func(a, b stateReading) int {
 		return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.Device, b.Device), cmp.Compare(a.line, b.line))
@@ -68,4 +62,20 @@ func TestKeyed_DedupMatchesModel(t *testing.T) {
 		}
 	}
 	t.Logf("%d readings: %d passed, %d dropped", len(in), len(lines), dropped)
+}
+
+// dedupModel returns the readings of one key, in its order, that pass a
+// dedup of c within ms (none with the same c passed less than within
+// before), and the number dropped.
+func dedupModel(rs []stateReading, within int64) (passed []stateReading, dropped int) {
+	seen := map[int]int64{}
+	for _, r := range rs {
+		if t, ok := seen[r.C]; ok && r.TS < t+within {
+			dropped++
+			continue
+		}
+		seen[r.C] = r.TS
+		passed = append(passed, r)
+	}
+	return passed, dropped
 }

@@ -29,6 +29,23 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	return b, nil
 }
 
+// sinkEndpoint is where the MQTT sink m connects, with its TLS config: its
+// broker URL with its own credentials and tls block, or for the embedded
+// broker the broker's internal listener (broker.Broker.Internal), whatever
+// TLS or credentials the broker's own listener asks of sensors; the sink's
+// username, password and tls then do not apply.
+func (a *Agent) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Config, error) {
+	if m.Broker == config.Embedded {
+		b, err := a.embeddedBroker()
+		if err != nil {
+			return broker.Endpoint{}, nil, err
+		}
+		return b.Internal(), nil, nil
+	}
+	tc, err := tlsConfig(m.TLS)
+	return broker.Endpoint{URL: m.Broker, Username: m.Username, Password: m.Password}, tc, err
+}
+
 // brokerOptions are the options of the embedded broker of bc.
 func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) broker.Options {
 	// Closed until run: the embedded sources subscribe while the agent is

@@ -7,7 +7,7 @@ import (
 	"os"
 	"reflect"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // dataDirMode is the mode of a data_dir that checkDataDir creates: the

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // deviceIDFile holds, in data_dir, the device id the directory's data was

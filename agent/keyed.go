@@ -26,13 +26,23 @@ type keyedPlan struct {
 	src   *config.Source
 	order keyed.Order
 	ttl   time.Duration
-	// report and alarm are the compiled per-key block, or nil.
-	report  *operators.ReportSpec
-	alarm   *operators.AlarmSpec
-	absence *operators.AbsenceSpec
+	// blocks are the compiled per-key blocks in declaration order (a
+	// dedup's is empty: the evaluator runs it, before the others): the
+	// keyed stage chains them in this order.
+	blocks []keyedBlockSpec
+	// processing: a block runs on processing time (the agent's clock
+	// drives its timers).
+	processing bool
 	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
 	dedupID *expr.Program
 	dedup   keyed.Dedup
+}
+
+// keyedBlockSpec is one compiled per-key block: one field is set.
+type keyedBlockSpec struct {
+	report  *operators.ReportSpec
+	alarm   *operators.AlarmSpec
+	absence *operators.AbsenceSpec
 }
 
 // newKeyedPlan returns the keyed plan of p, or nil when p calls no per-key
@@ -59,22 +69,49 @@ func (k *keyedPlan) compileBlocks(p *config.Pipeline, schema *event.Schema, opts
 		diags = append(diags, d...)
 		return pr
 	}
-	if rb := p.ReportByException; rb != nil && rb.Value != nil {
-		k.report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
-			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: keyed.EventTimeDomain}}
+	// Compiled in the order config.KeyedCalls lists their calls: the
+	// report_by_exception value, the alarms', then the dedup id.
+	report, alarms := -1, map[*config.Alarm]int{}
+	for i, b := range p.Blocks {
+		switch {
+		case b.ReportByException != nil:
+			report = i
+		case b.Alarm != nil:
+			alarms[b.Alarm] = i
+		}
 	}
-	if al := p.Alarm; al != nil && al.Raise != nil {
-		k.alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
-			Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+	k.blocks = make([]keyedBlockSpec, len(p.Blocks))
+	if rb := p.ReportByException; rb != nil && rb.Value != nil && report >= 0 {
+		k.blocks[report].report = &operators.ReportSpec{Value: prog(rb.Value), Block: keyed.ReportByException{
+			Deadband: rb.Deadband, HeartbeatMs: rb.Heartbeat.Milliseconds(), Time: timeDomain(rb.Time)}}
+		k.processing = k.processing || rb.Time == config.ProcessingTime
 	}
-	if ab := p.Absence; ab != nil {
-		k.absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: keyed.EventTimeDomain}}
+	for _, al := range p.Alarms {
+		if i, ok := alarms[al]; ok && al.Raise != nil {
+			k.blocks[i].alarm = &operators.AlarmSpec{Name: al.Name, Raise: prog(al.Raise), Clear: prog(al.Clear),
+				Block: keyed.Alarm{MinDurationMs: al.MinDuration.Milliseconds()}}
+		}
+	}
+	for i, b := range p.Blocks {
+		if ab := b.Absence; ab != nil {
+			k.blocks[i].absence = &operators.AbsenceSpec{Block: keyed.Absence{TimeoutMs: ab.Timeout.Milliseconds(), Time: timeDomain(ab.Time)}}
+			k.processing = k.processing || ab.Time == config.ProcessingTime
+		}
 	}
 	if dd := p.Dedup; dd != nil && dd.ID != nil {
 		k.dedupID = prog(dd.ID)
 		k.dedup = keyed.Dedup{WithinMs: dd.Within.Milliseconds(), Time: keyed.EventTimeDomain}
 	}
 	return diags
+}
+
+// timeDomain is the block time domain of a config time ("event",
+// "processing").
+func timeDomain(t string) keyed.TimeDomain {
+	if t == config.ProcessingTime {
+		return keyed.ProcessingTimeDomain
+	}
+	return keyed.EventTimeDomain
 }
 
 // finish moves the filter, map and aggregate arguments compiled into pl's
@@ -93,12 +130,16 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 		pl.eventTime = true // the ordering buffer needs the watermark
 	}
 	k.order = keyed.Arrival
-	if pl.eventTime && spec.Timestamp != nil && p.Order != config.OrderArrival {
+	if pl.eventTime && spec.Timestamp != nil && p.Order != config.OrderArrival && !p.ArrivalOnly() {
 		k.order = keyed.EventTime
 	}
 	if p.Control != nil {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Per-key functions with a control stream",
-			Detail:  "A pipeline with per-key functions evaluates its expressions in its keyed subtasks, which cannot read control.* yet; remove the control stream or the per-key functions.",
+		// The control state belongs to the prepare stage; the keyed
+		// subtasks evaluate a reading later (in event-time order, once the
+		// watermark passes it) and on other goroutines, so they would read
+		// another state than the one in force when the reading came.
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Control stream with per-key state",
+			Detail:  "This pipeline keeps per-key state (per-key functions, report_by_exception, alarm, dedup or absence), whose expressions run in its keyed subtasks in each key's order, and they cannot read control.*. Remove control; to change a threshold or a deadband at run time, edit it in this file and send SIGHUP: the reload keeps the per-key state (a block's settings are not part of it).",
 			Subject: p.Control.Range.Ptr()})
 	}
 	// The key is computed in the prepare stage, before the map: it cannot
@@ -138,13 +179,19 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	}
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
-	switch {
-	case k.report != nil:
-		err = stage.SetReport(*k.report)
-	case k.alarm != nil:
-		err = stage.SetAlarm(*k.alarm)
-	case k.absence != nil:
-		err = stage.SetAbsence(*k.absence)
+	if k.processing {
+		stage.SetProcessingClock(a.clk.monoMs)
+	}
+	for _, b := range k.blocks {
+		switch {
+		case err != nil:
+		case b.report != nil:
+			err = stage.SetReport(*b.report)
+		case b.alarm != nil:
+			err = stage.SetAlarm(*b.alarm)
+		case b.absence != nil:
+			err = stage.SetAbsence(*b.absence)
+		}
 	}
 	if err == nil && k.dedupID != nil {
 		err = stage.SetDedup(k.dedupID, k.dedup)
@@ -165,13 +212,13 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 	}
 	parts := []string{p.Order}
 	if p.ReportByException != nil {
-		parts = append(parts, "report_by_exception")
+		parts = append(parts, "report_by_exception"+processingShape(p.ReportByException.Time))
 	}
-	if p.Alarm != nil {
-		parts = append(parts, "alarm "+p.Alarm.Name)
+	for _, a := range p.Alarms {
+		parts = append(parts, "alarm "+a.Name)
 	}
 	if p.Absence != nil {
-		parts = append(parts, "absence")
+		parts = append(parts, "absence"+processingShape(p.Absence.Time))
 	}
 	if p.Dedup != nil {
 		parts = append(parts, "dedup")
@@ -180,6 +227,18 @@ func keyedShape(src []byte, p *config.Pipeline) string {
 		parts = append(parts, exprText(src, c))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// processingShape marks a block on processing time in keyedShape: its
+// state counts on another clock (and its timers are other timers), so a
+// checkpoint of the block on event time means nothing to it. On event
+// time, nothing: the shape of a checkpoint taken before the option
+// existed.
+func processingShape(t string) string {
+	if t == config.ProcessingTime {
+		return " on processing time"
+	}
+	return ""
 }
 
 // keyedSnapshot is the snapshot of st's backend without the expired

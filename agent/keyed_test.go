@@ -35,7 +35,8 @@ pipeline "p" {
 func TestKeyed_BuildDiagnostics(t *testing.T) {
 	for _, c := range []struct{ name, from, to, want string }{
 		{"key reads a map field", "", "", "agent.hcl:14:12: error: Key reads a map field; In a pipeline with per-key functions the key is computed before the map"},
-		{"control stream", "  to     = [sink.stdout.out]", "  to     = [sink.stdout.out]\n  control = source.file.ctl", "error: Per-key functions with a control stream"},
+		{"control stream", "  to     = [sink.stdout.out]", "  to     = [sink.stdout.out]\n  control = source.file.ctl", "agent.hcl:18:13: error: Control stream with per-key state; This pipeline keeps per-key state"},
+		{"control stream with a block", "  filter = changed(event.s)", "  control = source.file.ctl\n  alarm \"hot\" { raise = event.v > control.limit }", "agent.hcl:15:13: error: Control stream with per-key state; This pipeline keeps per-key state (per-key functions, report_by_exception, alarm, dedup or absence), whose expressions run in its keyed subtasks in each key's order, and they cannot read control.*. Remove control; to change a threshold or a deadband at run time, edit it in this file and send SIGHUP"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := keyedAgentConfig

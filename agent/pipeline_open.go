@@ -81,8 +81,8 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 			p.wm = g
 		}
 		p.tickEvery = 0
-		if pl.window != nil && pl.window.EarlyEvery > 0 {
-			p.tickEvery = 100 * time.Millisecond
+		if pl.window != nil && pl.window.EarlyEvery > 0 || pl.keyed != nil && pl.keyed.processing {
+			p.tickEvery = 100 * time.Millisecond // processing-time timers
 		}
 	}
 	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups

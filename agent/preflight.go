@@ -7,6 +7,7 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/source"
 )
 
@@ -91,7 +92,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 			report(s.DeclRange, "Invalid MQTT source", err,
 				"Set a fixed, non-empty client_id; with connections > 1 (shared subscriptions) no topic may start with \"$\".")
 		case s.Simulator != nil:
-			o := simulatorOptions(s.Name, cfg.Agent.DeviceID, url(s.Simulator.Broker), s.Simulator)
+			o := simulatorOptions(s.Name, cfg.Agent.DeviceID, broker.Endpoint{URL: url(s.Simulator.Broker)}, s.Simulator)
 			report(s.DeclRange, "Invalid simulator", source.NewSimulator(o, nil).Check(),
 				"out_of_order, late and malformed are fractions of the readings and add up to at most 1.")
 		}

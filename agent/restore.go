@@ -13,9 +13,9 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/state/vfs"
 	"github.com/eddy-edge/eddy/window"
 	"github.com/eddy-edge/eddy/window/watermark"
 )

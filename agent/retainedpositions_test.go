@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // TestRetainedPositions: the oldest position per source over the manifests

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // RemoveSavepoint removes savepoint id from the local checkpoint store of

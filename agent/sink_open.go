@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // sink returns the runner of s, creating it on first use.
@@ -35,22 +35,14 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 		sk, err = sink.NewFile(sink.FileOptions{Path: a.dataPath(s.File.Path), RotateSize: s.File.RotateSizeBytes})
 	case s.MQTT != nil:
 		m := s.MQTT
-		url := m.Broker
-		if url == config.Embedded {
-			b, berr := a.embeddedBroker()
-			if berr != nil {
-				return nil, berr
-			}
-			url = b.URL()
+		ep, tc, eerr := a.sinkEndpoint(m)
+		if eerr != nil {
+			return nil, fmt.Errorf("agent: sink %q: %w", s.Name, eerr)
 		}
 		r.maxPayload = int(m.MaxPayload)
 		if m.UsesWAL() {
-			r.tx, err = a.openWALSink(s, url)
+			r.tx, err = a.openWALSink(s, ep, tc)
 			break
-		}
-		tc, terr := tlsConfig(m.TLS)
-		if terr != nil {
-			return nil, fmt.Errorf("agent: sink %q: %w", s.Name, terr)
 		}
 		qos := byte(m.QoS)
 		if qos > 1 {
@@ -59,8 +51,8 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 		if m.Delivery == config.AtMostOnce {
 			qos = 0
 		}
-		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: url, ClientID: config.Expand(m.ClientID, a.vars()),
-			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: m.Username, Password: m.Password, TLS: tc,
+		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: ep.URL, ClientID: config.Expand(m.ClientID, a.vars()),
+			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: ep.Username, Password: ep.Password, TLS: tc,
 			DeviceID: a.deviceID}, a.log)
 	default:
 		err = errors.New("unknown sink type")

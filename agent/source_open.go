@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/source"
 )
@@ -66,20 +67,20 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 	case src.Simulator != nil:
 		s := src.Simulator
-		url := s.Broker
-		if url == config.Embedded {
+		ep := broker.Endpoint{URL: s.Broker}
+		if s.Broker == config.Embedded {
 			b, err := a.embeddedBroker()
 			if err != nil {
 				return nil, err
 			}
-			url = b.URL()
+			ep = b.Internal() // see broker.Broker.Internal
 			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
 			if err != nil {
 				return nil, err
 			}
 			r.ilog, r.intake = in.log, embeddedIntake(b, []string{s.SubscribeFilter()}, in)
 		} else {
-			r.src = source.NewMQTT(source.MQTTOptions{Broker: url, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
+			r.src = source.NewMQTT(source.MQTTOptions{Broker: ep.URL, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
 				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
 			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
 			if err != nil {
@@ -87,7 +88,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 			}
 			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
 		}
-		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, url, s), a.log))
+		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, ep, s), a.log))
 	default:
 		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
 	}
@@ -129,9 +130,9 @@ func newMQTTSource(m *config.MQTTSource, o source.MQTTOptions, log *slog.Logger)
 
 // simulatorOptions are the options of the simulator source name, publishing
 // to the broker at url.
-func simulatorOptions(name, deviceID, url string, s *config.SimulatorSource) source.SimulatorOptions {
+func simulatorOptions(name, deviceID string, ep broker.Endpoint, s *config.SimulatorSource) source.SimulatorOptions {
 	return source.SimulatorOptions{
-		Broker: url, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
+		Broker: ep.URL, Username: ep.Username, Password: ep.Password, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
 		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
 		MaxReadings: s.MaxReadings, QoS: 1,
 	}

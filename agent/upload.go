@@ -22,8 +22,8 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/state/vfs"
 	"github.com/eddy-edge/eddy/upload"
 )
 

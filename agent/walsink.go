@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/sink"
 	"github.com/eddy-edge/eddy/operators/walsink"
 )
@@ -60,11 +62,12 @@ func (w *walTx) writeBlocked() bool { return w.s.WriteBlocked() }
 
 // openWALSink opens the exactly-once MQTT sink of s under data_dir/wal and
 // exposes its backlog on /metrics.
-func (a *Agent) openWALSink(s *config.Sink, url string) (*walTx, error) {
-	opts, tmpl, err := walOptions(s.MQTT, url, a.vars())
+func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) (*walTx, error) {
+	opts, tmpl, err := walOptions(s.MQTT, ep.URL, a.vars())
 	if err != nil {
 		return nil, err
 	}
+	opts.Username, opts.Password, opts.TLS = ep.Username, ep.Password, tc
 	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err

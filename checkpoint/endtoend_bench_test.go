@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
 	"github.com/eddy-edge/eddy/state"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // BenchmarkCheckpoint_OnePercentOfMillion measures the acceptance figure

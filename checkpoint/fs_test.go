@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 var errInjected = errors.New("injected failure")

@@ -10,7 +10,7 @@ import (
 	"io"
 	"io/fs"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // MergeChain writes, as one full snapshot file of checkpoint id, the state

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // readAll returns a snapshot file's entries as "bucket/key=value" or

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 func writeFile(t *testing.T, path string, b []byte) {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // ref makes a FileRef named after a short label, for plans.

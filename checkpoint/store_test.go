@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")

@@ -57,12 +57,20 @@ func TestReportByException_Mistakes(t *testing.T) {
   alarm "hot" { raise = event.v > 80 }
   to = [sink.stdout.out]
 }`, "13:3", "alarm with a window"},
-		{"alarm with report_by_exception", `pipeline "p" {
+		{"two report_by_exception", `pipeline "p" {
   from = source.mqtt.sensors
   report_by_exception { value = event.v }
-  alarm "hot" { raise = event.v > 80 }
+  report_by_exception { value = event.w }
   to = [sink.stdout.out]
-}`, "11:3", "alarm with another per-key block; A pipeline has one of report_by_exception, alarm and absence for now"},
+}`, "11:3", "Duplicate report_by_exception block"},
+		{"absence with a window", `pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.d
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  absence { timeout = "1h" }
+  to = [sink.stdout.out]
+}`, "13:3", "absence with a window; absence follows readings one by one and emits records of its own, and a window aggregates them; a pipeline has one or the other (only dedup may come before a window)"},
 		{"alarm min_duration", `pipeline "p" {
   from = source.mqtt.sensors
   alarm "hot" {
@@ -82,12 +90,12 @@ func TestReportByException_Mistakes(t *testing.T) {
   alarm "hot" { raise = event.v > 80 }
   to = [sink.stdout.out]
 }`, "10:9", `Map field named start; The records of an alarm carry "start"`},
-		{"two alarms", `pipeline "p" {
+		{"two alarms of one name", `pipeline "p" {
   from = source.mqtt.sensors
   alarm "hot" { raise = event.v > 80 }
-  alarm "cold" { raise = event.v < 0 }
+  alarm "hot" { raise = event.v > 90 }
   to = [sink.stdout.out]
-}`, "11:3", `Duplicate alarm block`},
+}`, "11:9", `Duplicate alarm name; An alarm named "hot" is already declared at test.hcl:10,3-14`},
 		{"dedup within zero", `pipeline "p" {
   from = source.mqtt.sensors
   dedup {
@@ -101,14 +109,23 @@ func TestReportByException_Mistakes(t *testing.T) {
   dedup { id = event.msg_id }
   to = [sink.stdout.out]
 }`, "10:3", `Missing required argument; The dedup block needs "within"`},
-		{"absence on processing time", `pipeline "p" {
-  from = source.mqtt.sensors
+		{"absence on processing time in event-time order", `pipeline "p" {
+  from  = source.mqtt.sensors
+  order = "event_time"
   absence {
     timeout = "5m"
     time    = "processing"
   }
   to = [sink.stdout.out]
-}`, "12:15", `Processing-time absence not supported; absence runs on event time for now`},
+}`, "10:11", `Event-time order with processing-time absence; absence on processing time counts a key's silence from each reading's arrival`},
+		{"report_by_exception on processing time without heartbeat", `pipeline "p" {
+  from = source.mqtt.sensors
+  report_by_exception {
+    value = event.v
+    time  = "processing"
+  }
+  to = [sink.stdout.out]
+}`, "12:13", `Processing time without heartbeat; time says on which clock the heartbeat counts`},
 		{"absence timeout zero", `pipeline "p" {
   from = source.mqtt.sensors
   absence { timeout = "0s" }
@@ -120,12 +137,12 @@ func TestReportByException_Mistakes(t *testing.T) {
   state_ttl = "30m"
   to        = [sink.stdout.out]
 }`, "11:15", `state_ttl not above the absence timeout`},
-		{"absence with alarm", `pipeline "p" {
+		{"alarm named as absence's records", `pipeline "p" {
   from = source.mqtt.sensors
-  alarm "hot" { raise = event.v > 80 }
+  alarm "absence" { raise = event.v > 80 }
   absence { timeout = "1h" }
   to = [sink.stdout.out]
-}`, "11:3", `absence with another per-key block`},
+}`, "10:3", `Alarm named absence; The records of the absence block of this pipeline have "absence" in their ids, as this alarm's would; give the alarm another name`},
 		{"unknown attribute", `pipeline "p" {
   from = source.mqtt.sensors
   report_by_exception {
@@ -190,8 +207,11 @@ func TestAlarm_Settings(t *testing.T) {
 }
 `, noEnv)
 	p := cfg.Pipelines[0]
-	a := p.Alarm
-	if a == nil || a.Name != "overheat" || a.Raise == nil || a.Clear == nil || a.MinDuration != 30*time.Second {
+	if len(p.Alarms) != 1 {
+		t.Fatalf("%d alarms", len(p.Alarms))
+	}
+	a := p.Alarms[0]
+	if a.Name != "overheat" || a.Raise == nil || a.Clear == nil || a.MinDuration != 30*time.Second {
 		t.Fatalf("alarm %+v", a)
 	}
 	if !p.Keyed() || p.LateOutput == nil {
@@ -221,9 +241,10 @@ func TestDedup_Settings(t *testing.T) {
 	}
 }
 
-// TestAbsence_NeedsEventTime refuses absence on a source without a
-// timestamp.
-func TestAbsence_NeedsEventTime(t *testing.T) {
+// TestAbsence_EventTimeNeedsTimestamp refuses absence on event time on a
+// source without a timestamp, and takes it on processing time (the
+// default).
+func TestAbsence_EventTimeNeedsTimestamp(t *testing.T) {
 	_, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(`source "mqtt" "s" {
   broker = "tcp://127.0.0.1:1883"
   topics = ["a/b"]
@@ -231,11 +252,99 @@ func TestAbsence_NeedsEventTime(t *testing.T) {
 sink "stdout" "out" {}
 pipeline "p" {
   from = source.mqtt.s
+  absence {
+    timeout = "5m"
+    time    = "event"
+  }
+  to = [sink.stdout.out]
+}
+pipeline "q" {
+  from = source.mqtt.s
   absence { timeout = "5m" }
   to = [sink.stdout.out]
 }
 `), "test.hcl")
-	if out := FormatDiagnostics(diags); !strings.Contains(out, "test.hcl:8:3: error: absence without event time; absence runs on event time; give the source a timestamp block") {
+	out := FormatDiagnostics(diags)
+	if !strings.Contains(out, "test.hcl:10:15: error: Event-time absence without event time; absence on event time counts on the readings' timestamps") {
 		t.Errorf("diagnostics:\n%s", out)
+	}
+	if strings.Count(out, "error:") != 1 {
+		t.Errorf("absence on processing time (the default) needs no timestamp; diagnostics:\n%s", out)
+	}
+}
+
+// TestKeyedBlocks_DeclarationOrder decodes a pipeline with one block of
+// each kind and two alarms: p.Blocks keeps the declaration order (which
+// the agent chains them in), and the per-key calls of their expressions
+// join the pipeline's alarm by alarm.
+func TestKeyedBlocks_DeclarationOrder(t *testing.T) {
+	cfg := mustParse(t, keyedBase+`pipeline "p" {
+  from   = source.mqtt.sensors
+  key    = event.d
+  filter = event.ok
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
+  absence {
+    timeout = "5m"
+    time    = "event"
+  }
+  alarm "hot" { raise = prev(event.v) > 80 }
+  report_by_exception { value = event.v }
+  alarm "cold" {
+    raise = event.v < 0
+    clear = changed(event.v)
+  }
+  state_ttl   = "1h"
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`, noEnv)
+	p := cfg.Pipelines[0]
+	var names []string
+	for _, b := range p.Blocks {
+		names = append(names, b.Name())
+	}
+	if got, want := strings.Join(names, ", "), `dedup, absence, alarm "hot", report_by_exception, alarm "cold"`; got != want {
+		t.Errorf("blocks %s, want %s", got, want)
+	}
+	if len(p.Alarms) != 2 || p.Alarms[0].Name != "hot" || p.Alarms[1].Name != "cold" || p.ReportByException == nil || p.Absence == nil || p.Dedup == nil {
+		t.Errorf("alarms %v, report %v, absence %v, dedup %v", p.Alarms, p.ReportByException, p.Absence, p.Dedup)
+	}
+	var calls []string
+	for _, c := range p.KeyedCalls() {
+		calls = append(calls, c.Name)
+	}
+	if strings.Join(calls, ",") != "prev,changed" {
+		t.Errorf("keyed calls %v, want prev, changed", calls)
+	}
+}
+
+// TestKeyedBlocks_DedupDeclaredLate warns about a dedup declared after
+// another block (it runs first anyway, as it did before blocks were
+// chained, so such configurations still load) and keeps it first.
+func TestKeyedBlocks_DedupDeclaredLate(t *testing.T) {
+	cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(keyedBase+`pipeline "p" {
+  from = source.mqtt.sensors
+  alarm "hot" { raise = event.v > 80 }
+  absence {
+    timeout = "1h"
+    time    = "event"
+  }
+  dedup {
+    id     = event.msg_id
+    within = "1h"
+  }
+  to          = [sink.stdout.out]
+  late_output = sink.file.late
+}
+`), "test.hcl")
+	out := FormatDiagnostics(diags)
+	if diags.HasErrors() || !strings.Contains(out, `test.hcl:15:3: warning: dedup after alarm "hot"; dedup drops repeated readings before the map and before every other per-key block, whatever the order they are declared in: move this dedup block above alarm "hot" to say so.`) {
+		t.Fatalf("diagnostics:\n%s", out)
+	}
+	if p := cfg.Pipelines[0]; p.Dedup == nil || len(p.Blocks) != 3 {
+		t.Errorf("dedup %v, %d blocks", p.Dedup, len(p.Blocks))
 	}
 }

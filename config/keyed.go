@@ -15,7 +15,8 @@ var KeyedFunctions = []string{"changed", "count_key", "delta", "first_seen", "pr
 
 // KeyedCalls returns the calls of per-key functions in p's filter, map,
 // aggregate arguments, report_by_exception value, alarm raise and clear
-// and dedup id, in that order (source order within each).
+// (alarm by alarm, in declaration order) and dedup id, in that order
+// (source order within each).
 func (p *Pipeline) KeyedCalls() []*hclsyntax.FunctionCallExpr {
 	var out []*hclsyntax.FunctionCallExpr
 	visit := func(e hcl.Expression) {
@@ -44,7 +45,7 @@ func (p *Pipeline) KeyedCalls() []*hclsyntax.FunctionCallExpr {
 	if r := p.ReportByException; r != nil && r.Value != nil {
 		visit(r.Value)
 	}
-	if a := p.Alarm; a != nil {
+	for _, a := range p.Alarms {
 		for _, e := range []hcl.Expression{a.Raise, a.Clear} {
 			if e != nil {
 				visit(e)

@@ -43,14 +43,20 @@ type Pipeline struct {
 	// ReportByException is the pipeline's report_by_exception block; nil
 	// when not set. A pipeline with one has no window.
 	ReportByException *ReportByException
-	// Alarm is the pipeline's alarm block; nil when not set. A pipeline has
-	// at most one per-key block and then no window.
-	Alarm *Alarm
-	// Absence is the pipeline's absence block; nil when not set.
+	// Alarms are the pipeline's alarm blocks (their names unique), in
+	// declaration order; a pipeline with one has no window.
+	Alarms []*Alarm
+	// Absence is the pipeline's absence block; nil when not set. A
+	// pipeline with one has no window.
 	Absence *Absence
 	// Dedup is the pipeline's dedup block; nil when not set. It drops
-	// repeats after the filter, before the map, with any of the above.
+	// repeats after the filter, before the map and the other blocks
+	// wherever it is declared, and may feed a window.
 	Dedup *Dedup
+	// Blocks are the per-key blocks above in declaration order: a reading
+	// goes through them in this order (dedup first, wherever it is), and
+	// the records the blocks emit for one reading come in this order.
+	Blocks []KeyedBlock
 	// Order is the order in which a pipeline with per-key functions
 	// processes a key's readings: OrderEventTime or OrderArrival; "" when
 	// not set (event time when the source has a timestamp).
@@ -194,18 +200,7 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 		} else if p.Window != nil {
 			d.errorf(p.Window.DeclRange, "Window without aggregate", "A window emits its aggregates; add an aggregate block, e.g. aggregate { n = count() }.")
 		}
-		if rb := d.single(c.Blocks, "report_by_exception"); rb != nil {
-			p.ReportByException = d.decodeReportByException(rb, p)
-		}
-		if ab := d.single(c.Blocks, "alarm"); ab != nil {
-			p.Alarm = d.decodeAlarm(ab, p)
-		}
-		if ab := d.single(c.Blocks, "absence"); ab != nil {
-			p.Absence = d.decodeAbsence(ab, p)
-		}
-		if db := d.single(c.Blocks, "dedup"); db != nil {
-			p.Dedup = d.decodeDedupBlock(db)
-		}
+		d.decodeKeyedBlocks(c.Blocks, p)
 		if p.MaxKeys > 0 && p.Window == nil {
 			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")
 		}
@@ -220,8 +215,15 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 // keyedEventTime reports whether p orders its readings by event time for
 // per-key functions, which set late readings aside like windows.
 func (p *Pipeline) keyedEventTime() bool {
-	return p.Keyed() && p.Order != OrderArrival && p.From.Source != nil && p.From.Source.Timestamp != nil &&
+	return p.Keyed() && p.Order != OrderArrival && !p.ArrivalOnly() && p.From.Source != nil && p.From.Source.Timestamp != nil &&
 		(p.Window == nil || p.Window.Time == EventTime)
+}
+
+// ArrivalOnly reports whether p's per-key block takes readings as they
+// arrive whatever the source (absence on processing time), so its order
+// is arrival.
+func (p *Pipeline) ArrivalOnly() bool {
+	return p.Absence != nil && p.Absence.Time == ProcessingTime
 }
 
 // mapFields returns the attributes of a map block in source order.

@@ -17,10 +17,23 @@ import (
 )
 
 // blockTask returns a task without a window whose keyed stage has a map
-// field s = event.s, in event-time order, with state_ttl ttl; set adds the
+// field s = event.s, in event-time order, with state_ttl ttl and its state
+// in memory; set adds the
 // block, with exprs compiled (before the decoder is built, as the agent
 // does: the decoder reads the fields they name).
 func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
+	t.Helper()
+	return newBlockTask(t, state.NewMemory(), keyed.EventTime, ttl, exprs, set)
+}
+
+// blockTaskIn is blockTask in the given order.
+func blockTaskIn(t *testing.T, order keyed.Order, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
+	t.Helper()
+	return newBlockTask(t, state.NewMemory(), order, ttl, exprs, set)
+}
+
+// newBlockTask is blockTask with its state in be, in order.
+func newBlockTask(t *testing.T, be state.Backend, order keyed.Order, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error) *WindowTask {
 	t.Helper()
 	schema := event.NewSchema()
 	compile := func(src string) *expr.Program {
@@ -36,7 +49,7 @@ func blockTask(t *testing.T, ttl time.Duration, exprs []string, set func(k *Keye
 	for _, src := range exprs {
 		progs = append(progs, compile(src))
 	}
-	op, err := keyed.New(state.NewMemory(), keyed.Options{Order: keyed.EventTime, TTL: ttl})
+	op, err := keyed.New(be, keyed.Options{Order: order, TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

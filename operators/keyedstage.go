@@ -16,7 +16,7 @@ import (
 // functions: a keyed.Operator orders the readings, and its Evaluator runs
 // the filter, map and aggregate arguments that the prepare stage left to
 // it. Readings that pass go to the task's window, or to its
-// per-key block (SetReport, SetAlarm), or else out as records of kind
+// per-key blocks (SetReport, SetAlarm, SetAbsence), or else out as records of kind
 // "reading" with the map fields.
 type KeyedStage struct {
 	op      *keyed.Operator
@@ -25,8 +25,10 @@ type KeyedStage struct {
 	slots   []int
 	vals    []event.Value
 	handler keyed.Handler
-	block   *signalBlock  // nil without a per-key block
-	r       keyed.Reading // reused: a Reading per call would escape to the heap
+	blocks  []*signalBlock // the per-key blocks, chained in this order
+	clock   func() int64   // processing time (SetProcessingClock); nil: the readings' time
+	procNow int64          // processing time of the batch being processed
+	r       keyed.Reading  // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
 	keepLate bool
@@ -55,7 +57,8 @@ func NewKeyedStage(op *keyed.Operator, spec keyed.EvalSpec) *KeyedStage {
 func (t *WindowTask) SetKeyed(k *KeyedStage) {
 	t.keyed = k
 	k.handler = t.released
-	k.op.OnTimer(t.timer)
+	k.op.OnTimer(t.eventTimer)
+	k.op.OnProcessingTimer(t.processingTimer)
 }
 
 // Keyed returns the task's keyed stage, or nil.
@@ -92,6 +95,14 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 		return
 	}
 	k.keepLate = keepLate
+	if k.clock != nil {
+		// Due timers first: a key whose deadline passed (while the agent
+		// was down, say) is silent before its next reading resumes it.
+		t.advanceKeyedProcessingTime(k.clock())
+		if k.err != nil {
+			return
+		}
+	}
 	perRecordWM := len(b.Watermarks) == b.Len()
 	arrival := k.op.Order() == keyed.Arrival
 	for i := 0; i < b.Len(); i++ {
@@ -107,6 +118,9 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 			}
 		}
 		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i)}
+		if k.clock == nil {
+			k.procNow = k.r.Time
+		}
 		out, err := k.op.Process(&k.r, wm, k.handler)
 		if err != nil {
 			k.err = err
@@ -138,6 +152,19 @@ func (t *WindowTask) advanceKeyed(wm int64) {
 		t.op.AdvanceWatermark(wm, &t.out)
 	}
 	t.collect()
+}
+
+// advanceKeyedProcessingTime moves the keyed stage's processing time to
+// now (never back) and fires its due processing-time timers.
+func (t *WindowTask) advanceKeyedProcessingTime(now int64) {
+	k := t.keyed
+	if k.err != nil {
+		return
+	}
+	k.procNow = max(k.procNow, now)
+	if err := k.op.AdvanceProcessingTime(now); err != nil {
+		k.err = err
+	}
 }
 
 // released is the keyed operator's Handler: one reading, in its key's
@@ -173,7 +200,7 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 		}
 		return nil
 	}
-	if k.block != nil {
+	if len(k.blocks) > 0 {
 		return t.blockReading(r)
 	}
 	for i, s := range k.slots {

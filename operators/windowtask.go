@@ -108,7 +108,11 @@ func (t *WindowTask) AdvanceWatermark(wm int64) {
 
 // AdvanceProcessingTime moves processing time (monotonic ms) forward.
 func (t *WindowTask) AdvanceProcessingTime(nowMs int64) {
+	if t.keyed != nil {
+		t.advanceKeyedProcessingTime(nowMs)
+	}
 	if t.op == nil {
+		t.collect()
 		return
 	}
 	t.op.AdvanceProcessingTime(nowMs, &t.out)

@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 )
 
@@ -63,7 +62,7 @@ func (c *Client) chunkBuf() *[]byte {
 	return &b
 }
 
-func (c *Client) putChunked(ctx context.Context, file *os.File, f FileRef, size int64, key string) error {
+func (c *Client) putChunked(ctx context.Context, file io.Reader, f FileRef, size int64, key string) error {
 	bufp := c.chunkBuf()
 	defer c.chunkBufs.Put(bufp)
 	whole := sha256.New()

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // Object key layout below Options.Prefix.
@@ -53,6 +55,7 @@ type Client struct {
 	prefix   string
 	endpoint string
 	codec    *codec
+	fs       vfs.FS
 	up, down *limiter
 
 	// chunkSize and largeFile are the chunked layout's parameters
@@ -124,6 +127,7 @@ func New(opts Options, log *slog.Logger) (*Client, error) {
 		prefix:    opts.Prefix,
 		endpoint:  opts.Endpoint,
 		codec:     cd,
+		fs:        opts.FS,
 		up:        newLimiter(opts.MaxBandwidth),
 		down:      newLimiter(opts.MaxBandwidth),
 		chunkSize: ChunkSize,

@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // FileRef names a local checkpoint file and, optionally, what it must hold.
@@ -49,7 +54,7 @@ func (c *Client) PutFileRef(ctx context.Context, f FileRef) error {
 	if err := c.Check(ctx); err != nil {
 		return err
 	}
-	file, err := os.Open(f.LocalPath)
+	file, err := c.fs.Open(f.LocalPath)
 	if err != nil {
 		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
 	}
@@ -85,7 +90,7 @@ func (c *Client) PutFileRef(ctx context.Context, f FileRef) error {
 	return nil
 }
 
-func (c *Client) putSingle(ctx context.Context, file *os.File, f FileRef, size int64, key string) error {
+func (c *Client) putSingle(ctx context.Context, file io.Reader, f FileRef, size int64, key string) error {
 	buf, n, sum, err := c.encodeObject(file, key)
 	if err != nil {
 		return fmt.Errorf("upload: put file %s: %w", f.Name, err)
@@ -105,7 +110,10 @@ func (c *Client) putSingle(ctx context.Context, file *os.File, f FileRef, size i
 // and verifies the SHA-256 of the plaintext against wantSHA256 (hex; "" uses
 // the SHA-256 recorded in the object's metadata, which only catches damage,
 // not tampering). localPath appears only complete and verified (temp file,
-// fsync, rename); on any error it is left as it was. An object that fails
+// fsync, rename), and once GetFile returns nil it survives a power cut (its
+// directory is fsynced too); on any error it is left as it was. The file
+// system is Options.FS. A crash or power cut during a download can leave a
+// temporary file beside localPath, which IsDownloadTemp recognises. An object that fails
 // verification is ErrCorrupt naming it (for a chunked file, the chunk);
 // ErrWrongKey when encrypted with another key; ErrNotFound when missing.
 func (c *Client) GetFile(ctx context.Context, name, localPath, wantSHA256 string) error {
@@ -145,8 +153,7 @@ func (c *Client) getFile(ctx context.Context, name, localPath, wantSHA256 string
 		want = metaGet(info.UserMetadata, metaSHA256)
 	}
 
-	dir, base := filepath.Split(localPath)
-	tmp, err := os.CreateTemp(dir, base+".download-*")
+	tmp, err := c.createDownload(localPath)
 	if err != nil {
 		return fmt.Errorf("upload: get file %s: %w", name, err)
 	}
@@ -154,7 +161,7 @@ func (c *Client) getFile(ctx context.Context, name, localPath, wantSHA256 string
 	defer func() {
 		if !committed {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			c.fs.Remove(tmp.Name())
 		}
 	}()
 	h := sha256.New()
@@ -192,11 +199,14 @@ func (c *Client) getFile(ctx context.Context, name, localPath, wantSHA256 string
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("upload: get file %s: %w", name, err)
 	}
-	if err := os.Rename(tmp.Name(), localPath); err != nil {
+	// Synced before the rename, so the name never shows contents a power
+	// cut could take back; the directory synced after it, so the name
+	// survives one once GetFile returns.
+	if err := c.fs.Rename(tmp.Name(), localPath); err != nil {
 		return fmt.Errorf("upload: get file %s: %w", name, err)
 	}
 	committed = true
-	if err := syncDir(filepath.Dir(localPath)); err != nil {
+	if err := c.fs.SyncDir(filepath.Dir(localPath)); err != nil {
 		return fmt.Errorf("upload: get file %s: %w", name, err)
 	}
 	c.progress("download", name, pw.n, pw.n)
@@ -243,14 +253,23 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func syncDir(dir string) error {
-	if dir == "" {
-		dir = "."
+// downloadMark is in the name of GetFile's temporary files: the local name
+// with it and a random suffix.
+const downloadMark = ".download-"
+
+// createDownload creates a new temporary file beside localPath for
+// GetFile to download into.
+func (c *Client) createDownload(localPath string) (vfs.File, error) {
+	for {
+		name := localPath + downloadMark + strconv.FormatUint(rand.Uint64(), 36)
+		f, err := c.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
+
+// IsDownloadTemp reports whether name (a base name) is a temporary file of
+// GetFile: one a crash or power cut during a download leaves behind, which
+// whoever owns the directory removes when it starts again.
+func IsDownloadTemp(name string) bool { return strings.Contains(name, downloadMark) }

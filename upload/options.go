@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // Options configure a Client. The zero value of every field but Endpoint and
@@ -69,6 +71,10 @@ type Options struct {
 	// and at the end. It must be fast and must not call back into the
 	// Client; it may be called from several goroutines at once.
 	Progress func(Progress)
+	// FS is the file system of the local files: PutFile reads them,
+	// GetFile writes them (and makes them durable, see GetFile). Nil:
+	// vfs.Default, the operating system's.
+	FS vfs.FS
 	// Transport replaces the HTTP transport (tests count requests with
 	// it); CAFile is then ignored. Nil: minio-go's default transport
 	// (proxy from the environment, dial and TLS timeouts) without
@@ -121,6 +127,9 @@ func (o Options) normalize() (Options, error) {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = defaultConcurrency
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	if n := len(o.EncryptionKey); n != 0 && n != 32 {
 		errs = append(errs, fmt.Errorf("encryption key is %d bytes, want 32 (AES-256)", n))

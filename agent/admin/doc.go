@@ -15,6 +15,7 @@
 //	POST /api/savepoint    takes a savepoint and waits for it: {"id": n}
 //	GET  /api/agent        device, sources, WAL, upload and disk sections
 //	GET  /debug/pprof/{name}  Go's runtime profiles: heap, goroutine… (pprof.go)
+//	GET  /debug/pprof/profile?seconds=N  a CPU profile of N seconds, 1..60
 //	GET  /                 the status page (status.go)
 //
 // Access. The agent's configuration refuses a non-loopback listen address

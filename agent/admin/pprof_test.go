@@ -24,12 +24,8 @@ func TestServer_Profiles(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /debug/pprof/heap with the token = %d %s", code, b)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the heap profile is not gzipped: %v", err)
-	}
-	if raw, err := io.ReadAll(zr); err != nil || len(raw) == 0 {
-		t.Fatalf("the heap profile: %d bytes, %v", len(raw), err)
+	if raw := gunzip(t, "the heap profile", b); len(raw) == 0 {
+		t.Fatal("the heap profile is empty")
 	}
 	if code, b, _ := do(t, srv, "GET", "/debug/pprof/goroutine?debug=1", token); code != http.StatusOK || !bytes.Contains(b, []byte("goroutine profile:")) {
 		t.Errorf("GET /debug/pprof/goroutine?debug=1 with the token = %d, want the text profile", code)
@@ -58,7 +54,7 @@ func TestServer_Profiles(t *testing.T) {
 }
 
 // TestServer_NamedProfiles: every runtime profile is served, as text with
-// ?debug=1; an unknown one is 404, and there is no CPU profile.
+// ?debug=1; an unknown one is 404.
 func TestServer_NamedProfiles(t *testing.T) {
 	srv := testServer(t, newFakeAgent(), Options{})
 	for path, want := range map[string]int{
@@ -66,7 +62,6 @@ func TestServer_NamedProfiles(t *testing.T) {
 		"/debug/pprof/goroutine?debug=1": http.StatusOK,
 		"/debug/pprof/threadcreate":      http.StatusOK,
 		"/debug/pprof/nope":              http.StatusNotFound,
-		"/debug/pprof/profile":           http.StatusNotFound,
 	} {
 		if code, b, _ := do(t, srv, "GET", path, ""); code != want {
 			t.Errorf("GET %s = %d %s, want %d", path, code, b, want)
@@ -82,4 +77,62 @@ func TestServer_Profiles_NotOnDefaultMux(t *testing.T) {
 	if _, pattern := http.DefaultServeMux.Handler(httptest.NewRequest("GET", "/debug/pprof/heap", nil)); pattern != "" {
 		t.Errorf("http.DefaultServeMux serves /debug/pprof/ (pattern %q)", pattern)
 	}
+}
+
+// TestServer_CPUProfile: /debug/pprof/profile?seconds=N takes the token
+// and the loopback rule like the other profiles, answers a CPU profile
+// (gzipped protobuf) for N in 1..60, 400 for any other N, and 409 while
+// another CPU profile is being taken.
+func TestServer_CPUProfile(t *testing.T) {
+	const token = "s3cret"
+	srv := testServer(t, newFakeAgent(), Options{Token: token})
+	if code, _, _ := do(t, srv, "GET", "/debug/pprof/profile?seconds=1", ""); code != http.StatusUnauthorized {
+		t.Errorf("without the token = %d, want 401", code)
+	}
+	code, b, _ := do(t, srv, "GET", "/debug/pprof/profile?seconds=1", token)
+	if code != http.StatusOK {
+		t.Fatalf("with the token = %d %s", code, b)
+	}
+	// The profile's sample type names the CPU profiler's unit.
+	if raw := gunzip(t, "the CPU profile", b); !bytes.Contains(raw, []byte("nanoseconds")) || !bytes.Contains(raw, []byte("cpu")) {
+		t.Fatalf("the CPU profile: %d bytes, want a profile with cpu nanoseconds", len(raw))
+	}
+
+	for _, q := range []string{"0", "-1", "61", "1.5", "x", "3600"} {
+		if code, b, _ := do(t, srv, "GET", "/debug/pprof/profile?seconds="+q, token); code != http.StatusBadRequest {
+			t.Errorf("seconds=%s: %d %s, want 400", q, code, b)
+		}
+	}
+
+	cpuProfiling.Lock() // as if another request were profiling
+	code, b, _ = do(t, srv, "GET", "/debug/pprof/profile?seconds=1", token)
+	cpuProfiling.Unlock()
+	if code != http.StatusConflict {
+		t.Errorf("while another profile runs = %d %s, want 409", code, b)
+	}
+
+	// No token configured: loopback peers only, checked before profiling.
+	h := New(newFakeAgent(), Options{}).Handler()
+	req := httptest.NewRequest("GET", "/debug/pprof/profile?seconds=1", nil)
+	req.Host, req.RemoteAddr = "127.0.0.1:8787", "192.168.1.20:50000"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusForbidden {
+		t.Errorf("from 192.168.1.20 without a token configured = %d, want 403", w.Code)
+	}
+}
+
+// gunzip returns b, the gzipped body of what, unzipped; it fails the test
+// if b is not gzip.
+func gunzip(t *testing.T, what string, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s is not gzipped: %v", what, err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return raw
 }

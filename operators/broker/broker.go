@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -119,6 +121,7 @@ const ClosedWait = 10 * time.Second
 type Broker struct {
 	server    *mqtt.Server
 	listener  *listeners.TCP
+	internal  *listeners.TCP // see Internal
 	subs      *subscribers
 	hook      *hook
 	panics    atomic.Uint64
@@ -261,12 +264,20 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		b.hook.username = []byte(opts.Username)
 		b.hook.password = []byte(opts.Password)
 	}
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret) // crypto/rand.Read does not fail (Go ≥ 1.24)
+	b.hook.internalPassword = []byte(hex.EncodeToString(secret))
 	if err := server.AddHook(b.hook, nil); err != nil {
 		return nil, fmt.Errorf("broker: add hook: %w", err)
 	}
 	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
 	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics, closing: &b.closing}); err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
+	}
+	b.internal = listeners.NewTCP(listeners.Config{ID: internalListenerID, Address: "127.0.0.1:0"})
+	if err := server.AddListener(&containedListener{TCP: b.internal, log: log, panics: &b.panics, closing: &b.closing}); err != nil {
+		_ = server.Close()
+		return nil, fmt.Errorf("broker: internal listener on 127.0.0.1: %w", err)
 	}
 	if err := server.Serve(); err != nil {
 		_ = server.Close()
@@ -303,6 +314,39 @@ func (b *Broker) Addr() string { return b.listener.Address() }
 // URL returns the broker's address as an MQTT client URL ("tcp://" + Addr).
 func (b *Broker) URL() string { return "tcp://" + b.Addr() }
 
+// internalListenerID names the internal listener (see Internal); mochi
+// gives every client the id of the listener it came through.
+const internalListenerID = "eddy-internal"
+
+// InternalUsername is the username of the agent's own clients on the
+// internal listener.
+const InternalUsername = "eddy-internal"
+
+// Endpoint is what an MQTT client needs to reach the broker.
+type Endpoint struct {
+	URL, Username, Password string
+}
+
+// Internal is where the agent's own clients (its MQTT sinks and
+// simulators) connect: a second listener, plain TCP on 127.0.0.1 with a
+// port of its own, that lets in only clients presenting InternalUsername
+// and a password made at random by Start, held in memory and never
+// logged. Clients that got in through it may publish anywhere (no ACL
+// applies: their topics are the configuration's own); the message size and
+// rate limits apply as on the main listener.
+//
+// Why not the main listener: with TLS and a client CA it lets in only
+// certificates of the operator's CA, and the agent holds none (its server
+// certificate need not be valid for client authentication); with a
+// username and password its clients would need the sensors' credentials
+// and the ACLs would govern the agent's results. The internal listener
+// serves every configuration alike, is not reachable from the network, and
+// spends no TLS handshake or encryption on a connection that never leaves
+// the device.
+func (b *Broker) Internal() Endpoint {
+	return Endpoint{URL: "tcp://" + b.internal.Address(), Username: InternalUsername, Password: string(b.hook.internalPassword)}
+}
+
 // Subscribe calls fn, synchronously in the broker's publish hook, for every
 // message published on a topic matching one of filters (MQTT filter syntax
 // with + and #; one call per message even when several filters match). fn
@@ -327,7 +371,9 @@ func (b *Broker) Subscribe(filters []string, fn func(topic string, payload []byt
 // other is taken out of the sensor connection's read loop meanwhile, so the
 // sensor's further publishes arrive and can share one commit; PUBACKs still
 // go out in the order received as long as fn completes in the order it is
-// called. Every other publish it matches (QoS 0 and 2, retained, several
+// called. Such a QoS 0 publish, which has no acknowledgement to hold, is
+// handed to fn and routed at once; a failed Completion drops it (counted in
+// Rejected). Every other publish it matches (QoS 2, retained, several
 // subscribers) waits in the hook, as with Subscribe. Filters are checked as
 // for Subscribe.
 func (b *Broker) SubscribeDeferred(filters []string, fn DeferredFunc) (unsubscribe func()) {

@@ -386,3 +386,53 @@ func TestBroker_MalformedSubscribeContained(t *testing.T) {
 		t.Fatal("the broker serves no client after the malformed packet")
 	}
 }
+
+// TestBroker_Internal: the internal endpoint is a loopback listener of its
+// own that lets in exactly its credentials, whatever the main listener
+// asks (here a username and password, and an ACL that lets no one
+// publish); its clients publish anywhere. The main listener does not take
+// the internal credentials, nor the internal listener the sensors'.
+func TestBroker_Internal(t *testing.T) {
+	b := mustStart(t, Options{Username: "sensor", Password: "s3cret",
+		ACLs: []ACL{{User: "nobody", Publish: []string{"none/#"}}}})
+	in := b.Internal()
+	host, _, err := net.SplitHostPort(strings.TrimPrefix(in.URL, "tcp://"))
+	if err != nil || host != "127.0.0.1" || in.URL == b.URL() {
+		t.Fatalf("Internal().URL = %q (main %q), want its own 127.0.0.1 port", in.URL, b.URL())
+	}
+	if in.Username != InternalUsername || len(in.Password) < 32 {
+		t.Fatalf("Internal() credentials %q/%d chars, want %q and a 128-bit secret", in.Username, len(in.Password), InternalUsername)
+	}
+	tests := []struct {
+		name, url, user, pass string
+		ok                    bool
+	}{
+		{"internal credentials", in.URL, in.Username, in.Password, true},
+		{"internal, wrong password", in.URL, in.Username, "wrong", false},
+		{"internal, no credentials", in.URL, "", "", false},
+		{"internal, the sensors' credentials", in.URL, "sensor", "s3cret", false},
+		{"main listener, internal credentials", b.URL(), in.Username, in.Password, false},
+	}
+	for i, tt := range tests {
+		c, err := tryConnect(tt.url, "internal-"+strconv.Itoa(i), tt.user, tt.pass)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+		if c != nil && err == nil {
+			c.Disconnect(100)
+		}
+	}
+
+	got := make(chan string, 1)
+	b.Subscribe([]string{"results/#"}, func(topic string, _ []byte) error {
+		got <- topic
+		return nil
+	})
+	c := connect(t, in.URL, "internal-pub", in.Username, in.Password)
+	if tok := c.Publish("results/a", 1, false, "{}"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("publish through the internal listener: %v", tok.Error())
+	}
+	if topic := <-got; topic != "results/a" {
+		t.Fatalf("subscriber got %q", topic)
+	}
+}

@@ -133,22 +133,22 @@ func TestBroker_SubscribeDeferred_RejectRedelivers(t *testing.T) {
 	}
 }
 
-// TestBroker_SubscribeDeferred_QoS0Waits: publishes the broker cannot defer
-// (here QoS 0) still reach a deferred subscriber, and the hook waits for
-// the Completion.
-func TestBroker_SubscribeDeferred_QoS0Waits(t *testing.T) {
+// TestBroker_SubscribeDeferred_QoS2Waits: publishes the broker cannot defer
+// (here QoS 2) still reach a deferred subscriber, and the hook waits for
+// the Completion before reading the next one.
+func TestBroker_SubscribeDeferred_QoS2Waits(t *testing.T) {
 	b := mustStart(t, Options{})
 	held := make(chan heldPublish, 10)
 	b.SubscribeDeferred([]string{"#"}, func(topic string, payload []byte, dup bool, done Completion) {
 		held <- heldPublish{string(payload), dup, done}
 	})
-	c := connect(t, b.URL(), "q0", "", "")
-	c.Publish("t", 0, false, "a")
-	c.Publish("t", 0, false, "b")
+	c := connect(t, b.URL(), "q2", "", "")
+	c.Publish("t", 2, false, "a")
+	c.Publish("t", 2, false, "b")
 	h := <-held
 	select {
 	case h2 := <-held:
-		t.Fatalf("second QoS 0 publish %q read while the first was not complete", h2.payload)
+		t.Fatalf("second QoS 2 publish %q read while the first was not complete", h2.payload)
 	case <-time.After(100 * time.Millisecond):
 	}
 	h.done.Done(nil)
@@ -159,7 +159,52 @@ func TestBroker_SubscribeDeferred_QoS0Waits(t *testing.T) {
 		}
 		h2.done.Done(nil)
 	case <-time.After(20 * time.Second):
-		t.Fatal("second QoS 0 publish never arrived")
+		t.Fatal("second QoS 2 publish never arrived")
+	}
+}
+
+// TestBroker_SubscribeDeferred_QoS0Queued: a QoS 0 publish, which nothing
+// acknowledges, is handed to the deferred subscriber without waiting for
+// its Completion, so one connection's publishes reach it in order while
+// the first is still pending; a failed Completion drops that message,
+// counted as rejected, and leaves the connection up.
+func TestBroker_SubscribeDeferred_QoS0Queued(t *testing.T) {
+	b := mustStart(t, Options{})
+	held := make(chan heldPublish, 10)
+	b.SubscribeDeferred([]string{"#"}, func(topic string, payload []byte, dup bool, done Completion) {
+		held <- heldPublish{string(payload), dup, done}
+	})
+	c := connect(t, b.URL(), "q0", "", "")
+	for _, p := range []string{"a", "b", "c"} {
+		c.Publish("t", 0, false, p)
+	}
+	var pending []heldPublish
+	for _, want := range []string{"a", "b", "c"} {
+		select {
+		case h := <-held:
+			if h.payload != want {
+				t.Fatalf("got %q, want %q (in publish order)", h.payload, want)
+			}
+			pending = append(pending, h)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("QoS 0 publish %q never arrived while earlier ones were pending", want)
+		}
+	}
+	pending[0].done.Done(errors.New("ingest log failed"))
+	pending[1].done.Done(nil)
+	pending[2].done.Done(nil)
+	if b.Rejected() != 1 {
+		t.Fatalf("Rejected = %d, want 1", b.Rejected())
+	}
+	c.Publish("t", 0, false, "d")
+	select {
+	case h := <-held:
+		if h.payload != "d" {
+			t.Fatalf("after the drop got %q, want \"d\"", h.payload)
+		}
+		h.done.Done(nil)
+	case <-time.After(20 * time.Second):
+		t.Fatal("connection unusable after a dropped QoS 0 publish")
 	}
 }
 

@@ -1,5 +1,8 @@
-// Package broker runs Eddy's embedded MQTT broker: a mochi-mqtt server on one
-// TCP listener for sensors that have no broker of their own.
+// Package broker runs Eddy's embedded MQTT broker: a mochi-mqtt server on a
+// TCP listener for sensors that have no broker of their own, and a second,
+// internal one on 127.0.0.1 for the agent's own clients (Broker.Internal:
+// its MQTT sinks and simulators), which need neither the sensors' TLS client
+// certificates nor their credentials.
 //
 // # Model
 //
@@ -17,7 +20,9 @@
 // back to mochi (InjectPacket), which acknowledges and routes it. So one
 // sensor can have many publishes waiting for the same commit — up to its
 // own in-flight window — where a blocking subscriber would see them one at
-// a time. Re-injected publishes count twice in mochi's $SYS statistics.
+// a time. A QoS 0 publish that only it matches is queued without waiting:
+// nothing acknowledges it, so waiting would only hold the sensor to one
+// message per commit. Re-injected publishes count twice in mochi's $SYS statistics.
 //
 // # Life cycle
 //

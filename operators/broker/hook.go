@@ -23,8 +23,11 @@ type hook struct {
 	username []byte // nil: allow every client
 	acls     []ACL
 	password []byte
-	rejected atomic.Uint64
-	tooLarge atomic.Uint64
+	// internalPassword is the secret of the internal listener's clients
+	// (Broker.Internal).
+	internalPassword []byte
+	rejected         atomic.Uint64
+	tooLarge         atomic.Uint64
 	// limits holds the clients' publish rates (Options.MaxMessagesPerSecond),
 	// nil without a limit; throttled counts the publishes it delayed.
 	limits    *rateLimits
@@ -87,7 +90,8 @@ func (h *hook) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Packet
 
 // OnConnectAuthenticate waits until the broker is open (Options.Closed),
 // then allows exactly the configured credentials, compared in constant
-// time, or every client when none are configured.
+// time, or every client when none are configured; on the internal
+// listener, exactly the internal credentials.
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	select {
 	case <-h.opened:
@@ -100,21 +104,35 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 			return false
 		}
 	}
+	if internal(cl) {
+		return credentialsMatch(pk, []byte(InternalUsername), h.internalPassword)
+	}
 	if h.username == nil {
 		return true
 	}
-	userOK := subtle.ConstantTimeCompare(pk.Connect.Username, h.username) == 1
-	passOK := subtle.ConstantTimeCompare(pk.Connect.Password, h.password) == 1
+	return credentialsMatch(pk, h.username, h.password)
+}
+
+// credentialsMatch compares pk's username and password with username and
+// password, in constant time.
+func credentialsMatch(pk packets.Packet, username, password []byte) bool {
+	userOK := subtle.ConstantTimeCompare(pk.Connect.Username, username) == 1
+	passOK := subtle.ConstantTimeCompare(pk.Connect.Password, password) == 1
 	return userOK && passOK
 }
 
+// internal reports whether cl came through the internal listener (and so,
+// once connected, holds the internal credentials).
+func internal(cl *mqtt.Client) bool { return cl.Net.Listener == internalListenerID }
+
 // OnACLCheck allows subscriptions to every topic (the broker serves one
 // device's sensors) and, with ACLs, a publish only to a topic the client's
-// ACL matches. mochi then refuses the publish: for MQTT 5 with reason
+// ACL matches; the agent's own clients (internal listener) publish
+// anywhere. mochi then refuses the publish: for MQTT 5 with reason
 // "not authorized", for 3.1.1 (which has no such reason) by closing the
 // connection.
 func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	if !write || len(h.acls) == 0 || cl.Net.Inline {
+	if !write || len(h.acls) == 0 || cl.Net.Inline || internal(cl) {
 		return true
 	}
 	id := identity(cl)
@@ -178,8 +196,16 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	if h.limits != nil && !cl.Net.Inline {
 		h.throttle(cl, pk)
 	}
-	if pk.FixedHeader.Qos == 1 && !pk.FixedHeader.Retain && !cl.Net.Inline {
+	if pk.FixedHeader.Qos < 2 && !pk.FixedHeader.Retain && !cl.Net.Inline {
 		if sub := h.subs.only(pk.TopicName); sub != nil && sub.deferred != nil {
+			if pk.FixedHeader.Qos == 0 {
+				// Nothing acknowledges a QoS 0 publish, so waiting for the
+				// commit would promise the sensor nothing and only hold its
+				// connection to one message per commit. It is queued and
+				// routed at once; the queue's bound is its backpressure.
+				sub.deferred(pk.TopicName, append([]byte(nil), pk.Payload...), false, (*qos0Done)(h))
+				return pk, nil
+			}
 			h.deferPublish(cl, pk, sub.deferred)
 			return pk, packets.ErrRejectPacket
 		}
@@ -232,6 +258,20 @@ func (h *hook) disconnect(cl *mqtt.Client, code packets.Code) {
 	} else {
 		cl.Stop(code)
 	}
+}
+
+// qos0Done completes a queued QoS 0 publish: a failed commit drops it,
+// counted and logged as a rejected publish (the sensor, which expects no
+// acknowledgement, is not disconnected).
+type qos0Done hook
+
+func (d *qos0Done) Done(err error) {
+	if err == nil {
+		return
+	}
+	h := (*hook)(d)
+	n := h.rejected.Add(1)
+	h.log.Warn("broker: QoS 0 publish dropped: its subscriber failed", "rejected_total", n, "error", err)
 }
 
 // deferredPublish is a QoS 1 publish held until its subscriber is done.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // frameReaderChunk is how much a frameReader reads at a time.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 func TestOpen_Options(t *testing.T) {

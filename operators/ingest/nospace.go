@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // failOrUndo handles a failed write or fsync of a batch that started at

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // Reader iterates over the entries of a Log in offset order, across

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // TestReader_FromEveryOffset replays from every offset, across segment

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // Segment header: magic and format version.

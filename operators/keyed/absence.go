@@ -21,9 +21,10 @@ import "fmt"
 //
 // A reading exactly at the deadline ends a silence (the key was quiet for
 // Timeout). A key that never sent is never silent: the block knows only
-// keys it has seen. After a restore the host registers NextTimer again: a
-// processing-time deadline that passed while the agent was down fires at
-// once, with the deadline as its Time.
+// keys it has seen. The host keeps the key's timer with its state (or
+// registers NextTimer again after a restore): a processing-time deadline
+// that passed while the agent was down fires at once, with the deadline
+// as its Time.
 //
 // ProcessingTimeDomain is the default the host should apply, because a
 // silent sensor does not move event time: its watermark, if per key,
@@ -35,7 +36,11 @@ import "fmt"
 // seen, so an older reading never moves the deadline back; an older reading
 // that ends a silence gives End = max(t, Start).
 //
-// The state is 14 bytes per key (AbsenceCodec).
+// Every signal's From is the source offset of the key's latest reading
+// before the silence (the reading that started it), which names it in
+// processing-time ids.
+//
+// The state is 14 bytes per key (AbsenceCodec), 22 with the offset.
 type Absence struct {
 	// TimeoutMs is how long a key may stay quiet, in ms; > 0. The config's
 	// timeout.
@@ -61,6 +66,7 @@ type AbsenceState struct {
 	Silent bool   // Silent was emitted and no reading came since
 	Seq    uint32 // the Seq of the next signal
 	Last   int64  // the latest reading time, in the block's domain
+	From   uint64 // the source offset of the reading at Last
 }
 
 // OnReading records a reading, emits Silent and/or Resumed if it ends a
@@ -68,7 +74,7 @@ type AbsenceState struct {
 func (a Absence) OnReading(st *AbsenceState, at At, emit func(Signal)) (next int64) {
 	t := at.in(a.Time)
 	if !st.Seen {
-		st.Seen, st.Last = true, t
+		st.Seen, st.Last, st.From = true, t, at.Offset
 		return a.deadline(st)
 	}
 	if !st.Silent && t >= a.deadline(st) {
@@ -76,10 +82,12 @@ func (a Absence) OnReading(st *AbsenceState, at At, emit func(Signal)) (next int
 	}
 	if st.Silent {
 		st.Silent = false
-		emit(Signal{Kind: Resumed, Seq: st.Seq, Time: max(t, st.Last), Start: st.Last, End: max(t, st.Last)})
+		emit(Signal{Kind: Resumed, Seq: st.Seq, Time: max(t, st.Last), Start: st.Last, End: max(t, st.Last), From: st.From})
 		st.Seq++
 	}
-	st.Last = max(st.Last, t)
+	if t >= st.Last {
+		st.Last, st.From = t, at.Offset
+	}
 	return a.deadline(st)
 }
 
@@ -112,24 +120,29 @@ func (a Absence) deadline(st *AbsenceState) int64 { return addSat(st.Last, a.Tim
 
 func (a Absence) silence(st *AbsenceState, emit func(Signal)) {
 	st.Silent = true
-	emit(Signal{Kind: Silent, Seq: st.Seq, Time: a.deadline(st), Start: st.Last})
+	emit(Signal{Kind: Silent, Seq: st.Seq, Time: a.deadline(st), Start: st.Last, From: st.From})
 	st.Seq++
 }
 
-// AbsenceCodec encodes an AbsenceState in 14 bytes (the shape of
-// state.Codec):
+// AbsenceCodec encodes an AbsenceState in 14 bytes, or 22 with Offsets
+// (the shape of state.Codec):
 //
-//	version:1 flags:1 (bit 0: seen, bit 1: silent) seq:u32le last:i64le
-type AbsenceCodec struct{}
+//	version:1 flags:1 (bit 0: seen, bit 1: silent, bit 2: from) seq:u32le last:i64le [from:u64le]
+//
+// From is written, and flag bit 2 set, only with Offsets (processing time,
+// whose ids need it); Decode reads either encoding.
+type AbsenceCodec struct{ Offsets bool }
 
 const (
-	absenceSize   = 14
-	absenceSeen   = 1 << 0
-	absenceSilent = 1 << 1
+	absenceSize     = 14
+	absenceFromSize = absenceSize + 8
+	absenceSeen     = 1 << 0
+	absenceSilent   = 1 << 1
+	absenceFrom     = 1 << 2
 )
 
 // Append appends the encoding of s to dst.
-func (AbsenceCodec) Append(dst []byte, s AbsenceState) []byte {
+func (c AbsenceCodec) Append(dst []byte, s AbsenceState) []byte {
 	var flags byte
 	if s.Seen {
 		flags |= absenceSeen
@@ -137,28 +150,43 @@ func (AbsenceCodec) Append(dst []byte, s AbsenceState) []byte {
 	if s.Silent {
 		flags |= absenceSilent
 	}
+	if c.Offsets {
+		flags |= absenceFrom
+	}
 	dst = append(dst, stateVersion, flags)
 	dst = appendU32(dst, s.Seq)
-	return appendI64(dst, s.Last)
+	dst = appendI64(dst, s.Last)
+	if c.Offsets {
+		dst = appendI64(dst, int64(s.From))
+	}
+	return dst
 }
 
 // Decode decodes one encoding written by Append; anything else is an error
 // wrapping ErrCorruptState (a silent key that was never seen is corrupt).
 func (AbsenceCodec) Decode(src []byte) (AbsenceState, error) {
-	if err := checkEncoding(src, "absence state", absenceSize); err != nil {
+	size := absenceSize
+	if len(src) > 1 && src[1]&absenceFrom != 0 {
+		size = absenceFromSize
+	}
+	if err := checkEncoding(src, "absence state", size); err != nil {
 		return AbsenceState{}, err
 	}
 	flags := src[1]
-	if err := checkFlags(flags, absenceSeen|absenceSilent, "absence state"); err != nil {
+	if err := checkFlags(flags, absenceSeen|absenceSilent|absenceFrom, "absence state"); err != nil {
 		return AbsenceState{}, err
 	}
-	if flags == absenceSilent {
+	if flags&(absenceSeen|absenceSilent) == absenceSilent {
 		return AbsenceState{}, fmt.Errorf("%w: absence state silent but never seen", ErrCorruptState)
 	}
-	return AbsenceState{
+	st := AbsenceState{
 		Seen:   flags&absenceSeen != 0,
 		Silent: flags&absenceSilent != 0,
 		Seq:    readU32(src[2:]),
 		Last:   readI64(src[6:]),
-	}, nil
+	}
+	if size == absenceFromSize {
+		st.From = uint64(readI64(src[14:]))
+	}
+	return st, nil
 }

@@ -53,7 +53,7 @@ func (r *absenceRunner) timer(now int64, emit func(Signal)) (int64, error) {
 func (r *absenceRunner) domain() TimeDomain { return r.b.Time }
 
 func (r *absenceRunner) roundTrip() (err error) {
-	r.st, err = roundTrip(AbsenceCodec{}, r.st)
+	r.st, err = roundTrip(AbsenceCodec{Offsets: r.b.Time == ProcessingTimeDomain}, r.st)
 	return err
 }
 
@@ -85,8 +85,10 @@ func TestAbsenceCodec_Corrupt(t *testing.T) {
 	silentUnseen := append([]byte(nil), enc...)
 	silentUnseen[1] = absenceSilent
 	unknown := append([]byte(nil), enc...)
-	unknown[1] = 0x04 | absenceSeen
-	checkCorrupt(t, AbsenceCodec{}, enc, map[string][]byte{"silent, never seen": silentUnseen, "unknown flag": unknown})
+	unknown[1] = 0x08 | absenceSeen
+	short := append([]byte(nil), enc...)
+	short[1] |= absenceFrom // the flag of the offset, without it
+	checkCorrupt(t, AbsenceCodec{}, enc, map[string][]byte{"silent, never seen": silentUnseen, "unknown flag": unknown, "offset flag, no offset": short})
 }
 
 func FuzzAbsenceCodec_Decode(f *testing.F) {

@@ -12,9 +12,9 @@ package keyed
 // expressions, orders the readings, runs the timers and turns signals into
 // records.
 //
-//	ReportByException  report_by_exception { value deadband heartbeat time }  ReportState   22 bytes/key
+//	ReportByException  report_by_exception { value deadband heartbeat time }  ReportState   22 bytes/key (34 on processing time)
 //	Alarm              alarm "name" { raise clear min_duration }             AlarmState    14 bytes/key
-//	Absence            absence { timeout time }                              AbsenceState  14 bytes/key
+//	Absence            absence { timeout time }                              AbsenceState  14 bytes/key (22 on processing time)
 //	Dedup              dedup { id within time }                              DedupEntry     9 bytes/id
 //
 // (Encoded sizes, before the state layer's own envelope and key: a million
@@ -34,15 +34,18 @@ package keyed
 //	r.OnReading(&st, at, value, emit)
 //	a.OnReading(&st, at, raise, clear, emit)
 //	next := ab.OnReading(&st, at, emit); next = ab.OnTimer(&st, now, emit)
+//	next = r.NextTimer(st); next = r.OnTimer(&st, now, emit)
 //	pass := d.OnReading(&entry, found, at)
 //
-// Only Absence needs timers. Its methods return the time at which the key
-// needs OnTimer next (NoTimer if none), in its TimeDomain: the watermark
-// for EventTimeDomain (fire when watermark ≥ timer), the host's monotonic
+// Absence, and ReportByException on processing time with a heartbeat, need
+// timers. Their methods return the time at which the key needs OnTimer
+// next (NoTimer if none), in the block's TimeDomain: the watermark for
+// EventTimeDomain (fire when watermark ≥ timer), the host's monotonic
 // clock for ProcessingTimeDomain. An early or stale OnTimer call is
 // harmless, so the host may keep an earlier registration rather than move
-// it on every reading.
-// Alarm and ReportByException decide on readings alone (see their docs).
+// it on every reading. A timer returned by OnTimer is always after its now,
+// so a host firing every timer up to now terminates.
+// Alarm decides on readings alone (see its doc).
 //
 // # Order
 //
@@ -65,11 +68,19 @@ package keyed
 // time_ms is Signal.Time and seq is Signal.Seq. Seq numbers the signals of
 // one (block, key) from 0 and is part of the state, so the id is unique even
 // for two signals of one kind at one time, and replaying the same readings
-// after a restore gives the same ids (for event-time blocks; a
-// processing-time block's signals depend on the clock of the run). Seq is a
-// uint32: it wraps after 2^32 signals of one key, 136 years at one per
-// second. Dedup has no signals: a reading that passes goes on down the
-// pipeline as itself.
+// after a restore gives the same ids. Seq is a uint32: it wraps after 2^32
+// signals of one key, 136 years at one per second. Dedup has no signals: a
+// reading that passes goes on down the pipeline as itself.
+//
+// A processing-time block's signals depend on the clock of the run: a
+// replay after a restore may find a silence, or a heartbeat, where the
+// first run did not, and Seq and the times would then differ from there
+// on. Their ids name the reading a signal derives from instead:
+//
+//	<device_id>/<pipeline>/<key>/<block>/<kind>/o<from>/<n>
+//
+// (Signal.From and Signal.N), so a replay that produces the same
+// transition (the silence after the same reading) produces the same id.
 //
 // # State encoding
 //
@@ -77,7 +88,10 @@ package keyed
 // DedupCodec) with the shape of state.Codec: fixed size, little-endian,
 // starting with a version byte (1 for all four). Decode accepts exactly one
 // encoding of the current version; anything else is an error wrapping
-// ErrCorruptState, never a panic.
+// ErrCorruptState, never a panic. The processing-time states of Absence
+// and ReportByException carry the source offsets of their ids after the
+// version-1 fields, marked by a flag bit of their own (a longer encoding;
+// the codec's Offsets option writes it).
 
 import (
 	"encoding/binary"
@@ -136,13 +150,17 @@ func (d TimeDomain) check(block string) error {
 	return nil
 }
 
-// At is when a reading happened, in both domains, Unix ms. Proc is the
-// host's clock when the reading arrived or when it left the ordering
-// buffer, as the host chooses; it must not go back from reading to reading
-// and timer to timer.
+// At is when a reading happened, in both domains, Unix ms, and where it
+// is in its source. Proc is the host's clock when the reading arrived or
+// when it left the ordering buffer, as the host chooses; it must not go
+// back from reading to reading and timer to timer.
 type At struct {
 	Event int64 // the reading's timestamp
 	Proc  int64 // the host's processing-time clock
+	// Offset is the reading's position in its source (its ingest-log
+	// offset): the same when a restore replays it, so processing-time
+	// signals are named by it (Signal.From).
+	Offset uint64
 }
 
 // in returns the time of at in domain d.
@@ -163,6 +181,7 @@ const (
 	Cleared                  // Alarm: the clear condition ended a raised alarm
 	Silent                   // Absence: a key had no reading for timeout
 	Resumed                  // Absence: a silent key spoke again
+	Heartbeat                // ReportByException on processing time: the last reported value again
 )
 
 func (k SignalKind) String() string {
@@ -177,6 +196,8 @@ func (k SignalKind) String() string {
 		return "silent"
 	case Resumed:
 		return "resumed"
+	case Heartbeat:
+		return "heartbeat"
 	}
 	return "signal(" + strconv.Itoa(int(k)) + ")"
 }
@@ -189,11 +210,19 @@ func (k SignalKind) String() string {
 //	Cleared  Time = End: the clearing reading; Start: as in Raised
 //	Silent   Time: last reading + timeout; Start: the last reading
 //	Resumed  Time = End: the reading that ended the silence; Start: the one before it
+//	Heartbeat  Time: last report + heartbeat (processing time); Value: the last reported value
 //
 // Duration (End − Start) is the length of a cleared alarm's episode or of a
-// silence. Unset fields are 0; only Report carries a Value. Seq numbers the
-// signals of one (block, key) from 0 (see Records and ids at the top of
-// this file).
+// silence. Unset fields are 0; only Report and Heartbeat carry a Value. Seq
+// numbers the signals of one (block, key) from 0 (see Records and ids at
+// the top of this file).
+//
+// From and N name a signal of a processing-time block by the readings
+// alone: From is the source offset of the reading it derives from (Report:
+// the reading; Silent and Resumed: the key's last reading before the
+// silence; Heartbeat: the reported reading it repeats), N numbers the
+// signals of one kind from one reading (Heartbeat: 1, 2, … since the
+// report; others 0).
 type Signal struct {
 	Kind  SignalKind
 	Seq   uint32
@@ -201,6 +230,8 @@ type Signal struct {
 	Start int64
 	End   int64
 	Value float64
+	From  uint64
+	N     uint32
 }
 
 // Duration is End − Start, for Cleared and Resumed.

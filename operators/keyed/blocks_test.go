@@ -25,12 +25,12 @@ import (
 //	block alarm [min_duration=M]
 //	block absence timeout=T [time=event|processing]
 //	block dedup within=W [time=event|processing]
-//	r <event> [p=<proc>] [args] [-> pass|drop]
+//	r <event> [p=<proc>] [o=<offset>] [args] [-> pass|drop]
 //	                                a reading; args: rbe <value> (a number, nan, inf, -inf);
 //	                                alarm raise|clear|both|none; dedup <id> and the verdict
-//	timer <now>                     absence: the timer fires at now (watermark or clock)
-//	expect <kind> seq=N [time=T] [start=S] [end=E] [value=V] [duration=D]
-//	next <t>|none                   absence: the timer the last command returned
+//	timer <now>                     absence, rbe: the timer fires at now (watermark or clock)
+//	expect <kind> seq=N [time=T] [start=S] [end=E] [value=V] [duration=D] [from=F] [n=N]
+//	next <t>|none                   absence, rbe: the timer the last command returned
 //
 // Times and durations are ms, or Go durations (10m, 30s, 1h5m). The expect
 // lines after a command list, in order, every signal it caused; fields not
@@ -131,6 +131,12 @@ func parseBlockScenarios(t *testing.T, file string) []*blockScenario {
 					}
 					rest = rest[1:]
 				}
+				if len(rest) > 0 && strings.HasPrefix(rest[0], "o=") {
+					if c.at.Offset, err = strconv.ParseUint(rest[0][2:], 10, 64); err != nil {
+						fail("%v", err)
+					}
+					rest = rest[1:]
+				}
 				if i := indexOf(rest, "->"); i >= 0 {
 					if i != len(rest)-2 {
 						fail("-> takes one verdict")
@@ -211,7 +217,7 @@ func parseValue(s string) (float64, error) {
 	return strconv.ParseFloat(s, 64)
 }
 
-var signalKinds = map[string]SignalKind{"report": Report, "raised": Raised, "cleared": Cleared, "silent": Silent, "resumed": Resumed}
+var signalKinds = map[string]SignalKind{"report": Report, "raised": Raised, "cleared": Cleared, "silent": Silent, "resumed": Resumed, "heartbeat": Heartbeat}
 
 func parseExpect(fs []string) (Signal, *int64, error) {
 	var sig Signal
@@ -247,6 +253,12 @@ func parseExpect(fs []string) (Signal, *int64, error) {
 			var d int64
 			d, err = parseMs(val)
 			dur = &d
+		case "from":
+			sig.From, err = strconv.ParseUint(val, 10, 64)
+		case "n":
+			var n uint64
+			n, err = strconv.ParseUint(val, 10, 32)
+			sig.N = uint32(n)
 		default:
 			err = fmt.Errorf("unknown field %q", name)
 		}
@@ -295,11 +307,11 @@ func optMs(opts map[string]string, name string) (int64, error) {
 
 func sameSignal(a, b Signal) bool {
 	return a.Kind == b.Kind && a.Seq == b.Seq && a.Time == b.Time && a.Start == b.Start && a.End == b.End &&
-		(a.Value == b.Value || math.IsNaN(a.Value) && math.IsNaN(b.Value))
+		(a.Value == b.Value || math.IsNaN(a.Value) && math.IsNaN(b.Value)) && a.From == b.From && a.N == b.N
 }
 
 func (s Signal) String() string {
-	return fmt.Sprintf("%v seq=%d time=%d start=%d end=%d value=%v", s.Kind, s.Seq, s.Time, s.Start, s.End, s.Value)
+	return fmt.Sprintf("%v seq=%d time=%d start=%d end=%d value=%v from=%d n=%d", s.Kind, s.Seq, s.Time, s.Start, s.End, s.Value, s.From, s.N)
 }
 
 // runBlockScenarios runs every scenario of file, whose blocks must all be kind.
@@ -579,6 +591,12 @@ func TestCodecs_RoundTrip(t *testing.T) {
 		AbsenceState{},
 		AbsenceState{Seen: true, Seq: 4, Last: 1_795_946_400_000},
 		AbsenceState{Seen: true, Silent: true, Seq: math.MaxUint32, Last: math.MinInt64})
+	checkCodec(t, ReportCodec{Offsets: true}, reportFromSize,
+		ReportState{},
+		ReportState{Reported: true, Seq: 7, Value: 21.5, Time: 1_795_946_400_000, From: math.MaxUint64, Beats: 3})
+	checkCodec(t, AbsenceCodec{Offsets: true}, absenceFromSize,
+		AbsenceState{},
+		AbsenceState{Seen: true, Silent: true, Seq: 4, Last: 1_795_946_400_000, From: 1 << 40})
 	checkCodec(t, DedupCodec{}, dedupSize,
 		DedupEntry{}, DedupEntry{Seen: 1_795_946_400_000}, DedupEntry{Seen: math.MinInt64}, DedupEntry{Seen: math.MaxInt64})
 }
@@ -598,6 +616,10 @@ func TestCodecs_Layout(t *testing.T) {
 			"01" + "02" + "05000000" + "0807060504030201"},
 		{"absence", AbsenceCodec{}.Append(nil, AbsenceState{Seen: true, Silent: true, Seq: 1, Last: 256}),
 			"01" + "03" + "01000000" + "0001000000000000"},
+		{"report with offsets", ReportCodec{Offsets: true}.Append(nil, ReportState{Reported: true, Seq: 0x01020304, Value: 1.5, Time: -2, From: 9, Beats: 2}),
+			"01" + "03" + "04030201" + "000000000000f83f" + "feffffffffffffff" + "0900000000000000" + "02000000"},
+		{"absence with offsets", AbsenceCodec{Offsets: true}.Append(nil, AbsenceState{Seen: true, Seq: 1, Last: 256, From: 5}),
+			"01" + "05" + "01000000" + "0001000000000000" + "0500000000000000"},
 		{"dedup", DedupCodec{}.Append(nil, DedupEntry{Seen: 1}),
 			"01" + "0100000000000000"},
 	} {

@@ -21,8 +21,14 @@
 // and sets event-time timers for the current key with RegisterTimer; the
 // TimerHandler set with OnTimer runs when the watermark passes one,
 // between the released readings in time order (after the readings of its
-// own time). Timers are kept in the backend (time | key group | key,
-// popped through a state.TimerQueue) and checkpointed.
+// own time). Processing-time timers (RegisterProcessingTimer, handled by
+// the OnProcessingTimer handler) fire when the caller moves processing
+// time on with AdvanceProcessingTime: the operator reads no clock, the
+// caller gives it the time, so a test drives it with a fake clock. Both
+// kinds are kept in the backend (time | key group | key, one bucket each,
+// popped through a state.TimerQueue) and checkpointed; after a restore, a
+// processing-time timer whose time passed while the agent was down fires
+// at the first AdvanceProcessingTime, as in Flink.
 //
 // # Order
 //

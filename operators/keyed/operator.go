@@ -87,9 +87,14 @@ type Operator struct {
 
 	timers  *state.TimerQueue // time | keyGroup | key
 	onTimer TimerHandler
-	tkey    []byte // a timer being set or deleted
-	fired   []byte // the timer firing
-	below   []byte
+	// Processing-time timers: the same layout in their own bucket, fired
+	// by AdvanceProcessingTime.
+	procTimers  *state.TimerQueue
+	onProcTimer TimerHandler
+	procNow     int64  // the processing time last given; math.MinInt64 before
+	tkey        []byte // a timer being set or deleted
+	fired       []byte // the timer firing
+	below       []byte
 
 	key, val []byte
 	r        Reading
@@ -100,6 +105,7 @@ const (
 	operatorName = "keyed"
 	bufferBucket = operatorName + "/buffer"
 	timerBucket  = operatorName + "/timers"
+	procBucket   = operatorName + "/proctimers"
 	bufferFormat = 1
 	// maxPendingBytes bounds the buffered readings kept in memory; past
 	// it they are read back from the backend when released.
@@ -111,7 +117,7 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	if opts.Order != EventTime && opts.Order != Arrival {
 		return nil, fmt.Errorf("keyed: order %d: want EventTime or Arrival", opts.Order)
 	}
-	o := &Operator{be: be, opts: opts, wm: math.MinInt64, now: math.MinInt64}
+	o := &Operator{be: be, opts: opts, wm: math.MinInt64, now: math.MinInt64, procNow: math.MinInt64}
 	var err error
 	if o.buf, err = be.Bucket(bufferBucket, bufferKeyGroup); err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
@@ -130,6 +136,13 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
 	if o.timers, err = state.NewTimerQueue(be, tb, nil); err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	pb, err := be.Bucket(procBucket, timerKeyGroup)
+	if err != nil {
+		return nil, fmt.Errorf("keyed: %w", err)
+	}
+	if o.procTimers, err = state.NewTimerQueue(be, pb, nil); err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
 	o.gen = be.Generation()
@@ -213,9 +226,9 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 		t, ok := o.index.peek()
 		if !ok || t > wm {
 			// No reading left to release: the timers up to wm.
-			return o.fireTimers(wm, false)
+			return o.fireTimers(o.timers, o.onTimer, wm, false)
 		}
-		if err := o.fireTimers(t, true); err != nil { // the timers before t
+		if err := o.fireTimers(o.timers, o.onTimer, t, true); err != nil { // the timers before t
 			return err
 		}
 		e := o.index.pop()
@@ -250,28 +263,61 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 // RegisterTimer sets an event-time timer at t for the current key (of
 // Context): the TimerHandler runs when the watermark reaches t. Setting
 // one twice is setting it once.
-func (o *Operator) RegisterTimer(t int64) error {
-	kg, key := o.kc.CurrentKey()
-	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
-	_, err := o.timers.Add(o.tkey)
-	return err
-}
+func (o *Operator) RegisterTimer(t int64) error { return o.addTimer(o.timers, t) }
 
 // DeleteTimer removes the current key's timer at t, if set.
-func (o *Operator) DeleteTimer(t int64) error {
-	kg, key := o.kc.CurrentKey()
-	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
-	_, err := o.timers.Delete(o.tkey)
-	return err
-}
+func (o *Operator) DeleteTimer(t int64) error { return o.deleteTimer(o.timers, t) }
 
 // OnTimer sets the handler of the timers.
 func (o *Operator) OnTimer(h TimerHandler) { o.onTimer = h }
 
-// fireTimers runs the timers before t (before: exclusive), or at or before
-// it.
-func (o *Operator) fireTimers(t int64, before bool) error {
-	if o.timers.Len() == 0 {
+// RegisterProcessingTimer sets a processing-time timer at t for the current
+// key: the handler set with OnProcessingTimer runs when AdvanceProcessingTime
+// reaches t. Setting one twice is setting it once. The timers are state:
+// checkpointed, restored by key group, and one whose time passed while the
+// agent was down fires at the first AdvanceProcessingTime after the restore
+// (as Flink's do).
+func (o *Operator) RegisterProcessingTimer(t int64) error { return o.addTimer(o.procTimers, t) }
+
+// DeleteProcessingTimer removes the current key's processing-time timer at
+// t, if set.
+func (o *Operator) DeleteProcessingTimer(t int64) error { return o.deleteTimer(o.procTimers, t) }
+
+// OnProcessingTimer sets the handler of the processing-time timers.
+func (o *Operator) OnProcessingTimer(h TimerHandler) { o.onProcTimer = h }
+
+// ProcessingTime returns the processing time last given to
+// AdvanceProcessingTime, math.MinInt64 before the first.
+func (o *Operator) ProcessingTime() int64 { return o.procNow }
+
+// AdvanceProcessingTime moves processing time to now (never back; the
+// caller reads its clock, the operator none) and runs the processing-time
+// handler on every timer at or before now, in time order (keys of one time
+// in key group and key order). The TTL clock does not move: it stays the
+// readings' time.
+func (o *Operator) AdvanceProcessingTime(now int64) error {
+	o.procNow = max(o.procNow, now)
+	return o.fireTimers(o.procTimers, o.onProcTimer, o.procNow, false)
+}
+
+func (o *Operator) addTimer(q *state.TimerQueue, t int64) error {
+	kg, key := o.kc.CurrentKey()
+	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
+	_, err := q.Add(o.tkey)
+	return err
+}
+
+func (o *Operator) deleteTimer(q *state.TimerQueue, t int64) error {
+	kg, key := o.kc.CurrentKey()
+	o.tkey = appendTimerKey(o.tkey[:0], t, kg, key)
+	_, err := q.Delete(o.tkey)
+	return err
+}
+
+// fireTimers runs h on the timers of q before t (before: exclusive), or at
+// or before it. Event-time timers (q is o.timers) move the TTL clock.
+func (o *Operator) fireTimers(q *state.TimerQueue, h TimerHandler, t int64, before bool) error {
+	if q.Len() == 0 {
 		return nil
 	}
 	below := o.below[:0] // nil: no bound (t is MaxInt64)
@@ -283,18 +329,23 @@ func (o *Operator) fireTimers(t int64, before bool) error {
 	default:
 		below = nil
 	}
+	if below != nil {
+		o.below = below // reused: processing time moves on at every batch and tick
+	}
 	for {
-		k, ok, err := o.timers.Pop(below)
+		k, ok, err := q.Pop(below)
 		if err != nil || !ok {
 			return err
 		}
 		tt, _ := state.OrderedTime(k)
 		o.fired = append(o.fired[:0], k...)
 		kg, key := binary.BigEndian.Uint16(o.fired[8:]), o.fired[timerKeyHead:]
-		o.now = max(o.now, tt)
+		if q == o.timers {
+			o.now = max(o.now, tt)
+		}
 		o.kc.SetCurrentKey(kg, key)
-		if o.onTimer != nil {
-			if err := o.onTimer(kg, key, tt); err != nil {
+		if h != nil {
+			if err := h(kg, key, tt); err != nil {
 				return err
 			}
 		}

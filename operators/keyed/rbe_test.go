@@ -42,17 +42,21 @@ func (r *rbeRunner) reading(at At, args []string, emit func(Signal)) (int64, str
 		return 0, "", err
 	}
 	r.b.OnReading(&r.st, at, v, emit)
-	return NoTimer, "", nil
+	return r.b.NextTimer(r.st), "", nil
 }
 
-func (r *rbeRunner) timer(int64, func(Signal)) (int64, error) {
-	return 0, errors.New("report_by_exception has no timer")
+// timer fires the processing-time heartbeat timer at now.
+func (r *rbeRunner) timer(now int64, emit func(Signal)) (int64, error) {
+	if r.b.Time != ProcessingTimeDomain {
+		return 0, errors.New("report_by_exception has no timer on event time")
+	}
+	return r.b.OnTimer(&r.st, now, emit), nil
 }
 
 func (r *rbeRunner) domain() TimeDomain { return r.b.Time }
 
 func (r *rbeRunner) roundTrip() (err error) {
-	r.st, err = roundTrip(ReportCodec{}, r.st)
+	r.st, err = roundTrip(ReportCodec{Offsets: r.b.Time == ProcessingTimeDomain}, r.st)
 	return err
 }
 
@@ -63,8 +67,10 @@ func TestReportByException_Scenarios(t *testing.T) {
 func TestReportCodec_Corrupt(t *testing.T) {
 	enc := ReportCodec{}.Append(nil, ReportState{Reported: true, Seq: 3, Value: 1.5, Time: 99})
 	bad := append([]byte(nil), enc...)
-	bad[1] = 0x02
-	checkCorrupt(t, ReportCodec{}, enc, map[string][]byte{"unknown flag": bad})
+	bad[1] = 0x04
+	short := append([]byte(nil), enc...)
+	short[1] |= reportFrom // the flag of the offsets, without them
+	checkCorrupt(t, ReportCodec{}, enc, map[string][]byte{"unknown flag": bad, "offsets flag, no offsets": short})
 }
 
 func FuzzReportCodec_Decode(f *testing.F) {

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // FileOptions configure a file sink.

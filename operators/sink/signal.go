@@ -13,9 +13,18 @@ const KindReport = "report"
 
 // Span is the episode a signal is about (an alarm's): when it started and,
 // once over, when it ended. The zero Span is none.
+//
+// With ByReading (a processing-time block's signal, whose times differ
+// from run to run) the id names the reading the signal derives from
+// instead of the signal's time and seq: "…/<kind>/o<From>/<N>", From being
+// that reading's source offset and N the signal's number among those of
+// its kind derived from it (operators/keyed.Signal).
 type Span struct {
 	Start, End       int64 // Unix ms
 	HasStart, HasEnd bool
+	ByReading        bool
+	From             uint64
+	N                uint32
 }
 
 // AppendSignalJSON appends the record of one signal of a per-key block
@@ -26,7 +35,8 @@ type Span struct {
 // names and values are its fields (report_by_exception: value, then the
 // map fields; alarm: the map fields). The fields, in this order:
 //
-//	id          "<deviceID>/<pipeline>/<key>/<block>/<kind>/<time_ms>/<seq>":
+//	id          "<deviceID>/<pipeline>/<key>/<block>/<kind>/<time_ms>/<seq>"
+//	            ("…/<kind>/o<from>/<n>" with span.ByReading):
 //	            deterministic, so a consumer can drop a record a restored
 //	            epoch sends again
 //	pipeline, key
@@ -44,10 +54,17 @@ func AppendSignalJSON(dst []byte, deviceID string, r *Result, block string, span
 	dst = jsontext.AppendEscaped(dst, block)
 	dst = append(dst, '/')
 	dst = append(dst, r.Kind...)
-	dst = append(dst, '/')
-	dst = strconv.AppendInt(dst, r.Start, 10)
-	dst = append(dst, '/')
-	dst = strconv.AppendUint(dst, r.Seq, 10)
+	if span.ByReading {
+		dst = append(dst, "/o"...)
+		dst = strconv.AppendUint(dst, span.From, 10)
+		dst = append(dst, '/')
+		dst = strconv.AppendUint(dst, uint64(span.N), 10)
+	} else {
+		dst = append(dst, '/')
+		dst = strconv.AppendInt(dst, r.Start, 10)
+		dst = append(dst, '/')
+		dst = strconv.AppendUint(dst, r.Seq, 10)
+	}
 	dst = appendPipelineKey(dst, r)
 	dst = appendInstant(dst, "time", r.Start)
 	dst = append(dst, `,"kind":"`...)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // TwoPhaseFile is the exactly-once file sink: two-phase commit over part

@@ -22,7 +22,8 @@
 //     overflows are dropped and counted (Stats).
 //   - Embedded broker: not a Source here; the agent takes its publishes
 //     from the broker's hook straight into the ingest log
-//     (broker.SubscribeDeferred), acking each after the commit.
+//     (broker.SubscribeDeferred), acking each QoS 1/2 publish after the
+//     commit; QoS 0 publishes are queued for it without waiting.
 //   - Files: read as fast as the channel accepts.
 //
 // # Broker settings

@@ -26,6 +26,8 @@ type SimulatorOptions struct {
 	Broker string
 	// ClientID is the simulator's MQTT client id. Default "eddy-simulator".
 	ClientID string
+	// Username and Password, when set, are the MQTT credentials.
+	Username, Password string
 	// Topic is the topic per reading; ${sensor} becomes the device name.
 	// Default DefaultSimulatorTopic.
 	Topic string
@@ -112,6 +114,7 @@ func (s *Simulator) Run(ctx context.Context) error {
 		return err
 	}
 	o := paho.NewClientOptions().AddBroker(s.opts.Broker).SetClientID(s.opts.ClientID).
+		SetUsername(s.opts.Username).SetPassword(s.opts.Password).
 		SetConnectRetry(true).SetConnectRetryInterval(time.Second).SetAutoReconnect(true).
 		SetMaxReconnectInterval(10 * time.Second)
 	client := paho.NewClient(o)

@@ -25,7 +25,7 @@
 // # WAL file format
 //
 // The WAL is a directory of segment files (package wal): each starts with a
-// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 4),
+// 12-byte header, the magic "EDDYWSNK" and the format version (u32, 5),
 // followed by frames (length, CRC-32C, payload; a torn tail of the last
 // segment is cut at Open). A frame's first payload byte is the record kind;
 // integers are little-endian.
@@ -33,7 +33,13 @@
 // The format version covers the records below as well as the frames: a
 // change to either raises it, and a segment of a version this build does
 // not know fails Open with wal.ErrVersion (a WAL written by a newer build),
-// never a misread. Version 3 records messages in kind 2 and flow steps in
+// never a misread. Version 5 has the records of version 4 and differs in
+// what they promise: a flow's packet id is derived from its seq, and its
+// PUBLISH step (kind 9, step 1) may be lost in a power cut though the
+// PUBLISH went out (see "Why no duplicates"); a version 4 build would
+// resume such a flow under an id of its own choosing, so it refuses
+// version 5. Version 4 WALs (every PUBLISH step synced, ids chosen freely)
+// are read as they are. Version 3 records messages in kind 2 and flow steps in
 // kind 6 (fixed-width integers) instead of kinds 10 and 9; version 2 also
 // lacks kind 8; both are read as they are. Version 1 is the layout of builds before the header: the same
 // frames and records (kinds 1 to 7) without a header. Open reads such a
@@ -65,7 +71,8 @@
 //	kind 9 steps      runs to the end of the frame, each: step u8, seq
 //	                  uvarint, n-1 uvarint, and for step 1 id u16: the flow
 //	                  steps of seqs seq..seq+n-1 (ids id, id+1, …, 65535
-//	                  wrapping to 1); steps 2 and 3 take the id of the seq's
+//	                  wrapping to 1; from version 5 always qos2.IDOf of
+//	                  the seqs); steps 2 and 3 take the id of the seq's
 //	                  open flow. A batch of steps, in order, one frame and
 //	                  one fsync per batch: a window's PUBRECs, which come in
 //	                  seq order, are one run of a few bytes
@@ -93,11 +100,16 @@
 // it forgets the packet id. The sink keeps its side in the WAL (package
 // qos2 gives the order; one fsync per batch of steps):
 //
-//  1. "PUBLISH sent" (seq → packet id) is durable before the PUBLISH leaves.
-//     After a crash or reconnect the flow re-sends PUBLISH with DUP=1 and the
-//     same id; a broker that already has that id answers PUBREC without a
-//     second delivery. The message was not released (no PUBREL was sent),
-//     so the broker still has the id.
+//  1. A message's packet id is derived from its seq (qos2.IDOf: seq 1 to
+//     65535 get ids 1 to 65535, and around), so "PUBLISH sent" is written
+//     but not synced before the PUBLISH leaves. After a reconnect, or a
+//     crash that kept the record, the flow re-sends PUBLISH with DUP=1 and
+//     the same id; after a power cut that lost it, the publisher resumes at
+//     the first seq without a flow record and sends the message again,
+//     under the same id. Either way a broker that already has that id
+//     answers PUBREC without a second delivery: the message was not
+//     released (no PUBREL was sent, since that needs step 2's record, which
+//     follows this one in the log), so the broker still has the id.
 //  2. "PUBREC received" is durable before the PUBREL leaves. From then on the
 //     flow only ever re-sends PUBREL, never the PUBLISH: once a PUBREL may
 //     have arrived, the broker may have delivered the message and forgotten
@@ -105,8 +117,11 @@
 //     paho.mqtt.golang produces after a restart (its issue 788), because it
 //     never persists PUBREL. A PUBREL for a forgotten id is answered with
 //     PUBCOMP and delivers nothing.
-//  3. An id is reused only after its PUBCOMP, whose record precedes the
-//     reusing flow's record in the log.
+//  3. An id is reused (every 65535 seqs) only after its PUBCOMP, and the
+//     reusing flow's PUBLISH leaves only once that PUBCOMP record is
+//     durable, so a power cut can never resume the old flow at PUBREL while
+//     the broker holds the new one's message under the same id. A PUBREC
+//     for an id without an open flow gets no PUBREL, for the same reason.
 //  4. Only committed epochs are published, and Recover discards what was
 //     written after the last completed checkpoint before replay writes it
 //     again, so a recomputed output is never a second message.
@@ -184,7 +199,7 @@
 // flow above its limit and drops the message without a log line, so the
 // sink would count it delivered. The session speaks MQTT 3.1.1, whose
 // CONNACK carries no limit, so it is configuration. With 20 in flight the
-// rate is about 20 ÷ round trip (two fsyncs on each side per batch); for
+// rate is about 20 ÷ round trip (and an fsync per window of 20); for
 // throughput raise both, e.g. for mosquitto:
 //
 //	persistence           true
@@ -211,11 +226,12 @@
 // paho's packets codec, and one read of each message back from the WAL.
 // Open reads the backlog once. Group commit makes the batches large: while
 // the broker's answers to packets already sent are on their way, the
-// publisher holds the records it has (at most 5 ms) and writes and syncs
+// publisher holds the records it has (at most 20 ms) and writes and syncs
 // them together with those answers' records, so a window's flows share
-// each fsync. A flow needs two (PUBLISH sent, PUBREC received): with 20 in
-// flight, one fsync per about 10 results; with a window as large as a
-// checkpoint's results, a few per checkpoint. Each fsync writes the partly
-// filled last page again, and at a small window that is most of what is
-// written for a small result (BENCHMARKS.md, WAL sink write amplification).
+// each fsync. A flow needs one (PUBREC received, before its PUBREL; its
+// PUBLISH step needs none, since the id is derived): with 20 in flight, one
+// fsync per about 20 results; with a window as large as a checkpoint's
+// results, a few per checkpoint. Each fsync writes the partly filled last
+// page again, and at a small window that is most of what is written for a
+// small result (BENCHMARKS.md, WAL sink write amplification).
 package walsink

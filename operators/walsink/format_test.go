@@ -41,8 +41,8 @@ func toEarlierFormat(t *testing.T, version uint32, c *converted) func([]byte) []
 	var seg uint64
 	return func(b []byte) []byte {
 		t.Helper()
-		if !bytes.HasPrefix(b, []byte("EDDYWSNK\x04\x00\x00\x00")) {
-			t.Fatalf("segment does not start with the header of format 4: %q", b[:min(len(b), 12)])
+		if !bytes.HasPrefix(b, binary.LittleEndian.AppendUint32([]byte("EDDYWSNK"), wal.FormatVersion)) {
+			t.Fatalf("segment does not start with the header of format %d: %q", wal.FormatVersion, b[:min(len(b), 12)])
 		}
 		var out []byte
 		if version != wal.LegacyVersion {
@@ -53,6 +53,21 @@ func toEarlierFormat(t *testing.T, version uint32, c *converted) func([]byte) []
 			n := wal.FrameHeaderBytes + int(binary.LittleEndian.Uint32(rest))
 			p := rest[wal.FrameHeaderBytes:n]
 			rest = rest[n:]
+			if version == 4 { // the records of format 5, as format 4 wrote them
+				switch p[0] {
+				case kindSteps:
+					c.steps += countSteps(t, &st, p)
+				case kindDataCompact:
+					c.data++
+					fallthrough
+				default:
+					if err := st.apply(seg, p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out = wal.AppendFrame(out, p)
+				continue
+			}
 			if p[0] == kindDataCompact {
 				d, err := decodeData(p)
 				if err != nil {
@@ -88,6 +103,20 @@ func toEarlierFormat(t *testing.T, version uint32, c *converted) func([]byte) []
 }
 
 type converted struct{ data, steps, openFlows int }
+
+// countSteps applies the steps of the kindSteps record p to st and counts
+// them.
+func countSteps(t *testing.T, st *logState, p []byte) int {
+	t.Helper()
+	n := 0
+	if err := forEachStep(p, st.flowID, func(r qos2.Record) {
+		n++
+		st.applyStep(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 // appendDataFixed appends a kindData frame, as builds of format 3 and
 // earlier recorded a message.
@@ -125,13 +154,14 @@ func appendSession(dst []byte, recs []qos2.Record) []byte {
 
 // TestSink_OpensWALOfEarlierBuild: a WAL in the layout of an earlier build
 // (format 1: the same frames and records, no segment header; format 3: the
-// header, and flow steps in 11-byte entries), left with undelivered
+// header, and flow steps in 11-byte entries; format 4: the records of
+// format 5, every PUBLISH step synced), left with undelivered
 // committed messages, open flows and a pre-committed epoch, is read by Open
 // and delivered in full, exactly once and in order; new writes go to
 // segments of the current format, and the old segments are deleted once
 // delivered.
 func TestSink_OpensWALOfEarlierBuild(t *testing.T) {
-	for _, version := range []uint32{wal.LegacyVersion, 3} {
+	for _, version := range []uint32{wal.LegacyVersion, 3, 4} {
 		t.Run(fmt.Sprintf("format_%d", version), func(t *testing.T) { testOpensWALOfEarlierBuild(t, version) })
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // WhenFull says what Write does when the WAL reaches MaxDiskBytes.

@@ -110,7 +110,8 @@ func (s *Sink) serve(conn net.Conn) error {
 	defer rateTimer.Stop()
 	holdTimer := time.NewTimer(time.Hour)
 	defer holdTimer.Stop()
-	var holdUntil time.Time // zero: records are not being held
+	var holdUntil time.Time  // zero: records are not being held
+	lastAnswer := time.Now() // of the last packet from the broker
 	for {
 		// curMu spans both: a flow started by fill must reach the state
 		// (flushReady) before drop_oldest or segment deletion looks at it.
@@ -119,16 +120,28 @@ func (s *Sink) serve(conn net.Conn) error {
 			wait time.Duration
 			err  error
 		)
-		if s.q1 != nil {
+		switch {
+		case s.q1 != nil:
 			wait, err = s.fillQoS1(rate, conn, pw)
-		} else {
+		case s.sess.Releasing() > 0 && time.Since(lastAnswer) < groupCommitHold:
+			// PUBRELs are out: new flows wait for their PUBCOMPs, so the
+			// window's flows start together and their PUBRECs share one
+			// fsync. Flows started as each slot frees would split the
+			// window into groups in opposite phases, each with its own
+			// fsync (twice the fsyncs at 20 in flight). A broker that
+			// stops answering holds them back by at most the bound
+			// (checked again at the next event or tick).
+		default:
 			wait, err = s.fill(rate)
 		}
 		var holdC <-chan time.Time
 		if err == nil {
 			// Group commit: while answers to packets already out are on
 			// their way, hold the records (at most groupCommitHold) so one
-			// write and one fsync take the whole window's steps.
+			// write and one fsync take the whole window's steps. Records
+			// that need no fsync (new flows' PUBLISH steps after PUBCOMPs)
+			// are held too: the window's flows then move in step, and its
+			// PUBRECs come back together, to share one fsync.
 			now := time.Now()
 			if s.q1 == nil && s.sess.HasRecords() && s.sess.Awaiting() > 0 {
 				if holdUntil.IsZero() {
@@ -156,6 +169,7 @@ func (s *Sink) serve(conn net.Conn) error {
 		}
 		select {
 		case ev := <-in:
+			lastAnswer = time.Now()
 			if err := s.step(ev); err != nil {
 				return err
 			}
@@ -170,6 +184,12 @@ func (s *Sink) serve(conn net.Conn) error {
 				default:
 					more = false
 				}
+			}
+			if !holdUntil.IsZero() {
+				// Answers are coming: hold on for the rest (at most one
+				// bound per answer still awaited, since nothing new is
+				// sent while holding).
+				holdUntil = time.Now().Add(groupCommitHold)
 			}
 		case now := <-tick.C:
 			s.sess.Tick(now)
@@ -194,11 +214,15 @@ func (s *Sink) serve(conn net.Conn) error {
 	}
 }
 
-// groupCommitHold bounds how long flow records wait for the answers to
-// packets already sent before they are written and synced without them:
-// a broker that stops answering some flows delays the others by at most
-// this much per fsync.
-const groupCommitHold = 5 * time.Millisecond
+// groupCommitHold bounds how long flow records wait for the next answer to
+// packets already sent before they are written and synced without the
+// rest: a broker that stops answering some flows delays the others by at
+// most this much per fsync after its last answer. The hold ends as soon as
+// every answer is in, so the bound matters only when answers are late: 5
+// ms from the start of the hold, the bound before, ran out on a loaded
+// 2-core machine (load average 30) in about half the runs, doubling the
+// fsyncs at 20 in flight (BENCHMARKS.md, WAL sink write amplification).
+const groupCommitHold = 20 * time.Millisecond
 
 func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
@@ -252,7 +276,7 @@ func (s *Sink) setRefusal(kind refusalKind, msg string) {
 }
 
 // fill starts flows for committed messages while the session and the drain
-// rate allow. It returns how long to wait for the next token when the rate
+// rate allow (the caller holds it back while PUBRELs are out: see serve). It returns how long to wait for the next token when the rate
 // stopped it with work left. curMu is held; the state learns of the new
 // flows when flushReady applies their records.
 func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
@@ -275,7 +299,9 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 			s.cur.advance()
 			continue
 		}
-		if !publishable {
+		if !publishable || !s.sess.CanPublishSeq(d.seq) {
+			// Not committed yet, or its packet id is still held by an
+			// open flow: the next event looks again.
 			return 0, nil
 		}
 		if wait := rate.take(time.Now()); wait > 0 {

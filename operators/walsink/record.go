@@ -182,7 +182,8 @@ func continuesRun(first qos2.Record, n int, next qos2.Record) bool {
 
 // runID is the packet id of the ith record of a StepPublishSent run whose
 // first id is first: ids count up through 1..65535 and wrap to 1, as
-// qos2.TakeID hands them out.
+// qos2.IDOf gives them to consecutive seqs (and format 4's builds handed
+// them out).
 func runID(first uint16, i int) uint16 {
 	return uint16((int(first)-1+i)%65535 + 1)
 }

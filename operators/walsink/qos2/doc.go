@@ -16,13 +16,19 @@
 //
 // # The ordering contract
 //
-// Records of a Ready must be durable before any of its Packets is sent. This
-// is what makes the session resumable without duplicates:
+// Records of a Ready must be durable before any of its Packets is sent when
+// MustSync is set, and written (in order, in the same log) before them in
+// any case. This is what makes the session resumable without duplicates:
 //
-//   - StepPublishSent (message seq got packet id) is durable before the
-//     PUBLISH leaves, so after a crash the message is re-sent with the SAME
-//     id and DUP=1, which the broker recognises; a fresh id would make it a
-//     new message.
+//   - A flow's packet id is its message's: IDOf(seq). So StepPublishSent
+//     needs no sync before the PUBLISH leaves: if the record is lost (power
+//     cut), the log still holds the message, and the publisher, resuming at
+//     the first seq without a flow record, sends it again under the same
+//     id, which the broker recognises (MQTT 3.1.1 §4.3.3: until the PUBREL
+//     it answers a PUBLISH with that id with PUBREC, delivering nothing).
+//     With an id chosen freely, the re-send would take a new id and be a
+//     new message. The record is still written (a process crash keeps it)
+//     and synced by the next fsync.
 //   - StepPubrecReceived is durable before the PUBREL leaves. Once a PUBREL
 //     may have reached the broker, the broker may have delivered the message
 //     and forgotten the id; re-sending the PUBLISH then would be a new
@@ -33,12 +39,21 @@
 //   - StepPubcompReceived ends the flow and frees the id. It guards no
 //     packet (MustSync stays false for it alone): if it is lost, the flow
 //     resumes at PUBREL and the broker answers the unknown id with PUBCOMP.
-//     An id is reused only after its PUBCOMP, and the reusing flow's record
-//     comes after the PUBCOMP record in the log, so replaying the log in
-//     order never confuses the two flows.
+//   - Ids are reused, every 65535 seqs. A flow starts only when no open
+//     flow holds its id (CanPublishSeq), and its PUBLISH leaves only after
+//     the PUBCOMP record of the id's previous flow is durable (that Ready
+//     has MustSync): otherwise a power cut could resume the old flow at
+//     PUBREL and release the new flow's message under the shared id before
+//     the new flow is re-sent. Replaying the log in order never confuses
+//     two flows of one id: the later one's records follow the earlier one's
+//     PUBCOMP.
+//   - A PUBREC for an id without an open flow gets no PUBREL: its message
+//     may be one the publisher is about to re-send under that id.
 //
-// Records for a whole batch of flows go into one Ready: one write and one
-// fsync per batch of steps, never per message.
+// Records for a whole batch of flows go into one Ready: one write and at
+// most one fsync per batch of steps, never per message. With W flows in
+// flight, that is one fsync per W flows (their PUBRECs), where a synced
+// PUBLISH step would cost two.
 //
 // # Resuming
 //

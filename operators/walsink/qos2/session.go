@@ -111,14 +111,18 @@ type flow struct {
 // Session is one client's QoS 2 publish state. It is not safe for
 // concurrent use.
 type Session struct {
-	cfg       Config
-	flows     []*flow // open flows, in seq order
-	byID      map[uint16]*flow
-	free      []*flow
-	nextID    uint16
-	connected bool
-	retried   uint64
-	awaiting  int // flows with out set
+	cfg   Config
+	flows []*flow // open flows, in seq order
+	byID  map[uint16]*flow
+	free  []*flow
+	// doneUnsynced holds the ids of flows finished by a PUBCOMP whose
+	// record is not known durable yet (no Ready with MustSync advanced
+	// since): a flow taking such an id syncs before its PUBLISH.
+	doneUnsynced map[uint16]struct{}
+	connected    bool
+	retried      uint64
+	awaiting     int // flows with out set
+	releasing    int // of those, flows at StepPubrecReceived (PUBREL out)
 
 	lastSent    time.Time
 	pingSentAt  time.Time
@@ -133,7 +137,7 @@ func New(cfg Config) *Session {
 	if cfg.MaxInflight < 1 || cfg.MaxInflight > 65535 {
 		panic(fmt.Sprintf("qos2: MaxInflight %d out of 1..65535", cfg.MaxInflight))
 	}
-	return &Session{cfg: cfg, byID: make(map[uint16]*flow, cfg.MaxInflight), nextID: 1}
+	return &Session{cfg: cfg, byID: make(map[uint16]*flow, cfg.MaxInflight), doneUnsynced: make(map[uint16]struct{}, cfg.MaxInflight)}
 }
 
 // Restore loads flows recorded in the log (their last step each, any order).
@@ -169,12 +173,6 @@ func (s *Session) Restore(recs []Record) error {
 		}
 		return 0
 	})
-	if n := len(s.flows); n > 0 {
-		s.nextID = s.flows[n-1].id + 1
-		if s.nextID == 0 {
-			s.nextID = 1
-		}
-	}
 	return nil
 }
 
@@ -263,7 +261,7 @@ func (s *Session) Disconnected() {
 	for _, f := range s.flows {
 		f.out = false
 	}
-	s.awaiting = 0
+	s.awaiting, s.releasing = 0, 0
 }
 
 // Awaiting is the number of open flows whose last PUBLISH or PUBREL was
@@ -273,43 +271,70 @@ func (s *Session) Disconnected() {
 // ones (see HasRecords), instead of one fsync for each few steps.
 func (s *Session) Awaiting() int { return s.awaiting }
 
+// Releasing is the number of open flows whose PUBREL was sent and is not
+// answered yet (a subset of Awaiting).
+func (s *Session) Releasing() int { return s.releasing }
+
 // answered clears f.out: an answer for f arrived.
 func (s *Session) answered(f *flow) {
 	if f.out {
 		f.out = false
 		s.awaiting--
+		if f.step == StepPubrecReceived {
+			s.releasing--
+		}
 	}
 }
 
 // HasRecords reports whether the pending Ready holds records to persist.
 func (s *Session) HasRecords() bool { return len(s.rd.Records) > 0 }
 
+// MustSync reports whether the pending Ready's records need an fsync.
+func (s *Session) MustSync() bool { return s.rd.MustSync }
+
 // IsConnected reports whether the session is connected.
 func (s *Session) IsConnected() bool { return s.connected }
 
-// CanPublish reports whether Publish may start another flow now: connected,
-// below MaxInflight, and a packet id free.
+// CanPublish reports whether Publish may start another flow now: connected
+// and below MaxInflight.
 func (s *Session) CanPublish() bool {
-	return s.connected && len(s.flows) < s.cfg.MaxInflight && len(s.byID) < 65535
+	return s.connected && len(s.flows) < s.cfg.MaxInflight
 }
 
-// Publish starts a flow for message seq (seqs must increase from call to
-// call and exceed every restored one). Topic and payload are copied into a
-// buffer the session reuses. It panics unless CanPublish.
+// CanPublishSeq reports whether Publish may start the flow of seq now:
+// CanPublish, and its packet id (IDOf) not held by an open flow (one 65535
+// seqs older, or restored from a log whose ids were not derived).
+func (s *Session) CanPublishSeq(seq uint64) bool {
+	_, used := s.byID[IDOf(seq)]
+	return s.CanPublish() && !used
+}
+
+// IDOf is the packet id of the flow of message seq (seq ≥ 1): seqs 1 to
+// 65535 get ids 1 to 65535, and so on around. Deriving the id from the seq
+// is what lets a flow's PUBLISH leave before any record of it is durable
+// (see the package doc).
+func IDOf(seq uint64) uint16 { return uint16((seq-1)%65535) + 1 }
+
+// Publish starts a flow for message seq with packet id IDOf(seq) (seqs must
+// increase from call to call and exceed every restored one). Topic and
+// payload are copied into a buffer the session reuses. Its record needs no
+// sync (see the package doc) unless the id's previous flow finished since
+// the last sync. It panics unless CanPublishSeq(seq).
 func (s *Session) Publish(seq uint64, topic, payload []byte, retain bool) {
-	if !s.CanPublish() {
-		panic("qos2: Publish without CanPublish")
+	if !s.CanPublishSeq(seq) {
+		panic("qos2: Publish without CanPublishSeq")
 	}
 	if n := len(s.flows); n > 0 && s.flows[n-1].seq >= seq {
 		panic(fmt.Sprintf("qos2: Publish seq %d not above %d", seq, s.flows[n-1].seq))
 	}
 	f := s.newFlow()
-	f.seq, f.id, f.step, f.retain, f.loaded = seq, s.takeID(), StepPublishSent, retain, true
+	f.seq, f.id, f.step, f.retain, f.loaded = seq, IDOf(seq), StepPublishSent, retain, true
 	f.topic = append(f.topic[:0], topic...)
 	f.payload = append(f.payload[:0], payload...)
 	s.flows = append(s.flows, f)
 	s.byID[f.id] = f
-	s.record(Record{Seq: f.seq, ID: f.id, Step: StepPublishSent}, true)
+	_, reused := s.doneUnsynced[f.id]
+	s.record(Record{Seq: f.seq, ID: f.id, Step: StepPublishSent}, reused)
 	s.queue(Packet{Kind: PacketPublish, ID: f.id, Retain: retain, Seq: seq, Topic: f.topic, Payload: f.payload})
 }
 
@@ -326,17 +351,18 @@ const (
 	Pingresp
 )
 
-// Step feeds one packet from the broker. A PUBREC for an unknown id is
-// answered with PUBREL (the broker may hold that flow from a run whose
-// records were lost only if they were never made durable, which the
-// ordering contract excludes; answering is still what MQTT asks). A PUBCOMP
-// for an unknown id is ignored.
+// Step feeds one packet from the broker. A PUBREC or PUBCOMP for an id
+// without an open flow is ignored. Such a PUBREC is a late repeat for a
+// finished flow (the broker holds nothing under the id), or it is for a
+// flow whose PUBLISH went out before a crash with no durable record of it:
+// the publisher will send that message again under the same id, and a
+// PUBREL now would release it at the broker first, making the re-send a
+// second message.
 func (s *Session) Step(typ PacketType, id uint16) error {
 	switch typ {
 	case Pubrec:
 		f := s.byID[id]
 		if f == nil {
-			s.queue(Packet{Kind: PacketPubrel, ID: id})
 			return nil
 		}
 		s.answered(f)
@@ -353,6 +379,7 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 		}
 		s.answered(f)
 		s.record(Record{Seq: f.seq, ID: id, Step: StepPubcompReceived}, false)
+		s.doneUnsynced[id] = struct{}{}
 		s.rd.Completed = append(s.rd.Completed, Completion{Seq: f.seq, Bytes: len(f.topic) + len(f.payload)})
 		delete(s.byID, id)
 		i := slices.Index(s.flows, f)
@@ -412,10 +439,16 @@ func (s *Session) Advance() {
 		panic("qos2: Advance without Ready")
 	}
 	s.inReady = false
+	if s.rd.MustSync {
+		clear(s.doneUnsynced) // their records came before: durable now
+	}
 	for _, p := range s.rd.Packets {
 		if f := s.byID[p.ID]; f != nil && !f.out && (p.Kind == PacketPublish || p.Kind == PacketPubrel) && f.seq == p.Seq {
 			f.out = true
 			s.awaiting++
+			if f.step == StepPubrecReceived {
+				s.releasing++
+			}
 		}
 	}
 	s.rd.Records = s.rd.Records[:0]
@@ -445,11 +478,6 @@ func (s *Session) newFlow() *flow {
 		return f
 	}
 	return &flow{}
-}
-
-// takeID returns the next free packet id.
-func (s *Session) takeID() uint16 {
-	return TakeID(&s.nextID, func(id uint16) bool { _, used := s.byID[id]; return used })
 }
 
 // TakeID returns the packet id *next, or the first after it that used

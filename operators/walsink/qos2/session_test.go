@@ -68,10 +68,10 @@ func TestSession_Flow(t *testing.T) {
 		ops  []op
 	}{
 		{
-			name: "full flow: every step recorded before the packet it guards",
+			name: "full flow: PUBREC synced before the PUBREL; PUBLISH and PUBCOMP recorded without a sync",
 			cfg:  Config{MaxInflight: 10},
 			ops: []op{
-				{func(s *Session) { pub(s, 1); pub(s, 2) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) sync PUBLISH(1,m1) PUBLISH(2,m2)"},
+				{func(s *Session) { pub(s, 1); pub(s, 2) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) PUBLISH(1,m1) PUBLISH(2,m2)"},
 				{func(s *Session) { s.Step(Pubrec, 1); s.Step(Pubrec, 2) }, "rec(1,1,pubrec-received) rec(2,2,pubrec-received) sync PUBREL(1) PUBREL(2)"},
 				{func(s *Session) { s.Step(Pubcomp, 1) }, "rec(1,1,pubcomp-received) done(1)"},
 				{func(s *Session) { s.Step(Pubcomp, 2) }, "rec(2,2,pubcomp-received) done(2)"},
@@ -81,24 +81,26 @@ func TestSession_Flow(t *testing.T) {
 			name: "duplicate PUBREC re-sends PUBREL without a new record",
 			cfg:  Config{MaxInflight: 10},
 			ops: []op{
-				{func(s *Session) { pub(s, 1) }, "rec(1,1,publish-sent) sync PUBLISH(1,m1)"},
+				{func(s *Session) { pub(s, 1) }, "rec(1,1,publish-sent) PUBLISH(1,m1)"},
 				{func(s *Session) { s.Step(Pubrec, 1) }, "rec(1,1,pubrec-received) sync PUBREL(1)"},
 				{func(s *Session) { s.Step(Pubrec, 1) }, "PUBREL(1)"},
 				{func(s *Session) { s.Step(Pubcomp, 1); s.Step(Pubcomp, 1) }, "rec(1,1,pubcomp-received) done(1)"},
 			},
 		},
 		{
-			name: "unknown PUBREC is released, unknown PUBCOMP ignored",
+			// A PUBREL would release a message whose flow is to be re-sent
+			// under that id (PUBLISH out, no record durable before a crash).
+			name: "unknown PUBREC and PUBCOMP ignored",
 			cfg:  Config{MaxInflight: 10},
 			ops: []op{
-				{func(s *Session) { s.Step(Pubrec, 77); s.Step(Pubcomp, 78) }, "PUBREL(77)"},
+				{func(s *Session) { s.Step(Pubrec, 77); s.Step(Pubcomp, 78) }, ""},
 			},
 		},
 		{
 			name: "reconnect resumes PUBLISH with DUP and the same id, PUBREL for released flows, in seq order",
 			cfg:  Config{MaxInflight: 10},
 			ops: []op{
-				{func(s *Session) { pub(s, 1); pub(s, 2); pub(s, 3) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) rec(3,3,publish-sent) sync PUBLISH(1,m1) PUBLISH(2,m2) PUBLISH(3,m3)"},
+				{func(s *Session) { pub(s, 1); pub(s, 2); pub(s, 3) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) rec(3,3,publish-sent) PUBLISH(1,m1) PUBLISH(2,m2) PUBLISH(3,m3)"},
 				{func(s *Session) { s.Step(Pubrec, 2); s.Disconnected() }, "rec(2,2,pubrec-received) sync"},
 				{func(s *Session) { s.Connected(t0) }, "PUBLISH(1,m1,dup) PUBREL(2) PUBLISH(3,m3,dup)"},
 			},
@@ -107,7 +109,7 @@ func TestSession_Flow(t *testing.T) {
 			name: "records are kept, packets dropped, across a disconnect",
 			cfg:  Config{MaxInflight: 10},
 			ops: []op{
-				{func(s *Session) { pub(s, 1); s.Disconnected() }, "rec(1,1,publish-sent) sync"},
+				{func(s *Session) { pub(s, 1); s.Disconnected() }, "rec(1,1,publish-sent)"},
 				{func(s *Session) { s.Connected(t0) }, "PUBLISH(1,m1,dup)"},
 			},
 		},
@@ -119,7 +121,7 @@ func TestSession_Flow(t *testing.T) {
 					for seq := uint64(1); s.CanPublish(); seq++ {
 						pub(s, seq)
 					}
-				}, "rec(1,1,publish-sent) rec(2,2,publish-sent) sync PUBLISH(1,m1) PUBLISH(2,m2)"},
+				}, "rec(1,1,publish-sent) rec(2,2,publish-sent) PUBLISH(1,m1) PUBLISH(2,m2)"},
 				{func(s *Session) { s.Step(Pubrec, 1) }, "rec(1,1,pubrec-received) sync PUBREL(1)"},
 				{func(s *Session) {
 					if s.CanPublish() {
@@ -127,7 +129,24 @@ func TestSession_Flow(t *testing.T) {
 					}
 					s.Step(Pubcomp, 1)
 					pub(s, 3)
-				}, "rec(1,1,pubcomp-received) rec(3,3,publish-sent) sync PUBLISH(3,m3) done(1)"},
+				}, "rec(1,1,pubcomp-received) rec(3,3,publish-sent) PUBLISH(3,m3) done(1)"},
+			},
+		},
+		{
+			// Seq 65536 takes id 1 again: seq 1's PUBCOMP record must be
+			// durable before its PUBLISH, or a crash could resume seq 1 at
+			// PUBREL, releasing seq 65536's message under id 1 before it
+			// is sent again.
+			name: "an id reused before its last flow's PUBCOMP record is synced syncs first",
+			cfg:  Config{MaxInflight: 10},
+			ops: []op{
+				{func(s *Session) { pub(s, 1) }, "rec(1,1,publish-sent) PUBLISH(1,m1)"},
+				{func(s *Session) { s.Step(Pubrec, 1) }, "rec(1,1,pubrec-received) sync PUBREL(1)"},
+				{func(s *Session) { s.Step(Pubcomp, 1) }, "rec(1,1,pubcomp-received) done(1)"},
+				{func(s *Session) { pub(s, 65536) }, "rec(65536,1,publish-sent) sync PUBLISH(1,m65536)"},
+				{func(s *Session) { s.Step(Pubrec, 1); s.Step(Pubcomp, 1) }, "rec(65536,1,pubrec-received) rec(65536,1,pubcomp-received) sync PUBREL(1) done(65536)"},
+				// Synced with the PUBREC record of the same Ready: no sync.
+				{func(s *Session) { pub(s, 131071) }, "rec(131071,1,publish-sent) PUBLISH(1,m131071)"},
 			},
 		},
 		{
@@ -181,10 +200,13 @@ func TestSession_Restore(t *testing.T) {
 	if got, want := ready(t, s), "PUBREL(65535) PUBLISH(1,m10,dup)"; got != want {
 		t.Errorf("resume: got %q want %q", got, want)
 	}
-	// New ids continue after the restored ones and skip ids in use.
+	// A new flow's id is its seq's; one held by a restored flow waits.
 	pub(s, 11)
-	if got, want := ready(t, s), "rec(11,2,publish-sent) sync PUBLISH(2,m11)"; got != want {
+	if got, want := ready(t, s), "rec(11,11,publish-sent) PUBLISH(11,m11)"; got != want {
 		t.Errorf("new flow: got %q want %q", got, want)
+	}
+	if s.CanPublishSeq(65535 + 1) { // id 1: restored seq 10's
+		t.Error("CanPublishSeq for an id an open flow holds")
 	}
 	if s.Retried() != 2 {
 		t.Errorf("Retried = %d, want 2", s.Retried())
@@ -248,14 +270,15 @@ func TestSession_Restore_Invalid(t *testing.T) {
 }
 
 // TestSession_IDsNeverReusedWhileOpen cycles through the id space many times
-// with flows finishing out of order.
+// with flows finishing out of order; CanPublishSeq keeps a seq whose id is
+// held from starting.
 func TestSession_IDsNeverReusedWhileOpen(t *testing.T) {
 	s := New(Config{MaxInflight: 1000})
 	s.Connected(t0)
 	open := map[uint16]uint64{}
 	seq := uint64(0)
 	for round := range 300 {
-		for s.CanPublish() {
+		for s.CanPublishSeq(seq + 1) {
 			seq++
 			pub(s, seq)
 		}
@@ -317,14 +340,18 @@ func TestSession_AllocsPerMessage(t *testing.T) {
 
 // TestSession_Awaiting counts the flows whose packet is out and not
 // answered: not before the Ready holding it is Advanced, no longer after
-// the answer, again after the PUBREL goes, none after a disconnect.
+// the answer, again after the PUBREL goes, none after a disconnect; and
+// among them (Releasing) those whose packet out is a PUBREL.
 func TestSession_Awaiting(t *testing.T) {
 	s := New(Config{MaxInflight: 5})
 	s.Connected(t0)
-	check := func(step string, want int, wantRecords bool) {
+	check := func(step string, want int, wantRecords bool, wantReleasing int) {
 		t.Helper()
 		if got := s.Awaiting(); got != want {
 			t.Errorf("%s: Awaiting = %d, want %d", step, got, want)
+		}
+		if got := s.Releasing(); got != wantReleasing {
+			t.Errorf("%s: Releasing = %d, want %d", step, got, wantReleasing)
 		}
 		if got := s.HasRecords(); got != wantRecords {
 			t.Errorf("%s: HasRecords = %v, want %v", step, got, wantRecords)
@@ -333,26 +360,26 @@ func TestSession_Awaiting(t *testing.T) {
 	pub(s, 1)
 	pub(s, 2)
 	pub(s, 3)
-	check("published, not sent", 0, true)
+	check("published, not sent", 0, true, 0)
 	ready(t, s)
-	check("sent", 3, false)
+	check("sent", 3, false, 0)
 	if err := s.Step(Pubrec, 1); err != nil {
 		t.Fatal(err)
 	}
-	check("PUBREC of 1", 2, true)
-	if err := s.Step(Pubrec, 99); err != nil { // unknown id: PUBREL, no flow
+	check("PUBREC of 1", 2, true, 0)
+	if err := s.Step(Pubrec, 99); err != nil { // unknown id: ignored
 		t.Fatal(err)
 	}
 	ready(t, s)
-	check("PUBREL of 1 sent", 3, false)
+	check("PUBREL of 1 sent", 3, false, 1)
 	if err := s.Step(Pubcomp, 1); err != nil {
 		t.Fatal(err)
 	}
-	check("PUBCOMP of 1", 2, true)
+	check("PUBCOMP of 1", 2, true, 0)
 	ready(t, s)
 	s.Disconnected()
-	check("disconnected", 0, false)
+	check("disconnected", 0, false, 0)
 	s.Connected(t0)
 	ready(t, s)
-	check("resumed", 2, false)
+	check("resumed", 2, false, 0)
 }

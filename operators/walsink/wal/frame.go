@@ -20,7 +20,13 @@
 // FormatVersion, and a build that meets a version it does not know refuses
 // the segment with ErrVersion instead of misreading it.
 //
-//   - Version 4 (FormatVersion): version 3 with the WAL sink's messages
+//   - Version 5 (FormatVersion): the frames and records of version 4;
+//     the WAL sink derives packet ids from seqs and no longer syncs a
+//     flow's PUBLISH step before the PUBLISH, so a version 5 WAL may lack
+//     a step that a version 4 build would need (it would resume the flow
+//     under a new id). A version 5 build reads version 4 as it is; a
+//     version 4 build refuses version 5 by name.
+//   - Version 4: version 3 with the WAL sink's messages
 //     and publish-flow steps in compact records (kinds 10 and 9: uvarints,
 //     steps in runs of consecutive seqs) instead of fixed-width ones (kinds
 //     2 and 6, still read). A version 4 build reads
@@ -81,7 +87,7 @@ const (
 	// HeaderBytes is the size of a segment header.
 	HeaderBytes = len(headerMagic) + 4
 	// FormatVersion is the segment format this build writes.
-	FormatVersion = 4
+	FormatVersion = 5
 	// firstHeaderVersion is the first format with a header.
 	firstHeaderVersion = 2
 	// LegacyVersion is the headerless format of earlier builds, still read.

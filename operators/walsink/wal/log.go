@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // Segment describes one segment file.

@@ -203,7 +203,7 @@ func TestLog_RotateWritesHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(append([]byte("EDDYWSNK"), 4, 0, 0, 0), frames("h")...)
+	want := append(append([]byte("EDDYWSNK"), 5, 0, 0, 0), frames("h")...)
 	if !bytes.Equal(b, want) {
 		t.Errorf("segment bytes %q, want %q", b, want)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/eddy-edge/eddy/checkpoint/vfs"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // ErrTorn is returned by Reader.Next at an invalid frame (bad length or

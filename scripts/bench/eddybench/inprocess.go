@@ -10,7 +10,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -314,15 +313,6 @@ func runInProcess(args []string) error {
 	fmt.Printf("\n(a) in-process pipelines, JSON input (~110 B), 1,000 devices, count/sum/min/max/avg, GOMAXPROCS=1, %s; readings/CPU-s = readings per second of process CPU time (user+system), the per-core figure; ns/reading is wall time; bbolt rows: a checkpoint (window store flushed, incremental snapshot read through) every %d readings, counted over all rounds\n\n", runtime.Version(), *every)
 	t.write(os.Stdout)
 	return nil
-}
-
-// processCPU returns the user+system CPU time of the process.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func splitList(s string) []string {

@@ -45,8 +45,10 @@ func wearCheckpointConfig(keys, port int, out string, change float64, interval t
 	cfg = strings.Replace(cfg, "  rate         = 200000\n", fmt.Sprintf("  rate         = %g\n", rate), 1)
 	cfg = strings.Replace(cfg, fmt.Sprintf("  max_readings = %d\n", keys), "", 1)
 	cfg = strings.Replace(cfg, "  interval = \"1h\"\n", fmt.Sprintf("  interval = %q\n%s", interval.String(), v.checkpointLines), 1)
-	cfg = strings.Replace(cfg, `device_id  = "bench"`, fmt.Sprintf(`device_id  = "wear-%s"`, v.name), 1)
-	return cfg + gw.uploadBlock()
+	// One S3 prefix per variant; the device id stays the loaded data_dir's,
+	// which the agent refuses to change.
+	return cfg + strings.Replace(gw.uploadBlock(),
+		`bucket     = "eddy"`, fmt.Sprintf("bucket     = \"eddy\"\n  prefix     = \"wear-%s/\"", v.name), 1)
 }
 
 // measureWear starts the agent on a copy of a loaded data_dir and measures

@@ -1,16 +1,16 @@
 // Package vfs is the file system under every file Eddy writes to survive a
 // power cut: the ingest log, the WAL sink's log, snapshot files and
-// manifests, the exactly-once file sink's parts, and the directories of the
-// data_dir. Production code uses Default, the operating system's file
-// system, with no wrapper around *os.File; tests substitute NewCrashableMem,
-// which forgets at a simulated power cut everything that was not fsynced,
-// and so shows what a kill -9 cannot (the kernel keeps its page cache across
-// a process crash).
+// manifests, the exactly-once file sink's parts, files downloaded from S3,
+// and the directories of the data_dir. Production code uses Default, the
+// operating system's file system, with no wrapper around *os.File; tests
+// substitute NewCrashableMem, which forgets at a simulated power cut
+// everything that was not fsynced, and so shows what a kill -9 cannot (the
+// kernel keeps its page cache across a process crash).
 //
-// The package sits under checkpoint because durability is the checkpoint's
-// concern: a completed checkpoint is only as good as the ingest-log entries
-// it counts and the sink output it commits. It imports nothing of Eddy, so
-// operators and agent import it without importing checkpoint itself.
+// The package is a leaf at the top of the module, importing nothing of
+// Eddy: the ingest log, the sinks, the checkpoint store and the S3 client's
+// downloads (upload) all write through it, and none of them may import
+// another's package for it (checkpoint imports upload, not the reverse).
 //
 // # The durability contract
 //
