@@ -77,6 +77,8 @@ type Agent struct {
 	failed        chan error // a component that cannot go on; run stops
 	upload        uploader
 	restorer      *restorer
+	// retained serves truncateIngest (on the checkpointer's goroutine).
+	retained retainedPositions
 
 	// failover holds the failover regions: a failure restarts only its own.
 	failover *failover

@@ -634,6 +634,11 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 		if err != nil {
 			return msgs, err
 		}
+		if msgs == nil {
+			// As many as the previous batch: growing from empty took ten
+			// allocations for a full batch.
+			msgs = make([]source.Message, 0, max(s.batchHint, 16))
+		}
 		if arena == nil {
 			// Sized by the previous batch: a full 64 KiB per small live
 			// batch would be most of the agent's garbage at 10k readings/s.
@@ -646,7 +651,7 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 			TooLarge: e.Flags&ingest.FlagTooLarge != 0})
 	}
 	if len(msgs) > 0 {
-		s.arenaHint = len(arena)
+		s.arenaHint, s.batchHint = len(arena), len(msgs)
 	}
 	return msgs, nil
 }

@@ -69,7 +69,8 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		s.ckpt = ck
 	}
 	a.ckpt = ck
-	ck.onCompleted(func(checkpoint.Completed) { a.truncateIngest(store) })
+	a.retained = retainedPositions{}
+	ck.onCompleted(func(done checkpoint.Completed) { a.truncateIngest(store, done) })
 
 	sel, err := store.SelectRestore(a.from)
 	for _, sk := range sel.Skipped {
@@ -367,24 +368,14 @@ func (p *pipeline) restoreGenerator(wm int64) {
 // needs: everything at or below the oldest retained position of each
 // source. Savepoints do not hold the log back; restoring an old one
 // resumes from the oldest reading kept, and says so.
-func (a *Agent) truncateIngest(store *checkpoint.Store) {
+func (a *Agent) truncateIngest(store *checkpoint.Store, done checkpoint.Completed) {
 	ids, err := store.ManifestIDs()
 	if err != nil {
 		a.log.Warn("ingest truncation skipped", "err", err)
 		return
 	}
-	oldest := map[string]uint64{}
-	for _, id := range ids {
-		m, err := store.ReadManifest(id)
-		if err != nil || m.Kind == checkpoint.KindSavepoint {
-			continue
-		}
-		for name, pos := range m.SourcePositions {
-			if cur, ok := oldest[name]; !ok || pos < cur {
-				oldest[name] = pos
-			}
-		}
-	}
+	a.retained.note(done)
+	oldest := a.retained.oldest(store, ids)
 	for name, pos := range oldest {
 		s, ok := a.sources[name]
 		if !ok || s.ilog == nil {

@@ -54,6 +54,7 @@ type sourceRunner struct {
 	ilog       *ingest.Log
 	topics     topicInterner // topics read from ilog
 	arenaHint  int           // payload bytes of the last batch read from ilog
+	batchHint  int           // messages in that batch
 	intake     func(ctx context.Context)
 	intakeDone chan struct{} // closed when intake has returned
 	eof        atomic.Bool

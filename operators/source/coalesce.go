@@ -26,7 +26,30 @@ const (
 	// in three reads (type byte, length, body), one read(2) each without a
 	// buffer; with it one read(2) takes in whatever the broker sent.
 	readBufferSize = 16 << 10
+	// readInterval is the least time between two read(2) calls of a busy
+	// connection (see readPause): at 10,000 messages/s mosquitto writes
+	// every millisecond or so, and each read(2) of a few messages woke the
+	// reader, the source's deliverer and the ingest intake (~750 reads and
+	// ~2,000 goroutine wake-ups a second, a third of the agent's CPU). Five
+	// milliseconds take in ~50 messages a read at that rate and add at most
+	// that much to a message's wait for its commit, which lingers 100 ms by
+	// default.
+	readInterval = 5 * time.Millisecond
 )
+
+// readPause is how long the reader waits before its next read(2), given
+// when the previous one returned (UnixNano) and how many bytes it got: until
+// readInterval after it, so the broker's writes gather in the socket and
+// one read(2) takes them together, unless that read filled at least half
+// the buffer (the connection delivers faster than pauses could keep up
+// with) or got nothing (the first read). A quiet connection, whose last
+// read was readInterval ago, never waits.
+func readPause(prev int64, got int, now int64) time.Duration {
+	if got == 0 || got >= readBufferSize/2 {
+		return 0
+	}
+	return max(time.Duration(prev+int64(readInterval)-now), 0)
+}
 
 // coalescingConn turns many small writes into few write(2) calls. paho
 // writes every packet with its own write, and a PUBACK is 4 bytes: at 10,000
@@ -99,13 +122,15 @@ const maxControlPacket = 64 << 10
 // inboundState is the reader goroutine's own part of a coalescingConn with
 // a publishReader.
 type inboundState struct {
-	pass    []byte // bytes of a non-PUBLISH packet not yet returned by Read
-	passBuf []byte
-	big     []byte // a PUBLISH larger than the read buffer
-	queued  bool   // messages were queued since the last wake
-	arrival int64  // UnixMilli of the last read(2) that started a packet
-	topics  map[string]string
-	arena   arena
+	pass     []byte // bytes of a non-PUBLISH packet not yet returned by Read
+	passBuf  []byte
+	big      []byte // a PUBLISH larger than the read buffer
+	queued   bool   // messages were queued since the last wake
+	arrival  int64  // UnixMilli of the last read(2) that started a packet
+	lastRead int64  // UnixNano when that read(2) returned, for readPause
+	lastGot  int    // bytes that read(2) returned, for readPause
+	topics   map[string]string
+	arena    arena
 }
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
@@ -162,13 +187,19 @@ func (c *coalescingConn) mayBlock(n int) {
 func (c *coalescingConn) readPacket() error {
 	c.mayBlock(1)
 	fresh := c.r.Buffered() == 0
+	if fresh {
+		if d := readPause(c.in.lastRead, c.in.lastGot, time.Now().UnixNano()); d > 0 {
+			time.Sleep(d)
+		}
+	}
 	hdr, err := c.r.ReadByte()
 	if err != nil {
 		return err
 	}
 	if fresh {
 		// One clock read per read(2): what it read arrived together.
-		c.in.arrival = time.Now().UnixMilli()
+		now := time.Now()
+		c.in.arrival, c.in.lastRead, c.in.lastGot = now.UnixMilli(), now.UnixNano(), c.r.Buffered()+1
 	}
 	var lenBytes [4]byte
 	size, nl := 0, 0

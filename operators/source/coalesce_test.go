@@ -228,3 +228,31 @@ func TestCoalescingConn_ReadsPublishes(t *testing.T) {
 		cc.Close()
 	}
 }
+
+// TestReadPause: a read(2) that got a few bytes holds the next one until
+// readInterval after it; a full-ish read, the first read and a quiet
+// connection do not wait.
+func TestReadPause(t *testing.T) {
+	const prev = int64(1_000_000_000)
+	ms := int64(time.Millisecond)
+	for _, tc := range []struct {
+		name string
+		got  int
+		now  int64
+		want time.Duration
+	}{
+		{"busy, small read: waits out the interval", 600, prev + 1*ms, readInterval - time.Millisecond},
+		{"right after a small read: the whole interval", 1, prev, readInterval},
+		{"interval passed: no wait", 600, prev + int64(readInterval), 0},
+		{"quiet connection: no wait", 600, prev + 1000*ms, 0},
+		{"half the buffer or more: no wait", readBufferSize / 2, prev, 0},
+		{"full buffer: no wait", readBufferSize, prev, 0},
+		{"no read yet: no wait", 0, prev, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := readPause(prev, tc.got, tc.now); got != tc.want {
+				t.Errorf("readPause(%d, %d, %d) = %v, want %v", prev, tc.got, tc.now, got, tc.want)
+			}
+		})
+	}
+}
