@@ -273,3 +273,31 @@ func TestKeyedStage_ReportHeartbeatProcessingTime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { runProcSteps(t, tc.ttl, []string{"event.v"}, report, tc.steps) })
 	}
 }
+
+// TestKeyedStage_ChainedProcessingTimers chains report_by_exception
+// (heartbeat 10 s) and absence (timeout 15 s) on processing time over one
+// key: the key's timers are shared by the two blocks, so each firing runs
+// both, and the one whose deadline it is not answers with its own deadline
+// and emits nothing. Heartbeats go on while the key is silent; an overdue
+// heartbeat after a restore comes once, and the absence deadline set
+// before the restore still fires.
+func TestKeyedStage_ChainedProcessingTimers(t *testing.T) {
+	chain := func(k *KeyedStage, progs []*expr.Program) error {
+		if err := k.SetReport(ReportSpec{Value: progs[0], Block: keyed.ReportByException{Deadband: 1, HeartbeatMs: 10_000, Time: keyed.ProcessingTimeDomain}}); err != nil {
+			return err
+		}
+		return k.SetAbsence(AbsenceSpec{Block: keyed.Absence{TimeoutMs: 15_000, Time: keyed.ProcessingTimeDomain}})
+	}
+	runProcSteps(t, 0, []string{"event.v"}, chain, []procStep{
+		{clock: 1000, key: "a", v: "20", want: []string{"dev/p/a/report_by_exception/report/o1/0 t=1000 v=20"}},
+		tick(11_000, "dev/p/a/report_by_exception/heartbeat/o1/1 t=11000 v=20"),
+		tick(15_999),
+		tick(16_000, "dev/p/a/absence/silent/o1/0 t=16000 start=1000"),
+		tick(21_000, "dev/p/a/report_by_exception/heartbeat/o1/2 t=21000 v=20"),
+		{clock: 25_000, key: "a", v: "20.5", want: []string{"dev/p/a/absence/resumed/o1/0 t=25000 start=1000 end=25000"}},
+		{clock: 35_000, restore: true},
+		tick(35_000, "dev/p/a/report_by_exception/heartbeat/o1/3 t=31000 v=20"),
+		tick(39_999),
+		tick(40_000, "dev/p/a/absence/silent/o2/0 t=40000 start=25000"),
+	})
+}
