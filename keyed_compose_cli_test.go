@@ -125,8 +125,12 @@ func TestCompose_DedupWindowRescale(t *testing.T) {
 }
 
 // chainedBlocks are the blocks of keyedChainConfig after its dedup: a
-// silence of 4 s, a report on c moving 20, and two alarms on the state s.
-var chainedBlocks = []string{`  absence { timeout = "4s" }`, `  report_by_exception {
+// silence of 4 s (event time), a report on c moving 20, and two alarms on
+// the state s.
+var chainedBlocks = []string{`  absence {
+    timeout = "4s"
+    time    = "event"
+  }`, `  report_by_exception {
     value    = event.c
     deadband = 20
   }`, `  alarm "stopped" {
