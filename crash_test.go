@@ -256,6 +256,25 @@ func newBases(log string) int {
 	return n
 }
 
+// fileCrashScale is the size of the file-source crash test: readings per
+// device (of 1,000 devices) and kills. CI runs the short version: 600
+// readings and 5 kills, which still makes runs 2 and 4 wait for a
+// checkpoint (or merge) of their own after a restore, so every assertion
+// holds as in the long one; a compacting run keeps 1,200 readings, so that
+// its job outlasts the merges its kills wait for. EDDY_CRASH_LONG=1
+// (scripts/crash-long.sh) runs 1,200 readings and 10 kills for every
+// pipeline.
+func fileCrashScale(compacting bool) (perDevice, kills int) {
+	switch {
+	case os.Getenv("EDDY_CRASH_LONG") != "":
+		return 1200, 10
+	case compacting:
+		return 1200, 5
+	default:
+		return 600, 5
+	}
+}
+
 // crashFileSource runs the crash test on the config template tmpl. With
 // compacting, half the runs that wait for a checkpoint before their kill
 // wait for a chain merged into a new base instead, the other half for a
@@ -265,8 +284,9 @@ func newBases(log string) int {
 // the in-order comparison of the keyed pipeline's output (and the check of
 // its size) with its own.
 func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...func(t *testing.T, got, want []string)) {
+	perDevice, killsWanted := fileCrashScale(compacting)
 	input := filepath.Join(t.TempDir(), "in.jsonl")
-	writeReadings(t, input, 1000, 1200, 7)
+	writeReadings(t, input, 1000, perDevice, 7)
 
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
@@ -293,7 +313,7 @@ func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...
 	t.Logf("kill schedule seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	kills, restores, bases, midMerge := 0, 0, 0, 0
-	for kills < 10 {
+	for kills < killsWanted {
 		p := startEddy(t, "run", "-c", path)
 		var waitFor []string
 		if compacting {
