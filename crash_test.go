@@ -157,6 +157,7 @@ func runToEnd(t *testing.T, dir string) {
 // committed output must equal that of an uninterrupted run: no reading lost,
 // none counted twice, no record duplicated.
 func TestCrash_FileSourceExactlyOnce(t *testing.T) {
+	t.Parallel()
 	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig, false) })
 	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, false) })
 	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
@@ -284,6 +285,7 @@ func fileCrashScale(compacting bool) (perDevice, kills int) {
 // the in-order comparison of the keyed pipeline's output (and the check of
 // its size) with its own.
 func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...func(t *testing.T, got, want []string)) {
+	t.Parallel()
 	perDevice, killsWanted := fileCrashScale(compacting)
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, perDevice, 7)
@@ -404,6 +406,7 @@ func checkNoOrphanFiles(t *testing.T, dir string) {
 // checkpoints and restarts it with 3 subtasks instead of 2, then 1: state is
 // redistributed by key group and the output equals an uninterrupted run.
 func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
+	t.Parallel()
 	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
 	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
 	t.Run("changed() beside the window", func(t *testing.T) { rescale(t, keyedCrashConfig) })
@@ -415,6 +418,7 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 // parallelism 1 with 3 subtasks, and those taken at 3 with 1: the output
 // equals an uninterrupted run's.
 func TestRescale_AbsenceOneToThreeAndBack(t *testing.T) {
+	t.Parallel()
 	t.Run("1 → 3", func(t *testing.T) { rescaleThrough(t, absenceCrashConfig, "1", "3") })
 	t.Run("3 → 1", func(t *testing.T) { rescaleThrough(t, absenceCrashConfig, "3", "1") })
 }
@@ -426,6 +430,7 @@ func rescale(t *testing.T, tmpl string) { rescaleThrough(t, tmpl, "2", "3", "1")
 // the last one, and compares the output with an uninterrupted run's (at
 // the template's parallelism, 2).
 func rescaleThrough(t *testing.T, tmpl string, parallelisms ...string) {
+	t.Parallel()
 	killed, final := parallelisms[:len(parallelisms)-1], parallelisms[len(parallelisms)-1]
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 300, 5)
