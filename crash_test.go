@@ -268,22 +268,19 @@ func newBases(log string) int {
 }
 
 // fileCrashScale is the size of the file-source crash test: readings per
-// device (of 1,000 devices) and kills. CI runs the short version: 600
-// readings and 5 kills, which still makes runs 2 and 4 wait for a
-// checkpoint (or merge) of their own after a restore, so every assertion
-// holds as in the long one; a compacting run keeps 1,200 readings, so that
-// its job outlasts the merges its kills wait for. EDDY_CRASH_LONG=1
-// (scripts/crash-long.sh) runs 1,200 readings and 10 kills for every
-// pipeline.
+// device (of 1,000 devices) and kills. CI runs the short version, 600
+// readings and 5 kills, in which runs 2 and 4 still wait for a checkpoint
+// of their own after a restore, so the restores the test asserts happen as
+// in the long one. A compacting run keeps 1,200 readings and 10 kills: its
+// job must outlast the merges its kills wait for, and runs 2 and 6 both
+// wait for a merge to start, so that one of them dies during it.
+// EDDY_CRASH_LONG=1 (scripts/crash-long.sh) runs 1,200 readings and 10
+// kills for every pipeline.
 func fileCrashScale(compacting bool) (perDevice, kills int) {
-	switch {
-	case os.Getenv("EDDY_CRASH_LONG") != "":
+	if compacting || os.Getenv("EDDY_CRASH_LONG") != "" {
 		return 1200, 10
-	case compacting:
-		return 1200, 5
-	default:
-		return 600, 5
 	}
+	return 600, 5
 }
 
 // crashFileSource runs the crash test on the config template tmpl. With
