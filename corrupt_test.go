@@ -16,6 +16,7 @@ import (
 // file and why, restores the previous good checkpoint, and the job's final
 // output still equals an uninterrupted run.
 func TestCorrupt_CheckpointSkipped(t *testing.T) {
+	t.Parallel()
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 800, 21)
 	clean := t.TempDir()
@@ -45,6 +46,7 @@ func TestCorrupt_CheckpointSkipped(t *testing.T) {
 	}
 	for _, d := range damages {
 		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			os.Link(input, filepath.Join(dir, "in.jsonl"))
 			path := writeConfig(t, dir, crashConfig)

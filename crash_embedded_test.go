@@ -163,6 +163,7 @@ func sendReadingsReconnecting(url, client string, readings, devices int) (*recon
 // per (key, window), equals an uninterrupted run's, with no duplicated
 // record.
 func TestCrash_EmbeddedBrokerExactlyOnce(t *testing.T) {
+	t.Parallel()
 	readings, devices, kills := crashScale()
 
 	cleanAddr := loopback.Addr(t)

@@ -240,6 +240,7 @@ func sendReadings(url, client string, readings, devices int, between func(i int)
 // no duplicated record. Event-time watermarks only, so timing cannot change
 // the expected result.
 func TestCrash_MQTTExactlyOnce(t *testing.T) {
+	t.Parallel()
 	readings, devices, kills := crashScale()
 	b := mosquitto.Start(t)
 

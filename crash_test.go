@@ -6,11 +6,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,11 +59,21 @@ func writeReadings(t *testing.T, path string, devices, perDevice int, seed uint6
 	w := bufio.NewWriter(f)
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	base := int64(1_700_000_000_000)
+	// Appended, not formatted with fmt: under the race detector fmt costs
+	// about 6 s of CPU per million readings, and the crash tests write
+	// millions while other tests run beside them.
+	var line []byte
 	for i := 0; i < perDevice; i++ {
 		for d := 0; d < devices; d++ {
 			// Out of order within the 5 s bound: jitter of up to 4 s.
 			ts := base + int64(i)*1000 + rng.Int64N(4000)
-			fmt.Fprintf(w, `{"device":"dev-%d","ts":%d,"v":%d}`+"\n", d, ts, rng.IntN(1000))
+			line = append(line[:0], `{"device":"dev-`...)
+			line = strconv.AppendInt(line, int64(d), 10)
+			line = append(line, `","ts":`...)
+			line = strconv.AppendInt(line, ts, 10)
+			line = append(line, `,"v":`...)
+			line = strconv.AppendInt(line, int64(rng.IntN(1000)), 10)
+			w.Write(append(line, "}\n"...))
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -157,6 +167,7 @@ func runToEnd(t *testing.T, dir string) {
 // committed output must equal that of an uninterrupted run: no reading lost,
 // none counted twice, no record duplicated.
 func TestCrash_FileSourceExactlyOnce(t *testing.T) {
+	t.Parallel()
 	t.Run("tumbling", func(t *testing.T) { crashFileSource(t, crashConfig, false) })
 	t.Run("sliding in panes", func(t *testing.T) { crashFileSource(t, slidingConfig, false) })
 	t.Run("compacted often", func(t *testing.T) { crashFileSource(t, compactingConfig, true) })
@@ -256,6 +267,24 @@ func newBases(log string) int {
 	return n
 }
 
+// fileCrashScale is the size of the file-source crash test: readings per
+// device (of 1,000 devices) and kills. CI runs the short version, 300
+// readings and 5 kills: the input still spans dozens of checkpoints and
+// makes more records than the test requires (31k window results, 14k
+// changed() records), and runs 2 and 4 still wait for a checkpoint of
+// their own after a restore, so the restores the test asserts happen as
+// in the long one. A compacting run keeps 1,200 readings and 10 kills: its
+// job must outlast the merges its kills wait for, and runs 2 and 6 both
+// wait for a merge to start, so that one of them dies during it.
+// EDDY_CRASH_LONG=1 (scripts/crash-long.sh) runs 1,200 readings and 10
+// kills for every pipeline.
+func fileCrashScale(compacting bool) (perDevice, kills int) {
+	if compacting || os.Getenv("EDDY_CRASH_LONG") != "" {
+		return 1200, 10
+	}
+	return 300, 5
+}
+
 // crashFileSource runs the crash test on the config template tmpl. With
 // compacting, half the runs that wait for a checkpoint before their kill
 // wait for a chain merged into a new base instead, the other half for a
@@ -265,8 +294,10 @@ func newBases(log string) int {
 // the in-order comparison of the keyed pipeline's output (and the check of
 // its size) with its own.
 func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...func(t *testing.T, got, want []string)) {
+	t.Parallel()
+	perDevice, killsWanted := fileCrashScale(compacting)
 	input := filepath.Join(t.TempDir(), "in.jsonl")
-	writeReadings(t, input, 1000, 1200, 7)
+	writeReadings(t, input, 1000, perDevice, 7)
 
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))
@@ -293,7 +324,7 @@ func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...
 	t.Logf("kill schedule seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	kills, restores, bases, midMerge := 0, 0, 0, 0
-	for kills < 10 {
+	for kills < killsWanted {
 		p := startEddy(t, "run", "-c", path)
 		var waitFor []string
 		if compacting {
@@ -384,6 +415,7 @@ func checkNoOrphanFiles(t *testing.T, dir string) {
 // checkpoints and restarts it with 3 subtasks instead of 2, then 1: state is
 // redistributed by key group and the output equals an uninterrupted run.
 func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
+	t.Parallel()
 	t.Run("tumbling", func(t *testing.T) { rescale(t, crashConfig) })
 	t.Run("sliding in panes", func(t *testing.T) { rescale(t, slidingConfig) })
 	t.Run("changed() beside the window", func(t *testing.T) { rescale(t, keyedCrashConfig) })
@@ -395,6 +427,7 @@ func TestRescale_RestoreWithOtherParallelism(t *testing.T) {
 // parallelism 1 with 3 subtasks, and those taken at 3 with 1: the output
 // equals an uninterrupted run's.
 func TestRescale_AbsenceOneToThreeAndBack(t *testing.T) {
+	t.Parallel()
 	t.Run("1 → 3", func(t *testing.T) { rescaleThrough(t, absenceCrashConfig, "1", "3") })
 	t.Run("3 → 1", func(t *testing.T) { rescaleThrough(t, absenceCrashConfig, "3", "1") })
 }
@@ -406,6 +439,7 @@ func rescale(t *testing.T, tmpl string) { rescaleThrough(t, tmpl, "2", "3", "1")
 // the last one, and compares the output with an uninterrupted run's (at
 // the template's parallelism, 2).
 func rescaleThrough(t *testing.T, tmpl string, parallelisms ...string) {
+	t.Parallel()
 	killed, final := parallelisms[:len(parallelisms)-1], parallelisms[len(parallelisms)-1]
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 300, 5)

@@ -150,8 +150,12 @@ func (u upstreamBroker) withWindow(tmpl string) string {
 // and the upstream broker restarted: the collector receives every result
 // exactly once, in order per key, equal to an uninterrupted run.
 func TestCrash_WALSinkExactlyOnce(t *testing.T) {
+	t.Parallel()
 	for _, u := range upstreamBrokers {
-		t.Run(u.name, func(t *testing.T) { testCrashWALSink(t, u) })
+		t.Run(u.name, func(t *testing.T) {
+			t.Parallel()
+			testCrashWALSink(t, u)
+		})
 	}
 }
 
@@ -161,6 +165,7 @@ func TestCrash_WALSinkExactlyOnce(t *testing.T) {
 // key (first receipts); repeats are byte-identical (same id) and at most the
 // in-flight window per crash or upstream reconnect.
 func TestCrash_WALSinkQoS1(t *testing.T) {
+	t.Parallel()
 	testCrashWALSink(t, upstreamBroker{name: "upstream_max_qos_1", qos1: true, window: "\n  qos = 1",
 		opts: []mosquitto.Option{mosquitto.DefaultInflight(), mosquitto.Conf("max_qos 1")}})
 }

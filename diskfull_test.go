@@ -58,6 +58,7 @@ func sameRecords(t *testing.T, want, got []string) {
 // resume by themselves, and the committed output equals the uninterrupted
 // run's, with no file left that no checkpoint references.
 func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store := filepath.Join(dir, "data", "checkpoints")
 	tmpfs.Mount(t, store, "256m")
@@ -125,6 +126,7 @@ var fullDiskConfig = replaceAll(crashConfig, `admin       = ""`, `admin       = 
 // the job finishes by itself and the committed output equals the
 // uninterrupted run's.
 func TestDiskFull_PipelineWritesWaitForSpace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fsDir := filepath.Join(dir, "fs")
 	tmpfs.Mount(t, fsDir, "256m")
@@ -166,6 +168,7 @@ func pipelinesWaitOutFullDisk(t *testing.T, dir, fsDir string, leave int64, cfg,
 // waiting); once space is freed they are logged and acknowledged, and every
 // window's result equals the uninterrupted result.
 func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
+	t.Parallel()
 	const readings, devices = 20_000, 1000
 	want := expectedWindows(readings, devices)
 	addr := loopback.Addr(t)
@@ -215,6 +218,7 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 // rebuild is retried by itself, the job finishes, and the committed output
 // equals the uninterrupted run's.
 func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fsDir := filepath.Join(dir, "fs")
 	tmpfs.Mount(t, fsDir, "256m")
@@ -249,6 +253,7 @@ func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
 // checkpoint the next start restores; that start, with space again,
 // finishes the job with the uninterrupted run's output.
 func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store := filepath.Join(dir, "data", "checkpoints")
 	tmpfs.Mount(t, store, "256m")

@@ -7,6 +7,14 @@ package main
 // Every process a test starts is killed and reaped when that test ends, and
 // its output is printed if the test failed, so test messages need not
 // carry logs themselves.
+//
+// The harness is safe for parallel tests (each process belongs to its
+// test; directories come from t.TempDir, ports from scripts/loopback). The
+// crash, full-disk, corrupt-checkpoint, restart, upload, WAL-drain and
+// keyed model tests run with t.Parallel: they spend most of their time
+// waiting on child processes, outages and the disk, and their assertions
+// wait on conditions, not on time. Tests that bound a duration (checkpoint
+// timeouts, rates, a line within seconds) stay serial.
 
 import (
 	"bufio"

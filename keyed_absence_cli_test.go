@@ -33,6 +33,7 @@ var keyedAbsenceConfig = replaceAll(keyedReportConfig, `  report_by_exception {
 // the reading); the end of the input makes every key silent 4 s after its
 // last reading. Records come sorted by (time, key, seq).
 func TestKeyed_AbsenceMatchesModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 23)
 	runToEndWith(t, dir, replaceAll(keyedAbsenceConfig, "parallelism = 1", "parallelism = 2"))

@@ -33,6 +33,7 @@ var keyedAlarmConfig = replaceAll(keyedReportConfig, `  report_by_exception {
 // an "off" reading clears a raised alarm. Records come sorted by (time,
 // key, seq) with id device/pipeline/key/busy/kind/time/seq.
 func TestKeyed_AlarmMatchesModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 17)
 	runToEndWith(t, dir, replaceAll(keyedAlarmConfig, "parallelism = 1", "parallelism = 2"))

@@ -169,10 +169,12 @@ func rawRecords(t *testing.T, dir string) []byte {
 // parallelism 1 and 3: the committed outputs (and late outputs) must be
 // byte-identical.
 func TestKeyed_FileReplayIdenticalAtParallelism(t *testing.T) {
+	t.Parallel()
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeStateReadings(t, input, 50, 200, 3)
 	for name, tmpl := range map[string]string{"readings": keyedConfig, "window": keyedWindowConfig, "report_by_exception": keyedReportConfig, "alarm": keyedAlarmConfig, "dedup": keyedDedupConfig, "absence": keyedAbsenceConfig} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			var outs, lates [][]byte
 			for _, par := range []string{"1", "3"} {
 				dir := t.TempDir()
@@ -205,6 +207,7 @@ func TestKeyed_FileReplayIdenticalAtParallelism(t *testing.T) {
 // come sorted by (time, key, line); prev, delta, count_key and first_seen
 // are those of the passed readings.
 func TestKeyed_ChangedMatchesModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 11)
 	runToEndWith(t, dir, replaceAll(keyedConfig, "parallelism = 1", "parallelism = 2"))

@@ -30,6 +30,7 @@ var keyedDedupConfig = replaceAll(keyedReportConfig, `  report_by_exception {
 // order, pass unless a reading with the same c passed less than 5 s
 // before. Records are reading records sorted by (time, key, line).
 func TestKeyed_DedupMatchesModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 19)
 	runToEndWith(t, dir, replaceAll(keyedDedupConfig, "parallelism = 1", "parallelism = 2"))

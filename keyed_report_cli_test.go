@@ -39,6 +39,7 @@ var keyedReportConfig = replaceAll(keyedConfig, `  filter = changed(event.s)
 // from the last reported c, or 10 s after the last report; records come
 // sorted by (time, key, seq) with id device/pipeline/key/block/kind/time/seq.
 func TestKeyed_ReportByExceptionMatchesModel(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := writeStateReadings(t, filepath.Join(dir, "in.jsonl"), 30, 200, 13)
 	runToEndWith(t, dir, replaceAll(keyedReportConfig, "parallelism = 1", "parallelism = 2"))

@@ -18,6 +18,7 @@ import (
 // stops, the restart strategy waits and restarts the pipelines from the
 // last checkpoint, and the job completes.
 func TestRestart_SinkFailureRestartsFromCheckpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.jsonl")
 	writeReadings(t, input, 1000, 400, 3)
@@ -53,6 +54,7 @@ restart {
 // the job) restarts as often as the strategy allows, then the agent exits
 // non-zero so that systemd takes over.
 func TestRestart_GivesUp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.jsonl")
 	writeReadings(t, input, 20000, 10, 4)
@@ -148,6 +150,7 @@ func fileLines(path string) int {
 // at-least-once output has each reading exactly once; the exactly-once
 // output of "sums" equals an uninterrupted run's.
 func TestRestart_RegionRestartsAlone(t *testing.T) {
+	t.Parallel()
 	refDir, refPath := regionRun(t, "", "", 3, false)
 	if _, err := runEddy(t, "run", "-c", refPath); err != nil {
 		t.Fatalf("uninterrupted run: %v", err)
@@ -238,6 +241,7 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 // the "sums" region every time it is replayed; after the strategy's
 // restarts the agent exits non-zero, while "live" ran on meanwhile.
 func TestRestart_DeadLetterFailureGivesUp(t *testing.T) {
+	t.Parallel()
 	dir, path := regionRun(t, "/dev/full", "", 1, true)
 	f, err := os.OpenFile(filepath.Join(dir, "in.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -317,6 +321,7 @@ restart {
 // taking readings in: every reading is counted exactly once (80 windows of
 // 100, no id twice).
 func TestRestart_RegionReplaysIngestLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startEddy(t, "run", "-c", writeConfig(t, dir, ingestRegionConfig, "%BROKER%", loopback.Addr(t)))
 	out := filepath.Join(dir, "out")

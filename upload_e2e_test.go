@@ -39,6 +39,7 @@ upload "s3" {
 // checkpoint, and `eddy run` finishes the job: the committed output equals
 // an uninterrupted run's.
 func TestS3_ReplacedDeviceRestores(t *testing.T) {
+	t.Parallel()
 	s3 := s3server.Start(t)
 	input := filepath.Join(t.TempDir(), "in.jsonl")
 	writeReadings(t, input, 1000, 400, 9)

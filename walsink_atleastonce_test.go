@@ -16,6 +16,7 @@ import (
 // stops taking readings; the results wait on disk (eddy_wal_backlog_*) and
 // all arrive, right, once the broker returns.
 func TestWALSink_AtLeastOnceBuffersOutage(t *testing.T) {
+	t.Parallel()
 	const readings, devices = 20000, 1000
 	const outage = 3*30*time.Second + 5*time.Second
 	in := mosquitto.Start(t)

@@ -91,6 +91,7 @@ func writeWindowReadings(t *testing.T, path string, devices, windows int) map[st
 // seconds to drain). Nothing publishes after the exit, so the collector
 // has them all from this run or never.
 func TestWALSink_DrainsAtEndOfInput(t *testing.T) {
+	t.Parallel()
 	up := mosquitto.Start(t, mosquitto.DefaultInflight())
 	col := newCollector(t, up.URL(), "results/#")
 	dir := t.TempDir()
@@ -118,6 +119,7 @@ func TestWALSink_DrainsAtEndOfInput(t *testing.T) {
 // results are undelivered and that the next start delivers them; the next
 // start (the broker back) does.
 func TestWALSink_EndOfInputWithUplinkDown(t *testing.T) {
+	t.Parallel()
 	up := mosquitto.Start(t)
 	col := newCollector(t, up.URL(), "results/#")
 	up.Stop()

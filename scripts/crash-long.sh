@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The long crash tests: 200,000 readings at QoS 1 from 1,000 devices through
-# a real mosquitto, the agent SIGKILLed 10 times; committed output compared
-# with an uninterrupted run (see crash_mqtt_test.go).
+# a real mosquitto, the agent SIGKILLed 10 times; and 1,200,000 readings from
+# a file, SIGKILLed 10 times per pipeline; committed output compared with an
+# uninterrupted run (see crash_mqtt_test.go and crash_test.go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
