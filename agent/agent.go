@@ -110,13 +110,13 @@ func Run(ctx context.Context, path string, opts Options) error {
 	restarts := 0
 	for {
 		cfg := lc.cfg
-		if err := checkDataDir(cfg.Agent.DataDir); err != nil {
+		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
+		if err := openDataDir(cfg.Agent.DataDir, log); err != nil {
 			return err
 		}
 		if err := settleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
 			return err
 		}
-		log := newLogger(opts.Stderr, cfg.Agent.LogLevel, cfg.Agent.LogFormat)
 		a, err := build(lc, log, opts)
 		if err != nil {
 			return err

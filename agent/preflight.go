@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // checkConfig makes every check that run makes on a loaded configuration
@@ -119,7 +120,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 	if cfg.Upload != nil {
 		// Builds the client only: no request, and the configured device id
 		// (validate reads nothing in data_dir).
-		_, err := newUploadClient(cfg, "", config.Expand(cfg.Upload.Prefix, vars), nil, nil)
+		_, err := newUploadClient(cfg, vfs.Default, "", config.Expand(cfg.Upload.Prefix, vars), nil, nil)
 		report(cfg.Upload.DeclRange, "Invalid upload", err,
 			"endpoint is host:port, prefix is relative (no leading \"/\"), ca_file is a readable PEM file and needs secure = true.")
 	}

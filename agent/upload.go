@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -29,7 +28,7 @@ import (
 
 // uploadClient builds the S3 client of the configuration's upload block,
 // with bucket and prefix optionally overridden (restore --from s3://…).
-func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
+func uploadClient(cfg *config.Config, fsys vfs.FS, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
 	if cfg.Upload != nil && prefix == "" {
 		// The data_dir's recorded id, as the agent runs under (read only:
 		// a mismatch is for `eddy run` to report).
@@ -39,12 +38,13 @@ func uploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, p
 		}
 		prefix = config.Expand(cfg.Upload.Prefix, map[string]string{"device_id": c.Agent.DeviceID})
 	}
-	return newUploadClient(cfg, bucket, prefix, log, progress)
+	return newUploadClient(cfg, fsys, bucket, prefix, log, progress)
 }
 
 // newUploadClient is uploadClient with the prefix given: it reads nothing
-// in data_dir, so validate can build the client too.
-func newUploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
+// in data_dir, so validate can build the client too. fsys is the file
+// system of the local files it uploads and downloads.
+func newUploadClient(cfg *config.Config, fsys vfs.FS, bucket, prefix string, log *slog.Logger, progress func(upload.Progress)) (*upload.Client, error) {
 	u := cfg.Upload
 	if u == nil {
 		return nil, errors.New("agent: the configuration has no upload block: add upload \"s3\" { endpoint, bucket, … }")
@@ -63,7 +63,7 @@ func newUploadClient(cfg *config.Config, bucket, prefix string, log *slog.Logger
 	return upload.New(upload.Options{Endpoint: u.Endpoint, Bucket: bucket, Prefix: prefix, Region: u.Region,
 		AccessKey: u.AccessKey, SecretKey: u.SecretKey, Credentials: creds, Secure: u.Secure, CAFile: u.CAFile, PathStyle: u.PathStyle,
 		MaxBandwidth: u.MaxBandwidthBytes, Concurrency: u.Concurrency, CreateBucket: u.CreateBucket,
-		EncryptionKey: key, Progress: progress}, log)
+		EncryptionKey: key, Progress: progress, FS: fsys}, log)
 }
 
 // credentialProvider returns the provider of the upload block's credentials
@@ -135,7 +135,7 @@ func (u *uploader) stats() *upload.Stats {
 // fails is logged, not returned: checkpoints stay local and uploads retry.
 func (u *uploader) start(ctx context.Context, cfg *config.Config, ck *checkpointer, set *metrics.Set) error {
 	store := ck.store
-	client, err := uploadClient(cfg, "", "", u.log, nil)
+	client, err := uploadClient(cfg, vfs.Default, "", "", u.log, nil)
 	if err != nil {
 		return err
 	}
@@ -290,11 +290,21 @@ func ParseS3(s string) (S3Location, error) {
 // RestoreFromS3 downloads a checkpoint (the newest, or loc.ID) and its files
 // from S3 into the data_dir of the configuration at cfgPath, verifying every
 // checksum, so that the next `eddy run` restores it. It reports progress to
-// w. Nothing in data_dir changes unless everything downloaded and verified.
+// w. Nothing in data_dir's checkpoint store changes unless everything
+// downloaded and verified.
 //
 // Progress: with bar set (standard output is a terminal) each file gets a
 // progress bar redrawn in place; otherwise a line per file and second.
+//
+// It stages the downloads in data_dir/restore.tmp, first removing one that
+// an interrupted restore left (Run removes one too), and removes it, with
+// a sync of data_dir, once the manifest is in the store.
 func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, w func(string), bar func(string)) (uint64, error) {
+	return restoreFromS3(ctx, vfs.Default, cfgPath, from, log, w, bar)
+}
+
+// restoreFromS3 is RestoreFromS3 writing data_dir through fsys.
+func restoreFromS3(ctx context.Context, fsys vfs.FS, cfgPath, from string, log *slog.Logger, w func(string), bar func(string)) (uint64, error) {
 	cfg, diags := config.Load(cfgPath)
 	if diags.HasErrors() {
 		return 0, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
@@ -303,8 +313,14 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	if err != nil {
 		return 0, err
 	}
+	dataDir := cfg.Agent.DataDir
+	if removed, err := removeRestoreStaging(fsys, dataDir); err != nil {
+		return 0, err
+	} else if removed {
+		w("removed the staging directory of an interrupted restore")
+	}
 	var lastReport time.Time
-	client, err := uploadClient(cfg, loc.Bucket, loc.Prefix, log, func(p upload.Progress) {
+	client, err := uploadClient(cfg, fsys, loc.Bucket, loc.Prefix, log, func(p upload.Progress) {
 		if bar != nil {
 			bar(progressBar(p))
 			return
@@ -347,12 +363,11 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 		return 0, fmt.Errorf("manifest %s: %w", name, err)
 	}
 	w(fmt.Sprintf("restoring checkpoint %d (%s, %d files, %d bytes) from s3://%s/%s", m.ID, m.Kind, len(m.Files), m.FullSize(), loc.Bucket, loc.Prefix))
-	root := filepath.Join(cfg.Agent.DataDir, "checkpoints")
-	staging := filepath.Join(cfg.Agent.DataDir, "restore.tmp")
-	if err := os.RemoveAll(staging); err != nil {
-		return 0, err
-	}
-	if err := os.MkdirAll(filepath.Join(staging, "files"), 0o750); err != nil {
+	root := filepath.Join(dataDir, "checkpoints")
+	staging := filepath.Join(dataDir, restoreStagingDir)
+	// Synced: it may create data_dir itself (a replaced device), whose
+	// entry must outlive a power cut before the store inside it matters.
+	if err := vfs.MkdirAllSynced(fsys, filepath.Join(staging, "files"), 0o750); err != nil {
 		return 0, err
 	}
 	// Content-addressed: two tasks with identical snapshots share a file.
@@ -372,21 +387,21 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	// Everything verified: move it into the store, the manifest last, so
 	// a crash here leaves at worst unreferenced files.
 	for _, sub := range []string{"files", "manifests"} {
-		if err := vfs.MkdirAllSynced(vfs.Default, filepath.Join(root, sub), 0o750); err != nil {
+		if err := vfs.MkdirAllSynced(fsys, filepath.Join(root, sub), 0o750); err != nil {
 			return 0, err
 		}
 	}
 	for _, f := range files {
-		if err := vfs.Default.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+		if err := fsys.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
 			return 0, err
 		}
 	}
 	// The renamed files' new entries must be durable before the manifest
 	// that references them is.
-	if err := vfs.Default.SyncDir(filepath.Join(root, "files")); err != nil {
+	if err := fsys.SyncDir(filepath.Join(root, "files")); err != nil {
 		return 0, err
 	}
-	store, err := checkpoint.OpenStore(vfs.Default, root)
+	store, err := checkpoint.OpenStore(fsys, root)
 	if err != nil {
 		return 0, err
 	}
@@ -395,7 +410,9 @@ func RestoreFromS3(ctx context.Context, cfgPath, from string, log *slog.Logger, 
 	} else if err := store.WriteManifest(m); err != nil {
 		return 0, err
 	}
-	os.RemoveAll(staging)
+	if _, err := removeRestoreStaging(fsys, dataDir); err != nil {
+		return 0, err
+	}
 	if _, err := store.SelectRestore(strconv.FormatUint(m.ID, 10)); err != nil {
 		return 0, fmt.Errorf("downloaded checkpoint %d does not verify: %w", m.ID, err)
 	}
@@ -428,7 +445,7 @@ func ListCheckpoints(ctx context.Context, cfgPath string, remote bool, log *slog
 	}
 	var ms []*checkpoint.Manifest
 	if remote {
-		client, err := uploadClient(cfg, "", "", log, nil)
+		client, err := uploadClient(cfg, vfs.Default, "", "", log, nil)
 		if err != nil {
 			return err
 		}

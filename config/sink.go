@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -226,6 +227,9 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		d.checkTopicLevels(a.rangeOf("topic"), m.Topic, m.MaxTopicLevels)
 	}
 	d.checkBroker(a, m.Broker, broker)
+	if m.Broker == Embedded {
+		d.warnEmbeddedCredentials(a, m.TLS)
+	}
 	if a.has("topic") && m.Topic != "" {
 		if err := validateTopicName(m.Topic); err != nil {
 			d.errorf(a.rangeOf("topic"), "Invalid topic", "%q: %s.", m.Topic, strings.TrimPrefix(err.Error(), "config: "))
@@ -254,6 +258,23 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		}
 	}
 	return m
+}
+
+// warnEmbeddedCredentials warns about each of username, password and tls
+// that a client of the embedded broker sets: the agent connects its own
+// clients through the broker's internal listener, with credentials of its
+// own, so these settings are ignored, and a reader could think they
+// protect something.
+func (d *decoder) warnEmbeddedCredentials(a attrs, tls *TLS) {
+	const why = "%s has no effect with broker = \"embedded\": remove it; the agent's own clients connect to the embedded broker through an internal loopback listener."
+	for _, name := range []string{"username", "password"} {
+		if a.has(name) {
+			d.warnf(a.rangeOf(name), "Argument has no effect", why, fmt.Sprintf("%q", name))
+		}
+	}
+	if tls != nil {
+		d.warnf(tls.DeclRange, "Block has no effect", why, "The tls block")
+	}
 }
 
 // maxMQTTPayload is the largest payload an MQTT packet can carry (its

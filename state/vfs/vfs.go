@@ -141,3 +141,30 @@ func MkdirAllSynced(fsys FS, dir string, perm fs.FileMode) error {
 	}
 	return nil
 }
+
+// RemoveAll removes name and, if it is a directory, everything under it,
+// as os.RemoveAll does but through fsys. A missing name is no error. It
+// removes each entry before looking inside it, so a symbolic link is
+// removed itself and never followed. The removals are not durable until
+// the caller syncs name's parent directory (SyncDir).
+func RemoveAll(fsys FS, name string) error {
+	err := fsys.Remove(name)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	// Not removable as it is: a directory with entries, or a real error
+	// that List reports too.
+	entries, lerr := fsys.List(name)
+	if lerr != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := RemoveAll(fsys, filepath.Join(name, e)); err != nil {
+			return err
+		}
+	}
+	if err := fsys.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
