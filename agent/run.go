@@ -147,7 +147,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 			tries = 0
 		}
 		for try := 1; try <= tries; try++ {
-			err, late := a.finalCheckpoint()
+			late, err := a.finalCheckpoint()
 			if late != nil {
 				runErr = a.lateFailure(ctx, late)
 				break
@@ -217,7 +217,7 @@ const finalCheckpointTries = 3
 // last windows fire) never acknowledges it: the wait stops at once and
 // late is that failure. Too late to restart the region here; the run
 // counts as failed (the next start restores; see lateFailure).
-func (a *Agent) finalCheckpoint() (err error, late *regionFailure) {
+func (a *Agent) finalCheckpoint() (late *regionFailure, err error) {
 	fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
 	defer cancel()
 	lateCh := make(chan regionFailure, 1)
@@ -241,7 +241,7 @@ func (a *Agent) finalCheckpoint() (err error, late *regionFailure) {
 		late = &f
 	default:
 	}
-	return err, late
+	return late, err
 }
 
 // lateFailure is the run's error after region failure f broke the final

@@ -95,9 +95,3 @@ func (x *keyIndex) remove(h uint64, slot int32, slots []objSlot) {
 	x.table[i] = 0
 	x.n--
 }
-
-// reset empties the index, keeping its table.
-func (x *keyIndex) reset() {
-	clear(x.table)
-	x.n = 0
-}
