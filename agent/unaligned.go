@@ -84,7 +84,7 @@ func (p *pipeline) overtake(st *subtask) {
 			for i := 0; i < b.Len(); i++ {
 				st.seq++
 				rec = checkpoint.InFlightRecord{Seq: st.seq, KeyGroup: b.KeyGroups[i], Key: b.Key(i), Time: b.Times[i],
-					Watermark: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i)}
+					Watermark: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i), Control: b.Control(i)}
 				if len(b.Watermarks) == b.Len() {
 					rec.Watermark = b.Watermarks[i]
 				}
@@ -157,6 +157,10 @@ func (p *pipeline) replayInFlight(st *subtask, keepLate bool) {
 	if len(recs) > 0 {
 		checkpoint.SortInFlight(recs)
 		t := st.task
+		withControl := false
+		for _, r := range recs {
+			withControl = withControl || r.Control != nil
+		}
 		for len(recs) > 0 {
 			n := min(len(recs), 512)
 			b := stream.NewBatch(p.stride)
@@ -165,6 +169,9 @@ func (p *pipeline) replayInFlight(st *subtask, keepLate bool) {
 					b.AppendWatermarked(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset, r.Watermark)
 				} else {
 					b.Append(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset)
+				}
+				if withControl {
+					b.AppendControl(r.Control) // none: read as no control values
 				}
 			}
 			recs = recs[n:]
