@@ -256,8 +256,9 @@ var reloadReportConfig = replaceAll(reloadConfig, `pipeline "p1" {
 }`)
 
 // TestKeyedControl_DeadbandChangedByReload changes a running
-// report_by_exception's deadband the way the refusal of control.* in a
-// pipeline with per-key state tells: in the file, then SIGHUP. The reload
+// report_by_exception's deadband, a block setting (not an expression, so
+// not something control.* can set), the way docs/keyed-state.md tells: in
+// the file, then SIGHUP. The reload
 // keeps each key's state: after it the keys report their changes with the
 // seqs following their first report, and none starts afresh with a
 // second first report (seq 0).

@@ -55,6 +55,10 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 	keyOpts.Where = "key"
 	if pl.keyed = newKeyedPlan(p); pl.keyed != nil {
 		copts.Keyed = &pl.keyed.calls
+		if copts.Control != nil {
+			// The keyed subtasks read the values captured at arrival.
+			copts.Control, copts.ControlCapture = nil, &pl.keyed.control
+		}
 	}
 	prog := func(e hcl.Expression) *expr.Program {
 		if e == nil {

@@ -36,6 +36,10 @@ type keyedPlan struct {
 	// dedupID and dedup are the compiled dedup block (dedupID nil: none).
 	dedupID *expr.Program
 	dedup   keyed.Dedup
+	// control collects the control paths the per-key expressions read:
+	// the prepare stage captures their values per reading (none: nothing
+	// is captured).
+	control expr.ControlPaths
 }
 
 // keyedBlockSpec is one compiled per-key block: one field is set.
@@ -133,14 +137,14 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 	if pl.eventTime && spec.Timestamp != nil && p.Order != config.OrderArrival && !p.ArrivalOnly() {
 		k.order = keyed.EventTime
 	}
-	if p.Control != nil {
+	if pl.control != nil && k.control.Len() > 0 {
 		// The control state belongs to the prepare stage; the keyed
 		// subtasks evaluate a reading later (in event-time order, once the
-		// watermark passes it) and on other goroutines, so they would read
-		// another state than the one in force when the reading came.
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Control stream with per-key state",
-			Detail:  "This pipeline keeps per-key state (per-key functions, report_by_exception, alarm, dedup or absence), whose expressions run in its keyed subtasks in each key's order, and they cannot read control.*. Remove control; to change a threshold or a deadband at run time, edit it in this file and send SIGHUP: the reload keeps the per-key state (a block's settings are not part of it).",
-			Subject: p.Control.Range.Ptr()})
+		// watermark passes it) and on other goroutines. So the prepare
+		// stage captures the values in force when the reading came, and
+		// the reading carries them (through the buffer and checkpoints).
+		k.eval.Control = &k.control
+		spec.Capture, spec.ControlState = &k.control, pl.control
 	}
 	// The key is computed in the prepare stage, before the map: it cannot
 	// read a field the map assigns.
@@ -172,7 +176,7 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
 	// The decoded per-key states get the subtask's share of state { cache },
 	// as its bbolt cache does (both count in eddy_state_memory_bytes).
 	cache := int(a.memory.stateCache / int64(a.totalSubtasks()))
-	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: cache})
+	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: cache, Control: k.eval.Control != nil})
 	if err != nil {
 		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -35,8 +36,7 @@ pipeline "p" {
 func TestKeyed_BuildDiagnostics(t *testing.T) {
 	for _, c := range []struct{ name, from, to, want string }{
 		{"key reads a map field", "", "", "agent.hcl:14:12: error: Key reads a map field; In a pipeline with per-key functions the key is computed before the map"},
-		{"control stream", "  to     = [sink.stdout.out]", "  to     = [sink.stdout.out]\n  control = source.file.ctl", "agent.hcl:18:13: error: Control stream with per-key state; This pipeline keeps per-key state"},
-		{"control stream with a block", "  filter = changed(event.s)", "  control = source.file.ctl\n  alarm \"hot\" { raise = event.v > control.limit }", "agent.hcl:15:13: error: Control stream with per-key state; This pipeline keeps per-key state (per-key functions, report_by_exception, alarm, dedup or absence), whose expressions run in its keyed subtasks in each key's order, and they cannot read control.*. Remove control; to change a threshold or a deadband at run time, edit it in this file and send SIGHUP"},
+		{"computed control key", "  filter = changed(event.s)", "  control = source.file.ctl\n  filter = changed(event.s) && event.v > control.limit[event.device]", "agent.hcl:16:42: error: Computed control key in per-key expressions; In a pipeline with per-key state, expressions read the control values captured when the reading arrived, so a control path must be constant"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := keyedAgentConfig
@@ -55,6 +55,54 @@ func TestKeyed_BuildDiagnostics(t *testing.T) {
 			_, diags = compile(cfg, cfg.Pipelines[0])
 			if out := config.FormatDiagnostics(diags); !strings.Contains(out, c.want) {
 				t.Fatalf("diagnostics:\n%s\nwant %q", out, c.want)
+			}
+		})
+	}
+}
+
+// TestKeyed_ControlCaptured checks that a pipeline with per-key state
+// reading control.* compiles: its prepare stage captures the paths its
+// per-key expressions and blocks read (each once), its key reads the live
+// state, and a pipeline whose per-key expressions read none captures
+// nothing.
+func TestKeyed_ControlCaptured(t *testing.T) {
+	for _, c := range []struct {
+		name, to string
+		want     [][]string
+	}{
+		{"filter and alarm", "  control = source.file.ctl\n  filter = changed(event.s) && event.v > control.min\n  alarm \"hot\" {\n raise = event.v > control.limit[\"hi\"]\n clear = event.v < control.min\n }",
+			[][]string{{"min"}, {"limit", "hi"}}},
+		{"key only", "  control = source.file.ctl\n  key = coalesce(control.alias, event.d)\n  filter = changed(event.s)", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := strings.Replace(strings.Replace(keyedAgentConfig, "key    = event.device\n", "", 1), "  filter = changed(event.s)", c.to, 1)
+			dir := t.TempDir()
+			path := filepath.Join(dir, "agent.hcl")
+			if err := os.WriteFile(path, []byte(strings.ReplaceAll(src, "%DATA%", dir)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, diags := config.Load(path)
+			if diags.HasErrors() {
+				t.Fatal(config.FormatDiagnostics(diags))
+			}
+			pl, diags := compile(cfg, cfg.Pipelines[0])
+			if diags.HasErrors() {
+				t.Fatal(config.FormatDiagnostics(diags))
+			}
+			if c.want == nil {
+				if pl.prep.Capture != nil || pl.keyed.eval.Control != nil {
+					t.Fatalf("captures %v, want nothing", pl.prep.Capture.Paths())
+				}
+				if !pl.prep.Key.ReadsControl() {
+					t.Fatal("the key does not read the control state")
+				}
+				return
+			}
+			if pl.prep.Capture == nil || pl.prep.ControlState != pl.control || pl.keyed.eval.Control != pl.prep.Capture {
+				t.Fatalf("capture %v, state %v, keyed %v", pl.prep.Capture, pl.prep.ControlState, pl.keyed.eval.Control)
+			}
+			if got := pl.prep.Capture.Paths(); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("captured paths %q, want %q", got, c.want)
 			}
 		})
 	}

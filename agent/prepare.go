@@ -201,6 +201,9 @@ func (p *pipeline) runPrepare() {
 				} else {
 					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				}
+				if c := p.prep.Control; c != nil {
+					batches[s].AppendControl(c) // a keyed pipeline reading control.*
+				}
 			case operators.Punctuation:
 				if pw, ok := p.wm.(*punctuatedWatermark); ok {
 					pw.mark(p.prep.Watermark)

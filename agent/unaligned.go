@@ -84,7 +84,7 @@ func (p *pipeline) overtake(st *subtask) {
 			for i := 0; i < b.Len(); i++ {
 				st.seq++
 				rec = checkpoint.InFlightRecord{Seq: st.seq, KeyGroup: b.KeyGroups[i], Key: b.Key(i), Time: b.Times[i],
-					Watermark: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i)}
+					Watermark: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i), Control: b.Control(i)}
 				if len(b.Watermarks) == b.Len() {
 					rec.Watermark = b.Watermarks[i]
 				}
@@ -157,16 +157,13 @@ func (p *pipeline) replayInFlight(st *subtask, keepLate bool) {
 	if len(recs) > 0 {
 		checkpoint.SortInFlight(recs)
 		t := st.task
+		withControl := false
+		for _, r := range recs {
+			withControl = withControl || r.Control != nil
+		}
 		for len(recs) > 0 {
 			n := min(len(recs), 512)
-			b := stream.NewBatch(p.stride)
-			for _, r := range recs[:n] {
-				if r.Watermark != math.MinInt64 {
-					b.AppendWatermarked(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset, r.Watermark)
-				} else {
-					b.Append(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset)
-				}
-			}
+			b := inFlightBatch(recs[:n], p.stride, withControl)
 			recs = recs[n:]
 			t.Process(b, keepLate)
 			b.Release()
@@ -183,6 +180,24 @@ func (p *pipeline) replayInFlight(st *subtask, keepLate bool) {
 			panic(fmt.Sprintf("pipeline %q subtask %d: dropping replayed in-flight records: %v", p.name, st.index, err))
 		}
 	}
+}
+
+// inFlightBatch returns a batch of the in-flight records recs, with
+// their captured control values when withControl (a record without any
+// gets none: its expressions read every control value as null).
+func inFlightBatch(recs []checkpoint.InFlightRecord, stride int, withControl bool) *stream.Batch {
+	b := stream.NewBatch(stride)
+	for _, r := range recs {
+		if r.Watermark != math.MinInt64 {
+			b.AppendWatermarked(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset, r.Watermark)
+		} else {
+			b.Append(r.Key, r.KeyGroup, r.Time, r.Values, r.Payload, r.Offset)
+		}
+		if withControl {
+			b.AppendControl(r.Control)
+		}
+	}
+	return b
 }
 
 // inflightSummary counts the subtasks of checkpoint m that took the barrier

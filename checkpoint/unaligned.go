@@ -44,8 +44,14 @@ func (p AlignmentPolicy) Overtake(announcedMs, nowMs int64) bool {
 }
 
 // InFlightVersion is the format version of an encoded InFlightRecord; the
-// first byte of every encoding.
-const InFlightVersion = 1
+// first byte of every encoding. A record with Control is written in
+// InFlightControlVersion, which adds it after the payload; one without is
+// written as before, so only pipelines that capture control values (and
+// no build before them runs) write the newer version.
+const (
+	InFlightVersion        = 1
+	InFlightControlVersion = 2
+)
 
 // InFlightRecord is one record a barrier overtook, as stored in a
 // checkpoint: everything a window subtask needs to process it again.
@@ -59,12 +65,19 @@ type InFlightRecord struct {
 	Offset    uint64
 	Values    []float64
 	Payload   []byte
+	// Control is the control vector captured for the record (a keyed
+	// pipeline reading control.*), nil if none.
+	Control []byte
 }
 
 // AppendInFlight appends r's encoding (version, then the fields, lengths
 // as uvarints, numbers big-endian) to dst.
 func AppendInFlight(dst []byte, r *InFlightRecord) []byte {
-	dst = append(dst, InFlightVersion)
+	version := byte(InFlightVersion)
+	if r.Control != nil {
+		version = InFlightControlVersion
+	}
+	dst = append(dst, version)
 	dst = binary.BigEndian.AppendUint64(dst, r.Seq)
 	dst = binary.BigEndian.AppendUint16(dst, r.KeyGroup)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Time))
@@ -77,7 +90,12 @@ func AppendInFlight(dst []byte, r *InFlightRecord) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, math.Float64bits(v))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Payload)))
-	return append(dst, r.Payload...)
+	dst = append(dst, r.Payload...)
+	if r.Control != nil {
+		dst = binary.AppendUvarint(dst, uint64(len(r.Control)))
+		dst = append(dst, r.Control...)
+	}
+	return dst
 }
 
 var errInFlight = errors.New("checkpoint: malformed in-flight record")
@@ -87,12 +105,13 @@ var errInFlight = errors.New("checkpoint: malformed in-flight record")
 // an error matching ErrCorrupt.
 func DecodeInFlight(b []byte) (InFlightRecord, error) {
 	var r InFlightRecord
-	if len(b) == 0 || b[0] != InFlightVersion {
+	if len(b) == 0 || (b[0] != InFlightVersion && b[0] != InFlightControlVersion) {
 		if len(b) > 0 {
-			return r, corruptf("checkpoint: in-flight record version %d (this build reads %d)", b[0], InFlightVersion)
+			return r, corruptf("checkpoint: in-flight record version %d (this build reads %d and %d)", b[0], InFlightVersion, InFlightControlVersion)
 		}
 		return r, markCorrupt(errInFlight)
 	}
+	withControl := b[0] == InFlightControlVersion
 	b = b[1:]
 	if len(b) < 8+2+8+8+8 {
 		return r, markCorrupt(errInFlight)
@@ -126,7 +145,15 @@ func DecodeInFlight(b []byte) (InFlightRecord, error) {
 		r.Values[i] = math.Float64frombits(binary.BigEndian.Uint64(b))
 		b = b[8:]
 	}
-	if r.Payload, ok = bytesField(); !ok || len(b) != 0 {
+	if r.Payload, ok = bytesField(); !ok {
+		return r, markCorrupt(errInFlight)
+	}
+	if withControl {
+		if r.Control, ok = bytesField(); !ok {
+			return r, markCorrupt(errInFlight)
+		}
+	}
+	if len(b) != 0 {
 		return r, markCorrupt(fmt.Errorf("%w: %d trailing bytes", errInFlight, len(b)))
 	}
 	return r, nil

@@ -117,7 +117,7 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 				t.op.AdvanceWatermark(wm, &t.out)
 			}
 		}
-		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i)}
+		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i), Control: b.Control(i)}
 		if k.clock == nil {
 			k.procNow = k.r.Time
 		}

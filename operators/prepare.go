@@ -3,6 +3,7 @@ package operators
 import (
 	"math"
 
+	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
@@ -36,7 +37,13 @@ type PrepareSpec struct {
 	// AggArgs has one program per aggregate; nil for count(). Aggregates
 	// given the same *Program (avg, min and max of one field) evaluate it
 	// once per reading.
-	AggArgs      []*expr.Program
+	AggArgs []*expr.Program
+	// Capture, with ControlState, makes each reading that passes carry
+	// the values of Capture's paths in ControlState as it is then
+	// (Preparer.Control): a keyed pipeline's expressions read them later,
+	// in its keyed subtasks. Nil: nothing is captured.
+	Capture      *expr.ControlPaths
+	ControlState *control.State
 	MaxKeyGroups int
 	Parallelism  int
 }
@@ -92,6 +99,12 @@ type Preparer struct {
 	Reject Reject
 	// Result of the last Punctuation.
 	Watermark int64
+	// Control is the captured control vector of the last Pass (nil
+	// without PrepareSpec.Capture); valid until the next Prepare.
+	Control []byte
+	// ctlVersion is the State's version Control was captured at.
+	ctlVersion uint64
+	ctlValid   bool
 }
 
 // NewPreparer returns a Preparer for spec. The schema must be complete
@@ -189,10 +202,23 @@ func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTime
 			p.Values[i] = math.NaN()
 		}
 	}
+	if p.spec.Capture != nil {
+		p.capture()
+	}
 	p.KeyGroup = state.KeyGroup(p.Key, p.spec.MaxKeyGroups)
 	p.Subtask = state.Subtask(p.KeyGroup, p.spec.Parallelism, p.spec.MaxKeyGroups)
 	p.Time = rec.Time
 	return Pass
+}
+
+// capture sets Control to the control values in force now, encoded
+// again only after the control state changed.
+func (p *Preparer) capture() {
+	st := p.spec.ControlState
+	if v := st.Version(); !p.ctlValid || v != p.ctlVersion {
+		p.Control = p.spec.Capture.AppendCapture(p.Control[:0], st)
+		p.ctlVersion, p.ctlValid = v, true
+	}
 }
 
 func (p *Preparer) reject(err error) Outcome {

@@ -161,6 +161,10 @@ type Record struct {
 	// expr.KeyedCalls, set by the keyed operator before the expressions
 	// that read them are evaluated. Reset keeps it as it is.
 	Keyed []Value
+	// Control holds the control values captured for the reading when it
+	// arrived (expr.ControlPaths), set by the keyed stage before its
+	// expressions run. Reset keeps it as it is.
+	Control []Value
 }
 
 // Reset prepares r to hold a reading of a schema with n slots.

@@ -39,7 +39,10 @@ type node struct {
 type compiler struct {
 	schema *event.Schema
 	// control is the state control.* reads; nil rejects control.*.
-	control      *control.State
+	control *control.State
+	// capture, when set, makes control.* read the captured values
+	// (Options.ControlCapture).
+	capture      *ControlPaths
 	readsControl bool
 	errs         []error
 	diags        hcl.Diagnostics

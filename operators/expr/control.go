@@ -42,7 +42,7 @@ func isControlRef(e hclsyntax.Expression) bool {
 // the diagnostic Compile always gave.
 func (c *compiler) controlRef(e hclsyntax.Expression) node {
 	rng := e.Range()
-	if c.control == nil {
+	if c.control == nil && c.capture == nil {
 		c.errorf(rootRange(e), "Unsupported variable",
 			"control.* is not supported in expressions yet; only event fields can be read.")
 		return bad(rng)
@@ -55,6 +55,9 @@ func (c *compiler) controlRef(e hclsyntax.Expression) node {
 		c.errorf(rng, "Missing control value name",
 			"control is the whole control state; name one of its values, as in control.threshold or control.threshold[event.device].")
 		return bad(rng)
+	}
+	if c.capture != nil {
+		return c.captureRef(e, steps)
 	}
 	c.readsControl = true
 	n := node{typ: typeAny, rng: rng, slot: -1, control: true}

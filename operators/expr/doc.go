@@ -75,6 +75,13 @@
 // control alone, splats, and bool or null constant keys are compile-time
 // diagnostics; without Options.Control every control reference is one.
 //
+// A program evaluated away from the State (a keyed pipeline's, after its
+// event-time buffer) is compiled with Options.ControlCapture instead: its
+// control references must be constant paths, which a ControlPaths
+// collects; the prepare stage captures their values per reading
+// (AppendCapture) and the program reads them from Record.Control
+// (Decode), so it sees the values in force when the reading arrived.
+//
 // # Per-key functions
 //
 // A per-key function's result depends on the key's earlier readings, which

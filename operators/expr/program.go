@@ -55,6 +55,12 @@ type Options struct {
 	// before the evaluation; it must be evaluated on the goroutine that
 	// owns the State. Nil: control.* is a diagnostic.
 	Control *control.State
+	// ControlCapture, when set (Control then nil), lets the expression
+	// read constant control paths from Record.Control, the values
+	// captured for the reading, and collects those paths: for programs
+	// evaluated away from the State (a keyed pipeline's). Nil with
+	// Control nil: control.* is a diagnostic.
+	ControlCapture *ControlPaths
 	// Keyed, when set, allows the per-key functions (prev, changed, delta,
 	// since, first_seen, count_key) and collects their calls: the keyed
 	// operator computes them per reading into Record.Keyed before it
@@ -68,7 +74,7 @@ type Options struct {
 
 // CompileWith is Compile with options.
 func CompileWith(e hcl.Expression, schema *event.Schema, opts Options) (*Program, hcl.Diagnostics) {
-	c := &compiler{schema: schema, control: opts.Control, keyed: opts.Keyed, where: opts.Where}
+	c := &compiler{schema: schema, control: opts.Control, capture: opts.ControlCapture, keyed: opts.Keyed, where: opts.Where}
 	var before int
 	if c.keyed != nil {
 		before = len(c.keyed.Calls)

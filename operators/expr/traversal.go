@@ -52,7 +52,7 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 	default:
 		detail := "Expressions can read only event fields, as in event.temp."
 		names := []string{rootEvent}
-		if c.control != nil {
+		if c.control != nil || c.capture != nil {
 			detail = "Expressions can read only event fields and control values, as in event.temp or control.threshold."
 			names = append(names, rootControl)
 		}

@@ -29,6 +29,10 @@ type EvalSpec struct {
 	Filter  *expr.Program // nil: keep everything
 	Maps    []MapField
 	AggArgs []*expr.Program // nil entries for count()
+	// Control lists the control paths the programs read (compiled with
+	// expr.Options.ControlCapture): Eval reads their values from
+	// Reading.Control into Record.Control. Nil: they read none.
+	Control *expr.ControlPaths
 }
 
 // Verdict is what Evaluator.Eval decided for a reading.
@@ -57,6 +61,7 @@ type Evaluator struct {
 	same  []int // same[i] = j < i when AggArgs[i] == AggArgs[j], else -1
 	Rec   event.Record
 	dedup *dedupGate // nil without a dedup block
+	ctl   []byte     // the reading's control values, which Rec.Control aliases
 	// Results of the last Eval.
 	Values         []float64
 	Reason, Detail string
@@ -147,6 +152,14 @@ func (e *Evaluator) Eval(r *Reading) Verdict {
 	rec.Time = r.Time
 	rec.Key = append(rec.Key, r.Key...)
 	rec.KeyGroup = r.KeyGroup
+	if c := e.spec.Control; c != nil {
+		e.ctl = append(e.ctl[:0], r.Control...)
+		var err error
+		if rec.Control, err = c.Decode(e.ctl, rec.Control); err != nil {
+			e.Err = fmt.Errorf("keyed: reading at offset %d: %w", r.Seq, err)
+			return Failed
+		}
+	}
 	if f := e.spec.Filter; f != nil {
 		e.op.Step(rec, f.KeyedCalls())
 		keep, err := f.EvalBool(rec)

@@ -36,6 +36,9 @@ type Options struct {
 	// CacheBytes bounds the memory of the per-key states kept decoded in
 	// front of the backend (CachedValue); 0 means DefaultCacheBytes.
 	CacheBytes int
+	// Control: the readings carry captured control values
+	// (Reading.Control), which the buffer keeps with them.
+	Control bool
 }
 
 // Reading is one reading as the operator buffers and releases it.
@@ -49,6 +52,9 @@ type Reading struct {
 	// readings of one time are processed in Seq order, the order they came.
 	Seq     uint64
 	Payload []byte
+	// Control is the control values captured for the reading when it
+	// arrived (see Options.Control); the operator only carries them.
+	Control []byte
 }
 
 // Outcome is what Process did with a reading.
@@ -101,6 +107,7 @@ type Operator struct {
 
 	key, val []byte
 	r        Reading
+	blob     []byte // a reading's control values and payload (withControl)
 
 	// The object cache of the per-key states, and the current key's slot
 	// in it (-1: not cached) for the key curKG, curKey when curKnown.
@@ -216,7 +223,11 @@ func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
 		return 0, err
 	}
 	o.key = appendBufferKey(o.key[:0], r)
-	o.index.push(r.Time, r.Seq, o.key, r.Payload, false)
+	payload := r.Payload
+	if o.opts.Control {
+		payload = o.withControl(r)
+	}
+	o.index.push(r.Time, r.Seq, o.key, payload, false)
 	if o.index.live > maxPendingBytes {
 		// Memory is short: the buffer goes to the backend, whose cache
 		// writes it back to the working file as it fills.
@@ -255,6 +266,7 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 		// next push, which only Process does: the reading is run from
 		// there, uncopied, unless its payload must be read back.
 		key, payload := o.index.key(&e), o.index.payload(&e)
+		format := o.memoryFormat()
 		if payload == nil {
 			o.key = append(o.key[:0], key...)
 			v, ok, err := o.be.Get(o.buf, o.key)
@@ -265,10 +277,14 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 				return fmt.Errorf("%w: indexed but not stored", errBuffer)
 			}
 			o.val = append(o.val[:0], v...)
-			if len(o.val) < 1 || o.val[0] != bufferFormat {
+			if len(o.val) < 1 {
 				return errBuffer
 			}
-			key, payload = o.key, o.val[1:]
+			key, payload, format = o.key, o.val[1:], o.val[0]
+		}
+		payload, control, err := splitBuffered(format, payload)
+		if err != nil {
+			return err
 		}
 		if e.stored {
 			if err := o.be.Delete(o.buf, key); err != nil {
@@ -278,7 +294,7 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 		if len(key) < bufferKeyHead {
 			return errBuffer
 		}
-		o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload}
+		o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload, Control: control}
 		if err := o.run(&o.r, h); err != nil {
 			return err
 		}
@@ -415,7 +431,7 @@ func (o *Operator) flushBuffer() error {
 		if e.stored {
 			continue
 		}
-		o.val = append(append(o.val[:0], bufferFormat), o.index.payload(e)...)
+		o.val = append(append(o.val[:0], o.memoryFormat()), o.index.payload(e)...)
 		if err := o.be.Put(o.buf, o.index.key(e), o.val); err != nil {
 			return err
 		}
@@ -506,7 +522,8 @@ func (o *Operator) sync() error {
 }
 
 // Buffer entries: key = time (state.AppendOrderedTime) | seq:u64be |
-// keyGroup:u16be | key; value = format:u8=1 | payload.
+// keyGroup:u16be | key; value = format:u8=1 | payload, or format:u8=2 |
+// the blob of control.go.
 func appendBufferKey(dst []byte, r *Reading) []byte {
 	dst = state.AppendOrderedTime(dst, r.Time)
 	dst = binary.BigEndian.AppendUint64(dst, r.Seq)

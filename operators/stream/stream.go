@@ -74,6 +74,11 @@ type Batch struct {
 	// boundaries fall: a replay gives the same result however it is batched.
 	// Nil (empty) on processing time.
 	Watermarks []int64
+	// Controls holds, per record, the control values captured for it in
+	// the prepare stage (expr.ControlPaths), for a keyed pipeline that
+	// reads control.*; empty otherwise (ControlEnds nil).
+	Controls    []byte
+	ControlEnds []int
 }
 
 var batchPool = sync.Pool{New: func() any { return new(Batch) }}
@@ -96,6 +101,8 @@ func (b *Batch) Release() {
 	b.PayloadEnds = b.PayloadEnds[:0]
 	b.Offsets = b.Offsets[:0]
 	b.Watermarks = b.Watermarks[:0]
+	b.Controls = b.Controls[:0]
+	b.ControlEnds = b.ControlEnds[:0]
 	batchPool.Put(b)
 }
 
@@ -136,6 +143,26 @@ func (b *Batch) Payload(i int) []byte {
 		start = b.PayloadEnds[i-1]
 	}
 	return b.Payloads[start:b.PayloadEnds[i]]
+}
+
+// AppendControl sets the captured control values of the record appended
+// last: call it after every Append of a batch that carries them.
+func (b *Batch) AppendControl(v []byte) {
+	b.Controls = append(b.Controls, v...)
+	b.ControlEnds = append(b.ControlEnds, len(b.Controls))
+}
+
+// Control returns record i's captured control values, nil when the batch
+// carries none. It aliases the batch.
+func (b *Batch) Control(i int) []byte {
+	if len(b.ControlEnds) == 0 {
+		return nil
+	}
+	start := 0
+	if i > 0 {
+		start = b.ControlEnds[i-1]
+	}
+	return b.Controls[start:b.ControlEnds[i]]
 }
 
 // RecordValues returns record i's aggregate arguments. It aliases the batch.
