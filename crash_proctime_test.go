@@ -201,17 +201,21 @@ func sameTransitions(t *testing.T, what string, got, want map[string][]string) {
 // 3 × the timeout (18 s). The agent sees a gap as longer or shorter than
 // the schedule by the delay between a reading's publication and its
 // processing, which a kill raises to the age of the checkpoint restored
-// (100 ms interval) plus the restart plus the replay of the ingest log
-// and of what mosquitto queued meanwhile: a few seconds at most, below
+// plus the restart plus the replay of the ingest log and of what
+// mosquitto queued meanwhile (a restore replays the logged readings on
+// the clock of the replay). Checkpoints every 100 ms and kills at least
+// 2 s apart, so that every run completes some, keep that to a few
+// seconds at most (the restarts take well under one), below
 // timeout - round (5.5 s), by which a speaking device's restored deadline
 // (due timers fire first after a restore) could pass before its next
 // reading, and below 2 × timeout, by which a silence could shrink below
 // the timeout. A silence's deadline that passes while the agent is down
-// fires at the first batch after the restore, or the resuming reading
-// reports the silence first: the same records either way. The ids are
-// deterministic too: they name the reading by its ingest-log offset, and
-// one publisher's readings reach each agent in one order, the ingest log
-// dropping mosquitto's redeliveries of what it had already logged.
+// fires as soon as the agent runs again (its first tick), or the
+// resuming reading reports the silence first: the same records either
+// way. The ids are deterministic too: they name the reading by its
+// ingest-log offset, and one publisher's readings reach each agent in one
+// order, the ingest log dropping mosquitto's redeliveries of what it had
+// already logged.
 func TestCrash_ProcessingTimeAbsence(t *testing.T) {
 	t.Parallel()
 	b := mosquitto.Start(t)
