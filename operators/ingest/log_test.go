@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -335,35 +337,101 @@ func TestLog_Sync_AfterWrite(t *testing.T) {
 	}
 }
 
-// TestLog_Compressed: with Compress, batches are stored zstd-compressed,
-// read back entry by entry from any offset, survive a reopen, and a torn
-// compressed frame at the tail is cut like any other.
+// TestLog_Compressed: with each compression, batches are stored
+// compressed, read back entry by entry from any offset, survive a reopen,
+// and a torn compressed frame at the tail is cut like any other.
 func TestLog_Compressed(t *testing.T) {
-	plain, packed := t.TempDir(), t.TempDir()
+	plain := t.TempDir()
 	lp := mustOpen(t, plain, Options{SegmentBytes: 64 << 10})
-	lc := mustOpen(t, packed, Options{SegmentBytes: 64 << 10, Compress: true})
 	mustAppend(t, lp, 2000, 50)
-	mustAppend(t, lc, 2000, 50)
-	t.Logf("2000 test entries in batches of 50: %d bytes plain, %d compressed", lp.SizeBytes(), lc.SizeBytes())
-	if lc.SizeBytes() >= lp.SizeBytes()*2/3 {
-		t.Fatalf("compressed log %d bytes, plain %d: want at most 2/3", lc.SizeBytes(), lp.SizeBytes())
-	}
 	lp.Close()
-	for _, from := range []uint64{0, 1, 777, 2000} {
-		readAll(t, lc, from)
-	}
-	lc.Close()
+	for _, tt := range []struct {
+		c     Compression
+		codec byte
+	}{{CompressS2, codecS2}, {CompressZstd, codecZstd}} {
+		t.Run(tt.c.String(), func(t *testing.T) {
+			packed := t.TempDir()
+			opts := Options{SegmentBytes: 64 << 10, Compression: tt.c}
+			lc := mustOpen(t, packed, opts)
+			mustAppend(t, lc, 2000, 50)
+			t.Logf("2000 test entries in batches of 50: %d bytes plain, %d compressed", lp.SizeBytes(), lc.SizeBytes())
+			if lc.SizeBytes() >= lp.SizeBytes()*2/3 {
+				t.Fatalf("compressed log %d bytes, plain %d: want at most 2/3", lc.SizeBytes(), lp.SizeBytes())
+			}
+			for _, from := range []uint64{0, 1, 777, 2000} {
+				readAll(t, lc, from)
+			}
+			lc.Close()
 
-	p := lastSegmentPath(t, packed)
-	info, _ := os.Stat(p)
-	if err := os.Truncate(p, info.Size()-5); err != nil {
+			p := lastSegmentPath(t, packed)
+			if codecs := frameCodecs(t, p); !bytes.Contains(codecs, []byte{tt.codec}) || bytes.ContainsFunc(codecs, func(r rune) bool { return r != rune(tt.codec) && r != codecRaw }) {
+				t.Fatalf("frame codecs %v, want %d (or raw where that was smaller)", codecs, tt.codec)
+			}
+			info, _ := os.Stat(p)
+			if err := os.Truncate(p, info.Size()-5); err != nil {
+				t.Fatal(err)
+			}
+			lc = mustOpen(t, packed, opts)
+			defer lc.Close()
+			if rec := lc.Recovery(); rec.CutBytes == 0 || lc.LastOffset() != 1950 {
+				t.Fatalf("recovery %+v, last offset %d: want the torn last frame (1951..2000) cut", rec, lc.LastOffset())
+			}
+			mustAppend(t, lc, 10, 10)
+			readAll(t, lc, 0)
+		})
+	}
+}
+
+// TestLog_ReadsEveryCodec: a segment written with zstd frames by an
+// earlier Eddy (testdata/zstd: the test entries 1..300 in zstd frames of
+// 100, then 301..303 in a fourth) is read as it is by a log that now writes S2 or
+// no compression, appends go on in the same segment, and one log holding
+// frames of all three codecs reads back from any offset, also after a
+// reopen.
+func TestLog_ReadsEveryCodec(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "zstd", segmentName(1)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	lc = mustOpen(t, packed, Options{SegmentBytes: 64 << 10, Compress: true})
-	defer lc.Close()
-	if rec := lc.Recovery(); rec.CutBytes == 0 || lc.LastOffset() != 1950 {
-		t.Fatalf("recovery %+v, last offset %d: want the torn last frame (1951..2000) cut", rec, lc.LastOffset())
+	for _, tt := range []struct {
+		c     Compression
+		codec byte
+	}{{CompressS2, codecS2}, {CompressNone, codecRaw}, {CompressZstd, codecZstd}} {
+		c := tt.c
+		t.Run(c.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			seg := filepath.Join(dir, segmentName(1))
+			if err := os.WriteFile(seg, golden, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if codecs := frameCodecs(t, seg); !bytes.Equal(codecs, []byte{codecZstd, codecZstd, codecZstd, codecZstd}) {
+				t.Fatalf("golden segment's frame codecs %v, want four zstd", codecs)
+			}
+			l := mustOpen(t, dir, Options{Compression: c})
+			if l.LastOffset() != 303 {
+				t.Fatalf("last offset %d, want 303", l.LastOffset())
+			}
+			for _, from := range []uint64{0, 1, 150, 303} {
+				readAll(t, l, from)
+			}
+			mustAppend(t, l, 300, 100)
+			l.Close()
+			l = mustOpen(t, dir, Options{Compression: CompressZstd})
+			mustAppend(t, l, 200, 100)
+			l.Close()
+			codecs := frameCodecs(t, seg)
+			want := []byte{codecZstd, codecZstd, codecZstd, codecZstd, tt.codec, tt.codec, tt.codec, codecZstd, codecZstd}
+			if !bytes.Equal(codecs, want) {
+				t.Fatalf("frame codecs %v, want %v", codecs, want)
+			}
+			l = mustOpen(t, dir, Options{Compression: c})
+			defer l.Close()
+			if n := readAll(t, l, 0); n != 803 {
+				t.Fatalf("read %d entries, want 803", n)
+			}
+			for _, from := range []uint64{299, 304, 555, 604, 803} {
+				readAll(t, l, from)
+			}
+		})
 	}
-	mustAppend(t, lc, 10, 10)
-	readAll(t, lc, 0)
 }
