@@ -263,9 +263,9 @@ func TestOpen_Version1Segments(t *testing.T) {
 // name, never misread.
 func TestOpen_UnknownVersionRefused(t *testing.T) {
 	dir := t.TempDir()
-	b := append([]byte(segmentMagic), 3, 0, 0, 0)
+	b := append([]byte(segmentMagic), 4, 0, 0, 0)
 	os.WriteFile(filepath.Join(dir, segmentName(1)), b, 0o644)
-	if _, err := Open(dir, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported segment version 3")) {
-		t.Fatalf("Open = %v, want unsupported segment version 3", err)
+	if _, err := Open(dir, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported segment version 4")) {
+		t.Fatalf("Open = %v, want unsupported segment version 4", err)
 	}
 }

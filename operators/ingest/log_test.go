@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -382,12 +383,12 @@ func TestLog_Compressed(t *testing.T) {
 	}
 }
 
-// TestLog_ReadsEveryCodec: a segment written with zstd frames by an
-// earlier Eddy (testdata/zstd: the test entries 1..300 in zstd frames of
-// 100, then 301..303 in a fourth) is read as it is by a log that now writes S2 or
-// no compression, appends go on in the same segment, and one log holding
-// frames of all three codecs reads back from any offset, also after a
-// reopen.
+// TestLog_ReadsEveryCodec: a version 2 segment written with zstd frames by
+// an earlier Eddy (testdata/zstd: the test entries 1..300 in zstd frames of
+// 100, then 301..303 in a fourth) is read as it is by a log that now
+// writes S2, zstd or no compression; appends go to a new segment of the
+// current version, and a log holding frames of every codec reads back from
+// any offset, also after a reopen.
 func TestLog_ReadsEveryCodec(t *testing.T) {
 	golden, err := os.ReadFile(filepath.Join("testdata", "zstd", segmentName(1)))
 	if err != nil {
@@ -397,17 +398,16 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 		c     Compression
 		codec byte
 	}{{CompressS2, codecS2}, {CompressNone, codecRaw}, {CompressZstd, codecZstd}} {
-		c := tt.c
-		t.Run(c.String(), func(t *testing.T) {
+		t.Run(tt.c.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			seg := filepath.Join(dir, segmentName(1))
-			if err := os.WriteFile(seg, golden, 0o644); err != nil {
+			old := filepath.Join(dir, segmentName(1))
+			if err := os.WriteFile(old, golden, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if codecs := frameCodecs(t, seg); !bytes.Equal(codecs, []byte{codecZstd, codecZstd, codecZstd, codecZstd}) {
+			if codecs := frameCodecs(t, old); !bytes.Equal(codecs, []byte{codecZstd, codecZstd, codecZstd, codecZstd}) {
 				t.Fatalf("golden segment's frame codecs %v, want four zstd", codecs)
 			}
-			l := mustOpen(t, dir, Options{Compression: c})
+			l := mustOpen(t, dir, Options{Compression: tt.c})
 			if l.LastOffset() != 303 {
 				t.Fatalf("last offset %d, want 303", l.LastOffset())
 			}
@@ -416,22 +416,41 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 			}
 			mustAppend(t, l, 300, 100)
 			l.Close()
-			l = mustOpen(t, dir, Options{Compression: CompressZstd})
-			mustAppend(t, l, 200, 100)
+			l = mustOpen(t, dir, Options{Compression: CompressS2})
+			mustAppend(t, l, 100, 100)
 			l.Close()
-			codecs := frameCodecs(t, seg)
-			want := []byte{codecZstd, codecZstd, codecZstd, codecZstd, tt.codec, tt.codec, tt.codec, codecZstd, codecZstd}
-			if !bytes.Equal(codecs, want) {
-				t.Fatalf("frame codecs %v, want %v", codecs, want)
+			l = mustOpen(t, dir, Options{Compression: CompressZstd})
+			mustAppend(t, l, 100, 100)
+			l.Close()
+
+			if !bytes.Equal(readFile(t, old), golden) {
+				t.Fatal("the version 2 segment was written to")
 			}
-			l = mustOpen(t, dir, Options{Compression: c})
+			seg := filepath.Join(dir, segmentName(304))
+			want := []byte{tt.codec, tt.codec, tt.codec, codecS2, codecZstd}
+			if codecs := frameCodecs(t, seg); !bytes.Equal(codecs, want) {
+				t.Fatalf("new segment's frame codecs %v, want %v", codecs, want)
+			}
+			if v := binary.LittleEndian.Uint32(readFile(t, seg)[len(segmentMagic):]); v != segmentVersion {
+				t.Fatalf("new segment's version %d, want %d", v, segmentVersion)
+			}
+			l = mustOpen(t, dir, Options{Compression: tt.c})
 			defer l.Close()
 			if n := readAll(t, l, 0); n != 803 {
 				t.Fatalf("read %d entries, want 803", n)
 			}
-			for _, from := range []uint64{299, 304, 555, 604, 803} {
+			for _, from := range []uint64{299, 304, 555, 604, 704, 803} {
 				readAll(t, l, from)
 			}
 		})
 	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -17,7 +17,8 @@ import (
 // Segment header: magic and format version.
 const (
 	segmentMagic     = "EDDYILOG"
-	segmentVersion   = 2 // batch frames, compact records, zstd
+	segmentVersion   = 3 // version 2's frames, and codec 2 (S2)
+	segmentVersionV2 = 2 // batch frames, compact records, codecs 0 and 1: still read, never written
 	segmentVersionV1 = 1 // one entry per frame: still read, never written
 	headerLen        = len(segmentMagic) + 4
 	segmentExt       = ".log"
@@ -102,8 +103,8 @@ func checkHeader(f vfs.File) (uint32, error) {
 		return 0, &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
 	}
 	v := binary.LittleEndian.Uint32(h[len(segmentMagic):])
-	if v != segmentVersion && v != segmentVersionV1 {
-		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d (this Eddy reads 1 and 2)", v)}
+	if v != segmentVersion && v != segmentVersionV2 && v != segmentVersionV1 {
+		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d (this Eddy reads 1 to 3)", v)}
 	}
 	return v, nil
 }
