@@ -77,7 +77,7 @@
 // start at 1 and each segment starts where the previous ended. A segment
 // is a header followed by frames; fixed-size integers are little-endian:
 //
-//	header (12 bytes):  magic "EDDYILOG" | version uint32 (3)
+//	header (12 bytes):  magic "EDDYILOG" | version uint32 (2 or 3)
 //
 //	frame (one per Append, or per chunk of up to 256 KiB of records):
 //	+------------+-----------+------------------------------------------------+
@@ -106,10 +106,12 @@
 // read whatever the log writes. A frame never spans segments and a segment
 // never exceeds Options.SegmentBytes.
 //
-// Version 2 segments have the same frames, codecs 0 and 1 only; version 3
-// added codec 2, so that an Eddy reading version 2 refuses a segment that
-// may hold it rather than take such a frame for a torn tail. They are still
-// read, and Open starts a new segment rather than append to one.
+// Versions 2 and 3 have the same frames; codec 2 is written to version 3
+// segments only. A log compressing with S2 creates version 3 segments, and
+// starts a new one on Open rather than append to a version 2 segment;
+// other logs create version 2 segments, and append to either. So an Eddy that reads
+// only version 2 still reads a log that never used S2, and refuses one
+// that did by name rather than take an S2 frame for a torn tail.
 //
 // Version 1 segments (one entry per frame: length u32 | CRC u32 | offset
 // u64 | arrival i64 | flags u8 | topic length u16 | topic | payload) are

@@ -63,8 +63,8 @@ const (
 )
 
 // Frame codecs (version 2 frames). Codec 2 is written only to version 3
-// segments: an Eddy that reads version 2 would take a frame of it at the
-// end of a segment for a torn write and cut it, so the version makes it
+// segments: an Eddy that reads only version 2 would take a frame of it at
+// the end of a segment for a torn write and cut it; the version makes it
 // refuse the segment instead.
 const (
 	codecRaw  = 0

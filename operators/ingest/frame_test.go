@@ -227,8 +227,8 @@ func writeV1Segment(t *testing.T, dir string, first, last uint64) {
 	}
 }
 
-// TestOpen_Version1Segments: a log written by the previous format is read
-// as it is, and new entries go to a new segment of the current format.
+// TestOpen_Version1Segments: a log written by the version 1 format is read
+// as it is, and new entries go to a new segment of version 2.
 func TestOpen_Version1Segments(t *testing.T) {
 	dir := t.TempDir()
 	writeV1Segment(t, dir, 1, 10)
@@ -249,8 +249,8 @@ func TestOpen_Version1Segments(t *testing.T) {
 	}
 	f, _ := os.Open(filepath.Join(dir, segmentName(26)))
 	defer f.Close()
-	if v, err := checkHeader(f); err != nil || v != segmentVersion {
-		t.Fatalf("new segment version %d (%v), want %d", v, err, segmentVersion)
+	if v, err := checkHeader(f); err != nil || v != segmentVersionV2 {
+		t.Fatalf("new segment version %d (%v), want %d", v, err, segmentVersionV2)
 	}
 	l = mustOpen(t, dir, Options{})
 	defer l.Close()

@@ -166,6 +166,7 @@ type Log struct {
 	lock io.Closer
 	rec  Recovery
 
+	version  uint32     // format version of the segments it creates
 	mu       sync.Mutex // serializes Append, Truncate, Close and rolls
 	buf      []byte     // reused encode buffer
 	raw      []byte     // reused scratch for records before compression
@@ -229,7 +230,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: lock %s (is another process using the log?): %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{})}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{}), version: writeVersion(opts.Compression)}
 	l.notify.ch = make(chan struct{})
 	if err := l.load(); err != nil {
 		lock.Close()
@@ -253,7 +254,7 @@ func (l *Log) load() error {
 		return err
 	}
 	if len(segs) == 0 {
-		f, err := createSegment(l.fs, l.dir, 1)
+		f, err := createSegment(l.fs, l.dir, 1, l.version)
 		if err != nil {
 			return err
 		}
@@ -264,16 +265,17 @@ func (l *Log) load() error {
 		if err != nil {
 			return fmt.Errorf("ingest: open last segment: %w", err)
 		}
-		next, end, version, rec, err := recoverLast(f, s.first, s.end)
+		next, end, version, rec, err := recoverLast(f, s.first, s.end, l.version)
 		if err != nil {
 			f.Close()
 			return err
 		}
 		s.end, l.rec = end, rec
 		l.segs, l.active, l.next, l.writeEnd = segs, f, next, end
-		if version != segmentVersion {
-			// An older format: it stays readable, and appends go to a new
-			// segment in the current one (a segment has one format).
+		if version < l.version {
+			// An older format than the log writes: it stays readable, and
+			// appends go to a new segment (a segment has one format). A
+			// newer one holds what the log writes, and is appended to.
 			if err := l.upgradeActive(version); err != nil {
 				f.Close()
 				return err
@@ -291,11 +293,11 @@ func (l *Log) load() error {
 }
 
 // upgradeActive makes the active segment, of an older format version, one
-// of the current version: an empty one gets the current header, a
-// non-empty one is sealed and a new segment started.
+// of the version the log writes: an empty one gets its header, a non-empty
+// one is sealed and a new segment started.
 func (l *Log) upgradeActive(version uint32) error {
 	if l.writeEnd == int64(headerLen) {
-		if _, err := l.active.WriteAt(segmentHeader(), 0); err != nil {
+		if _, err := l.active.WriteAt(segmentHeader(l.version), 0); err != nil {
 			return fmt.Errorf("ingest: rewrite segment header %s: %w", l.active.Name(), err)
 		}
 		if err := l.active.Sync(); err != nil {
@@ -493,7 +495,7 @@ func (l *Log) roll(first uint64) error {
 	if err := cur.Sync(); err != nil {
 		return fmt.Errorf("ingest: sync segment %s: %w", cur.Name(), err)
 	}
-	f, err := createSegment(l.fs, l.dir, first)
+	f, err := createSegment(l.fs, l.dir, first, l.version)
 	if err != nil {
 		return err
 	}

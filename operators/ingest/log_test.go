@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -386,9 +387,10 @@ func TestLog_Compressed(t *testing.T) {
 // TestLog_ReadsEveryCodec: a version 2 segment written with zstd frames by
 // an earlier Eddy (testdata/zstd: the test entries 1..300 in zstd frames of
 // 100, then 301..303 in a fourth) is read as it is by a log that now
-// writes S2, zstd or no compression; appends go to a new segment of the
-// current version, and a log holding frames of every codec reads back from
-// any offset, also after a reopen.
+// writes S2, zstd or no compression, and appended to unless the log writes
+// S2, whose frames go to a version 3 segment only (an earlier Eddy refuses
+// that version rather than misread the frames); a log holding frames of
+// every codec reads back from any offset, also after a reopen.
 func TestLog_ReadsEveryCodec(t *testing.T) {
 	golden, err := os.ReadFile(filepath.Join("testdata", "zstd", segmentName(1)))
 	if err != nil {
@@ -397,15 +399,28 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 	for _, tt := range []struct {
 		c     Compression
 		codec byte
-	}{{CompressS2, codecS2}, {CompressNone, codecRaw}, {CompressZstd, codecZstd}} {
+		segs  []segmentCodecs // after appending with c, then S2, then zstd
+	}{
+		{CompressS2, codecS2, []segmentCodecs{
+			{1, segmentVersionV2, []byte{codecZstd, codecZstd, codecZstd, codecZstd}},
+			{304, segmentVersion, []byte{codecS2, codecS2, codecS2, codecS2, codecZstd}},
+		}},
+		{CompressNone, codecRaw, []segmentCodecs{
+			{1, segmentVersionV2, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecRaw, codecRaw, codecRaw}},
+			{604, segmentVersion, []byte{codecS2, codecZstd}},
+		}},
+		{CompressZstd, codecZstd, []segmentCodecs{
+			{1, segmentVersionV2, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecZstd}},
+			{604, segmentVersion, []byte{codecS2, codecZstd}},
+		}},
+	} {
 		t.Run(tt.c.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			old := filepath.Join(dir, segmentName(1))
-			if err := os.WriteFile(old, golden, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, segmentName(1)), golden, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if codecs := frameCodecs(t, old); !bytes.Equal(codecs, []byte{codecZstd, codecZstd, codecZstd, codecZstd}) {
-				t.Fatalf("golden segment's frame codecs %v, want four zstd", codecs)
+			if got := logCodecs(t, dir); len(got) != 1 || !bytes.Equal(got[0].codecs, []byte{codecZstd, codecZstd, codecZstd, codecZstd}) {
+				t.Fatalf("golden segment: %+v, want four zstd frames", got)
 			}
 			l := mustOpen(t, dir, Options{Compression: tt.c})
 			if l.LastOffset() != 303 {
@@ -416,6 +431,13 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 			}
 			mustAppend(t, l, 300, 100)
 			l.Close()
+			if tt.c != CompressS2 {
+				for _, s := range logCodecs(t, dir) {
+					if s.version != segmentVersionV2 {
+						t.Fatalf("a log not compressing with S2 wrote a version %d segment: %+v", s.version, s)
+					}
+				}
+			}
 			l = mustOpen(t, dir, Options{Compression: CompressS2})
 			mustAppend(t, l, 100, 100)
 			l.Close()
@@ -423,16 +445,10 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 			mustAppend(t, l, 100, 100)
 			l.Close()
 
-			if !bytes.Equal(readFile(t, old), golden) {
-				t.Fatal("the version 2 segment was written to")
-			}
-			seg := filepath.Join(dir, segmentName(304))
-			want := []byte{tt.codec, tt.codec, tt.codec, codecS2, codecZstd}
-			if codecs := frameCodecs(t, seg); !bytes.Equal(codecs, want) {
-				t.Fatalf("new segment's frame codecs %v, want %v", codecs, want)
-			}
-			if v := binary.LittleEndian.Uint32(readFile(t, seg)[len(segmentMagic):]); v != segmentVersion {
-				t.Fatalf("new segment's version %d, want %d", v, segmentVersion)
+			if got := logCodecs(t, dir); !slices.EqualFunc(got, tt.segs, func(a, b segmentCodecs) bool {
+				return a.first == b.first && a.version == b.version && bytes.Equal(a.codecs, b.codecs)
+			}) {
+				t.Fatalf("segments %+v, want %+v", got, tt.segs)
 			}
 			l = mustOpen(t, dir, Options{Compression: tt.c})
 			defer l.Close()
@@ -444,6 +460,30 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 			}
 		})
 	}
+}
+
+// segmentCodecs is a segment's first offset, format version and the codec
+// of each of its frames.
+type segmentCodecs struct {
+	first   uint64
+	version uint32
+	codecs  []byte
+}
+
+// logCodecs describes every segment of the log in dir, oldest first.
+func logCodecs(t *testing.T, dir string) []segmentCodecs {
+	t.Helper()
+	segs, err := listSegments(vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []segmentCodecs
+	for _, s := range segs {
+		path := filepath.Join(dir, segmentName(s.first))
+		b := readFile(t, path)
+		out = append(out, segmentCodecs{s.first, binary.LittleEndian.Uint32(b[len(segmentMagic):]), frameCodecs(t, path)})
+	}
+	return out
 }
 
 func readFile(t *testing.T, path string) []byte {
