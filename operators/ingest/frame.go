@@ -147,10 +147,10 @@ func appendRecords(dst []byte, batch []Entry) []byte {
 }
 
 // appendFrame appends a version 2 frame holding batch, the first entry at
-// offset first, to dst. raw is scratch space for the uncompressed records;
-// the (possibly grown) scratch is returned for reuse. The records are
-// stored compressed with c when that makes them smaller. It does not
-// allocate once dst and raw have room.
+// offset first, to dst. Unless c is CompressNone, the uncompressed records
+// are appended to raw first (returned grown), and stored compressed with c
+// when that makes them smaller. It does not allocate once dst and raw have
+// room.
 func appendFrame(dst []byte, first uint64, batch []Entry, c Compression, raw []byte) ([]byte, []byte) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and CRC, filled below
@@ -161,8 +161,9 @@ func appendFrame(dst []byte, first uint64, batch []Entry, c Compression, raw []b
 	if c == CompressNone {
 		dst = appendRecords(dst, batch)
 	} else {
-		raw = appendRecords(raw[:0], batch)
-		dst = appendCompressed(dst, raw, c, codecAt)
+		rawStart := len(raw)
+		raw = appendRecords(raw, batch)
+		dst = appendCompressed(dst, raw[rawStart:], c, codecAt)
 	}
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeaderLen))
 	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:]))

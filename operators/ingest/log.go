@@ -166,13 +166,24 @@ type Log struct {
 	lock io.Closer
 	rec  Recovery
 
-	version  uint32     // format version of the segments it creates
-	mu       sync.Mutex // serializes Append, Truncate, Close and rolls
-	buf      []byte     // reused encode buffer
-	raw      []byte     // reused scratch for records before compression
-	next     uint64     // offset the next Append starts at
-	writeEnd int64      // bytes written to the active segment
+	version  uint32      // format version of the segments it creates
+	mu       sync.Mutex  // serializes Append, Truncate, Close and rolls
+	buf      []byte      // reused encode buffer
+	raw      []byte      // the batch's records before compression; not tail.recs
+	framed   []tailFrame // the batch's frames, for the tail
+	next     uint64      // offset the next Append starts at
+	writeEnd int64       // bytes written to the active segment
 	closed   bool
+
+	// tail is the last published batch's frames, uncompressed, for readers
+	// at the end of the log (Reader.Next): they copy the records from here
+	// rather than read back and decompress what was just compressed. Only
+	// a compressing log keeps it.
+	tail struct {
+		sync.Mutex
+		frames []tailFrame
+		recs   []byte
+	}
 
 	vis    sync.RWMutex // guards segs and active; written under mu too
 	segs   []segment    // oldest first; the last is the active segment
@@ -371,6 +382,7 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 	}
 	first = l.next
 	buf := l.buf[:0]
+	l.raw, l.framed = l.raw[:0], l.framed[:0]
 	// One frame per chunk of the batch: a frame never spans segments, so
 	// chunks stay well below a segment.
 	chunkMax := min(int64(maxChunk), maxFrame/2)
@@ -384,13 +396,15 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 			size += n
 			j++
 		}
+		at, recStart := len(buf), len(l.raw)
 		buf, l.raw = appendFrame(buf, first+uint64(i), batch[i:j], l.opts.Compression, l.raw)
+		if l.opts.Compression != CompressNone {
+			l.framed = append(l.framed, tailFrame{first: first + uint64(i), count: j - i, pos: int64(at),
+				size: len(buf) - at, recStart: recStart, recEnd: len(l.raw)})
+		}
 		i = j
 	}
 	l.buf = buf
-	if cap(l.raw) > maxKeptBuffer {
-		l.raw = nil
-	}
 	if cap(buf) > maxKeptBuffer {
 		l.buf = nil
 	}
@@ -415,6 +429,9 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 	}
 	l.next = last + 1
 	l.publish(last)
+	if cap(l.raw) > maxKeptBuffer {
+		l.raw = nil
+	}
 	return first, last, nil
 }
 
@@ -449,9 +466,11 @@ func fitFrames(buf []byte, room int64) int {
 	return n
 }
 
-// write writes the encoded frames in buf, rolling segments as needed.
+// write writes the encoded frames in buf, rolling segments as needed, and
+// notes where each of l.framed went.
 func (l *Log) write(buf []byte) error {
-	for len(buf) > 0 {
+	framed := l.framed
+	for done := 0; len(buf) > 0; {
 		k := fitFrames(buf, l.opts.SegmentBytes-l.writeEnd)
 		if k == 0 {
 			// Both format versions hold the (first) offset after the header.
@@ -464,9 +483,17 @@ func (l *Log) write(buf []byte) error {
 		if _, err := f.WriteAt(buf[:k], l.writeEnd); err != nil {
 			return fmt.Errorf("ingest: write segment %s: %w", f.Name(), err)
 		}
+		seg := l.segs[len(l.segs)-1].first
+		if n := len(l.rolled); n > 0 {
+			seg = l.rolled[n-1].first
+		}
+		for len(framed) > 0 && framed[0].pos < int64(done+k) {
+			framed[0].seg, framed[0].pos = seg, l.writeEnd+framed[0].pos-int64(done)
+			framed = framed[1:]
+		}
 		l.writeEnd += int64(k)
 		l.size.Add(int64(k))
-		buf = buf[k:]
+		buf, done = buf[k:], done+k
 	}
 	return nil
 }
@@ -537,6 +564,14 @@ func (l *Log) publish(last uint64) {
 	l.segs[len(l.segs)-1].end = l.writeEnd
 	l.vis.Unlock()
 	closeSealed(sealed)
+	if len(l.framed) > 0 {
+		// The batch's records become the tail; the previous tail's buffers
+		// are the next batch's, as no reader copies from them any more.
+		l.tail.Lock()
+		l.tail.frames, l.framed = l.framed, l.tail.frames
+		l.tail.recs, l.raw = l.raw, l.tail.recs
+		l.tail.Unlock()
+	}
 	l.last.Store(last)
 	if l.opts.Ack == AfterFsync {
 		l.synced.Store(last)
@@ -724,4 +759,31 @@ func (l *Log) fail(err error) error {
 		l.stuck = err
 	}
 	return l.stuck
+}
+
+// tailFrame is a frame of the last published batch: where it is, what it
+// holds, and its records in Log.tail.recs.
+type tailFrame struct {
+	seg              uint64 // the first offset of its segment
+	pos              int64  // its position in the segment (in the encode buffer until written)
+	size             int    // its encoded size
+	first            uint64
+	count            int
+	recStart, recEnd int
+}
+
+// tailRecords copies the records of the frame at pos of segment seg into
+// scratch (returned grown) if it is one of the last published batch's,
+// with the frame's size. The frame is whole and published: a reader may
+// go past it without reading it.
+func (l *Log) tailRecords(seg uint64, pos int64, scratch []byte) (fr frame, size int, _ []byte, ok bool) {
+	l.tail.Lock()
+	defer l.tail.Unlock()
+	for _, t := range l.tail.frames {
+		if t.seg == seg && t.pos == pos {
+			scratch = append(scratch[:0], l.tail.recs[t.recStart:t.recEnd]...)
+			return frame{first: t.first, count: t.count, recs: scratch}, t.size, scratch, true
+		}
+	}
+	return frame{}, 0, scratch, false
 }

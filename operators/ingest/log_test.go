@@ -278,11 +278,17 @@ func TestLog_Wait(t *testing.T) {
 
 // TestLog_TailWhileAppending has a reader follow the log with Next and
 // Wait while another goroutine appends across many segment rolls and a
-// third truncates behind it.
+// third truncates behind it; a compressing log hands the reader the
+// records of the frames it just wrote.
 func TestLog_TailWhileAppending(t *testing.T) {
-	for _, ack := range []AckMode{AfterFsync, AfterWrite} {
-		t.Run(ack.String(), func(t *testing.T) {
-			l := mustOpen(t, t.TempDir(), Options{Ack: ack, SyncInterval: time.Millisecond, SegmentBytes: 2 << 10, MaxDiskBytes: 1 << 20})
+	for _, tt := range []struct {
+		ack AckMode
+		c   Compression
+	}{{AfterFsync, CompressNone}, {AfterWrite, CompressNone}, {AfterFsync, CompressS2}, {AfterWrite, CompressZstd}} {
+		ack := tt.ack
+		t.Run(ack.String()+"/"+tt.c.String(), func(t *testing.T) {
+			// Batches of 37 entries span segments of 2 KiB in several frames.
+			l := mustOpen(t, t.TempDir(), Options{Ack: ack, SyncInterval: time.Millisecond, SegmentBytes: 2 << 10, MaxDiskBytes: 1 << 20, Compression: tt.c})
 			defer l.Close()
 			const total = 3000
 			var wg sync.WaitGroup
