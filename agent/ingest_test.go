@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/ingest"
 )
@@ -188,5 +189,25 @@ func checkLogHolds(t *testing.T, l *ingest.Log, n int, payload func(int) string)
 	}
 	if _, err := r.Next(); err != io.EOF {
 		t.Fatalf("after %d entries: %v, want io.EOF (no duplicates)", n, err)
+	}
+}
+
+// TestIngestOptions_Compression: ingest { compression } picks the log's
+// codec.
+func TestIngestOptions_Compression(t *testing.T) {
+	for _, tt := range []struct {
+		setting string
+		want    ingest.Compression
+	}{
+		{config.IngestCompressionZstd, ingest.CompressZstd},
+		{config.IngestCompressionS2, ingest.CompressS2},
+		{config.IngestCompressionNone, ingest.CompressNone},
+	} {
+		t.Run(tt.setting, func(t *testing.T) {
+			ic := config.Ingest{Ack: config.AckAfterFsync, MaxDiskBytes: 1 << 30, Compression: tt.setting}
+			if got := ingestOptions(ic, nil).Compression; got != tt.want {
+				t.Fatalf("compression %q: %v, want %v", tt.setting, got, tt.want)
+			}
+		})
 	}
 }

@@ -163,8 +163,13 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 // ingestOptions are the options of every source's ingest log.
 func ingestOptions(ic config.Ingest, log *slog.Logger) ingest.Options {
 	seg := config.IngestSegmentBytes(ic.MaxDiskBytes)
-	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log,
-		Compress: ic.Compression != config.IngestCompressionNone}
+	opts := ingest.Options{SyncInterval: ic.SyncInterval, MaxDiskBytes: ic.MaxDiskBytes, SegmentBytes: seg, Logger: log}
+	switch ic.Compression {
+	case config.IngestCompressionS2:
+		opts.Compression = ingest.CompressS2
+	case config.IngestCompressionZstd:
+		opts.Compression = ingest.CompressZstd
+	}
 	if ic.Ack == config.AckAfterWrite {
 		opts.Ack = ingest.AfterWrite
 	}

@@ -521,6 +521,18 @@ func TestParse_Defaults(t *testing.T) {
 	}
 }
 
+// ingest { compression } takes each codec by name.
+func TestParse_IngestCompression(t *testing.T) {
+	for _, c := range []string{IngestCompressionZstd, IngestCompressionS2, IngestCompressionNone} {
+		t.Run(c, func(t *testing.T) {
+			cfg := mustParse(t, base+"ingest {\n  compression = \""+c+"\"\n}\n", noEnv)
+			if cfg.Ingest.Compression != c {
+				t.Fatalf("compression %q, want %q", cfg.Ingest.Compression, c)
+			}
+		})
+	}
+}
+
 // memory_limit and state { cache } take sizes.
 func TestParse_MemorySizes(t *testing.T) {
 	cfg := mustParse(t, base+"agent {\n  memory_limit = \"96MiB\"\n}\nstate {\n  cache = \"8MiB\"\n}\n", noEnv)

@@ -77,13 +77,14 @@
 // start at 1 and each segment starts where the previous ended. A segment
 // is a header followed by frames; fixed-size integers are little-endian:
 //
-//	header (12 bytes):  magic "EDDYILOG" | version uint32 (2)
+//	header (12 bytes):  magic "EDDYILOG" | version uint32 (2 or 3)
 //
 //	frame (one per Append, or per chunk of up to 256 KiB of records):
 //	+------------+-----------+------------------------------------------------+
 //	| length u32 | CRC-32C   | body (length bytes)                             |
 //	|            | u32       | first offset u64 | count u32 | codec u8 |       |
-//	|            |           | records (codec 0), or their zstd frame (1)      |
+//	|            |           | records (codec 0), their zstd frame (1) or      |
+//	|            |           | their S2 block (2)                              |
 //	+------------+-----------+------------------------------------------------+
 //
 //	record: flags u8 | arrival delta, zig-zag varint |
@@ -96,10 +97,21 @@
 // record's (the first: to 0); flags bit 0 is the MQTT DUP flag, bit 1
 // RETAIN, bit 7 "same topic as the previous record" (the topic is then
 // not stored), others are zero. The records must be exactly count. With
-// Options.Compress a frame's records are zstd-compressed when that makes
+// Options.Compression a frame's records are compressed when that makes
 // them smaller: per-reading overhead is a few bytes, and JSON readings of
-// one batch compress several-fold. A frame never spans segments and a
-// segment never exceeds Options.SegmentBytes.
+// one batch compress several-fold. Codec 1 is a zstd frame, codec 2 the S2
+// block format (a uvarint of the records' length, then S2 elements; not
+// the framed stream format). The codec is per frame, so one segment may
+// hold all three (the setting changed between runs), and every codec is
+// read whatever the log writes. A frame never spans segments and a segment
+// never exceeds Options.SegmentBytes.
+//
+// Versions 2 and 3 have the same frames; codec 2 is written to version 3
+// segments only. A log compressing with S2 creates version 3 segments, and
+// starts a new one on Open rather than append to a version 2 segment;
+// other logs create version 2 segments, and append to either. So an Eddy that reads
+// only version 2 still reads a log that never used S2, and refuses one
+// that did by name rather than take an S2 frame for a torn tail.
 //
 // Version 1 segments (one entry per frame: length u32 | CRC u32 | offset
 // u64 | arrival i64 | flags u8 | topic length u16 | topic | payload) are

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"sync"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -60,14 +62,18 @@ const (
 	frameOverheadV1 = frameHeaderLen + bodyFixedLenV1
 )
 
-// Frame codecs (version 2).
+// Frame codecs (version 2 frames). Codec 2 is written only to version 3
+// segments: an Eddy that reads only version 2 would take a frame of it at
+// the end of a segment for a torn write and cut it; the version makes it
+// refuse the segment instead.
 const (
 	codecRaw  = 0
 	codecZstd = 1
+	codecS2   = 2 // an S2 block (not the stream format)
 )
 
 // compressMin is the smallest record block worth compressing: below it
-// zstd's own framing eats the gain.
+// the codec's own framing eats the gain.
 const compressMin = 256
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -141,36 +147,58 @@ func appendRecords(dst []byte, batch []Entry) []byte {
 }
 
 // appendFrame appends a version 2 frame holding batch, the first entry at
-// offset first, to dst. raw is scratch space for the uncompressed records;
-// the (possibly grown) scratch is returned for reuse. The records are
-// stored zstd-compressed when compress is set and that makes them smaller.
-// It does not allocate once dst and raw have room.
-func appendFrame(dst []byte, first uint64, batch []Entry, compress bool, raw []byte) ([]byte, []byte) {
+// offset first, to dst. Unless c is CompressNone, the uncompressed records
+// are appended to raw first (returned grown), and stored compressed with c
+// when that makes them smaller. It does not allocate once dst and raw have
+// room.
+func appendFrame(dst []byte, first uint64, batch []Entry, c Compression, raw []byte) ([]byte, []byte) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and CRC, filled below
 	dst = binary.LittleEndian.AppendUint64(dst, first)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(batch)))
 	codecAt := len(dst)
 	dst = append(dst, codecRaw)
-	recStart := len(dst)
-	if compress {
-		raw = appendRecords(raw[:0], batch)
-		if enc := zstdEncoder(); enc != nil && len(raw) >= compressMin {
-			dst = enc.EncodeAll(raw, dst)
-			if len(dst)-recStart < len(raw) {
-				dst[codecAt] = codecZstd
-			} else {
-				dst = append(dst[:recStart], raw...)
-			}
-		} else {
-			dst = append(dst, raw...)
-		}
-	} else {
+	if c == CompressNone {
 		dst = appendRecords(dst, batch)
+	} else {
+		rawStart := len(raw)
+		raw = appendRecords(raw, batch)
+		dst = appendCompressed(dst, raw[rawStart:], c, codecAt)
 	}
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(dst)-start-frameHeaderLen))
 	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:]))
 	return dst, raw
+}
+
+// appendCompressed appends the records raw to dst compressed with c, and
+// sets the codec byte at dst[codecAt], or appends them as they are when
+// compressing does not make them smaller.
+func appendCompressed(dst, raw []byte, c Compression, codecAt int) []byte {
+	recStart := len(dst)
+	if len(raw) < compressMin {
+		return append(dst, raw...)
+	}
+	codec := byte(codecRaw)
+	switch c {
+	case CompressS2:
+		if n := s2.MaxEncodedLen(len(raw)); n > 0 {
+			// Encoded in place: s2.Encode uses dst's room when it can hold
+			// the worst case.
+			dst = slices.Grow(dst, n)
+			dst = dst[:recStart+len(s2.Encode(dst[recStart:recStart+n], raw))]
+			codec = codecS2
+		}
+	case CompressZstd:
+		if enc := zstdEncoder(); enc != nil {
+			dst = enc.EncodeAll(raw, dst)
+			codec = codecZstd
+		}
+	}
+	if codec == codecRaw || len(dst)-recStart >= len(raw) {
+		return append(dst[:recStart], raw...)
+	}
+	dst[codecAt] = codec
+	return dst
 }
 
 // frameCRC is the CRC-32C of a frame's length field and body, so a
@@ -244,6 +272,20 @@ func decodeFrame(b, scratch []byte) (fr frame, size int, st frameStatus, reason 
 			return frame{}, 0, frameBad, "zstd decoder unavailable", scratch
 		}
 		out, err := dec.DecodeAll(body[bodyFixedLen:], scratch[:0])
+		if err != nil {
+			return frame{}, 0, frameBad, "compressed block: " + err.Error(), scratch
+		}
+		scratch, fr.recs = out, out
+	case codecS2:
+		src := body[bodyFixedLen:]
+		n, err := s2.DecodedLen(src)
+		if err != nil {
+			return frame{}, 0, frameBad, "compressed block: " + err.Error(), scratch
+		}
+		if n > maxBodyLen {
+			return frame{}, 0, frameBad, "compressed block: invalid decoded length", scratch
+		}
+		out, err := s2.Decode(slices.Grow(scratch[:0], n)[:n], src)
 		if err != nil {
 			return frame{}, 0, frameBad, "compressed block: " + err.Error(), scratch
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -44,15 +46,19 @@ func TestFrame_RoundTrip(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		batch    []Entry
-		compress bool
+		compress Compression
 		codec    byte
 	}{
-		{"empty entry", []Entry{{}}, false, codecRaw},
-		{"flags and negative arrival", []Entry{{Arrival: -5, Flags: FlagDup | FlagRetain, Topic: []byte("a/b"), Payload: []byte("hello")}}, true, codecRaw},
-		{"longest topic", []Entry{{Topic: bytes.Repeat([]byte("t"), maxTopicLen)}}, false, codecRaw},
-		{"same and changing topics", sameTopic, false, codecRaw},
-		{"batch raw", big, false, codecRaw},
-		{"batch compressed", big, true, codecZstd},
+		{"empty entry", []Entry{{}}, CompressNone, codecRaw},
+		{"flags and negative arrival, zstd", []Entry{{Arrival: -5, Flags: FlagDup | FlagRetain, Topic: []byte("a/b"), Payload: []byte("hello")}}, CompressZstd, codecRaw},
+		{"flags and negative arrival, s2", []Entry{{Arrival: -5, Flags: FlagDup | FlagRetain, Topic: []byte("a/b"), Payload: []byte("hello")}}, CompressS2, codecRaw},
+		{"longest topic", []Entry{{Topic: bytes.Repeat([]byte("t"), maxTopicLen)}}, CompressNone, codecRaw},
+		{"same and changing topics", sameTopic, CompressNone, codecRaw},
+		{"batch raw", big, CompressNone, codecRaw},
+		{"batch zstd", big, CompressZstd, codecZstd},
+		{"batch s2", big, CompressS2, codecS2},
+		{"incompressible batch, s2", []Entry{{Topic: []byte("a"), Payload: noise(4096)}}, CompressS2, codecRaw},
+		{"incompressible batch, zstd", []Entry{{Topic: []byte("a"), Payload: noise(4096)}}, CompressZstd, codecRaw},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			raw := 0
@@ -83,7 +89,7 @@ func TestFrame_RoundTrip(t *testing.T) {
 
 func TestFrame_Decode_Damage(t *testing.T) {
 	batch := []Entry{testEntry(7), testEntry(8)}
-	good, _ := appendFrame(nil, 7, batch, false, nil)
+	good, _ := appendFrame(nil, 7, batch, CompressNone, nil)
 	tests := []struct {
 		name   string
 		mutate func([]byte) []byte
@@ -112,10 +118,56 @@ func TestFrame_Decode_Damage(t *testing.T) {
 	}
 }
 
+// TestFrame_Decode_DamagedCompressedBlock: a compressed block that passes
+// the CRC (a writer bug, not a torn write) but does not decompress is a bad
+// frame, never a panic or a huge allocation.
+func TestFrame_Decode_DamagedCompressedBlock(t *testing.T) {
+	batch := make([]Entry, 100)
+	for i := range batch {
+		batch[i] = testEntry(uint64(i + 1))
+	}
+	for _, tt := range []struct {
+		name   string
+		c      Compression
+		codec  byte
+		mutate func(block []byte) []byte
+	}{
+		{"s2 truncated", CompressS2, codecS2, func(b []byte) []byte { return b[:len(b)/2] }},
+		{"s2 decoded length huge", CompressS2, codecS2, func(b []byte) []byte {
+			return append(binary.AppendUvarint(nil, 1<<40), b[uvarintLen(uint64(s2DecodedLen(t, b))):]...)
+		}},
+		{"s2 decoded length short", CompressS2, codecS2, func(b []byte) []byte {
+			return append(binary.AppendUvarint(nil, 10), b[uvarintLen(uint64(s2DecodedLen(t, b))):]...)
+		}},
+		{"zstd truncated", CompressZstd, codecZstd, func(b []byte) []byte { return b[:len(b)/2] }},
+		{"codec unknown", CompressS2, 3, func(b []byte) []byte { return b }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			good, _ := appendFrame(nil, 1, batch, tt.c, nil)
+			b := append(good[:frameOverhead:frameOverhead], tt.mutate(append([]byte(nil), good[frameOverhead:]...))...)
+			b[frameOverhead-1] = tt.codec
+			binary.LittleEndian.PutUint32(b, uint32(len(b)-frameHeaderLen))
+			binary.LittleEndian.PutUint32(b[4:], frameCRC(b))
+			if _, _, st, reason, _ := decodeFrame(b, nil); st != frameBad {
+				t.Fatalf("status %d (%s), want a bad frame", st, reason)
+			}
+		})
+	}
+}
+
+func s2DecodedLen(t *testing.T, block []byte) int {
+	t.Helper()
+	n, err := s2.DecodedLen(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestFrame_Records_Malformed: a frame whose CRC matches but whose records
 // do not add up to its count (a writer bug, not a torn write) is reported.
 func TestFrame_Records_Malformed(t *testing.T) {
-	b, _ := appendFrame(nil, 1, []Entry{testEntry(1), testEntry(2)}, false, nil)
+	b, _ := appendFrame(nil, 1, []Entry{testEntry(1), testEntry(2)}, CompressNone, nil)
 	binary.LittleEndian.PutUint32(b[frameHeaderLen+8:], 3) // claims 3 entries
 	binary.LittleEndian.PutUint32(b[4:], frameCRC(b))
 	fr, _, st, _, _ := decodeFrame(b, nil)
@@ -134,13 +186,13 @@ func TestFrame_Append_NoAlloc(t *testing.T) {
 	}
 	buf := make([]byte, 0, 64<<10)
 	raw := make([]byte, 0, 64<<10)
-	for _, compress := range []bool{false, true} {
+	for _, compress := range []Compression{CompressNone, CompressS2, CompressZstd} {
 		appendFrame(buf[:0], 0, batch, compress, raw) // warm the shared coder
 		allocs := testing.AllocsPerRun(100, func() {
 			appendFrame(buf[:0], 0, batch, compress, raw)
 		})
 		if allocs != 0 {
-			t.Fatalf("appendFrame (compress %v) allocates %.1f times per frame of 64 entries", compress, allocs)
+			t.Fatalf("appendFrame (%v) allocates %.1f times per frame of 64 entries", compress, allocs)
 		}
 	}
 }
@@ -175,13 +227,13 @@ func writeV1Segment(t *testing.T, dir string, first, last uint64) {
 	}
 }
 
-// TestOpen_Version1Segments: a log written by the previous format is read
-// as it is, and new entries go to a new segment of the current format.
+// TestOpen_Version1Segments: a log written by the version 1 format is read
+// as it is, and new entries go to a new segment of version 2.
 func TestOpen_Version1Segments(t *testing.T) {
 	dir := t.TempDir()
 	writeV1Segment(t, dir, 1, 10)
 	writeV1Segment(t, dir, 11, 25)
-	l := mustOpen(t, dir, Options{Compress: true})
+	l := mustOpen(t, dir, Options{Compression: CompressZstd})
 	if l.LastOffset() != 25 {
 		t.Fatalf("last offset %d, want 25", l.LastOffset())
 	}
@@ -197,8 +249,8 @@ func TestOpen_Version1Segments(t *testing.T) {
 	}
 	f, _ := os.Open(filepath.Join(dir, segmentName(26)))
 	defer f.Close()
-	if v, err := checkHeader(f); err != nil || v != segmentVersion {
-		t.Fatalf("new segment version %d (%v), want %d", v, err, segmentVersion)
+	if v, err := checkHeader(f); err != nil || v != segmentVersionV2 {
+		t.Fatalf("new segment version %d (%v), want %d", v, err, segmentVersionV2)
 	}
 	l = mustOpen(t, dir, Options{})
 	defer l.Close()
@@ -211,9 +263,9 @@ func TestOpen_Version1Segments(t *testing.T) {
 // name, never misread.
 func TestOpen_UnknownVersionRefused(t *testing.T) {
 	dir := t.TempDir()
-	b := append([]byte(segmentMagic), 3, 0, 0, 0)
+	b := append([]byte(segmentMagic), 4, 0, 0, 0)
 	os.WriteFile(filepath.Join(dir, segmentName(1)), b, 0o644)
-	if _, err := Open(dir, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported segment version 3")) {
-		t.Fatalf("Open = %v, want unsupported segment version 3", err)
+	if _, err := Open(dir, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported segment version 4")) {
+		t.Fatalf("Open = %v, want unsupported segment version 4", err)
 	}
 }

@@ -64,6 +64,18 @@ func (fr *frameReader) next() (frame, frameStatus, string, error) {
 	}
 }
 
+// skip moves past the size bytes of a whole, published frame at pos()
+// without reading them (the bytes up to it are known complete).
+func (fr *frameReader) skip(size int) {
+	if fr.end-fr.start >= size {
+		fr.start += size
+		return
+	}
+	pos := fr.pos() + int64(size)
+	fr.start, fr.end, fr.filePos = 0, 0, pos
+	fr.limit = max(fr.limit, pos)
+}
+
 // fill makes at least need unread bytes available, reading ahead up to the
 // buffer's capacity and limit. The caller checked that limit allows need.
 func (fr *frameReader) fill(need int) error {

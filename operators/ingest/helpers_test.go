@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
 )
 
@@ -100,6 +101,39 @@ func testFrame(first, last uint64) []byte {
 	for off := first; off <= last; off++ {
 		batch = append(batch, testEntry(off))
 	}
-	b, _ := appendFrame(nil, first, batch, false, nil)
+	b, _ := appendFrame(nil, first, batch, CompressNone, nil)
 	return b
+}
+
+// noise is n pseudo-random bytes, which no codec makes smaller.
+func noise(n int) []byte {
+	b := make([]byte, n)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// frameCodecs is the codec byte of every frame of the version 2 segment
+// file at path, in order.
+func frameCodecs(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codecs []byte
+	for rest := b[headerLen:]; len(rest) > 0; {
+		_, size, st, reason := frameAt(rest, bodyFixedLen)
+		if st != frameOK {
+			t.Fatalf("%s: frame at %d: status %d (%s)", path, len(b)-len(rest), st, reason)
+		}
+		codecs = append(codecs, rest[frameOverhead-1])
+		rest = rest[size:]
+	}
+	return codecs
 }

@@ -1,11 +1,15 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -274,11 +278,17 @@ func TestLog_Wait(t *testing.T) {
 
 // TestLog_TailWhileAppending has a reader follow the log with Next and
 // Wait while another goroutine appends across many segment rolls and a
-// third truncates behind it.
+// third truncates behind it; a compressing log hands the reader the
+// records of the frames it just wrote.
 func TestLog_TailWhileAppending(t *testing.T) {
-	for _, ack := range []AckMode{AfterFsync, AfterWrite} {
-		t.Run(ack.String(), func(t *testing.T) {
-			l := mustOpen(t, t.TempDir(), Options{Ack: ack, SyncInterval: time.Millisecond, SegmentBytes: 2 << 10, MaxDiskBytes: 1 << 20})
+	for _, tt := range []struct {
+		ack AckMode
+		c   Compression
+	}{{AfterFsync, CompressNone}, {AfterWrite, CompressNone}, {AfterFsync, CompressS2}, {AfterWrite, CompressZstd}} {
+		ack := tt.ack
+		t.Run(ack.String()+"/"+tt.c.String(), func(t *testing.T) {
+			// Batches of 37 entries span segments of 2 KiB in several frames.
+			l := mustOpen(t, t.TempDir(), Options{Ack: ack, SyncInterval: time.Millisecond, SegmentBytes: 2 << 10, MaxDiskBytes: 1 << 20, Compression: tt.c})
 			defer l.Close()
 			const total = 3000
 			var wg sync.WaitGroup
@@ -335,35 +345,158 @@ func TestLog_Sync_AfterWrite(t *testing.T) {
 	}
 }
 
-// TestLog_Compressed: with Compress, batches are stored zstd-compressed,
-// read back entry by entry from any offset, survive a reopen, and a torn
-// compressed frame at the tail is cut like any other.
+// TestLog_Compressed: with each compression, batches are stored
+// compressed, read back entry by entry from any offset, survive a reopen,
+// and a torn compressed frame at the tail is cut like any other.
 func TestLog_Compressed(t *testing.T) {
-	plain, packed := t.TempDir(), t.TempDir()
+	plain := t.TempDir()
 	lp := mustOpen(t, plain, Options{SegmentBytes: 64 << 10})
-	lc := mustOpen(t, packed, Options{SegmentBytes: 64 << 10, Compress: true})
 	mustAppend(t, lp, 2000, 50)
-	mustAppend(t, lc, 2000, 50)
-	t.Logf("2000 test entries in batches of 50: %d bytes plain, %d compressed", lp.SizeBytes(), lc.SizeBytes())
-	if lc.SizeBytes() >= lp.SizeBytes()*2/3 {
-		t.Fatalf("compressed log %d bytes, plain %d: want at most 2/3", lc.SizeBytes(), lp.SizeBytes())
-	}
 	lp.Close()
-	for _, from := range []uint64{0, 1, 777, 2000} {
-		readAll(t, lc, from)
-	}
-	lc.Close()
+	for _, tt := range []struct {
+		c     Compression
+		codec byte
+	}{{CompressS2, codecS2}, {CompressZstd, codecZstd}} {
+		t.Run(tt.c.String(), func(t *testing.T) {
+			packed := t.TempDir()
+			opts := Options{SegmentBytes: 64 << 10, Compression: tt.c}
+			lc := mustOpen(t, packed, opts)
+			mustAppend(t, lc, 2000, 50)
+			t.Logf("2000 test entries in batches of 50: %d bytes plain, %d compressed", lp.SizeBytes(), lc.SizeBytes())
+			if lc.SizeBytes() >= lp.SizeBytes()*2/3 {
+				t.Fatalf("compressed log %d bytes, plain %d: want at most 2/3", lc.SizeBytes(), lp.SizeBytes())
+			}
+			for _, from := range []uint64{0, 1, 777, 2000} {
+				readAll(t, lc, from)
+			}
+			lc.Close()
 
-	p := lastSegmentPath(t, packed)
-	info, _ := os.Stat(p)
-	if err := os.Truncate(p, info.Size()-5); err != nil {
+			p := lastSegmentPath(t, packed)
+			if codecs := frameCodecs(t, p); !bytes.Contains(codecs, []byte{tt.codec}) || bytes.ContainsFunc(codecs, func(r rune) bool { return r != rune(tt.codec) && r != codecRaw }) {
+				t.Fatalf("frame codecs %v, want %d (or raw where that was smaller)", codecs, tt.codec)
+			}
+			info, _ := os.Stat(p)
+			if err := os.Truncate(p, info.Size()-5); err != nil {
+				t.Fatal(err)
+			}
+			lc = mustOpen(t, packed, opts)
+			defer lc.Close()
+			if rec := lc.Recovery(); rec.CutBytes == 0 || lc.LastOffset() != 1950 {
+				t.Fatalf("recovery %+v, last offset %d: want the torn last frame (1951..2000) cut", rec, lc.LastOffset())
+			}
+			mustAppend(t, lc, 10, 10)
+			readAll(t, lc, 0)
+		})
+	}
+}
+
+// TestLog_ReadsEveryCodec: a version 2 segment written with zstd frames by
+// an earlier Eddy (testdata/zstd: the test entries 1..300 in zstd frames of
+// 100, then 301..303 in a fourth) is read as it is by a log that now
+// writes S2, zstd or no compression, and appended to unless the log writes
+// S2, whose frames go to a version 3 segment only (an earlier Eddy refuses
+// that version rather than misread the frames); a log holding frames of
+// every codec reads back from any offset, also after a reopen.
+func TestLog_ReadsEveryCodec(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "zstd", segmentName(1)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	lc = mustOpen(t, packed, Options{SegmentBytes: 64 << 10, Compress: true})
-	defer lc.Close()
-	if rec := lc.Recovery(); rec.CutBytes == 0 || lc.LastOffset() != 1950 {
-		t.Fatalf("recovery %+v, last offset %d: want the torn last frame (1951..2000) cut", rec, lc.LastOffset())
+	for _, tt := range []struct {
+		c     Compression
+		codec byte
+		segs  []segmentCodecs // after appending with c, then S2, then zstd
+	}{
+		{CompressS2, codecS2, []segmentCodecs{
+			{1, segmentVersionV2, []byte{codecZstd, codecZstd, codecZstd, codecZstd}},
+			{304, segmentVersion, []byte{codecS2, codecS2, codecS2, codecS2, codecZstd}},
+		}},
+		{CompressNone, codecRaw, []segmentCodecs{
+			{1, segmentVersionV2, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecRaw, codecRaw, codecRaw}},
+			{604, segmentVersion, []byte{codecS2, codecZstd}},
+		}},
+		{CompressZstd, codecZstd, []segmentCodecs{
+			{1, segmentVersionV2, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecZstd}},
+			{604, segmentVersion, []byte{codecS2, codecZstd}},
+		}},
+	} {
+		t.Run(tt.c.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, segmentName(1)), golden, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if got := logCodecs(t, dir); len(got) != 1 || !bytes.Equal(got[0].codecs, []byte{codecZstd, codecZstd, codecZstd, codecZstd}) {
+				t.Fatalf("golden segment: %+v, want four zstd frames", got)
+			}
+			l := mustOpen(t, dir, Options{Compression: tt.c})
+			if l.LastOffset() != 303 {
+				t.Fatalf("last offset %d, want 303", l.LastOffset())
+			}
+			for _, from := range []uint64{0, 1, 150, 303} {
+				readAll(t, l, from)
+			}
+			mustAppend(t, l, 300, 100)
+			l.Close()
+			if tt.c != CompressS2 {
+				for _, s := range logCodecs(t, dir) {
+					if s.version != segmentVersionV2 {
+						t.Fatalf("a log not compressing with S2 wrote a version %d segment: %+v", s.version, s)
+					}
+				}
+			}
+			l = mustOpen(t, dir, Options{Compression: CompressS2})
+			mustAppend(t, l, 100, 100)
+			l.Close()
+			l = mustOpen(t, dir, Options{Compression: CompressZstd})
+			mustAppend(t, l, 100, 100)
+			l.Close()
+
+			if got := logCodecs(t, dir); !slices.EqualFunc(got, tt.segs, func(a, b segmentCodecs) bool {
+				return a.first == b.first && a.version == b.version && bytes.Equal(a.codecs, b.codecs)
+			}) {
+				t.Fatalf("segments %+v, want %+v", got, tt.segs)
+			}
+			l = mustOpen(t, dir, Options{Compression: tt.c})
+			defer l.Close()
+			if n := readAll(t, l, 0); n != 803 {
+				t.Fatalf("read %d entries, want 803", n)
+			}
+			for _, from := range []uint64{299, 304, 555, 604, 704, 803} {
+				readAll(t, l, from)
+			}
+		})
 	}
-	mustAppend(t, lc, 10, 10)
-	readAll(t, lc, 0)
+}
+
+// segmentCodecs is a segment's first offset, format version and the codec
+// of each of its frames.
+type segmentCodecs struct {
+	first   uint64
+	version uint32
+	codecs  []byte
+}
+
+// logCodecs describes every segment of the log in dir, oldest first.
+func logCodecs(t *testing.T, dir string) []segmentCodecs {
+	t.Helper()
+	segs, err := listSegments(vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []segmentCodecs
+	for _, s := range segs {
+		path := filepath.Join(dir, segmentName(s.first))
+		b := readFile(t, path)
+		out = append(out, segmentCodecs{s.first, binary.LittleEndian.Uint32(b[len(segmentMagic):]), frameCodecs(t, path)})
+	}
+	return out
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -118,6 +118,18 @@ func (r *Reader) Next() (Entry, error) {
 			return e, nil
 		}
 		pos := r.fr.pos()
+		if r.fr.version != segmentVersionV1 {
+			// Following the log's end: the frame was just appended, and the
+			// log still holds its records.
+			f, size, scratch, ok := r.l.tailRecords(r.segFirst, pos, r.fr.scratch)
+			r.fr.scratch = scratch
+			if ok && f.first == r.next {
+				r.fr.skip(size)
+				r.cur, r.curPos, r.done = f, pos, 0
+				r.records.reset(&r.cur)
+				continue
+			}
+		}
 		f, st, reason, err := r.fr.next()
 		if err != nil {
 			return Entry{}, fmt.Errorf("ingest: read segment %s: %w", r.f.Name(), err)

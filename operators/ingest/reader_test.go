@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -173,4 +174,77 @@ func TestReader_NextDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("Next allocates %.2f times per entry", allocs)
 	}
+}
+
+// TestReader_FollowsTheTailFromMemory: a reader at the end of a
+// compressing log takes each new batch's records from the log, reading
+// nothing back from the segment file (and decompressing nothing); one
+// frame that is not the last batch's is read from the file as ever.
+func TestReader_FollowsTheTailFromMemory(t *testing.T) {
+	for _, tt := range []struct {
+		c        Compression
+		fromFile bool
+	}{{CompressNone, true}, {CompressS2, false}, {CompressZstd, false}} {
+		t.Run(tt.c.String(), func(t *testing.T) {
+			var read atomic.Int64
+			l := mustOpen(t, t.TempDir(), Options{Compression: tt.c, FS: countingFS{vfs.Default, &read}})
+			defer l.Close()
+			mustAppend(t, l, 100, 100)
+			r, err := l.Reader(l.LastOffset() + 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Next(); !errors.Is(err, io.EOF) { // past the first batch, read from the file
+				t.Fatalf("Next at the end: %v, want io.EOF", err)
+			}
+			read.Store(0)
+			for range 20 {
+				next := l.LastOffset() + 1
+				mustAppend(t, l, 50, 50)
+				for off := next; off < next+50; off++ {
+					e, err := r.Next()
+					if err != nil {
+						t.Fatalf("Next at %d: %v", off, err)
+					}
+					checkEntry(t, e, off)
+				}
+				if _, err := r.Next(); !errors.Is(err, io.EOF) {
+					t.Fatalf("Next after the batch: %v, want io.EOF", err)
+				}
+			}
+			if got := read.Load() > 0; got != tt.fromFile {
+				t.Fatalf("%d bytes read back from the segment while following the log's end", read.Load())
+			}
+			if n := readAll(t, l, 1); n != 1100 {
+				t.Fatalf("read %d entries from the start, want 1100", n)
+			}
+		})
+	}
+}
+
+// countingFS counts the bytes read through ReadAt from the files it opens
+// for reading.
+type countingFS struct {
+	vfs.FS
+	read *atomic.Int64
+}
+
+func (c countingFS) Open(name string) (vfs.File, error) {
+	f, err := c.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return countingFile{f, c.read}, nil
+}
+
+type countingFile struct {
+	vfs.File
+	read *atomic.Int64
+}
+
+func (f countingFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.read.Add(int64(n))
+	return n, err
 }

@@ -17,7 +17,8 @@ import (
 // Segment header: magic and format version.
 const (
 	segmentMagic     = "EDDYILOG"
-	segmentVersion   = 2 // batch frames, compact records, zstd
+	segmentVersion   = 3 // version 2's frames, and codec 2 (S2): written by a log that compresses with S2
+	segmentVersionV2 = 2 // batch frames, compact records, codecs 0 and 1: written by the other logs
 	segmentVersionV1 = 1 // one entry per frame: still read, never written
 	headerLen        = len(segmentMagic) + 4
 	segmentExt       = ".log"
@@ -83,10 +84,20 @@ func cmpUint64(a, b uint64) int {
 	return 0
 }
 
-func segmentHeader() []byte {
+// writeVersion is the format version of the segments a log compressing
+// with c creates: the oldest that holds its frames, so that an earlier
+// Eddy still reads a log that does not use S2.
+func writeVersion(c Compression) uint32 {
+	if c == CompressS2 {
+		return segmentVersion
+	}
+	return segmentVersionV2
+}
+
+func segmentHeader(version uint32) []byte {
 	h := make([]byte, 0, headerLen)
 	h = append(h, segmentMagic...)
-	return binary.LittleEndian.AppendUint32(h, segmentVersion)
+	return binary.LittleEndian.AppendUint32(h, version)
 }
 
 // checkHeader verifies a segment's header and returns its format version.
@@ -102,8 +113,8 @@ func checkHeader(f vfs.File) (uint32, error) {
 		return 0, &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
 	}
 	v := binary.LittleEndian.Uint32(h[len(segmentMagic):])
-	if v != segmentVersion && v != segmentVersionV1 {
-		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d (this Eddy reads 1 and 2)", v)}
+	if v != segmentVersion && v != segmentVersionV2 && v != segmentVersionV1 {
+		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d (this Eddy reads 1 to 3)", v)}
 	}
 	return v, nil
 }
@@ -113,13 +124,13 @@ func checkHeader(f vfs.File) (uint32, error) {
 // was created, the file is removed again (the removal is not fsynced: a
 // log undoing a batch syncs the directory itself, and Open rewrites a
 // segment shorter than its header).
-func createSegment(fsys vfs.FS, dir string, first uint64) (vfs.File, error) {
+func createSegment(fsys vfs.FS, dir string, first uint64, version uint32) (vfs.File, error) {
 	path := filepath.Join(dir, segmentName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: create segment: %w", err)
 	}
-	if _, err = f.WriteAt(segmentHeader(), 0); err != nil {
+	if _, err = f.WriteAt(segmentHeader(version), 0); err != nil {
 		err = fmt.Errorf("ingest: write segment header %s: %w", path, err)
 	} else if err = fsys.SyncDir(dir); err != nil {
 		err = fmt.Errorf("ingest: sync dir %s: %w", dir, err)
@@ -146,22 +157,23 @@ type Recovery struct {
 // valid frame, with no valid frame after them. A failing frame followed by
 // a valid one is corruption, never cut: cutting would drop entries that
 // were acknowledged. It returns the offset after the last frame, the
-// segment's end and its format version.
-func recoverLast(f vfs.File, first uint64, size int64) (next uint64, end int64, version uint32, rec Recovery, err error) {
+// segment's end and its format version. A segment shorter than its header
+// gets a header of newVersion.
+func recoverLast(f vfs.File, first uint64, size int64, newVersion uint32) (next uint64, end int64, version uint32, rec Recovery, err error) {
 	rec.Segment = f.Name()
 	if size < int64(headerLen) {
 		// Created but the header never fully reached the disk: rewrite it.
 		if err := f.Truncate(0); err != nil {
 			return 0, 0, version, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
 		}
-		if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
+		if _, err := f.WriteAt(segmentHeader(newVersion), 0); err != nil {
 			return 0, 0, version, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
 			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutBytes = size
-		return first, int64(headerLen), segmentVersion, rec, nil
+		return first, int64(headerLen), newVersion, rec, nil
 	}
 	version, err = checkHeader(f)
 	if err != nil {

@@ -77,6 +77,7 @@ func TestWear_WriteBytesPerHour(t *testing.T) {
 		{"after_fsync_linger_10ms", "after_fsync", "100ms", "10ms", "zstd"},
 		{"after_fsync_linger_0", "after_fsync", "100ms", "0s", "zstd"},
 		{"after_fsync_uncompressed", "after_fsync", "100ms", "100ms", "none"},
+		{"after_fsync_s2", "after_fsync", "100ms", "100ms", "s2"},
 		{"after_write_100ms", "after_write", "100ms", "100ms", "zstd"}, // survives a crash; power loss may lose 100 ms
 		{"after_write_1s", "after_write", "1s", "100ms", "zstd"},
 	} {

@@ -23,7 +23,7 @@ func runFootprint(args []string) error {
 	sinks := fs.String("sinks", "file", "exactly-once sinks to run, one agent each: file, mqtt (the WAL sink, upstream = the same mosquitto)")
 	ingestAck := fs.String("ingest-ack", "after_fsync", "ingest log ack mode: after_fsync or after_write")
 	ingestLinger := fs.String("ingest-linger", "", `ingest { linger }, e.g. "10ms" (empty: the agent's default)`)
-	ingestCompression := fs.String("ingest-compression", "", `ingest { compression }: zstd or none (empty: the agent's default)`)
+	ingestCompression := fs.String("ingest-compression", "", `ingest { compression }: zstd, s2 or none (empty: the agent's default)`)
 	perfSeconds := fs.Int("perf", 0, "if > 0, record the agent with perf for this many seconds of the run (perf.data in the working directory)")
 	if err := fs.Parse(args); err != nil {
 		return err
