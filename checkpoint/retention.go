@@ -80,7 +80,7 @@ func (s *Store) Retain(retain int) (RetentionPlan, error) {
 	var ms []*Manifest
 	var corrupt []uint64
 	for _, id := range ids {
-		m, err := s.ReadManifest(id)
+		m, err := s.retentionManifest(id)
 		switch {
 		case IsCorruption(err):
 			corrupt = append(corrupt, id)
@@ -107,7 +107,9 @@ func (s *Store) Retain(retain int) (RetentionPlan, error) {
 	for i, id := range plan.Manifests {
 		names[i] = manifestName(id)
 	}
-	if err := s.remove("manifests", names); err != nil {
+	err = s.remove("manifests", names)
+	s.forgetExcept(slices.DeleteFunc(ids, func(id uint64) bool { _, removed := slices.BinarySearch(plan.Manifests, id); return removed }))
+	if err != nil {
 		return RetentionPlan{}, err
 	}
 	if err := s.remove("files", plan.Files); err != nil {
