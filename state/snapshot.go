@@ -2,8 +2,6 @@ package state
 
 import (
 	"bytes"
-	"cmp"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -188,10 +186,6 @@ type snapBufs struct {
 	evicted []string
 	order   []Bucket
 	rank    []int
-	// sortKeys and sorted order the overlay (sortOverlay); sorted becomes
-	// the overlay, whose old memory becomes sorted for the next time.
-	sortKeys []overlaySortKey
-	sorted   []overlayEntry
 }
 
 // prepare orders the capture: buckets by name, keys within each. A full
@@ -211,7 +205,12 @@ func (sn *boltSnapshot) prepare() {
 	for r, bk := range b.order {
 		b.rank[bk] = r
 	}
-	sn.overlay = b.sortOverlay(sn.overlay)
+	slices.SortFunc(sn.overlay, func(x, y overlayEntry) int {
+		if x.bucket != y.bucket {
+			return b.rank[x.bucket] - b.rank[y.bucket]
+		}
+		return bytes.Compare(x.key, y.key)
+	})
 	b.buckets, b.evicted = b.buckets[:0], b.evicted[:0]
 	o := 0
 	for _, bk := range b.order {
@@ -239,44 +238,6 @@ func (sn *boltSnapshot) prepare() {
 	}
 	sn.keys = nil
 	sn.buckets = b.buckets
-}
-
-// overlaySortKey is an overlay entry's place in the order (bucket rank,
-// key) as two integers, the rank and the key's first 14 bytes (zero
-// padded, which keeps the order of keys that differ there), and its index:
-// most comparisons of window and timer keys, which share long prefixes,
-// end in two integer compares instead of a bytes.Compare of 64-byte
-// entries, which took half the CPU of a small state's snapshot.
-type overlaySortKey struct {
-	hi, lo uint64
-	i      int32
-}
-
-// sortOverlay returns the overlay sorted by (bucket rank, key), in b.sorted;
-// the overlay's memory becomes b.sorted.
-func (b *snapBufs) sortOverlay(overlay []overlayEntry) []overlayEntry {
-	keys := b.sortKeys[:0]
-	for i := range overlay {
-		var p [16]byte
-		copy(p[2:], overlay[i].key)
-		hi := binary.BigEndian.Uint64(p[:8])
-		keys = append(keys, overlaySortKey{hi: uint64(b.rank[overlay[i].bucket])<<48 | hi, lo: binary.BigEndian.Uint64(p[8:]), i: int32(i)})
-	}
-	slices.SortFunc(keys, func(x, y overlaySortKey) int {
-		if c := cmp.Compare(x.hi, y.hi); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(x.lo, y.lo); c != 0 {
-			return c
-		}
-		return bytes.Compare(overlay[x.i].key, overlay[y.i].key)
-	})
-	sorted := b.sorted[:0]
-	for _, k := range keys {
-		sorted = append(sorted, overlay[k.i])
-	}
-	b.sortKeys, b.sorted, b.overlay = keys, overlay[:0], sorted
-	return sorted
 }
 
 // sortedChanges orders a change set by (bucket name, key).
