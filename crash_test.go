@@ -238,12 +238,14 @@ pipeline "changes" {
 checkpoint {`)
 
 // compactingConfig is crashConfig with a small max_chain_ratio, so that a
-// new base follows every few increments and the kills fall before, during
-// and after many compactions; each reading is delayed a little, so that the
+// new base follows every few increments, merged in the background although
+// the state is small, and the kills fall before, during and after many
+// compactions; each reading is delayed a little, so that the
 // job outlasts several merges (unslowed, it could end after two kills on
 // an idle machine, before any kill fell during a merge).
-var compactingConfig = replaceAll(crashConfig, `  interval = "100ms"`, `  interval        = "100ms"
-  max_chain_ratio = 0.01`, "  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"5us\"\n}")
+var compactingConfig = replaceAll(crashConfig, `  interval = "100ms"`, `  interval           = "100ms"
+  max_chain_ratio    = 0.01
+  debug_always_merge = true`, "  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"5us\"\n}")
 
 // newBases counts, in a run's log, the chains compacted into a new base:
 // merged in the background, or replaced by a full checkpoint that completed

@@ -107,7 +107,10 @@ func coordinatorConfig(cfg *config.Config, tasks []string) checkpoint.Config {
 	ccfg := checkpoint.DefaultConfig(tasks...)
 	ccfg.Interval, ccfg.MinPause, ccfg.Timeout = cc.Interval, cc.MinPause, cc.Timeout
 	ccfg.TolerableFailures, ccfg.MaxChainRatio, ccfg.FullEvery = cc.TolerableFailures, cc.MaxChainRatio, cc.FullEvery
-	ccfg.MergeChains = true
+	ccfg.MergeChains, ccfg.MinMergeBase = true, checkpoint.DefaultMinMergeBase
+	if cc.DebugAlwaysMerge {
+		ccfg.MinMergeBase = 0
+	}
 	ccfg.ConfigFingerprint = cfg.Fingerprint()
 	if cc.Mode == "at_least_once" {
 		ccfg.Mode = checkpoint.AtLeastOnce

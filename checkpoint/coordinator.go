@@ -68,12 +68,26 @@ type Config struct {
 	// on being incremental and never wait for the live state to be read.
 	// A failed merge makes the next checkpoint full.
 	MergeChains bool
+	// MinMergeBase, with MergeChains, keeps merges to chains whose base is
+	// at least this many bytes: a smaller chain whose increments add up to
+	// its base or more is replaced by a full checkpoint instead. A merge
+	// reads the base and every increment (twice the base or more) to write
+	// a new base, a full snapshot reads the live state once to write about
+	// the same bytes, and a small state's barrier copy is cheap: at
+	// checkpoints every second that halves the checkpoint's CPU. 0 merges
+	// every chain.
+	MinMergeBase int64
 	// Tasks are the ids of the tasks that must acknowledge every checkpoint.
 	// At least one; unique and non-empty.
 	Tasks []string
 	// ConfigFingerprint is copied into every manifest.
 	ConfigFingerprint string
 }
+
+// DefaultMinMergeBase is the agent's Config.MinMergeBase: a base of up to
+// 256 KiB (compressed; about a megabyte of state) is cheaper to take anew
+// than to merge, and its barrier copy stays a fraction of a millisecond.
+const DefaultMinMergeBase = 256 << 10
 
 // DefaultConfig returns the defaults of the checkpoint block for the
 // given tasks.
@@ -103,6 +117,8 @@ func (c *Config) Validate() error {
 		return bad("max_chain_ratio %v must be zero or a finite positive number", c.MaxChainRatio)
 	case c.FullEvery < 0:
 		return bad("full_every %d is negative", c.FullEvery)
+	case c.MinMergeBase < 0:
+		return bad("min_merge_base %d is negative", c.MinMergeBase)
 	case len(c.Tasks) == 0:
 		return bad("no tasks")
 	}
@@ -495,6 +511,8 @@ func (c *Coordinator) chainExtends() bool {
 	case float64(c.incrBytes) <= c.cfg.MaxChainRatio*float64(c.baseBytes):
 		return true
 	case !c.cfg.MergeChains:
+		return false
+	case c.baseBytes < c.cfg.MinMergeBase && c.incrBytes >= c.baseBytes:
 		return false
 	}
 	if c.compacting == 0 {

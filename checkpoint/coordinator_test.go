@@ -560,6 +560,51 @@ func TestCoordinator_MergeChains(t *testing.T) {
 	}
 }
 
+// With MinMergeBase, a chain whose base is smaller and whose increments
+// add up to the base or more is replaced by a full checkpoint, not merged;
+// a chain of a larger base, or of increments smaller than their base (a
+// max_chain_ratio below 1), is still merged.
+func TestCoordinator_MinMergeBase(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ratio float64
+		sizes []int64 // of task a's file in checkpoints 1, 2, …
+		want  string  // kinds of checkpoints 1 … len(sizes)+1
+		merge bool    // a merge was requested
+	}{
+		{"small base, increments outweigh it: full", 1, []int64{1000, 600, 500}, "FIIF", false},
+		{"small base, one increment outweighs it: full", 1, []int64{1000, 1200}, "FIF", false},
+		{"base at the threshold: merged", 1, []int64{4096, 2500, 2000}, "FIII", true},
+		{"small base, increments below it (ratio 0.1): merged", 0.1, []int64{1000, 60, 50}, "FIII", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig("a")
+			cfg.MergeChains, cfg.MinMergeBase, cfg.MaxChainRatio = true, 4096, tt.ratio
+			h := newHarness(t, cfg)
+			h.tick(0)
+			var got strings.Builder
+			for i := 0; ; i++ {
+				trig := h.tick(int64(10_000 * (i + 1)))
+				if len(trig) != 1 {
+					t.Fatalf("checkpoint %d: triggers %+v", i+1, trig)
+				}
+				got.WriteByte(strings.ToUpper(trig[0].Kind.String())[0])
+				if i == len(tt.sizes) {
+					break
+				}
+				f := file("a", trig[0].ID, trig[0].Kind)
+				f.Size = tt.sizes[i]
+				h.step(Ack{CheckpointID: trig[0].ID, Task: "a", Files: []FileRef{f}})
+				h.ready()
+				h.ready()
+			}
+			if got.String() != tt.want || (h.compaction != nil) != tt.merge {
+				t.Errorf("kinds %s, merge requested %v; want %s, %v", got.String(), h.compaction != nil, tt.want, tt.merge)
+			}
+		})
+	}
+}
+
 // While the disk is full, failed checkpoints do not count towards
 // tolerable_failures and no periodic checkpoint is triggered; a savepoint
 // still is; when space frees, checkpoints resume and count again.

@@ -119,3 +119,42 @@ func TestStore_RetainRemovesOldGarbageManifest(t *testing.T) {
 		t.Errorf("removed %v, want the garbage manifest 1 only (9 is newer than the kept ones)", plan.Manifests)
 	}
 }
+
+// Retention remembers the manifests it has seen, but a manifest removed by
+// hand meanwhile (eddy savepoint rm) is neither removed again nor keeps its
+// files, and one written by another Store on the directory is read.
+func TestStore_RetainAfterManifestsChangedByHand(t *testing.T) {
+	s, _ := newRecordingStore(t)
+	var files []FileRef
+	for id := uint64(1); id <= 3; id++ {
+		f := mustWriteSnapshot(t, s, "a", KindFull, id, []testEntry{{"b", "k", fmt.Sprint(id), false}})
+		files = append(files, f)
+		kind := KindFull
+		if id == 2 {
+			kind = KindSavepoint
+		}
+		mustWriteManifest(t, s, testManifest(id, kind, f))
+	}
+	if _, err := s.Retain(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := vfs.Default.Remove(s.path(manifestName(2))); err != nil { // the savepoint, by hand
+		t.Fatal(err)
+	}
+	other, err := OpenStore(vfs.Default, s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f4 := mustWriteSnapshot(t, other, "a", KindFull, 4, []testEntry{{"b", "k", "4", false}})
+	mustWriteManifest(t, other, testManifest(4, KindFull, f4))
+	plan, err := s.Retain(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plan.Manifests, []uint64{3}) || !slices.Equal(plan.Files, []string{files[2].Name}) {
+		t.Errorf("plan %+v, want manifest 3 and its file removed", plan)
+	}
+	if ids, _ := s.ManifestIDs(); !slices.Equal(ids, []uint64{4}) {
+		t.Errorf("manifests left %v, want [4]", ids)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -36,6 +37,12 @@ type Store struct {
 	fs  vfs.FS
 	dir string
 	seq atomic.Uint64 // names temp files uniquely
+
+	// kept holds, by id, the manifests retention has seen or this Store
+	// wrote: a manifest never changes once written, and retention at every
+	// checkpoint would otherwise read and parse each kept one again.
+	keptMu sync.Mutex
+	kept   map[uint64]*Manifest
 }
 
 // OpenStore opens (creating it if needed, durably: vfs.MkdirAllSynced) the
@@ -227,7 +234,46 @@ func (s *Store) WriteManifest(m *Manifest) error {
 	if err := s.fs.SyncDir(s.path("manifests")); err != nil {
 		return fmt.Errorf("checkpoint: manifest %d: sync manifests dir: %w", m.ID, err)
 	}
+	s.keep(&Manifest{ID: m.ID, Kind: m.Kind, Files: slices.Clone(m.Files)})
 	return nil
+}
+
+// keep remembers what retention needs of a manifest on disk.
+func (s *Store) keep(m *Manifest) {
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	if s.kept == nil {
+		s.kept = make(map[uint64]*Manifest)
+	}
+	s.kept[m.ID] = m
+}
+
+// retentionManifest returns manifest id as retention sees it: from kept,
+// or read from disk.
+func (s *Store) retentionManifest(id uint64) (*Manifest, error) {
+	s.keptMu.Lock()
+	m := s.kept[id]
+	s.keptMu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	m, err := s.ReadManifest(id)
+	if err == nil {
+		s.keep(&Manifest{ID: m.ID, Kind: m.Kind, Files: m.Files})
+	}
+	return m, err
+}
+
+// forgetExcept drops from kept every manifest whose id is not in ids
+// (removed by retention or by hand).
+func (s *Store) forgetExcept(ids []uint64) {
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	for id := range s.kept {
+		if _, found := slices.BinarySearch(ids, id); !found {
+			delete(s.kept, id)
+		}
+	}
 }
 
 // ManifestIDs returns the ids of the manifests in the store, ascending.

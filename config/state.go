@@ -84,7 +84,11 @@ type Checkpoint struct {
 	// subtask that has waited this long for the barrier since it was
 	// announced; 0 (default) means never.
 	AlignedTimeout time.Duration
-	DeclRange      hcl.Range
+	// DebugAlwaysMerge, for tests, merges every chain that outgrows
+	// MaxChainRatio in the background, however small its base (see
+	// checkpoint.Config.MinMergeBase).
+	DebugAlwaysMerge bool
+	DeclRange        hcl.Range
 }
 
 func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
@@ -92,7 +96,7 @@ func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
 	if b == nil {
 		return cp
 	}
-	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "max_savepoints", "mode", "max_chain_ratio", "full_every", "unaligned", "aligned_timeout"})
+	a, _ := d.content(b, []string{"interval", "min_pause", "timeout", "tolerable_failures", "retain", "max_savepoints", "mode", "max_chain_ratio", "full_every", "unaligned", "aligned_timeout", "debug_always_merge"})
 	cp.DeclRange = b.DefRange
 	cp.Interval = a.duration("interval", cp.Interval)
 	cp.MinPause = a.duration("min_pause", 0)
@@ -109,6 +113,7 @@ func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
 	}
 	cp.Unaligned = a.boolean("unaligned", false)
 	cp.AlignedTimeout = a.duration("aligned_timeout", 0)
+	cp.DebugAlwaysMerge = a.boolean("debug_always_merge", false)
 	for _, n := range []string{"interval", "timeout"} {
 		if a.has(n) && (n == "interval" && cp.Interval == 0 || n == "timeout" && cp.Timeout == 0) {
 			d.errorf(a.rangeOf(n), "Value out of range", "%q must be positive; %s.", n, durationHint)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,7 +39,12 @@ type TwoPhaseFile struct {
 	fs   vfs.FS
 	dir  string
 	open map[uint64]*partFile // in-progress parts by epoch
-	err  error
+	// pending are the epochs of the pre-committed parts, ascending, once
+	// the directory has been scanned for them (scanned): Commit then does
+	// not list a directory that grows by a committed part per checkpoint.
+	pending []uint64
+	scanned bool
+	err     error
 	// retention bounds the committed parts (SetRetention).
 	retention PartRetention
 }
@@ -132,6 +138,9 @@ func (s *TwoPhaseFile) PreCommit(epoch uint64) error {
 		if err := s.fs.Rename(s.path(e, inprogressSufix), s.path(e, pendingSuffix)); err != nil {
 			return s.fail(fmt.Errorf("sink: pre-commit part: %w", err))
 		}
+		if i, found := slices.BinarySearch(s.pending, e); !found {
+			s.pending = slices.Insert(s.pending, i, e)
+		}
 		n++
 	}
 	if n == 0 {
@@ -151,20 +160,23 @@ func (s *TwoPhaseFile) Commit(epoch uint64) error {
 }
 
 func (s *TwoPhaseFile) commitLocked(upTo uint64) error {
-	pending, _, err := s.scan()
-	if err != nil {
-		return s.fail(err)
+	if !s.scanned {
+		pending, _, err := s.scan()
+		if err != nil {
+			return s.fail(err)
+		}
+		s.pending, s.scanned = pending, true
 	}
 	n := 0
-	for _, e := range pending {
-		if e > upTo {
-			continue
-		}
+	for n < len(s.pending) && s.pending[n] <= upTo {
+		e := s.pending[n]
 		if err := s.fs.Rename(s.path(e, pendingSuffix), s.path(e, "")); err != nil {
+			s.pending = s.pending[n:]
 			return s.fail(fmt.Errorf("sink: commit part: %w", err))
 		}
 		n++
 	}
+	s.pending = s.pending[n:]
 	if n > 0 {
 		if err := s.syncDir(); err != nil {
 			return err
@@ -191,13 +203,17 @@ func (s *TwoPhaseFile) Recover(lastCompleted uint64) error {
 			return fmt.Errorf("sink: discard part: %w", err)
 		}
 	}
+	kept := pending[:0]
 	for _, e := range pending {
 		if e > lastCompleted {
 			if err := s.fs.Remove(s.path(e, pendingSuffix)); err != nil {
 				return fmt.Errorf("sink: discard part: %w", err)
 			}
+			continue
 		}
+		kept = append(kept, e)
 	}
+	s.pending, s.scanned = kept, true
 	if err := s.commitLocked(lastCompleted); err != nil {
 		return err
 	}

@@ -4,8 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 func items(lines ...string) []Item {
@@ -108,5 +111,51 @@ func TestTwoPhaseFile_Recover(t *testing.T) {
 	}
 	if got := committed(t, dir); !slices.Equal(got, []string{"x"}) {
 		t.Fatalf("after second recover: %v", got)
+	}
+}
+
+// listCountingFS counts directory listings.
+type listCountingFS struct {
+	vfs.FS
+	lists int
+}
+
+func (f *listCountingFS) List(dir string) ([]string, error) {
+	f.lists++
+	return f.FS.List(dir)
+}
+
+// A commit per checkpoint publishes the parts pre-committed since the last
+// one, several epochs at a time when a checkpoint completes late, without
+// listing the directory, which grows by a committed part per checkpoint:
+// only the first commit after opening looks for parts a previous run left.
+func TestTwoPhaseFile_CommitsWithoutListing(t *testing.T) {
+	dir := t.TempDir()
+	fsys := &listCountingFS{FS: vfs.Default}
+	s, err := OpenTwoPhaseFile(fsys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for epoch := uint64(1); epoch <= 20; epoch++ {
+		line := strconv.FormatUint(epoch, 10)
+		want = append(want, line)
+		if err := s.Write(epoch, items(line)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PreCommit(epoch); err != nil {
+			t.Fatal(err)
+		}
+		if epoch%3 == 0 { // checkpoints 1 and 2 completed with 3
+			if err := s.Commit(epoch); err != nil {
+				t.Fatal(err)
+			}
+			if got := committed(t, dir); !slices.Equal(got, want) {
+				t.Fatalf("after commit %d: %v, want %v", epoch, got, want)
+			}
+		}
+	}
+	if fsys.lists != 1 {
+		t.Errorf("%d directory listings for 6 commits, want 1", fsys.lists)
 	}
 }
