@@ -22,7 +22,7 @@ func TestPending_ReleaseOrder(t *testing.T) {
 			e := ts{rng.Int64N(500), uint64(i)}
 			model = append(model, e)
 			k := []byte{byte(e.t), byte(e.seq), byte(e.seq >> 8)}
-			p.push(e.t, e.seq, k, append(k, 'p'), false)
+			p.push(e.t, e.seq, 0, k, append(k, 'p'), false)
 			continue
 		}
 		slices.SortFunc(model, func(a, b ts) int {
