@@ -86,7 +86,7 @@ type Operator struct {
 	wm    int64
 	now   int64 // the TTL clock; math.MinInt64 until the first reading
 	gen   uint64
-	index pending // the buffer's keys in release order, rebuilt after a Restore (gen)
+	index pending        // the buffer's keys in release order, rebuilt after a Restore (gen)
 	ready []pendingEntry // taken from index, being released (AdvanceWatermark)
 
 	timers  *state.TimerQueue // time | keyGroup | key

@@ -23,10 +23,10 @@ type pendingEntry struct {
 	time   int64
 	seq    uint64
 	hash   uint64 // of the reading's key (keyIndex.hash)
-	off    int  // the key, then the payload, in the arena
-	n      int  // key bytes
-	pn     int  // payload bytes; -1: not in memory (read it from the backend)
-	stored bool // written to the backend
+	off    int    // the key, then the payload, in the arena
+	n      int    // key bytes
+	pn     int    // payload bytes; -1: not in memory (read it from the backend)
+	stored bool   // written to the backend
 }
 
 func (e pendingEntry) less(o pendingEntry) bool {
