@@ -63,14 +63,6 @@ func (p *pending) push(t int64, seq uint64, h uint64, k, payload []byte, stored 
 	p.heap[i] = e
 }
 
-// peek returns the smallest entry's time; ok is false when empty.
-func (p *pending) peek() (t int64, ok bool) {
-	if len(p.heap) == 0 {
-		return 0, false
-	}
-	return p.heap[0].time, true
-}
-
 func (e *pendingEntry) size() int { return e.n + max(e.pn, 0) }
 
 func (p *pending) key(e *pendingEntry) []byte { return p.arena[e.off : e.off+e.n : e.off+e.n] }
