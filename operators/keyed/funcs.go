@@ -264,11 +264,22 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 }
 
 // set remembers x as c's value; a string's bytes go to the arena (which
-// the next Decode rebuilds, so it does not grow past one reading's).
+// the next Decode rebuilds, so it does not grow past one reading's). The
+// string c holds stays when x is the same (a changed() that saw no change),
+// and is overwritten when it ends the arena: then compact has nothing to do.
 func (s *funcState) set(c *callState, x event.Value) {
+	had := c.seen && c.value.Kind == event.String
 	c.seen = true
 	switch x.Kind {
 	case event.String:
+		if had {
+			if string(s.arena[c.off:c.off+c.n]) == string(x.Str) {
+				return
+			}
+			if c.off+c.n == len(s.arena) {
+				s.arena = s.arena[:c.off]
+			}
+		}
 		c.off = len(s.arena)
 		s.arena = append(s.arena, x.Str...)
 		x.Str = nil

@@ -92,7 +92,8 @@ type Operator struct {
 	wm    int64
 	now   int64 // the TTL clock; math.MinInt64 until the first reading
 	gen   uint64
-	index pending // the buffer's keys in release order, rebuilt after a Restore (gen)
+	index pending        // the buffer's keys in release order, rebuilt after a Restore (gen)
+	ready []pendingEntry // taken from index, being released (AdvanceWatermark)
 
 	timers  *state.TimerQueue // time | keyGroup | key
 	onTimer TimerHandler
@@ -227,7 +228,7 @@ func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
 	if o.opts.Control {
 		payload = o.withControl(r)
 	}
-	o.index.push(r.Time, r.Seq, o.key, payload, false)
+	o.index.push(r.Time, r.Seq, o.objs.index.hash(r.Key), o.key, payload, false)
 	if o.index.live > maxPendingBytes {
 		// Memory is short: the buffer goes to the backend, whose cache
 		// writes it back to the working file as it fills.
@@ -253,52 +254,65 @@ func (o *Operator) AdvanceWatermark(wm int64, h Handler) error {
 		return err
 	}
 	for {
-		t, ok := o.index.peek()
-		if !ok || t > wm {
+		// A group of readings at a time: their key lookups' cache misses
+		// are taken together (objCache.touch), not one per reading.
+		o.ready = o.index.popUpTo(wm, o.ready[:0], releaseGroup)
+		if len(o.ready) == 0 {
 			// No reading left to release: the timers up to wm.
 			return o.fireTimers(o.timers, o.onTimer, wm, false)
 		}
-		if err := o.fireTimers(o.timers, o.onTimer, t, true); err != nil { // the timers before t
-			return err
-		}
-		e := o.index.pop()
-		// The popped key and payload stay in the index's arena until the
-		// next push, which only Process does: the reading is run from
-		// there, uncopied, unless its payload must be read back.
-		key, payload := o.index.key(&e), o.index.payload(&e)
-		format := o.memoryFormat()
-		if payload == nil {
-			o.key = append(o.key[:0], key...)
-			v, ok, err := o.be.Get(o.buf, o.key)
-			if err != nil {
+		o.objs.touch(o.ready)
+		for i := range o.ready {
+			if err := o.release(&o.ready[i], h); err != nil {
 				return err
 			}
-			if !ok {
-				return fmt.Errorf("%w: indexed but not stored", errBuffer)
-			}
-			o.val = append(o.val[:0], v...)
-			if len(o.val) < 1 {
-				return errBuffer
-			}
-			key, payload, format = o.key, o.val[1:], o.val[0]
 		}
-		payload, control, err := splitBuffered(format, payload)
+	}
+}
+
+// releaseGroup is the number of readings AdvanceWatermark takes from the
+// buffer at a time.
+const releaseGroup = 32
+
+// release runs h on the popped entry e, after the timers before its time.
+func (o *Operator) release(e *pendingEntry, h Handler) error {
+	if err := o.fireTimers(o.timers, o.onTimer, e.time, true); err != nil { // the timers before e's time
+		return err
+	}
+	// The popped key and payload stay in the index's arena until the next
+	// push, which only Process does: the reading is run from there,
+	// uncopied, unless its payload must be read back.
+	key, payload := o.index.key(e), o.index.payload(e)
+	format := o.memoryFormat()
+	if payload == nil {
+		o.key = append(o.key[:0], key...)
+		v, ok, err := o.be.Get(o.buf, o.key)
 		if err != nil {
 			return err
 		}
-		if e.stored {
-			if err := o.be.Delete(o.buf, key); err != nil {
-				return err
-			}
+		if !ok {
+			return fmt.Errorf("%w: indexed but not stored", errBuffer)
 		}
-		if len(key) < bufferKeyHead {
+		o.val = append(o.val[:0], v...)
+		if len(o.val) < 1 {
 			return errBuffer
 		}
-		o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload, Control: control}
-		if err := o.run(&o.r, h); err != nil {
+		key, payload, format = o.key, o.val[1:], o.val[0]
+	}
+	payload, control, err := splitBuffered(format, payload)
+	if err != nil {
+		return err
+	}
+	if e.stored {
+		if err := o.be.Delete(o.buf, key); err != nil {
 			return err
 		}
 	}
+	if len(key) < bufferKeyHead {
+		return errBuffer
+	}
+	o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload, Control: control}
+	return o.run(&o.r, h)
 }
 
 // RegisterTimer sets an event-time timer at t for the current key (of
@@ -510,7 +524,7 @@ func (o *Operator) sync() error {
 				bad = errBuffer
 				return false
 			}
-			o.index.push(t, binary.BigEndian.Uint64(k[8:]), k, nil, true)
+			o.index.push(t, binary.BigEndian.Uint64(k[8:]), o.objs.index.hash(k[bufferKeyHead:]), k, nil, true)
 			return true
 		})
 		if err == nil {

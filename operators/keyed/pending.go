@@ -22,10 +22,11 @@ type pending struct {
 type pendingEntry struct {
 	time   int64
 	seq    uint64
-	off    int  // the key, then the payload, in the arena
-	n      int  // key bytes
-	pn     int  // payload bytes; -1: not in memory (read it from the backend)
-	stored bool // written to the backend
+	hash   uint64 // of the reading's key (keyIndex.hash)
+	off    int    // the key, then the payload, in the arena
+	n      int    // key bytes
+	pn     int    // payload bytes; -1: not in memory (read it from the backend)
+	stored bool   // written to the backend
 }
 
 func (e pendingEntry) less(o pendingEntry) bool {
@@ -34,13 +35,14 @@ func (e pendingEntry) less(o pendingEntry) bool {
 
 func (p *pending) len() int { return len(p.heap) }
 
-// push adds the buffer key k of a reading of time t and sequence seq, with
-// its payload (nil and stored for an entry read back from the backend).
-func (p *pending) push(t int64, seq uint64, k, payload []byte, stored bool) {
+// push adds the buffer key k of a reading of time t and sequence seq, whose
+// key hashes to h, with its payload (nil and stored for an entry read back
+// from the backend).
+func (p *pending) push(t int64, seq uint64, h uint64, k, payload []byte, stored bool) {
 	if len(p.arena) > 2*p.live+64<<10 {
 		p.compact()
 	}
-	e := pendingEntry{time: t, seq: seq, off: len(p.arena), n: len(k), pn: len(payload), stored: stored}
+	e := pendingEntry{time: t, seq: seq, hash: h, off: len(p.arena), n: len(k), pn: len(payload), stored: stored}
 	if payload == nil {
 		e.pn = -1
 	}
@@ -59,14 +61,6 @@ func (p *pending) push(t int64, seq uint64, k, payload []byte, stored bool) {
 		i = parent
 	}
 	p.heap[i] = e
-}
-
-// peek returns the smallest entry's time; ok is false when empty.
-func (p *pending) peek() (t int64, ok bool) {
-	if len(p.heap) == 0 {
-		return 0, false
-	}
-	return p.heap[0].time, true
 }
 
 func (e *pendingEntry) size() int { return e.n + max(e.pn, 0) }
@@ -113,6 +107,16 @@ func (p *pending) pop() pendingEntry {
 		p.arena, p.live = p.arena[:0], 0 // e's bytes stay readable until the next push
 	}
 	return e
+}
+
+// popUpTo appends to dst, smallest first, the entries of time ≤ t, at
+// most n of them, removing them; their keys and payloads stay readable
+// until the next push.
+func (p *pending) popUpTo(t int64, dst []pendingEntry, n int) []pendingEntry {
+	for len(dst) < n && len(p.heap) > 0 && p.heap[0].time <= t {
+		dst = append(dst, p.pop())
+	}
+	return dst
 }
 
 // dropPayloads forgets the payloads of stored entries (memory ran short);

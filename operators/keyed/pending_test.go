@@ -22,7 +22,7 @@ func TestPending_ReleaseOrder(t *testing.T) {
 			e := ts{rng.Int64N(500), uint64(i)}
 			model = append(model, e)
 			k := []byte{byte(e.t), byte(e.seq), byte(e.seq >> 8)}
-			p.push(e.t, e.seq, k, append(k, 'p'), false)
+			p.push(e.t, e.seq, 0, k, append(k, 'p'), false)
 			continue
 		}
 		slices.SortFunc(model, func(a, b ts) int {
@@ -41,5 +41,30 @@ func TestPending_ReleaseOrder(t *testing.T) {
 	}
 	if p.len() != len(model) {
 		t.Fatalf("%d entries left, want %d", p.len(), len(model))
+	}
+}
+
+// BenchmarkPending_Release is the buffer as the keyed benchmark drives it:
+// batches of 512 readings 1 ms apart with up to 50 ms of jitter pushed,
+// then those 100 ms behind the latest released.
+func BenchmarkPending_Release(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var p pending
+	var ready []pendingEntry
+	key := []byte("0123456789abcdefghsensor-000001")
+	payload := make([]byte, 80)
+	var maxT int64
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		t := int64(i) + rng.Int64N(50)
+		maxT = max(maxT, t)
+		p.push(t, uint64(i), uint64(i), key, payload, false)
+		if i%512 == 511 {
+			for {
+				if ready = p.popUpTo(maxT-100, ready[:0], 32); len(ready) == 0 {
+					break
+				}
+			}
+		}
 	}
 }
