@@ -140,12 +140,19 @@ func testCrashRecovery(t *testing.T, b *mosquitto.Broker, maxInflight int) {
 		go func() { done <- cmd.Wait() }()
 		return cmd, done
 	}
+rounds:
 	for round := range 10 {
 		cmd, done := start()
 		wait := time.Duration(100+rng.IntN(500)) * time.Millisecond
 		select {
 		case err := <-done:
-			t.Fatalf("round %d: helper exited before the kill: %v", round, err)
+			if err != nil {
+				t.Fatalf("round %d: helper failed before the kill: %v", round, err)
+			}
+			// A fast machine finished the job between two kills: the
+			// kills so far are the test, and the final run only drains.
+			t.Logf("round %d: the helper finished all %d epochs before the kill", round, helperEpochs)
+			break rounds
 		case <-time.After(wait):
 		}
 		_ = cmd.Process.Signal(syscall.SIGKILL)
