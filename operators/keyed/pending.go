@@ -1,6 +1,9 @@
 package keyed
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // pending is the in-memory front of the ordering buffer: the buffered
 // readings' storage keys (time | seq | key group | key, see
@@ -21,7 +24,16 @@ import "unsafe"
 // is compacted (when it holds more than twice the live bytes) or emptied
 // (when the buffer is).
 type pending struct {
-	runs  [pendingRuns]pendingRun
+	runs [pendingRuns]pendingRun
+	// heads are the runs' smallest entries, by run; noEntry for an empty
+	// run: the scan for the smallest reads one small array.
+	heads [pendingRuns]pendingOrder
+	// tails are the runs' largest entries, largest first (runOf names the
+	// run); an empty run last with tail minEntry. Putting a reading on the
+	// first run whose tail is not above it (the largest such tail, which
+	// keeps the smaller tails for the readings behind it) keeps that order.
+	tails [pendingRuns]pendingOrder
+	runOf [pendingRuns]uint8
 	heap  []pendingEntry
 	n     int // entries in the runs and the heap
 	arena []byte
@@ -35,6 +47,21 @@ type pending struct {
 // them to the heap with one run, 31% with 4, 0.1% with 8. A pop compares
 // every run's head, so many more runs would cost more than the heap saves.
 const pendingRuns = 8
+
+// pendingOrder is an entry's place in the release order.
+type pendingOrder struct {
+	time int64
+	seq  uint64
+}
+
+func (a pendingOrder) less(b pendingOrder) bool {
+	return a.time < b.time || (a.time == b.time && a.seq < b.seq)
+}
+
+var (
+	noEntry  = pendingOrder{math.MaxInt64, math.MaxUint64} // after every entry
+	minEntry = pendingOrder{math.MinInt64, 0}              // not after any entry
+)
 
 // pendingRun is a FIFO of entries in (time, seq) order: e[head:] are live.
 type pendingRun struct {
@@ -72,30 +99,22 @@ func (p *pending) push(t int64, seq uint64, h uint64, k, payload []byte, stored 
 	p.arena = append(p.arena, k...)
 	p.arena = append(p.arena, payload...)
 	p.live += e.size()
+	if p.n == 0 && p.runOf == [pendingRuns]uint8{} {
+		p.init()
+	}
 	p.n++
-	// The run whose tail is the largest not above e keeps the others'
-	// tails low for the readings behind e; an empty run only when none
-	// fits.
-	best, empty := -1, -1
-	for i := range p.runs {
-		r := &p.runs[i]
-		if r.head == len(r.e) {
-			if empty < 0 {
-				empty = i
+	o := pendingOrder{t, seq}
+	for j := range p.tails {
+		if !o.less(p.tails[j]) {
+			i := p.runOf[j]
+			r := &p.runs[i]
+			if r.head == len(r.e) {
+				p.heads[i] = o
 			}
-			continue
+			r.append(e)
+			p.tails[j] = o
+			return
 		}
-		tail := &r.e[len(r.e)-1]
-		if !e.less(tail) && (best < 0 || p.runs[best].e[len(p.runs[best].e)-1].less(tail)) {
-			best = i
-		}
-	}
-	if best < 0 {
-		best = empty
-	}
-	if best >= 0 {
-		p.runs[best].append(e)
-		return
 	}
 	// Sift up with a hole: each level moves one entry, not two.
 	p.heap = append(p.heap, e)
@@ -109,6 +128,13 @@ func (p *pending) push(t int64, seq uint64, h uint64, k, payload []byte, stored 
 		i = parent
 	}
 	p.heap[i] = e
+}
+
+// init sets up the empty runs; the zero pending is empty too.
+func (p *pending) init() {
+	for i := range p.runs {
+		p.heads[i], p.tails[i], p.runOf[i] = noEntry, minEntry, uint8(i)
+	}
 }
 
 func (r *pendingRun) append(e pendingEntry) {
@@ -138,18 +164,20 @@ func (p *pending) payload(e *pendingEntry) []byte {
 // min returns the smallest entry: the run it heads (-1: the heap's top),
 // nil when the buffer is empty.
 func (p *pending) min() (*pendingEntry, int) {
-	var m *pendingEntry
-	from := -1
-	if len(p.heap) > 0 {
-		m = &p.heap[0]
+	if p.n == 0 {
+		return nil, -1
 	}
-	for i := range p.runs {
-		r := &p.runs[i]
-		if r.head < len(r.e) && (m == nil || r.e[r.head].less(m)) {
-			m, from = &r.e[r.head], i
+	from := 0
+	for i := 1; i < len(p.heads); i++ {
+		if p.heads[i].less(p.heads[from]) {
+			from = i
 		}
 	}
-	return m, from
+	if len(p.heap) > 0 && (p.heads[from] == noEntry || p.heap[0].less(&p.runs[from].e[p.runs[from].head])) {
+		return &p.heap[0], -1
+	}
+	r := &p.runs[from]
+	return &r.e[r.head], from
 }
 
 // take removes the smallest entry, which min found in from.
@@ -159,6 +187,11 @@ func (p *pending) take(from int) pendingEntry {
 		r := &p.runs[from]
 		e = r.e[r.head]
 		r.head++
+		if r.head < len(r.e) {
+			p.heads[from] = pendingOrder{r.e[r.head].time, r.e[r.head].seq}
+		} else {
+			p.emptied(from)
+		}
 	} else {
 		e = p.popHeap()
 	}
@@ -175,6 +208,18 @@ func (p *pending) take(from int) pendingEntry {
 func (p *pending) pop() pendingEntry {
 	_, from := p.min()
 	return p.take(from)
+}
+
+// emptied moves run i, now empty, to the end of the tails.
+func (p *pending) emptied(i int) {
+	p.heads[i] = noEntry
+	j := 0
+	for int(p.runOf[j]) != i {
+		j++
+	}
+	copy(p.tails[j:], p.tails[j+1:])
+	copy(p.runOf[j:], p.runOf[j+1:])
+	p.tails[len(p.tails)-1], p.runOf[len(p.runOf)-1] = minEntry, uint8(i)
 }
 
 func (p *pending) popHeap() pendingEntry {
@@ -274,5 +319,6 @@ func (p *pending) reset() {
 	for i := range p.runs {
 		p.runs[i].e, p.runs[i].head = p.runs[i].e[:0], 0
 	}
+	p.init()
 	p.heap, p.n, p.arena, p.live = p.heap[:0], 0, p.arena[:0], 0
 }
