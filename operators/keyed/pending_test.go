@@ -3,6 +3,7 @@ package keyed
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -77,7 +78,8 @@ func BenchmarkPending_Release(b *testing.B) {
 // latest time (some pops with pop), memory running short now and then
 // (dropPayloads) and the arena compacting as it grows: the entries come out
 // exactly in the order of a sort by (time, seq), keys and payloads intact,
-// whether they sat in a run or in the heap.
+// whether they sat in a run or in the heap; after every push and release
+// each run is in order and its recorded head and tail are its own.
 func TestPending_RunsMatchSortedOrder(t *testing.T) {
 	cases := []struct {
 		name string
@@ -116,6 +118,9 @@ func TestPending_RunsMatchSortedOrder(t *testing.T) {
 					t.Fatalf("entry (%d, %d): payload %q", e.time, e.seq, pl)
 				}
 				got = append(got, ts{e.time, e.seq})
+				if err := p.checkRuns(); err != "" {
+					t.Fatalf("after releasing (%d, %d): %s", e.time, e.seq, err)
+				}
 			}
 			release := func(wm int64, all bool) {
 				slices.SortFunc(model, func(a, b ts) int {
@@ -170,6 +175,9 @@ func TestPending_RunsMatchSortedOrder(t *testing.T) {
 				if p.len() != len(model) {
 					t.Fatalf("after push %d: len %d, want %d", i, p.len(), len(model))
 				}
+				if err := p.checkRuns(); err != "" {
+					t.Fatalf("after push %d: %s", i, err)
+				}
 			}
 			release(0, true)
 			if !slices.Equal(got, want) {
@@ -182,4 +190,37 @@ func TestPending_RunsMatchSortedOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkRuns returns what is wrong with p's runs: a run out of order, a head
+// or tail that is not its run's, the tails not largest first with the
+// empty runs last.
+func (p *pending) checkRuns() string {
+	seen := 0
+	for j := range p.tails {
+		i := int(p.runOf[j])
+		seen |= 1 << i
+		r := &p.runs[i]
+		live := r.e[r.head:]
+		head, tail := noEntry, minEntry
+		if len(live) > 0 {
+			head = pendingOrder{live[0].time, live[0].seq}
+			tail = pendingOrder{live[len(live)-1].time, live[len(live)-1].seq}
+		}
+		if p.heads[i] != head || p.tails[j] != tail {
+			return fmt.Sprintf("run %d: head %v tail %v, recorded %v %v", i, head, tail, p.heads[i], p.tails[j])
+		}
+		if j > 0 && p.tails[j-1].less(tail) {
+			return fmt.Sprintf("tails out of order at %d: %v before %v", j, p.tails[j-1], tail)
+		}
+		for k := 1; k < len(live); k++ {
+			if live[k].less(&live[k-1]) {
+				return fmt.Sprintf("run %d out of order at %d", i, k)
+			}
+		}
+	}
+	if seen != 1<<pendingRuns-1 {
+		return fmt.Sprintf("runOf %v is not a permutation", p.runOf)
+	}
+	return ""
 }
