@@ -45,8 +45,9 @@
 //
 // The buffer is one bucket of the subtask's backend (time | seq | key
 // group | key → payload), not one list per key: the watermark releases a
-// time range across keys. An in-memory heap of the buffered entries' keys
-// gives the release order, so a release costs a Get and a Delete through
+// time range across keys. An in-memory index of the buffered entries' keys
+// (FIFO runs of in-order arrivals, a heap for the stragglers) gives the
+// release order, so a release costs a Get and a Delete through
 // the write-back cache per reading, not a Scan (which would flush the cache,
 // a bbolt commit per watermark); it is rebuilt from the bucket after a
 // restore. The key group in the entry lets a restore with another

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unsafe"
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
@@ -190,10 +189,10 @@ func (o *Operator) StateTTL() state.TTLConfig {
 	return state.TTLConfig{TTL: o.opts.TTL, Update: state.OnCreateAndWrite, Visibility: state.NeverReturnExpired}
 }
 
-// MemoryBytes is what the operator holds in memory: the buffer (its heap
-// and arenas) and the object cache of per-key states.
+// MemoryBytes is what the operator holds in memory: the buffer (its runs,
+// heap and arenas) and the object cache of per-key states.
 func (o *Operator) MemoryBytes() int64 {
-	return int64(cap(o.index.arena)+cap(o.index.spare)+cap(o.index.heap)*int(unsafe.Sizeof(pendingEntry{}))) + int64(o.objs.bytes)
+	return int64(o.index.memoryBytes()) + int64(o.objs.bytes)
 }
 
 // Order returns the operator's order.
@@ -440,18 +439,17 @@ func (o *Operator) flushBuffer() error {
 	if err := o.sync(); err != nil {
 		return err
 	}
-	for i := range o.index.heap {
-		e := &o.index.heap[i]
+	return o.index.each(func(e *pendingEntry) error {
 		if e.stored {
-			continue
+			return nil
 		}
 		o.val = append(append(o.val[:0], o.memoryFormat()), o.index.payload(e)...)
 		if err := o.be.Put(o.buf, o.index.key(e), o.val); err != nil {
 			return err
 		}
 		e.stored = true
-	}
-	return nil
+		return nil
+	})
 }
 
 // run processes r with its key's function state loaded and written back.
