@@ -24,17 +24,20 @@ const (
 	closeFlushTimeout = time.Second
 	// readBufferSize is coalescingConn's read buffer: paho reads a packet
 	// in three reads (type byte, length, body), one read(2) each without a
-	// buffer; with it one read(2) takes in whatever the broker sent.
-	readBufferSize = 16 << 10
+	// buffer; with it one read(2) takes in whatever the broker sent. It
+	// holds what the broker sends at ~30,000 readings/s in a readInterval,
+	// so the pauses hold up to well above the rates a gateway sees.
+	readBufferSize = 64 << 10
 	// readInterval is the least time between two read(2) calls of a busy
 	// connection (see readPause): at 10,000 messages/s mosquitto writes
 	// every millisecond or so, and each read(2) of a few messages woke the
 	// reader, the source's deliverer and the ingest intake (~750 reads and
-	// ~2,000 goroutine wake-ups a second, a third of the agent's CPU). Five
-	// milliseconds take in ~50 messages a read at that rate and add at most
-	// that much to a message's wait for its commit, which lingers 100 ms by
-	// default.
-	readInterval = 5 * time.Millisecond
+	// ~2,000 goroutine wake-ups a second, a third of the agent's CPU).
+	// Twenty milliseconds take in ~200 messages a read at that rate (5 ms
+	// took ~50 and cost 1.5 points more of a core at 1 s checkpoints on an
+	// idle machine) and add at most that much to a message's wait for its
+	// commit, which lingers 100 ms by default.
+	readInterval = 20 * time.Millisecond
 )
 
 // readPause is how long the reader waits before its next read(2), given
