@@ -259,7 +259,9 @@ func TestDiskFull_StopSaysWhichCheckpointRestores(t *testing.T) {
 	tmpfs.Mount(t, store, "256m")
 	want := uninterruptedRecords(t, dir)
 
-	tmpl := replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`)
+	// Slowed, so the job is still running when the filler (256 MiB in
+	// 64 KiB writes, seconds under -race on a busy machine) is done.
+	tmpl := slow(replaceAll(crashConfig, `admin       = ""`, `admin       = "%ADMIN%"`))
 	ag := startAgent(t, dir, tmpl)
 	if !ag.waitLog(`msg="checkpoint completed" id=2 `, 60*time.Second) {
 		t.Fatal("no second checkpoint")
