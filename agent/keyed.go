@@ -170,13 +170,12 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 }
 
 // attachKeyed puts the keyed stage in front of subtask st's window (or in
-// place of one): its operator keeps its state in st.backend.
-func (a *Agent) attachKeyed(pl *plan, st *subtask) error {
+// place of one): its operator keeps its state in st.backend, and its
+// decoded per-key states within cacheBytes, their part of the subtask's
+// share of state { cache } (stateShare).
+func (a *Agent) attachKeyed(pl *plan, st *subtask, cacheBytes int64) error {
 	k := pl.keyed
-	// The decoded per-key states get the subtask's share of state { cache },
-	// as its bbolt cache does (both count in eddy_state_memory_bytes).
-	cache := int(a.memory.stateCache / int64(a.totalSubtasks()))
-	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: cache, Control: k.eval.Control != nil})
+	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: int(cacheBytes), Control: k.eval.Control != nil})
 	if err != nil {
 		return fmt.Errorf("agent: pipeline %q: %w", pl.cfg.Name, err)
 	}

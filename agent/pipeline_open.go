@@ -99,12 +99,14 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		usage = make([]stateUsage, pl.parallelism)
 		pm.state.Store(&usage)
 	}
+	objectCache, writeBackCache := stateShare(a.memory.stateCache/int64(a.totalSubtasks()),
+		pl.keyed != nil, pl.window != nil, a.cfg.State.Backend != "memory")
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
 		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
 		var op *window.Operator
 		if keyedState {
-			be, err := a.openBackend(name, i, pl.parallelism)
+			be, err := a.openBackend(name, i, writeBackCache)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +138,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		}
 		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
 		if pl.keyed != nil {
-			if err := a.attachKeyed(pl, st); err != nil {
+			if err := a.attachKeyed(pl, st, objectCache); err != nil {
 				return nil, err
 			}
 		}
@@ -200,8 +202,9 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 
 // openBackend opens the working state of one subtask. A bbolt file left by
 // an earlier run is discarded, never trusted: state comes from the last
-// checkpoint (docs/architecture.md "State").
-func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Backend, error) {
+// checkpoint (docs/architecture.md "State"). cacheBytes is bbolt's part of
+// the subtask's share of state { cache } (stateShare).
+func (a *Agent) openBackend(pipeline string, subtask int, cacheBytes int64) (state.Backend, error) {
 	st := a.cfg.State
 	if st.Backend == "memory" {
 		return state.NewMemory(), nil
@@ -213,7 +216,7 @@ func (a *Agent) openBackend(pipeline string, subtask, parallelism int) (state.Ba
 	n := a.totalSubtasks()
 	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
 		MaxSize:    int(st.MaxSizeBytes / int64(n)),
-		CacheBytes: int(a.memory.stateCache / int64(n)),
+		CacheBytes: int(cacheBytes),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)

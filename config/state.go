@@ -10,8 +10,9 @@ import (
 type State struct {
 	// Backend is "bbolt" (default) or "memory".
 	Backend string
-	// CacheBytes is the write cache in front of the store, shared by the
-	// subtasks; 0 (the default) means derived from the device at start: an
+	// CacheBytes bounds the write-back caches in front of the stores and
+	// per-key functions' decoded states together, shared by the subtasks;
+	// 0 (the default) means derived from the device at start: an
 	// eighth of the Go memory limit, between 4 and 32 MiB
 	// (devicemem.DefaultStateCache).
 	CacheBytes int64

@@ -473,3 +473,6 @@ func (s *Bolt) Path() string { return s.path }
 
 // CacheBytes returns the approximate memory the write-back cache holds.
 func (s *Bolt) CacheBytes() int { return s.cache.bytes }
+
+// CacheBudget returns the bound of the write-back cache (BoltOptions.CacheBytes).
+func (s *Bolt) CacheBudget() int { return s.opts.CacheBytes }

@@ -102,16 +102,20 @@
 // one batch compress several-fold. Codec 1 is a zstd frame, codec 2 the S2
 // block format (a uvarint of the records' length, then S2 elements; not
 // the framed stream format). The codec is per frame, so one segment may
-// hold all three (the setting changed between runs), and every codec is
-// read whatever the log writes. A frame never spans segments and a segment
-// never exceeds Options.SegmentBytes.
+// hold several (the setting changed between runs), and every codec is
+// read whatever the log writes, codec 2 in version 3 segments only. A
+// frame never spans segments and a segment never exceeds
+// Options.SegmentBytes.
 //
 // Versions 2 and 3 have the same frames; codec 2 is written to version 3
 // segments only. A log compressing with S2 creates version 3 segments, and
 // starts a new one on Open rather than append to a version 2 segment;
 // other logs create version 2 segments, and append to either. So an Eddy that reads
 // only version 2 still reads a log that never used S2, and refuses one
-// that did by name rather than take an S2 frame for a torn tail.
+// that did by name rather than take an S2 frame for a torn tail. This
+// reader in turn refuses an S2 frame in a version 2 segment by name (a
+// *CorruptionError saying the version and the codec), also at the end of
+// the last segment: its CRC holds, so it is no torn write.
 //
 // Version 1 segments (one entry per frame: length u32 | CRC u32 | offset
 // u64 | arrival i64 | flags u8 | topic length u16 | topic | payload) are

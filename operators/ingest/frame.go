@@ -65,7 +65,8 @@ const (
 // Frame codecs (version 2 frames). Codec 2 is written only to version 3
 // segments: an Eddy that reads only version 2 would take a frame of it at
 // the end of a segment for a torn write and cut it; the version makes it
-// refuse the segment instead.
+// refuse the segment instead. A frame of codec 2 in a version 2 segment is
+// refused in turn (frameRefused): Eddy never wrote it.
 const (
 	codecRaw  = 0
 	codecZstd = 1
@@ -215,6 +216,10 @@ const (
 	frameOK    frameStatus = iota + 1
 	frameShort             // the bytes end before the frame does
 	frameBad               // the frame fails a check
+	// The frame passes its checks but its segment's format version does not
+	// allow it (an S2 frame in a version 2 segment): never a torn write, so
+	// never cut.
+	frameRefused
 )
 
 // frame is a decoded frame: count entries from offset first. Version 2
@@ -251,10 +256,11 @@ func frameAt(b []byte, minBody uint32) (body []byte, size int, st frameStatus, r
 	return f[frameHeaderLen:], size, frameOK, ""
 }
 
-// decodeFrame decodes the version 2 frame at the start of b; a compressed
-// block is decompressed into scratch (returned grown, for reuse). The frame
-// aliases b or scratch. The records are checked later, by records.
-func decodeFrame(b, scratch []byte) (fr frame, size int, st frameStatus, reason string, _ []byte) {
+// decodeFrame decodes the version 2 frame at the start of b, in a segment
+// of format version (2 or 3); a compressed block is decompressed into
+// scratch (returned grown, for reuse). The frame aliases b or scratch. The
+// records are checked later, by records.
+func decodeFrame(b, scratch []byte, version uint32) (fr frame, size int, st frameStatus, reason string, _ []byte) {
 	body, size, st, reason := frameAt(b, bodyFixedLen)
 	if st != frameOK {
 		return frame{}, size, st, reason, scratch
@@ -277,6 +283,10 @@ func decodeFrame(b, scratch []byte) (fr frame, size int, st frameStatus, reason 
 		}
 		scratch, fr.recs = out, out
 	case codecS2:
+		if version < segmentVersion {
+			return frame{}, 0, frameRefused, fmt.Sprintf("S2-compressed frame (codec %d) in a version %d segment (Eddy writes S2 only to version %d segments)",
+				codecS2, version, segmentVersion), scratch
+		}
 		src := body[bodyFixedLen:]
 		n, err := s2.DecodedLen(src)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 // any damage.
 func decodeAll(t *testing.T, b []byte) (first uint64, es []Entry, size int) {
 	t.Helper()
-	fr, size, st, reason, _ := decodeFrame(b, nil)
+	fr, size, st, reason, _ := decodeFrame(b, nil, segmentVersion)
 	if st != frameOK {
 		t.Fatalf("decode = status %d (%s)", st, reason)
 	}
@@ -111,7 +111,7 @@ func TestFrame_Decode_Damage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := tt.mutate(append([]byte(nil), good...))
-			if _, _, st, _, _ := decodeFrame(b, nil); st != tt.want {
+			if _, _, st, _, _ := decodeFrame(b, nil, segmentVersion); st != tt.want {
 				t.Fatalf("status %d, want %d", st, tt.want)
 			}
 		})
@@ -148,7 +148,7 @@ func TestFrame_Decode_DamagedCompressedBlock(t *testing.T) {
 			b[frameOverhead-1] = tt.codec
 			binary.LittleEndian.PutUint32(b, uint32(len(b)-frameHeaderLen))
 			binary.LittleEndian.PutUint32(b[4:], frameCRC(b))
-			if _, _, st, reason, _ := decodeFrame(b, nil); st != frameBad {
+			if _, _, st, reason, _ := decodeFrame(b, nil, segmentVersion); st != frameBad {
 				t.Fatalf("status %d (%s), want a bad frame", st, reason)
 			}
 		})
@@ -170,7 +170,7 @@ func TestFrame_Records_Malformed(t *testing.T) {
 	b, _ := appendFrame(nil, 1, []Entry{testEntry(1), testEntry(2)}, CompressNone, nil)
 	binary.LittleEndian.PutUint32(b[frameHeaderLen+8:], 3) // claims 3 entries
 	binary.LittleEndian.PutUint32(b[4:], frameCRC(b))
-	fr, _, st, _, _ := decodeFrame(b, nil)
+	fr, _, st, _, _ := decodeFrame(b, nil, segmentVersion)
 	if st != frameOK {
 		t.Fatalf("status %d", st)
 	}

@@ -46,13 +46,13 @@ func (fr *frameReader) next() (frame, frameStatus, string, error) {
 		if fr.version == segmentVersionV1 {
 			f, size, st, reason = decodeFrameV1(fr.buf[fr.start:fr.end])
 		} else {
-			f, size, st, reason, fr.scratch = decodeFrame(fr.buf[fr.start:fr.end], fr.scratch)
+			f, size, st, reason, fr.scratch = decodeFrame(fr.buf[fr.start:fr.end], fr.scratch, fr.version)
 		}
 		switch st {
 		case frameOK:
 			fr.start += size
 			return f, st, "", nil
-		case frameBad:
+		case frameBad, frameRefused:
 			return frame{}, st, reason, nil
 		}
 		if fr.filePos >= fr.limit || fr.pos()+int64(size) > fr.limit {

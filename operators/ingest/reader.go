@@ -142,7 +142,7 @@ func (r *Reader) Next() (Entry, error) {
 			r.cur, r.curPos, r.done = f, pos, 0
 			r.records.reset(&r.cur)
 			continue
-		case frameBad:
+		case frameBad, frameRefused:
 			return Entry{}, r.corrupt(pos, reason)
 		}
 		more, err := r.advance(pos)

@@ -199,6 +199,9 @@ func recoverLast(f vfs.File, first uint64, size int64, newVersion uint32) (next 
 			next += uint64(frm.count)
 			continue
 		}
+		if st == frameRefused {
+			return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
+		}
 		if pos == size {
 			return next, size, version, rec, nil
 		}
@@ -222,9 +225,10 @@ func recoverLast(f vfs.File, first uint64, size int64, newVersion uint32) (next 
 	}
 }
 
-// validFrameAfter reports whether a valid frame holding an offset ≥ next
-// starts anywhere in (pos, size) of f. It reads the rest of the segment
-// into memory, once, on this failure path only.
+// validFrameAfter reports whether a valid frame (or a whole one refused for
+// its segment's version) holding an offset ≥ next starts anywhere in
+// (pos, size) of f. It reads the rest of the segment into memory, once, on
+// this failure path only.
 func validFrameAfter(f vfs.File, version uint32, pos, size int64, next uint64) (bool, int64, error) {
 	rest := make([]byte, size-pos)
 	if _, err := f.ReadAt(rest, pos); err != nil && !errors.Is(err, io.EOF) {
@@ -251,9 +255,9 @@ func validFrameAfter(f vfs.File, version uint32, pos, size int64, next uint64) (
 		if version == segmentVersionV1 {
 			_, _, st, _ = decodeFrameV1(rest[i:])
 		} else {
-			_, _, st, _, scratch = decodeFrame(rest[i:], scratch)
+			_, _, st, _, scratch = decodeFrame(rest[i:], scratch, version)
 		}
-		if st == frameOK {
+		if st == frameOK || st == frameRefused { // whole frames: what precedes them is no torn tail
 			return true, pos + int64(i), nil
 		}
 	}

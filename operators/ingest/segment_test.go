@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -103,35 +104,39 @@ func TestOpen_Damage(t *testing.T) {
 		damage   func(t *testing.T, dir string, frames []int64) // frames: start of each frame in the last segment
 		wantLast uint64
 		corrupt  bool
+		reason   string // in the CorruptionError, when corrupt
 	}{
 		{"crc flip in last frame is cut", func(t *testing.T, dir string, fr []int64) {
 			flip(t, lastSegmentPath(t, dir), fr[len(fr)-1]+5)
-		}, 9, false},
+		}, 9, false, ""},
 		{"payload flip in last frame is cut", func(t *testing.T, dir string, fr []int64) {
 			flip(t, lastSegmentPath(t, dir), fr[len(fr)-1]+frameOverhead+3)
-		}, 9, false},
+		}, 9, false, ""},
 		{"length flip in last frame is cut", func(t *testing.T, dir string, fr []int64) {
 			flip(t, lastSegmentPath(t, dir), fr[len(fr)-1]+2)
-		}, 9, false},
+		}, 9, false, ""},
 		{"zeros appended are cut", func(t *testing.T, dir string, fr []int64) {
 			f, _ := os.OpenFile(lastSegmentPath(t, dir), os.O_WRONLY|os.O_APPEND, 0)
 			f.Write(make([]byte, 300))
 			f.Close()
-		}, 10, false},
+		}, 10, false, ""},
 		{"flip in a middle frame is corruption", func(t *testing.T, dir string, fr []int64) {
 			flip(t, lastSegmentPath(t, dir), fr[4]+frameOverhead+1)
-		}, 0, true},
+		}, 0, true, ""},
 		{"length flip in a middle frame is corruption", func(t *testing.T, dir string, fr []int64) {
 			flip(t, lastSegmentPath(t, dir), fr[2]+1)
-		}, 0, true},
+		}, 0, true, ""},
 		{"bad magic is corruption", func(t *testing.T, dir string, fr []int64) {
 			flip(t, lastSegmentPath(t, dir), 0)
-		}, 0, true},
+		}, 0, true, ""},
 		{"short header is rewritten", func(t *testing.T, dir string, fr []int64) {
 			p := lastSegmentPath(t, dir)
 			os.Remove(p)
 			os.WriteFile(filepath.Join(dir, segmentName(11)), []byte("EDDY"), 0o644)
-		}, 10, false},
+		}, 10, false, ""},
+		{"S2 frame at the end of a version 2 segment is corruption, not cut", func(t *testing.T, dir string, fr []int64) {
+			rewriteAsS2(t, lastSegmentPath(t, dir), fr[len(fr)-1])
+		}, 0, true, "S2-compressed frame (codec 2) in a version 2 segment (Eddy writes S2 only to version 3 segments)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,8 +152,8 @@ func TestOpen_Damage(t *testing.T) {
 			l, err := Open(dir, Options{})
 			if tt.corrupt {
 				var ce *CorruptionError
-				if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.File == "" {
-					t.Fatalf("Open = %v, want a CorruptionError", err)
+				if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.File == "" || !strings.Contains(ce.Reason, tt.reason) {
+					t.Fatalf("Open = %v, want a CorruptionError (%s)", err, tt.reason)
 				}
 				t.Log(err)
 				return

@@ -195,6 +195,9 @@ func (o *Operator) MemoryBytes() int64 {
 	return int64(o.index.memoryBytes()) + int64(o.objs.bytes)
 }
 
+// CacheBudget returns the bound of the object cache (Options.CacheBytes).
+func (o *Operator) CacheBudget() int { return o.opts.CacheBytes }
+
 // Order returns the operator's order.
 func (o *Operator) Order() Order { return o.opts.Order }
 
