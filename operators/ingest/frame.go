@@ -81,11 +81,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // The zstd coder is shared by every log and reader of the process (its
 // EncodeAll and DecodeAll are safe for concurrent use), created on first
-// use. Windows and memory are kept small: a block is one batch.
+// use. Windows and memory are kept small: a block is one batch, tens of
+// KiB at a steady rate (a commit every 768 messages or 64 KiB), so a
+// 256 KiB window loses nothing there, and the encoder's history buffer
+// (window + 128 KiB, held for the life of the process) is 384 KiB instead
+// of 1.1 MiB with a 1 MiB window: live heap the GC doubles into RSS.
 var (
 	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
-			zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(1<<20), zstd.WithEncoderCRC(false))
+			zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(256<<10), zstd.WithEncoderCRC(false))
 		if err != nil {
 			return nil // unreachable with these options; nil means no compression
 		}
