@@ -174,6 +174,20 @@ func (s *funcState) memBytes() int {
 	return cap(s.calls)*int(unsafe.Sizeof(callState{})) + cap(s.arena)
 }
 
+// touch reads the first bytes of s's calls and arena, which live apart
+// from s (objCache.touch).
+func (s *funcState) touch() uint64 {
+	var sum uint64
+	if len(s.calls) > 0 {
+		c := &s.calls[0] // 80 bytes: its two ends may be on two lines
+		sum += uint64(c.value.Kind) + uint64(c.n)
+	}
+	if len(s.arena) > 0 {
+		sum += uint64(s.arena[0])
+	}
+	return sum
+}
+
 // compact drops from the arena the bytes of strings no call holds any
 // more (set appends each new one), so a cached key's arena stays the size
 // of its strings, using scratch, which it returns for the next call.

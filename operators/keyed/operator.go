@@ -156,6 +156,7 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes); err != nil {
 		return nil, err
 	}
+	o.fns.deep = (*funcState).touch
 	tb, err := be.Bucket(timerBucket, timerKeyGroup)
 	if err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
