@@ -28,9 +28,77 @@ type callState struct {
 // funcState is the state of every per-key call of a pipeline for one key:
 // what its CachedValue holds, decoded, while the key is in the object
 // cache. A reading costs no allocation.
+//
+// The first call and strings of up to shortArena bytes are held inline:
+// at 100,000 keys every separate allocation a reading reads is a cache
+// (and TLB) miss of its own, and a pipeline's typical state is one call
+// of a short string (changed(event.state)).
 type funcState struct {
-	calls []callState
-	arena []byte // the string values' bytes
+	// What a reading reads first, together: call 0, the count and the
+	// inline arena.
+	first callState // call 0
+	n     int       // the number of calls
+	// The arena of the string values' bytes: short[:sn], or long when
+	// onLong (they outgrew short).
+	short  [shortArena]byte
+	sn     uint8
+	onLong bool
+	more   []callState // calls 1…n-1
+	long   []byte
+}
+
+// shortArena is the size of a funcState's inline arena.
+const shortArena = 16
+
+// len is the number of calls.
+func (s *funcState) len() int { return s.n }
+
+// call returns call i's state.
+func (s *funcState) call(i int) *callState {
+	if i == 0 {
+		return &s.first
+	}
+	return &s.more[i-1]
+}
+
+// arena returns the string values' bytes. Inline, it aliases s: use it
+// before s moves.
+func (s *funcState) arena() []byte {
+	if s.onLong {
+		return s.long
+	}
+	return s.short[:s.sn]
+}
+
+// arenaAppend appends b to the arena, moving it to long when it outgrows
+// short.
+func (s *funcState) arenaAppend(b []byte) {
+	if !s.onLong {
+		if int(s.sn)+len(b) <= shortArena {
+			s.sn += uint8(copy(s.short[s.sn:], b))
+			return
+		}
+		s.long = append(s.long[:0], s.short[:s.sn]...)
+		s.onLong = true
+	}
+	s.long = append(s.long, b...)
+}
+
+// arenaTruncate cuts the arena to n bytes.
+func (s *funcState) arenaTruncate(n int) {
+	if s.onLong {
+		s.long = s.long[:n]
+		return
+	}
+	s.sn = uint8(n)
+}
+
+// setArena makes b the arena, inline if it fits (long keeps its memory
+// for the next time).
+func (s *funcState) setArena(b []byte) {
+	s.long = s.long[:0]
+	s.sn, s.onLong = 0, false
+	s.arenaAppend(b)
 }
 
 // funcCodec encodes a funcState:
@@ -50,9 +118,10 @@ const funcStateVersion = 1
 
 func (funcCodec) Append(dst []byte, s funcState) []byte {
 	dst = append(dst, funcStateVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(s.calls)))
-	for i := range s.calls {
-		c := &s.calls[i]
+	dst = binary.AppendUvarint(dst, uint64(s.len()))
+	arena := s.arena()
+	for i := range s.len() {
+		c := s.call(i)
 		if !c.seen {
 			dst = append(dst, 0)
 			continue
@@ -63,7 +132,7 @@ func (funcCodec) Append(dst []byte, s funcState) []byte {
 			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.value.Num))
 		case event.String:
 			dst = binary.AppendUvarint(dst, uint64(c.n))
-			dst = append(dst, s.arena[c.off:c.off+c.n]...)
+			dst = append(dst, arena[c.off:c.off+c.n]...)
 		case event.Bool:
 			dst = append(dst, byte(c.value.Num))
 		}
@@ -89,13 +158,13 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 		return nil, fmt.Errorf("%w: unknown version", errFuncState)
 	}
 	n, l := binary.Uvarint(src[1:])
-	if l <= 0 || int(n) != len(s.calls) {
-		return nil, fmt.Errorf("%w: %d calls, the pipeline has %d", errFuncState, n, len(s.calls))
+	if l <= 0 || int(n) != s.len() {
+		return nil, fmt.Errorf("%w: %d calls, the pipeline has %d", errFuncState, n, s.len())
 	}
 	b := src[1+l:]
-	s.arena = s.arena[:0]
-	for i := range s.calls {
-		c := &s.calls[i]
+	s.setArena(nil)
+	for i := range s.len() {
+		c := s.call(i)
 		*c = callState{}
 		if len(b) < 1 {
 			return nil, fmt.Errorf("%w: truncated", errFuncState)
@@ -122,8 +191,8 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 			if l <= 0 || sl > uint64(len(b)-l) {
 				return nil, fmt.Errorf("%w: truncated string", errFuncState)
 			}
-			c.off, c.n = len(s.arena), int(sl)
-			s.arena = append(s.arena, b[l:l+int(sl)]...)
+			c.off, c.n = len(s.arena()), int(sl)
+			s.arenaAppend(b[l : l+int(sl)])
 			b = b[l+int(sl):]
 		case event.Bool:
 			if len(b) < 1 {
@@ -155,35 +224,45 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 
 // reset makes s the state of n calls of a key never seen.
 func (s *funcState) reset(n int) {
-	if cap(s.calls) < n {
-		s.calls = make([]callState, n)
+	s.n, s.first = n, callState{}
+	if m := max(n-1, 0); cap(s.more) < m {
+		s.more = make([]callState, m)
+	} else {
+		s.more = s.more[:m]
+		clear(s.more)
 	}
-	s.calls = s.calls[:n]
-	clear(s.calls)
-	s.arena = s.arena[:0]
+	s.setArena(nil)
 }
 
-// load makes s a copy of src (decoded into the codec's memory).
+// load makes s a copy of src (decoded into the codec's memory), keeping
+// s's own memory.
 func (s *funcState) load(src funcState) {
-	s.calls = append(s.calls[:0], src.calls...)
-	s.arena = append(s.arena[:0], src.arena...)
+	more, long := s.more, s.long
+	*s = src
+	s.more = append(more[:0], src.more...)
+	s.long = long[:0]
+	if src.onLong {
+		s.long = append(s.long, src.long...)
+	}
 }
 
 // memBytes is the memory s holds beyond its own size.
 func (s *funcState) memBytes() int {
-	return cap(s.calls)*int(unsafe.Sizeof(callState{})) + cap(s.arena)
+	return cap(s.more)*int(unsafe.Sizeof(callState{})) + cap(s.long)
 }
 
-// touch reads the first bytes of s's calls and arena, which live apart
-// from s (objCache.touch).
+// touch reads the ends of s's inline part, which a reading reads (it
+// spans two or three cache lines), and the first bytes of what s holds
+// apart from itself: the calls past the first and a long arena
+// (objCache.touch).
 func (s *funcState) touch() uint64 {
-	var sum uint64
-	if len(s.calls) > 0 {
-		c := &s.calls[0] // 80 bytes: its two ends may be on two lines
+	sum := uint64(s.first.n) + uint64(s.sn)
+	if len(s.more) > 0 {
+		c := &s.more[0] // 80 bytes: its two ends may be on two lines
 		sum += uint64(c.value.Kind) + uint64(c.n)
 	}
-	if len(s.arena) > 0 {
-		sum += uint64(s.arena[0])
+	if s.onLong && len(s.long) > 0 {
+		sum += uint64(s.long[0])
 	}
 	return sum
 }
@@ -193,23 +272,24 @@ func (s *funcState) touch() uint64 {
 // of its strings, using scratch, which it returns for the next call.
 func (s *funcState) compact(scratch []byte) []byte {
 	live := 0
-	for i := range s.calls {
-		if s.calls[i].value.Kind == event.String {
-			live += s.calls[i].n
+	for i := range s.len() {
+		if c := s.call(i); c.value.Kind == event.String {
+			live += c.n
 		}
 	}
-	if len(s.arena) == live {
+	arena := s.arena()
+	if len(arena) == live {
 		return scratch
 	}
 	scratch = scratch[:0]
-	for i := range s.calls {
-		if c := &s.calls[i]; c.value.Kind == event.String {
+	for i := range s.len() {
+		if c := s.call(i); c.value.Kind == event.String {
 			off := len(scratch)
-			scratch = append(scratch, s.arena[c.off:c.off+c.n]...)
+			scratch = append(scratch, arena[c.off:c.off+c.n]...)
 			c.off = off
 		}
 	}
-	s.arena = append(s.arena[:0], scratch...)
+	s.setArena(scratch)
 	return scratch
 }
 
@@ -229,7 +309,7 @@ func (s *funcState) compact(scratch []byte) []byte {
 //	first_seen() the time of the key's first reading
 //	count_key()  the key's readings so far, this one included
 func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
-	c := &s.calls[i]
+	c := s.call(i)
 	call := &calls[i]
 	var x event.Value
 	if call.Arg != nil {
@@ -287,17 +367,18 @@ func (s *funcState) set(c *callState, x event.Value) {
 	switch x.Kind {
 	case event.String:
 		if had {
-			if string(s.arena[c.off:c.off+c.n]) == string(x.Str) {
+			arena := s.arena()
+			if string(arena[c.off:c.off+c.n]) == string(x.Str) {
 				return
 			}
-			if c.off+c.n == len(s.arena) {
-				s.arena = s.arena[:c.off]
+			if c.off+c.n == len(arena) {
+				s.arenaTruncate(c.off)
 			}
 		}
-		c.off = len(s.arena)
-		s.arena = append(s.arena, x.Str...)
+		c.off = len(s.arena())
+		s.arenaAppend(x.Str)
 		x.Str = nil
-		c.n = len(s.arena) - c.off
+		c.n = len(s.arena()) - c.off
 	case event.Missing:
 		x.Kind = event.Null
 	}
@@ -308,7 +389,7 @@ func (s *funcState) set(c *callState, x event.Value) {
 func (s *funcState) val(c *callState) event.Value {
 	v := c.value
 	if v.Kind == event.String {
-		v.Str = s.arena[c.off : c.off+c.n : c.off+c.n]
+		v.Str = s.arena()[c.off : c.off+c.n : c.off+c.n]
 	}
 	return v
 }

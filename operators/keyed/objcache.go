@@ -363,11 +363,12 @@ type CachedValue[T any] struct {
 }
 
 type cachedEntry[T any] struct {
-	v      T
-	at     int64 // when v was written (TTL stamp), or state.NoExpiry
+	// The flags first: a lookup reads them, then v's beginning.
 	loaded bool  // v, has and at are known; else only the backend knows
 	has    bool  // the key has a value
 	dirty  bool  // differs from the backend
+	at     int64 // when v was written (TTL stamp), or state.NoExpiry
+	v      T
 }
 
 // NewCachedValue registers the per-key value state name of op, cached.

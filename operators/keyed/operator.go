@@ -152,7 +152,8 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	o.opts.CacheBytes = opts.CacheBytes
 	o.objs = objCache{index: newKeyIndex(), budget: opts.CacheBytes, gen: be.Generation()}
 	o.cur = -1
-	dec := &funcState{calls: make([]callState, len(opts.Calls))}
+	dec := &funcState{}
+	dec.reset(len(opts.Calls))
 	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes); err != nil {
 		return nil, err
 	}
