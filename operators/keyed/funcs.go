@@ -16,11 +16,15 @@ import (
 // argument had at the key's previous reading (prev, changed, delta, since),
 // a time (since: when that value began; first_seen: the first reading) and
 // a count (count_key). seen is false before the key's first reading.
+//
+// The value is its kind and number, a string's bytes arena[off:off+n]
+// (val): 40 bytes, where an event.Value and the offsets took 56.
 type callState struct {
 	seen  bool
-	value event.Value // a string's bytes are arena[off:off+n]
-	off   int
-	n     int
+	kind  event.Kind
+	off   int32
+	n     int32
+	num   float64
 	at    int64
 	count int64
 }
@@ -34,15 +38,15 @@ type callState struct {
 // (and TLB) miss of its own, and a pipeline's typical state is one call
 // of a short string (changed(event.state)).
 type funcState struct {
-	// What a reading reads first, together: call 0, the count and the
-	// inline arena.
+	// What a reading reads, together: call 0, the inline arena and the
+	// count (64 bytes).
 	first callState // call 0
-	n     int       // the number of calls
 	// The arena of the string values' bytes: short[:sn], or long when
 	// onLong (they outgrew short).
 	short  [shortArena]byte
 	sn     uint8
 	onLong bool
+	n      int32       // the number of calls
 	more   []callState // calls 1…n-1
 	long   []byte
 }
@@ -51,7 +55,7 @@ type funcState struct {
 const shortArena = 16
 
 // len is the number of calls.
-func (s *funcState) len() int { return s.n }
+func (s *funcState) len() int { return int(s.n) }
 
 // call returns call i's state.
 func (s *funcState) call(i int) *callState {
@@ -126,15 +130,15 @@ func (funcCodec) Append(dst []byte, s funcState) []byte {
 			dst = append(dst, 0)
 			continue
 		}
-		dst = append(dst, 1, byte(c.value.Kind))
-		switch c.value.Kind {
+		dst = append(dst, 1, byte(c.kind))
+		switch c.kind {
 		case event.Number:
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.value.Num))
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.num))
 		case event.String:
 			dst = binary.AppendUvarint(dst, uint64(c.n))
 			dst = append(dst, arena[c.off:c.off+c.n]...)
 		case event.Bool:
-			dst = append(dst, byte(c.value.Num))
+			dst = append(dst, byte(c.num))
 		}
 		dst = binary.AppendVarint(dst, c.at)
 		dst = binary.AppendUvarint(dst, uint64(c.count))
@@ -177,32 +181,32 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 		if len(b) < 1 {
 			return nil, fmt.Errorf("%w: truncated", errFuncState)
 		}
-		c.seen, c.value.Kind = true, event.Kind(b[0])
+		c.seen, c.kind = true, event.Kind(b[0])
 		b = b[1:]
-		switch c.value.Kind {
+		switch c.kind {
 		case event.Number:
 			if len(b) < 8 {
 				return nil, fmt.Errorf("%w: truncated number", errFuncState)
 			}
-			c.value.Num = math.Float64frombits(binary.LittleEndian.Uint64(b))
+			c.num = math.Float64frombits(binary.LittleEndian.Uint64(b))
 			b = b[8:]
 		case event.String:
 			sl, l := binary.Uvarint(b)
 			if l <= 0 || sl > uint64(len(b)-l) {
 				return nil, fmt.Errorf("%w: truncated string", errFuncState)
 			}
-			c.off, c.n = len(s.arena()), int(sl)
+			c.off, c.n = int32(len(s.arena())), int32(sl)
 			s.arenaAppend(b[l : l+int(sl)])
 			b = b[l+int(sl):]
 		case event.Bool:
 			if len(b) < 1 {
 				return nil, fmt.Errorf("%w: truncated bool", errFuncState)
 			}
-			c.value.Num = float64(b[0])
+			c.num = float64(b[0])
 			b = b[1:]
 		case event.Null, event.Missing:
 		default:
-			return nil, fmt.Errorf("%w: value kind %d", errFuncState, c.value.Kind)
+			return nil, fmt.Errorf("%w: value kind %d", errFuncState, c.kind)
 		}
 		at, l := binary.Varint(b)
 		if l <= 0 {
@@ -224,7 +228,7 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 
 // reset makes s the state of n calls of a key never seen.
 func (s *funcState) reset(n int) {
-	s.n, s.first = n, callState{}
+	s.n, s.first = int32(n), callState{}
 	if m := max(n-1, 0); cap(s.more) < m {
 		s.more = make([]callState, m)
 	} else {
@@ -259,7 +263,7 @@ func (s *funcState) touch() uint64 {
 	sum := uint64(s.first.n) + uint64(s.sn)
 	if len(s.more) > 0 {
 		c := &s.more[0] // 80 bytes: its two ends may be on two lines
-		sum += uint64(c.value.Kind) + uint64(c.n)
+		sum += uint64(c.kind) + uint64(c.n)
 	}
 	if s.onLong && len(s.long) > 0 {
 		sum += uint64(s.long[0])
@@ -273,8 +277,8 @@ func (s *funcState) touch() uint64 {
 func (s *funcState) compact(scratch []byte) []byte {
 	live := 0
 	for i := range s.len() {
-		if c := s.call(i); c.value.Kind == event.String {
-			live += c.n
+		if c := s.call(i); c.kind == event.String {
+			live += int(c.n)
 		}
 	}
 	arena := s.arena()
@@ -283,8 +287,8 @@ func (s *funcState) compact(scratch []byte) []byte {
 	}
 	scratch = scratch[:0]
 	for i := range s.len() {
-		if c := s.call(i); c.value.Kind == event.String {
-			off := len(scratch)
+		if c := s.call(i); c.kind == event.String {
+			off := int32(len(scratch))
 			scratch = append(scratch, arena[c.off:c.off+c.n]...)
 			c.off = off
 		}
@@ -331,8 +335,8 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 			break // null or a wrong type: no reading of the counter
 		}
 		if c.seen {
-			if x.Num >= c.value.Num {
-				out = event.NumberValue(x.Num - c.value.Num)
+			if x.Num >= c.num {
+				out = event.NumberValue(x.Num - c.num)
 			} else {
 				out = event.NumberValue(x.Num)
 			}
@@ -362,7 +366,7 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 // string c holds stays when x is the same (a changed() that saw no change),
 // and is overwritten when it ends the arena: then compact has nothing to do.
 func (s *funcState) set(c *callState, x event.Value) {
-	had := c.seen && c.value.Kind == event.String
+	had := c.seen && c.kind == event.String
 	c.seen = true
 	switch x.Kind {
 	case event.String:
@@ -371,23 +375,22 @@ func (s *funcState) set(c *callState, x event.Value) {
 			if string(arena[c.off:c.off+c.n]) == string(x.Str) {
 				return
 			}
-			if c.off+c.n == len(arena) {
-				s.arenaTruncate(c.off)
+			if int(c.off+c.n) == len(arena) {
+				s.arenaTruncate(int(c.off))
 			}
 		}
-		c.off = len(s.arena())
+		c.off = int32(len(s.arena()))
 		s.arenaAppend(x.Str)
-		x.Str = nil
-		c.n = len(s.arena()) - c.off
+		c.n = int32(len(s.arena())) - c.off
 	case event.Missing:
 		x.Kind = event.Null
 	}
-	c.value = x
+	c.kind, c.num = x.Kind, x.Num
 }
 
 // val returns c's value, a string aliasing the arena.
 func (s *funcState) val(c *callState) event.Value {
-	v := c.value
+	v := event.Value{Kind: c.kind, Num: c.num}
 	if v.Kind == event.String {
 		v.Str = s.arena()[c.off : c.off+c.n : c.off+c.n]
 	}
