@@ -374,17 +374,21 @@ type cachedEntry[T any] struct {
 // NewCachedValue registers the per-key value state name of op, cached.
 // Call it before the first reading.
 func NewCachedValue[T any](op *Operator, name string, codec state.Codec[T]) (*CachedValue[T], error) {
-	return newCachedValue(op, name, codec, func(dst *T, src T) { *dst = src }, nil)
+	return newCachedValue(op, name, codec, func(dst *T, src T) { *dst = src }, nil, false)
 }
 
-func newCachedValue[T any](op *Operator, name string, codec state.Codec[T], load func(*T, T), extra func(*T) int) (*CachedValue[T], error) {
+// newCachedValue is NewCachedValue; unused (a state no reading will
+// read or write) takes no room in the object cache's slots.
+func newCachedValue[T any](op *Operator, name string, codec state.Codec[T], load func(*T, T), extra func(*T) int, unused bool) (*CachedValue[T], error) {
 	vs, err := state.NewValueState[T](op.kc, name, codec, op.StateTTL())
 	if err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
 	c := &CachedValue[T]{op: op, vs: vs, ttlMs: op.opts.TTL.Milliseconds(), load: load, extra: extra}
-	op.objs.states = append(op.objs.states, c)
-	op.objs.perSlot += int(unsafe.Sizeof(cachedEntry[T]{}))
+	if !unused {
+		op.objs.states = append(op.objs.states, c)
+		op.objs.perSlot += int(unsafe.Sizeof(cachedEntry[T]{}))
+	}
 	return c, nil
 }
 

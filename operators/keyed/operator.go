@@ -154,7 +154,9 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	o.cur = -1
 	dec := &funcState{}
 	dec.reset(len(opts.Calls))
-	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes); err != nil {
+	// Without per-key calls (a pipeline with blocks only) run never reads
+	// the function state: its entries would only take the cache's room.
+	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes, len(opts.Calls) == 0); err != nil {
 		return nil, err
 	}
 	o.fns.deep = (*funcState).touch
