@@ -35,6 +35,8 @@ type objCache struct {
 	budget  int
 	gen     uint64 // the backend's Generation the cache is of
 	touched uint64 // what touch read: stored, so its loads are not optimized away
+	// touchSlots is touch's scratch: the slots of the keys it touches.
+	touchSlots []int32
 }
 
 type objSlot struct {
@@ -137,20 +139,19 @@ func (c *objCache) touch(es []pendingEntry) {
 	for i := range es {
 		sum += t[es[i].hash&mask]
 	}
-	var slots [releaseGroup]int32
-	n := 0
+	slots := c.touchSlots[:0]
 	for i := range es {
 		// The key's first probe: its slot unless it collided, and then
 		// only this read is wasted.
-		if s := uint32(t[es[i].hash&mask]); s != 0 && int(s) <= len(c.slots) && n < len(slots) {
+		if s := uint32(t[es[i].hash&mask]); s != 0 && int(s) <= len(c.slots) {
 			sl := &c.slots[s-1]
 			sum += sl.hash + uint64(sl.short[0]) // an objSlot may straddle two lines
-			slots[n] = int32(s - 1)
-			n++
+			slots = append(slots, int32(s-1))
 		}
 	}
+	c.touchSlots = slots
 	for _, st := range c.states {
-		sum += st.touch(slots[:n])
+		sum += st.touch(slots)
 	}
 	c.touched = sum
 }
