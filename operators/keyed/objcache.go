@@ -252,7 +252,12 @@ func (o *Operator) slot() (int32, error) {
 		return o.cur, nil
 	}
 	o.curKG, o.curKey, o.curKnown = kg, append(o.curKey[:0], key...), true
-	h := c.index.hash(key)
+	var h uint64
+	if o.hashKey != nil && string(key) == string(o.hashKey) {
+		h = o.hash
+	} else {
+		h = c.index.hash(key)
+	}
 	o.cur = c.index.find(h, key, c.slots)
 	if o.cur >= 0 {
 		c.slots[o.cur].ref = true

@@ -117,7 +117,11 @@ type Operator struct {
 	curKey   []byte
 	curKnown bool
 	saveKey  []byte // the current key while a slot is written back
-	compact  []byte // scratch of funcState.compact
+	// hashKey, while release runs it, is the released reading's key, and
+	// hash its hash (keyIndex.hash), taken from the buffer.
+	hashKey []byte
+	hash    uint64
+	compact []byte // scratch of funcState.compact
 }
 
 // Bucket and state names in the backend.
@@ -315,7 +319,11 @@ func (o *Operator) release(e *pendingEntry, h Handler) error {
 		return errBuffer
 	}
 	o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload, Control: control}
-	return o.run(&o.r, h)
+	// The buffer hashed the key when it came: slot need not again.
+	o.hashKey, o.hash = o.r.Key, e.hash
+	err = o.run(&o.r, h)
+	o.hashKey = nil
+	return err
 }
 
 // RegisterTimer sets an event-time timer at t for the current key (of
