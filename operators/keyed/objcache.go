@@ -77,8 +77,8 @@ func (s *objSlot) hasKey(key []byte) bool {
 // longBytes is the memory of the slot's key outside the slot.
 func (s *objSlot) longBytes() int { return len(s.long) }
 
-// DefaultCacheBytes is Options.CacheBytes when it is 0: about 30,000 keys
-// of one per-key function's state.
+// DefaultCacheBytes is Options.CacheBytes when it is 0: about 36,000 keys
+// of one per-key function's state (a slot and a 128-byte entry).
 const DefaultCacheBytes = 8 << 20
 
 // cachedState is a CachedValue as the cache sees it.
