@@ -36,9 +36,11 @@ type deliverySizes struct{ buf, items, keys, vals int }
 const maxHintBuf = 4 << 20
 
 // next returns an empty Delivery for the producer's next batch, sized like
-// d.
+// d with a quarter more: a batch a little larger than the last would
+// otherwise grow every buffer by doubling, copying it.
 func (d *Delivery) next() *Delivery {
-	return &Delivery{hint: deliverySizes{buf: min(len(d.buf), maxHintBuf), items: min(len(d.ends), maxHintBuf/64), keys: min(len(d.keys), maxHintBuf), vals: min(len(d.vals), maxHintBuf/8)}}
+	more := func(n, limit int) int { return min(n+n/4, limit) }
+	return &Delivery{hint: deliverySizes{buf: more(len(d.buf), maxHintBuf), items: more(len(d.ends), maxHintBuf/64), keys: more(len(d.keys), maxHintBuf), vals: more(len(d.vals), maxHintBuf/8)}}
 }
 
 // reserve allocates the buffers at the first Add.

@@ -151,9 +151,14 @@ func (d *jsonDecoder) object(rec *event.Record, buf []byte, i int, node *pathNod
 		if i >= n {
 			return i, malformedJSON("unexpected end of input", i)
 		}
-		if child == nil {
+		switch {
+		case child == nil && buf[i] != '{' && buf[i] != '[':
+			// What skipValue does with a scalar, without its loop over
+			// containers: most unregistered values are scalars.
+			i, err = skipScalar(buf, i)
+		case child == nil:
 			i, err = skipValue(buf, i, depth+1)
-		} else {
+		default:
 			i, err = d.value(rec, buf, i, child, depth+1)
 		}
 		if err != nil {

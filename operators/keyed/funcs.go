@@ -16,11 +16,15 @@ import (
 // argument had at the key's previous reading (prev, changed, delta, since),
 // a time (since: when that value began; first_seen: the first reading) and
 // a count (count_key). seen is false before the key's first reading.
+//
+// The value is its kind and number, a string's bytes arena[off:off+n]
+// (val): 40 bytes, where an event.Value and the offsets took 56.
 type callState struct {
 	seen  bool
-	value event.Value // a string's bytes are arena[off:off+n]
-	off   int
-	n     int
+	kind  event.Kind
+	off   int32
+	n     int32
+	num   float64
 	at    int64
 	count int64
 }
@@ -28,9 +32,77 @@ type callState struct {
 // funcState is the state of every per-key call of a pipeline for one key:
 // what its CachedValue holds, decoded, while the key is in the object
 // cache. A reading costs no allocation.
+//
+// The first call and strings of up to shortArena bytes are held inline:
+// at 100,000 keys every separate allocation a reading reads is a cache
+// (and TLB) miss of its own, and a pipeline's typical state is one call
+// of a short string (changed(event.state)).
 type funcState struct {
-	calls []callState
-	arena []byte // the string values' bytes
+	// What a reading reads, together: call 0, the inline arena and the
+	// count (64 bytes).
+	first callState // call 0
+	// The arena of the string values' bytes: short[:sn], or long when
+	// onLong (they outgrew short).
+	short  [shortArena]byte
+	sn     uint8
+	onLong bool
+	n      int32       // the number of calls
+	more   []callState // calls 1…n-1
+	long   []byte
+}
+
+// shortArena is the size of a funcState's inline arena.
+const shortArena = 16
+
+// len is the number of calls.
+func (s *funcState) len() int { return int(s.n) }
+
+// call returns call i's state.
+func (s *funcState) call(i int) *callState {
+	if i == 0 {
+		return &s.first
+	}
+	return &s.more[i-1]
+}
+
+// arena returns the string values' bytes. Inline, it aliases s: use it
+// before s moves.
+func (s *funcState) arena() []byte {
+	if s.onLong {
+		return s.long
+	}
+	return s.short[:s.sn]
+}
+
+// arenaAppend appends b to the arena, moving it to long when it outgrows
+// short.
+func (s *funcState) arenaAppend(b []byte) {
+	if !s.onLong {
+		if int(s.sn)+len(b) <= shortArena {
+			s.sn += uint8(copy(s.short[s.sn:], b))
+			return
+		}
+		s.long = append(s.long[:0], s.short[:s.sn]...)
+		s.onLong = true
+	}
+	s.long = append(s.long, b...)
+}
+
+// arenaTruncate cuts the arena to n bytes.
+func (s *funcState) arenaTruncate(n int) {
+	if s.onLong {
+		s.long = s.long[:n]
+		return
+	}
+	s.sn = uint8(n)
+}
+
+// setArena makes b the arena, inline if it fits (long keeps its memory
+// for the next time).
+func (s *funcState) setArena(b []byte) {
+	s.long = s.long[:0]
+	s.sn, s.onLong = 0, false
+	s.arenaAppend(b)
 }
 
 // funcCodec encodes a funcState:
@@ -50,22 +122,23 @@ const funcStateVersion = 1
 
 func (funcCodec) Append(dst []byte, s funcState) []byte {
 	dst = append(dst, funcStateVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(s.calls)))
-	for i := range s.calls {
-		c := &s.calls[i]
+	dst = binary.AppendUvarint(dst, uint64(s.len()))
+	arena := s.arena()
+	for i := range s.len() {
+		c := s.call(i)
 		if !c.seen {
 			dst = append(dst, 0)
 			continue
 		}
-		dst = append(dst, 1, byte(c.value.Kind))
-		switch c.value.Kind {
+		dst = append(dst, 1, byte(c.kind))
+		switch c.kind {
 		case event.Number:
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.value.Num))
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(c.num))
 		case event.String:
 			dst = binary.AppendUvarint(dst, uint64(c.n))
-			dst = append(dst, s.arena[c.off:c.off+c.n]...)
+			dst = append(dst, arena[c.off:c.off+c.n]...)
 		case event.Bool:
-			dst = append(dst, byte(c.value.Num))
+			dst = append(dst, byte(c.num))
 		}
 		dst = binary.AppendVarint(dst, c.at)
 		dst = binary.AppendUvarint(dst, uint64(c.count))
@@ -89,13 +162,13 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 		return nil, fmt.Errorf("%w: unknown version", errFuncState)
 	}
 	n, l := binary.Uvarint(src[1:])
-	if l <= 0 || int(n) != len(s.calls) {
-		return nil, fmt.Errorf("%w: %d calls, the pipeline has %d", errFuncState, n, len(s.calls))
+	if l <= 0 || int(n) != s.len() {
+		return nil, fmt.Errorf("%w: %d calls, the pipeline has %d", errFuncState, n, s.len())
 	}
 	b := src[1+l:]
-	s.arena = s.arena[:0]
-	for i := range s.calls {
-		c := &s.calls[i]
+	s.setArena(nil)
+	for i := range s.len() {
+		c := s.call(i)
 		*c = callState{}
 		if len(b) < 1 {
 			return nil, fmt.Errorf("%w: truncated", errFuncState)
@@ -108,32 +181,32 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 		if len(b) < 1 {
 			return nil, fmt.Errorf("%w: truncated", errFuncState)
 		}
-		c.seen, c.value.Kind = true, event.Kind(b[0])
+		c.seen, c.kind = true, event.Kind(b[0])
 		b = b[1:]
-		switch c.value.Kind {
+		switch c.kind {
 		case event.Number:
 			if len(b) < 8 {
 				return nil, fmt.Errorf("%w: truncated number", errFuncState)
 			}
-			c.value.Num = math.Float64frombits(binary.LittleEndian.Uint64(b))
+			c.num = math.Float64frombits(binary.LittleEndian.Uint64(b))
 			b = b[8:]
 		case event.String:
 			sl, l := binary.Uvarint(b)
 			if l <= 0 || sl > uint64(len(b)-l) {
 				return nil, fmt.Errorf("%w: truncated string", errFuncState)
 			}
-			c.off, c.n = len(s.arena), int(sl)
-			s.arena = append(s.arena, b[l:l+int(sl)]...)
+			c.off, c.n = int32(len(s.arena())), int32(sl)
+			s.arenaAppend(b[l : l+int(sl)])
 			b = b[l+int(sl):]
 		case event.Bool:
 			if len(b) < 1 {
 				return nil, fmt.Errorf("%w: truncated bool", errFuncState)
 			}
-			c.value.Num = float64(b[0])
+			c.num = float64(b[0])
 			b = b[1:]
 		case event.Null, event.Missing:
 		default:
-			return nil, fmt.Errorf("%w: value kind %d", errFuncState, c.value.Kind)
+			return nil, fmt.Errorf("%w: value kind %d", errFuncState, c.kind)
 		}
 		at, l := binary.Varint(b)
 		if l <= 0 {
@@ -155,23 +228,47 @@ func (fc funcCodec) decode(src []byte) (*funcState, error) {
 
 // reset makes s the state of n calls of a key never seen.
 func (s *funcState) reset(n int) {
-	if cap(s.calls) < n {
-		s.calls = make([]callState, n)
+	s.n, s.first = int32(n), callState{}
+	if m := max(n-1, 0); cap(s.more) < m {
+		s.more = make([]callState, m)
+	} else {
+		s.more = s.more[:m]
+		clear(s.more)
 	}
-	s.calls = s.calls[:n]
-	clear(s.calls)
-	s.arena = s.arena[:0]
+	s.setArena(nil)
 }
 
-// load makes s a copy of src (decoded into the codec's memory).
+// load makes s a copy of src (decoded into the codec's memory), keeping
+// s's own memory.
 func (s *funcState) load(src funcState) {
-	s.calls = append(s.calls[:0], src.calls...)
-	s.arena = append(s.arena[:0], src.arena...)
+	more, long := s.more, s.long
+	*s = src
+	s.more = append(more[:0], src.more...)
+	s.long = long[:0]
+	if src.onLong {
+		s.long = append(s.long, src.long...)
+	}
 }
 
 // memBytes is the memory s holds beyond its own size.
 func (s *funcState) memBytes() int {
-	return cap(s.calls)*int(unsafe.Sizeof(callState{})) + cap(s.arena)
+	return cap(s.more)*int(unsafe.Sizeof(callState{})) + cap(s.long)
+}
+
+// touch reads the ends of s's inline part, which a reading reads (it
+// spans two or three cache lines), and the first bytes of what s holds
+// apart from itself: the calls past the first and a long arena
+// (objCache.touch).
+func (s *funcState) touch() uint64 {
+	sum := uint64(s.first.n) + uint64(s.sn)
+	if len(s.more) > 0 {
+		c := &s.more[0] // 80 bytes: its two ends may be on two lines
+		sum += uint64(c.kind) + uint64(c.n)
+	}
+	if s.onLong && len(s.long) > 0 {
+		sum += uint64(s.long[0])
+	}
+	return sum
 }
 
 // compact drops from the arena the bytes of strings no call holds any
@@ -179,23 +276,24 @@ func (s *funcState) memBytes() int {
 // of its strings, using scratch, which it returns for the next call.
 func (s *funcState) compact(scratch []byte) []byte {
 	live := 0
-	for i := range s.calls {
-		if s.calls[i].value.Kind == event.String {
-			live += s.calls[i].n
+	for i := range s.len() {
+		if c := s.call(i); c.kind == event.String {
+			live += int(c.n)
 		}
 	}
-	if len(s.arena) == live {
+	arena := s.arena()
+	if len(arena) == live {
 		return scratch
 	}
 	scratch = scratch[:0]
-	for i := range s.calls {
-		if c := &s.calls[i]; c.value.Kind == event.String {
-			off := len(scratch)
-			scratch = append(scratch, s.arena[c.off:c.off+c.n]...)
+	for i := range s.len() {
+		if c := s.call(i); c.kind == event.String {
+			off := int32(len(scratch))
+			scratch = append(scratch, arena[c.off:c.off+c.n]...)
 			c.off = off
 		}
 	}
-	s.arena = append(s.arena[:0], scratch...)
+	s.setArena(scratch)
 	return scratch
 }
 
@@ -215,7 +313,7 @@ func (s *funcState) compact(scratch []byte) []byte {
 //	first_seen() the time of the key's first reading
 //	count_key()  the key's readings so far, this one included
 func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
-	c := &s.calls[i]
+	c := s.call(i)
 	call := &calls[i]
 	var x event.Value
 	if call.Arg != nil {
@@ -237,8 +335,8 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 			break // null or a wrong type: no reading of the counter
 		}
 		if c.seen {
-			if x.Num >= c.value.Num {
-				out = event.NumberValue(x.Num - c.value.Num)
+			if x.Num >= c.num {
+				out = event.NumberValue(x.Num - c.num)
 			} else {
 				out = event.NumberValue(x.Num)
 			}
@@ -268,33 +366,33 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 // string c holds stays when x is the same (a changed() that saw no change),
 // and is overwritten when it ends the arena: then compact has nothing to do.
 func (s *funcState) set(c *callState, x event.Value) {
-	had := c.seen && c.value.Kind == event.String
+	had := c.seen && c.kind == event.String
 	c.seen = true
 	switch x.Kind {
 	case event.String:
 		if had {
-			if string(s.arena[c.off:c.off+c.n]) == string(x.Str) {
+			arena := s.arena()
+			if string(arena[c.off:c.off+c.n]) == string(x.Str) {
 				return
 			}
-			if c.off+c.n == len(s.arena) {
-				s.arena = s.arena[:c.off]
+			if int(c.off+c.n) == len(arena) {
+				s.arenaTruncate(int(c.off))
 			}
 		}
-		c.off = len(s.arena)
-		s.arena = append(s.arena, x.Str...)
-		x.Str = nil
-		c.n = len(s.arena) - c.off
+		c.off = int32(len(s.arena()))
+		s.arenaAppend(x.Str)
+		c.n = int32(len(s.arena())) - c.off
 	case event.Missing:
 		x.Kind = event.Null
 	}
-	c.value = x
+	c.kind, c.num = x.Kind, x.Num
 }
 
 // val returns c's value, a string aliasing the arena.
 func (s *funcState) val(c *callState) event.Value {
-	v := c.value
+	v := event.Value{Kind: c.kind, Num: c.num}
 	if v.Kind == event.String {
-		v.Str = s.arena[c.off : c.off+c.n : c.off+c.n]
+		v.Str = s.arena()[c.off : c.off+c.n : c.off+c.n]
 	}
 	return v
 }

@@ -35,6 +35,8 @@ type objCache struct {
 	budget  int
 	gen     uint64 // the backend's Generation the cache is of
 	touched uint64 // what touch read: stored, so its loads are not optimized away
+	// touchSlots is touch's scratch: the slots of the keys it touches.
+	touchSlots []int32
 }
 
 type objSlot struct {
@@ -75,8 +77,8 @@ func (s *objSlot) hasKey(key []byte) bool {
 // longBytes is the memory of the slot's key outside the slot.
 func (s *objSlot) longBytes() int { return len(s.long) }
 
-// DefaultCacheBytes is Options.CacheBytes when it is 0: about 30,000 keys
-// of one per-key function's state.
+// DefaultCacheBytes is Options.CacheBytes when it is 0: about 36,000 keys
+// of one per-key function's state (a slot and a 128-byte entry).
 const DefaultCacheBytes = 8 << 20
 
 // cachedState is a CachedValue as the cache sees it.
@@ -90,6 +92,9 @@ type cachedState interface {
 	// extraBytes is the memory the slot's entry holds beyond its fixed
 	// size (a string's bytes).
 	extraBytes(slot int32) int
+	// touch reads the entries of slots (and the memory they point to),
+	// returning something of what it read.
+	touch(slots []int32) uint64
 }
 
 // admit makes key, whose hash is h, resident (it must not be) and
@@ -117,10 +122,13 @@ func (c *objCache) admit(h uint64, kg uint16, key []byte) int32 {
 	return i
 }
 
-// touch reads the index words and the slots of the keys of es ahead of
-// their lookups. Past the CPU caches (100,000 keys) a lookup is two cache
-// misses in turn; loads issued together here wait for memory together, so
-// the lookups that follow find the lines cached (Go has no prefetch).
+// touch reads the index words, the slots and the states' entries of the
+// keys of es ahead of their lookups. Past the CPU caches (100,000 keys) a
+// reading's lookup and state are a chain of cache misses in turn (index
+// word, slot, entry, the entry's own memory); loads issued together here,
+// one link of the chain for every key at a time, wait for memory together,
+// so the lookups and steps that follow find the lines cached (Go has no
+// prefetch).
 func (c *objCache) touch(es []pendingEntry) {
 	t := c.index.table
 	if c.index.n < touchMinKeys {
@@ -131,10 +139,19 @@ func (c *objCache) touch(es []pendingEntry) {
 	for i := range es {
 		sum += t[es[i].hash&mask]
 	}
+	slots := c.touchSlots[:0]
 	for i := range es {
+		// The key's first probe: its slot unless it collided, and then
+		// only this read is wasted.
 		if s := uint32(t[es[i].hash&mask]); s != 0 && int(s) <= len(c.slots) {
-			sum += c.slots[s-1].hash
+			sl := &c.slots[s-1]
+			sum += sl.hash + uint64(sl.short[0]) // an objSlot may straddle two lines
+			slots = append(slots, int32(s-1))
 		}
+	}
+	c.touchSlots = slots
+	for _, st := range c.states {
+		sum += st.touch(slots)
 	}
 	c.touched = sum
 }
@@ -235,7 +252,12 @@ func (o *Operator) slot() (int32, error) {
 		return o.cur, nil
 	}
 	o.curKG, o.curKey, o.curKnown = kg, append(o.curKey[:0], key...), true
-	h := c.index.hash(key)
+	var h uint64
+	if o.hashKey != nil && string(key) == string(o.hashKey) {
+		h = o.hash
+	} else {
+		h = c.index.hash(key)
+	}
 	o.cur = c.index.find(h, key, c.slots)
 	if o.cur >= 0 {
 		c.slots[o.cur].ref = true
@@ -342,30 +364,37 @@ type CachedValue[T any] struct {
 	// into dst; extra is the memory a value holds beyond its size.
 	load  func(dst *T, src T)
 	extra func(v *T) int
+	// deep reads the memory a value points to (objCache.touch); nil: none.
+	deep func(v *T) uint64
 }
 
 type cachedEntry[T any] struct {
-	v      T
-	at     int64 // when v was written (TTL stamp), or state.NoExpiry
+	// The flags first: a lookup reads them, then v's beginning.
 	loaded bool  // v, has and at are known; else only the backend knows
 	has    bool  // the key has a value
 	dirty  bool  // differs from the backend
+	at     int64 // when v was written (TTL stamp), or state.NoExpiry
+	v      T
 }
 
 // NewCachedValue registers the per-key value state name of op, cached.
 // Call it before the first reading.
 func NewCachedValue[T any](op *Operator, name string, codec state.Codec[T]) (*CachedValue[T], error) {
-	return newCachedValue(op, name, codec, func(dst *T, src T) { *dst = src }, nil)
+	return newCachedValue(op, name, codec, func(dst *T, src T) { *dst = src }, nil, false)
 }
 
-func newCachedValue[T any](op *Operator, name string, codec state.Codec[T], load func(*T, T), extra func(*T) int) (*CachedValue[T], error) {
+// newCachedValue is NewCachedValue; unused (a state no reading will
+// read or write) takes no room in the object cache's slots.
+func newCachedValue[T any](op *Operator, name string, codec state.Codec[T], load func(*T, T), extra func(*T) int, unused bool) (*CachedValue[T], error) {
 	vs, err := state.NewValueState[T](op.kc, name, codec, op.StateTTL())
 	if err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
 	}
 	c := &CachedValue[T]{op: op, vs: vs, ttlMs: op.opts.TTL.Milliseconds(), load: load, extra: extra}
-	op.objs.states = append(op.objs.states, c)
-	op.objs.perSlot += int(unsafe.Sizeof(cachedEntry[T]{}))
+	if !unused {
+		op.objs.states = append(op.objs.states, c)
+		op.objs.perSlot += int(unsafe.Sizeof(cachedEntry[T]{}))
+	}
 	return c, nil
 }
 
@@ -466,6 +495,24 @@ func (c *CachedValue[T]) forget(slot int32) {
 		e := &c.ents[slot]
 		e.loaded, e.has, e.dirty = false, false, false
 	}
+}
+
+func (c *CachedValue[T]) touch(slots []int32) uint64 {
+	var sum uint64
+	for _, s := range slots {
+		if int(s) < len(c.ents) && c.ents[s].loaded {
+			sum++
+		}
+	}
+	if c.deep == nil {
+		return sum
+	}
+	for _, s := range slots {
+		if int(s) < len(c.ents) && c.ents[s].loaded {
+			sum += c.deep(&c.ents[s].v)
+		}
+	}
+	return sum
 }
 
 func (c *CachedValue[T]) extraBytes(slot int32) int {

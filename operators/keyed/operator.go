@@ -117,7 +117,11 @@ type Operator struct {
 	curKey   []byte
 	curKnown bool
 	saveKey  []byte // the current key while a slot is written back
-	compact  []byte // scratch of funcState.compact
+	// hashKey, while release runs it, is the released reading's key, and
+	// hash its hash (keyIndex.hash), taken from the buffer.
+	hashKey []byte
+	hash    uint64
+	compact []byte // scratch of funcState.compact
 }
 
 // Bucket and state names in the backend.
@@ -152,10 +156,14 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 	o.opts.CacheBytes = opts.CacheBytes
 	o.objs = objCache{index: newKeyIndex(), budget: opts.CacheBytes, gen: be.Generation()}
 	o.cur = -1
-	dec := &funcState{calls: make([]callState, len(opts.Calls))}
-	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes); err != nil {
+	dec := &funcState{}
+	dec.reset(len(opts.Calls))
+	// Without per-key calls (a pipeline with blocks only) run never reads
+	// the function state: its entries would only take the cache's room.
+	if o.fns, err = newCachedValue[funcState](o, "functions", funcCodec{st: dec}, (*funcState).load, (*funcState).memBytes, len(opts.Calls) == 0); err != nil {
 		return nil, err
 	}
+	o.fns.deep = (*funcState).touch
 	tb, err := be.Bucket(timerBucket, timerKeyGroup)
 	if err != nil {
 		return nil, fmt.Errorf("keyed: %w", err)
@@ -314,7 +322,11 @@ func (o *Operator) release(e *pendingEntry, h Handler) error {
 		return errBuffer
 	}
 	o.r = Reading{Time: e.time, Seq: e.seq, KeyGroup: binary.BigEndian.Uint16(key[16:]), Key: key[bufferKeyHead:], Payload: payload, Control: control}
-	return o.run(&o.r, h)
+	// The buffer hashed the key when it came: slot need not again.
+	o.hashKey, o.hash = o.r.Key, e.hash
+	err = o.run(&o.r, h)
+	o.hashKey = nil
+	return err
 }
 
 // RegisterTimer sets an event-time timer at t for the current key (of
