@@ -149,7 +149,11 @@
 //     periodically and at SIGTERM, so power loss of the broker's host can
 //     still lose its state.
 //   - Order: messages are published in seq order and mosquitto delivers in
-//     PUBREL order, which is PUBREC order, which is PUBLISH order.
+//     PUBREL order, which is PUBREC order, which is PUBLISH order. After its
+//     own restart, mosquitto 2.0.11 may send a subscriber the messages of
+//     its restored in-flight window (at most its max_inflight_messages)
+//     behind newer ones, with or without DUP: order across a broker restart
+//     holds only up to that window.
 //
 // # QoS 1 mode
 //
