@@ -79,7 +79,12 @@ func FuzzReportCodec_Decode(f *testing.F) {
 	f.Add(ReportCodec{}.Append(nil, ReportState{Reported: true, Value: math.NaN(), Time: -1}))
 	f.Add([]byte{1})
 	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) { fuzzDecode(t, ReportCodec{}, b) })
+	f.Add(ReportCodec{Offsets: true}.Append(nil, ReportState{Reported: true, Seq: 4, Value: 2, Time: 5, From: 42, Beats: 3}))
+	// As for AbsenceCodec: both forms are read, each re-encoded by the
+	// codec that writes it.
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzDecode(t, ReportCodec{Offsets: len(b) > 1 && b[1]&reportFrom != 0}, b)
+	})
 }
 
 // driftingValues is a slowly drifting sensor's readings, precomputed so the
