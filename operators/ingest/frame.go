@@ -24,8 +24,14 @@ const (
 	// message size: the entry holds only the first bytes of its payload,
 	// and the pipeline dead-letters it (reason too_large).
 	FlagTooLarge Flags = 1 << 2
+	// FlagResumed marks the first message a source received on a
+	// connection where the broker resumed the client's session (CONNACK
+	// session present): what the broker kept while the agent was away
+	// follows it, possibly behind newer messages. Logged, so a replay sees
+	// the resume where the live run saw it.
+	FlagResumed Flags = 1 << 3
 
-	flagsKnown = FlagDup | FlagRetain | FlagTooLarge
+	flagsKnown = FlagDup | FlagRetain | FlagTooLarge | FlagResumed
 	// recSameTopic marks a version 2 record whose topic is the previous
 	// record's (not stored again). Stored only, never in an Entry.
 	recSameTopic = 1 << 7
