@@ -95,8 +95,9 @@
 // (Castagnoli) covers the length field and the body, so a damaged length is
 // detected too. A record's arrival is the difference to the previous
 // record's (the first: to 0); flags bit 0 is the MQTT DUP flag, bit 1
-// RETAIN, bit 2 too large (cut), bit 3 first message of a resumed session, bit 7 "same topic as the previous record" (the topic is then
-// not stored), others are zero. The records must be exactly count. With
+// RETAIN, bit 2 "too large" (the payload was cut), bit 3 "first message
+// of a resumed session", bit 7 "same topic as the previous record" (the
+// topic is then not stored), others are zero. The records must be exactly count. With
 // Options.Compression a frame's records are compressed when that makes
 // them smaller: per-reading overhead is a few bytes, and JSON readings of
 // one batch compress several-fold. Codec 1 is a zstd frame, codec 2 the S2
