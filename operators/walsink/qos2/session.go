@@ -490,6 +490,11 @@ func (s *Session) Ready() Ready {
 	return s.rd
 }
 
+// DropPackets tells the session the pending Ready's packets were not sent
+// (the connection was gone): Advance then takes its records as persisted
+// but no packet as sent. The driver calls Disconnected next.
+func (s *Session) DropPackets() { s.rd.Packets = s.rd.Packets[:0] }
+
 // Advance tells the session the last Ready was persisted and sent.
 func (s *Session) Advance() {
 	if !s.inReady {
