@@ -48,6 +48,10 @@ func (a *Agent) drainWALSinks(ctx context.Context) int64 {
 				context.AfterFunc(wctx, func() { t.Stop() })
 			})
 			defer stop()
+			if st := s.Stats(); st.BacklogMessages > 0 {
+				a.log.Info("waiting for upstream delivery", "sink", name, "backlog", st.BacklogMessages,
+					"drain_timeout", h.drainTimeout, "on_signal", signalDrainBound)
+			}
 			n, _ := s.WaitDelivered(wctx)
 			if n == 0 {
 				if d := time.Since(start); d > 100*time.Millisecond {

@@ -78,6 +78,8 @@ func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
 		return nil, false, err
 	}
 	_ = conn.SetDeadline(time.Now().Add(o.DialTimeout))
+	// Close (ctx) ends a wait for a CONNACK that does not come at once.
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })()
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 	cp.ProtocolName, cp.ProtocolVersion = "MQTT", 4
 	cp.CleanSession = false

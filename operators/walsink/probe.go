@@ -32,6 +32,7 @@ func probeLimits(ctx context.Context, o *Options) (brokerLimits, error) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(o.DialTimeout))
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })()
 	if _, err := conn.Write(appendConnectV5(nil, o)); err != nil {
 		return brokerLimits{}, fmt.Errorf("walsink: limits probe: send CONNECT: %w", err)
 	}
