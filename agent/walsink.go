@@ -134,6 +134,7 @@ func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	set.NewGauge("eddy_wal_oldest_age_seconds"+l, func() float64 { return stats().OldestAge.Seconds() })
 	set.NewGauge("eddy_wal_disk_bytes"+l, func() float64 { return float64(stats().WALBytes) })
 	set.NewGauge("eddy_wal_inflight"+l, func() float64 { return float64(stats().Inflight) })
+	set.NewGauge("eddy_wal_window"+l, func() float64 { return float64(stats().Window) })
 	set.NewGauge("eddy_wal_delivered_total"+l, func() float64 { return float64(stats().Delivered) })
 	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
 	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })

@@ -198,20 +198,35 @@
 //
 // # Broker settings
 //
-// MaxInflight (default 20, mosquitto's default) must not exceed the broker's
-// per-client in-flight limit: mosquitto completes the QoS 2 handshake of a
-// flow above its limit and drops the message without a log line, so the
-// sink would count it delivered. The session speaks MQTT 3.1.1, whose
-// CONNACK carries no limit, so it is configuration. With 20 in flight the
-// rate is about 20 ÷ round trip (and an fsync per window of 20); for
-// throughput raise both, e.g. for mosquitto:
+// MaxInflight (default 20, mosquitto's default) is the most QoS 2 flows
+// open at once; the window actually used is learnt from the broker and may
+// be smaller (window.go): mosquitto answers a QoS 2 PUBLISH over its
+// per-client limit with PUBREC, drops the message and keeps the connection,
+// which a 3.1.1 client cannot see, so the publisher asks the broker for its
+// MQTT 5 Receive Maximum once per Open, on a connection of its own
+// (probe.go: client id ClientID+"-limits", clean start), and never exceeds
+// it. A broker that closes the connection instead halves the window (at a
+// close with more than one flow open); it grows back by one per 1,000
+// clean completions. A flow whose PUBREC came but whose PUBREL never left
+// is published again after such a close (DUP, same id; package qos2): a
+// PUBREC just before a close is no proof the broker kept the message.
+// Stats.Window is the window in use. QoS 2 is named refused only when a
+// window of one flow fails too.
+//
+// A broker that answers a QoS 2 PUBLISH with PUBACK (RabbitMQ's MQTT
+// plugin) has downgraded it to QoS 1: the flow ends there (the broker has
+// the message, once), no new flow starts, and Stats.Refusal says to set
+// QoS 1, until Close.
+//
+// With 20 in flight the rate is about 20 ÷ round trip (and an fsync per
+// window of 20); for throughput raise both, e.g. for mosquitto:
 //
 //	persistence           true
 //	max_inflight_messages 1000   # ≥ MaxInflight
 //	max_queued_messages   1000000
 //
 // Open flows restored from a run with a larger MaxInflight resume
-// MaxInflight at a time.
+// MaxInflight (or the window) at a time.
 //
 // # A broker that refuses
 //
