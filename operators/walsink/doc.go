@@ -110,13 +110,17 @@
 //     answers PUBREC without a second delivery: the message was not
 //     released (no PUBREL was sent, since that needs step 2's record, which
 //     follows this one in the log), so the broker still has the id.
-//  2. "PUBREC received" is durable before the PUBREL leaves. From then on the
-//     flow only ever re-sends PUBREL, never the PUBLISH: once a PUBREL may
-//     have arrived, the broker may have delivered the message and forgotten
+//  2. "PUBREC received" is durable before the PUBREL leaves. Once a PUBREL
+//     may have left (in this process, or in an earlier one: a restored
+//     flow at this step), the flow only ever re-sends PUBREL, never the
+//     PUBLISH: the broker may have delivered the message and forgotten
 //     the id, and a PUBLISH would be a new message — the duplicate
 //     paho.mqtt.golang produces after a restart (its issue 788), because it
 //     never persists PUBREL. A PUBREL for a forgotten id is answered with
-//     PUBCOMP and delivers nothing.
+//     PUBCOMP and delivers nothing. Until then the flow is as at step 1:
+//     after a close it is published again, DUP, same id (a PUBREC just
+//     before a close may be for a message the broker dropped; see Broker
+//     settings), with a step 1 record after its step 2 one.
 //  3. An id is reused (every 65535 seqs) only after its PUBCOMP, and the
 //     reusing flow's PUBLISH leaves only once that PUBCOMP record is
 //     durable, so a power cut can never resume the old flow at PUBREL while
