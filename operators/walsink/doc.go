@@ -237,10 +237,12 @@
 // Stats.Refusal names a broker that refuses the session, and the publisher
 // logs it once at Error: a CONNACK return code, with its meaning, or a
 // broker that closes two connections in a row within seconds of their first
-// QoS 2 PUBLISH without a PUBREC or PUBCOMP (ErrQoS2Refused: MQTT 3.1.1
-// gives a client no other sign that a QoS is refused). The publisher keeps
-// retrying; the refusal ends with an accepted CONNACK, or a PUBREC or
-// PUBCOMP, respectively.
+// QoS 2 PUBLISH without a PUBREC or PUBCOMP while the window is one flow
+// (ErrQoS2Refused: MQTT 3.1.1 gives a client no other sign that a QoS is
+// refused; closes with more flows open lower the window first, since they
+// may be a limit), or a broker that downgrades QoS 2 (a PUBACK). The
+// publisher keeps retrying; the refusal ends with an accepted CONNACK, or
+// a PUBREC or PUBCOMP, respectively; a downgrade lasts until Close.
 //
 // # Costs
 //
