@@ -23,6 +23,9 @@ type fakeBroker struct {
 	// puback: answer QoS 2 PUBLISHes with PUBACK and deliver them (a
 	// broker that downgrades QoS 2 to 1, as RabbitMQ's MQTT plugin does).
 	puback bool
+	// noSession: CONNACK says session present = 0 (aedes does so to a
+	// client without subscriptions); silent: PUBLISHes are not answered.
+	noSession, silent bool
 
 	mu        sync.Mutex
 	held      map[uint16][]byte // id → payload, received, not released
@@ -30,6 +33,17 @@ type fakeBroker struct {
 	publishes int               // PUBLISH packets received
 	closes    int               // connections it closed over its limit
 	conns     int
+	open      []net.Conn
+}
+
+// dropAll closes every connection (a broker restart, say).
+func (fb *fakeBroker) dropAll() {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	for _, c := range fb.open {
+		c.Close()
+	}
+	fb.open = nil
 }
 
 func startFakeBroker(t *testing.T, fb *fakeBroker) *fakeBroker {
@@ -63,9 +77,11 @@ func (fb *fakeBroker) serve(c net.Conn) {
 	}
 	fb.mu.Lock()
 	fb.conns++
+	fb.open = append(fb.open, c)
+	noSession := fb.noSession
 	fb.mu.Unlock()
 	ack := packets.NewControlPacket(packets.Connack).(*packets.ConnackPacket)
-	ack.SessionPresent = true
+	ack.SessionPresent = !noSession
 	if ack.Write(c) != nil {
 		return
 	}
@@ -81,6 +97,7 @@ func (fb *fakeBroker) serve(c net.Conn) {
 		case *packets.PublishPacket:
 			fb.publishes++
 			switch {
+			case fb.silent:
 			case fb.puback:
 				fb.delivered[string(p.Payload)]++
 				a := packets.NewControlPacket(packets.Puback).(*packets.PubackPacket)

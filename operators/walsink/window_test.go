@@ -242,3 +242,26 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	}
 	return true
 }
+
+// TestSink_SessionPresentZero: a CONNACK with session present = 0 is said
+// for what it is: at INFO when no flow was open (nothing at stake; aedes
+// answers so to a client without subscriptions), at WARN with what the
+// sink re-sends when flows were open.
+func TestSink_SessionPresentZero(t *testing.T) {
+	fb := startFakeBroker(t, &fakeBroker{noSession: true, silent: true})
+	s, lb := openLogged(t, t.TempDir(), Options{Broker: fb.url(), ClientID: "nosession", MaxInflight: 5,
+		ReconnectMin: 10 * time.Millisecond})
+	waitFor(t, 5*time.Second, func() bool { return s.Stats().Connected })
+	if log := lb.String(); !strings.Contains(log, "level=INFO msg=\"walsink: the broker answered session present = 0; no flow was open") ||
+		strings.Contains(log, "level=WARN") {
+		t.Errorf("no flow open: want one INFO line, no warning:\n%s", log)
+	}
+	writeEpochs(t, s, 1, 1, 3)
+	waitFor(t, 5*time.Second, func() bool { _, _, p := fb.counts(); return p == 3 })
+	fb.dropAll()
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(lb.String(), "session present = 0 with") })
+	if log := lb.String(); !strings.Contains(log, "session present = 0 with flows open") ||
+		!strings.Contains(log, "published_again=3 released_again=0") {
+		t.Errorf("flows open: want a warning naming what is re-sent:\n%s", log)
+	}
+}
