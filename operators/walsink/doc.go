@@ -209,9 +209,9 @@
 // which a 3.1.1 client cannot see, so the publisher asks the broker for its
 // MQTT 5 Receive Maximum once per Open, on a connection of its own
 // (probe.go: client id ClientID+"-limits", clean start), and never exceeds
-// it. A broker that closes the connection instead halves the window (at a
-// close with more than one flow open); it grows back by one per 1,000
-// clean completions. A flow whose PUBREC came but whose PUBREL never left
+// it. A broker that announces no limit and closes the connection instead
+// halves the window (at a close with more than one flow open); it grows
+// back by one per 1,000 clean completions. A flow whose PUBREC came but whose PUBREL never left
 // is published again after such a close (DUP, same id; package qos2): a
 // PUBREC just before a close is no proof the broker kept the message.
 // Stats.Window is the window in use. QoS 2 is named refused only when a

@@ -10,7 +10,9 @@ package walsink
 //     it. mosquitto announces its max_inflight_messages so.
 //   - a close by the broker while more than one flow was open halves the
 //     window (down to 1); a close before any answer at all on that
-//     connection sets it to 1 at once.
+//     connection sets it to 1 at once. Not for a broker that announced its
+//     limit: the window already fits it, and its closes are restarts or
+//     the network, which a halved window would only slow down after.
 //   - every growEvery flows completed without such a close since the last
 //     change add 1, never above max (Options.MaxInflight) nor announced.
 //
@@ -52,7 +54,7 @@ func (w *windowLearner) announce(n int) bool {
 // answered PUBRECs, PUBCOMPs (or PUBACKs) on that connection, and reports
 // whether the window changed.
 func (w *windowLearner) closed(open, answered int) bool {
-	if open <= 1 || w.cur == 1 {
+	if open <= 1 || w.cur == 1 || w.announced > 0 {
 		return false
 	}
 	prev := w.cur

@@ -13,9 +13,9 @@ import (
 )
 
 // TestWindowLearner: the window halves at a close with more than one flow
-// open (to 1 at a close before any answer), never below 1; an announced
-// limit caps it; it grows by one per growEvery completions, never above
-// the limit.
+// open (to 1 at a close before any answer), never below 1, unless the
+// broker announced its limit, which caps it; it grows by one per
+// growEvery completions, never above the limit.
 func TestWindowLearner(t *testing.T) {
 	type step struct {
 		op      string // "close open answered", "done n", "announce n"
@@ -47,11 +47,15 @@ func TestWindowLearner(t *testing.T) {
 			{op: fmt.Sprintf("done %d", growEvery), want: 4, changed: true},
 			{op: fmt.Sprintf("done %d", 5*growEvery), want: 4},
 		}},
-		{"an announced limit caps the window and its growth", 1000, []step{
+		{"an announced limit caps the window; closes do not lower it", 1000, []step{
 			{op: "announce 20", want: 20, changed: true},
 			{op: fmt.Sprintf("done %d", 3*growEvery), want: 20},
-			{op: "close 20 5", want: 10, changed: true},
-			{op: fmt.Sprintf("done %d", 20*growEvery), want: 20, changed: true},
+			{op: "close 20 5", want: 20},
+		}},
+		{"growth stops at an announced limit", 1000, []step{
+			{op: "close 1000 5", want: 500, changed: true},
+			{op: "announce 100", want: 100, changed: true},
+			{op: fmt.Sprintf("done %d", 3*growEvery), want: 100},
 		}},
 		{"an announced limit above max changes nothing", 20, []step{
 			{op: "announce 65535", want: 20},

@@ -45,8 +45,6 @@ type Broker struct {
 	stdin    *os.File // the wrapper's stdin: it stops the broker when this closes
 	done     chan struct{}
 	stopOnce sync.Once
-	// removeDir: Stop removes dir (Shared's, which no test's TempDir owns).
-	removeDir bool
 }
 
 // serverScript is the real start script (the one in /usr/sbin switches to
@@ -87,7 +85,7 @@ var shared struct {
 }
 
 // Shared returns the test binary's one broker, started by the first call
-// (in a directory of its own, removed by Stop). It is not stopped at a
+// (in a directory of its own, removed when it stops). It is not stopped at a
 // test's cleanup: it lives until the test binary exits, when its stdin
 // closes and the wrapper stops it (or until a TestMain calls StopShared).
 // Tests that share it use client ids and topics of their own.
@@ -99,10 +97,7 @@ func Shared(tb testing.TB) *Broker {
 			shared.err = err
 			return
 		}
-		shared.b, shared.err = Launch(dir)
-		if shared.err == nil {
-			shared.b.removeDir = true
-		}
+		shared.b, shared.err = launch(dir, true)
 	})
 	if shared.err != nil {
 		tb.Fatal(shared.err)
@@ -137,7 +132,11 @@ func (b *Broker) Log() string {
 // listener accepts a CONNECT. The caller stops it with Stop; if the caller
 // dies first, the broker stops when the caller's end of the wrapper's
 // stdin closes.
-func Launch(dir string, conf ...string) (*Broker, error) {
+func Launch(dir string, conf ...string) (*Broker, error) { return launch(dir, false, conf...) }
+
+// launch is Launch; with removeDir the wrapper removes dir once the node
+// has stopped (Shared's directory, which no test's TempDir owns).
+func launch(dir string, removeDir bool, conf ...string) (*Broker, error) {
 	if !Installed() {
 		return nil, errors.New("rabbitmq: rabbitmq-server with the rabbitmq_mqtt plugin is not installed: run scripts/install-deps.sh")
 	}
@@ -182,6 +181,7 @@ log.file = false
 	// by its PID) on SIGTERM or when its stdin closes: the test binary's
 	// end of the pipe closes however it exits, so no node outlives it.
 	const wrapper = `exec 3<&0
+mode=$2
 epmd -address 127.0.0.1 -port "$ERL_EPMD_PORT" </dev/null &
 epmd_pid=$!
 "$1" </dev/null &
@@ -192,13 +192,18 @@ stop() {
 	kill -TERM "$node_pid" 2>/dev/null; wait "$node_pid"
 	kill -TERM "$epmd_pid" 2>/dev/null; wait "$epmd_pid"
 	kill -TERM "$watch_pid" 2>/dev/null
+	[ "$mode" = remove ] && rm -rf "$PWD"
 	exit 0
 }
 trap stop TERM INT
 while kill -0 "$node_pid" 2>/dev/null && kill -0 "$watch_pid" 2>/dev/null; do sleep 0.2; done
 stop
 `
-	cmd := exec.Command("/bin/sh", "-c", wrapper, "rabbitmq-wrapper", serverScript)
+	remove := "keep"
+	if removeDir {
+		remove = "remove"
+	}
+	cmd := exec.Command("/bin/sh", "-c", wrapper, "rabbitmq-wrapper", serverScript, remove)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"HOME="+dir, // the Erlang cookie
@@ -291,9 +296,6 @@ func (b *Broker) Stop() {
 			<-b.done
 		}
 		b.stdin.Close()
-		if b.removeDir {
-			_ = os.RemoveAll(b.dir)
-		}
 	})
 }
 
