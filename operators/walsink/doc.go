@@ -211,7 +211,10 @@
 // (probe.go: client id ClientID+"-limits", clean start), and never exceeds
 // it. A broker that announces no limit and closes the connection instead
 // halves the window (at a close with more than one flow open); it grows
-// back by one per 1,000 clean completions. A flow whose PUBREC came but whose PUBREL never left
+// back by one per 1,000 clean completions. A close before any answer sets
+// the window to one flow, announced limit or not (only a window of one
+// tells a refusal of QoS 2 from a limit); an answer then restores an
+// announced limit. A flow whose PUBREC came but whose PUBREL never left
 // is published again after such a close (DUP, same id; package qos2): a
 // PUBREC just before a close is no proof the broker kept the message.
 // Stats.Window is the window in use. QoS 2 is named refused only when a

@@ -322,6 +322,11 @@ func (s *Sink) step(ev incoming) error {
 	}
 	if ev.puback || ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
 		s.answers++
+		if s.answers == 1 && s.q1 == nil && s.win.firstAnswer() {
+			s.sess.SetWindow(s.win.cur)
+			s.window.Store(int64(s.win.cur))
+			s.log.Info("walsink: the broker answers again; in-flight window back at its announced limit", "window", s.win.cur)
+		}
 		s.refusals.ackReceived()
 		s.setRefusal(refusalQoS, "")
 	}

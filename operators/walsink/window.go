@@ -9,10 +9,14 @@ package walsink
 //     an MQTT 5 connection of its own (probe.go); the window never exceeds
 //     it. mosquitto announces its max_inflight_messages so.
 //   - a close by the broker while more than one flow was open halves the
-//     window (down to 1); a close before any answer at all on that
-//     connection sets it to 1 at once. Not for a broker that announced its
-//     limit: the window already fits it, and its closes are restarts or
-//     the network, which a halved window would only slow down after.
+//     window (down to 1). Not for a broker that announced its limit: the
+//     window already fits it, and its closes are restarts or the network,
+//     which a halved window would only slow down after.
+//   - a close before any answer at all on that connection, with more than
+//     one flow open, sets the window to 1 at once, announced limit or not:
+//     the broker may refuse QoS 2 itself, which only a window of one can
+//     tell (refusal.go). The first answer on a connection puts the window
+//     of a broker that announced its limit back at that limit.
 //   - every growEvery flows completed without such a close since the last
 //     change add 1, never above max (Options.MaxInflight) nor announced.
 //
@@ -54,17 +58,31 @@ func (w *windowLearner) announce(n int) bool {
 // answered PUBRECs, PUBCOMPs (or PUBACKs) on that connection, and reports
 // whether the window changed.
 func (w *windowLearner) closed(open, answered int) bool {
-	if open <= 1 || w.cur == 1 || w.announced > 0 {
+	if open <= 1 || w.cur == 1 {
 		return false
 	}
 	prev := w.cur
-	if answered == 0 {
+	switch {
+	case answered == 0:
 		w.cur = 1
-	} else {
+	case w.announced > 0:
+		return false
+	default:
 		w.cur = max(1, w.cur/2)
 	}
 	w.clean = 0
 	return w.cur != prev
+}
+
+// firstAnswer records the first PUBREC, PUBCOMP or PUBACK on a connection
+// and reports whether the window changed: a broker that announced its
+// limit and answers gets its whole window back.
+func (w *windowLearner) firstAnswer() bool {
+	if w.announced == 0 || w.cur >= w.limit() {
+		return false
+	}
+	w.cur, w.clean = w.limit(), 0
+	return true
 }
 
 // completed records n flows completed and reports whether the window grew.

@@ -47,10 +47,16 @@ func TestWindowLearner(t *testing.T) {
 			{op: fmt.Sprintf("done %d", growEvery), want: 4, changed: true},
 			{op: fmt.Sprintf("done %d", 5*growEvery), want: 4},
 		}},
-		{"an announced limit caps the window; closes do not lower it", 1000, []step{
+		{"an announced limit caps the window; closes after answers do not lower it", 1000, []step{
 			{op: "announce 20", want: 20, changed: true},
 			{op: fmt.Sprintf("done %d", 3*growEvery), want: 20},
 			{op: "close 20 5", want: 20},
+		}},
+		{"an announced limit: a close before any answer tries one flow, an answer restores the limit", 1000, []step{
+			{op: "announce 20", want: 20, changed: true},
+			{op: "close 20 0", want: 1, changed: true},
+			{op: "answer", want: 20, changed: true},
+			{op: "answer", want: 20},
 		}},
 		{"growth stops at an announced limit", 1000, []step{
 			{op: "close 1000 5", want: 500, changed: true},
@@ -76,6 +82,8 @@ func TestWindowLearner(t *testing.T) {
 						changed = w.completed(100) || changed
 					}
 					changed = w.completed(a%100) || changed
+				case st.op == "answer":
+					changed = w.firstAnswer()
 				case strings.HasPrefix(st.op, "announce"):
 					fmt.Sscanf(st.op, "announce %d", &a)
 					changed = w.announce(a)
