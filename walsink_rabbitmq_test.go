@@ -21,14 +21,22 @@ var rabbitConfig = replaceAll(drainConfig,
 // QoS 2 counts the first window's results delivered (the broker has them,
 // once), publishes nothing more (no result twice, no loop), names the
 // downgrade in one error line within seconds and fails /readyz; SIGTERM
-// stops it within its bound.
+// stops it within its bound. The same at delivery = "at_least_once", which
+// publishes from the same WAL.
 func TestWALSink_RabbitMQDowngradesQoS2(t *testing.T) {
+	for _, delivery := range []string{"exactly_once", "at_least_once"} {
+		t.Run(delivery, func(t *testing.T) { testRabbitMQDowngrade(t, delivery) })
+	}
+}
+
+func testRabbitMQDowngrade(t *testing.T, delivery string) {
+	device := "rabbit-q2-" + strings.ReplaceAll(delivery, "_", "-")
 	rb := rabbitmq.Shared(t)
-	col := newCollector(t, rb.MQTTURL(), "results/rabbit-q2/#")
+	col := newCollector(t, rb.MQTTURL(), "results/"+device+"/#")
 	dir := t.TempDir()
 	writeWindowReadings(t, filepath.Join(dir, "in.jsonl"), 200, 10)
-	p := startAgent(t, dir, rabbitConfig, "%DEVICE%", "rabbit-q2", "%UPSTREAM%", rb.MQTTURL(),
-		"%SINK%", "\n  drain_timeout = \"120s\"")
+	p := startAgent(t, dir, rabbitConfig, "%DEVICE%", device, "%UPSTREAM%", rb.MQTTURL(),
+		`delivery = "exactly_once"`, `delivery = "`+delivery+`"`, "%SINK%", "\n  drain_timeout = \"120s\"")
 	const line = "the broker downgrades QoS 2 to 1: set qos = 1"
 	start := time.Now()
 	if !p.waitLog(line, 30*time.Second) {
