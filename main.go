@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,6 +44,10 @@ Usage:
 
 Flags may come before or after the arguments; "--" ends them.
 Run "eddy COMMAND -h" for a command's flags.
+
+Exit status: 0 success; 1 an error; 2 a usage error; 3 (eddy run) the input
+ended but results were still undelivered upstream after drain_timeout
+(they stay in the WAL; the next start delivers them).
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -129,7 +134,9 @@ func parseCommand(fs *flag.FlagSet, args []string, want int) ([]string, int, boo
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	fs := newFlags("run", "run -c FILE [--from ID|PATH|s3://BUCKET/PREFIX[/ID]] [--allow-non-restored-state]", stderr)
+	fs := newFlags("run", "run -c FILE [--from ID|PATH|s3://BUCKET/PREFIX[/ID]] [--allow-non-restored-state]\n\n"+
+		"Exit status 3: the input ended (files, simulators with max_readings) but results were still\n"+
+		"undelivered upstream after drain_timeout; they stay in the WAL and the next start delivers them.", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
 	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path, a checkpoint directory, or s3://BUCKET/PREFIX[/ID] "+
 		"(the newest checkpoint under PREFIX, or checkpoint ID, downloaded and verified into data_dir first); default: the newest local one that verifies")
@@ -164,10 +171,18 @@ func cmdRun(args []string, stderr io.Writer) int {
 	opts := agent.Options{Version: version, Stderr: stderr, From: *from, AllowNonRestoredState: *allow, AllowNewDeviceID: *newID, Reload: reload}
 	if err := agent.Run(ctx, *path, opts); err != nil {
 		fmt.Fprintf(stderr, "eddy: %v\n", err)
+		if errors.Is(err, agent.ErrUndelivered) {
+			return exitUndelivered
+		}
 		return 1
 	}
 	return 0
 }
+
+// exitUndelivered is eddy run's exit status when the input ended with
+// results still undelivered upstream after drain_timeout: a backfill
+// script can tell its output is not all at the broker yet.
+const exitUndelivered = 3
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", "validate -c FILE", stderr)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,9 +117,9 @@ func TestWALSink_DrainsAtEndOfInput(t *testing.T) {
 }
 
 // TestWALSink_EndOfInputWithUplinkDown: with the upstream broker down, a
-// run whose input ends waits drain_timeout, then exits saying how many
-// results are undelivered and that the next start delivers them; the next
-// start (the broker back) does.
+// run whose input ends waits drain_timeout, then exits with status 3
+// saying how many results are undelivered and that the next start delivers
+// them; the next start (the broker back) does, and exits 0.
 func TestWALSink_EndOfInputWithUplinkDown(t *testing.T) {
 	t.Parallel()
 	up := mosquitto.Start(t)
@@ -128,8 +130,9 @@ func TestWALSink_EndOfInputWithUplinkDown(t *testing.T) {
 	cfg := writeConfig(t, dir, drainConfig, "%UPSTREAM%", up.URL(), "%SINK%", "\n  drain_timeout = \"1s\"")
 	start := time.Now()
 	out, err := runEddy(t, "run", "-c", cfg)
-	if err != nil {
-		t.Fatalf("eddy run: %v", err)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("eddy run with results undelivered: %v; want exit status 3", err)
 	}
 	line := fmt.Sprintf(`undelivered=%d`, len(want))
 	if !strings.Contains(out, "the next start delivers them") || !strings.Contains(out, line) {
@@ -141,6 +144,9 @@ func TestWALSink_EndOfInputWithUplinkDown(t *testing.T) {
 	waitFor(t, 60*time.Second, func() bool { return len(col.windows("drain")) >= len(want) })
 	if !p.wait(60 * time.Second) {
 		t.Fatal("the second run did not exit")
+	}
+	if p.err != nil {
+		t.Errorf("the second run, everything delivered: %v; want exit status 0", p.err)
 	}
 	if diff := differingWindows(t, want, col.windows("drain")); diff > 0 {
 		t.Errorf("%d of %d windows differ", diff, len(want))

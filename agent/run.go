@@ -171,7 +171,7 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	<-ckptDone
 	// The final checkpoint committed the last results to the WAL sinks:
 	// a run whose input ended is complete once they are upstream.
-	a.drainWALSinks(ctx.Err() != nil)
+	undelivered := a.drainWALSinks(ctx)
 	a.upload.flush()
 	for _, s := range a.sources {
 		if !s.stopped { // a region that gave up is stopped already
@@ -203,6 +203,10 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		if s.err != nil {
 			errs = append(errs, fmt.Errorf("source %q: %w", s.name, s.err))
 		}
+	}
+	if undelivered > 0 && ctx.Err() == nil && len(errs) == 0 {
+		// The input ended: the run's output is incomplete upstream.
+		errs = append(errs, undeliveredError(undelivered))
 	}
 	a.log.Info("eddy stopped")
 	return errors.Join(errs...)

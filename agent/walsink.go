@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
@@ -114,45 +113,6 @@ type walHolder struct {
 	drainTimeout time.Duration // set when opened, read after the run
 }
 
-// signalDrainBound is how long a run stopped by a signal waits for the
-// WAL sinks' backlog: SIGTERM's promise is a prompt stop, not delivery.
-const signalDrainBound = 2 * time.Second
-
-// drainWALSinks waits, after the final checkpoint, until every exactly-once
-// MQTT sink has delivered its committed results, each for at most its
-// drain_timeout (signalDrainBound when stopped by a signal), and says what
-// is left: results still in a WAL are delivered by the next start.
-func (a *Agent) drainWALSinks(signalled bool) {
-	var wg sync.WaitGroup
-	for name, h := range a.walSinks {
-		s := h.s.Load()
-		if s == nil {
-			continue
-		}
-		bound := h.drainTimeout
-		if signalled {
-			bound = min(bound, signalDrainBound)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), bound)
-			defer cancel()
-			start := time.Now()
-			left, _ := s.WaitDelivered(ctx)
-			if left == 0 {
-				if d := time.Since(start); d > 100*time.Millisecond {
-					a.log.Info("upstream delivery complete", "sink", name, "waited", d.Round(time.Millisecond))
-				}
-				return
-			}
-			a.log.Warn("results not delivered upstream yet: they stay in the WAL and the next start delivers them",
-				"sink", name, "undelivered", left, "waited", bound, "connected", s.Stats().Connected)
-		}()
-	}
-	wg.Wait()
-}
-
 func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	var (
 		mu   sync.Mutex
@@ -174,6 +134,7 @@ func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	set.NewGauge("eddy_wal_oldest_age_seconds"+l, func() float64 { return stats().OldestAge.Seconds() })
 	set.NewGauge("eddy_wal_disk_bytes"+l, func() float64 { return float64(stats().WALBytes) })
 	set.NewGauge("eddy_wal_inflight"+l, func() float64 { return float64(stats().Inflight) })
+	set.NewGauge("eddy_wal_window"+l, func() float64 { return float64(stats().Window) })
 	set.NewGauge("eddy_wal_delivered_total"+l, func() float64 { return float64(stats().Delivered) })
 	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
 	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })

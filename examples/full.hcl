@@ -101,8 +101,8 @@ sink "mqtt" "cloud" {
   qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
-  # QoS 2 flows in flight: at most the broker's per-client limit
-  # (mosquitto: max_inflight_messages, default 20)
+  # QoS 2 flows in flight at most; fewer when the broker announces or
+  # shows a lower limit (mosquitto: max_inflight_messages, default 20)
   max_inflight = 20
   # at the end of a finite input, wait this long for the WAL to be delivered
   drain_timeout = "30s"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
@@ -29,13 +30,12 @@ func (e *connackError) Error() string {
 
 func (e *connackError) Unwrap() error { return errConnRefused }
 
-// dial connects to the broker and sends CONNECT (MQTT 3.1.1, clean session
-// 0, the fixed client id), returning the connection and whether the broker
-// still had the session.
-func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
+// dialTransport opens the TCP (or TLS) connection to the broker, within
+// DialTimeout.
+func dialTransport(ctx context.Context, o *Options) (net.Conn, error) {
 	u, err := url.Parse(o.Broker)
 	if err != nil {
-		return nil, false, fmt.Errorf("walsink: broker url: %w", err)
+		return nil, fmt.Errorf("walsink: broker url: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
@@ -57,10 +57,29 @@ func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
 		conn, err = d.DialContext(ctx, "tcp", u.Host)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("walsink: dial %s: %w", u.Host, err)
+		return nil, &dialError{fmt.Errorf("walsink: dial %s: %w", u.Host, err)}
 	}
-	deadline, _ := ctx.Deadline()
-	_ = conn.SetDeadline(deadline)
+	return conn, nil
+}
+
+// dialError is a connection that could not be opened: the broker is not
+// reachable (as opposed to one that answered).
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// dial connects to the broker and sends CONNECT (MQTT 3.1.1, clean session
+// 0, the fixed client id), returning the connection and whether the broker
+// still had the session.
+func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
+	conn, err := dialTransport(ctx, o)
+	if err != nil {
+		return nil, false, err
+	}
+	_ = conn.SetDeadline(time.Now().Add(o.DialTimeout))
+	// Close (ctx) ends a wait for a CONNACK that does not come at once.
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })()
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 	cp.ProtocolName, cp.ProtocolVersion = "MQTT", 4
 	cp.CleanSession = false
@@ -143,8 +162,8 @@ type incoming struct {
 }
 
 // readPackets reads the broker's packets until an error, which it sends
-// last; it stops early when quit closes.
-func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}) {
+// last, setting dead first; it stops early when quit closes.
+func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
 	br := bufio.NewReaderSize(conn, 64<<10)
 	acked := ackPromptly(conn)
 	for {
@@ -169,6 +188,9 @@ func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}) {
 		}
 		if err != nil && in.err == nil {
 			in.err = fmt.Errorf("walsink: read from broker: %w", err)
+		}
+		if in.err != nil {
+			dead.Store(true)
 		}
 		select {
 		case out <- in:

@@ -110,13 +110,17 @@
 //     answers PUBREC without a second delivery: the message was not
 //     released (no PUBREL was sent, since that needs step 2's record, which
 //     follows this one in the log), so the broker still has the id.
-//  2. "PUBREC received" is durable before the PUBREL leaves. From then on the
-//     flow only ever re-sends PUBREL, never the PUBLISH: once a PUBREL may
-//     have arrived, the broker may have delivered the message and forgotten
+//  2. "PUBREC received" is durable before the PUBREL leaves. Once a PUBREL
+//     may have left (in this process, or in an earlier one: a restored
+//     flow at this step), the flow only ever re-sends PUBREL, never the
+//     PUBLISH: the broker may have delivered the message and forgotten
 //     the id, and a PUBLISH would be a new message — the duplicate
 //     paho.mqtt.golang produces after a restart (its issue 788), because it
 //     never persists PUBREL. A PUBREL for a forgotten id is answered with
-//     PUBCOMP and delivers nothing.
+//     PUBCOMP and delivers nothing. Until then the flow is as at step 1:
+//     after a close it is published again, DUP, same id (a PUBREC just
+//     before a close may be for a message the broker dropped; see Broker
+//     settings), with a step 1 record after its step 2 one.
 //  3. An id is reused (every 65535 seqs) only after its PUBCOMP, and the
 //     reusing flow's PUBLISH leaves only once that PUBCOMP record is
 //     durable, so a power cut can never resume the old flow at PUBREL while
@@ -198,30 +202,50 @@
 //
 // # Broker settings
 //
-// MaxInflight (default 20, mosquitto's default) must not exceed the broker's
-// per-client in-flight limit: mosquitto completes the QoS 2 handshake of a
-// flow above its limit and drops the message without a log line, so the
-// sink would count it delivered. The session speaks MQTT 3.1.1, whose
-// CONNACK carries no limit, so it is configuration. With 20 in flight the
-// rate is about 20 ÷ round trip (and an fsync per window of 20); for
-// throughput raise both, e.g. for mosquitto:
+// MaxInflight (default 20, mosquitto's default) is the most QoS 2 flows
+// open at once; the window actually used is learnt from the broker and may
+// be smaller (window.go): mosquitto answers a QoS 2 PUBLISH over its
+// per-client limit with PUBREC, drops the message and keeps the connection,
+// which a 3.1.1 client cannot see, so the publisher asks the broker for its
+// MQTT 5 Receive Maximum once per Open, on a connection of its own
+// (probe.go: client id ClientID+"-limits", clean start), and never exceeds
+// it. A broker that announces no limit and closes the connection instead
+// halves the window (at a close with more than one flow open); it grows
+// back by one per 1,000 clean completions. A close before any answer sets
+// the window to one flow, announced limit or not (only a window of one
+// tells a refusal of QoS 2 from a limit); an answer then restores an
+// announced limit. A flow whose PUBREC came but whose PUBREL never left
+// is published again after such a close (DUP, same id; package qos2): a
+// PUBREC just before a close is no proof the broker kept the message.
+// Stats.Window is the window in use. QoS 2 is named refused only when a
+// window of one flow fails too.
+//
+// A broker that answers a QoS 2 PUBLISH with PUBACK (RabbitMQ's MQTT
+// plugin) has downgraded it to QoS 1: the flow ends there (the broker has
+// the message, once), no new flow starts, and Stats.Refusal says to set
+// QoS 1, until Close.
+//
+// With 20 in flight the rate is about 20 ÷ round trip (and an fsync per
+// window of 20); for throughput raise both, e.g. for mosquitto:
 //
 //	persistence           true
 //	max_inflight_messages 1000   # ≥ MaxInflight
 //	max_queued_messages   1000000
 //
 // Open flows restored from a run with a larger MaxInflight resume
-// MaxInflight at a time.
+// MaxInflight (or the window) at a time.
 //
 // # A broker that refuses
 //
 // Stats.Refusal names a broker that refuses the session, and the publisher
 // logs it once at Error: a CONNACK return code, with its meaning, or a
 // broker that closes two connections in a row within seconds of their first
-// QoS 2 PUBLISH without a PUBREC or PUBCOMP (ErrQoS2Refused: MQTT 3.1.1
-// gives a client no other sign that a QoS is refused). The publisher keeps
-// retrying; the refusal ends with an accepted CONNACK, or a PUBREC or
-// PUBCOMP, respectively.
+// QoS 2 PUBLISH without a PUBREC or PUBCOMP while the window is one flow
+// (ErrQoS2Refused: MQTT 3.1.1 gives a client no other sign that a QoS is
+// refused; closes with more flows open lower the window first, since they
+// may be a limit), or a broker that downgrades QoS 2 (a PUBACK). The
+// publisher keeps retrying; the refusal ends with an accepted CONNACK, or
+// a PUBREC or PUBCOMP, respectively; a downgrade lasts until Close.
 //
 // # Costs
 //

@@ -42,14 +42,12 @@ type Options struct {
 	ReconnectMin, ReconnectMax time.Duration
 	// MaxInflight is the maximum number of open QoS 2 flows (PUBLISH sent,
 	// PUBCOMP not yet received). Default 20, mosquitto's default
-	// max_inflight_messages. It must not exceed the broker's per-client
-	// limit: mosquitto answers the flows above its limit with PUBREC and
-	// PUBCOMP like any other and drops their messages without a word, so
-	// a larger window loses results silently. The session is MQTT 3.1.1
-	// (paho's packets package), whose CONNACK announces no limit (MQTT 5's
-	// Receive Maximum), so the limit cannot be learnt from the broker: it
-	// is configuration. Raising it (with the broker's limit) raises the
-	// delivery rate, which is about MaxInflight ÷ round trip.
+	// max_inflight_messages. The window in use is learnt and may be
+	// smaller: the broker's MQTT 5 Receive Maximum caps it, and closes by
+	// the broker with flows open halve it (see the package doc, "Broker
+	// settings"), so a value above the broker's limit costs throughput,
+	// not results. Raising it (with the broker's limit) raises the
+	// delivery rate, which is about the window ÷ round trip.
 	MaxInflight int
 	// MaxDiskBytes bounds the WAL's segment files. Default 512 MiB. A Write
 	// that would pass it applies WhenFull only while the WAL holds committed,

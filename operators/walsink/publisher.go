@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/eddy-edge/eddy/operators/walsink/qos2"
@@ -25,30 +26,45 @@ func (s *Sink) runPublisher() {
 		}
 	}()
 	backoff := s.opts.ReconnectMin
+	probed := s.q1 != nil // the window is the QoS 2 session's
 	for {
+		if !probed {
+			probed = s.learnLimits(ctx)
+		}
 		conn, present, err := dial(ctx, &s.opts)
 		var refused *connackError
 		switch {
 		case errors.As(err, &refused):
 			s.setRefusal(refusalConnack, refused.Error())
 		case err == nil:
-			if !present && s.sess.Inflight() > 0 {
-				s.log.Warn("walsink: broker lost the session; open flows are re-sent and may be duplicated or lost by the broker",
-					"open_flows", s.sess.Inflight())
-			}
+			s.logSession(present)
 			s.setRefusal(refusalConnack, "")
 			s.connected.Store(true)
 			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", present)
 			started := time.Now()
 			s.refusals.connected()
+			window := s.sess.Window()
+			s.answers = 0
 			err = s.serve(conn)
 			conn.Close()
+			open := s.sess.Inflight()
+			unreleased := s.sess.Unreleased()
 			s.sess.Disconnected()
 			s.connected.Store(false)
 			if time.Since(started) > s.opts.ReconnectMax {
 				backoff = s.opts.ReconnectMin
 			}
-			if err != nil && !errors.Is(err, errFatal) && s.refusals.closed(time.Now()) {
+			closedByBroker := err != nil && !errors.Is(err, errFatal) && !s.closing()
+			if closedByBroker && s.q1 == nil && s.win.closed(open, s.answers) {
+				s.sess.SetWindow(s.win.cur)
+				s.window.Store(int64(s.win.cur))
+				s.log.Warn("walsink: the broker closed the connection with flows open; in-flight window lowered (MQTT 3.1.1 announces no limit)",
+					"window", s.win.cur, "was", window, "open_flows", open, "answers", s.answers,
+					"published_again", s.sess.Unreleased()-unreleased, "max_inflight", s.opts.MaxInflight)
+			}
+			// At QoS 2, a refusal is named only once a window of one
+			// flow fails too: closes with more open may be a limit.
+			if closedByBroker && (s.q1 != nil || window == 1) && s.refusals.closed(time.Now()) {
 				if s.q1 == nil {
 					s.setRefusal(refusalQoS, ErrQoS2Refused.Error()+
 						`; results stay in the WAL, undelivered: set qos = 1 on this sink (exactly once with ids: no loss, order per key, repeats only of the unacknowledged window, each with the same id), or allow QoS 2 on the broker`)
@@ -61,6 +77,10 @@ func (s *Sink) runPublisher() {
 		if errors.Is(err, errFatal) {
 			s.log.Error("walsink: publisher stopped", "err", err)
 			return
+		}
+		if s.Stats().Refusal == "" && s.downgraded {
+			// Gone only by another refusal in between; say it again.
+			s.setRefusal(refusalDowngrade, downgradeRefusal)
 		}
 		select {
 		case <-s.closeCh:
@@ -84,6 +104,68 @@ func (s *Sink) runPublisher() {
 	}
 }
 
+// closing reports whether Close was called.
+func (s *Sink) closing() bool {
+	select {
+	case <-s.closeCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// learnLimits asks the broker for its in-flight limit on an MQTT 5
+// connection of its own (probeLimits) and caps the window at it. It
+// reports false when the broker could not be reached, to be asked again.
+func (s *Sink) learnLimits(ctx context.Context) bool {
+	lim, err := probeLimits(ctx, &s.opts)
+	var dialErr *dialError
+	switch {
+	case errors.As(err, &dialErr):
+		return false
+	case err != nil:
+		s.log.Debug("walsink: the broker announces no limits (MQTT 5 probe)", "err", err)
+		return true
+	}
+	if s.win.announce(lim.receiveMax) {
+		s.sess.SetWindow(s.win.cur)
+		s.window.Store(int64(s.win.cur))
+		s.log.Info("walsink: in-flight window set to the broker's announced limit (MQTT 5 Receive Maximum), below max_inflight",
+			"window", s.win.cur, "max_inflight", s.opts.MaxInflight)
+	} else {
+		s.log.Debug("walsink: broker limits", "receive_maximum", lim.receiveMax, "maximum_qos", lim.maxQoS)
+	}
+	return true
+}
+
+// logSession says what a CONNACK's session present flag means for the
+// open flows: the broker kept their state (present = 1), or it answers
+// present = 0 — harmless with no flow open (some brokers, aedes among
+// them, answer so to a client without subscriptions), else those flows'
+// QoS 2 state at the broker is gone.
+func (s *Sink) logSession(present bool) {
+	if present || s.q1 != nil {
+		return
+	}
+	var publishing, releasing int
+	s.flowsBuf = s.sess.OpenFlows(s.flowsBuf[:0])
+	for _, r := range s.flowsBuf {
+		if r.Step == qos2.StepPublishSent {
+			publishing++
+		} else {
+			releasing++
+		}
+	}
+	if publishing+releasing == 0 {
+		s.log.Info("walsink: the broker answered session present = 0; no flow was open, nothing to resend")
+		return
+	}
+	s.log.Warn("walsink: the broker answered session present = 0 with flows open: it has no QoS 2 state for them. "+
+		"Unacknowledged ones are published again (a broker that had delivered them on receipt delivers them twice); "+
+		"acknowledged ones get PUBREL again (a broker that had not delivered them yet lost them)",
+		"published_again", publishing, "released_again", releasing)
+}
+
 // errFatal marks a WAL failure: the session's records may not be durable,
 // so nothing more may be sent.
 var errFatal = errors.New("walsink: WAL failed")
@@ -93,7 +175,17 @@ func (s *Sink) serve(conn net.Conn) error {
 	in := make(chan incoming, 256)
 	quit := make(chan struct{})
 	defer close(quit)
-	go readPackets(conn, in, quit)
+	var dead atomic.Bool
+	go readPackets(conn, in, quit, &dead)
+	go func() {
+		// Close ends a write blocked on a broker that stopped reading at
+		// once, rather than after the write deadline (the keepalive).
+		select {
+		case <-s.closeCh:
+			_ = conn.SetDeadline(time.Now())
+		case <-quit:
+		}
+	}()
 	pw := newPacketWriter(conn)
 	s.sess.Connected(time.Now())
 	s.retried.Store(s.sess.Retried())
@@ -155,7 +247,7 @@ func (s *Sink) serve(conn net.Conn) error {
 				holdC = holdTimer.C
 			} else {
 				holdUntil = time.Time{}
-				err = s.flushReady(conn, pw) // at QoS 1: keepalive only
+				err = s.flushReady(conn, pw, &dead) // at QoS 1: keepalive only
 			}
 		}
 		s.curMu.Unlock()
@@ -229,12 +321,26 @@ func (s *Sink) step(ev incoming) error {
 		return ev.err
 	}
 	if ev.puback || ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
+		s.answers++
+		if s.answers == 1 && s.q1 == nil && s.win.firstAnswer() {
+			s.sess.SetWindow(s.win.cur)
+			s.window.Store(int64(s.win.cur))
+			s.log.Info("walsink: the broker answers again; in-flight window back at its announced limit", "window", s.win.cur)
+		}
 		s.refusals.ackReceived()
 		s.setRefusal(refusalQoS, "")
 	}
 	if ev.puback {
 		if s.q1 == nil {
-			return fmt.Errorf("walsink: PUBACK from the broker in the QoS 2 session")
+			// The broker took the message at QoS 1 (RabbitMQ's MQTT
+			// plugin does): it has it, once, and keeps no QoS 2 state, so
+			// the flow is done. No new flow starts: every one would be
+			// QoS 1 without this mode's bounds.
+			if !s.downgraded {
+				s.downgraded = true
+				s.setRefusal(refusalDowngrade, downgradeRefusal)
+			}
+			return s.sess.Step(qos2.Puback, ev.id)
 		}
 		s.ackQoS1(ev.id)
 		return nil
@@ -250,7 +356,15 @@ const (
 	refusalNone refusalKind = iota
 	refusalConnack
 	refusalQoS
+	// refusalDowngrade: the broker answered a QoS 2 PUBLISH with PUBACK.
+	// It lasts until Close: the sink publishes nothing more.
+	refusalDowngrade
 )
+
+// downgradeRefusal is Stats.Refusal for a broker that downgrades QoS 2.
+const downgradeRefusal = "walsink: the broker downgrades QoS 2 to 1: set qos = 1 on this sink " +
+	"(it answered a QoS 2 PUBLISH with PUBACK: it took the message once, at QoS 1, and keeps no QoS 2 state); " +
+	"results stay in the WAL, undelivered, until then"
 
 // setRefusal records (msg non-empty) or clears (msg empty) a refusal of
 // kind, logging at Error when one begins or changes and at Info when it
@@ -280,7 +394,7 @@ func (s *Sink) setRefusal(kind refusalKind, msg string) {
 // stopped it with work left. curMu is held; the state learns of the new
 // flows when flushReady applies their records.
 func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
-	for s.sess.CanPublish() {
+	for s.sess.CanPublish() && !s.downgraded {
 		d, ok, err := s.cur.peek()
 		if err != nil {
 			return 0, fmt.Errorf("%w: read: %w", errFatal, err)
@@ -315,7 +429,7 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 
 // flushReady persists the session's records (one write, one fsync when
 // needed), then sends its packets: the ordering contract of package qos2.
-func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
+func (s *Sink) flushReady(conn net.Conn, pw *packetWriter, dead *atomic.Bool) error {
 	if !s.sess.HasReady() {
 		return nil
 	}
@@ -340,6 +454,16 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 		}
 	}
 	var sendErr error
+	if len(rd.Packets) > 0 && dead.Load() {
+		// The broker closed the connection meanwhile (the fsync takes
+		// longer than its FIN takes to arrive): PUBRECs just before a
+		// close may be for messages it dropped, and a PUBREL that never
+		// left keeps their flows able to publish again (qos2's
+		// Disconnected).
+		s.sess.DropPackets()
+		rd.Packets = nil
+		sendErr = errors.New("connection closed by the broker")
+	}
 	if len(rd.Packets) > 0 {
 		_ = conn.SetWriteDeadline(time.Now().Add(s.opts.KeepAlive))
 		for _, p := range rd.Packets {
@@ -364,6 +488,15 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter) error {
 			}
 		}
 		s.delivered.Add(uint64(n))
+		if s.q1 == nil && s.win.completed(n) {
+			s.sess.SetWindow(s.win.cur)
+			s.window.Store(int64(s.win.cur))
+			if s.win.cur == s.win.limit() {
+				s.log.Info("walsink: in-flight window back to its limit", "window", s.win.cur)
+			} else {
+				s.log.Debug("walsink: in-flight window grown", "window", s.win.cur, "limit", s.win.limit())
+			}
+		}
 		s.mu.Lock()
 		s.backlogMsgs -= int64(n)
 		s.backlogBytes -= bytes

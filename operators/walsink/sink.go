@@ -28,6 +28,7 @@ type Stats struct {
 	OldestAge       time.Duration // since the oldest backlog message's epoch was committed; 0 without backlog
 	WALBytes        int64         // size of all segment files
 	Inflight        int           // open QoS 2 flows
+	Window          int           // QoS 2 flows allowed open now: MaxInflight, or less as learnt from the broker
 	Delivered       uint64        // PUBCOMPs received since Open
 	Retried         uint64        // PUBLISH (DUP) and PUBREL re-sent on (re)connect since Open
 	Dropped         uint64        // dropped by drop_oldest since Open
@@ -71,18 +72,25 @@ type Sink struct {
 	refusal      string        // Stats.Refusal
 	refusalKind  refusalKind
 
-	sess      *qos2.Session   // owned by the publisher goroutine after Open
-	refusals  refusalDetector // the publisher goroutine's
-	q1        *qos1Window     // QoS 1 mode's window (nil at QoS 2), the publisher goroutine's
-	q1next    uint64          // QoS 1: the seq after the last one the publisher consumed
-	closeCh   chan struct{}
-	work      chan struct{}
-	done      chan struct{}
-	delivered atomic.Uint64
-	dropped   atomic.Uint64
-	retried   atomic.Uint64
-	inflight  atomic.Int64
-	connected atomic.Bool
+	sess     *qos2.Session   // owned by the publisher goroutine after Open
+	refusals refusalDetector // the publisher goroutine's
+	win      *windowLearner  // the publisher goroutine's
+	answers  int             // PUBRECs, PUBCOMPs, PUBACKs on the current connection (publisher's)
+	// downgraded: the broker answered a QoS 2 PUBLISH with PUBACK; no new
+	// flow starts (publisher's).
+	downgraded bool
+	flowsBuf   []qos2.Record // publisher's scratch
+	q1         *qos1Window   // QoS 1 mode's window (nil at QoS 2), the publisher goroutine's
+	q1next     uint64        // QoS 1: the seq after the last one the publisher consumed
+	closeCh    chan struct{}
+	work       chan struct{}
+	done       chan struct{}
+	delivered  atomic.Uint64
+	dropped    atomic.Uint64
+	retried    atomic.Uint64
+	inflight   atomic.Int64
+	window     atomic.Int64
+	connected  atomic.Bool
 }
 
 // Open opens (or creates) the WAL in dir, rebuilds the publish session it
@@ -132,6 +140,8 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		}
 	}
 	s.sess = qos2.New(qos2.Config{MaxInflight: opts.MaxInflight, KeepAlive: opts.KeepAlive})
+	s.win = newWindowLearner(opts.MaxInflight)
+	s.window.Store(int64(opts.MaxInflight))
 	flows := make([]qos2.Record, 0, len(s.st.flows))
 	for _, r := range s.st.flows {
 		flows = append(flows, r)
@@ -719,6 +729,7 @@ func (s *Sink) Stats() Stats {
 	}
 	s.mu.Unlock()
 	st.Inflight = int(s.inflight.Load())
+	st.Window = int(s.window.Load())
 	st.Delivered = s.delivered.Load()
 	st.Retried = s.retried.Load()
 	st.Dropped = s.dropped.Load()

@@ -65,9 +65,20 @@
 //
 // # Flow control and keepalive
 //
-// At most Config.MaxInflight flows are open; CanPublish says whether another
-// may start. Restored flows beyond it (a limit lowered between runs) are
-// resumed as earlier flows finish, never all at once. Tick sends PINGREQ when nothing was sent for KeepAlive and asks
+// At most Window flows are open (Config.MaxInflight until SetWindow lowers
+// it: the driver learns the broker's limit); CanPublish says whether
+// another may start. Restored flows beyond it (a limit lowered between
+// runs, or the window since) are resumed as earlier flows finish, never
+// all at once.
+//
+// A PUBREC is not proof the broker kept the message (mosquitto answers one
+// for a PUBLISH over its in-flight limit and drops it). So a flow whose
+// PUBLISH was answered but whose PUBREL never left (no Ready holding it
+// was advanced, in this process) goes back to StepPublishSent at
+// Disconnected and is published again (DUP, same id) on the next
+// connection: a broker that kept the id delivers nothing twice, one that
+// dropped it takes it. A PUBACK (a broker that downgrades QoS 2 to 1) ends
+// a flow at StepPublishSent like a PUBCOMP. Tick sends PINGREQ when nothing was sent for KeepAlive and asks
 // the driver to drop the connection (Ready.Disconnect) when a PINGRESP is
 // more than KeepAlive late.
 package qos2

@@ -1,0 +1,143 @@
+package walsink
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// brokerLimits is what a broker announces in an MQTT 5 CONNACK.
+type brokerLimits struct {
+	receiveMax int // Receive Maximum: QoS 1 and 2 PUBLISHes in flight it takes; 0: none announced (65535)
+	maxQoS     int // Maximum QoS; 2 when not announced
+}
+
+// errNoMQTT5 is probeLimits' answer from a broker that does not speak MQTT
+// 5 (RabbitMQ 3.10 answers with a 3.1.1 CONNACK refusing the version).
+var errNoMQTT5 = errors.New("walsink: the broker does not speak MQTT 5")
+
+// probeLimits asks the broker for its limits: it connects as MQTT 5 with
+// client id ClientID+"-limits", clean start and no session expiry (the
+// broker keeps nothing of it), reads the CONNACK's properties and
+// disconnects. The sink's own session stays MQTT 3.1.1, which announces no
+// limits; the probe never touches it (another client id).
+func probeLimits(ctx context.Context, o *Options) (brokerLimits, error) {
+	conn, err := dialTransport(ctx, o)
+	if err != nil {
+		return brokerLimits{}, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(o.DialTimeout))
+	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })()
+	if _, err := conn.Write(appendConnectV5(nil, o)); err != nil {
+		return brokerLimits{}, fmt.Errorf("walsink: limits probe: send CONNECT: %w", err)
+	}
+	lim, err := readConnackV5(bufio.NewReader(conn))
+	if err != nil {
+		return brokerLimits{}, err
+	}
+	_, _ = conn.Write([]byte{0xE0, 0}) // DISCONNECT, normal
+	return lim, nil
+}
+
+// appendConnectV5 encodes an MQTT 5 CONNECT: clean start, no properties
+// (session expiry 0), keepalive, client id ClientID+"-limits", credentials.
+func appendConnectV5(dst []byte, o *Options) []byte {
+	str := func(b []byte, s string) []byte {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+		return append(b, s...)
+	}
+	flags := byte(0x02) // clean start
+	var body []byte
+	body = str(body, "MQTT")
+	body = append(body, 5, 0)
+	body = binary.BigEndian.AppendUint16(body, uint16(o.KeepAlive/time.Second))
+	body = append(body, 0) // properties
+	body = str(body, o.ClientID+"-limits")
+	if o.Username != "" {
+		flags |= 0x80
+		body = str(body, o.Username)
+	}
+	if o.Password != "" {
+		flags |= 0x40
+		body = str(body, o.Password)
+	}
+	body[7] = flags
+	dst = append(dst, 0x10)
+	dst = binary.AppendUvarint(dst, uint64(len(body)))
+	return append(dst, body...)
+}
+
+// readConnackV5 reads a CONNACK and returns the limits an MQTT 5 one
+// announces.
+func readConnackV5(r *bufio.Reader) (brokerLimits, error) {
+	lim := brokerLimits{maxQoS: 2}
+	typ, err := r.ReadByte()
+	if err != nil {
+		return lim, fmt.Errorf("walsink: limits probe: read CONNACK: %w", err)
+	}
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > 1<<16 {
+		return lim, fmt.Errorf("walsink: limits probe: CONNACK length: %v", err)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return lim, fmt.Errorf("walsink: limits probe: read CONNACK: %w", err)
+	}
+	if typ != 0x20 || len(body) < 2 {
+		return lim, fmt.Errorf("walsink: limits probe: expected CONNACK, got packet type %#x", typ)
+	}
+	if len(body) == 2 || body[1] != 0 {
+		// A 3.1.1 CONNACK (no properties), or a refusal.
+		return lim, fmt.Errorf("%w (CONNACK code %d)", errNoMQTT5, body[1])
+	}
+	props, k := binary.Uvarint(body[2:])
+	if k <= 0 || uint64(len(body)-2-k) < props {
+		return lim, errors.New("walsink: limits probe: bad CONNACK properties")
+	}
+	p := body[2+k : 2+k+int(props)]
+	for len(p) > 0 {
+		id := p[0]
+		p = p[1:]
+		var size int
+		switch id {
+		case 0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A: // one byte
+			size = 1
+		case 0x13, 0x21, 0x22, 0x23: // two-byte integer
+			size = 2
+		case 0x02, 0x11, 0x18, 0x27: // four-byte integer
+			size = 4
+		case 0x0B: // variable byte integer
+			_, k := binary.Uvarint(p)
+			size = max(k, 0)
+		case 0x03, 0x08, 0x09, 0x12, 0x15, 0x16, 0x1A, 0x1C, 0x1F: // string or binary
+			if len(p) >= 2 {
+				size = 2 + int(binary.BigEndian.Uint16(p))
+			}
+		case 0x26: // string pair
+			if len(p) >= 2 {
+				size = 2 + int(binary.BigEndian.Uint16(p))
+				if len(p) >= size+2 {
+					size += 2 + int(binary.BigEndian.Uint16(p[size:]))
+				}
+			}
+		default:
+			return lim, fmt.Errorf("walsink: limits probe: unknown CONNACK property %#x", id)
+		}
+		if size == 0 || size > len(p) {
+			return lim, errors.New("walsink: limits probe: truncated CONNACK property")
+		}
+		switch id {
+		case 0x21:
+			lim.receiveMax = int(binary.BigEndian.Uint16(p))
+		case 0x24:
+			lim.maxQoS = int(p[0])
+		}
+		p = p[size:]
+	}
+	return lim, nil
+}
