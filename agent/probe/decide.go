@@ -285,7 +285,7 @@ func DecideUpstream(c UpstreamConfig, o UpstreamObservations) UpstreamVerdict {
 		case t.SubscribeRefused:
 			add(Warn, "topic %s: publish acknowledged, but the probe may not subscribe to it, so its delivery was not seen (a broker that drops refused publishes, as mosquitto does, looks the same)", t.Topic)
 		case !t.Arrived:
-			add(Fail, "topic %s: publish acknowledged but never delivered: the broker drops it (mosquitto does so for a topic its ACL denies this client); allow it for this client", t.Topic)
+			add(Fail, "topic %s: publish acknowledged but never delivered: the broker drops it (mosquitto does so for a topic its ACL denies this client); allow it for this client (mosquitto drops deliveries to a subscriber its ACL denies the same way: if only subscribing is denied, results are fine)", t.Topic)
 		default:
 			add(OK, "topic %s: allowed", t.Topic)
 		}
