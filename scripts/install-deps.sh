@@ -9,6 +9,9 @@ command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need+=(mos
 # qemu-user runs the ARM release builds (scripts/qemu, scripts/test.sh).
 { command -v qemu-aarch64 && command -v qemu-arm; } >/dev/null 2>&1 || need+=(qemu-user)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# rabbitmq-server (with its MQTT plugin) is the broker that downgrades QoS 2
+# to QoS 1 in the sink's tests (scripts/rabbitmq).
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}" >&2
@@ -16,5 +19,6 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# The Debian package starts a system broker on :1883; tests never use it
-# (they start their own on free loopback ports), so leave it alone.
+# The Debian packages start a system mosquitto on :1883 and a system
+# RabbitMQ (where a service manager runs); tests never use them (they start
+# their own on free loopback ports), so leave them alone.

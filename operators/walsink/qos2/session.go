@@ -85,8 +85,8 @@ type Ready struct {
 
 // Config configures a Session.
 type Config struct {
-	// MaxInflight is the maximum number of open flows, 1..65535. It must not
-	// exceed the broker's limit (mosquitto: max_inflight_messages).
+	// MaxInflight is the maximum number of open flows, 1..65535: the
+	// largest window SetWindow may set, and the window until it does.
 	MaxInflight int
 	// KeepAlive is the MQTT keepalive; 0 disables PINGREQ.
 	KeepAlive time.Duration
@@ -97,30 +97,37 @@ type Config struct {
 var ErrProtocol = errors.New("qos2: protocol error")
 
 type flow struct {
-	seq     uint64
-	id      uint16
-	step    Step
-	retain  bool
-	loaded  bool // topic and payload present (false for restored flows until SetMessage)
-	parked  bool // restored beyond MaxInflight: resumed when an earlier flow ends
-	out     bool // its PUBLISH or PUBREL was sent (Advance) and not answered yet
-	topic   []byte
-	payload []byte
+	seq    uint64
+	id     uint16
+	step   Step
+	retain bool
+	loaded bool // topic and payload present (false for restored flows until SetMessage)
+	parked bool // beyond the window at Connected: resumed when an earlier flow ends
+	out    bool // its PUBLISH or PUBREL was sent (Advance) and not answered yet
+	// released: a PUBREL of this flow may have left (a Ready holding one
+	// was advanced), or the flow was restored at StepPubrecReceived (an
+	// earlier process may have sent one). Until then the broker cannot
+	// have released the message, whatever it answered.
+	released bool
+	topic    []byte
+	payload  []byte
 }
 
 // Session is one client's QoS 2 publish state. It is not safe for
 // concurrent use.
 type Session struct {
-	cfg   Config
-	flows []*flow // open flows, in seq order
-	byID  map[uint16]*flow
-	free  []*flow
+	cfg    Config
+	window int     // open flows allowed now, 1..cfg.MaxInflight (SetWindow)
+	flows  []*flow // open flows, in seq order
+	byID   map[uint16]*flow
+	free   []*flow
 	// doneUnsynced holds the ids of flows finished by a PUBCOMP whose
 	// record is not known durable yet (no Ready with MustSync advanced
 	// since): a flow taking such an id syncs before its PUBLISH.
 	doneUnsynced map[uint16]struct{}
 	connected    bool
 	retried      uint64
+	unreleased   uint64
 	awaiting     int // flows with out set
 	releasing    int // of those, flows at StepPubrecReceived (PUBREL out)
 
@@ -137,7 +144,7 @@ func New(cfg Config) *Session {
 	if cfg.MaxInflight < 1 || cfg.MaxInflight > 65535 {
 		panic(fmt.Sprintf("qos2: MaxInflight %d out of 1..65535", cfg.MaxInflight))
 	}
-	return &Session{cfg: cfg, byID: make(map[uint16]*flow, cfg.MaxInflight), doneUnsynced: make(map[uint16]struct{}, cfg.MaxInflight)}
+	return &Session{cfg: cfg, window: cfg.MaxInflight, byID: make(map[uint16]*flow, cfg.MaxInflight), doneUnsynced: make(map[uint16]struct{}, cfg.MaxInflight)}
 }
 
 // Restore loads flows recorded in the log (their last step each, any order).
@@ -161,6 +168,7 @@ func (s *Session) Restore(recs []Record) error {
 		}
 		f := s.newFlow()
 		f.seq, f.id, f.step = r.Seq, r.ID, r.Step
+		f.released = r.Step == StepPubrecReceived
 		s.flows = append(s.flows, f)
 		s.byID[r.ID] = f
 	}
@@ -223,20 +231,31 @@ func (s *Session) Retried() uint64 { return s.retried }
 
 // Connected tells the session the driver has a connection with a CONNACK
 // (clean session 0), at time now; it queues the resumption of open flows,
-// the first MaxInflight of them in seq order. Flows beyond MaxInflight
-// (restored under a smaller limit than the last run's) are parked and
-// resumed one per finished flow, so the broker never has more than
-// MaxInflight of this client's flows to take at once.
+// the first Window of them in seq order. Flows beyond the window (restored
+// under a smaller limit than the last run's, or open when the window
+// shrank) are parked and resumed one per finished flow, so the broker never
+// has more than Window of this client's flows to take at once.
 func (s *Session) Connected(now time.Time) {
 	s.connected = true
 	s.pingPending = false
 	s.lastSent = now
 	for i, f := range s.flows {
-		f.parked = i >= s.cfg.MaxInflight
+		f.parked = i >= s.window
 		if !f.parked {
 			s.resume(f)
 		}
 	}
+}
+
+// Window is the number of open flows allowed now.
+func (s *Session) Window() int { return s.window }
+
+// SetWindow sets the number of open flows allowed, clamped to
+// 1..MaxInflight. Flows already open stay open; no new flow starts while
+// Inflight is at or above it, and at the next Connected flows beyond it
+// are parked.
+func (s *Session) SetWindow(n int) {
+	s.window = min(max(n, 1), s.cfg.MaxInflight)
 }
 
 func (s *Session) resume(f *flow) {
@@ -254,15 +273,35 @@ func (s *Session) resume(f *flow) {
 
 // Disconnected tells the session the connection is gone; queued packets are
 // dropped (open flows resume on the next Connected), records are kept.
+//
+// A flow whose PUBREC arrived but whose PUBREL never left (not released)
+// goes back to StepPublishSent, with a record (no sync needed: lost, the
+// flow resumes at PUBREL, as before): the next connection publishes it
+// again, DUP=1, same id. A PUBREC is not proof that the broker kept the
+// message (mosquitto answers one for a QoS 2 PUBLISH over its in-flight
+// limit and drops the message); a broker that kept the id answers the
+// re-send with PUBREC and delivers nothing twice (MQTT 3.1.1 §4.3.3), one
+// that dropped it takes it now. Once a PUBREL may have left, the flow only
+// ever gets PUBREL again (see the package doc).
 func (s *Session) Disconnected() {
 	s.connected = false
 	s.pingPending = false
 	s.rd.Packets = s.rd.Packets[:0]
 	for _, f := range s.flows {
 		f.out = false
+		if f.step == StepPubrecReceived && !f.released && f.loaded {
+			f.step = StepPublishSent
+			s.record(Record{Seq: f.seq, ID: f.id, Step: StepPublishSent}, false)
+			s.unreleased++
+		}
 	}
 	s.awaiting, s.releasing = 0, 0
 }
+
+// Unreleased counts flows Disconnected put back to StepPublishSent because
+// their PUBREL had not left: PUBRECs that a closed connection left
+// unconfirmed.
+func (s *Session) Unreleased() uint64 { return s.unreleased }
 
 // Awaiting is the number of open flows whose last PUBLISH or PUBREL was
 // sent (a Ready holding it was Advanced) and is not answered yet. While it
@@ -296,9 +335,9 @@ func (s *Session) MustSync() bool { return s.rd.MustSync }
 func (s *Session) IsConnected() bool { return s.connected }
 
 // CanPublish reports whether Publish may start another flow now: connected
-// and below MaxInflight.
+// and below Window.
 func (s *Session) CanPublish() bool {
-	return s.connected && len(s.flows) < s.cfg.MaxInflight
+	return s.connected && len(s.flows) < s.window
 }
 
 // CanPublishSeq reports whether Publish may start the flow of seq now:
@@ -349,6 +388,9 @@ const (
 	Pubcomp
 	// Pingresp is a PINGRESP.
 	Pingresp
+	// Puback is a PUBACK: a broker that answers a QoS 2 PUBLISH so has
+	// taken the message at QoS 1 (delivered it, forgotten the id).
+	Puback
 )
 
 // Step feeds one packet from the broker. A PUBREC or PUBCOMP for an id
@@ -372,29 +414,44 @@ func (s *Session) Step(typ PacketType, id uint16) error {
 			// The payload is no longer needed: the flow only ever gets PUBREL.
 		}
 		s.queue(Packet{Kind: PacketPubrel, ID: id, Seq: f.seq})
+	case Puback:
+		// A downgrade to QoS 1: the broker has the message and keeps no
+		// QoS 2 state for the id, so the flow ends here as after a
+		// PUBCOMP. A flow past its PUBREC cannot be PUBACKed.
+		f := s.byID[id]
+		if f == nil || f.step != StepPublishSent {
+			return nil
+		}
+		s.complete(f)
 	case Pubcomp:
 		f := s.byID[id]
 		if f == nil {
 			return nil
 		}
-		s.answered(f)
-		s.record(Record{Seq: f.seq, ID: id, Step: StepPubcompReceived}, false)
-		s.doneUnsynced[id] = struct{}{}
-		s.rd.Completed = append(s.rd.Completed, Completion{Seq: f.seq, Bytes: len(f.topic) + len(f.payload)})
-		delete(s.byID, id)
-		i := slices.Index(s.flows, f)
-		s.flows = slices.Delete(s.flows, i, i+1)
-		s.free = append(s.free, f)
-		if j := slices.IndexFunc(s.flows, func(f *flow) bool { return f.parked }); j >= 0 && s.connected {
-			s.flows[j].parked = false
-			s.resume(s.flows[j])
-		}
+		s.complete(f)
 	case Pingresp:
 		s.pingPending = false
 	default:
 		return fmt.Errorf("%w: unexpected packet type %d", ErrProtocol, typ)
 	}
 	return nil
+}
+
+// complete ends flow f: the broker has its message and the id is free.
+func (s *Session) complete(f *flow) {
+	id := f.id
+	s.answered(f)
+	s.record(Record{Seq: f.seq, ID: id, Step: StepPubcompReceived}, false)
+	s.doneUnsynced[id] = struct{}{}
+	s.rd.Completed = append(s.rd.Completed, Completion{Seq: f.seq, Bytes: len(f.topic) + len(f.payload)})
+	delete(s.byID, id)
+	i := slices.Index(s.flows, f)
+	s.flows = slices.Delete(s.flows, i, i+1)
+	s.free = append(s.free, f)
+	if j := slices.IndexFunc(s.flows, func(f *flow) bool { return f.parked }); j >= 0 && s.connected {
+		s.flows[j].parked = false
+		s.resume(s.flows[j])
+	}
 }
 
 // Tick advances the session's clock: it queues a PINGREQ when nothing was
@@ -443,6 +500,9 @@ func (s *Session) Advance() {
 		clear(s.doneUnsynced) // their records came before: durable now
 	}
 	for _, p := range s.rd.Packets {
+		if f := s.byID[p.ID]; f != nil && p.Kind == PacketPubrel && f.seq == p.Seq {
+			f.released = true
+		}
 		if f := s.byID[p.ID]; f != nil && !f.out && (p.Kind == PacketPublish || p.Kind == PacketPubrel) && f.seq == p.Seq {
 			f.out = true
 			s.awaiting++
@@ -473,7 +533,7 @@ func (s *Session) newFlow() *flow {
 	if n := len(s.free); n > 0 {
 		f := s.free[n-1]
 		s.free = s.free[:n-1]
-		f.loaded, f.retain, f.parked, f.out = false, false, false, false
+		f.loaded, f.retain, f.parked, f.out, f.released = false, false, false, false, false
 		f.topic, f.payload = f.topic[:0], f.payload[:0]
 		return f
 	}
