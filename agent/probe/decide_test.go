@@ -7,7 +7,9 @@ import (
 )
 
 // pass and lose build trials: w messages all arrived, or only got of them.
-func pass(qos byte, w int) Trial { return Trial{QoS: qos, Window: w, Acked: w, Completed: w, Arrived: w} }
+func pass(qos byte, w int) Trial {
+	return Trial{QoS: qos, Window: w, Acked: w, Completed: w, Arrived: w}
+}
 func lose(qos byte, w, got int) Trial {
 	return Trial{QoS: qos, Window: w, Acked: w, Completed: w, Arrived: got}
 }
