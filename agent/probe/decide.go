@@ -40,7 +40,8 @@ type Trial struct {
 	// Duplicates the repeats beyond the first of each.
 	Arrived    int `json:"arrived"`
 	Duplicates int `json:"duplicates"`
-	// Closed: the broker closed the connection during the trial.
+	// Closed: the broker closed the connection during the trial, or left
+	// a message unacknowledged for 10 s (a stalled window).
 	Closed bool `json:"closed"`
 }
 

@@ -52,7 +52,7 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	for _, u := range r.Upstreams {
 		v := u.Verdict
-		fmt.Fprintf(w, "sink %q: %s (first delivery %s after publishing; test messages on %s)\n", u.Sink, u.Broker, u.RoundTrip.Round(10*time.Microsecond), u.ScratchTopic)
+		fmt.Fprintf(w, "sink %q: %s (first delivery %s after publishing; test messages on %s)\n", u.Sink, u.Broker, u.FirstDelivery.Round(10*time.Microsecond), u.ScratchTopic)
 		fmt.Fprintf(w, "  QoS 1 bursts: %s\n", trialLine(u.Observed.QoS1))
 		if len(u.Observed.QoS2) > 0 {
 			fmt.Fprintf(w, "  QoS 2 bursts: %s\n", trialLine(u.Observed.QoS2))

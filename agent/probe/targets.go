@@ -50,6 +50,10 @@ func Load(path string) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
 		}
+		qos := m.QoS
+		if !m.UsesWAL() {
+			qos = min(qos, 1) // paho publishes such a sink at QoS 1 at most
+		}
 		topic, err := sampleTopic(cfg, s, id)
 		if err != nil {
 			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
@@ -57,7 +61,7 @@ func Load(path string) (*Plan, error) {
 		p.Upstreams = append(p.Upstreams, Upstream{
 			Sink: s.Name, DeviceID: id, Topic: topic,
 			Endpoint: Endpoint{Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password, TLS: tc},
-			Config:   UpstreamConfig{QoS: m.QoS, MaxInflight: m.MaxInflight, MaxPayload: m.MaxPayload},
+			Config:   UpstreamConfig{QoS: qos, MaxInflight: m.MaxInflight, MaxPayload: m.MaxPayload},
 		})
 	}
 	for _, s := range cfg.Sources {

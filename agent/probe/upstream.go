@@ -37,12 +37,14 @@ type Upstream struct {
 
 // UpstreamResult is a probe's observations with the verdict.
 type UpstreamResult struct {
-	Sink         string               `json:"sink"`
-	Broker       string               `json:"broker"`
-	ScratchTopic string               `json:"scratch_topic"`
-	RoundTrip    time.Duration        `json:"round_trip_ns"`
-	Observed     UpstreamObservations `json:"observed"`
-	Verdict      UpstreamVerdict      `json:"verdict"`
+	Sink         string `json:"sink"`
+	Broker       string `json:"broker"`
+	ScratchTopic string `json:"scratch_topic"`
+	// FirstDelivery is the time from publishing one QoS 1 message to its
+	// delivery to the probe's subscriber.
+	FirstDelivery time.Duration        `json:"first_delivery_ns"`
+	Observed      UpstreamObservations `json:"observed"`
+	Verdict       UpstreamVerdict      `json:"verdict"`
 }
 
 // ackTimeout bounds the wait for a trial's acknowledgements: a broker that
@@ -53,7 +55,7 @@ const ackTimeout = 10 * time.Second
 // It returns an error when it cannot measure at all: the broker refuses the
 // connection, or the probe's scratch topic delivers nothing.
 func ProbeUpstream(ctx context.Context, u Upstream) (*UpstreamResult, error) {
-	// Before the round trip is known, stragglers get a generous wait.
+	// Before the first delivery is timed, stragglers get a generous wait.
 	p := &upstreamProbe{u: u, run: randomHex(4), settle: 3 * time.Second}
 	p.pubEP = u.Endpoint
 	p.pubEP.ClientID += "-probe"
@@ -82,9 +84,8 @@ func ProbeUpstream(ctx context.Context, u Upstream) (*UpstreamResult, error) {
 	}
 	defer p.closeConn()
 	o := &res.Observed
-	// One message first: it measures the round trip (publish to delivery)
-	// that sets how long a trial waits for stragglers, and shows the
-	// scratch topic works.
+	// One message first: the time to its delivery sets how long a trial
+	// waits for stragglers, and it shows the scratch topic works.
 	if _, err := p.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -93,11 +94,11 @@ func ProbeUpstream(ctx context.Context, u Upstream) (*UpstreamResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.RoundTrip = time.Since(start)
+	res.FirstDelivery = time.Since(start)
 	if !first.Passed() {
 		return nil, fmt.Errorf("a test message published at QoS 1 to the probe's scratch topic %s never arrived: allow that topic (publish and subscribe) for client ids ending in -probe and -probe-sub", p.scratch)
 	}
-	p.settle = max(500*time.Millisecond, 10*res.RoundTrip)
+	p.settle = max(500*time.Millisecond, 10*res.FirstDelivery)
 	o.QoS1 = append(o.QoS1, first)
 	if o.QoS1, err = p.ladder(ctx, 1, o.QoS1); err != nil {
 		return nil, err
