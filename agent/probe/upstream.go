@@ -103,11 +103,12 @@ func ProbeUpstream(ctx context.Context, u Upstream) (*UpstreamResult, error) {
 	if o.QoS1, err = p.ladder(ctx, 1, o.QoS1); err != nil {
 		return nil, err
 	}
-	if o.Mode, err = p.qos2Mode(ctx); err != nil {
+	var first2 Trial
+	if o.Mode, first2, err = p.qos2Mode(ctx); err != nil {
 		return nil, err
 	}
 	if o.Mode == QoS2OK {
-		if o.QoS2, err = p.ladder(ctx, 2, nil); err != nil {
+		if o.QoS2, err = p.ladder(ctx, 2, []Trial{first2}); err != nil {
 			return nil, err
 		}
 	}
@@ -257,28 +258,28 @@ func (p *upstreamProbe) trial(ctx context.Context, qos byte, w int) (Trial, erro
 		send()
 	}
 	t.Arrived, t.Duplicates = p.sub.wait(ctx, p.trialN, w, p.settle)
-	return t, nil
+	return t, p.sub.check()
 }
 
 // qos2Mode publishes one QoS 2 message and classifies the answer. A close
 // without an answer counts as a refusal only when it happens on two
 // connections in a row (the first could be a broker restarting), as the
 // sink itself decides.
-func (p *upstreamProbe) qos2Mode(ctx context.Context) (QoS2Mode, error) {
+func (p *upstreamProbe) qos2Mode(ctx context.Context) (QoS2Mode, Trial, error) {
 	for range 2 {
 		t, err := p.trial(ctx, 2, 1)
 		if err != nil {
-			return QoS2Unknown, err
+			return QoS2Unknown, t, err
 		}
 		switch {
 		case t.Pubacks > 0:
 			p.closeConn() // the flow is the broker's QoS 1 now; start clean
-			return QoS2Downgraded, nil
+			return QoS2Downgraded, t, nil
 		case t.Acked > 0:
-			return QoS2OK, nil
+			return QoS2OK, t, nil
 		}
 	}
-	return QoS2Refused, nil
+	return QoS2Refused, Trial{}, nil
 }
 
 // sizes publishes one QoS 1 message of each payload size, 1 KiB and up by
@@ -329,7 +330,7 @@ func (p *upstreamProbe) publishOne(ctx context.Context, topic string, n int) (Si
 	}
 	arrived, _ := p.sub.wait(ctx, p.trialN, 1, p.settle)
 	s.Arrived = arrived == 1
-	return s, nil
+	return s, p.sub.check()
 }
 
 // topicCheck publishes one QoS 1 message to the sink's real topic, rendered
@@ -491,6 +492,15 @@ func (s *subscriber) wait(ctx context.Context, trial, n int, settle time.Duratio
 			return count()
 		}
 	}
+}
+
+// check returns an error once the subscriber's connection is gone: what
+// it counts after that says nothing about the publisher's messages.
+func (s *subscriber) check() error {
+	if !s.c.IsConnectionOpen() {
+		return errors.New("the broker closed the probe's subscriber connection")
+	}
+	return nil
 }
 
 func (s *subscriber) close() { s.c.Disconnect(100) }
