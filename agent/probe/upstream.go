@@ -98,7 +98,10 @@ func ProbeUpstream(ctx context.Context, u Upstream) (*UpstreamResult, error) {
 	if !first.Passed() {
 		return nil, fmt.Errorf("a test message published at QoS 1 to the probe's scratch topic %s never arrived: allow that topic (publish and subscribe) for client ids ending in -probe and -probe-sub", p.scratch)
 	}
-	p.settle = max(500*time.Millisecond, 10*res.FirstDelivery)
+	// By the time a burst is acknowledged the broker has routed every
+	// message it kept; what is left is the trip to the subscriber, so a
+	// quiet second (more on a slow link) ends the wait.
+	p.settle = max(time.Second, 10*res.FirstDelivery)
 	o.QoS1 = append(o.QoS1, first)
 	if o.QoS1, err = p.ladder(ctx, 1, o.QoS1); err != nil {
 		return nil, err
