@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,26 +72,34 @@ func probeReport(t *testing.T, out string) probe.Report {
 func TestProbe_UpstreamStockMosquitto(t *testing.T) {
 	b := mosquitto.Start(t, mosquitto.DefaultInflight())
 	cfg := writeConfig(t, t.TempDir(), probeConfig, "%BROKER%", b.URL(), "%CONNS%", "1")
-
-	out, code := runProbe(t, "upstream", "-c", cfg, "--sink", "up", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d, want 0 (fit):\n%s", code, out)
+	// max_inflight = 100 against mosquitto's default of 20 would lose results.
+	out, code := runProbe(t, "upstream", "-c", cfg, "--sink", "wide", "--json")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (unfit):\n%s", code, out)
 	}
 	r := probeReport(t, out)
-	if len(r.Upstreams) != 1 || !r.Fit {
+	if len(r.Upstreams) != 1 || r.Fit {
 		t.Fatalf("report: %s", out)
 	}
 	v := r.Upstreams[0].Verdict
 	if v.MaxQoS != 2 || v.Window != (probe.Window{Max: 20, Limited: true}) || v.UseQoS != 2 || v.UseMaxInflight != 20 {
-		t.Errorf("verdict: max QoS %d, window %+v, use qos %d max_inflight %d; want 2, 20 (limited), 2, 20", v.MaxQoS, v.Window, v.UseQoS, v.UseMaxInflight)
+		t.Errorf("max QoS %d, window %+v, use qos %d max_inflight %d; want 2, 20 (limited), 2, 20", v.MaxQoS, v.Window, v.UseQoS, v.UseMaxInflight)
 	}
+	if !slices.ContainsFunc(v.Findings, func(f probe.Finding) bool {
+		return f.Level == probe.Fail && strings.Contains(f.Text, "max_inflight = 100 would lose results: set max_inflight = 20")
+	}) {
+		t.Errorf("no fail finding for max_inflight: %+v", v.Findings)
+	}
+}
 
-	// max_inflight = 100 on the same broker would lose results.
-	out, code = runProbe(t, "upstream", "-c", cfg, "--sink", "wide")
-	if code != 3 {
-		t.Fatalf("exit %d, want 3 (unfit):\n%s", code, out)
+func TestProbe_UpstreamFits(t *testing.T) {
+	b := mosquitto.Start(t) // max_inflight_messages 1000
+	cfg := writeConfig(t, t.TempDir(), probeConfig, "%BROKER%", b.URL(), "%CONNS%", "1")
+	out, code := runProbe(t, "upstream", "-c", cfg, "--sink", "up")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
 	}
-	for _, want := range []string{`sink "wide"`, "fail  in-flight window", "max_inflight = 100 would lose results", "use:          qos = 2, max_inflight = 20", "max_inflight_messages"} {
+	for _, want := range []string{"QoS 2 bursts: 1 2 5 10 20 50 100 200 500 1000 whole", "ok    in-flight window: 1000 or more at QoS 2", "use:          qos = 2, max_inflight = 20", "result: the configuration fits"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
