@@ -38,6 +38,10 @@ Usage:
   eddy savepoint rm -c FILE ID          delete a local savepoint and its files
   eddy restore -c FILE --from s3://BUCKET/PREFIX[/ID]
                                         download and verify a checkpoint into data_dir
+  eddy probe upstream -c FILE [--sink NAME] [--json]
+  eddy probe source -c FILE [--source NAME] [--json]
+                                        measure the brokers of MQTT sinks (sources) and say
+                                        which settings fit them; exit 3 when these would lose or stall
   eddy id [-c FILE]                     print the device id (the configuration's data_dir's, with -c)
   eddy version                          print version, commit and platform
   eddy help                             this text
@@ -70,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRestore(rest, stdout, stderr)
 	case "id":
 		return cmdID(rest, stdout, stderr)
+	case "probe":
+		return cmdProbe(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "eddy %s (commit %s) %s/%s %s\n", version, commit, runtime.GOOS, runtime.GOARCH, runtime.Version())
 		return 0

@@ -1,0 +1,155 @@
+package probe
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/eddy-edge/eddy/agent"
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/sink"
+)
+
+// Plan is what a configuration gives the probe: its MQTT sinks and sources
+// on external brokers, with the endpoints the agent would use.
+type Plan struct {
+	DeviceID  string
+	Upstreams []Upstream
+	Sources   []Source
+	// Skipped names blocks the probe leaves alone, with why.
+	Skipped []string
+}
+
+// Load reads the configuration at path (as `eddy run` would, with the
+// device id it would run under) and returns the probe plan.
+func Load(path string) (*Plan, error) {
+	id, err := agent.DeviceID(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, diags := config.Load(path)
+	if diags.HasErrors() {
+		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
+	}
+	vars := map[string]string{"device_id": id}
+	p := &Plan{DeviceID: id}
+	for _, s := range cfg.Sinks {
+		m := s.MQTT
+		if m == nil {
+			continue
+		}
+		if why := unprobeable(m.Broker); why != "" {
+			p.Skipped = append(p.Skipped, fmt.Sprintf("sink %q: %s", s.Name, why))
+			continue
+		}
+		tc, err := tlsConfig(m.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
+		}
+		qos := m.QoS
+		if !m.UsesWAL() {
+			qos = min(qos, 1) // paho publishes such a sink at QoS 1 at most
+		}
+		topic, err := sampleTopic(cfg, s, id)
+		if err != nil {
+			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
+		}
+		p.Upstreams = append(p.Upstreams, Upstream{
+			Sink: s.Name, DeviceID: id, Topic: topic,
+			Endpoint: Endpoint{Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password, TLS: tc},
+			Config:   UpstreamConfig{QoS: qos, MaxInflight: m.MaxInflight, MaxPayload: m.MaxPayload},
+		})
+	}
+	for _, s := range cfg.Sources {
+		m := s.MQTT
+		if m == nil {
+			continue
+		}
+		if why := unprobeable(m.Broker); why != "" {
+			p.Skipped = append(p.Skipped, fmt.Sprintf("source %q: %s", s.Name, why))
+			continue
+		}
+		tc, err := tlsConfig(m.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", s.Name, err)
+		}
+		filters := make([]string, len(m.Topics))
+		for i, t := range m.Topics {
+			filters[i] = config.Expand(t, vars)
+		}
+		cid := config.Expand(m.ClientID, vars)
+		p.Sources = append(p.Sources, Source{
+			Source: s.Name, Filters: filters, QoS: m.QoS, Connections: max(m.Connections, 1), Group: SharedGroup(cid),
+			Endpoint: Endpoint{Broker: m.Broker, ClientID: cid, Username: m.Username, Password: m.Password, TLS: tc},
+		})
+	}
+	return p, nil
+}
+
+// unprobeable says why the probe does not probe a block on broker, or "".
+func unprobeable(broker string) string {
+	if broker == config.Embedded {
+		return "the embedded broker: the agent's own, nothing to commission"
+	}
+	scheme, _, _ := strings.Cut(broker, "://")
+	switch scheme {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts":
+		return ""
+	}
+	return "a " + scheme + ":// broker: the probe speaks tcp:// and ssl:// only"
+}
+
+// sampleTopic renders sink s's topic as one of its results would be
+// published: the first pipeline writing to it (else "eddy-probe"), key
+// "eddy-probe", the current minute as the window.
+func sampleTopic(cfg *config.Config, s *config.Sink, deviceID string) (string, error) {
+	tmpl, err := sink.ParseTemplate(s.MQTT.Topic, nil)
+	if err != nil {
+		return "", err
+	}
+	pipeline := "eddy-probe"
+find:
+	for _, p := range cfg.Pipelines {
+		for _, to := range p.To {
+			if to.Sink == s {
+				pipeline = p.Name
+				break find
+			}
+		}
+	}
+	start := time.Now().Truncate(time.Minute).UnixMilli()
+	r := &sink.Result{Pipeline: pipeline, Key: []byte("eddy-probe"), Start: start, End: start + 60_000}
+	return string(tmpl.Append(nil, deviceID, r)), nil
+}
+
+// tlsConfig is the client TLS configuration of a tls block, as the agent
+// builds it for its sources and sinks; nil without one.
+func tlsConfig(t *config.TLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("read CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA %s: no PEM certificates", t.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if t.Cert != "" {
+		c, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
+}
