@@ -161,4 +161,3 @@ func vmRSS() int64 {
 	}
 	return 0
 }
-

@@ -11,7 +11,7 @@ type Origin struct {
 	// subscription (each has its own client id and session).
 	Session uint16
 	// Conn numbers the session's connections in this process, from 1; it
-	// changes with every (re)connect.
+	// grows with every (re)connect.
 	Conn uint32
 	// Resumed: the broker resumed the session on this connection (CONNACK
 	// session present), so it re-sends what it had sent on the previous
