@@ -1,11 +1,11 @@
 package ingest
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math/bits"
 	"slices"
 )
 
@@ -138,7 +138,7 @@ func (v Verdict) String() string {
 // messages for Append owns it. Steady state allocates nothing.
 type Dedup struct {
 	opts     DedupOptions
-	seed     maphash.Seed
+	seeds    [3]maphash.Seed // payloads, ids, topics
 	log      *Log
 	index    hashIndex
 	staged   []uint64   // hashes of the entries kept since the last Appended
@@ -157,7 +157,7 @@ func NewDedup(opts DedupOptions) *Dedup {
 	if opts.Window <= 0 {
 		opts.Window = DefaultDedupWindow
 	}
-	d := &Dedup{opts: opts, seed: maphash.MakeSeed(), index: hashIndex{max: opts.IndexMax}}
+	d := &Dedup{opts: opts, seeds: [3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()}, index: hashIndex{max: opts.IndexMax}}
 	if opts.Key != nil {
 		d.keys = newKeyWindow(opts.Window, opts.WindowMs)
 	}
@@ -323,24 +323,18 @@ func (d *Dedup) Len() int { return d.index.n }
 func (d *Dedup) Close() { d.index.reset() }
 
 // hash is the identity of e: (topic, id) in dedup_key mode when e has an
-// id, else (topic, payload). The two are kept apart by a tag byte and the
-// topic by its length.
+// id, else (topic, payload). Topic and body are hashed apart, each in one
+// call with its own random seed (ids with a third), and combined: equal
+// only when both are, but for a chance of 2^-64 per pair.
 func (d *Dedup) hash(e *Entry) (uint64, bool) {
-	tag, body := byte('p'), e.Payload
+	seed, body := d.seeds[0], e.Payload
 	if d.opts.Key != nil {
 		if k, ok := d.opts.Key(e.Topic, e.Payload); ok {
-			tag, body = 'k', k
+			seed, body = d.seeds[1], k
 		}
 	}
-	var h maphash.Hash
-	h.SetSeed(d.seed)
-	var pre [5]byte
-	pre[0] = tag
-	binary.LittleEndian.PutUint32(pre[1:], uint32(len(e.Topic)))
-	h.Write(pre[:])
-	h.Write(e.Topic)
-	h.Write(body)
-	return h.Sum64(), tag == 'k'
+	h := maphash.Bytes(seed, body) ^ bits.RotateLeft64(maphash.Bytes(d.seeds[2], e.Topic)*0x9e3779b97f4a7c15, 31)
+	return h, seed == d.seeds[1]
 }
 
 // keyWindow remembers the hashes of the most recent entries for the
