@@ -22,8 +22,9 @@ const DefaultIndexMax = 1 << 19
 const IndexBytesPerMillion = 8 << 20
 
 // hashIndex holds a 64-bit hash of each of the log's newest entries, at
-// most max of them, in blocks of indexBlockLen covering consecutive
-// offsets. Adding appends to the newest block: a block is sorted only when
+// most max of them (a multiple of indexBlockLen), in blocks of
+// indexBlockLen covering consecutive offsets; a full index lets its oldest
+// block go when the next one is needed. Adding appends to the newest block: a block is sorted only when
 // a lookup needs it (a burst of redeliveries), so the steady stream pays
 // one store per entry. A block's hashes live outside the Go heap where the
 // platform allows (an anonymous mapping): the GC neither scans them nor
@@ -49,13 +50,13 @@ func (x *hashIndex) add(h, off uint64) {
 		b = x.blocks[k-1]
 	}
 	if b == nil || len(b.h) == cap(b.h) {
+		if x.n >= x.max && len(x.blocks) > 0 {
+			x.dropOldest() // first, so the new block reuses its memory
+		}
 		b = x.newBlock(off)
 	}
 	b.h = append(b.h, h) // within its capacity: no allocation
 	x.n++
-	if x.n > x.max && len(x.blocks) > 1 {
-		x.dropOldest()
-	}
 }
 
 func (x *hashIndex) newBlock(first uint64) *hashBlock {
