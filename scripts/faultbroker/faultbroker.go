@@ -112,7 +112,7 @@ type session struct {
 	conn     *conn
 	silent   bool
 	// counters for tests
-	sent, ackedN, resent int
+	sent, ackedN, resent, pings int
 }
 
 // conn is one client connection.
@@ -230,8 +230,9 @@ type Stats struct {
 	// Delivered is how many messages took a delivery sequence (sent at
 	// least once); Acked how many of those were acknowledged; Resent how
 	// many PUBLISH packets faults re-sent; Queued how many wait to be sent;
-	// Inflight how many are sent and not acknowledged.
-	Delivered, Acked, Resent, Queued, Inflight int
+	// Inflight how many are sent and not acknowledged; Pings how many
+	// PINGREQs its connections sent.
+	Delivered, Acked, Resent, Queued, Inflight, Pings int
 	// Connected is whether the client has a connection.
 	Connected bool
 }
@@ -244,7 +245,7 @@ func (b *Broker) SessionStats(clientID string) Stats {
 	if s == nil {
 		return Stats{}
 	}
-	return Stats{Delivered: s.sent, Acked: s.ackedN, Resent: s.resent, Queued: len(s.queue), Inflight: len(s.inflight), Connected: s.conn != nil}
+	return Stats{Delivered: s.sent, Acked: s.ackedN, Resent: s.resent, Queued: len(s.queue), Inflight: len(s.inflight), Pings: s.pings, Connected: s.conn != nil}
 }
 
 // Publish routes a message to every session subscribed to topic, at QoS 1
@@ -446,6 +447,7 @@ func (c *conn) handle(p packets.ControlPacket) error {
 	case *packets.PingreqPacket:
 		c.b.mu.Lock()
 		d := c.b.pingDelay
+		c.s.pings++
 		c.b.mu.Unlock()
 		resp := packets.NewControlPacket(packets.Pingresp)
 		if d <= 0 {

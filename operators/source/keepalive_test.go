@@ -1,0 +1,146 @@
+package source
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/scripts/cpuhog"
+	"github.com/eddy-edge/eddy/scripts/faultbroker"
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
+)
+
+// TestLiveConn_FramesPingresp: the framing over what paho reads sees a
+// PINGRESP however the bytes are split, and not two bytes d0 00 inside a
+// PUBLISH.
+func TestLiveConn_FramesPingresp(t *testing.T) {
+	pub := publishPacket("t", []byte{0xd0, 0x00, 0xd0, 0x00}, 1, false, 7)
+	big := publishPacket("t", make([]byte, 300), 0, false, 0) // two-byte length
+	for _, c := range []struct {
+		name   string
+		stream []byte
+		pong   bool
+	}{
+		{"pingresp", []byte{0xd0, 0}, true},
+		{"publish with d0 00 inside", pub, false},
+		{"publish then pingresp", append(append([]byte{}, pub...), 0xd0, 0), true},
+		{"long publish then pingresp", append(append([]byte{}, big...), 0xd0, 0), true},
+		{"connack", []byte{0x20, 2, 0, 0}, false},
+	} {
+		for _, chunk := range []int{1, 2, 3, 7, 1000} {
+			t.Run(fmt.Sprintf("%s/%d", c.name, chunk), func(t *testing.T) {
+				var lc liveConn
+				lc.live.pingSent.Store(1)
+				for b := c.stream; len(b) > 0; {
+					k := min(chunk, len(b))
+					lc.frame(b[:k])
+					b = b[k:]
+				}
+				if pong := lc.live.pingSent.Load() == 0; pong != c.pong {
+					t.Fatalf("PINGRESP seen %v, want %v", pong, c.pong)
+				}
+				if lc.inLen || lc.skip != 0 {
+					t.Fatalf("framing ends mid-packet: inLen %v skip %d", lc.inLen, lc.skip)
+				}
+			})
+		}
+	}
+}
+
+// TestMQTT_KeepaliveWhileStreaming: the broker holds every PINGRESP back
+// 4 s, four ping timeouts, while it streams messages: the bytes prove the
+// connection alive and it stays up. Then the broker goes fully silent: the
+// connection is dropped within keepalive + ping timeout (and the checks'
+// granularity), and made again once the broker answers.
+func TestMQTT_KeepaliveWhileStreaming(t *testing.T) {
+	b, err := faultbroker.Start(faultbroker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	const id = "eddy-keepalive-stream"
+	src := NewMQTT(MQTTOptions{Broker: b.URL(), ClientID: id, Topics: []string{"t"}, QoS: 1,
+		KeepAlive: time.Second, PingTimeout: time.Second, ReconnectMin: 20 * time.Millisecond}, testLogger(t))
+	r := startSource(t, src)
+	waitConnected(t, src)
+
+	b.SetPingDelay(4 * time.Second)
+	start := time.Now()
+	n := 0
+	tick := time.NewTicker(20 * time.Millisecond) // a steady stream: 50 messages/s
+	defer tick.Stop()
+	for time.Since(start) < 7*time.Second {
+		<-tick.C
+		b.Publish("t", []byte(strconv.Itoa(n)))
+		n++
+		AckAll(r.receive(t, 1, 10*time.Second))
+	}
+	if st := src.(StatsReporter).Stats(); st.Reconnects != 0 || !st.Connected || st.Received != uint64(n) {
+		t.Fatalf("stats %+v, want %d received on one connection", st, n)
+	}
+	if p := b.SessionStats(id).Pings; p < 2 {
+		t.Fatalf("%d PINGREQs in 7 s at a 1 s keepalive", p)
+	}
+
+	b.SetPingDelay(0)
+	b.SetSilent(id, true)
+	silent := time.Now()
+	for src.(StatsReporter).Stats().Connected {
+		if time.Since(silent) > 4*time.Second {
+			t.Fatal("connection to a silent broker still up after 4 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a network connection
+	}
+	t.Logf("silent broker: connection dropped after %v", time.Since(silent).Round(time.Millisecond))
+	b.SetSilent(id, false)
+	waitConnected(t, src)
+	if st := src.(StatsReporter).Stats(); st.Reconnects != 1 {
+		t.Fatalf("stats %+v, want 1 reconnect", st)
+	}
+}
+
+// TestMQTT_KeepaliveOnStarvedCPU: every core spins in another process
+// while a steady QoS 1 stream goes through a real mosquitto (the README's
+// settings) to the source for several 2 s keepalive intervals: the
+// connection stays up and every message arrives once.
+func TestMQTT_KeepaliveOnStarvedCPU(t *testing.T) {
+	broker := mosquitto.Start(t)
+	const id = "eddy-starved"
+	src := NewMQTT(MQTTOptions{Broker: broker.URL(), ClientID: id, Topics: []string{"s/#"}, QoS: 1,
+		KeepAlive: 2 * time.Second, PingTimeout: 2 * time.Second, ReconnectMin: 20 * time.Millisecond}, testLogger(t))
+	r := startSource(t, src)
+	waitConnected(t, src)
+	cpuhog.Start(t, 0)
+	pub := mustPublisher(t, broker.URL(), "pub-starved")
+
+	const n = 20_000 // 2,000 messages/s for ~10 s: five keepalive intervals
+	done := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < n; i += 20 {
+			<-tick.C
+			for j := i; j < i+20; j++ {
+				pub.Publish("s/"+strconv.Itoa(j%50), 1, false, strconv.Itoa(j))
+			}
+		}
+		done <- nil
+	}()
+	seen := make([]bool, n)
+	for got := 0; got < n; {
+		msgs := r.receive(t, 1, 60*time.Second)
+		for _, v := range seqs(t, msgs) {
+			if seen[v] {
+				t.Fatalf("message %d twice", v)
+			}
+			seen[v] = true
+			got++
+		}
+		AckAll(msgs)
+	}
+	<-done
+	if st := src.(StatsReporter).Stats(); st.Reconnects != 0 || !st.Connected {
+		t.Fatalf("stats %+v: the connection was lost on a starved CPU", st)
+	}
+}
