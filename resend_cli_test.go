@@ -158,11 +158,11 @@ func TestResend_DupBlockCountedOnce(t *testing.T) {
 	t.Logf("%d readings, a re-sent DUP block of %d: %d windows, each reading counted once", total, block, len(want))
 }
 
-// resendOldConfig is mqttCrashConfig with an ingest log of 1 MiB (4
-// segments of 256 KiB, uncompressed), so it holds only the last few
-// thousand readings once checkpoints let it drop the rest.
+// resendOldConfig is mqttCrashConfig with an ingest log of 16 MiB (4
+// segments of 4 MiB, uncompressed, about 50,000 readings each), so
+// checkpoints let it drop the oldest readings well before it is full.
 var resendOldConfig = strings.Replace(mqttCrashConfig, "checkpoint {", `ingest {
-  max_disk    = "1MiB"
+  max_disk    = "16MiB"
   compression = "none"
 }
 checkpoint {`, 1)
@@ -176,7 +176,7 @@ checkpoint {`, 1)
 func TestResend_BlockOlderThanLogUnmatched(t *testing.T) {
 	t.Parallel()
 	const client, first, total, block = "eddy-resend-old", 150_000, 160_000, 20_000
-	g := readingGen{devices: 1000, stepUs: 5000} // 200 readings per second of event time
+	g := readingGen{devices: 100, stepUs: 5000} // 200 readings per second of event time
 	b := startFaultBroker(t)
 	run := newCrashRun(t, resendOldConfig, "%BROKER%", b.URL(), "%CLIENT%", client)
 	run.start()
