@@ -172,6 +172,12 @@ func (o *MQTTOptions) validate() error {
 // paho keeps the session (connect, subscribe, keepalive, the QoS 2
 // PUBREL/PUBCOMP, disconnect). On other brokers messages go through paho's
 // handler and acks through paho.
+//
+// Keepalive: paho sends the PINGREQs, but the connection decides when the
+// broker is gone (liveness): only when nothing at all was read from it for
+// PingTimeout after an unanswered PINGREQ. A PINGRESP that comes late
+// while messages keep arriving (a broker starved of CPU) does not drop the
+// connection; a silent broker is noticed within KeepAlive + PingTimeout.
 type MQTT struct {
 	opts MQTTOptions
 	log  *slog.Logger
