@@ -8,7 +8,9 @@ import (
 
 	"github.com/eddy-edge/eddy/scripts/cpuhog"
 	"github.com/eddy-edge/eddy/scripts/faultbroker"
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
+	"github.com/eddy-edge/eddy/scripts/testpki"
 )
 
 // TestLiveConn_FramesPingresp: the framing over what paho reads sees a
@@ -142,5 +144,100 @@ func TestMQTT_KeepaliveOnStarvedCPU(t *testing.T) {
 	<-done
 	if st := src.(StatsReporter).Stats(); st.Reconnects != 0 || !st.Connected {
 		t.Fatalf("stats %+v: the connection was lost on a starved CPU", st)
+	}
+}
+
+// TestLiveConn_Rule: after a PINGREQ, bytes from the broker keep the
+// connection alive without a PINGRESP; once they stop, the read fails with
+// errPingTimeout a ping timeout after the last of them. After a PINGRESP,
+// silence is no failure.
+func TestLiveConn_Rule(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	for _, c := range []struct {
+		name    string
+		pingres bool // the broker answers the PINGREQ
+	}{
+		{"stream without PINGRESP, then silence", false},
+		{"PINGRESP, then silence", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, server := tcpPair(t)
+			lc := newLiveConn(client, timeout)
+			defer lc.Close()
+			failed := make(chan error, 1)
+			go func() {
+				var buf [256]byte
+				for {
+					if _, err := lc.Read(buf[:]); err != nil {
+						failed <- err
+						return
+					}
+				}
+			}()
+			if _, err := lc.Write([]byte{0xc0, 0}); err != nil {
+				t.Fatal(err)
+			}
+			pub := publishPacket("t", []byte("x"), 0, false, 0)
+			var last time.Time // when the broker last sent
+			for range 8 { // 800 ms of messages: over two ping timeouts
+				if _, err := server.Write(pub); err != nil {
+					t.Fatal(err)
+				}
+				last = time.Now()
+				select {
+				case err := <-failed:
+					t.Fatalf("read failed while the broker streams: %v", err)
+				case <-time.After(timeout / 3):
+				}
+			}
+			if c.pingres {
+				if _, err := server.Write([]byte{0xd0, 0}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-failed:
+				if c.pingres {
+					t.Fatalf("read failed after the PINGRESP: %v", err)
+				}
+				if err != errPingTimeout {
+					t.Fatalf("read failed with %v, want errPingTimeout", err)
+				}
+				if d := time.Since(last); d < timeout-50*time.Millisecond || d > timeout+700*time.Millisecond {
+					t.Fatalf("dropped %v after the last bytes, want about %v", d, timeout)
+				}
+			case <-time.After(3 * timeout):
+				if !c.pingres {
+					t.Fatal("connection still up 3 ping timeouts after the broker went silent")
+				}
+			}
+		})
+	}
+}
+
+// TestMQTT_SSLThroughLiveConn: on ssl:// the source dials through liveDial
+// (paho reads the packets, liveConn watches them): it connects to
+// mosquitto's TLS listener and receives every message once.
+func TestMQTT_SSLThroughLiveConn(t *testing.T) {
+	ca := testpki.NewCA(t, t.TempDir(), "test")
+	cert, key := ca.Issue(t, "broker")
+	tlsPort := loopback.MustPort(t)
+	broker := mosquitto.Start(t, mosquitto.Conf(
+		fmt.Sprintf("listener %d 127.0.0.1", tlsPort), "cafile "+ca.CAFile, "certfile "+cert, "keyfile "+key))
+	src := NewMQTT(MQTTOptions{Broker: fmt.Sprintf("ssl://127.0.0.1:%d", tlsPort), ClientID: "eddy-ssl", Topics: []string{"t"}, QoS: 1,
+		TLS: ca.ClientTLS(t, "", ""), KeepAlive: time.Second, PingTimeout: time.Second}, testLogger(t))
+	r := startSource(t, src)
+	waitConnected(t, src)
+	pub := mustPublisher(t, broker.URL(), "pub-ssl")
+	mustPublish(t, pub, "t", 1, numbered(0, 200)...)
+	got := r.receive(t, 200, 30*time.Second)
+	for i, v := range seqs(t, got) {
+		if v != i {
+			t.Fatalf("message %d is %d", i, v)
+		}
+	}
+	AckAll(got)
+	if st := src.(StatsReporter).Stats(); st.Reconnects != 0 || !st.Connected {
+		t.Fatalf("stats %+v, want one connection", st)
 	}
 }
