@@ -179,7 +179,8 @@ func TestLiveConn_Rule(t *testing.T) {
 			}
 			pub := publishPacket("t", []byte("x"), 0, false, 0)
 			var last time.Time // when the broker last sent
-			for range 8 {      // 800 ms of messages: over two ping timeouts
+			// 800 ms of messages: over two ping timeouts.
+			for range 8 {
 				if _, err := server.Write(pub); err != nil {
 					t.Fatal(err)
 				}
