@@ -196,7 +196,7 @@ func TestResend_BlockOlderThanLogUnmatched(t *testing.T) {
 	if v := metricValue(t, run.admin, `eddy_ingest_redeliveries_unmatched_total{source="sensors"}`); v < block || v > block+1000 {
 		t.Errorf("eddy_ingest_redeliveries_unmatched_total = %v, want %d (+ at most the in-flight window)", v, block)
 	}
-	if !run.p.logContains("unmatched") {
+	if !run.p.waitLog("match nothing in the log", 10*time.Second) {
 		t.Error("no log line about the unmatched redeliveries")
 	}
 	got := withoutFlush(run.finalResults(len(want)))
