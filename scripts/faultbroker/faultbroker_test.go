@@ -102,6 +102,9 @@ func TestBroker_ResendsAckedBlocks(t *testing.T) {
 	waitUntil(t, 10*time.Second, func() bool { return b.SessionStats("sub").Acked == 100 })
 	sub.Disconnect(100)
 	pub.Disconnect(100)
+	// Published while the old connection is still up, "new" would be in
+	// flight on it and come again with DUP.
+	waitUntil(t, 5*time.Second, func() bool { return !b.Connected("sub") })
 
 	b.ResendOnReconnect("sub", Resend{Last: 30, Dup: true})
 	b.ResendOnReconnect("sub", Resend{From: 1, Count: 10})
