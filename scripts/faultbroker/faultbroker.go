@@ -25,6 +25,7 @@ package faultbroker
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -90,6 +91,7 @@ type delivery struct {
 	dup    bool
 	resend bool // a fault's re-send: its ack changes nothing
 	id     uint16
+	order  uint64 // when it was first sent, for re-sending in order
 }
 
 // session is a client id's state, kept across its connections.
@@ -97,9 +99,10 @@ type session struct {
 	id      string
 	filters map[string]byte // filter → granted QoS
 	queue   []delivery      // not sent yet, in order
-	// inflight are the sent QoS 1 deliveries not acknowledged, in send
-	// order.
-	inflight []delivery
+	// inflight are the sent QoS 1 deliveries not acknowledged, by packet
+	// id.
+	inflight map[uint16]delivery
+	sends    uint64 // deliveries sent, for their order
 	nextID   uint16
 	idUsed   [65536]bool // packet ids taken until their PUBACK
 	// history holds the last delivered messages: history[i] has sequence
@@ -124,6 +127,7 @@ type conn struct {
 	s      *session   // set after CONNECT, under b.mu
 	kick   chan struct{}
 	closed chan struct{}
+	acked  bool // PUBACKs read since the sender was last woken (reader's own)
 	once   sync.Once
 }
 
@@ -263,7 +267,7 @@ func (b *Broker) Publish(topic string, payload []byte) {
 func (b *Broker) session(clientID string) *session {
 	s := b.sessions[clientID]
 	if s == nil {
-		s = &session{id: clientID, filters: map[string]byte{}}
+		s = &session{id: clientID, filters: map[string]byte{}, inflight: map[uint16]delivery{}}
 		b.sessions[clientID] = s
 	}
 	return s
@@ -391,6 +395,12 @@ func (c *conn) readLoop() {
 		if err := c.handle(p); err != nil {
 			return
 		}
+		if c.acked && r.Buffered() == 0 {
+			// The acks read together free the window together: one wake
+			// of the sender for them, not one each.
+			c.acked = false
+			c.wake()
+		}
 	}
 }
 
@@ -442,7 +452,7 @@ func (c *conn) handle(p packets.ControlPacket) error {
 			c.s.ack(p.MessageID)
 		}
 		c.b.mu.Unlock()
-		c.wake()
+		c.acked = true
 		return nil
 	case *packets.PingreqPacket:
 		c.b.mu.Lock()
@@ -503,11 +513,14 @@ func (c *conn) connect(p *packets.ConnectPacket) error {
 	}
 	s.resends = nil
 	s.resent += len(front)
+	again := make([]delivery, 0, len(s.inflight))
 	for _, d := range s.inflight {
 		d.dup = true
-		front = append(front, d)
+		again = append(again, d)
 	}
-	s.inflight = s.inflight[:0]
+	slices.SortFunc(again, func(a, b delivery) int { return cmp.Compare(a.order, b.order) })
+	front = append(front, again...)
+	clear(s.inflight)
 	s.queue = append(front, s.queue...)
 	b.mu.Unlock()
 	if old != nil {
@@ -546,12 +559,11 @@ func (s *session) resendBlock(r Resend) []delivery {
 
 // ack records the PUBACK of packet id; b.mu held.
 func (s *session) ack(id uint16) {
-	i := slices.IndexFunc(s.inflight, func(d delivery) bool { return d.id == id })
-	if i < 0 {
+	d, ok := s.inflight[id]
+	if !ok {
 		return
 	}
-	d := s.inflight[i]
-	s.inflight = slices.Delete(s.inflight, i, i+1)
+	delete(s.inflight, id)
 	s.idUsed[id] = false
 	if d.resend || d.seq < s.histBase {
 		return
@@ -579,7 +591,11 @@ func (s *session) take(window int) []packets.ControlPacket {
 				d.id = s.freeID()
 			}
 			pp.MessageID = d.id
-			s.inflight = append(s.inflight, d)
+			if d.order == 0 {
+				s.sends++
+				d.order = s.sends
+			}
+			s.inflight[d.id] = d
 		}
 		out = append(out, pp)
 	}
