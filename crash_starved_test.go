@@ -176,6 +176,7 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 		killAt[resendAt] = true
 	}
 	const client = "eddy-crashed-in"
+	var redelivered redeliveryTotals
 	publishPaced(t, pub, g, sc.readings, func(i int) {
 		if restartAt[i] {
 			up.Restart()
@@ -187,6 +188,7 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 			waitAcked(t, fb, client, block, 60*time.Second)
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		redelivered.add(t, crashed.admin)
 		crashed.kill()
 		lost = append(lost, sourceLost(crashed.p)...)
 		if i == resendAt {
@@ -195,12 +197,19 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 		crashed.start()
 	})
 	got := settle("crashed")
+	redelivered.add(t, crashed.admin)
 	crashed.stop()
 	lost = append(lost, sourceLost(crashed.p)...)
 
 	if fb != nil {
 		if st := fb.SessionStats(client); st.Resent != block {
 			t.Errorf("fault broker re-sent %d messages, want %d", st.Resent, block)
+		}
+		// The sum misses what a run dropped between its last reading and
+		// its kill, so it is near the block, not above it; well above the
+		// 65,536 recent entries an older dedup remembered.
+		if redelivered.dropped <= 65_536 {
+			t.Errorf("the ingest dedup dropped %v redeliveries of the re-sent block of %d", redelivered.dropped, block)
 		}
 	}
 	if len(lost) > 0 {
@@ -220,8 +229,18 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 	if diff > 0 || t.Failed() {
 		t.Fatalf("%d of %d windows differ after %d kills on a starved CPU", diff, len(want), len(killAt))
 	}
-	t.Logf("%d readings at %d/s on a starved CPU, %d kills, %d upstream restarts: %d windows delivered upstream, each exact",
-		sc.readings, starvedRate, len(killAt), len(restartAt), len(want))
+	t.Logf("%d readings at %d/s on a starved CPU, %d kills, %d upstream restarts: %d windows delivered upstream, each exact; the ingest dedup dropped %v redeliveries and kept %v unmatched (by the metrics, read before each kill)",
+		sc.readings, starvedRate, len(killAt), len(restartAt), len(want), redelivered.dropped, redelivered.unmatched)
+}
+
+// redeliveryTotals sums the ingest dedup's counters of the agent's runs.
+type redeliveryTotals struct{ dropped, unmatched float64 }
+
+// add adds the counters of the run whose admin endpoint is admin (a run
+// that does not export one adds nothing).
+func (r *redeliveryTotals) add(t *testing.T, admin string) {
+	r.dropped += max(metricValue(t, admin, `eddy_ingest_redeliveries_dropped_total{source="sensors"}`), 0)
+	r.unmatched += max(metricValue(t, admin, `eddy_ingest_redeliveries_unmatched_total{source="sensors"}`), 0)
 }
 
 // sourceLost returns the lines in p's output where the MQTT source lost its
