@@ -113,6 +113,7 @@ type session struct {
 	nextSeq  uint64
 	resends  []Resend
 	conn     *conn
+	claim    *conn // the latest connection to CONNECT, owner once CONNACKed
 	silent   bool
 	// counters for tests
 	sent, ackedN, resent, pings int
@@ -480,9 +481,9 @@ func (c *conn) handle(p packets.ControlPacket) error {
 	}
 }
 
-// connect takes the session over (closing its previous connection), sends
-// the CONNACK, and queues the session's armed re-sends and its
-// unacknowledged messages ahead of the rest.
+// connect takes the session over (closing its previous connection), queues
+// the session's armed re-sends and its unacknowledged messages ahead of the
+// rest, and sends the CONNACK before any of them.
 func (c *conn) connect(p *packets.ConnectPacket) error {
 	ack := packets.NewControlPacket(packets.Connack).(*packets.ConnackPacket)
 	if p.ClientIdentifier == "" {
@@ -505,7 +506,9 @@ func (c *conn) connect(p *packets.ConnectPacket) error {
 	if s == nil {
 		s = b.session(p.ClientIdentifier)
 	}
-	s.conn, c.s = c, s
+	// The session is nobody's until the CONNACK is out: no PUBLISH may
+	// precede it, and the old connection stops sending.
+	s.conn, s.claim, c.s = nil, c, s
 	ack.SessionPresent = present
 	var front []delivery
 	for _, r := range s.resends {
@@ -529,6 +532,15 @@ func (c *conn) connect(p *packets.ConnectPacket) error {
 	if err := c.write(ack); err != nil {
 		return err
 	}
+	b.mu.Lock()
+	select {
+	case <-c.closed: // close ran before the session was c's
+	default:
+		if s.claim == c { // not taken over meanwhile
+			s.conn = c
+		}
+	}
+	b.mu.Unlock()
 	c.wake()
 	return nil
 }
