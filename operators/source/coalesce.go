@@ -72,6 +72,9 @@ type coalescingConn struct {
 	// itself and passes only the other packets on (see Read).
 	recv publishReader
 	in   inboundState
+	// live is the keepalive rule (liveness): the read buffer reads through
+	// it, Write sees paho's PINGREQs, readPacket the PINGRESPs.
+	live liveness
 
 	mu      sync.Mutex
 	cond    sync.Cond // signalled when the buffer was taken or an error occurred
@@ -138,8 +141,12 @@ type inboundState struct {
 	resumed  bool   // the broker's CONNACK said session present
 }
 
-func newCoalescingConn(c net.Conn) *coalescingConn {
-	cc := &coalescingConn{Conn: c, r: bufio.NewReaderSize(c, readBufferSize), kick: make(chan struct{}, 1), flushed: make(chan struct{})}
+// newCoalescingConn wraps c; pingTimeout is its liveness timeout (0: no
+// watchdog).
+func newCoalescingConn(c net.Conn, pingTimeout time.Duration) *coalescingConn {
+	cc := &coalescingConn{Conn: c, kick: make(chan struct{}, 1), flushed: make(chan struct{})}
+	cc.live.timeout, cc.live.kill = pingTimeout, func() { _ = c.Close() }
+	cc.r = bufio.NewReaderSize(clockedReader{c: c, l: &cc.live}, readBufferSize)
 	cc.cond.L = &cc.mu
 	go cc.flushLoop()
 	return cc
@@ -228,6 +235,9 @@ func (c *coalescingConn) readPacket() error {
 	if hdr>>4 != 3 { // not PUBLISH: for paho
 		if size > maxControlPacket {
 			return errMalformed
+		}
+		if hdr == 0xd0 { // PINGRESP
+			c.live.ponged()
 		}
 		b := append(append(c.in.passBuf[:0], hdr), lenBytes[:nl]...)
 		b = slices.Grow(b, size)[:len(b)+size]
@@ -331,6 +341,9 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.buf = append(c.buf, p...)
 	c.mu.Unlock()
 	c.kickFlusher()
+	if isPingreq(p) {
+		c.live.pinged()
+	}
 	return len(p), nil
 }
 
@@ -454,6 +467,7 @@ func (c *coalescingConn) flushLoop() {
 // reconnect. Later calls return the first call's result.
 func (c *coalescingConn) Close() error {
 	c.once.Do(func() {
+		c.live.stop()
 		c.mu.Lock()
 		c.closing = true
 		c.cond.Broadcast()
@@ -480,9 +494,9 @@ func (c *coalescingConn) Close() error {
 }
 
 // coalescingDial dials a plain TCP broker as paho would (its Dialer, the
-// proxy from the environment) and wraps the connection in a coalescingConn;
-// the MQTT source's paho OpenConnectionFunc.
-func coalescingDial(uri *url.URL, o paho.ClientOptions) (*coalescingConn, error) {
+// proxy from the environment) and wraps the connection in a coalescingConn
+// with pingTimeout; the MQTT source's paho OpenConnectionFunc.
+func coalescingDial(uri *url.URL, o paho.ClientOptions, pingTimeout time.Duration) (*coalescingConn, error) {
 	d := o.Dialer
 	if d == nil {
 		d = &net.Dialer{Timeout: 30 * time.Second}
@@ -491,5 +505,5 @@ func coalescingDial(uri *url.URL, o paho.ClientOptions) (*coalescingConn, error)
 	if err != nil {
 		return nil, err
 	}
-	return newCoalescingConn(conn), nil
+	return newCoalescingConn(conn, pingTimeout), nil
 }

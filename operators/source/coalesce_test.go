@@ -48,7 +48,7 @@ func tcpPair(t *testing.T) (client, server net.Conn) {
 func TestCoalescingConn_OrderAndFewerWrites(t *testing.T) {
 	client, server := tcpPair(t)
 	counted := &countingConn{Conn: client}
-	cc := newCoalescingConn(counted)
+	cc := newCoalescingConn(counted, 0)
 	var want bytes.Buffer
 	var got bytes.Buffer
 	var wg sync.WaitGroup
@@ -79,7 +79,7 @@ func TestCoalescingConn_OrderAndFewerWrites(t *testing.T) {
 // returns an error instead of buffering forever.
 func TestCoalescingConn_ErrorSurfaces(t *testing.T) {
 	client, server := tcpPair(t)
-	cc := newCoalescingConn(client)
+	cc := newCoalescingConn(client, 0)
 	defer cc.Close()
 	server.Close()
 	client.(*net.TCPConn).CloseWrite()
@@ -155,7 +155,7 @@ func TestCoalescingConn_ReadsPublishes(t *testing.T) {
 	}
 	for _, chunk := range []int{len(stream), 1, 3, 7, 1000} {
 		client, server := tcpPair(t)
-		cc := newCoalescingConn(client)
+		cc := newCoalescingConn(client, 0)
 		var mu sync.Mutex // the reader goroutine appends, the test polls
 		var got []Message
 		var qoss []byte

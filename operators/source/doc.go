@@ -37,6 +37,14 @@
 // set max_inflight_messages to about 1000 (never 0, unlimited),
 // max_queued_messages large, and persistence true.
 //
+// # Keepalive
+//
+// paho sends the PINGREQs; the connection judges the broker (liveness in
+// keepalive.go): alive while any bytes arrive, lost only when a PINGREQ is
+// unanswered and nothing at all arrived for the ping timeout. A broker
+// starved of CPU answers PINGREQs late while it keeps streaming, and on
+// tcp:// the PINGRESP also waits behind the PUBLISH packets read before it.
+//
 // # Life cycle
 //
 // Build a source with NewMQTT, NewSharedMQTT or NewFile, call Run once at a

@@ -55,6 +55,12 @@ type MQTTOptions struct {
 	CleanSession bool
 	// KeepAlive is the MQTT keepalive interval. Default DefaultKeepAlive.
 	KeepAlive time.Duration
+	// PingTimeout is how long the connection may stay quiet after a
+	// PINGREQ before it counts as lost: it is lost only when its PINGREQ
+	// is unanswered and nothing at all arrived from the broker for
+	// PingTimeout since the PINGREQ or the last bytes read, whichever is
+	// later (see liveness). Default DefaultPingTimeout.
+	PingTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the wait before a connection
 	// attempt after a failure or a lost connection; it doubles per failed
 	// attempt. Defaults DefaultReconnectMin, DefaultReconnectMax.
@@ -92,6 +98,9 @@ func (o *MQTTOptions) setDefaults() {
 	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = DefaultPingTimeout
 	}
 	if o.ReconnectMin == 0 {
 		o.ReconnectMin = DefaultReconnectMin
@@ -163,6 +172,12 @@ func (o *MQTTOptions) validate() error {
 // paho keeps the session (connect, subscribe, keepalive, the QoS 2
 // PUBREL/PUBCOMP, disconnect). On other brokers messages go through paho's
 // handler and acks through paho.
+//
+// Keepalive: paho sends the PINGREQs, but the connection decides when the
+// broker is gone (liveness): only when nothing at all was read from it for
+// PingTimeout after an unanswered PINGREQ. A PINGRESP that comes late
+// while messages keep arriving (a broker starved of CPU) does not drop the
+// connection; a silent broker is noticed within KeepAlive + PingTimeout.
 type MQTT struct {
 	opts MQTTOptions
 	log  *slog.Logger
@@ -291,6 +306,7 @@ func (s *MQTT) clientOptions(lost chan<- error, cs *connState) *paho.ClientOptio
 		SetPassword(s.opts.Password).
 		SetCleanSession(s.opts.CleanSession).
 		SetKeepAlive(s.opts.KeepAlive).
+		SetPingTimeout(pahoPingTimeout). // the connection's liveness judges instead
 		SetConnectTimeout(connectTimeout).
 		SetAutoReconnect(false). // Run reconnects, with its own backoff and a fresh client
 		SetConnectRetry(false).
@@ -321,13 +337,19 @@ func (s *MQTT) clientOptions(lost chan<- error, cs *connState) *paho.ClientOptio
 		// (coalescingConn); paho keeps the session: connect, subscribe,
 		// keepalive, PUBREL/PUBCOMP, disconnect.
 		o.SetCustomOpenConnectionFn(func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
-			c, err := coalescingDial(uri, o)
+			c, err := coalescingDial(uri, o, s.opts.PingTimeout)
 			if err != nil {
 				return nil, err // not a nil *coalescingConn in a non-nil net.Conn
 			}
 			c.recv = publishReader{queue: s.queue, wake: s.q.signal, maxSize: s.opts.MaxMessageSize}
 			c.in.conn = cs.id // the connection reads the CONNACK's session present itself
 			return c, nil
+		})
+	} else {
+		// paho reads these connections; liveConn only watches them for
+		// the keepalive rule.
+		o.SetCustomOpenConnectionFn(func(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+			return liveDial(uri, o, s.opts.PingTimeout)
 		})
 	}
 	return o
