@@ -79,7 +79,7 @@ func (p *pipeline) runPrepare() {
 		if p.wm == nil {
 			return
 		}
-		if wm := p.wm.Current(); wm > lastWM {
+		if wm := p.resume.Apply(p.wm.Current()); wm > lastWM {
 			lastWM = wm
 			p.m.watermark.Store(wm)
 			for _, e := range p.edges {
@@ -98,7 +98,7 @@ func (p *pipeline) runPrepare() {
 	forward := func(tr *checkpoint.Trigger) {
 		// Everything before the barrier is already on the edges; the
 		// barrier follows it in-band.
-		b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent}
+		b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot()}
 		if p.control != nil {
 			b.Control = p.control.Snapshot()
 		}
@@ -180,6 +180,11 @@ func (p *pipeline) runPrepare() {
 		var filtered int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]
+			if p.resume != nil {
+				// Every message counts, read or rejected: the first of a
+				// resumed session may be a bad one.
+				p.resume.Arrive(m.Arrival, m.Resumed, p.resume.Apply(p.wm.Current()))
+			}
 			outcome := operators.Rejected
 			if m.TooLarge {
 				p.prep.Reject = tooLargeReject
@@ -196,8 +201,11 @@ func (p *pipeline) runPrepare() {
 					batches[s] = stream.NewBatch(p.stride)
 				}
 				if p.wm != nil {
-					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.wm.Current())
+					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(p.wm.Current()))
 					p.wm.Observe(p.prep.Time)
+					if p.resume.InEpisode() {
+						batches[s].MarkResumed()
+					}
 				} else {
 					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				}

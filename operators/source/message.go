@@ -23,7 +23,11 @@ type Message struct {
 	// Payload holds its first TooLargeKeep bytes only. It is acknowledged
 	// like any other, and the pipeline dead-letters it (reason too_large).
 	TooLarge bool
-	ack      func() // nil when the source needs no ack
+	// Resumed: the first message of a connection on which the broker
+	// resumed the session (read from the ingest log's FlagResumed). The
+	// broker's stored messages follow it, possibly behind newer ones.
+	Resumed bool
+	ack     func() // nil when the source needs no ack
 	// conn, when set, is the connection to write the ack to (the MQTT
 	// source's tcp:// connections): PUBACK, or PUBREC when ackPubrec, for
 	// packet id ackID.

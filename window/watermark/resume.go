@@ -77,17 +77,17 @@ func (r *Resume) Arrive(arrivalMs int64, resumed bool, emitted int64) {
 }
 
 // Apply returns the watermark to emit for the generator's wm: wm, or the
-// held value during a hold.
+// held value during a hold. A nil Resume returns wm.
 func (r *Resume) Apply(wm int64) int64 {
-	if r.st.Held && r.st.HeldAt < wm {
+	if r != nil && r.st.Held && r.st.HeldAt < wm {
 		return r.st.HeldAt
 	}
 	return wm
 }
 
 // InEpisode reports whether the last reading arrived within the blame time
-// of a resume.
-func (r *Resume) InEpisode() bool { return r.st.Episode > 0 && r.st.Elapsed < r.blameMs }
+// of a resume (false for a nil Resume).
+func (r *Resume) InEpisode() bool { return r != nil && r.st.Episode > 0 && r.st.Elapsed < r.blameMs }
 
 // Episode is the number of resumes seen so far (0: none).
 func (r *Resume) Episode() uint64 { return r.st.Episode }
