@@ -161,6 +161,9 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		}
 		s.addProducers(pl.parallelism)
 		p.late = s
+		if p.burst != nil {
+			p.burst.lateOut = true
+		}
 	}
 	if ref := pl.cfg.DeadLetter; ref != nil {
 		s, err := a.sink(ref.Sink)
