@@ -16,7 +16,14 @@ const broker = await Aedes.createBroker()
 const log = (...a) => console.log(new Date().toISOString(), ...a)
 broker.on('client', c => log('client connected', c.id))
 broker.on('clientDisconnect', c => log('client disconnected', c.id))
-broker.on('clientError', (c, err) => log('client error', c.id, err.message))
+// A killed client fails every write queued to it: log its first error only.
+const failed = new WeakSet()
+broker.on('clientError', (c, err) => {
+  if (!failed.has(c)) {
+    failed.add(c)
+    log('client error', c.id, err.message)
+  }
+})
 broker.on('subscribe', (subs, c) => log('subscribe', c && c.id, subs.map(s => s.topic + '@' + s.qos).join(' ')))
 const server = net.createServer(broker.handle)
 server.listen(Number(port), '127.0.0.1', () => log('aedes listening on 127.0.0.1:' + port))
