@@ -183,7 +183,7 @@ func (p *pipeline) runPrepare() {
 			if p.resume != nil {
 				// Every message counts, read or rejected: the first of a
 				// resumed session may be a bad one.
-				p.resume.Arrive(m.Arrival, m.Resumed, p.resume.Apply(p.wm.Current()))
+				p.resume.Arrive(m.Arrival, m.ResumeStart, p.resume.Apply(p.wm.Current()))
 			}
 			outcome := operators.Rejected
 			if m.TooLarge {

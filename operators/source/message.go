@@ -19,15 +19,16 @@ type Message struct {
 	// message before (a redelivery after a reconnect). The ingest log's
 	// dedup checks such messages against what it already holds.
 	Dup bool
+	// ResumeStart, on a message read back from the ingest log, marks the
+	// first message of a connection on which the broker resumed the
+	// session (ingest.FlagResumed): the broker's stored messages follow it,
+	// possibly behind newer ones.
+	ResumeStart bool
 	// TooLarge: the message exceeded the source's maximum message size;
 	// Payload holds its first TooLargeKeep bytes only. It is acknowledged
 	// like any other, and the pipeline dead-letters it (reason too_large).
 	TooLarge bool
-	// Resumed: the first message of a connection on which the broker
-	// resumed the session (read from the ingest log's FlagResumed). The
-	// broker's stored messages follow it, possibly behind newer ones.
-	Resumed bool
-	ack     func() // nil when the source needs no ack
+	ack      func() // nil when the source needs no ack
 	// conn, when set, is the connection to write the ack to (the MQTT
 	// source's tcp:// connections): PUBACK, or PUBREC when ackPubrec, for
 	// packet id ackID.
