@@ -25,13 +25,18 @@ import (
 // before the broker is acked (docs/architecture.md "Exactly once, end to end"), so a
 // crash after the ack loses nothing: MQTT cannot replay, the log can.
 type logIntake struct {
-	log       *ingest.Log
-	dedup     *ingest.Dedup
-	entries   []ingest.Entry
-	dedupOpts ingest.DedupOptions
-	logger    *slog.Logger
-	name      string
-	dups      func()
+	log     *ingest.Log
+	dedup   *ingest.Dedup
+	entries []ingest.Entry
+	logger  *slog.Logger
+	name    string
+	// redelivered counts and logs what dedup dropped or kept unmatched.
+	redelivered redeliveries
+	// flagged is, per broker session, the connection whose first logged
+	// message carries ingest.FlagResumed; flaggedNow the sessions flagged in
+	// the batch being appended, unflagged again if its append fails.
+	flagged    []uint32
+	flaggedNow []uint16
 	// linger is the shortest time between the starts of two commits
 	// (ingest { linger }) unless lingerFull says enough waits: what arrives
 	// meanwhile shares the next commit, so the log fsyncs (after_fsync) or
@@ -76,15 +81,21 @@ func (in *logIntake) entry(topic string, payload []byte, arrival int64, dup bool
 func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) error {
 	in.mu.Lock()
 	in.entries = in.entries[:0]
+	var seen redeliveryCounts
 	for i := range msgs {
 		m := &msgs[i]
 		e := in.entry(m.Topic, m.Payload, m.Arrival, m.Dup)
 		if m.TooLarge {
 			e.Flags |= ingest.FlagTooLarge // logged cut, so the pipeline dead-letters it, once
 		}
-		if in.dedup.Observe(&e) {
-			in.dups()
+		o := ingest.Origin{Session: m.Conn.Session, Conn: m.Conn.Seq, Resumed: m.Resumed}
+		v := in.dedup.Observe(&e, o)
+		seen.add(v)
+		if v.Dropped() {
 			continue
+		}
+		if m.Resumed {
+			in.flagResumed(&e, o)
 		}
 		in.entries = append(in.entries, e)
 	}
@@ -92,59 +103,89 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 	if err != nil {
 		in.forgetUnlogged()
 	}
+	in.noteIndex(&seen)
 	in.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	in.redelivered.record(&seen)
 	// Acks go out in the order received, after the append is durable.
 	source.AckAll(msgs)
 	return nil
 }
 
-// forgetUnlogged rebuilds the dedup filter from the log after a failed
-// append: it had remembered the failed messages as logged, and their resends
-// (the broker's, or a dedup_key producer's) must not be dropped.
-func (in *logIntake) forgetUnlogged() {
-	d := ingest.NewDedup(in.dedupOpts)
-	if err := d.Load(in.log); err != nil {
-		in.logger.Warn("ingest dedup: cannot rebuild from the log; forgetting what it held", "source", in.name, "err", err)
-		d = ingest.NewDedup(in.dedupOpts)
+// noteIndex notes, for a batch with unmatched DUP messages, how far back
+// the log and its index reach. in.mu is held.
+func (in *logIntake) noteIndex(c *redeliveryCounts) {
+	if c.unmatched > 0 {
+		c.logFirst, c.index = in.log.FirstOffset(), in.dedup.Stats()
 	}
-	in.dedup = d
+}
+
+// flagResumed sets ingest.FlagResumed on e when it is the first message
+// logged from connection o, whose session the broker resumed.
+func (in *logIntake) flagResumed(e *ingest.Entry, o ingest.Origin) {
+	for int(o.Session) >= len(in.flagged) {
+		in.flagged = append(in.flagged, 0)
+	}
+	if in.flagged[o.Session] == o.Conn {
+		return
+	}
+	in.flagged[o.Session] = o.Conn
+	in.flaggedNow = append(in.flaggedNow, o.Session)
+	e.Flags |= ingest.FlagResumed
+}
+
+// forgetUnlogged tells the dedup filter that the batch was not appended:
+// it had counted the batch's messages as logged, and their re-sends (the
+// broker's, or a dedup_key producer's) must not be dropped. A connection
+// whose flagged first message was in the batch is flagged again.
+func (in *logIntake) forgetUnlogged() {
+	if err := in.dedup.Discard(); err != nil {
+		in.logger.Warn("ingest dedup: cannot rebuild the dedup_key window from the log; it starts empty", "source", in.name, "err", err)
+	}
+	for _, s := range in.flaggedNow {
+		in.flagged[s] = 0
+	}
+	in.flaggedNow = in.flaggedNow[:0]
 }
 
 // dedupOptions builds the redelivery filter's options of an MQTT source:
-// with dedup_key, the message id is the JSON field it names (the value's
-// kind and text, so 7 and "7" differ), remembered for dedup_window.
+// the broker's in-flight window for re-sends without DUP (not for the
+// embedded broker, whose sensors re-send with DUP), and with dedup_key the
+// message id, the JSON field it names (the value's kind and text, so 7 and
+// "7" differ), remembered for dedup_window.
 func dedupOptions(m *config.MQTTSource) ingest.DedupOptions {
+	opts := ingest.DedupOptions{MaxInflight: m.MaxInflight, Sessions: m.Connections}
+	if m.Broker == config.Embedded {
+		opts.MaxInflight = 0
+	}
 	if m.DedupKey == "" {
-		return ingest.DedupOptions{}
+		return opts
 	}
 	schema := event.NewSchema()
 	slot := schema.Slot(event.Path(strings.Split(m.DedupKey, ".")))
 	dec := decode.NewJSON(schema)
 	var rec event.Record
 	var key []byte
-	return ingest.DedupOptions{
-		Window:   config.DedupMaxIDs,
-		WindowMs: m.DedupWindow.Milliseconds(),
-		// Called by the goroutine that owns the filter only, so one record
-		// and key buffer serve every message.
-		Key: func(_, payload []byte) ([]byte, bool) {
-			rec.Reset(schema.Len())
-			rec.Payload = append(rec.Payload, payload...)
-			if dec.Decode(&rec) != nil {
-				return nil, false // malformed: kept, and dead-lettered downstream
-			}
-			v := rec.Fields[slot]
-			if v.IsNull() {
-				return nil, false
-			}
-			key = append(key[:0], byte(v.Kind))
-			key = v.AppendText(key)
-			return key, true
-		},
+	opts.Window, opts.WindowMs = config.DedupMaxIDs, m.DedupWindow.Milliseconds()
+	// Called by the goroutine that owns the filter only, so one record and
+	// key buffer serve every message.
+	opts.Key = func(_, payload []byte) ([]byte, bool) {
+		rec.Reset(schema.Len())
+		rec.Payload = append(rec.Payload, payload...)
+		if dec.Decode(&rec) != nil {
+			return nil, false // malformed: kept, and dead-lettered downstream
+		}
+		v := rec.Fields[slot]
+		if v.IsNull() {
+			return nil, false
+		}
+		key = append(key[:0], byte(v.Kind))
+		key = v.AppendText(key)
+		return key, true
 	}
+	return opts
 }
 
 func (in *logIntake) appendLocked(ctx context.Context) error {
@@ -192,10 +233,12 @@ func (in *logIntake) appendOnce() error {
 	if in.linger > 0 {
 		in.lastCommit = time.Now()
 	}
-	_, _, err := in.log.Append(in.entries)
+	first, last, err := in.log.Append(in.entries)
 	place := "ingest/" + in.name
 	switch {
 	case err == nil:
+		in.dedup.Appended(first, last)
+		in.flaggedNow = in.flaggedNow[:0]
 		in.commits.Add(1)
 		if in.commitsMetric != nil {
 			in.commitsMetric.Inc()
@@ -418,6 +461,7 @@ func (g *groupCommit) run(ctx context.Context) {
 		in.mu.Lock()
 		in.entries = in.entries[:0]
 		var tooLarge []int // entries the log can never store: refused alone
+		var seen redeliveryCounts
 		for i := range batch {
 			p := &batch[i]
 			e := in.entry(p.topic, p.payload, p.arrival, p.dup)
@@ -425,8 +469,11 @@ func (g *groupCommit) run(ctx context.Context) {
 				tooLarge = append(tooLarge, i)
 				continue
 			}
-			if in.dedup.Observe(&e) {
-				in.dups()
+			// Sensors re-send with DUP (the DUP rule); the publish hook
+			// knows no broker session, so nothing is matched without it.
+			v := in.dedup.Observe(&e, ingest.Origin{})
+			seen.add(v)
+			if v.Dropped() {
 				continue // a re-send of a logged publish whose PUBACK was lost: ack it again
 			}
 			in.entries = append(in.entries, e)
@@ -435,7 +482,11 @@ func (g *groupCommit) run(ctx context.Context) {
 		if err != nil {
 			in.forgetUnlogged()
 		}
+		in.noteIndex(&seen)
 		in.mu.Unlock()
+		if err == nil {
+			in.redelivered.record(&seen)
+		}
 		// In the order received: the broker writes each PUBACK here.
 		for i := range batch {
 			if len(tooLarge) > 0 && tooLarge[0] == i {
@@ -475,6 +526,7 @@ func embeddedIntake(b *broker.Broker, filters []string, in *logIntake) func(ctx 
 		g.run(ctx)
 		unsubscribe()
 		g.stop(ctx.Err()) // publishes that raced with unsubscribe
+		in.redelivered.stop()
 	}
 }
 
@@ -493,6 +545,7 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 		var lt, quiet lingerTimer
 		defer lt.stop()
 		defer quiet.stop()
+		defer in.redelivered.stop()
 		var acc []source.Message
 		for msgs := range ch {
 			if timeout := lt.wait(in.commitAfter()); timeout != nil {

@@ -49,7 +49,7 @@ func startEmbeddedIntakeIn(t *testing.T, dir string, linger time.Duration, bopts
 	}
 	t.Cleanup(func() { l.Close() })
 	in := &logIntake{log: l, dedup: ingest.NewDedup(ingest.DedupOptions{}), logger: slog.New(slog.DiscardHandler),
-		name: "s", dups: func() {}, linger: linger}
+		name: "s", linger: linger}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	run := embeddedIntake(b, []string{"sensors/#"}, in) // subscribes before the sensor connects

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/broker"
@@ -82,7 +83,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		} else {
 			r.src = source.NewMQTT(source.MQTTOptions{Broker: ep.URL, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
 				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
-			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
+			in, err := a.openIngest(src.Name, ingest.DedupOptions{MaxInflight: config.DefaultMaxInflight})
 			if err != nil {
 				return nil, err
 			}
@@ -147,15 +148,23 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
 	d := ingest.NewDedup(dopts)
+	start := time.Now()
 	if err := d.Load(l); err != nil {
+		d.Close()
 		l.Close()
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
+	if st := d.Stats(); st.Indexed > 0 {
+		a.log.Info("ingest: redelivery index rebuilt from the log", "source", name, "entries", st.Indexed,
+			"from_offset", st.IndexFirst, "log_first_offset", l.FirstOffset(), "took", time.Since(start).Round(time.Millisecond))
+	}
 	a.logs = append(a.logs, l)
-	dups := a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name))
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	in := &logIntake{log: l, dedup: d, dedupOpts: dopts, logger: a.log, name: name, dups: dups.Inc, linger: ic.Linger, holds: &a.diskHolds}
+	in := &logIntake{log: l, dedup: d, logger: a.log, name: name, linger: ic.Linger, holds: &a.diskHolds}
+	in.redelivered = redeliveries{logger: a.log, source: name,
+		dropped:   a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name)),
+		unmatched: a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_unmatched_total{source=%q}`, name))}
 	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
 }

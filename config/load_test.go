@@ -122,6 +122,21 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "4:9", want: `Value out of range; "qos" must be between 0 and 2; got 3.`,
 		},
 		{
+			name: "max_inflight negative",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  max_inflight = -1", 1),
+			pos:  "4:18", want: `Value out of range; "max_inflight" must be between 0 and 65535; got -1.`,
+		},
+		{
+			name: "max_inflight above MQTT's packet ids",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  max_inflight = 70000", 1),
+			pos:  "4:18", want: `Value out of range; "max_inflight" must be between 0 and 65535; got 70000.`,
+		},
+		{
+			name: "max_inflight with the embedded broker",
+			src:  strings.Replace(strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"embedded"`, 1), `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  max_inflight = 20", 1),
+			pos:  "4:18", want: `Argument does not apply; "max_inflight" is an external broker's in-flight window`,
+		},
+		{
 			name: "dedup_key not a field path",
 			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_key = \"meta..id\"", 1),
 			pos:  "4:15", want: `Invalid field path; "meta..id" is not a field path`,
@@ -496,8 +511,11 @@ func TestParse_Defaults(t *testing.T) {
 		m.ReconnectMin != time.Second || m.ReconnectMax != time.Minute || m.CleanSession || cfg.Sources[0].Format != "json" {
 		t.Errorf("mqtt source defaults: %+v", m)
 	}
-	if m.DedupKey != "" || m.DedupWindow != 10*time.Minute {
-		t.Errorf("dedup defaults: key %q, window %s", m.DedupKey, m.DedupWindow)
+	if m.DedupKey != "" || m.DedupWindow != 10*time.Minute || m.MaxInflight != 1000 {
+		t.Errorf("dedup defaults: key %q, window %s, max_inflight %d", m.DedupKey, m.DedupWindow, m.MaxInflight)
+	}
+	if m := mustParse(t, strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  max_inflight = 0", 1), noEnv).Sources[0].MQTT; m.MaxInflight != 0 {
+		t.Errorf("max_inflight = 0 read as %d", m.MaxInflight)
 	}
 	dd := mustParse(t, strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_key = \"meta.id\"\n  dedup_window = \"1h\"", 1), noEnv)
 	if m := dd.Sources[0].MQTT; m.DedupKey != "meta.id" || m.DedupWindow != time.Hour {

@@ -84,7 +84,19 @@ type MQTTSource struct {
 	// DedupWindow is how long an id is remembered, by arrival time; default
 	// 10m. At most DedupMaxIDs ids are remembered, whatever the window.
 	DedupWindow time.Duration
+	// MaxInflight is the broker's in-flight window per connection: how many
+	// QoS 1/2 messages it sends before waiting for acks (mosquitto's
+	// max_inflight_messages). MQTT 3.1.1 does not announce it. It bounds
+	// the tail of logged messages that a resumed connection's re-sends
+	// without the DUP flag are matched against (ingest.DedupOptions
+	// MaxInflight); 0 turns that matching off. Default DefaultMaxInflight,
+	// at most 65535.
+	MaxInflight int
 }
+
+// DefaultMaxInflight is max_inflight's default: the in-flight window the
+// README asks of mosquitto.
+const DefaultMaxInflight = 1000
 
 // DedupMaxIDs is the most ids a source's dedup_key filter remembers (the
 // ingest package's default window, about 40 bytes each).
@@ -226,7 +238,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -241,12 +253,17 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 		ReconnectMax: time.Minute,
 		TLS:          d.decodeTLS(c.Blocks, false),
 		Connections:  int(a.integer("connections", 1, 1, 16)),
+		MaxInflight:  int(a.integer("max_inflight", DefaultMaxInflight, 0, 65535)),
 	}
 	m.MaxMessageSize, m.maxMessageSizeAt = a.messageSize()
 	s.MQTT = m
 	if m.Connections > 1 && m.Broker == Embedded {
 		d.errorf(a.rangeOf("connections"), "Argument does not apply",
 			"The embedded broker hands messages to Eddy in its publish hook; \"connections\" is for an external broker.")
+	}
+	if a.has("max_inflight") && m.Broker == Embedded {
+		d.errorf(a.rangeOf("max_inflight"), "Argument does not apply",
+			"\"max_inflight\" is an external broker's in-flight window; the embedded broker hands messages to Eddy in its publish hook.")
 	}
 	d.checkBroker(a, m.Broker, broker)
 	topics, ranges, ok := a.strList("topics", deviceIDVars)

@@ -89,20 +89,6 @@ func BenchmarkReader(b *testing.B) {
 	}
 }
 
-// BenchmarkDedupObserve measures the redelivery filter per message.
-func BenchmarkDedupObserve(b *testing.B) {
-	d := NewDedup(DedupOptions{})
-	entries := make([]Entry, 1<<17)
-	for i := range entries {
-		entries[i] = Entry{Topic: []byte("sensors/dev-0001/telemetry"), Payload: fmt.Appendf(bytes.Repeat([]byte{'x'}, 90), "%010d", i)}
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		d.Observe(&entries[i%len(entries)])
-	}
-}
-
 // readingBatches are n batches of 768 JSON readings as the simulator
 // publishes them (~60-byte payloads, 1,000 devices round robin on their own
 // topics, each device's values a random walk), 768 being the commit size of

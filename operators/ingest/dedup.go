@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"slices"
 )
 
-// DefaultDedupWindow is how many recent entries a Dedup remembers when
-// DedupOptions.Window is zero.
+// DefaultDedupWindow is how many recent entries the dedup_key filter
+// remembers when DedupOptions.Window is zero.
 const DefaultDedupWindow = 65536
 
 // KeyFunc extracts a producer-assigned message id (e.g. a JSON field) from
@@ -19,112 +20,269 @@ type KeyFunc func(topic, payload []byte) (key []byte, ok bool)
 
 // DedupOptions configure a Dedup.
 type DedupOptions struct {
-	// Window is how many of the most recent entries are remembered. Zero:
-	// DefaultDedupWindow. Memory is 16 bytes per entry, about 40 while
-	// redeliveries are looked up (always, with Key).
-	Window int
-	// WindowMs, if positive, also forgets entries that arrived more than
-	// this many milliseconds before the newest one seen (by Entry.Arrival,
-	// so the filter itself reads no clock).
-	WindowMs int64
+	// IndexMax bounds the entries indexed for DUP lookups (see Dedup).
+	// Zero: DefaultIndexMax; at least 65,536. Memory is
+	// IndexBytesPerMillion per million entries.
+	IndexMax int
+	// MaxInflight is the broker's in-flight window per connection (QoS 1/2
+	// messages it sends before waiting for acks). Positive: a resumed
+	// connection's re-sends without DUP are recognized (see Dedup). Zero:
+	// they are not.
+	MaxInflight int
+	// Sessions is how many broker sessions the source reads through (a
+	// shared subscription's connections); zero means one. After a restart
+	// the last MaxInflight×Sessions entries of the log are taken as
+	// possibly unacknowledged.
+	Sessions int
 	// Key, if set, is the dedup_key mode: a message for which Key returns
 	// an id is a duplicate when an entry with the same topic and id is
-	// remembered, whether or not the broker marked it DUP. Messages without
-	// an id fall back to the content check.
+	// remembered (Window, WindowMs), whether or not the broker marked it
+	// DUP; a DUP message is looked up by (topic, id) in the index. Messages
+	// without an id are identified by content as without Key.
 	Key KeyFunc
+	// Window is how many of the most recent entries dedup_key remembers.
+	// Zero: DefaultDedupWindow. Memory is 16 bytes per entry, about 40
+	// once ids are looked up (always). Unused without Key.
+	Window int
+	// WindowMs, if positive, also forgets ids that arrived more than this
+	// many milliseconds before the newest one seen (by Entry.Arrival, so
+	// the filter itself reads no clock).
+	WindowMs int64
 }
 
-// Dedup recognizes messages that repeat recent entries of the log: the
-// broker's redeliveries after a reconnect (paho does not deduplicate
-// inbound QoS 2, and an ack lost with the connection makes the broker send
-// an already appended QoS 1/2 message again).
+// Verdict is what Observe found a message to be.
+type Verdict uint8
+
+const (
+	// Keep: new data; append it.
+	Keep Verdict = iota
+	// KeepUnmatched: the broker marked it DUP but it equals no indexed
+	// entry. It may never have reached the log (a crash before the append),
+	// so it is appended; or its original is older than the index holds.
+	KeepUnmatched
+	// DropRedelivery: marked DUP and equal to an entry the log holds.
+	DropRedelivery
+	// DropResend: without DUP, the broker's re-send of an entry not known
+	// acknowledged, on a connection that resumed the session.
+	DropResend
+	// DropKey: dedup_key mode, its (topic, id) was logged within the window.
+	DropKey
+)
+
+// Dropped reports whether the message is a duplicate: drop it, and still
+// ack it to the broker (the broker waits for that ack).
+func (v Verdict) Dropped() bool { return v >= DropRedelivery }
+
+func (v Verdict) String() string {
+	switch v {
+	case Keep:
+		return "keep"
+	case KeepUnmatched:
+		return "keep_unmatched"
+	case DropRedelivery:
+		return "drop_redelivery"
+	case DropResend:
+		return "drop_resend"
+	case DropKey:
+		return "drop_key"
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}
+
+// Dedup recognizes messages the log already holds: the broker's
+// redeliveries after a reconnect (an ack lost with the connection, or with
+// the process, makes the broker send an appended QoS 1/2 message again;
+// paho does not deduplicate inbound QoS 2). Identity is a 64-bit hash of
+// (topic, payload), or of (topic, id) in dedup_key mode. Two rules, exact
+// for brokers that set DUP on redeliveries and for those that do not:
 //
-// By content, a message is a duplicate only when the broker marked it
-// redelivered (FlagDup) and an entry with the same topic and payload is
-// remembered; a repeated payload without DUP is new data. Identity is a
-// 64-bit hash of (topic, payload), so a DUP message is wrongly dropped with
-// probability at most Window / 2^64 (about 3.6e-15 for the default window)
-// — or when it is byte-identical to a different recent message on the same
-// topic, so payloads should carry a timestamp or sequence number.
+// DUP rule: a message the broker marked DUP is dropped when it equals an
+// entry the index holds, however far back. The index holds the hash of
+// each of the log's newest IndexMax entries, whatever their flags: every
+// entry the log retains (it is truncated below the oldest retained
+// checkpoint) while it holds no more than that; beyond, the oldest blocks
+// of 65,536 are dropped, so at least IndexMax−65,535 of the newest are
+// indexed. A DUP message that equals none is kept (KeepUnmatched). A
+// message without DUP is never dropped by this rule: a repeated payload is
+// new data.
 //
-// A QoS 1 producer that re-sends after its own reconnect sends a new
-// PUBLISH without DUP: only the dedup_key mode (DedupOptions.Key) catches
-// that, and only within the window.
+// Resend rule (MaxInflight > 0): on a connection where the broker resumed
+// the session, a message equal to an entry of the unacknowledged tail is
+// the broker's re-send, with or without DUP (aedes re-sends without it).
+// The tail is what the broker may re-send: the last MaxInflight messages
+// received on the session's previous connection (the broker's in-flight
+// window bounds its unacknowledged messages), or, on the first connection
+// after a restart, the log's last MaxInflight×Sessions entries (an Append
+// precedes its acks, so anything older was acked by the previous process
+// on a connection that then delivered MaxInflight more). Each tail entry
+// absorbs one re-send. Matching ends after the connection's first
+// 2×MaxInflight messages or when the tail is used up: the broker re-sends
+// first, at most a window, and the second window allows for live messages
+// among them. A message on a connection whose session was not resumed, or
+// after matching ended, is kept unless the DUP rule drops it. Not covered:
+// an entry whose re-send was dropped and whose ack was lost again when the
+// process died before the next connection; after the restart it is no
+// longer in the log's tail.
 //
-// The hash seed is random per process; the history is rebuilt from the log
-// tail by Load after a restart, so nothing is forgotten across restarts.
+// A wrong drop needs a hash collision with an indexed entry (probability
+// below IndexMax/2^64, 3e-14 by default, per DUP message) or a re-send
+// match with a byte-identical new message on the same topic within the
+// window: payloads should carry a timestamp or sequence number.
 //
+// The hash seed is random per process; Load rebuilds the index and the tail
+// from the log after a restart.
+//
+// Use: Observe each message of a batch; Append the kept ones; then
+// Appended with the offsets, or Discard when the append failed for good.
 // A Dedup is not safe for concurrent use; the goroutine that batches
-// messages for Append owns it.
+// messages for Append owns it. Steady state allocates nothing.
 type Dedup struct {
-	opts DedupOptions
-	seed maphash.Seed
-	ring []dedupSlot // remembered entries, oldest at head
-	head int
-	n    int
-	// counts maps a hash to the remembered entries with that hash, for
-	// lookups. Without a KeyFunc only DUP-marked messages are looked up,
-	// which come in bursts after a reconnect: the map is built from the
-	// ring at the first and dropped after a window without any, so the
-	// steady stream costs no map update per message.
-	counts   map[uint64]uint32
-	sinceDup int   // entries remembered since the last lookup
-	newest   int64 // latest arrival seen
-}
-
-type dedupSlot struct {
-	hash    uint64
-	arrival int64
+	opts     DedupOptions
+	seed     maphash.Seed
+	log      *Log
+	index    hashIndex
+	staged   []uint64   // hashes of the entries kept since the last Appended
+	keys     *keyWindow // dedup_key mode
+	sessions []session
+	restart  *resendTail // the log's tail at Load, for each session's first connection
 }
 
 // NewDedup returns an empty filter.
 func NewDedup(opts DedupOptions) *Dedup {
+	if opts.IndexMax <= 0 {
+		opts.IndexMax = DefaultIndexMax
+	}
+	opts.IndexMax = max(opts.IndexMax, indexBlockLen)
+	opts.Sessions = max(opts.Sessions, 1)
 	if opts.Window <= 0 {
 		opts.Window = DefaultDedupWindow
 	}
-	d := &Dedup{opts: opts, seed: maphash.MakeSeed(), ring: make([]dedupSlot, opts.Window)}
+	d := &Dedup{opts: opts, seed: maphash.MakeSeed(), index: hashIndex{max: opts.IndexMax}}
 	if opts.Key != nil {
-		d.counts = make(map[uint64]uint32, opts.Window) // every message is looked up
+		d.keys = newKeyWindow(opts.Window, opts.WindowMs)
 	}
 	return d
 }
 
-// Observe reports whether e repeats a remembered entry. If it does, drop it
-// and still ack it to the broker (the broker waits for that ack). If not,
-// Observe remembers e: the caller must then append it, retrying a batch
-// that failed with ErrFull rather than dropping it, since the filter now
-// counts it as logged. Observe does not allocate in steady state.
-func (d *Dedup) Observe(e *Entry) bool {
-	d.forgetBefore(e.Arrival)
+// Observe classifies e, received from o. Unless the verdict is Dropped, e
+// counts as logged from now on: append it, retrying a batch that failed
+// with ErrFull rather than dropping it.
+func (d *Dedup) Observe(e *Entry, o Origin) Verdict {
 	h, keyed := d.hash(e)
-	if keyed || e.Flags&FlagDup != 0 {
-		if d.counts == nil {
-			d.counts = make(map[uint64]uint32, d.n)
-			for i := range d.n {
-				d.counts[d.ring[(d.head+i)%len(d.ring)].hash]++
-			}
+	resent := d.resent(o, h)
+	if e.Flags&FlagDup != 0 {
+		if resent || d.indexed(h) {
+			return DropRedelivery
 		}
-		d.sinceDup = 0
-		if d.counts[h] > 0 {
-			return true
-		}
-	} else if d.counts != nil && d.opts.Key == nil {
-		if d.sinceDup++; d.sinceDup > len(d.ring) {
-			d.counts = nil // a window without a redelivery: back to the ring alone
-		}
+		d.keep(h, keyed, e.Arrival)
+		return KeepUnmatched
 	}
-	d.remember(h, e.Arrival)
-	return false
+	if keyed && d.keys.seen(h, e.Arrival) {
+		return DropKey
+	}
+	if resent {
+		return DropResend
+	}
+	d.keep(h, keyed, e.Arrival)
+	return Keep
 }
 
-// Load remembers the last Window entries of l (in AfterWrite mode after a
-// restart: everything the previous process logged). Call it after Open and
-// before the first Observe.
-func (d *Dedup) Load(l *Log) error {
-	from := l.FirstOffset()
-	if last := l.LastOffset(); last >= uint64(d.opts.Window) && last-uint64(d.opts.Window)+1 > from {
-		from = last - uint64(d.opts.Window) + 1
+// indexed reports whether an entry with hash h is logged or kept in this
+// batch.
+func (d *Dedup) indexed(h uint64) bool {
+	if d.log != nil {
+		d.index.truncate(d.log.FirstOffset())
 	}
+	return slices.Contains(d.staged, h) || d.index.contains(h)
+}
+
+func (d *Dedup) keep(h uint64, keyed bool, arrival int64) {
+	d.staged = append(d.staged, h)
+	if d.keys != nil {
+		d.keys.remember(h, keyed, arrival)
+	}
+}
+
+// Appended records that the entries kept since the last call were appended
+// as offsets first … last (one each, in order).
+func (d *Dedup) Appended(first, last uint64) {
+	for i, h := range d.staged {
+		d.index.add(h, first+uint64(i))
+	}
+	d.staged = d.staged[:0]
+	if d.log != nil {
+		d.index.truncate(d.log.FirstOffset())
+	}
+}
+
+// Discard forgets the entries kept since the last Appended: their append
+// failed, they stay unacked, and the broker's re-sends of them must be
+// appended. The re-send tails are dropped with them (a re-send then counts
+// twice rather than one being lost), and the dedup_key window is rebuilt
+// from the log.
+func (d *Dedup) Discard() error {
+	d.staged = d.staged[:0]
+	d.restart = nil
+	for i := range d.sessions {
+		d.sessions[i].tail = nil
+		d.sessions[i].n = 0
+	}
+	if d.keys == nil || d.log == nil {
+		return nil
+	}
+	d.keys = newKeyWindow(d.opts.Window, d.opts.WindowMs)
+	from := d.log.FirstOffset()
+	if last := d.log.LastOffset(); last >= uint64(d.opts.Window) {
+		from = max(from, last-uint64(d.opts.Window)+1)
+	}
+	return d.scan(d.log, from, func(_ uint64, h uint64, keyed bool, arrival int64) {
+		d.keys.remember(h, keyed, arrival)
+	})
+}
+
+// Load rebuilds the filter from l after a restart: the index from its
+// newest IndexMax entries, the tail from its last MaxInflight×Sessions, the
+// dedup_key window from its last Window. Call it after Open and before the
+// first Observe. Its cost is one read of those entries.
+func (d *Dedup) Load(l *Log) error {
+	d.log = l
+	d.index.reset()
+	last := l.LastOffset()
+	tailN := uint64(d.opts.MaxInflight * d.opts.Sessions)
+	span := max(uint64(d.opts.IndexMax), tailN)
+	if d.keys != nil {
+		d.keys = newKeyWindow(d.opts.Window, d.opts.WindowMs)
+		span = max(span, uint64(d.opts.Window))
+	}
+	from := l.FirstOffset()
+	if last >= span {
+		from = max(from, last-span+1)
+	}
+	var tail []uint64
+	err := d.scan(l, from, func(off uint64, h uint64, keyed bool, arrival int64) {
+		if last-off < uint64(d.opts.IndexMax) {
+			d.index.add(h, off)
+		}
+		if last-off < tailN {
+			tail = append(tail, h)
+		}
+		if d.keys != nil && last-off < uint64(d.opts.Window) {
+			d.keys.remember(h, keyed, arrival)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	d.restart = nil
+	if len(tail) > 0 {
+		d.restart = newResendTail(tail)
+	}
+	return nil
+}
+
+// scan reads l from offset from to its end, calling f with each entry's
+// offset, hash and arrival.
+func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arrival int64)) error {
 	r, err := l.Reader(from)
 	if err != nil {
 		return fmt.Errorf("ingest: dedup load: %w", err)
@@ -138,14 +296,31 @@ func (d *Dedup) Load(l *Log) error {
 		if err != nil {
 			return fmt.Errorf("ingest: dedup load: %w", err)
 		}
-		d.forgetBefore(e.Arrival)
-		h, _ := d.hash(&e)
-		d.remember(h, e.Arrival)
+		h, keyed := d.hash(&e)
+		f(e.Offset, h, keyed, e.Arrival)
 	}
 }
 
-// Len is the number of entries remembered.
-func (d *Dedup) Len() int { return d.n }
+// DedupStats describe a Dedup's index.
+type DedupStats struct {
+	// Indexed is the number of entries the index holds, from offset
+	// IndexFirst (0 when empty).
+	Indexed    int
+	IndexFirst uint64
+	// IndexBytes is the memory its blocks reserve (resident as they fill).
+	IndexBytes int64
+}
+
+// Stats reports the index's extent.
+func (d *Dedup) Stats() DedupStats {
+	return DedupStats{Indexed: d.index.n, IndexFirst: d.index.oldest(), IndexBytes: d.index.bytes()}
+}
+
+// Len is the number of entries indexed.
+func (d *Dedup) Len() int { return d.index.n }
+
+// Close releases the index's memory. The Dedup is empty afterwards.
+func (d *Dedup) Close() { d.index.reset() }
 
 // hash is the identity of e: (topic, id) in dedup_key mode when e has an
 // id, else (topic, payload). The two are kept apart by a tag byte and the
@@ -168,37 +343,64 @@ func (d *Dedup) hash(e *Entry) (uint64, bool) {
 	return h.Sum64(), tag == 'k'
 }
 
-func (d *Dedup) remember(h uint64, arrival int64) {
-	if d.n == len(d.ring) {
-		d.forgetOldest()
+// keyWindow remembers the hashes of the most recent entries for the
+// dedup_key mode, which looks up every message carrying an id: a ring of
+// them, oldest first, and their counts for lookups.
+type keyWindow struct {
+	ring     []keySlot
+	head, n  int
+	counts   map[uint64]uint32
+	windowMs int64
+	newest   int64 // latest arrival seen
+}
+
+type keySlot struct {
+	hash    uint64
+	arrival int64
+	keyed   bool
+}
+
+func newKeyWindow(size int, windowMs int64) *keyWindow {
+	return &keyWindow{ring: make([]keySlot, size), counts: make(map[uint64]uint32, size), windowMs: windowMs}
+}
+
+// seen reports whether an entry with id hash h is remembered, first
+// forgetting those the time window has passed.
+func (w *keyWindow) seen(h uint64, arrival int64) bool {
+	w.forgetBefore(arrival)
+	return w.counts[h] > 0
+}
+
+func (w *keyWindow) remember(h uint64, keyed bool, arrival int64) {
+	w.forgetBefore(arrival)
+	if w.n == len(w.ring) {
+		w.forgetOldest()
 	}
-	d.ring[(d.head+d.n)%len(d.ring)] = dedupSlot{hash: h, arrival: arrival}
-	d.n++
-	if d.counts != nil {
-		d.counts[h]++
+	w.ring[(w.head+w.n)%len(w.ring)] = keySlot{hash: h, arrival: arrival, keyed: keyed}
+	w.n++
+	if keyed {
+		w.counts[h]++
 	}
 }
 
-// forgetBefore applies WindowMs relative to the newest arrival seen.
-func (d *Dedup) forgetBefore(arrival int64) {
-	if d.opts.WindowMs <= 0 {
+func (w *keyWindow) forgetBefore(arrival int64) {
+	if w.windowMs <= 0 {
 		return
 	}
-	d.newest = max(d.newest, arrival)
-	for d.n > 0 && d.ring[d.head].arrival < d.newest-d.opts.WindowMs {
-		d.forgetOldest()
+	w.newest = max(w.newest, arrival)
+	for w.n > 0 && w.ring[w.head].arrival < w.newest-w.windowMs {
+		w.forgetOldest()
 	}
 }
 
-func (d *Dedup) forgetOldest() {
-	if d.counts != nil {
-		s := d.ring[d.head]
-		if c := d.counts[s.hash]; c <= 1 {
-			delete(d.counts, s.hash)
+func (w *keyWindow) forgetOldest() {
+	if s := w.ring[w.head]; s.keyed {
+		if c := w.counts[s.hash]; c <= 1 {
+			delete(w.counts, s.hash)
 		} else {
-			d.counts[s.hash] = c - 1
+			w.counts[s.hash] = c - 1
 		}
 	}
-	d.head = (d.head + 1) % len(d.ring)
-	d.n--
+	w.head = (w.head + 1) % len(w.ring)
+	w.n--
 }

@@ -134,6 +134,8 @@ type inboundState struct {
 	lastGot  int    // bytes that read(2) returned, for readPause
 	topics   map[string]string
 	arena    arena
+	conn     ConnID // the connection's identity, set before the first read
+	resumed  bool   // the broker's CONNACK said session present
 }
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
@@ -232,6 +234,9 @@ func (c *coalescingConn) readPacket() error {
 		if _, err := io.ReadFull(c.r, b[1+nl:]); err != nil {
 			return err
 		}
+		if hdr == 0x20 && size >= 1 { // CONNACK: bit 0 of its first byte is session present
+			c.in.resumed = b[1+nl]&1 != 0
+		}
 		c.in.passBuf, c.in.pass = b, b
 		return nil
 	}
@@ -291,7 +296,7 @@ func (c *coalescingConn) publish(hdr byte, body []byte, cut bool) error {
 		return errMalformed
 	}
 	topic := body[2:end]
-	m := Message{Arrival: c.in.arrival, Dup: hdr&0x08 != 0}
+	m := Message{Arrival: c.in.arrival, Dup: hdr&0x08 != 0, Conn: c.in.conn, Resumed: c.in.resumed}
 	if qos > 0 {
 		if len(body) < end+2 {
 			return errMalformed

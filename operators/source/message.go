@@ -28,7 +28,14 @@ type Message struct {
 	// Payload holds its first TooLargeKeep bytes only. It is acknowledged
 	// like any other, and the pipeline dead-letters it (reason too_large).
 	TooLarge bool
-	ack      func() // nil when the source needs no ack
+	// Conn is the connection the message came on (MQTT sources; zero
+	// elsewhere): which broker session and which of its connections.
+	Conn ConnID
+	// Resumed: the broker resumed the session on that connection (CONNACK
+	// session present), so it may re-send, with or without DUP, what it had
+	// sent on the session's previous connection and not seen acknowledged.
+	Resumed bool
+	ack     func() // nil when the source needs no ack
 	// conn, when set, is the connection to write the ack to (the MQTT
 	// source's tcp:// connections): PUBACK, or PUBREC when ackPubrec, for
 	// packet id ackID.
@@ -71,6 +78,17 @@ func AckAll(msgs []Message) {
 		msgs[i].Ack()
 		i++
 	}
+}
+
+// ConnID identifies a connection of a source. The zero ConnID is none (not
+// an MQTT source).
+type ConnID struct {
+	// Session is the broker session: 0 for an MQTT source, i for
+	// connection i of a SharedMQTT source (each its own client id).
+	Session uint16
+	// Seq numbers the session's connection attempts from 1 in this
+	// process: it grows with every (re)connect.
+	Seq uint32
 }
 
 // Source produces messages in batches until input ends or ctx is cancelled.

@@ -173,6 +173,17 @@ type MQTT struct {
 	dropped    atomic.Uint64
 	reconnects atomic.Uint64
 	connected  atomic.Bool
+	// session is the broker session's number in ConnID (a SharedMQTT
+	// connection's index), connSeq the last connection's Seq.
+	session uint16
+	connSeq atomic.Uint32
+}
+
+// connState is one connection's identity, for the messages it delivers.
+type connState struct {
+	id      ConnID
+	resumed bool          // written before ready is closed
+	ready   chan struct{} // closed once the CONNACK is known (or the connect failed)
 }
 
 // NewMQTT returns an MQTT source; Run connects. Options are checked by Run.
@@ -226,8 +237,9 @@ func (s *MQTT) connectLoop(ctx context.Context) {
 	first := true
 	for {
 		lost := make(chan error, 1)
-		client := paho.NewClient(s.clientOptions(lost))
-		err := s.connect(ctx, client)
+		cs := &connState{id: ConnID{Session: s.session, Seq: s.connSeq.Add(1)}, ready: make(chan struct{})}
+		client := paho.NewClient(s.clientOptions(lost, cs))
+		err := s.connect(ctx, client, cs)
 		if ctx.Err() != nil {
 			client.Disconnect(disconnectQuiesceMs)
 			return
@@ -270,7 +282,8 @@ func (s *MQTT) setConnected(up bool) {
 	s.connected.Store(up)
 }
 
-func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
+// clientOptions are the options of connection cs's client.
+func (s *MQTT) clientOptions(lost chan<- error, cs *connState) *paho.ClientOptions {
 	o := paho.NewClientOptions().
 		AddBroker(s.opts.Broker).
 		SetClientID(s.opts.ClientID).
@@ -286,7 +299,7 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 		SetOrderMatters(true). // one handler goroutine: messages stay in order
 		// The default handler receives everything, including messages the
 		// broker sends from the persistent session before SUBSCRIBE is done.
-		SetDefaultPublishHandler(s.onMessage).
+		SetDefaultPublishHandler(func(_ paho.Client, pm paho.Message) { s.onMessage(cs, pm) }).
 		// paho's store keeps each received QoS 1/2 message until its ack,
 		// to resume a session in the same client; Run makes a fresh client
 		// per connection, so it would never be read, and acks written to
@@ -313,19 +326,26 @@ func (s *MQTT) clientOptions(lost chan<- error) *paho.ClientOptions {
 				return nil, err // not a nil *coalescingConn in a non-nil net.Conn
 			}
 			c.recv = publishReader{queue: s.queue, wake: s.q.signal, maxSize: s.opts.MaxMessageSize}
+			c.in.conn = cs.id // the connection reads the CONNACK's session present itself
 			return c, nil
 		})
 	}
 	return o
 }
 
-// connect connects client and subscribes to the topics.
-func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
+// connect connects client (connection cs) and subscribes to the topics.
+func (s *MQTT) connect(ctx context.Context, client paho.Client, cs *connState) error {
 	tok := client.Connect()
-	if err := waitToken(ctx, tok); err != nil {
+	err := waitToken(ctx, tok)
+	ct, ok := tok.(*paho.ConnectToken)
+	if err == nil && ok {
+		cs.resumed = ct.SessionPresent()
+	}
+	close(cs.ready)
+	if err != nil {
 		return fmt.Errorf("source: mqtt connect: %w", err)
 	}
-	if ct, ok := tok.(*paho.ConnectToken); ok && !s.opts.CleanSession && !ct.SessionPresent() {
+	if ok && !s.opts.CleanSession && !cs.resumed {
 		s.log.Info("mqtt source: broker has no session for this client id; messages published while it was away are not delivered")
 	}
 	filters := make(map[string]byte, len(s.opts.Topics))
@@ -349,11 +369,15 @@ func (s *MQTT) connect(ctx context.Context, client paho.Client) error {
 	return nil
 }
 
-// onMessage is paho's message handler, for brokers other than tcp://
-// (coalescingConn takes tcp:// ones' messages before paho). It must never
-// block.
-func (s *MQTT) onMessage(_ paho.Client, pm paho.Message) {
-	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli(), Dup: pm.Duplicate()}
+// onMessage is paho's message handler of connection cs, for brokers other
+// than tcp:// (coalescingConn takes tcp:// ones' messages before paho). It
+// never blocks, but for the moment between paho starting to read and
+// Connect's token completing, when the session-present bit is not yet
+// known to connect.
+func (s *MQTT) onMessage(cs *connState, pm paho.Message) {
+	<-cs.ready
+	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), Arrival: time.Now().UnixMilli(), Dup: pm.Duplicate(),
+		Conn: cs.id, Resumed: cs.resumed}
 	if len(m.Payload) > s.opts.MaxMessageSize { // paho has read it whole: only tcp:// avoids that
 		n := min(len(m.Payload), TooLargeKeep)
 		m.Payload, m.TooLarge = m.Payload[:n:n], true

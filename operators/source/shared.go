@@ -94,7 +94,7 @@ func NewSharedMQTT(opts MQTTOptions, shared SharedOptions, log *slog.Logger) *Sh
 			o.Topics[j] = "$share/" + shared.Group + "/" + t
 		}
 		o.OnConnectionChange = s.connectionChanged
-		s.conns = append(s.conns, &MQTT{opts: o, log: log.With("broker", o.Broker, "client_id", o.ClientID), q: s.q})
+		s.conns = append(s.conns, &MQTT{opts: o, log: log.With("broker", o.Broker, "client_id", o.ClientID), q: s.q, session: uint16(i)})
 	}
 	return s
 }
