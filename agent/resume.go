@@ -19,9 +19,9 @@ import (
 // reason and reported in one WARN per burst (lateBurst); with
 // watermark { hold_after_resume } the watermark waits for them instead.
 
-// burstQuiet ends a burst of late readings after a resume: the WARN is
+// lateBurstQuiet ends a burst of late readings after a resume: the WARN is
 // logged once no more have been dropped for this long.
-const burstQuiet = 2 * time.Second
+const lateBurstQuiet = 2 * time.Second
 
 // lateBurst gathers the late readings of a resume's backlog from every
 // subtask of a pipeline into one WARN per burst.
@@ -39,20 +39,20 @@ type lateBurst struct {
 }
 
 // add counts n late readings of a resumed session's backlog; the WARN
-// follows burstQuiet after the last.
+// follows lateBurstQuiet after the last.
 func (b *lateBurst) add(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n += n
 	b.last = time.Now()
 	if b.timer == nil {
-		b.timer = time.AfterFunc(burstQuiet, b.flush)
+		b.timer = time.AfterFunc(lateBurstQuiet, b.flush)
 	}
 }
 
 func (b *lateBurst) flush() {
 	b.mu.Lock()
-	if wait := burstQuiet - time.Since(b.last); wait > 0 {
+	if wait := lateBurstQuiet - time.Since(b.last); wait > 0 {
 		b.timer.Reset(wait)
 		b.mu.Unlock()
 		return

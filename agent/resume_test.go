@@ -130,7 +130,7 @@ func TestResume_LateBacklogAndHold(t *testing.T) {
 			logPath := filepath.Join(dir, "agent.log")
 			const warn = "readings late after the broker resumed the session"
 			if !tt.warn {
-				time.Sleep(burstQuiet) // a WARN would have come by now; the test asserts its absence
+				time.Sleep(lateBurstQuiet) // a WARN would have come by now; the test asserts its absence
 				if b, _ := os.ReadFile(logPath); strings.Contains(string(b), warn) {
 					t.Fatalf("WARN logged with the hold:\n%s", b)
 				}
@@ -150,7 +150,7 @@ func TestResume_LateBacklogAndHold(t *testing.T) {
 				} else if n > 1 {
 					t.Fatalf("%d WARNs for one burst:\n%s", n, b)
 				}
-				if time.Now().After(deadline.Add(burstQuiet)) {
+				if time.Now().After(deadline.Add(lateBurstQuiet)) {
 					t.Fatalf("no WARN within 30 s:\n%s", b)
 				}
 				time.Sleep(20 * time.Millisecond)
