@@ -88,8 +88,9 @@ func (p *pipeline) runPrepare() {
 		}
 	}
 	inputs, _ := p.wm.(*inputWatermarks)
+	var lastRead int64 // monotonic time of the last batch of readings
 	var idleTick <-chan time.Time
-	if inputs != nil {
+	if inputs != nil || p.holdsAfterResume() {
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		idleTick = tk.C
@@ -154,7 +155,15 @@ func (p *pipeline) runPrepare() {
 			}
 			continue
 		case <-idleTick:
-			inputs.tick(p.clk.monoMs())
+			if inputs != nil {
+				inputs.tick(p.clk.monoMs())
+			}
+			if p.resume != nil && p.clk.monoMs()-lastRead >= p.burst.hold.Milliseconds() {
+				// Readings stopped coming during a hold. Only then: a
+				// replay reads old arrivals, and the wall clock would
+				// end its holds where the live run did not.
+				p.resume.ReleaseBy(p.clk.wallMs())
+			}
 			broadcast()
 			continue
 		}
@@ -177,6 +186,7 @@ func (p *pipeline) runPrepare() {
 			continue
 		}
 		now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
+		lastRead = now
 		var filtered int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]

@@ -72,6 +72,11 @@ func (b *lateBurst) flush() {
 		"pipeline", b.pipeline, "source", b.source, "late", n, "outcome", where, "remedy", remedy)
 }
 
+// holdsAfterResume reports whether the pipeline holds its watermark after a
+// resumed session (its prepare stage then ticks to end a hold when readings
+// stop coming).
+func (p *pipeline) holdsAfterResume() bool { return p.burst != nil && p.burst.hold > 0 }
+
 // resumeExtraKey names the prepare stage's resume state in a checkpoint.
 func resumeExtraKey(pipeline string) string { return "resume/" + pipeline }
 

@@ -26,9 +26,11 @@ const DefaultBlameMs = 60_000
 //     at its value at the resume while that much arrival time passes; the
 //     generator behind it goes on observing. The first reading that
 //     arrives a hold or more after the resume releases it; a resume during
-//     a hold restarts it. Without readings the hold is not released (no
-//     arrival time passes), so a stream that stops right after a resume
-//     fires its windows when readings come again.
+//     a hold restarts it. When no reading comes, ReleaseBy releases it
+//     once the hold has passed on the caller's wall clock: the next
+//     reading, arriving later still, would release it anyway, and the
+//     watermark released is the same, so the results do not depend on
+//     which of the two did it.
 //
 // Arrival time only counts forward: a step back of the wall clock between
 // two readings adds nothing, so it cannot stretch a hold. Not safe for
@@ -74,6 +76,19 @@ func (r *Resume) Arrive(arrivalMs int64, resumed bool, emitted int64) {
 	if st.Held && st.Elapsed >= r.holdMs {
 		st.Held = false
 	}
+}
+
+// ReleaseBy ends a hold whose time has passed by nowMs on the wall clock the
+// arrival times are taken from, counting from the last reading's arrival,
+// and reports whether it did. Call it when readings stop coming: a quiet
+// input would otherwise hold its windows until its next reading.
+func (r *Resume) ReleaseBy(nowMs int64) bool {
+	st := &r.st
+	if !st.Held || nowMs <= st.LastArrival || st.Elapsed+(nowMs-st.LastArrival) < r.holdMs {
+		return false
+	}
+	st.Held = false
+	return true
 }
 
 // Apply returns the watermark to emit for the generator's wm: wm, or the

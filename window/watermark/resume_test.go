@@ -110,3 +110,32 @@ func TestResumeState_Encoding(t *testing.T) {
 		}
 	}
 }
+
+// TestResume_ReleaseBy: a hold ends on the wall clock when no reading
+// comes, at the time the next reading would have ended it.
+func TestResume_ReleaseBy(t *testing.T) {
+	tests := []struct {
+		name   string
+		holdMs int64
+		now    int64
+		want   bool
+	}{
+		{"before the hold has passed", 5000, 6999, false},
+		{"when it has passed", 5000, 7000, true},
+		{"a clock behind the last arrival", 5000, 1000, false},
+		{"no hold", 0, 100_000, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, g := NewResume(tt.holdMs), NewMonotonous()
+			run(r, g, []resumeStep{{1000, false, 100}, {2000, true, 900}, {3000, false, 200}})
+			holding := tt.holdMs > 0 && !tt.want
+			if got := r.ReleaseBy(tt.now); got != tt.want || r.Holding() != holding {
+				t.Fatalf("ReleaseBy(%d) = %v, holding %v; want %v, %v", tt.now, got, r.Holding(), tt.want, holding)
+			}
+			if tt.want && r.Apply(g.Current()) != 899 {
+				t.Fatalf("released watermark %d, want 899", r.Apply(g.Current()))
+			}
+		})
+	}
+}
