@@ -201,10 +201,10 @@ func aedesScale() (readings, devices, rate, kills int) {
 }
 
 // aedesCrash runs the paced workload through aedes into an agent SIGKILLed
-// kills times, spread over the run, each time restarted once 1.5 s worth of
+// kills times, spread over the run, each time restarted once 1 s worth of
 // readings more were published (a device restarting, while its sensors go
 // on: the broker stores them, a backlog longer than the out-of-orderness
-// bound), and returns the run, the
+// bound with the reconnect), and returns the run, the
 // committed windows (the flush reading's left out) and every run's output.
 // sample, if set, is called before each kill and before the final stop.
 func aedesCrash(t *testing.T, hold string, readings, devices, rate, kills int, sample func(r *mqttCrashRun)) (*mqttCrashRun, map[string]string, string) {
@@ -213,7 +213,7 @@ func aedesCrash(t *testing.T, hold string, readings, devices, rate, kills int, s
 	r.start()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	segment := readings / (kills + 1)
-	outage := (rate*3/2 + 999) / 1000 * 1000 // sent counts in 1,000s
+	outage := (rate + 999) / 1000 * 1000 // sent counts in 1,000s
 	var killAt []int
 	for k := 1; k <= kills; k++ {
 		killAt = append(killAt, (k*segment+rng.IntN(segment/2)-segment/4)/1000*1000)
@@ -325,7 +325,7 @@ func TestCrash_AedesResumedBacklogLate(t *testing.T) {
 func TestCrash_AedesResumedBacklogHold(t *testing.T) {
 	t.Parallel()
 	readings, devices, rate, kills := aedesScale()
-	r, got, logs := aedesCrash(t, `hold_after_resume = "5s"`, readings, devices, rate, kills, nil)
+	r, got, logs := aedesCrash(t, `hold_after_resume = "10s"`, readings, devices, rate, kills, nil)
 	if late := committedLate(t, filepath.Join(r.dir, "late")); len(late) > 0 {
 		t.Errorf("%d readings late with the hold", len(late))
 	}
@@ -333,7 +333,7 @@ func TestCrash_AedesResumedBacklogHold(t *testing.T) {
 	if strings.Contains(logs, resumedWarn) {
 		t.Fatalf("WARN %q with the hold", resumedWarn)
 	}
-	t.Logf("%d readings at %d/s, %d kills, hold 5s: %d windows identical to the uninterrupted run", readings, rate, kills, len(got))
+	t.Logf("%d readings at %d/s, %d kills, hold 10s: %d windows identical to the uninterrupted run", readings, rate, kills, len(got))
 }
 
 // TestCrash_AedesRedeliveries: 30,000 readings at 1,000/s from 1,000 devices,
@@ -345,7 +345,7 @@ func TestCrash_AedesRedeliveries(t *testing.T) {
 	const readings, devices, rate, kills = 30_000, 1000, 1000, 5
 	const metric = `eddy_ingest_redeliveries_dropped_total{source="sensors"}`
 	dropped := 0.0
-	r, got, _ := aedesCrash(t, `hold_after_resume = "5s"`, readings, devices, rate, kills, func(r *mqttCrashRun) {
+	r, got, _ := aedesCrash(t, `hold_after_resume = "10s"`, readings, devices, rate, kills, func(r *mqttCrashRun) {
 		if v := metricValue(t, r.admin, metric); v > 0 {
 			dropped += v
 		}
