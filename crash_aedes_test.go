@@ -151,6 +151,7 @@ type lateRecord struct {
 	detail string
 	key    string // device/window, as lastFirings
 	v      int
+	offset uint64 // in the ingest log
 }
 
 // committedLate reads the late output's committed part files: seq → record.
@@ -170,7 +171,10 @@ func committedLate(t *testing.T, dir string) map[int]lateRecord {
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			var dl struct{ Reason, Detail, Payload string }
+			var dl struct {
+				Reason, Detail, Payload string
+				Offset                  uint64
+			}
 			var r struct {
 				Device string
 				Seq    int
@@ -180,11 +184,12 @@ func committedLate(t *testing.T, dir string) map[int]lateRecord {
 			if json.Unmarshal(sc.Bytes(), &dl) != nil || json.Unmarshal([]byte(dl.Payload), &r) != nil {
 				t.Fatalf("%s: bad late record %q", n, sc.Text())
 			}
-			if _, dup := out[r.Seq]; dup {
-				t.Fatalf("reading %d twice in the late output", r.Seq)
+			if was, dup := out[r.Seq]; dup {
+				// Two offsets: the ingest log took a re-send as new.
+				t.Fatalf("reading %d twice in the late output (ingest log offsets %d and %d)", r.Seq, was.offset, dl.Offset)
 			}
 			start := r.TS - ((r.TS%1000)+1000)%1000
-			out[r.Seq] = lateRecord{detail: dl.Detail, key: fmt.Sprintf("%s/%v-%v", r.Device, float64(start), float64(start+1000)), v: r.V}
+			out[r.Seq] = lateRecord{detail: dl.Detail, key: fmt.Sprintf("%s/%v-%v", r.Device, float64(start), float64(start+1000)), v: r.V, offset: dl.Offset}
 		}
 		f.Close()
 	}
