@@ -330,7 +330,7 @@ func TestCrash_AedesResumedBacklogLate(t *testing.T) {
 func TestCrash_AedesResumedBacklogHold(t *testing.T) {
 	t.Parallel()
 	readings, devices, rate, kills := aedesScale()
-	r, got, logs := aedesCrash(t, `hold_after_resume = "10s"`, readings, devices, rate, kills, nil)
+	r, got, logs := aedesCrash(t, `hold_after_resume = "3s"`, readings, devices, rate, kills, nil)
 	if late := committedLate(t, filepath.Join(r.dir, "late")); len(late) > 0 {
 		t.Errorf("%d readings late with the hold", len(late))
 	}
@@ -338,7 +338,7 @@ func TestCrash_AedesResumedBacklogHold(t *testing.T) {
 	if strings.Contains(logs, resumedWarn) {
 		t.Fatalf("WARN %q with the hold", resumedWarn)
 	}
-	t.Logf("%d readings at %d/s, %d kills, hold 10s: %d windows identical to the uninterrupted run", readings, rate, kills, len(got))
+	t.Logf("%d readings at %d/s, %d kills, hold 3s: %d windows identical to the uninterrupted run", readings, rate, kills, len(got))
 }
 
 // TestCrash_AedesRedeliveries: 30,000 readings at 1,000/s from 1,000 devices,
@@ -350,7 +350,7 @@ func TestCrash_AedesRedeliveries(t *testing.T) {
 	const readings, devices, rate, kills = 30_000, 1000, 1000, 5
 	const metric = `eddy_ingest_redeliveries_dropped_total{source="sensors"}`
 	dropped := 0.0
-	r, got, _ := aedesCrash(t, `hold_after_resume = "10s"`, readings, devices, rate, kills, func(r *mqttCrashRun) {
+	r, got, _ := aedesCrash(t, `hold_after_resume = "3s"`, readings, devices, rate, kills, func(r *mqttCrashRun) {
 		if v := metricValue(t, r.admin, metric); v > 0 {
 			dropped += v
 		}

@@ -158,7 +158,7 @@ func (p *pipeline) runPrepare() {
 			if inputs != nil {
 				inputs.tick(p.clk.monoMs())
 			}
-			if p.resume != nil && p.clk.monoMs()-lastRead >= p.burst.hold.Milliseconds() {
+			if p.resume != nil && p.clk.monoMs()-lastRead >= p.burst.hold.Milliseconds() && p.resume.Holding() {
 				// Readings stopped coming during a hold. Only then: a
 				// replay reads old arrivals, and the wall clock would
 				// end its holds where the live run did not.
@@ -211,7 +211,11 @@ func (p *pipeline) runPrepare() {
 					batches[s] = stream.NewBatch(p.stride)
 				}
 				if p.wm != nil {
-					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(p.wm.Current()))
+					wm := p.wm.Current()
+					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(wm))
+					if p.resume != nil && p.prep.Time <= wm {
+						p.resume.Behind() // backlog still coming: a hold waits on
+					}
 					p.wm.Observe(p.prep.Time)
 					if p.resume.InEpisode() {
 						batches[s].MarkResumed()

@@ -66,7 +66,7 @@ func (b *lateBurst) flush() {
 	}
 	remedy := "set watermark { hold_after_resume = \"5s\" } on the source to hold the watermark while they arrive"
 	if b.hold > 0 {
-		remedy = fmt.Sprintf("the backlog took longer than hold_after_resume (%s): raise it", b.hold)
+		remedy = fmt.Sprintf("the backlog paused for longer than hold_after_resume (%s), or outlasted %d times it: raise it", b.hold, watermark.MaxHoldFactor)
 	}
 	b.log.Warn("readings late after the broker resumed the session: it sent its stored messages after newer ones",
 		"pipeline", b.pipeline, "source", b.source, "late", n, "outcome", where, "remedy", remedy)

@@ -170,10 +170,11 @@ type Watermark struct {
 	// a gateway sending heartbeats or a replay with explicit watermarks does.
 	// "" (default) means bounded out-of-orderness from the readings.
 	Punctuation string
-	// HoldAfterResume holds the watermark for this long of the readings'
-	// arrival time after the broker resumed the source's session, while the
-	// messages it stored arrive (a broker may send them behind newer ones).
-	// 0 (default): no hold.
+	// HoldAfterResume holds the watermark after the broker resumed the
+	// source's session, while the messages it stored arrive (a broker may
+	// send them behind newer ones): until this long of the readings'
+	// arrival time passed without one behind the watermark, at most
+	// watermark.MaxHoldFactor times as long. 0 (default): no hold.
 	HoldAfterResume time.Duration
 }
 

@@ -21,6 +21,9 @@ func run(r *Resume, g *BoundedOutOfOrder, steps []resumeStep) (wms []int64, in [
 		r.Arrive(s.arrival, s.resumed, r.Apply(g.Current()))
 		wms = append(wms, r.Apply(g.Current()))
 		in = append(in, r.InEpisode())
+		if s.ts <= g.Current() {
+			r.Behind()
+		}
 		g.Observe(s.ts)
 	}
 	return wms, in
@@ -37,10 +40,18 @@ func TestResume(t *testing.T) {
 		{"no resume: the generator's watermark, no episode", 5000,
 			[]resumeStep{{1000, false, 100}, {1001, false, 200}, {1002, false, 300}},
 			[]int64{Min, 99, 199}, []bool{false, false, false}},
-		{"hold: live readings after the resume do not move the watermark until 5 s of arrival passed", 5000,
-			[]resumeStep{{1000, false, 100}, {2000, true, 900}, {3000, false, 950}, {6999, false, 200}, {7000, false, 960}, {7001, false, 970}},
-			// the stored reading at 200 arrives behind 900 and 950, on time
-			[]int64{Min, 99, 99, 99, 949, 959}, []bool{false, true, true, true, true, true}},
+		{"hold: the watermark stays until 5 s of arrival passed without a reading behind it", 5000,
+			[]resumeStep{{1000, false, 100}, {2000, true, 900}, {3000, false, 950}, {6999, false, 200}, {7000, false, 960}, {11_998, false, 970}, {11_999, false, 980}},
+			// the stored reading at 200 arrives behind 900 and 950, on time, and restarts the quiet time
+			[]int64{Min, 99, 99, 99, 99, 99, 969}, []bool{false, true, true, true, true, true, true}},
+		{"hold: without a backlog it costs the hold", 5000,
+			[]resumeStep{{1000, false, 100}, {2000, true, 900}, {6999, false, 950}, {7000, false, 960}},
+			[]int64{Min, 99, 99, 949}, []bool{false, true, true, true}},
+		{"hold: at most ten holds long", 1000,
+			[]resumeStep{{0, true, 1000}, {500, false, 10}, {1400, false, 10}, {2300, false, 10}, {3200, false, 10}, {4100, false, 10}, {5000, false, 10},
+				{5900, false, 10}, {6800, false, 10}, {7700, false, 10}, {8600, false, 10}, {9500, false, 10}, {9999, false, 10}, {10_000, false, 10}},
+			[]int64{Min, Min, Min, Min, Min, Min, Min, Min, Min, Min, Min, Min, Min, 999},
+			[]bool{true, true, true, true, true, true, true, true, true, true, true, true, true, true}},
 		{"no hold: the watermark runs ahead, the episode blames the late", 0,
 			[]resumeStep{{1000, false, 100}, {2000, true, 900}, {3000, false, 200}},
 			[]int64{Min, 99, 899}, []bool{false, true, true}},
@@ -55,8 +66,8 @@ func TestResume(t *testing.T) {
 			// 11,000 → 2,000 counts nothing; 2,000 → 7,000 is the 5 s
 			[]int64{Min, 99, 99, 99, 699}, []bool{false, true, true, true, true}},
 		{"the first reading ever may carry the flag", 1000,
-			[]resumeStep{{5000, true, 100}, {5500, false, 50}, {6000, false, 200}},
-			[]int64{Min, Min, 99}, []bool{true, true, true}},
+			[]resumeStep{{5000, true, 100}, {5500, false, 50}, {6000, false, 200}, {6500, false, 300}},
+			[]int64{Min, Min, Min, 199}, []bool{true, true, true, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,12 +110,12 @@ func TestResume_RestoreMidHold(t *testing.T) {
 }
 
 func TestResumeState_Encoding(t *testing.T) {
-	st := ResumeState{Episode: 3, Elapsed: 1234, LastArrival: 1_700_000_000_000, Held: true, HeldAt: Min}
+	st := ResumeState{Episode: 3, Elapsed: 1234, Quiet: 567, LastArrival: 1_700_000_000_000, Held: true, HeldAt: Min}
 	got, err := UnmarshalResumeState(st.AppendBinary(nil))
 	if err != nil || got != st {
 		t.Fatalf("round trip: %+v %v, want %+v", got, err, st)
 	}
-	for _, b := range [][]byte{nil, make([]byte, resumeStateLen), append([]byte{2, 0}, make([]byte, 32)...), append([]byte{1, 2}, make([]byte, 32)...)} {
+	for _, b := range [][]byte{nil, make([]byte, resumeStateLen), append([]byte{2, 0}, make([]byte, 40)...), append([]byte{1, 2}, make([]byte, 40)...)} {
 		if _, err := UnmarshalResumeState(b); !errors.Is(err, ErrBadResumeState) {
 			t.Errorf("%x: %v, want ErrBadResumeState", b, err)
 		}
@@ -120,8 +131,8 @@ func TestResume_ReleaseBy(t *testing.T) {
 		now    int64
 		want   bool
 	}{
-		{"before the hold has passed", 5000, 6999, false},
-		{"when it has passed", 5000, 7000, true},
+		{"before the hold has passed", 5000, 7999, false},
+		{"when it has passed", 5000, 8000, true},
 		{"a clock behind the last arrival", 5000, 1000, false},
 		{"no hold", 0, 100_000, false},
 	}
