@@ -64,7 +64,7 @@ func (b *lateBurst) flush() {
 	if b.lateOut {
 		where = "sent to late_output"
 	}
-	remedy := "set watermark { hold_after_resume = \"5s\" } on the source to hold the watermark while they arrive"
+	remedy := "set watermark { hold_after_resume = \"3s\" } on the source to hold the watermark while they arrive"
 	if b.hold > 0 {
 		remedy = fmt.Sprintf("the backlog paused for longer than hold_after_resume (%s), or outlasted %d times it: raise it", b.hold, watermark.MaxHoldFactor)
 	}
