@@ -130,9 +130,14 @@ func TestResume_LateBacklogAndHold(t *testing.T) {
 			logPath := filepath.Join(dir, "agent.log")
 			const warn = "readings late after the broker resumed the session"
 			if !tt.warn {
-				time.Sleep(lateBurstQuiet) // a WARN would have come by now; the test asserts its absence
-				if b, _ := os.ReadFile(logPath); strings.Contains(string(b), warn) {
-					t.Fatalf("WARN logged with the hold:\n%s", b)
+				// Nothing was late after the resume, so no burst is open
+				// and no WARN can follow.
+				b := a.pipelines[0].burst
+				b.mu.Lock()
+				open := b.timer != nil || b.n != 0
+				b.mu.Unlock()
+				if log, _ := os.ReadFile(logPath); open || strings.Contains(string(log), warn) {
+					t.Fatalf("a burst open (%v) or its WARN logged with the hold:\n%s", open, log)
 				}
 				return
 			}
