@@ -1,11 +1,11 @@
 package ingest
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
+	"math/bits"
 	"slices"
 )
 
@@ -20,9 +20,9 @@ type KeyFunc func(topic, payload []byte) (key []byte, ok bool)
 
 // DedupOptions configure a Dedup.
 type DedupOptions struct {
-	// IndexMax bounds the entries indexed for DUP lookups (see Dedup).
-	// Zero: DefaultIndexMax; at least 65,536. Memory is
-	// IndexBytesPerMillion per million entries.
+	// IndexMax bounds the entries indexed for DUP lookups (see Dedup),
+	// rounded up to a multiple of 65,536. Zero: DefaultIndexMax. Memory is
+	// 8 bytes per entry (IndexBytesPerMillion), reserved 65,536 at a time.
 	IndexMax int
 	// MaxInflight is the broker's in-flight window per connection (QoS 1/2
 	// messages it sends before waiting for acks). Positive: a resumed
@@ -100,9 +100,9 @@ func (v Verdict) String() string {
 // entry the index holds, however far back. The index holds the hash of
 // each of the log's newest IndexMax entries, whatever their flags: every
 // entry the log retains (it is truncated below the oldest retained
-// checkpoint) while it holds no more than that; beyond, the oldest blocks
-// of 65,536 are dropped, so at least IndexMax−65,535 of the newest are
-// indexed. A DUP message that equals none is kept (KeepUnmatched). A
+// checkpoint) while it holds no more than that; beyond, the oldest block
+// of 65,536 is let go when a new one is needed, so at least
+// IndexMax−65,535 of the newest are indexed. A DUP message that equals none is kept (KeepUnmatched). A
 // message without DUP is never dropped by this rule: a repeated payload is
 // new data.
 //
@@ -119,10 +119,13 @@ func (v Verdict) String() string {
 // 2×MaxInflight messages or when the tail is used up: the broker re-sends
 // first, at most a window, and the second window allows for live messages
 // among them. A message on a connection whose session was not resumed, or
-// after matching ended, is kept unless the DUP rule drops it. Not covered:
-// an entry whose re-send was dropped and whose ack was lost again when the
-// process died before the next connection; after the restart it is no
-// longer in the log's tail.
+// after matching ended, is kept unless the DUP rule drops it. Not covered,
+// as the log does not record which session an entry came from: after a
+// restart, a shared subscription's session whose last messages lie further
+// back than MaxInflight×Sessions entries (its connection delivered far
+// less than the others at the end); and an entry whose re-send was dropped
+// and whose ack was lost again when the process died before the next
+// connection. Brokers that set DUP are exact there too, by the DUP rule.
 //
 // A wrong drop needs a hash collision with an indexed entry (probability
 // below IndexMax/2^64, 3e-14 by default, per DUP message) or a re-send
@@ -138,7 +141,7 @@ func (v Verdict) String() string {
 // messages for Append owns it. Steady state allocates nothing.
 type Dedup struct {
 	opts     DedupOptions
-	seed     maphash.Seed
+	seeds    [3]maphash.Seed // payloads, ids, topics
 	log      *Log
 	index    hashIndex
 	staged   []uint64   // hashes of the entries kept since the last Appended
@@ -152,12 +155,12 @@ func NewDedup(opts DedupOptions) *Dedup {
 	if opts.IndexMax <= 0 {
 		opts.IndexMax = DefaultIndexMax
 	}
-	opts.IndexMax = max(opts.IndexMax, indexBlockLen)
+	opts.IndexMax = (max(opts.IndexMax, 1) + indexBlockLen - 1) / indexBlockLen * indexBlockLen
 	opts.Sessions = max(opts.Sessions, 1)
 	if opts.Window <= 0 {
 		opts.Window = DefaultDedupWindow
 	}
-	d := &Dedup{opts: opts, seed: maphash.MakeSeed(), index: hashIndex{max: opts.IndexMax}}
+	d := &Dedup{opts: opts, seeds: [3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()}, index: hashIndex{max: opts.IndexMax}}
 	if opts.Key != nil {
 		d.keys = newKeyWindow(opts.Window, opts.WindowMs)
 	}
@@ -323,24 +326,18 @@ func (d *Dedup) Len() int { return d.index.n }
 func (d *Dedup) Close() { d.index.reset() }
 
 // hash is the identity of e: (topic, id) in dedup_key mode when e has an
-// id, else (topic, payload). The two are kept apart by a tag byte and the
-// topic by its length.
+// id, else (topic, payload). Topic and body are hashed apart, each in one
+// call with its own random seed (ids with a third), and combined: equal
+// only when both are, but for a chance of 2^-64 per pair.
 func (d *Dedup) hash(e *Entry) (uint64, bool) {
-	tag, body := byte('p'), e.Payload
+	seed, body := d.seeds[0], e.Payload
 	if d.opts.Key != nil {
 		if k, ok := d.opts.Key(e.Topic, e.Payload); ok {
-			tag, body = 'k', k
+			seed, body = d.seeds[1], k
 		}
 	}
-	var h maphash.Hash
-	h.SetSeed(d.seed)
-	var pre [5]byte
-	pre[0] = tag
-	binary.LittleEndian.PutUint32(pre[1:], uint32(len(e.Topic)))
-	h.Write(pre[:])
-	h.Write(e.Topic)
-	h.Write(body)
-	return h.Sum64(), tag == 'k'
+	h := maphash.Bytes(seed, body) ^ bits.RotateLeft64(maphash.Bytes(d.seeds[2], e.Topic)*0x9e3779b97f4a7c15, 31)
+	return h, seed == d.seeds[1]
 }
 
 // keyWindow remembers the hashes of the most recent entries for the

@@ -338,8 +338,11 @@ func TestDedup_Bound(t *testing.T) {
 			if st.Indexed != tt.wantIndexed || st.IndexFirst != uint64(tt.entries-tt.wantIndexed+1) {
 				t.Fatalf("stats %+v, want %d entries from %d", st, tt.wantIndexed, tt.entries-tt.wantIndexed+1)
 			}
-			if bound := max(tt.indexMax, indexBlockLen); st.Indexed > bound || st.Indexed <= bound-indexBlockLen {
+			if bound := (tt.indexMax + indexBlockLen - 1) / indexBlockLen * indexBlockLen; st.Indexed > bound || st.Indexed <= bound-indexBlockLen {
 				t.Fatalf("%d entries indexed, not within a block below the bound %d", st.Indexed, tt.indexMax)
+			}
+			if bound := (tt.indexMax + indexBlockLen - 1) / indexBlockLen * indexBlockLen; st.IndexBytes > int64(bound)*8 {
+				t.Fatalf("%d bytes reserved for a bound of %d entries", st.IndexBytes, bound)
 			}
 		})
 	}

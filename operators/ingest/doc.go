@@ -7,23 +7,32 @@
 // # Model and life cycle
 //
 //	l, err := ingest.Open(dir, ingest.Options{Ack: ingest.AfterFsync})
-//	d := ingest.NewDedup(ingest.DedupOptions{})
-//	d.Load(l)                           // remember the log's tail again
+//	d := ingest.NewDedup(ingest.DedupOptions{MaxInflight: 1000})
+//	d.Load(l)                           // index the log again, and its tail
 //
 // The source side batches everything that arrived while the previous
 // Append ran (group commit), never blocking the MQTT client's handler:
 //
 //	for each received message m:
 //	    e := ingest.Entry{Arrival: nowMs, Flags: dupFlag(m), Topic: .., Payload: ..}
-//	    if d.Observe(&e) { ack m; continue } // a redelivery: drop, but ack
+//	    if d.Observe(&e, origin(m)).Dropped() { continue } // a redelivery: drop, but ack
 //	    batch = append(batch, e)
 //	first, last, err := l.Append(batch)  // one write, one fsync
-//	ack the batch's messages, in order, only after err == nil
+//	d.Appended(first, last)              // or d.Discard() if it failed for good
+//	ack the batch's messages, dropped ones too, in order, only after err == nil
 //
 // On ErrFull nothing was written: keep the batch and its messages unacked
 // (the broker's in-flight window then stops the flow) and retry after the
 // checkpoint coordinator's Truncate has freed space. Dropping the batch
-// instead would leave Dedup believing it was logged.
+// instead (without Discard) would leave Dedup believing it was logged.
+//
+// Dedup (see its documentation for the exact rules) drops a message marked
+// DUP that equals an entry of the log's newest DefaultIndexMax, and, on a
+// connection where the broker resumed the session, a re-send without DUP
+// of an entry logged from the previous connection's last MaxInflight
+// messages. Its index of 64-bit hashes (IndexBytesPerMillion) is rebuilt
+// from the log by Load, not stored: a hash file would write 8 bytes per
+// reading to the SD card, where the compressed log writes a few.
 //
 // The pipeline side reads from the log, both to replay after a restore and
 // live, so there is one path for both. Its position is an offset:

@@ -17,7 +17,10 @@
 //     redelivers them after a reconnect (persistent session, stable client
 //     id). Delivery is at least once: redeliveries, including repeats of
 //     messages whose ack a disconnect swallowed, must be recognized
-//     downstream (paho does not deduplicate inbound QoS 2).
+//     downstream (paho does not deduplicate inbound QoS 2): each Message
+//     names its connection and whether the broker resumed the session
+//     there (Message.Conn, Message.Resumed), as some brokers re-send
+//     without the DUP flag.
 //   - MQTT QoS 0: at most once; the queue is capped by MaxPending and
 //     overflows are dropped and counted (Stats).
 //   - Embedded broker: not a Source here; the agent takes its publishes
