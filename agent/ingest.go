@@ -37,6 +37,9 @@ type logIntake struct {
 	// the batch being appended, unflagged again if its append fails.
 	flagged    []uint32
 	flaggedNow []uint16
+	// indexed is the number of entries dedup's index holds, after the last
+	// commit, for eddy_ingest_dedup_indexed_entries.
+	indexed atomic.Int64
 	// linger is the shortest time between the starts of two commits
 	// (ingest { linger }) unless lingerFull says enough waits: what arrives
 	// meanwhile shares the next commit, so the log fsyncs (after_fsync) or
@@ -238,6 +241,7 @@ func (in *logIntake) appendOnce() error {
 	switch {
 	case err == nil:
 		in.dedup.Appended(first, last)
+		in.indexed.Store(int64(in.dedup.Len()))
 		in.flaggedNow = in.flaggedNow[:0]
 		in.commits.Add(1)
 		if in.commitsMetric != nil {

@@ -128,11 +128,12 @@ restart {
 		t.Errorf("the ingest lag peaked at %v readings: want it to grow while the pipeline is down", maxLag)
 	}
 	for name, min := range map[string]float64{
-		`eddy_state_keys{pipeline="p"}`:         devices, // a window per key, and its timers
-		`eddy_state_timers{pipeline="p"}`:       devices, // each window's end
-		`eddy_state_file_bytes{pipeline="p"}`:   4096,    // at least bbolt's meta pages
-		`eddy_state_memory_bytes{pipeline="p"}`: 1,       // the write-back cache
-		`process_resident_memory_bytes`:         1 << 20, // the process's own figures
+		`eddy_state_keys{pipeline="p"}`:                 devices,  // a window per key, and its timers
+		`eddy_state_timers{pipeline="p"}`:               devices,  // each window's end
+		`eddy_state_file_bytes{pipeline="p"}`:           4096,     // at least bbolt's meta pages
+		`eddy_state_memory_bytes{pipeline="p"}`:         1,        // the write-back cache
+		`process_resident_memory_bytes`:                 1 << 20,  // the process's own figures
+		`eddy_ingest_dedup_indexed_entries{source="s"}`: readings, // every reading logged is indexed
 	} {
 		if v, ok := m[name]; !ok || v < min {
 			t.Errorf("%s = %v (present: %v), want at least %v", name, v, ok, min)

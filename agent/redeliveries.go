@@ -64,8 +64,6 @@ type redeliveries struct {
 
 	mu    sync.Mutex
 	burst redeliveryCounts
-	total redeliveryCounts // since the start
-	lines int              // bursts logged
 	timer *time.Timer
 }
 
@@ -83,7 +81,6 @@ func (r *redeliveries) record(c *redeliveryCounts) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.burst.plus(c)
-	r.total.plus(c)
 	if r.timer == nil {
 		r.timer = time.AfterFunc(burstQuiet, r.flush)
 	} else {
@@ -97,9 +94,6 @@ func (r *redeliveries) flush() {
 	r.mu.Lock()
 	b := r.burst
 	r.burst = redeliveryCounts{}
-	if b.dropped() > 0 || b.unmatched > 0 {
-		r.lines++
-	}
 	r.mu.Unlock()
 	if r.logger == nil {
 		return
@@ -124,11 +118,4 @@ func (r *redeliveries) stop() {
 	}
 	r.mu.Unlock()
 	r.flush()
-}
-
-// totals returns the counts since the start and the bursts logged.
-func (r *redeliveries) totals() (redeliveryCounts, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.total, r.lines
 }

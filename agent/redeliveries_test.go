@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/eddy-edge/eddy/operators/ingest"
 	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
 // syncBuffer is a log destination the intake's timer goroutine and the
@@ -291,5 +293,64 @@ func TestEmbeddedIntake_DupResendDropped(t *testing.T) {
 	}
 	if n := len(buf.lines(t, "ingest: dropped")); n != 1 {
 		t.Fatalf("%d drop lines, want 1", n)
+	}
+}
+
+// TestMQTTIntake_ResumedSessionFlagged runs the MQTT source into the
+// intake against mosquitto and restarts the broker (its session persisted):
+// the source reconnects to the resumed session, and the first message
+// logged from that connection carries ingest.FlagResumed, whatever the
+// broker re-sent before it (acks lost with the restart come back marked
+// DUP and are dropped), and the log holds every reading once.
+func TestMQTTIntake_ResumedSessionFlagged(t *testing.T) {
+	mq := mosquitto.Start(t)
+	in, _, _ := testIntake(t, ingest.DedupOptions{MaxInflight: 1000})
+	src := source.NewMQTT(source.MQTTOptions{Broker: mq.URL(), ClientID: "eddy-flag", Topics: []string{"sensors/#"}, QoS: 1,
+		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { mqttIntake(src, in, slog.New(slog.DiscardHandler), "s", func(error) {})(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	stats := src.(source.StatsReporter)
+	waitForCond(t, 30*time.Second, func() bool { return stats.Stats().Connected })
+
+	publish := func(from, to int) {
+		t.Helper()
+		pub := paho.NewClient(paho.NewClientOptions().AddBroker(mq.URL()).SetClientID("pub-flag").SetAutoReconnect(false))
+		if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("publisher connect: %v", tok.Error())
+		}
+		defer pub.Disconnect(100)
+		for i := from; i < to; i++ {
+			if tok := pub.Publish("sensors/s1/telemetry", 1, false, fmt.Sprintf(`{"seq":%d}`, i)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish %d: %v", i, tok.Error())
+			}
+		}
+	}
+	publish(0, 10)
+	waitForCond(t, 30*time.Second, func() bool { return in.log.LastOffset() >= 10 })
+	mq.Restart()
+	waitForCond(t, 30*time.Second, func() bool { return stats.Stats().Reconnects >= 1 && stats.Stats().Connected })
+	publish(10, 20)
+	waitForCond(t, 30*time.Second, func() bool { return in.log.LastOffset() >= 20 })
+
+	checkLogHolds(t, in.log, 20, func(i int) string { return fmt.Sprintf(`{"seq":%d}`, i) })
+	r, err := in.log.Reader(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var flagged []uint64
+	for range 20 {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Flags&ingest.FlagResumed != 0 {
+			flagged = append(flagged, e.Offset)
+		}
+	}
+	if fmt.Sprint(flagged) != "[11]" {
+		t.Fatalf("FlagResumed on offsets %v, want [11]: the first message logged after the resume", flagged)
 	}
 }

@@ -162,6 +162,8 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
 	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
 	in := &logIntake{log: l, dedup: d, logger: a.log, name: name, linger: ic.Linger, holds: &a.diskHolds}
+	in.indexed.Store(int64(d.Len()))
+	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_dedup_indexed_entries{source=%q}`, name), func() float64 { return float64(in.indexed.Load()) })
 	in.redelivered = redeliveries{logger: a.log, source: name,
 		dropped:   a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name)),
 		unmatched: a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_unmatched_total{source=%q}`, name))}

@@ -102,9 +102,9 @@ func (v Verdict) String() string {
 // entry the log retains (it is truncated below the oldest retained
 // checkpoint) while it holds no more than that; beyond, the oldest block
 // of 65,536 is let go when a new one is needed, so at least
-// IndexMax−65,535 of the newest are indexed. A DUP message that equals none is kept (KeepUnmatched). A
-// message without DUP is never dropped by this rule: a repeated payload is
-// new data.
+// IndexMax−65,535 of the newest are indexed. A DUP message that equals
+// none is kept (KeepUnmatched). A message without DUP is never dropped by
+// this rule: a repeated payload is new data.
 //
 // Resend rule (MaxInflight > 0): on a connection where the broker resumed
 // the session, a message equal to an entry of the unacknowledged tail is
@@ -128,12 +128,12 @@ func (v Verdict) String() string {
 // connection. Brokers that set DUP are exact there too, by the DUP rule.
 //
 // A wrong drop needs a hash collision with an indexed entry (probability
-// below IndexMax/2^64, 3e-14 by default, per DUP message) or a re-send
+// below IndexMax/2^64, 2e-14 by default, per DUP message) or a re-send
 // match with a byte-identical new message on the same topic within the
 // window: payloads should carry a timestamp or sequence number.
 //
-// The hash seed is random per process; Load rebuilds the index and the tail
-// from the log after a restart.
+// The hash seeds are random per process; Load rebuilds the index and the
+// tail from the log after a restart.
 //
 // Use: Observe each message of a batch; Append the kept ones; then
 // Appended with the offsets, or Discard when the append failed for good.
