@@ -25,6 +25,9 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	if st.index == 0 && b.Control != nil {
 		extra[controlExtraKey(p.name)] = b.Control
 	}
+	if st.index == 0 && b.Resume != nil {
+		extra[resumeExtraKey(p.name)] = b.Resume
+	}
 	if st.index == 0 && p.shape != nil {
 		extra[shapeExtraKey(p.name)] = p.shape
 	}

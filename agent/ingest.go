@@ -705,7 +705,7 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 		arena = append(arena, e.Payload...)
 		payload := arena[start:len(arena):len(arena)]
 		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset,
-			TooLarge: e.Flags&ingest.FlagTooLarge != 0})
+			TooLarge: e.Flags&ingest.FlagTooLarge != 0, ResumeStart: e.Flags&ingest.FlagResumed != 0})
 	}
 	if len(msgs) > 0 {
 		s.arenaHint, s.batchHint = len(arena), len(msgs)

@@ -103,7 +103,7 @@ func (in *introspection) registerMetrics() {
 		set.GetOrCreateGauge("eddy_readings_dropped_total"+l, func() float64 {
 			n := p.m.unassigned.Get()
 			if !hasLate {
-				n += p.m.late.Get()
+				n += p.m.lateTotal()
 			}
 			return float64(n)
 		})
@@ -153,7 +153,7 @@ func (a *Agent) PipelineStatus() []admin.PipelineStatus {
 	var out []admin.PipelineStatus
 	for _, p := range a.pipelines {
 		st := admin.PipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
-			Filtered: p.m.filtered.Get(), Late: p.m.late.Get(), Unassigned: p.m.unassigned.Get(),
+			Filtered: p.m.filtered.Get(), Late: p.m.lateTotal(), Unassigned: p.m.unassigned.Get(),
 			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.subtasks)}
 		if wm := p.m.watermark.Load(); wm != -1<<63 {
 			st.WatermarkMs = &wm

@@ -23,6 +23,11 @@ type pipelineMetrics struct {
 	late       *metrics.Counter
 	unassigned *metrics.Counter
 	watermark  atomic.Int64
+
+	// lateResumed counts late readings that arrived just after the broker
+	// resumed the session (reason "resumed_backlog": its stored messages
+	// came behind newer ones); late counts the others (reason "late").
+	lateResumed *metrics.Counter
 	// controlKeys is the size of the control state (pipelines with one).
 	controlKeys atomic.Int64
 	// keys is the running generation's key budget (max_keys), else nil.
@@ -43,10 +48,11 @@ func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
 		out:        set.NewCounter("eddy_results_out_total" + l),
 		filtered:   set.NewCounter("eddy_readings_filtered_total" + l),
 		duplicates: set.NewCounter("eddy_readings_duplicate_total" + l),
-		late:       set.NewCounter("eddy_readings_late_total" + l),
+		late:       set.NewCounter(fmt.Sprintf(`eddy_readings_late_total{pipeline=%q,reason="late"}`, name)),
 		unassigned: set.NewCounter("eddy_readings_unassigned_total" + l),
 		dead:       map[string]*metrics.Counter{},
 	}
+	m.lateResumed = set.NewCounter(fmt.Sprintf(`eddy_readings_late_total{pipeline=%q,reason="resumed_backlog"}`, name))
 	m.watermark.Store(-1 << 63)
 	set.NewGauge("eddy_watermark_ms"+l, func() float64 {
 		if wm := m.watermark.Load(); wm != -1<<63 {
@@ -56,6 +62,9 @@ func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
 	})
 	return m
 }
+
+// lateTotal is every late reading, whatever the reason.
+func (m *pipelineMetrics) lateTotal() uint64 { return m.late.Get() + m.lateResumed.Get() }
 
 // deadLettered returns the counter for reason (created on first use: the
 // rare path).

@@ -11,6 +11,7 @@ import (
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/window/watermark"
 )
 
 // watermarkGenerator is what the prepare stage needs of a watermark
@@ -72,6 +73,12 @@ type pipeline struct {
 	// keys bounds the live keys (max_keys); nil without a limit.
 	keys        *operators.KeyBudget
 	keyLimitLog lockedRateLimiter
+
+	// resume follows resumed sessions of the source in front of wm (the
+	// hold_after_resume hold, the episodes that blame late readings on the
+	// broker's backlog); nil on processing time.
+	resume *watermark.Resume
+	burst  *lateBurst
 
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.

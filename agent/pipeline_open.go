@@ -80,6 +80,8 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 			}
 			p.wm = g
 		}
+		p.resume = watermark.NewResume(src.Watermark.HoldAfterResume.Milliseconds())
+		p.burst = &lateBurst{log: a.log, pipeline: name, source: src.Name, hold: src.Watermark.HoldAfterResume}
 		p.tickEvery = 0
 		if pl.window != nil && pl.window.EarlyEvery > 0 || pl.keyed != nil && pl.keyed.processing {
 			p.tickEvery = 100 * time.Millisecond // processing-time timers
@@ -159,6 +161,9 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		}
 		s.addProducers(pl.parallelism)
 		p.late = s
+		if p.burst != nil {
+			p.burst.lateOut = true
+		}
 	}
 	if ref := pl.cfg.DeadLetter; ref != nil {
 		s, err := a.sink(ref.Sink)

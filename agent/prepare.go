@@ -79,7 +79,7 @@ func (p *pipeline) runPrepare() {
 		if p.wm == nil {
 			return
 		}
-		if wm := p.wm.Current(); wm > lastWM {
+		if wm := p.resume.Apply(p.wm.Current()); wm > lastWM {
 			lastWM = wm
 			p.m.watermark.Store(wm)
 			for _, e := range p.edges {
@@ -88,8 +88,9 @@ func (p *pipeline) runPrepare() {
 		}
 	}
 	inputs, _ := p.wm.(*inputWatermarks)
+	var lastRead int64 // monotonic time of the last batch of readings
 	var idleTick <-chan time.Time
-	if inputs != nil {
+	if inputs != nil || p.holdsAfterResume() {
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		idleTick = tk.C
@@ -98,7 +99,7 @@ func (p *pipeline) runPrepare() {
 	forward := func(tr *checkpoint.Trigger) {
 		// Everything before the barrier is already on the edges; the
 		// barrier follows it in-band.
-		b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent}
+		b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot()}
 		if p.control != nil {
 			b.Control = p.control.Snapshot()
 		}
@@ -154,7 +155,15 @@ func (p *pipeline) runPrepare() {
 			}
 			continue
 		case <-idleTick:
-			inputs.tick(p.clk.monoMs())
+			if inputs != nil {
+				inputs.tick(p.clk.monoMs())
+			}
+			if p.resume != nil && p.clk.monoMs()-lastRead >= p.burst.hold.Milliseconds() && p.resume.Holding() {
+				// Readings stopped coming during a hold. Only then: a
+				// replay reads old arrivals, and the wall clock would
+				// end its holds where the live run did not.
+				p.resume.ReleaseBy(p.clk.wallMs())
+			}
 			broadcast()
 			continue
 		}
@@ -177,9 +186,15 @@ func (p *pipeline) runPrepare() {
 			continue
 		}
 		now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
+		lastRead = now
 		var filtered int64
 		for i := range rb.msgs {
 			m := &rb.msgs[i]
+			if p.resume != nil {
+				// Every message counts, read or rejected: the first of a
+				// resumed session may be a bad one.
+				p.resume.Arrive(m.Arrival, m.ResumeStart, p.resume.Apply(p.wm.Current()))
+			}
 			outcome := operators.Rejected
 			if m.TooLarge {
 				p.prep.Reject = tooLargeReject
@@ -196,8 +211,15 @@ func (p *pipeline) runPrepare() {
 					batches[s] = stream.NewBatch(p.stride)
 				}
 				if p.wm != nil {
-					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.wm.Current())
+					wm := p.wm.Current()
+					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(wm))
+					if p.resume != nil && p.prep.Time <= wm {
+						p.resume.Behind() // backlog still coming: a hold waits on
+					}
 					p.wm.Observe(p.prep.Time)
+					if p.resume.InEpisode() {
+						batches[s].MarkResumed()
+					}
 				} else {
 					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
 				}

@@ -233,6 +233,9 @@ func (r *restorer) restorePipeline(sel checkpoint.Selection, p *pipeline) error 
 		}
 		p.m.controlKeys.Store(int64(p.control.Keys()))
 	}
+	if err := p.restoreResume(m); err != nil {
+		return err
+	}
 	if unaligned, err := p.restoreUnalignedWatermarks(m); unaligned || err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 		tick = tk.C
 	}
 	keepLate := p.late != nil
-	var lastLate, lastUnassigned int64
+	var lastLate, lastLateResumed, lastUnassigned int64
 	var keyedSeen keyedSeen
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
@@ -172,8 +172,13 @@ func (p *pipeline) runSubtask(st *subtask) {
 			}
 		}
 		if d := t.Late - lastLate; d > 0 {
-			p.m.late.Add(int(d))
-			lastLate = t.Late
+			r := t.LateResumed - lastLateResumed
+			p.m.late.Add(int(d - r))
+			if r > 0 {
+				p.m.lateResumed.Add(int(r))
+				p.burst.add(r)
+			}
+			lastLate, lastLateResumed = t.Late, t.LateResumed
 		}
 		if d := t.Unassigned - lastUnassigned; d > 0 {
 			p.m.unassigned.Add(int(d))

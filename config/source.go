@@ -170,6 +170,12 @@ type Watermark struct {
 	// a gateway sending heartbeats or a replay with explicit watermarks does.
 	// "" (default) means bounded out-of-orderness from the readings.
 	Punctuation string
+	// HoldAfterResume holds the watermark after the broker resumed the
+	// source's session, while the messages it stored arrive (a broker may
+	// send them behind newer ones): until this long of the readings'
+	// arrival time passed without one behind the watermark, at most
+	// watermark.MaxHoldFactor times as long. 0 (default): no hold.
+	HoldAfterResume time.Duration
 }
 
 var (
@@ -386,12 +392,18 @@ func (d *decoder) decodeWatermark(blocks hcl.Blocks, s *Source) {
 	if wb == nil {
 		return
 	}
-	wa, _ := d.content(wb, []string{"max_out_of_orderness", "idle_timeout", "max_future_skew", "punctuation"})
+	wa, _ := d.content(wb, []string{"max_out_of_orderness", "idle_timeout", "max_future_skew", "punctuation", "hold_after_resume"})
 	s.Watermark = Watermark{
 		MaxOutOfOrderness: wa.duration("max_out_of_orderness", 0),
 		IdleTimeout:       wa.duration("idle_timeout", 0),
 		MaxFutureSkew:     wa.duration("max_future_skew", 0),
 		Punctuation:       wa.str("punctuation", noVars, ""),
+		HoldAfterResume:   wa.duration("hold_after_resume", 0),
+	}
+	if wa.has("hold_after_resume") && s.File != nil {
+		// Only a broker resumes a session; a file has nothing to hold for.
+		d.errorf(wa.rangeOf("hold_after_resume"), "Unsupported argument",
+			"hold_after_resume holds the watermark after an MQTT broker resumed the source's session; a file source has none. Remove it.")
 	}
 	if s.Watermark.Punctuation != "" && wa.has("max_out_of_orderness") {
 		d.errorf(wa.rangeOf("punctuation"), "Conflicting watermark settings",

@@ -50,6 +50,7 @@ source "mqtt" "sensors" {
     max_out_of_orderness = "2s"
     idle_timeout         = "30s"
     max_future_skew      = "1m"
+    hold_after_resume    = "3s" # for brokers that send a resumed session's backlog behind newer messages
   }
 }
 

@@ -33,6 +33,10 @@ type KeyedStage struct {
 	// output (Process's argument, for the Handler).
 	keepLate bool
 	err      error // the first state error: sticky
+
+	// resumed: the reading being processed arrived just after a resumed
+	// session (Batch.Resumed), for the window's lateness in arrival order.
+	resumed bool
 	// Counters since creation, read by the owner goroutine only: readings
 	// the filter dropped, and those dead-lettered, by reason.
 	Filtered int64
@@ -121,6 +125,7 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 		if k.clock == nil {
 			k.procNow = k.r.Time
 		}
+		k.resumed = b.Resumed(i)
 		out, err := k.op.Process(&k.r, wm, k.handler)
 		if err != nil {
 			k.err = err
@@ -128,8 +133,13 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 		}
 		if out == keyed.Late {
 			t.Late++
+			detail := "older than the watermark: per-key functions see a key's readings in event-time order"
+			if k.resumed {
+				t.LateResumed++
+				detail += "; the broker sent it after newer messages when it resumed the session"
+			}
 			if keepLate {
-				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark: per-key functions see a key's readings in event-time order", "", b.Offsets[i], b.Payload(i))
+				t.late.AddDeadLetter(t.pipeline, "late", detail, "", b.Offsets[i], b.Payload(i))
 			}
 		}
 	}
@@ -192,8 +202,13 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 			// Only in arrival order: in event-time order the keyed
 			// operator set it aside before the window could see it.
 			t.Late++
+			detail := lateDetail
+			if k.resumed {
+				t.LateResumed++
+				detail = lateResumedDetail
+			}
 			if k.keepLate {
-				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark minus allowed_lateness", "", r.Seq, r.Payload)
+				t.late.AddDeadLetter(t.pipeline, "late", detail, "", r.Seq, r.Payload)
 			}
 		case window.Unassigned:
 			t.Unassigned++

@@ -33,7 +33,16 @@ type WindowTask struct {
 
 	// Counters since creation, read by the owner goroutine only.
 	Late, Unassigned, Fired, Refused int64
+	// LateResumed counts the Late readings marked as arrived just after a
+	// resumed session (Batch.Resumed): the broker's stored backlog.
+	LateResumed int64
 }
+
+// Late-output details: why a reading went to the side output.
+const (
+	lateDetail        = "older than the watermark minus allowed_lateness"
+	lateResumedDetail = "older than the watermark minus allowed_lateness: the broker sent it after newer messages when it resumed the session"
+)
 
 // NewWindowTask returns a subtask running op for pipeline; names are the
 // aggregate names in the order of the operator's AggSpecs. A nil op makes a
@@ -83,8 +92,13 @@ func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
 		switch verdict {
 		case window.Late:
 			t.Late++
+			detail := lateDetail
+			if b.Resumed(i) {
+				t.LateResumed++
+				detail = lateResumedDetail
+			}
 			if keepLate {
-				t.late.AddDeadLetter(t.pipeline, "late", "older than the watermark minus allowed_lateness", "", b.Offsets[i], b.Payload(i))
+				t.late.AddDeadLetter(t.pipeline, "late", detail, "", b.Offsets[i], b.Payload(i))
 			}
 		case window.Unassigned:
 			t.Unassigned++

@@ -10,6 +10,9 @@
 #     SIGKILLed 20 times, the upstream broker restarted 6 times, results
 #     delivered upstream by the exactly-once MQTT sink, and no loss of the
 #     source's connection but to the kills;
+#   - TestCrash_Aedes*: 200,000 readings at 10,000/s through aedes, SIGKILLed
+#     5 times, whose resumed sessions send their backlog behind live readings
+#     (crash_aedes_test.go);
 #   - the WAL sink's and the file source's crash tests (crash_wal_test.go,
 #     crash_test.go: 1,200,000 readings from a file, SIGKILLed 10 times per
 #     pipeline).

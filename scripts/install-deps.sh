@@ -22,3 +22,27 @@ fi
 # The Debian packages start a system mosquitto on :1883 and a system
 # RabbitMQ (where a service manager runs); tests never use them (they start
 # their own on free loopback ports), so leave them alone.
+
+# aedes, the Node.js MQTT broker (scripts/aedes), on Debian's nodejs: pinned by
+# scripts/aedes/package-lock.json, installed into a cache folder outside the
+# repository ($EDDY_AEDES_DIR, default ~/.cache/eddy/aedes) whenever the
+# version there is not the pinned one.
+node_need=()
+{ command -v node || command -v nodejs; } >/dev/null 2>&1 || node_need+=(nodejs)
+command -v npm >/dev/null 2>&1 || node_need+=(npm)
+if [ ${#node_need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${node_need[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${node_need[@]}" >/dev/null
+fi
+aedes_src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/aedes"
+aedes_dir="${EDDY_AEDES_DIR:-$HOME/.cache/eddy/aedes}"
+want=$(sed -n 's/.*"aedes": *"\([^"]*\)".*/\1/p' "$aedes_src/package.json" | head -1)
+have=$(sed -n 's/^[[:space:]]*"version": *"\([^"]*\)".*/\1/p' "$aedes_dir/node_modules/aedes/package.json" 2>/dev/null | head -1 || true)
+if [ "$have" != "$want" ]; then
+  echo "install-deps: installing aedes $want into $aedes_dir" >&2
+  mkdir -p "$aedes_dir"
+  cp "$aedes_src/package.json" "$aedes_src/package-lock.json" "$aedes_dir/"
+  (cd "$aedes_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

@@ -19,6 +19,11 @@ type Message struct {
 	// message before (a redelivery after a reconnect). The ingest log's
 	// dedup checks such messages against what it already holds.
 	Dup bool
+	// ResumeStart, on a message read back from the ingest log, marks the
+	// first message of a connection on which the broker resumed the
+	// session (ingest.FlagResumed): the broker's stored messages follow it,
+	// possibly behind newer ones.
+	ResumeStart bool
 	// TooLarge: the message exceeded the source's maximum message size;
 	// Payload holds its first TooLargeKeep bytes only. It is acknowledged
 	// like any other, and the pipeline dead-letters it (reason too_large).

@@ -37,6 +37,10 @@ type BarrierInfo struct {
 	// Control is the pipeline's control state at the barrier (its JSON
 	// snapshot), carried to subtask 0, which puts it in the checkpoint.
 	Control []byte
+	// Resume is the prepare stage's state after a resumed MQTT session
+	// (a watermark hold), carried to subtask 0, which puts it in the
+	// checkpoint; nil when there is none.
+	Resume []byte
 	// Announcement marks the copy of a barrier sent ahead on the priority
 	// channel (unaligned checkpoints): the barrier itself follows in-band.
 	Announcement bool
@@ -74,6 +78,10 @@ type Batch struct {
 	// boundaries fall: a replay gives the same result however it is batched.
 	// Nil (empty) on processing time.
 	Watermarks []int64
+	// Records [ResumedFrom, ResumedTo) arrived just after the broker
+	// resumed the source's session (watermark.Resume.InEpisode): dropped
+	// as late, they are counted as its stored backlog. 0, 0: none.
+	ResumedFrom, ResumedTo int
 	// Controls holds, per record, the control values captured for it in
 	// the prepare stage (expr.ControlPaths), for a keyed pipeline that
 	// reads control.*; empty otherwise (ControlEnds nil).
@@ -101,6 +109,7 @@ func (b *Batch) Release() {
 	b.PayloadEnds = b.PayloadEnds[:0]
 	b.Offsets = b.Offsets[:0]
 	b.Watermarks = b.Watermarks[:0]
+	b.ResumedFrom, b.ResumedTo = 0, 0
 	b.Controls = b.Controls[:0]
 	b.ControlEnds = b.ControlEnds[:0]
 	batchPool.Put(b)
@@ -126,6 +135,20 @@ func (b *Batch) AppendWatermarked(key []byte, keyGroup uint16, t int64, values [
 	b.Append(key, keyGroup, t, values, payload, offset)
 	b.Watermarks = append(b.Watermarks, wm)
 }
+
+// MarkResumed marks the record appended last as arrived just after a
+// resumed session. The marked records of a batch are taken as one range:
+// an episode lasts far longer than a batch takes to fill.
+func (b *Batch) MarkResumed() {
+	n := b.Len()
+	if b.ResumedTo == 0 {
+		b.ResumedFrom = n - 1
+	}
+	b.ResumedTo = n
+}
+
+// Resumed reports whether record i was marked by MarkResumed.
+func (b *Batch) Resumed(i int) bool { return i >= b.ResumedFrom && i < b.ResumedTo }
 
 // Key returns record i's key. It aliases the batch.
 func (b *Batch) Key(i int) []byte {

@@ -7,6 +7,10 @@
 // Generators (BoundedOutOfOrder, Monotonous) turn the event times of one
 // input into that input's watermark. A Combiner turns the watermarks of
 // several inputs into one: the minimum over the inputs that are not idle.
+// A Resume sits in front of what the caller emits: after a broker resumed
+// the input's session it may hold the watermark for a bound of the
+// readings' logged arrival time, and it tells which readings arrived in
+// the resume's wake.
 // Everything here is pure: the caller passes monotonic milliseconds where time
 // matters and nothing reads a clock.
 //

@@ -1,0 +1,92 @@
+package aedes
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// TestBroker_ResumedSessionKeepsStoredMessages: a QoS 1 subscriber with a
+// persistent session gets, after it reconnects, every message published
+// while it was away, and the messages published after it reconnected too.
+// The order it gets them in is aedes' own (logged, not asserted).
+func TestBroker_ResumedSessionKeepsStoredMessages(t *testing.T) {
+	b := Start(t)
+	var (
+		mu   sync.Mutex
+		got  []int
+		seen = map[int]bool{}
+	)
+	sub := func() paho.Client {
+		opts := paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sub").SetCleanSession(false).SetOrderMatters(true).
+			SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+				n, _ := strconv.Atoi(string(m.Payload()))
+				mu.Lock()
+				if !seen[n] {
+					seen[n] = true
+					got = append(got, n)
+				}
+				mu.Unlock()
+			})
+		c := paho.NewClient(opts)
+		if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("connect: %v", tok.Error())
+		}
+		return c
+	}
+	c := sub()
+	if tok := c.Subscribe("t/#", 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	c.Disconnect(100)
+
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("pub"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer pub.Disconnect(100)
+	const stored, live = 200, 200
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			if tok := pub.Publish("t/x", 1, false, strconv.Itoa(i)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Errorf("publish %d: %v", i, tok.Error())
+				return
+			}
+		}
+	}
+	publish(0, stored)
+	c = sub()
+	defer c.Disconnect(100)
+	publish(stored, stored+live)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == stored+live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d messages", n, stored+live)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	behind := 0
+	for i := 1; i < len(got); i++ {
+		if got[i] < got[i-1] {
+			behind++
+		}
+	}
+	t.Logf("first 10 after the resume: %v; %d messages behind a newer one", got[:10], behind)
+	b.Stop()
+	if c, err := net.Dial("tcp", b.Addr()); err == nil {
+		c.Close()
+		t.Fatalf("broker still listening on %s after Stop", b.Addr())
+	}
+}
