@@ -31,6 +31,8 @@ func TestLint_PureCores(t *testing.T) {
 			why: "control messages are data: bad ones are returned errors"},
 		{dir: "operators/expr", banned: []string{"time.Now", "time.Sleep", "panic("},
 			why: "bad user input is a diagnostic or a RuntimeError"},
+		{dir: "agent/probe", files: []string{"decide.go"}, banned: []string{"time.Now", "time.Sleep", "go func", "chan ", `"net"`, `"os"`},
+			why: "the probe's verdict is a pure function of what it observed; upstream.go and source.go do the I/O"},
 		{dir: "operators/ingest", banned: []string{"time.Now(", "time.Sleep(", "panic("},
 			why: "arrival times come from the caller (the background sync's ticker is the log's only timer); disk data never panics"},
 	} {
