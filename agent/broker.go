@@ -42,7 +42,7 @@ func (a *Agent) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Config, 
 		}
 		return b.Internal(), nil, nil
 	}
-	tc, err := tlsConfig(m.TLS)
+	tc, err := ClientTLS(m.TLS)
 	return broker.Endpoint{URL: m.Broker, Username: m.Username, Password: m.Password}, tc, err
 }
 

@@ -55,7 +55,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		if t == nil {
 			return true
 		}
-		_, err := tlsConfig(t)
+		_, err := ClientTLS(t)
 		return tlsFiles(t.DeclRange, err)
 	}
 	vars := map[string]string{"device_id": cfg.Agent.DeviceID}

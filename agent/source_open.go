@@ -103,7 +103,7 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 // mqttSourceOptions are the client options of the MQTT source m, without a
 // connection callback.
 func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQTTOptions, error) {
-	tc, err := tlsConfig(m.TLS)
+	tc, err := ClientTLS(m.TLS)
 	if err != nil {
 		return source.MQTTOptions{}, err
 	}

@@ -9,9 +9,10 @@ import (
 	"github.com/eddy-edge/eddy/config"
 )
 
-// tlsConfig is a client's TLS config for a tls block (an MQTT source's or
-// sink's), or nil without one.
-func tlsConfig(t *config.TLS) (*tls.Config, error) {
+// ClientTLS is a client's TLS config for a tls block (an MQTT source's or
+// sink's), or nil without one: what the agent connects with, and so what
+// eddy probe connects with too.
+func ClientTLS(t *config.TLS) (*tls.Config, error) {
 	if t == nil {
 		return nil, nil
 	}

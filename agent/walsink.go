@@ -86,7 +86,7 @@ func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) 
 // walOptions are the options of the exactly-once MQTT sink m publishing to
 // the broker at url, and its topic template.
 func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink.Options, *sink.Template, error) {
-	tc, err := tlsConfig(m.TLS)
+	tc, err := ClientTLS(m.TLS)
 	if err != nil {
 		return walsink.Options{}, nil, err
 	}

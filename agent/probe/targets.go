@@ -1,11 +1,8 @@
 package probe
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -46,7 +43,7 @@ func Load(path string) (*Plan, error) {
 			p.Skipped = append(p.Skipped, fmt.Sprintf("sink %q: %s", s.Name, why))
 			continue
 		}
-		tc, err := tlsConfig(m.TLS)
+		tc, err := agent.ClientTLS(m.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
 		}
@@ -73,7 +70,7 @@ func Load(path string) (*Plan, error) {
 			p.Skipped = append(p.Skipped, fmt.Sprintf("source %q: %s", s.Name, why))
 			continue
 		}
-		tc, err := tlsConfig(m.TLS)
+		tc, err := agent.ClientTLS(m.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("source %q: %w", s.Name, err)
 		}
@@ -124,32 +121,4 @@ find:
 	start := time.Now().Truncate(time.Minute).UnixMilli()
 	r := &sink.Result{Pipeline: pipeline, Key: []byte("eddy-probe"), Start: start, End: start + 60_000}
 	return string(tmpl.Append(nil, deviceID, r)), nil
-}
-
-// tlsConfig is the client TLS configuration of a tls block, as the agent
-// builds it for its sources and sinks; nil without one.
-func tlsConfig(t *config.TLS) (*tls.Config, error) {
-	if t == nil {
-		return nil, nil
-	}
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
-	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
-		if err != nil {
-			return nil, fmt.Errorf("read CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA %s: no PEM certificates", t.CA)
-		}
-		tc.RootCAs = pool
-	}
-	if t.Cert != "" {
-		c, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("load certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{c}
-	}
-	return tc, nil
 }
