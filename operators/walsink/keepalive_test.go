@@ -20,8 +20,10 @@ func TestSink_KeepaliveWhileAcksFlow(t *testing.T) {
 	const (
 		keepAlive = time.Second
 		pingDelay = 5 * keepAlive / 2
-		stream    = 3 * keepAlive // of results after each PINGREQ: past its delayed PINGRESP
-		cycles    = 2
+		// Results flow for this long after each PINGREQ: past its delayed
+		// PINGRESP, with a keepalive to spare for a late timer.
+		stream = pingDelay + keepAlive
+		cycles = 2
 	)
 	for _, qos := range []byte{2, 1} {
 		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {

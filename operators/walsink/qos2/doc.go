@@ -1,11 +1,12 @@
 // Package qos2 is the WAL sink's MQTT 3.1.1 QoS 2 publish session as a pure
 // state machine, shaped like raft's RawNode: no sockets, files, goroutines
 // or clocks inside. The driver feeds it messages to publish (Publish), the
-// broker's packets (Step), connection changes (Connected, Disconnected) and
-// the time (Tick), and takes its work out as a Ready:
+// broker's packets (Step) and when its bytes arrived (Received), connection
+// changes (Connected, Disconnected) and the time (Tick), and takes its work
+// out as a Ready:
 //
 //	for {
-//		... s.Publish / s.Step / s.Tick ...
+//		... s.Publish / s.Step / s.Received / s.Tick ...
 //		if s.HasReady() {
 //			rd := s.Ready()
 //			persist rd.Records in ONE write; fsync if rd.MustSync
