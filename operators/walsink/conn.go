@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sync/atomic"
@@ -161,10 +162,42 @@ type incoming struct {
 	err    error
 }
 
+// readClock records when the last read from the broker returned bytes,
+// for the session's keepalive rule (qos2's Received): any bytes prove the
+// connection alive. It keeps the time as an offset from base, so that it
+// stays on the monotonic clock: a step of the wall clock (a gateway's first
+// NTP sync after boot) neither drops a live connection nor keeps a dead one.
+type readClock struct {
+	base time.Time
+	last atomic.Int64 // nanoseconds from base to the latest read with bytes
+}
+
+func newReadClock() *readClock { return &readClock{base: time.Now()} }
+
+// latest is when the latest read returned bytes (base before any).
+func (c *readClock) latest() time.Time { return c.base.Add(time.Duration(c.last.Load())) }
+
+// clockedReader is what the reader's buffer reads from: the connection,
+// each read that returns bytes recorded in a readClock.
+type clockedReader struct {
+	r     io.Reader
+	clock *readClock
+}
+
+func (r clockedReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.clock.last.Store(int64(time.Since(r.clock.base)))
+	}
+	return n, err
+}
+
 // readPackets reads the broker's packets until an error, which it sends
-// last, setting dead first; it stops early when quit closes.
-func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
-	br := bufio.NewReaderSize(conn, 64<<10)
+// last, setting dead first; it stops early when quit closes. Every read
+// that returns bytes is recorded in clock, also while the publisher has
+// not taken the packets yet.
+func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool, clock *readClock) {
+	br := bufio.NewReaderSize(clockedReader{conn, clock}, 64<<10)
 	acked := ackPromptly(conn)
 	for {
 		pkt, err := packets.ReadPacket(br)

@@ -247,6 +247,25 @@
 // publisher keeps retrying; the refusal ends with an accepted CONNACK, or
 // a PUBREC or PUBCOMP, respectively; a downgrade lasts until Close.
 //
+// # Keepalive
+//
+// The publisher sends a PINGREQ after Options.KeepAlive without sending,
+// and judges the connection by everything the broker sends, as Eddy's MQTT
+// source does: any bytes (a PUBREC, PUBCOMP, PUBACK or PINGRESP, or part of
+// one) prove it alive, and it is dropped only when a PINGREQ is unanswered
+// and nothing at all has arrived for KeepAlive since the later of the
+// PINGREQ and the last bytes (qos2.Session.Tick); at QoS 1 as at QoS 2. A
+// broker starved of CPU answers a PINGREQ only after the PUBLISHes and
+// PUBRELs queued before it, while its answers to those keep coming: judged
+// by the PINGRESP alone, such a connection was dropped and the window
+// published again into the same load, a reconnect loop. A broker that
+// goes silent is dropped within 2.5 × KeepAlive of the later of the last
+// packet sent and the last bytes received (the PINGREQ and the judgement a
+// keepalive each, at ticks of KeepAlive/4), and the publisher reconnects.
+// The reader stamps bytes as it reads them, on the monotonic clock, so
+// answers still waiting for the publisher (behind an fsync) count, and a
+// step of the wall clock changes nothing.
+//
 // # Costs
 //
 // Write encodes into a reused buffer and does not allocate. Publishing costs

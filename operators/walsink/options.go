@@ -35,7 +35,10 @@ type Options struct {
 	Password string
 	// TLS configures ssl:// and tls:// brokers; nil uses the system roots.
 	TLS *tls.Config
-	// KeepAlive is the MQTT keepalive. Default 30s; at least 1s.
+	// KeepAlive is the MQTT keepalive. Default 30s; at least 1s. It is
+	// also the ping timeout: the connection is dropped when a PINGREQ is
+	// unanswered and nothing at all came from the broker for KeepAlive
+	// (see the package doc, Keepalive).
 	KeepAlive time.Duration
 	// ReconnectMin and ReconnectMax bound the exponential reconnect backoff.
 	// Defaults 100ms and 30s.

@@ -176,7 +176,8 @@ func (s *Sink) serve(conn net.Conn) error {
 	quit := make(chan struct{})
 	defer close(quit)
 	var dead atomic.Bool
-	go readPackets(conn, in, quit, &dead)
+	clock := newReadClock()
+	go readPackets(conn, in, quit, &dead, clock)
 	go func() {
 		// Close ends a write blocked on a broker that stopped reading at
 		// once, rather than after the write deadline (the keepalive).
@@ -267,15 +268,8 @@ func (s *Sink) serve(conn net.Conn) error {
 			}
 			// Take every packet already here, so their steps share one
 			// WAL write and fsync.
-			for more := true; more; {
-				select {
-				case ev := <-in:
-					if err := s.step(ev); err != nil {
-						return err
-					}
-				default:
-					more = false
-				}
+			if _, err := s.stepQueued(in); err != nil {
+				return err
 			}
 			if !holdUntil.IsZero() {
 				// Answers are coming: hold on for the rest (at most one
@@ -283,8 +277,20 @@ func (s *Sink) serve(conn net.Conn) error {
 				// sent while holding).
 				holdUntil = time.Now().Add(groupCommitHold)
 			}
-		case now := <-tick.C:
-			s.sess.Tick(now)
+		case <-tick.C:
+			// The keepalive rule: any bytes from the broker prove it
+			// alive, not only a PINGRESP (package qos2, Tick). Packets
+			// already read are taken first (select may pick the tick over
+			// them), and the reader's clock counts bytes not yet taken:
+			// the broker's answers waiting here must not look like
+			// silence.
+			if n, err := s.stepQueued(in); err != nil {
+				return err
+			} else if n > 0 {
+				lastAnswer = time.Now()
+			}
+			s.sess.Received(clock.latest())
+			s.sess.Tick(time.Now())
 		case <-s.work:
 		case <-rateC:
 		case <-holdC:
@@ -315,6 +321,21 @@ func (s *Sink) serve(conn net.Conn) error {
 // 2-core machine (load average 30) in about half the runs, doubling the
 // fsyncs at 20 in flight (BENCHMARKS.md, WAL sink write amplification).
 const groupCommitHold = 20 * time.Millisecond
+
+// stepQueued steps every packet already read and waiting in in, and
+// returns how many.
+func (s *Sink) stepQueued(in <-chan incoming) (int, error) {
+	for n := 0; ; n++ {
+		select {
+		case ev := <-in:
+			if err := s.step(ev); err != nil {
+				return n, err
+			}
+		default:
+			return n, nil
+		}
+	}
+}
 
 func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
@@ -521,7 +542,7 @@ func (s *Sink) flushReady(conn net.Conn, pw *packetWriter, dead *atomic.Bool) er
 		s.inflight.Store(int64(s.sess.Inflight()))
 	}
 	if rd.Disconnect {
-		return errors.New("walsink: keepalive expired (no PINGRESP)")
+		return fmt.Errorf("walsink: keepalive expired: no PINGRESP, and nothing else from the broker for %v after the PINGREQ", s.opts.KeepAlive)
 	}
 	if sendErr != nil {
 		return fmt.Errorf("walsink: send: %w", sendErr)

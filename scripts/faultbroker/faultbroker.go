@@ -5,15 +5,19 @@
 // the client can remember, PINGRESPs held back while PUBLISH packets keep
 // flowing, a connection that goes silent, a connection closed.
 //
-// It is enough of a broker for Eddy's MQTT source: CONNECT/CONNACK with
-// persistent sessions (session present), SUBSCRIBE with + and # filters,
-// QoS 0 and 1 PUBLISH from clients routed to the subscribed sessions,
-// PINGREQ, DISCONNECT. Messages go to subscribers at QoS 1 (or 0 when
-// subscribed at 0) with an in-flight window per session; a reconnecting
-// session gets its unacknowledged messages again with DUP=1 first, as
-// MQTT 3.1.1 asks. QoS 2, retained messages, wills and authentication are
-// not implemented: a QoS 2 PUBLISH closes the connection. Packets are
-// encoded and decoded with paho's packets package.
+// It is enough of a broker for Eddy's MQTT source and for its exactly-once
+// sink as a publisher: CONNECT/CONNACK with persistent sessions (session
+// present), SUBSCRIBE with + and # filters, QoS 0, 1 and 2 PUBLISH from
+// clients routed to the subscribed sessions, PINGREQ, DISCONNECT. A QoS 2
+// PUBLISH is taken as mosquitto takes it: PUBREC, the message held under
+// its packet id in the client's session (across its connections) and
+// routed at the PUBREL, then PUBCOMP; a PUBLISH of an id already held is
+// answered with PUBREC and routed no second time. Messages go to
+// subscribers at QoS 1 (or 0 when subscribed at 0) with an in-flight
+// window per session; a reconnecting session gets its unacknowledged
+// messages again with DUP=1 first, as MQTT 3.1.1 asks. Retained messages,
+// wills and authentication are not implemented. Packets are encoded and
+// decoded with paho's packets package.
 //
 // Each message delivered to a session takes the session's next delivery
 // sequence number (1, 2, ...); faults name messages by it. The broker keeps
@@ -115,8 +119,11 @@ type session struct {
 	conn     *conn
 	claim    *conn // the latest connection to CONNECT, owner once CONNACKed
 	silent   bool
+	// held are the client's incoming QoS 2 messages, by packet id, PUBRECed
+	// and not released yet.
+	held map[uint16]message
 	// counters for tests
-	sent, ackedN, resent, pings int
+	sent, ackedN, resent, pings, connects int
 }
 
 // conn is one client connection.
@@ -236,8 +243,9 @@ type Stats struct {
 	// least once); Acked how many of those were acknowledged; Resent how
 	// many PUBLISH packets faults re-sent; Queued how many wait to be sent;
 	// Inflight how many are sent and not acknowledged; Pings how many
-	// PINGREQs its connections sent.
-	Delivered, Acked, Resent, Queued, Inflight, Pings int
+	// PINGREQs its connections sent; Connects how many connections
+	// CONNECTed to it.
+	Delivered, Acked, Resent, Queued, Inflight, Pings, Connects int
 	// Connected is whether the client has a connection.
 	Connected bool
 }
@@ -250,7 +258,7 @@ func (b *Broker) SessionStats(clientID string) Stats {
 	if s == nil {
 		return Stats{}
 	}
-	return Stats{Delivered: s.sent, Acked: s.ackedN, Resent: s.resent, Queued: len(s.queue), Inflight: len(s.inflight), Pings: s.pings, Connected: s.conn != nil}
+	return Stats{Delivered: s.sent, Acked: s.ackedN, Resent: s.resent, Queued: len(s.queue), Inflight: len(s.inflight), Pings: s.pings, Connects: s.connects, Connected: s.conn != nil}
 }
 
 // Publish routes a message to every session subscribed to topic, at QoS 1
@@ -268,7 +276,7 @@ func (b *Broker) Publish(topic string, payload []byte) {
 func (b *Broker) session(clientID string) *session {
 	s := b.sessions[clientID]
 	if s == nil {
-		s = &session{id: clientID, filters: map[string]byte{}, inflight: map[uint16]delivery{}}
+		s = &session{id: clientID, filters: map[string]byte{}, inflight: map[uint16]delivery{}, held: map[uint16]message{}}
 		b.sessions[clientID] = s
 	}
 	return s
@@ -437,8 +445,15 @@ func (c *conn) handle(p packets.ControlPacket) error {
 		ack.MessageID = p.MessageID
 		return c.write(ack)
 	case *packets.PublishPacket:
-		if p.Qos > 1 {
-			return errClose
+		if p.Qos == 2 {
+			c.b.mu.Lock()
+			if _, ok := c.s.held[p.MessageID]; !ok {
+				c.s.held[p.MessageID] = message{topic: p.TopicName, payload: p.Payload}
+			}
+			c.b.mu.Unlock()
+			ack := packets.NewControlPacket(packets.Pubrec).(*packets.PubrecPacket)
+			ack.MessageID = p.MessageID
+			return c.write(ack)
 		}
 		c.b.Publish(p.TopicName, p.Payload)
 		if p.Qos == 1 {
@@ -455,6 +470,21 @@ func (c *conn) handle(p packets.ControlPacket) error {
 		c.b.mu.Unlock()
 		c.acked = true
 		return nil
+	case *packets.PubrelPacket:
+		c.b.mu.Lock()
+		m, ok := c.s.held[p.MessageID]
+		delete(c.s.held, p.MessageID)
+		var wake []*conn
+		if ok {
+			wake = c.b.routeLocked(m)
+		}
+		c.b.mu.Unlock()
+		for _, w := range wake {
+			w.wake()
+		}
+		ack := packets.NewControlPacket(packets.Pubcomp).(*packets.PubcompPacket)
+		ack.MessageID = p.MessageID
+		return c.write(ack)
 	case *packets.PingreqPacket:
 		c.b.mu.Lock()
 		d := c.b.pingDelay
@@ -502,10 +532,11 @@ func (c *conn) connect(p *packets.ConnectPacket) error {
 		delete(b.sessions, p.ClientIdentifier)
 		s = nil
 	}
-	present := s != nil && (len(s.filters) > 0 || s.nextSeq > 0)
+	present := s != nil && (len(s.filters) > 0 || s.nextSeq > 0 || s.connects > 0)
 	if s == nil {
 		s = b.session(p.ClientIdentifier)
 	}
+	s.connects++
 	// The session is nobody's until the CONNACK is out: no PUBLISH may
 	// precede it, and the old connection stops sending.
 	s.conn, s.claim, c.s = nil, c, s

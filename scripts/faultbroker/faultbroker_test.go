@@ -217,3 +217,63 @@ func TestBroker_PingDelayAndSilence(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, func() bool { return !b.Connected("raw") })
 }
+
+// TestBroker_QoS2FromClient: a QoS 2 PUBLISH is answered with PUBREC and
+// held, also across a reconnect; a repeat of the held id is answered again
+// and routed no second time; the PUBREL routes it once and gets PUBCOMP.
+func TestBroker_QoS2FromClient(t *testing.T) {
+	b := start(t, Options{})
+	nc, r := rawClient(t, b, "raw") // subscribed to # at QoS 0: sees its own messages
+	publish := func(id uint16, payload string, dup bool) {
+		t.Helper()
+		pp := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+		pp.Qos, pp.Dup, pp.MessageID, pp.TopicName, pp.Payload = 2, dup, id, "up/x", []byte(payload)
+		if err := pp.Write(nc); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := read(t, nc, r).(*packets.PubrecPacket); !ok || p.MessageID != id {
+			t.Fatalf("got %v, want PUBREC %d", p, id)
+		}
+	}
+	release := func(id uint16, payload string) {
+		t.Helper()
+		rel := packets.NewControlPacket(packets.Pubrel).(*packets.PubrelPacket)
+		rel.MessageID = id
+		if err := rel.Write(nc); err != nil {
+			t.Fatal(err)
+		}
+		// The PUBCOMP and the routed message, in either order; then a
+		// PINGRESP and nothing before it: no second delivery.
+		var comp, msg bool
+		for range 2 {
+			switch p := read(t, nc, r).(type) {
+			case *packets.PubcompPacket:
+				comp = p.MessageID == id
+			case *packets.PublishPacket:
+				msg = string(p.Payload) == payload
+			default:
+				t.Fatalf("got %v", p)
+			}
+		}
+		if !comp || !msg {
+			t.Fatalf("PUBCOMP %d %v, message %q %v", id, comp, payload, msg)
+		}
+		if err := packets.NewControlPacket(packets.Pingreq).Write(nc); err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := read(t, nc, r).(*packets.PingrespPacket); !ok {
+			t.Fatalf("got %v, want PINGRESP", p)
+		}
+	}
+	publish(7, "a", false)
+	publish(7, "a", true)
+	release(7, "a")
+	publish(8, "b", false)
+	nc.Close()
+	nc, r = rawClient(t, b, "raw")
+	publish(8, "b", true)
+	release(8, "b")
+	if st := b.SessionStats("raw"); st.Connects != 2 {
+		t.Fatalf("stats %+v, want 2 connects", st)
+	}
+}

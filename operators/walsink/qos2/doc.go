@@ -1,11 +1,12 @@
 // Package qos2 is the WAL sink's MQTT 3.1.1 QoS 2 publish session as a pure
 // state machine, shaped like raft's RawNode: no sockets, files, goroutines
 // or clocks inside. The driver feeds it messages to publish (Publish), the
-// broker's packets (Step), connection changes (Connected, Disconnected) and
-// the time (Tick), and takes its work out as a Ready:
+// broker's packets (Step) and when its bytes arrived (Received), connection
+// changes (Connected, Disconnected) and the time (Tick), and takes its work
+// out as a Ready:
 //
 //	for {
-//		... s.Publish / s.Step / s.Tick ...
+//		... s.Publish / s.Step / s.Received / s.Tick ...
 //		if s.HasReady() {
 //			rd := s.Ready()
 //			persist rd.Records in ONE write; fsync if rd.MustSync
@@ -78,7 +79,15 @@
 // Disconnected and is published again (DUP, same id) on the next
 // connection: a broker that kept the id delivers nothing twice, one that
 // dropped it takes it. A PUBACK (a broker that downgrades QoS 2 to 1) ends
-// a flow at StepPublishSent like a PUBCOMP. Tick sends PINGREQ when nothing was sent for KeepAlive and asks
-// the driver to drop the connection (Ready.Disconnect) when a PINGRESP is
-// more than KeepAlive late.
+// a flow at StepPublishSent like a PUBCOMP.
+//
+// Tick sends PINGREQ when nothing was sent for KeepAlive. Any bytes from
+// the broker prove the connection alive (the driver reports them with
+// Received): Tick asks the driver to drop the connection (Ready.Disconnect)
+// only when a PINGREQ is unanswered and nothing at all has arrived for
+// KeepAlive since the later of the PINGREQ and the last bytes — the rule
+// of Eddy's MQTT source. A PINGRESP merely late, with PUBRECs, PUBCOMPs or
+// PUBACKs arriving meanwhile, is a broker starved of CPU working through
+// the packets ahead of the PINGREQ, not a dead one; dropping it would
+// re-send the window into the same load, over and over.
 package qos2

@@ -88,7 +88,9 @@ type Config struct {
 	// MaxInflight is the maximum number of open flows, 1..65535: the
 	// largest window SetWindow may set, and the window until it does.
 	MaxInflight int
-	// KeepAlive is the MQTT keepalive; 0 disables PINGREQ.
+	// KeepAlive is the MQTT keepalive; 0 disables PINGREQ and the
+	// liveness rule (see Tick). It is also the ping timeout: how long the
+	// broker may stay silent after a PINGREQ.
 	KeepAlive time.Duration
 }
 
@@ -132,6 +134,7 @@ type Session struct {
 	releasing    int // of those, flows at StepPubrecReceived (PUBREL out)
 
 	lastSent    time.Time
+	lastRecv    time.Time // of the latest bytes from the broker (Received)
 	pingSentAt  time.Time
 	pingPending bool
 
@@ -238,7 +241,7 @@ func (s *Session) Retried() uint64 { return s.retried }
 func (s *Session) Connected(now time.Time) {
 	s.connected = true
 	s.pingPending = false
-	s.lastSent = now
+	s.lastSent, s.lastRecv = now, now // the CONNACK just came
 	for i, f := range s.flows {
 		f.parked = i >= s.window
 		if !f.parked {
@@ -454,13 +457,39 @@ func (s *Session) complete(f *flow) {
 	}
 }
 
+// Received tells the session that bytes from the broker arrived at at: any
+// packet, or any part of one, proves the connection alive (see Tick). The
+// driver calls it for what it read since the last call, at the latest
+// before each Tick; a time before one already given changes nothing.
+// Without it the session knows only of PINGRESPs and judges by them alone.
+func (s *Session) Received(at time.Time) {
+	if at.After(s.lastRecv) {
+		s.lastRecv = at
+	}
+}
+
 // Tick advances the session's clock: it queues a PINGREQ when nothing was
-// sent for KeepAlive, and disconnects when a PINGRESP is overdue.
+// sent for KeepAlive, and disconnects (Ready.Disconnect) when that PINGREQ
+// is unanswered and nothing at all has arrived from the broker (Received)
+// for KeepAlive since the later of the PINGREQ and the last bytes.
+//
+// A late PINGRESP alone is no sign of a dead connection: a broker starved
+// of CPU reads a client's packets a few at a time, so a PINGREQ sent
+// behind a window of PUBLISHes and PUBRELs is answered only after all of
+// them, while the PUBRECs, PUBCOMPs and PUBACKs for them keep coming.
+// Dropping such a connection would throw away the broker's progress and
+// re-send the window on the next one, under the same load: a reconnect
+// loop. A broker that sends nothing at all is still dropped: at the first
+// Tick at or after KeepAlive past the later of the PINGREQ and its last
+// bytes, and the PINGREQ leaves at the first Tick at or after KeepAlive
+// without sending, so within 2 × KeepAlive (plus twice the driver's tick
+// interval) of the later of the last packet sent and the last bytes
+// received.
 func (s *Session) Tick(now time.Time) {
 	if !s.connected || s.cfg.KeepAlive <= 0 {
 		return
 	}
-	if s.pingPending && now.Sub(s.pingSentAt) >= s.cfg.KeepAlive {
+	if s.pingPending && now.Sub(later(s.pingSentAt, s.lastRecv)) >= s.cfg.KeepAlive {
 		s.Disconnected()
 		s.rd.Disconnect = true
 		return
@@ -474,6 +503,13 @@ func (s *Session) Tick(now time.Time) {
 
 // Sent tells the session packets went out at now (resets the keepalive).
 func (s *Session) Sent(now time.Time) { s.lastSent = now }
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
 
 // HasReady reports whether Ready has work.
 func (s *Session) HasReady() bool {

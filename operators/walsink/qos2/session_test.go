@@ -207,18 +207,64 @@ func TestSession_Flow(t *testing.T) {
 			},
 		},
 		{
-			name: "keepalive: PINGREQ after idle, disconnect when PINGRESP is late",
+			name: "keepalive: PINGREQ after idle; a PINGRESP late with nothing else from the broker disconnects",
 			cfg:  Config{MaxInflight: 1, KeepAlive: 10 * time.Second},
 			ops: []op{
 				{func(s *Session) { s.Tick(t0.Add(9 * time.Second)) }, ""},
 				{func(s *Session) { s.Tick(t0.Add(10 * time.Second)) }, "PINGREQ"},
 				{func(s *Session) {
+					s.Received(t0.Add(10 * time.Second))
 					s.Step(Pingresp, 0)
 					s.Sent(t0.Add(10 * time.Second))
 					s.Tick(t0.Add(19 * time.Second))
 				}, ""},
 				{func(s *Session) { s.Tick(t0.Add(20 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) { s.Tick(t0.Add(30*time.Second - time.Nanosecond)) }, ""},
 				{func(s *Session) { s.Tick(t0.Add(30 * time.Second)) }, "disconnect"},
+			},
+		},
+		{
+			name: "keepalive: acks while the PINGRESP is overdue keep the connection; silence after them disconnects",
+			cfg:  Config{MaxInflight: 2, KeepAlive: 10 * time.Second},
+			ops: []op{
+				{func(s *Session) { pub(s, 1); pub(s, 2); s.Sent(t0) }, "rec(1,1,publish-sent) rec(2,2,publish-sent) PUBLISH(1,m1) PUBLISH(2,m2)"},
+				{func(s *Session) { s.Tick(t0.Add(10 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) {
+					s.Received(t0.Add(19 * time.Second))
+					s.Step(Pubrec, 1)
+				}, "rec(1,1,pubrec-received) sync PUBREL(1)"},
+				// The PINGRESP is a keepalive late: the PUBREC a second
+				// ago proves the broker alive.
+				{func(s *Session) { s.Sent(t0.Add(19 * time.Second)); s.Tick(t0.Add(20 * time.Second)) }, ""},
+				{func(s *Session) {
+					s.Received(t0.Add(28 * time.Second))
+					s.Step(Pubcomp, 1)
+				}, "rec(1,1,pubcomp-received) done(1)"},
+				{func(s *Session) { s.Tick(t0.Add(37 * time.Second)) }, ""},
+				// Nothing for a keepalive since the PUBCOMP.
+				{func(s *Session) { s.Tick(t0.Add(38 * time.Second)) }, "disconnect"},
+			},
+		},
+		{
+			name: "keepalive: bytes before the PINGREQ do not extend its wait; an older time does not move the clock back",
+			cfg:  Config{MaxInflight: 1, KeepAlive: 10 * time.Second},
+			ops: []op{
+				{func(s *Session) { s.Received(t0.Add(5 * time.Second)); s.Tick(t0.Add(10 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) { s.Received(t0.Add(15 * time.Second)); s.Received(t0.Add(12 * time.Second)) }, ""},
+				{func(s *Session) { s.Tick(t0.Add(24 * time.Second)) }, ""},
+				{func(s *Session) { s.Tick(t0.Add(25 * time.Second)) }, "disconnect"},
+			},
+		},
+		{
+			name: "keepalive: a late PINGRESP ends the wait; the next PINGREQ waits for a keepalive without sending",
+			cfg:  Config{MaxInflight: 1, KeepAlive: 10 * time.Second},
+			ops: []op{
+				{func(s *Session) { s.Tick(t0.Add(10 * time.Second)); s.Sent(t0.Add(10 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) { s.Received(t0.Add(18 * time.Second)); s.Tick(t0.Add(25 * time.Second)) }, ""},
+				{func(s *Session) { s.Received(t0.Add(26 * time.Second)); s.Step(Pingresp, 0) }, ""},
+				{func(s *Session) { pub(s, 1); s.Sent(t0.Add(27 * time.Second)); s.Tick(t0.Add(36 * time.Second)) }, "rec(1,1,publish-sent) PUBLISH(1,m1)"},
+				{func(s *Session) { s.Tick(t0.Add(37 * time.Second)); s.Sent(t0.Add(37 * time.Second)) }, "PINGREQ"},
+				{func(s *Session) { s.Tick(t0.Add(47 * time.Second)) }, "disconnect"},
 			},
 		},
 	}
@@ -439,4 +485,116 @@ func TestSession_Awaiting(t *testing.T) {
 	s.Connected(t0)
 	ready(t, s)
 	check("resumed", 2, false, 0)
+}
+
+// TestSession_KeepaliveStarvedBroker models a broker starved of CPU: after
+// a stall of more than a keepalive it takes the client's packets one every
+// 500 ms, in the order sent, and answers each at once. The PINGREQ the
+// stall brought waits behind the window of 200 PUBLISHes, the next one
+// behind 200 PUBRELs: each is answered over a minute late while PUBRECs
+// and PUBCOMPs keep coming, and the connection stays up until every flow
+// is complete. Then the broker goes silent, and the session disconnects a
+// keepalive after the PINGREQ that follows (at a tick), within the bound
+// Tick states.
+func TestSession_KeepaliveStarvedBroker(t *testing.T) {
+	const (
+		keepAlive = 4 * time.Second
+		tick      = time.Second // the driver ticks at keepalive / 4
+		step      = 100 * time.Millisecond
+		stall     = 5 * time.Second
+		perPacket = 500 * time.Millisecond
+		window    = 200
+	)
+	s := New(Config{MaxInflight: window, KeepAlive: keepAlive})
+	now := t0
+	s.Connected(now)
+	type packet struct {
+		kind PacketKind
+		id   uint16
+		at   time.Time // sent
+	}
+	var (
+		queue        []packet // at the broker, not read yet
+		done         int
+		pings        int
+		worstLate    time.Duration // the latest PINGRESP, after its PINGREQ
+		lastSent     time.Time
+		lastRecv     = now
+		disconnected time.Time
+	)
+	// drive is the driver's part: persist, send, advance.
+	drive := func() {
+		if !s.HasReady() {
+			return
+		}
+		rd := s.Ready()
+		for _, p := range rd.Packets {
+			queue = append(queue, packet{p.Kind, p.ID, now})
+			if p.Kind == PacketPingreq {
+				pings++
+			}
+		}
+		if len(rd.Packets) > 0 {
+			s.Sent(now)
+			lastSent = now
+		}
+		done += len(rd.Completed)
+		if rd.Disconnect {
+			disconnected = now
+		}
+		s.Advance()
+	}
+	for seq := uint64(1); seq <= window; seq++ {
+		pub(s, seq)
+	}
+	drive()
+	silent := false
+	nextTake := t0.Add(stall)
+	for disconnected.IsZero() {
+		now = now.Add(step)
+		if now.Sub(t0) > 10*time.Minute {
+			t.Fatalf("still connected after %v: %d of %d flows done", now.Sub(t0), done, window)
+		}
+		if !silent && len(queue) > 0 && !now.Before(nextTake) {
+			p := queue[0]
+			queue = queue[1:]
+			nextTake = now.Add(perPacket)
+			s.Received(now)
+			lastRecv = now
+			var err error
+			switch p.kind {
+			case PacketPublish:
+				err = s.Step(Pubrec, p.id)
+			case PacketPubrel:
+				err = s.Step(Pubcomp, p.id)
+			case PacketPingreq:
+				worstLate = max(worstLate, now.Sub(p.at))
+				err = s.Step(Pingresp, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			drive()
+		}
+		if done == window && len(queue) == 0 {
+			silent = true
+		}
+		if now.Sub(t0)%tick == 0 {
+			s.Tick(now)
+			drive()
+		}
+	}
+	if done != window || !silent {
+		t.Fatalf("disconnected at %v with %d of %d flows done (broker silent: %v)", disconnected.Sub(t0), done, window, silent)
+	}
+	if pings < 3 || worstLate < 10*keepAlive {
+		t.Fatalf("%d PINGREQs, the latest answered %v after it: the broker was not starved enough to test anything", pings, worstLate)
+	}
+	quiet := disconnected.Sub(lastRecv)
+	if bound := 2*keepAlive + 2*tick; quiet < keepAlive || disconnected.Sub(later(lastSent, lastRecv)) > bound {
+		t.Fatalf("disconnected %v after the broker's last bytes (%v after the last packet either way), want at least %v and within %v",
+			quiet, disconnected.Sub(later(lastSent, lastRecv)), keepAlive, bound)
+	}
+	t.Logf("%d flows over %v with PINGRESPs up to %v late; silent broker dropped %v after its last bytes",
+		window, lastRecv.Sub(t0), worstLate, quiet)
 }
