@@ -60,6 +60,23 @@ func (c *checkpointer) activity() uint64 {
 // State that changes without input or exactly-once output (TTL cleanup,
 // firings to at-least-once sinks) is checkpointed with the next change; a
 // restore meanwhile repeats that cleanup or at-least-once output.
+//
+// A full ingest log is never unchanged: its intake holds messages until a
+// checkpoint lets the log shrink (truncateIngest), and holding them is what
+// keeps the sources from forwarding anything once the pipelines have read
+// the log to its end. Skipping would wait for input that only a checkpoint
+// can let in.
 func (c *checkpointer) unchanged() bool {
-	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity
+	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity && !c.ingestFull()
+}
+
+// ingestFull reports whether a source's ingest log refuses appends because
+// it is full (ingest.Log.Full).
+func (c *checkpointer) ingestFull() bool {
+	for _, s := range c.sources {
+		if s.ilog != nil && s.ilog.Full() {
+			return true
+		}
+	}
+	return false
 }

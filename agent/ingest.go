@@ -56,6 +56,10 @@ type logIntake struct {
 
 	mu         sync.Mutex // serializes dedup and Append between intake paths
 	lastCommit time.Time  // start of the last Append, for linger
+	// fullSince is when the log refused a batch as full (ingest.ErrFull),
+	// zero while it takes them: one warning when it fills, one line when
+	// ingest resumes, rather than one per batch held.
+	fullSince time.Time
 }
 
 // commitAfter is when the next commit may start (linger); the zero time when
@@ -195,17 +199,21 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	if len(in.entries) == 0 {
 		return nil
 	}
-	warned := false
 	for {
 		wait := 200 * time.Millisecond
 		switch err := in.appendOnce(); {
 		case err == nil || !in.waitsFor(err):
+			if err == nil && !in.fullSince.IsZero() {
+				in.logger.Info("ingest log has room again: ingest resumes", "source", in.name,
+					"held", time.Since(in.fullSince).Round(time.Millisecond), "bytes", in.log.SizeBytes())
+				in.fullSince = time.Time{}
+			}
 			return err
 		case errors.Is(err, ingest.ErrFull):
-			if !warned {
+			if in.fullSince.IsZero() {
 				in.logger.Warn("ingest log full: holding messages unacked until checkpoints let it shrink", "source", in.name,
 					"bytes", in.log.SizeBytes())
-				warned = true
+				in.fullSince = time.Now()
 			}
 		default:
 			wait = noSpaceRetry // the disk is full, or the budget reached: see appendOnce

@@ -206,6 +206,7 @@ type Log struct {
 	synced atomic.Uint64 // last offset known fsynced
 	size   atomic.Int64  // bytes of all segment files
 	isShut atomic.Bool   // Close was called
+	full   atomic.Bool   // the last Append met ErrFull (Full)
 
 	errMu  sync.Mutex
 	stuck  error // first I/O failure: the log refuses further writes
@@ -417,6 +418,7 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 		need += int64(headerLen * l.newSegments(buf))
 	}
 	if l.size.Load()+need > l.opts.MaxDiskBytes {
+		l.full.Store(true)
 		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
 	}
 	end, size := l.writeEnd, l.size.Load()
@@ -430,6 +432,7 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 		}
 	}
 	l.next = last + 1
+	l.full.Store(false)
 	l.publish(last)
 	if cap(l.raw) > maxKeptBuffer {
 		l.raw = nil
@@ -705,6 +708,13 @@ func (l *Log) FirstOffset() uint64 {
 // append): written in AfterWrite mode, written and fsynced in AfterFsync
 // mode.
 func (l *Log) LastOffset() uint64 { return l.last.Load() }
+
+// Full reports whether an Append was refused with ErrFull and none has
+// succeeded since: the caller holds messages until Truncate frees space. Truncate does not clear it
+// (the held batch may still not fit); the next successful Append does. The
+// checkpoint side reads it to keep taking checkpoints, and to truncate
+// below the newest one, while the log waits for room.
+func (l *Log) Full() bool { return l.full.Load() }
 
 // SizeBytes is the size of all segment files together.
 func (l *Log) SizeBytes() int64 { return l.size.Load() }

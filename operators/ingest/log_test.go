@@ -155,9 +155,15 @@ func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
 	if l.SizeBytes() > opts.MaxDiskBytes {
 		t.Fatalf("size %d exceeds max %d", l.SizeBytes(), opts.MaxDiskBytes)
 	}
+	if !l.Full() {
+		t.Fatal("Full() = false after ErrFull")
+	}
 	last, size := l.LastOffset(), l.SizeBytes()
 	if err := l.Truncate(last / 2); err != nil {
 		t.Fatal(err)
+	}
+	if !l.Full() {
+		t.Fatal("Full() = false after Truncate, before an Append succeeded")
 	}
 	if l.SizeBytes() >= size {
 		t.Fatalf("Truncate freed nothing: %d → %d bytes", size, l.SizeBytes())
@@ -167,6 +173,9 @@ func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
 		t.Fatalf("first offset %d after Truncate(%d)", first, last/2)
 	}
 	mustAppend(t, l, 2, 2)
+	if l.Full() {
+		t.Fatal("Full() = true after an Append succeeded")
+	}
 	readAll(t, l, first)
 	if _, err := l.Reader(first - 1); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("Reader below first = %v, want ErrTruncated", err)
