@@ -26,7 +26,7 @@ func TestIngestFull_BurstLargerThanLogDrains(t *testing.T) {
 	const client, total = "eddy-ingest-full", 150_000
 	g := readingGen{devices: 100, stepUs: 5000}
 	b := startFaultBroker(t)
-	run := newCrashRun(t, ingestFullConfig, "%BROKER%", b.URL(), "%CLIENT%", client, "%INTERVAL%", "1s")
+	run := newCrashRun(t, ingestFullConfig, "%BROKER%", b.URL(), "%CLIENT%", client, "%INTERVAL%", "10s")
 	run.start()
 	g.publish(t, b, 0, total, 0)
 	b.Publish(g.flush(total))
