@@ -201,6 +201,9 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	}
 	for {
 		wait := 200 * time.Millisecond
+		// Taken before the append: a Truncate between the two wakes the
+		// retry at once rather than after wait.
+		freed := in.log.Freed()
 		switch err := in.appendOnce(); {
 		case err == nil || !in.waitsFor(err):
 			if err == nil && !in.fullSince.IsZero() {
@@ -221,6 +224,7 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-freed:
 		case <-time.After(wait):
 		}
 	}

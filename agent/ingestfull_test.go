@@ -103,3 +103,32 @@ func TestTruncateIngest_FullLogShrinksToNewestCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointer_IngestWaits: a full ingest log whose reader has
+// forwarded everything asks for a checkpoint at once when something was
+// forwarded since the last trigger, or, with nothing forwarded, when the
+// last checkpoint completed before the log filled (it truncated only below
+// the oldest retained one); not while the reader is behind, and not again
+// once a checkpoint completed with the log full.
+func TestCheckpointer_IngestWaits(t *testing.T) {
+	l, last := fillLog(t, true)
+	s := &sourceRunner{name: "s", ilog: l}
+	c := &checkpointer{sources: []*sourceRunner{s}}
+	s.pos.Store(last - 1)
+	s.sent.Add(1)
+	if c.ingestWaits() {
+		t.Fatal("ingestWaits() = true with the reader behind the log's end")
+	}
+	s.pos.Store(last)
+	if !c.ingestWaits() {
+		t.Fatal("ingestWaits() = false: full log read to its end, something forwarded since the last trigger")
+	}
+	c.trigActivity = c.activity()
+	if !c.ingestWaits() {
+		t.Fatal("ingestWaits() = false: nothing forwarded, but the last checkpoint completed before the log filled")
+	}
+	c.fullAtDone = true
+	if c.ingestWaits() {
+		t.Fatal("ingestWaits() = true: nothing forwarded and the last checkpoint completed with the log full")
+	}
+}

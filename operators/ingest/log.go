@@ -215,6 +215,12 @@ type Log struct {
 		ch      chan struct{} // closed and replaced when last advances
 		waiting atomic.Int32
 	}
+	// freed is closed and replaced when Truncate deletes a segment, so a
+	// caller holding a batch refused as ErrFull retries at once (Freed).
+	freed struct {
+		sync.Mutex
+		ch chan struct{}
+	}
 	done     chan struct{} // closed by Close
 	stopSync chan struct{}
 	syncDone chan struct{}
@@ -246,6 +252,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{}), version: writeVersion(opts.Compression)}
 	l.notify.ch = make(chan struct{})
+	l.freed.ch = make(chan struct{})
 	if err := l.load(); err != nil {
 		lock.Close()
 		return nil, err
@@ -655,6 +662,15 @@ func (l *Log) Truncate(below uint64) error {
 	if l.closed {
 		return ErrClosed
 	}
+	freed := false
+	defer func() {
+		if freed {
+			l.freed.Lock()
+			close(l.freed.ch)
+			l.freed.ch = make(chan struct{})
+			l.freed.Unlock()
+		}
+	}()
 	for len(l.segs) > 1 && l.segs[1].first <= below {
 		s := l.segs[0]
 		path := filepath.Join(l.dir, segmentName(s.first))
@@ -665,8 +681,18 @@ func (l *Log) Truncate(below uint64) error {
 		l.segs = slices.Delete(l.segs, 0, 1)
 		l.vis.Unlock()
 		l.size.Add(-s.end)
+		freed = true
 	}
 	return nil
+}
+
+// Freed returns a channel closed when a later Truncate deletes a segment.
+// Take it before an Append that may meet ErrFull, then wait on it (and a
+// timer): space freed between the two is not missed.
+func (l *Log) Freed() <-chan struct{} {
+	l.freed.Lock()
+	defer l.freed.Unlock()
+	return l.freed.ch
 }
 
 // Wait returns nil as soon as an entry with an offset greater than after is

@@ -159,8 +159,22 @@ func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
 		t.Fatal("Full() = false after ErrFull")
 	}
 	last, size := l.LastOffset(), l.SizeBytes()
+	freed := l.Freed()
+	if err := l.Truncate(1); err != nil { // deletes nothing
+		t.Fatal(err)
+	}
+	select {
+	case <-freed:
+		t.Fatal("Freed closed by a Truncate that deleted nothing")
+	default:
+	}
 	if err := l.Truncate(last / 2); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-freed:
+	default:
+		t.Fatal("Freed not closed by a Truncate that deleted a segment")
 	}
 	if !l.Full() {
 		t.Fatal("Full() = false after Truncate, before an Append succeeded")
