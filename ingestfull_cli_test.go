@@ -58,3 +58,33 @@ func TestIngestFull_BurstLargerThanLogDrains(t *testing.T) {
 	}
 	t.Logf("%d readings through a 1 MiB ingest log: %d fills", total, fills)
 }
+
+// TestIngestFull_LargeReadingsDrain: readings of 8 KiB, so that one batch
+// of the MQTT source (up to 512 messages, 4 MiB) is larger than the whole
+// 1 MiB ingest log. Such a batch would wait for room the log can never
+// have however far it is truncated; the intake appends it in parts the log
+// can always take. The log fills, and every reading is acknowledged and
+// counted once.
+func TestIngestFull_LargeReadingsDrain(t *testing.T) {
+	t.Parallel()
+	const client, total = "eddy-ingest-full-large", 5_000
+	g := readingGen{devices: 100, stepUs: 5000}
+	pad := `,"pad":"` + strings.Repeat("x", 8192) + `"}`
+	b := startFaultBroker(t)
+	run := newCrashRun(t, ingestFullConfig, "%BROKER%", b.URL(), "%CLIENT%", client, "%INTERVAL%", "1s")
+	run.start()
+	for j := range total {
+		topic, payload := g.message(j)
+		b.Publish(topic, append(payload[:len(payload)-1:len(payload)-1], pad...))
+	}
+	b.Publish(g.flush(total))
+	waitAcked(t, b, client, total+1, 45*time.Second)
+	want := g.expected(total)
+	got := withoutFlush(run.finalResults(len(want)))
+	sameWindows(t, want, got, 0)
+	out := run.p.output()
+	fills := strings.Count(out, "ingest log full: holding messages unacked")
+	if resumes := strings.Count(out, "ingest log has room again: ingest resumes"); fills == 0 || resumes != fills {
+		t.Errorf("%d lines saying the ingest log is full, %d saying ingest resumes: want some, each followed by one", fills, resumes)
+	}
+}

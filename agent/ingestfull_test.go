@@ -132,3 +132,25 @@ func TestCheckpointer_IngestWaits(t *testing.T) {
 		t.Fatal("ingestWaits() = true: nothing forwarded and the last checkpoint completed with the log full")
 	}
 }
+
+// TestBatchFits: a batch is cut where its entries, each its size plus
+// ingest.EntryOverhead, pass the limit; at least one entry goes, however
+// large.
+func TestBatchFits(t *testing.T) {
+	o := int(ingest.EntryOverhead)
+	for _, tt := range []struct {
+		sizes []int
+		limit int64
+		want  int
+	}{
+		{[]int{10, 10, 10}, int64(3 * (10 + o)), 3},
+		{[]int{10, 10, 10}, int64(3*(10+o) - 1), 2},
+		{[]int{1000, 10}, 100, 1},
+		{[]int{10, 1000}, 100, 1},
+		{nil, 100, 0},
+	} {
+		if got := batchFits(len(tt.sizes), tt.limit, func(i int) int { return tt.sizes[i] }); got != tt.want {
+			t.Errorf("batchFits(%v, %d) = %d, want %d", tt.sizes, tt.limit, got, tt.want)
+		}
+	}
+}

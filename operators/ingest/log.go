@@ -735,6 +735,19 @@ func (l *Log) FirstOffset() uint64 {
 // mode.
 func (l *Log) LastOffset() uint64 { return l.last.Load() }
 
+// EntryOverhead is the most bytes an entry takes in a segment besides its
+// topic and payload (its record's flags, arrival and lengths); frames and
+// segment headers come on top, per batch.
+const EntryOverhead = 32
+
+// MaxBatchBytes bounds a batch that Append can always take once Truncate
+// has deleted every sealed segment, counting each entry as its topic,
+// payload and EntryOverhead: half of MaxDiskBytes less a full active
+// segment, the other half a margin for frame and segment headers. A batch
+// of more may meet ErrFull however far the log is truncated, and so wait
+// for good: split it. A single entry that Fits always fits then too.
+func (l *Log) MaxBatchBytes() int64 { return (l.opts.MaxDiskBytes - l.opts.SegmentBytes) / 2 }
+
 // Full reports whether an Append was refused with ErrFull and none has
 // succeeded since: the caller holds messages until Truncate frees space. Truncate does not clear it
 // (the held batch may still not fit); the next successful Append does. The

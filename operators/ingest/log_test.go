@@ -523,3 +523,34 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestLog_MaxBatchBytes: once Truncate has deleted every sealed segment, a
+// batch of MaxBatchBytes (each entry counted as its topic, payload and
+// EntryOverhead) is appended, whether of many small entries or of a few
+// large ones.
+func TestLog_MaxBatchBytes(t *testing.T) {
+	for _, size := range []int{1, 100, 900} {
+		l := mustOpen(t, t.TempDir(), Options{SegmentBytes: 1 << 10, MaxDiskBytes: 4 << 10})
+		for {
+			_, _, err := l.Append([]Entry{{Topic: []byte("t"), Payload: make([]byte, 100)}})
+			if errors.Is(err, ErrFull) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Truncate(l.LastOffset() + 1); err != nil {
+			t.Fatal(err)
+		}
+		var batch []Entry
+		for n := int64(size + EntryOverhead); n <= l.MaxBatchBytes() || len(batch) == 0; n += int64(size + EntryOverhead) {
+			batch = append(batch, Entry{Payload: make([]byte, size)})
+		}
+		if _, _, err := l.Append(batch); err != nil {
+			t.Errorf("%d entries of %d bytes (MaxBatchBytes %d) after truncating to the active segment: %v",
+				len(batch), size, l.MaxBatchBytes(), err)
+		}
+		l.Close()
+	}
+}
