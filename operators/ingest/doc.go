@@ -24,7 +24,7 @@
 // On ErrFull nothing was written: keep the batch and its messages unacked
 // (the broker's in-flight window then stops the flow) and retry after the
 // checkpoint coordinator's Truncate has freed space (Freed says when).
-// Full reports that state until an Append succeeds again. Split batches
+// Full reports that state until an Append fits again. Split batches
 // larger than MaxBatchBytes: only a batch within it is sure to fit once
 // Truncate has deleted every sealed segment. Dropping the batch instead
 // (without Discard) would leave Dedup believing it was logged.

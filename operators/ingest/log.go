@@ -428,6 +428,7 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 		l.full.Store(true)
 		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
 	}
+	l.full.Store(false) // it fits; should the disk refuse it, that is ErrNoSpace, not Full
 	end, size := l.writeEnd, l.size.Load()
 	if err := l.write(buf); err != nil {
 		return 0, 0, l.failOrUndo(err, end, size)
@@ -439,7 +440,6 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 		}
 	}
 	l.next = last + 1
-	l.full.Store(false)
 	l.publish(last)
 	if cap(l.raw) > maxKeptBuffer {
 		l.raw = nil
@@ -748,9 +748,10 @@ const EntryOverhead = 32
 // for good: split it. A single entry that Fits always fits then too.
 func (l *Log) MaxBatchBytes() int64 { return (l.opts.MaxDiskBytes - l.opts.SegmentBytes) / 2 }
 
-// Full reports whether an Append was refused with ErrFull and none has
-// succeeded since: the caller holds messages until Truncate frees space. Truncate does not clear it
-// (the held batch may still not fit); the next successful Append does. The
+// Full reports whether the last Append that got as far as comparing its
+// batch with MaxDiskBytes was refused with ErrFull: the caller holds
+// messages until Truncate frees space. Truncate does not clear it
+// (the held batch may still not fit); the next Append that fits does. The
 // checkpoint side reads it to keep taking checkpoints, and to truncate
 // below the newest one, while the log waits for room.
 func (l *Log) Full() bool { return l.full.Load() }
