@@ -60,6 +60,55 @@ func (c *checkpointer) activity() uint64 {
 // State that changes without input or exactly-once output (TTL cleanup,
 // firings to at-least-once sinks) is checkpointed with the next change; a
 // restore meanwhile repeats that cleanup or at-least-once output.
+//
+// A full ingest log is never unchanged: its intake holds messages until a
+// checkpoint lets the log shrink (truncateIngest), and holding them is what
+// keeps the sources from forwarding anything once the pipelines have read
+// the log to its end. Skipping would wait for input that only a checkpoint
+// can let in.
 func (c *checkpointer) unchanged() bool {
-	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity
+	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity && !c.ingestFull()
+}
+
+// ingestWaits reports whether a checkpoint now, rather than at the end of
+// the interval, is what the pipelines wait for: a source's ingest log is
+// full and its reader has forwarded everything in it. Only a checkpoint
+// lets that log shrink (truncateIngest, below the newest checkpoint while
+// it is full); without this a burst larger than ingest { max_disk } would
+// pass at one log's worth per interval, the device idle in between.
+//
+// It asks when something was forwarded since the last checkpoint was
+// triggered, so the next holds a newer position. With nothing forwarded it
+// asks only if the last checkpoint completed while no log was full: that
+// one truncated below the oldest retained checkpoint, and one at the same
+// position, completing while the log is full, truncates below itself. Once
+// that is done a log that stays full (its batch does not fit even then)
+// gets one checkpoint per interval (unchanged), not one per tick. Called
+// on run's goroutine only.
+func (c *checkpointer) ingestWaits() bool {
+	waits := false
+	for _, s := range c.sources {
+		if s.ilog != nil && s.ilog.Full() && s.pos.Load() >= s.ilog.LastOffset() {
+			waits = true
+			break
+		}
+	}
+	switch {
+	case !waits:
+		return false
+	case c.activity() != c.trigActivity:
+		return true
+	}
+	return !c.fullAtDone && c.lastTrig.Load() == c.lastDone.Load()
+}
+
+// ingestFull reports whether a source's ingest log refuses appends because
+// it is full (ingest.Log.Full).
+func (c *checkpointer) ingestFull() bool {
+	for _, s := range c.sources {
+		if s.ilog != nil && s.ilog.Full() {
+			return true
+		}
+	}
+	return false
 }

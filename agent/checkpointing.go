@@ -68,6 +68,10 @@ type checkpointer struct {
 	// trigActivity is activity() when the last checkpoint was triggered
 	// (run's goroutine only).
 	trigActivity uint64
+	// fullAtDone: an ingest log was full when the last checkpoint
+	// completed, so truncateIngest shrank it below that checkpoint (run's
+	// goroutine only; see ingestWaits).
+	fullAtDone bool
 
 	mu         sync.Mutex
 	waiters    map[uint64]chan error // savepoint request → result
@@ -139,6 +143,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 				continue
 			}
 			c.coord.Tick(c.now())
+			if c.ingestWaits() {
+				c.coord.Hurry()
+			}
 		case m := <-c.msgs:
 			var msg checkpoint.Message
 			switch m := m.(type) {
@@ -239,6 +246,9 @@ func (c *checkpointer) complete(done checkpoint.Completed) {
 		}
 	}
 	c.mCompleted.Inc()
+	if done.Kind != checkpoint.KindSavepoint {
+		c.fullAtDone = c.ingestFull()
+	}
 	c.lastDone.Store(done.ID)
 	c.lastDurMs.Store(m.DurationMs)
 	c.lastSize.Store(m.Size())

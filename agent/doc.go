@@ -28,7 +28,8 @@
 //     with its ingest log (ingest.go), and a sink with its two-phase commit.
 //   - checkpointer (checkpointing.go): drives checkpoint.Coordinator and
 //     does its I/O — barriers, snapshot files, manifests, sink commits,
-//     retention, savepoints, the wait for disk space after ENOSPC.
+//     retention, savepoints, the wait for disk space after ENOSPC, and
+//     the checkpoints a full ingest log needs to shrink (checkpoint_pacing.go).
 //   - restorer (restore.go): loads a checkpoint into pipelines just built
 //     and rewinds their sources, at start and for a restarted region.
 //   - failover (region.go): the failover regions; stops, rebuilds, restores

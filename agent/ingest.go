@@ -56,6 +56,10 @@ type logIntake struct {
 
 	mu         sync.Mutex // serializes dedup and Append between intake paths
 	lastCommit time.Time  // start of the last Append, for linger
+	// fullSince is when the log refused a batch as full (ingest.ErrFull),
+	// zero while it takes them: one warning when it fills, one line when
+	// ingest resumes, rather than one per batch held.
+	fullSince time.Time
 }
 
 // commitAfter is when the next commit may start (linger); the zero time when
@@ -195,17 +199,24 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 	if len(in.entries) == 0 {
 		return nil
 	}
-	warned := false
 	for {
 		wait := 200 * time.Millisecond
+		// Taken before the append: a Truncate between the two wakes the
+		// retry at once rather than after wait.
+		freed := in.log.Freed()
 		switch err := in.appendOnce(); {
 		case err == nil || !in.waitsFor(err):
+			if err == nil && !in.fullSince.IsZero() {
+				in.logger.Info("ingest log has room again: ingest resumes", "source", in.name,
+					"held", time.Since(in.fullSince).Round(time.Millisecond), "bytes", in.log.SizeBytes())
+				in.fullSince = time.Time{}
+			}
 			return err
 		case errors.Is(err, ingest.ErrFull):
-			if !warned {
+			if in.fullSince.IsZero() {
 				in.logger.Warn("ingest log full: holding messages unacked until checkpoints let it shrink", "source", in.name,
 					"bytes", in.log.SizeBytes())
-				warned = true
+				in.fullSince = time.Now()
 			}
 		default:
 			wait = noSpaceRetry // the disk is full, or the budget reached: see appendOnce
@@ -213,6 +224,7 @@ func (in *logIntake) appendLocked(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-freed:
 		case <-time.After(wait):
 		}
 	}
@@ -461,46 +473,56 @@ func (g *groupCommit) run(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		in := g.in
-		in.mu.Lock()
-		in.entries = in.entries[:0]
-		var tooLarge []int // entries the log can never store: refused alone
-		var seen redeliveryCounts
-		for i := range batch {
-			p := &batch[i]
-			e := in.entry(p.topic, p.payload, p.arrival, p.dup)
-			if !in.log.Fits(&e) {
-				tooLarge = append(tooLarge, i)
-				continue
-			}
-			// Sensors re-send with DUP (the DUP rule); the publish hook
-			// knows no broker session, so nothing is matched without it.
-			v := in.dedup.Observe(&e, ingest.Origin{})
-			seen.add(v)
-			if v.Dropped() {
-				continue // a re-send of a logged publish whose PUBACK was lost: ack it again
-			}
-			in.entries = append(in.entries, e)
-		}
-		err := in.appendLocked(ctx)
-		if err != nil {
-			in.forgetUnlogged()
-		}
-		in.noteIndex(&seen)
-		in.mu.Unlock()
-		if err == nil {
-			in.redelivered.record(&seen)
-		}
-		// In the order received: the broker writes each PUBACK here.
-		for i := range batch {
-			if len(tooLarge) > 0 && tooLarge[0] == i {
-				tooLarge = tooLarge[1:]
-				g.finish(&batch[i], ingest.ErrTooLarge)
-				continue
-			}
-			g.finish(&batch[i], err)
+		for rest := batch; len(rest) > 0; {
+			n := batchFits(len(rest), g.in.log.MaxBatchBytes(), func(i int) int { return len(rest[i].topic) + len(rest[i].payload) })
+			g.commit(ctx, rest[:n])
+			rest = rest[n:]
 		}
 		clear(batch)
+	}
+}
+
+// commit appends part, a batch that fits one append (batchFits), and
+// completes its publishes in the order received.
+func (g *groupCommit) commit(ctx context.Context, part []pendingEntry) {
+	in := g.in
+	in.mu.Lock()
+	in.entries = in.entries[:0]
+	var tooLarge []int // entries the log can never store: refused alone
+	var seen redeliveryCounts
+	for i := range part {
+		p := &part[i]
+		e := in.entry(p.topic, p.payload, p.arrival, p.dup)
+		if !in.log.Fits(&e) {
+			tooLarge = append(tooLarge, i)
+			continue
+		}
+		// Sensors re-send with DUP (the DUP rule); the publish hook
+		// knows no broker session, so nothing is matched without it.
+		v := in.dedup.Observe(&e, ingest.Origin{})
+		seen.add(v)
+		if v.Dropped() {
+			continue // a re-send of a logged publish whose PUBACK was lost: ack it again
+		}
+		in.entries = append(in.entries, e)
+	}
+	err := in.appendLocked(ctx)
+	if err != nil {
+		in.forgetUnlogged()
+	}
+	in.noteIndex(&seen)
+	in.mu.Unlock()
+	if err == nil {
+		in.redelivered.record(&seen)
+	}
+	// In the order received: the broker writes each PUBACK here.
+	for i := range part {
+		if len(tooLarge) > 0 && tooLarge[0] == i {
+			tooLarge = tooLarge[1:]
+			g.finish(&part[i], ingest.ErrTooLarge)
+			continue
+		}
+		g.finish(&part[i], err)
 	}
 }
 
@@ -574,15 +596,38 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 				}
 				msgs = acc
 			}
-			if err := in.appendMessages(ctx, msgs); err != nil {
-				if ctx.Err() == nil {
-					log.Error("ingest log append failed: messages stay unacked at the broker", "source", name, "err", err)
+			for rest := msgs; len(rest) > 0; {
+				n := batchFits(len(rest), in.log.MaxBatchBytes(), func(i int) int { return len(rest[i].Topic) + len(rest[i].Payload) })
+				if err := in.appendMessages(ctx, rest[:n]); err != nil {
+					if ctx.Err() == nil {
+						log.Error("ingest log append failed: messages stay unacked at the broker", "source", name, "err", err)
+					}
+					// Unacked messages come back from the broker's session.
+					break
 				}
-				// Unacked messages come back from the broker's session.
+				rest = rest[n:]
 			}
 			clear(acc)
 		}
 	}
+}
+
+// batchFits returns how many of the n messages of a batch, from the
+// first, go into one append of at most limit bytes (ingest.Log.MaxBatchBytes),
+// each counted as size(i) (its topic and payload) plus ingest.EntryOverhead;
+// at least one. A source's batch (up to source.MaxBatch messages) or a
+// commit's gathering of several can be larger than a small ingest log can
+// ever hold, and would then wait for room for good; split, each part is
+// appended and acknowledged in turn, in order.
+func batchFits(n int, limit int64, size func(i int) int) int {
+	var total int64
+	for i := range n {
+		total += int64(size(i)) + ingest.EntryOverhead
+		if total > limit && i > 0 {
+			return i
+		}
+	}
+	return n
 }
 
 // messageBytes is the topic and payload bytes of msgs, for lingerBytes.

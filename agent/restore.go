@@ -374,6 +374,16 @@ func (p *pipeline) restoreGenerator(wm int64) {
 // needs: everything at or below the oldest retained position of each
 // source. Savepoints do not hold the log back; restoring an old one
 // resumes from the oldest reading kept, and says so.
+//
+// A full log (ingest.Log.Full: its intake holds messages unacked) is
+// truncated below the newest checkpoint's position instead. Keeping it for
+// the older retained checkpoints would deadlock: the log frees space only
+// when the oldest retained position moves, that takes retain more
+// checkpoints past it, and with the intake held the pipelines run dry at
+// the log's end, so those checkpoints would all hold the same position (or
+// be skipped as idle). The newest checkpoint is the one a restart
+// restores; an older one, restored only when the newer ones fail to
+// verify, then resumes from the oldest reading kept, and says so.
 func (a *Agent) truncateIngest(store *checkpoint.Store, done checkpoint.Completed) {
 	ids, err := store.ManifestIDs()
 	if err != nil {
@@ -387,8 +397,20 @@ func (a *Agent) truncateIngest(store *checkpoint.Store, done checkpoint.Complete
 		if !ok || s.ilog == nil {
 			continue
 		}
-		if err := s.ilog.Truncate(pos + 1); err != nil {
+		below := pos + 1
+		newest, id, ok := a.retained.newest(name)
+		full := ok && newest > pos && s.ilog.Full()
+		if full {
+			below = newest + 1
+		}
+		first := s.ilog.FirstOffset()
+		if err := s.ilog.Truncate(below); err != nil {
 			a.log.Warn("ingest truncation failed", "source", name, "err", err)
+			continue
+		}
+		if kept := s.ilog.FirstOffset(); full && kept > pos+1 && kept > first {
+			a.log.Info("ingest log full: shrunk to what the newest checkpoint has not processed; older checkpoints would resume from the oldest reading kept",
+				"source", name, "checkpoint", id, "position", newest, "first_kept", kept, "bytes", s.ilog.SizeBytes())
 		}
 	}
 }

@@ -3,7 +3,8 @@ package agent
 import "github.com/eddy-edge/eddy/checkpoint"
 
 // retainedPositions holds the ingest-log positions (source name → offset)
-// of the retained checkpoints, for truncateIngest after every checkpoint. A
+// of the retained checkpoints, for truncateIngest after every checkpoint:
+// the oldest of them normally, the newest while a log is full. A
 // manifest never changes once written, so each is read once, or taken from
 // the checkpoint that just completed, rather than every retained manifest
 // being opened, read and JSON-decoded again each time (at 1 s checkpoints a
@@ -57,4 +58,16 @@ func (r retainedPositions) oldest(store *checkpoint.Store, ids []uint64) map[str
 		}
 	}
 	return oldest
+}
+
+// newest returns source's position in the newest checkpoint (the highest
+// id, savepoints left out) among those the last call of oldest kept, and
+// that checkpoint's id; ok is false when none holds a position for it.
+func (r retainedPositions) newest(source string) (pos, id uint64, ok bool) {
+	for cid, positions := range r {
+		if p, has := positions[source]; has && (!ok || cid > id) {
+			pos, id, ok = p, cid, true
+		}
+	}
+	return pos, id, ok
 }

@@ -332,6 +332,7 @@ type Coordinator struct {
 	suspended  int  // Suspend calls not yet matched by Resume
 	stalled    bool // see Stall
 	diskFull   bool // see DiskFull
+	hurry      bool // see Hurry
 	savepoints []uint64
 	failures   int
 	failed     error
@@ -461,6 +462,19 @@ func (c *Coordinator) IsDiskFull() bool { return c.diskFull }
 // Stalled reports the last Stall.
 func (c *Coordinator) Stalled() bool { return c.stalled }
 
+// Hurry asks for the next periodic checkpoint now: it is triggered as soon
+// as none is in progress and MinPause after the last one ended has passed,
+// without waiting for the rest of Interval. One call asks for one
+// checkpoint; the request stays until that checkpoint is triggered. It
+// gives way to what stops periodic checkpoints (Suspend, Stall, DiskFull).
+// The agent asks while an ingest log is full and its pipelines have read
+// it to its end: only a checkpoint lets the log shrink, so waiting out the
+// interval would leave the device idle with readings held at the broker.
+func (c *Coordinator) Hurry() {
+	c.hurry = true
+	c.maybeTrigger()
+}
+
 // Resume undoes one Suspend. The next checkpoint is triggered as the
 // interval and pause allow, or at once if a savepoint is waiting.
 func (c *Coordinator) Resume() {
@@ -485,7 +499,7 @@ func (c *Coordinator) maybeTrigger() {
 		c.trigger(Trigger{Kind: KindSavepoint, SavepointRequest: req})
 		return
 	}
-	if c.nowMs-c.lastTrigMs < c.cfg.Interval.Milliseconds() {
+	if c.nowMs-c.lastTrigMs < c.cfg.Interval.Milliseconds() && !c.hurry {
 		return
 	}
 	if c.ended && c.nowMs-c.lastEndMs < c.cfg.MinPause.Milliseconds() {
@@ -585,6 +599,9 @@ func (c *Coordinator) trigger(t Trigger) {
 	c.nextID++
 	c.pending = &pending{trigger: t, startMs: c.nowMs, deadlineMs: c.nowMs + c.cfg.Timeout.Milliseconds(), acks: make([]*Ack, len(c.cfg.Tasks))}
 	c.lastTrigMs = c.nowMs
+	if t.Kind != KindSavepoint {
+		c.hurry = false
+	}
 	c.ready.Triggers = append(c.ready.Triggers, t)
 	c.stats.Triggered++
 }

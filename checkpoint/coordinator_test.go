@@ -799,3 +799,39 @@ func TestCoordinator_StallHoldsTimeoutAndTriggers(t *testing.T) {
 		t.Fatalf("a full timeout after the stall: %+v, want checkpoint 1 timed out", rd.Aborted)
 	}
 }
+
+// Hurry triggers the next periodic checkpoint without waiting for the
+// interval, but not while one is in progress, not before MinPause after
+// the last ended, and not while stalled; one call asks for one checkpoint,
+// and a savepoint does not answer it.
+func TestCoordinator_Hurry(t *testing.T) {
+	cfg := testConfig("a")
+	cfg.MinPause = 2 * time.Second
+	h := newHarness(t, cfg)
+	h.tick(0)
+	h.c.Hurry()
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 1, Kind: KindFull})
+	h.c.Hurry() // in progress: waits for it to end, then for the pause
+	h.c.Tick(1_000)
+	h.ackAll(1, KindFull)
+	wantTrigger(t, h.tick(2_999))
+	wantTrigger(t, h.tick(3_000), Trigger{ID: 2, Kind: KindIncremental, Parent: 1})
+	h.c.Tick(3_500)
+	h.ackAll(2, KindIncremental)
+	// Answered: the next one waits for the interval again.
+	wantTrigger(t, h.tick(12_999))
+	wantTrigger(t, h.tick(13_000), Trigger{ID: 3, Kind: KindIncremental, Parent: 2})
+	h.c.Tick(13_100)
+	h.ackAll(3, KindIncremental)
+	h.c.Stall(true)
+	h.c.Tick(16_000)
+	h.c.Hurry()
+	wantTrigger(t, h.ready().Triggers)
+	h.step(TriggerSavepoint{Request: 9})
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 4, Kind: KindSavepoint, SavepointRequest: 9})
+	h.c.Tick(16_100)
+	h.ackAll(4, KindFull)
+	wantTrigger(t, h.tick(18_100))
+	h.c.Stall(false)
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 5, Kind: KindFull}) // full: the increments outweigh the base
+}

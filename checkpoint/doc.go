@@ -11,7 +11,8 @@
 // records before it (in checkpoint n) and after it (in n+1).
 //
 //  1. The Coordinator decides when: every Config.Interval, at least
-//     Config.MinPause after the previous one ended, one at a time. Its Ready
+//     Config.MinPause after the previous one ended, one at a time (sooner
+//     when the agent calls Hurry: a full ingest log). Its Ready
 //     carries a Trigger; the agent makes every source record its position
 //     (the ingest-log offset) and inject barrier n.
 //  2. A task with one input snapshots when barrier n arrives and forwards

@@ -23,8 +23,11 @@
 //
 // On ErrFull nothing was written: keep the batch and its messages unacked
 // (the broker's in-flight window then stops the flow) and retry after the
-// checkpoint coordinator's Truncate has freed space. Dropping the batch
-// instead (without Discard) would leave Dedup believing it was logged.
+// checkpoint coordinator's Truncate has freed space (Freed says when).
+// Full reports that state until an Append fits again. Split batches
+// larger than MaxBatchBytes: only a batch within it is sure to fit once
+// Truncate has deleted every sealed segment. Dropping the batch instead
+// (without Discard) would leave Dedup believing it was logged.
 //
 // Dedup (see its documentation for the exact rules) drops a message marked
 // DUP that equals an entry of the log's newest DefaultIndexMax, and, on a
@@ -47,7 +50,11 @@
 //
 // A checkpoint records the offset of the last entry its snapshot includes.
 // When the oldest retained checkpoint moves on, call
-// Truncate(itsPosition+1); whole segments below it are deleted. Restoring
+// Truncate(itsPosition+1); whole segments below it are deleted. While the
+// log is Full, truncate below the newest checkpoint's position instead:
+// with the intake held, nothing new arrives, so the retained positions
+// would never move on. The log can always shrink to its active segment,
+// since MaxDiskBytes is at least two segments. Restoring
 // a savepoint older than FirstOffset gets ErrTruncated from Reader: restore
 // the state and resume from FirstOffset (the live stream), saying so.
 //

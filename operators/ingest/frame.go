@@ -117,6 +117,9 @@ func recordLen(e *Entry) int {
 		uvarintLen(uint64(len(e.Payload))) + len(e.Payload)
 }
 
+// Every record's own bytes fit EntryOverhead.
+const _ = uint(EntryOverhead - (1 + binary.MaxVarintLen64 + 3 + binary.MaxVarintLen64))
+
 // frameLen is the largest encoded size of a frame holding e alone.
 func frameLen(e *Entry) int { return frameOverhead + recordLen(e) }
 

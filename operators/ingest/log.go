@@ -208,6 +208,7 @@ type Log struct {
 	synced atomic.Uint64 // last offset known fsynced
 	size   atomic.Int64  // bytes of all segment files
 	isShut atomic.Bool   // Close was called
+	full   atomic.Bool   // the last Append met ErrFull (Full)
 
 	errMu  sync.Mutex
 	stuck  error // first I/O failure: the log refuses further writes
@@ -215,6 +216,12 @@ type Log struct {
 		sync.Mutex
 		ch      chan struct{} // closed and replaced when last advances
 		waiting atomic.Int32
+	}
+	// freed is closed and replaced when Truncate deletes a segment, so a
+	// caller holding a batch refused as ErrFull retries at once (Freed).
+	freed struct {
+		sync.Mutex
+		ch chan struct{}
 	}
 	done     chan struct{} // closed by Close
 	stopSync chan struct{}
@@ -247,6 +254,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{}), version: writeVersion(opts.Compression)}
 	l.notify.ch = make(chan struct{})
+	l.freed.ch = make(chan struct{})
 	if err := l.load(); err != nil {
 		lock.Close()
 		return nil, err
@@ -419,8 +427,10 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 		need += int64(headerLen * l.newSegments(buf))
 	}
 	if l.size.Load()+need > l.opts.MaxDiskBytes {
+		l.full.Store(true)
 		return 0, 0, fmt.Errorf("%w: %d bytes held, %d more needed, max %d", ErrFull, l.size.Load(), need, l.opts.MaxDiskBytes)
 	}
+	l.full.Store(false) // it fits; should the disk refuse it, that is ErrNoSpace, not Full
 	end, size := l.writeEnd, l.size.Load()
 	if err := l.write(buf); err != nil {
 		return 0, 0, l.failOrUndo(err, end, size)
@@ -657,6 +667,15 @@ func (l *Log) Truncate(below uint64) error {
 	if below > l.retained.Load() {
 		l.retained.Store(below)
 	}
+	freed := false
+	defer func() {
+		if freed {
+			l.freed.Lock()
+			close(l.freed.ch)
+			l.freed.ch = make(chan struct{})
+			l.freed.Unlock()
+		}
+	}()
 	for len(l.segs) > 1 && l.segs[1].first <= below {
 		s := l.segs[0]
 		path := filepath.Join(l.dir, segmentName(s.first))
@@ -667,8 +686,18 @@ func (l *Log) Truncate(below uint64) error {
 		l.segs = slices.Delete(l.segs, 0, 1)
 		l.vis.Unlock()
 		l.size.Add(-s.end)
+		freed = true
 	}
 	return nil
+}
+
+// Freed returns a channel closed when a later Truncate deletes a segment.
+// Take it before an Append that may meet ErrFull, then wait on it (and a
+// timer): space freed between the two is not missed.
+func (l *Log) Freed() <-chan struct{} {
+	l.freed.Lock()
+	defer l.freed.Unlock()
+	return l.freed.ch
 }
 
 // Wait returns nil as soon as an entry with an offset greater than after is
@@ -717,6 +746,27 @@ func (l *Log) RetainedFrom() uint64 { return max(l.FirstOffset(), l.retained.Loa
 // append): written in AfterWrite mode, written and fsynced in AfterFsync
 // mode.
 func (l *Log) LastOffset() uint64 { return l.last.Load() }
+
+// EntryOverhead is the most bytes an entry takes in a segment besides its
+// topic and payload (its record's flags, arrival and lengths); frames and
+// segment headers come on top, per batch.
+const EntryOverhead = 32
+
+// MaxBatchBytes bounds a batch that Append can always take once Truncate
+// has deleted every sealed segment, counting each entry as its topic,
+// payload and EntryOverhead: half of MaxDiskBytes less a full active
+// segment, the other half a margin for frame and segment headers. A batch
+// of more may meet ErrFull however far the log is truncated, and so wait
+// for good: split it. A single entry that Fits always fits then too.
+func (l *Log) MaxBatchBytes() int64 { return (l.opts.MaxDiskBytes - l.opts.SegmentBytes) / 2 }
+
+// Full reports whether the last Append that got as far as comparing its
+// batch with MaxDiskBytes was refused with ErrFull: the caller holds
+// messages until Truncate frees space. Truncate does not clear it
+// (the held batch may still not fit); the next Append that fits does. The
+// checkpoint side reads it to keep taking checkpoints, and to truncate
+// below the newest one, while the log waits for room.
+func (l *Log) Full() bool { return l.full.Load() }
 
 // SizeBytes is the size of all segment files together.
 func (l *Log) SizeBytes() int64 { return l.size.Load() }

@@ -155,9 +155,29 @@ func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
 	if l.SizeBytes() > opts.MaxDiskBytes {
 		t.Fatalf("size %d exceeds max %d", l.SizeBytes(), opts.MaxDiskBytes)
 	}
+	if !l.Full() {
+		t.Fatal("Full() = false after ErrFull")
+	}
 	last, size := l.LastOffset(), l.SizeBytes()
+	freed := l.Freed()
+	if err := l.Truncate(1); err != nil { // deletes nothing
+		t.Fatal(err)
+	}
+	select {
+	case <-freed:
+		t.Fatal("Freed closed by a Truncate that deleted nothing")
+	default:
+	}
 	if err := l.Truncate(last / 2); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-freed:
+	default:
+		t.Fatal("Freed not closed by a Truncate that deleted a segment")
+	}
+	if !l.Full() {
+		t.Fatal("Full() = false after Truncate, before an Append succeeded")
 	}
 	if l.SizeBytes() >= size {
 		t.Fatalf("Truncate freed nothing: %d → %d bytes", size, l.SizeBytes())
@@ -167,6 +187,9 @@ func TestLog_ErrFull_TruncateRecovers(t *testing.T) {
 		t.Fatalf("first offset %d after Truncate(%d)", first, last/2)
 	}
 	mustAppend(t, l, 2, 2)
+	if l.Full() {
+		t.Fatal("Full() = true after an Append succeeded")
+	}
 	readAll(t, l, first)
 	if _, err := l.Reader(first - 1); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("Reader below first = %v, want ErrTruncated", err)
@@ -499,4 +522,35 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLog_MaxBatchBytes: once Truncate has deleted every sealed segment, a
+// batch of MaxBatchBytes (each entry counted as its topic, payload and
+// EntryOverhead) is appended, whether of many small entries or of a few
+// large ones.
+func TestLog_MaxBatchBytes(t *testing.T) {
+	for _, size := range []int{1, 100, 900} {
+		l := mustOpen(t, t.TempDir(), Options{SegmentBytes: 1 << 10, MaxDiskBytes: 4 << 10})
+		for {
+			_, _, err := l.Append([]Entry{{Topic: []byte("t"), Payload: make([]byte, 100)}})
+			if errors.Is(err, ErrFull) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Truncate(l.LastOffset() + 1); err != nil {
+			t.Fatal(err)
+		}
+		var batch []Entry
+		for n := int64(size + EntryOverhead); n <= l.MaxBatchBytes() || len(batch) == 0; n += int64(size + EntryOverhead) {
+			batch = append(batch, Entry{Payload: make([]byte, size)})
+		}
+		if _, _, err := l.Append(batch); err != nil {
+			t.Errorf("%d entries of %d bytes (MaxBatchBytes %d) after truncating to the active segment: %v",
+				len(batch), size, l.MaxBatchBytes(), err)
+		}
+		l.Close()
+	}
 }
