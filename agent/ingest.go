@@ -125,7 +125,7 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 // the log and its index reach. in.mu is held.
 func (in *logIntake) noteIndex(c *redeliveryCounts) {
 	if c.unmatched > 0 {
-		c.logFirst, c.index = in.log.RetainedFrom(), in.dedup.Stats()
+		c.logFirst, c.index = in.log.FirstOffset(), in.dedup.Stats()
 	}
 }
 

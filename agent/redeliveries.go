@@ -19,7 +19,7 @@ type redeliveryCounts struct {
 	unmatched   int // DUP, equal to nothing indexed: kept
 	// For unmatched ones: the log's first offset and the index's extent
 	// when they were found.
-	logFirst uint64 // the oldest offset a restore may replay (Log.RetainedFrom)
+	logFirst uint64
 	index    ingest.DedupStats
 }
 
@@ -104,9 +104,9 @@ func (r *redeliveries) flush() {
 	}
 	if b.unmatched > 0 {
 		r.logger.Warn("ingest: kept messages the broker marked redelivered (DUP) that match nothing in the log: "+
-			"they may never have been logged, or their originals are older than what a restore would replay or than the index holds",
-			"source", r.source, "kept", b.unmatched, "replayable_from_offset", b.logFirst, "index_first_offset", b.index.IndexFirst,
-			"index_covers_replayable", b.index.Indexed == 0 || b.index.IndexFirst <= b.logFirst)
+			"they may never have been logged, or their originals are older than what the log or its index holds",
+			"source", r.source, "kept", b.unmatched, "log_first_offset", b.logFirst, "index_first_offset", b.index.IndexFirst,
+			"index_covers_log", b.index.Indexed == 0 || b.index.IndexFirst <= b.logFirst)
 	}
 }
 

@@ -151,8 +151,8 @@ func TestLogIntake_RedeliveryBursts(t *testing.T) {
 			if len(info) == 1 && (info[0]["source"] != "s" || info[0]["dropped"] != float64(tt.wantDropped)) {
 				t.Errorf("drop line %v", info[0])
 			}
-			if len(warns) == 1 && (warns[0]["kept"] != float64(tt.wantUnmatched) || warns[0]["replayable_from_offset"] != float64(1) ||
-				warns[0]["index_covers_replayable"] != true || warns[0]["source"] != "s") {
+			if len(warns) == 1 && (warns[0]["kept"] != float64(tt.wantUnmatched) || warns[0]["log_first_offset"] != float64(1) ||
+				warns[0]["index_covers_log"] != true || warns[0]["source"] != "s") {
 				t.Errorf("unmatched line %v", warns[0])
 			}
 		})
