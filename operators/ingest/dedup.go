@@ -99,10 +99,10 @@ func (v Verdict) String() string {
 // DUP rule: a message the broker marked DUP is dropped when it equals an
 // entry the index holds, however far back. The index holds the hash of
 // each of the log's newest IndexMax entries, whatever their flags: every
-// entry a restore may still replay (from Log.RetainedFrom, the oldest
-// retained checkpoint's position, in blocks of 65,536) while there are no
-// more than that; beyond, the oldest block is let go when a new one is
-// needed, so at least IndexMax−65,535 of the newest are indexed. A DUP message that equals
+// entry the log retains (it is truncated below the oldest retained
+// checkpoint) while it holds no more than that; beyond, the oldest block
+// of 65,536 is let go when a new one is needed, so at least
+// IndexMax−65,535 of the newest are indexed. A DUP message that equals
 // none is kept (KeepUnmatched). A message without DUP is never dropped by
 // this rule: a repeated payload is new data.
 //
@@ -194,7 +194,7 @@ func (d *Dedup) Observe(e *Entry, o Origin) Verdict {
 // batch.
 func (d *Dedup) indexed(h uint64) bool {
 	if d.log != nil {
-		d.index.truncate(d.log.RetainedFrom())
+		d.index.truncate(d.log.FirstOffset())
 	}
 	return slices.Contains(d.staged, h) || d.index.contains(h)
 }
@@ -214,7 +214,7 @@ func (d *Dedup) Appended(first, last uint64) {
 	}
 	d.staged = d.staged[:0]
 	if d.log != nil {
-		d.index.truncate(d.log.RetainedFrom())
+		d.index.truncate(d.log.FirstOffset())
 	}
 }
 

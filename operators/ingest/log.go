@@ -187,11 +187,9 @@ type Log struct {
 		recs   []byte
 	}
 
-	vis  sync.RWMutex // guards segs and active; written under mu too
-	segs []segment    // oldest first; the last is the active segment
-	// retained is the highest offset Truncate was called with (RetainedFrom).
-	retained atomic.Uint64
-	active   vfs.File // the last segment, open for writing
+	vis    sync.RWMutex // guards segs and active; written under mu too
+	segs   []segment    // oldest first; the last is the active segment
+	active vfs.File     // the last segment, open for writing
 
 	// The batch being appended, under mu: the segments it rolled to, oldest
 	// first, open for writing, and the active segment's end when it rolled
@@ -664,9 +662,6 @@ func (l *Log) Truncate(below uint64) error {
 	if l.closed {
 		return ErrClosed
 	}
-	if below > l.retained.Load() {
-		l.retained.Store(below)
-	}
 	freed := false
 	defer func() {
 		if freed {
@@ -734,13 +729,6 @@ func (l *Log) FirstOffset() uint64 {
 	defer l.vis.RUnlock()
 	return l.segs[0].first
 }
-
-// RetainedFrom is the oldest offset a restore may still need: the highest
-// offset Truncate was called with in this process, or FirstOffset when
-// that is higher. Segments are deleted whole, so the log usually holds
-// entries below it too; what a restore cannot replay needs no
-// deduplication either.
-func (l *Log) RetainedFrom() uint64 { return max(l.FirstOffset(), l.retained.Load()) }
 
 // LastOffset is the newest offset readers may see (0 before the first
 // append): written in AfterWrite mode, written and fsynced in AfterFsync
