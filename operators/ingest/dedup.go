@@ -172,7 +172,7 @@ func NewDedup(opts DedupOptions) *Dedup {
 // with ErrFull rather than dropping it.
 func (d *Dedup) Observe(e *Entry, o Origin) Verdict {
 	h, keyed := d.hash(e)
-	resent := d.resent(o, h)
+	resent := d.resent(o, h, e.Arrival)
 	if e.Flags&FlagDup != 0 {
 		if resent || d.indexed(h) {
 			return DropRedelivery
@@ -238,36 +238,83 @@ func (d *Dedup) Discard() error {
 	if last := d.log.LastOffset(); last >= uint64(d.opts.Window) {
 		from = max(from, last-uint64(d.opts.Window)+1)
 	}
-	return d.scan(d.log, from, func(_ uint64, h uint64, keyed bool, arrival int64) {
+	return d.scan(d.log, from, func(_ uint64, h uint64, keyed bool, arrival int64, _ Flags) {
 		d.keys.remember(h, keyed, arrival)
 	})
 }
 
 // Load rebuilds the filter from l after a restart: the index from its
-// newest IndexMax entries, the tail from its last MaxInflight×Sessions, the
-// dedup_key window from its last Window. Call it after Open and before the
-// first Observe. Its cost is one read of those entries.
+// newest IndexMax entries, the dedup_key window from its last Window, and
+// the tail from the last MaxInflight×Sessions entries before its end and
+// before each of its recent resumed connections (FlagResumed), at most
+// resendCarry such spans, the newest: the last connections before the
+// restart, whose re-sends a broker may still owe (see connected). Each span
+// is recognized for ResendSpanMs after its last entry's arrival. Call it
+// after Open and before the first Observe. Its cost is one read of those
+// entries.
 func (d *Dedup) Load(l *Log) error {
 	d.log = l
 	d.index.reset()
 	last := l.LastOffset()
-	tailN := uint64(d.opts.MaxInflight * d.opts.Sessions)
-	span := max(uint64(d.opts.IndexMax), tailN)
+	tailN := d.opts.MaxInflight * d.opts.Sessions
+	span := uint64(d.opts.IndexMax)
 	if d.keys != nil {
 		d.keys = newKeyWindow(d.opts.Window, d.opts.WindowMs)
 		span = max(span, uint64(d.opts.Window))
+	}
+	if tailN > 0 {
+		// Enough to reach back over resendCarry spans of tailN entries
+		// and the connections between them.
+		span = max(span, uint64(tailN)*resendCarry*4)
 	}
 	from := l.FirstOffset()
 	if last >= span {
 		from = max(from, last-span+1)
 	}
-	var tail []uint64
-	err := d.scan(l, from, func(off uint64, h uint64, keyed bool, arrival int64) {
+	// ring holds the last tailN entries read. At each resumed connection's
+	// first entry, and at the end, those not taken yet join the tail,
+	// recognized for ResendSpanMs after the newest one's arrival.
+	type read struct {
+		off     uint64
+		h       uint64
+		arrival int64
+	}
+	ring := make([]read, tailN)
+	var head, n int
+	var taken uint64 // the newest offset in the tail
+	var tail []tailEntry
+	cut := func() {
+		if n == 0 {
+			return
+		}
+		newest := ring[(head+n-1)%len(ring)]
+		for i := range n {
+			if r := ring[(head+i)%len(ring)]; r.off > taken {
+				tail = append(tail, tailEntry{h: r.h, until: newest.arrival + ResendSpanMs})
+			}
+		}
+		taken = newest.off
+		// Oldest first: a cut drops the oldest.
+		if over := len(tail) - resendCarry*tailN; over > 0 {
+			tail = slices.Delete(tail, 0, over)
+		}
+	}
+	err := d.scan(l, from, func(off uint64, h uint64, keyed bool, arrival int64, flags Flags) {
 		if last-off < uint64(d.opts.IndexMax) {
 			d.index.add(h, off)
 		}
-		if last-off < tailN {
-			tail = append(tail, h)
+		if tailN > 0 {
+			if flags&FlagResumed != 0 {
+				cut()
+			}
+			r := read{off: off, h: h, arrival: arrival}
+			if n < len(ring) {
+				ring[(head+n)%len(ring)] = r
+				n++
+			} else {
+				ring[head] = r
+				head = (head + 1) % len(ring)
+			}
 		}
 		if d.keys != nil && last-off < uint64(d.opts.Window) {
 			d.keys.remember(h, keyed, arrival)
@@ -276,6 +323,7 @@ func (d *Dedup) Load(l *Log) error {
 	if err != nil {
 		return err
 	}
+	cut()
 	d.restart = nil
 	if len(tail) > 0 {
 		d.restart = newResendTail(tail)
@@ -284,8 +332,8 @@ func (d *Dedup) Load(l *Log) error {
 }
 
 // scan reads l from offset from to its end, calling f with each entry's
-// offset, hash and arrival.
-func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arrival int64)) error {
+// offset, hash, arrival and flags.
+func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arrival int64, flags Flags)) error {
 	r, err := l.Reader(from)
 	if err != nil {
 		return fmt.Errorf("ingest: dedup load: %w", err)
@@ -300,7 +348,7 @@ func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arri
 			return fmt.Errorf("ingest: dedup load: %w", err)
 		}
 		h, keyed := d.hash(&e)
-		f(e.Offset, h, keyed, e.Arrival)
+		f(e.Offset, h, keyed, e.Arrival, e.Flags)
 	}
 }
 
