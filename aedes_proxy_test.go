@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,9 +30,23 @@ type mqttProxy struct {
 	holdAcks atomic.Bool
 	held     atomic.Int64 // PUBACKs swallowed
 
-	mu    sync.Mutex
-	out   *bufio.Writer // nil: no trace
-	conns int
+	mu     sync.Mutex
+	out    *bufio.Writer // nil: no trace file
+	conns  int
+	events []proxyEvent
+}
+
+// proxyEvent is a PUBLISH or PUBACK the proxy saw: conn numbers the
+// client's connections from 1; toAgent is the broker's side; lost marks a
+// PUBLISH the broker wrote after the agent's side had closed (it never
+// reached the agent); seq is the reading's (-1 for none).
+type proxyEvent struct {
+	conn    int
+	toAgent bool
+	publish bool
+	lost    bool
+	id      uint16
+	seq     int
 }
 
 // startMQTTProxy listens on loopback and relays to broker (host:port). trace,
@@ -79,48 +95,90 @@ func (p *mqttProxy) accept() {
 
 var traceSeq = regexp.MustCompile(`"seq":(-?\d+)`)
 
-// relay copies packets from one side to the other until either fails.
+// relay copies packets from one side to the other until either fails. When
+// the agent's side fails, what the broker still writes is read to its end
+// and recorded as lost: the broker took those messages as sent on this
+// connection (their packet ids are in its session), though the agent never
+// got them.
 func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
-	defer from.Close()
-	defer to.Close()
+	if dir == "B>A" {
+		// This side closes both connections, once the broker is done.
+		defer from.Close()
+		defer to.Close()
+	}
 	r := bufio.NewReaderSize(from, 1<<16)
+	lost := false
 	for {
 		pkt, err := readPacket(r)
 		if err != nil {
+			if dir == "A>B" {
+				// The agent is gone: the broker sees the end of its
+				// input, and the other side reads what it still sends.
+				if tc, ok := to.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				_ = to.SetReadDeadline(time.Now().Add(10 * time.Second))
+			}
 			return
 		}
 		body := pkt[len(pkt)-packetBodyLen(pkt):]
 		switch pkt[0] >> 4 {
 		case 3: // PUBLISH
-			if p.out != nil && len(body) >= 2 {
+			if len(body) >= 2 {
 				tl := int(binary.BigEndian.Uint16(body))
 				rest, id := body[min(2+tl, len(body)):], 0
 				if (pkt[0]>>1)&3 > 0 && len(rest) >= 2 {
 					id, rest = int(binary.BigEndian.Uint16(rest)), rest[2:]
 				}
-				seq := ""
+				seq := -1
 				if m := traceSeq.FindSubmatch(rest); m != nil {
-					seq = string(m[1])
+					seq, _ = strconv.Atoi(string(m[1]))
 				}
-				p.trace(n, dir, "PUBLISH", id, pkt[0]&8 != 0, seq)
+				p.record(proxyEvent{conn: n, toAgent: dir == "B>A", publish: true, lost: lost, id: uint16(id), seq: seq})
+				p.trace(n, dir, "PUBLISH", id, pkt[0]&8 != 0, lost, strconv.Itoa(seq))
 			}
 		case 4: // PUBACK
 			if dir == "A>B" && p.holdAcks.Load() {
 				p.held.Add(1)
 				continue
 			}
-			if p.out != nil && len(body) >= 2 {
-				p.trace(n, dir, "PUBACK", int(binary.BigEndian.Uint16(body)), false, "")
+			if len(body) >= 2 {
+				id := int(binary.BigEndian.Uint16(body))
+				p.record(proxyEvent{conn: n, toAgent: dir == "B>A", id: uint16(id), seq: -1})
+				p.trace(n, dir, "PUBACK", id, false, false, "")
 			}
 		case 2: // CONNACK
 			if len(body) >= 2 {
-				p.trace(n, dir, fmt.Sprintf("CONNACK sp=%d rc=%d", body[0], body[1]), 0, false, "")
+				p.trace(n, dir, fmt.Sprintf("CONNACK sp=%d rc=%d", body[0], body[1]), 0, false, false, "")
 			}
 		}
+		if lost {
+			continue
+		}
 		if _, err := to.Write(pkt); err != nil {
-			return
+			if dir != "B>A" {
+				_ = from.Close() // the broker is gone: so is the agent's link
+				return
+			}
+			// The agent is gone: read what the broker still sends until
+			// it closes (the other side ends its input).
+			lost = true
+			_ = from.SetReadDeadline(time.Now().Add(10 * time.Second))
 		}
 	}
+}
+
+func (p *mqttProxy) record(e proxyEvent) {
+	p.mu.Lock()
+	p.events = append(p.events, e)
+	p.mu.Unlock()
+}
+
+// Events returns what the proxy saw so far, in order.
+func (p *mqttProxy) Events() []proxyEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.events)
 }
 
 // readPacket reads one MQTT control packet: fixed header, remaining length,
@@ -164,7 +222,7 @@ func packetBodyLen(pkt []byte) int {
 	return n
 }
 
-func (p *mqttProxy) trace(n int, dir, what string, id int, dup bool, seq string) {
+func (p *mqttProxy) trace(n int, dir, what string, id int, dup, lost bool, seq string) {
 	if p.out == nil {
 		return
 	}
@@ -173,6 +231,9 @@ func (p *mqttProxy) trace(n int, dir, what string, id int, dup bool, seq string)
 	d := 0
 	if dup {
 		d = 1
+	}
+	if lost {
+		dir = "B>X" // never reached the agent
 	}
 	fmt.Fprintf(p.out, "%s c%d %s %s id=%d dup=%d seq=%s\n", time.Now().Format("15:04:05.000000"), n, dir, what, id, d, seq)
 }
@@ -207,3 +268,111 @@ func keepOnFailure(t *testing.T, p *mqttProxy, dirs ...string) {
 		t.Logf("kept in %s", dst)
 	})
 }
+
+// brokerFaults is what the packet trace proves aedes did to readings:
+// each reading's allowed count in the results, [lo, hi], where the broker
+// lost or duplicated it, and the evidence.
+type brokerFaults struct {
+	lo, hi map[int]int // absent: exactly once
+	// collisions counts the agent's PUBACKs that aedes took for another
+	// message of the session with the same packet id: that message was
+	// still unacknowledged (sent on an earlier connection, or its id given
+	// on one), and aedes removes the first message with the id from the
+	// session, not the one acknowledged.
+	collisions int
+	// removed are the readings such an ack removed: aedes never sends them
+	// again. undelivered of them never reached the agent at all.
+	removed, undelivered int
+	// kept are the readings whose ack removed another: aedes keeps them
+	// and sends them again on a later connection, acknowledged.
+	kept int
+}
+
+// aedesFaults replays the trace against aedes' session store as aedes 1.2.0
+// keeps it (aedes-persistence: a PUBACK removes the first stored message
+// with that packet id; a re-send keeps the id it was first sent with; a new
+// connection numbers new messages from a random id on). Per packet id, the
+// store holds the readings sent with it and not yet removed, oldest first
+// (the store is in publishing order, and seq follows it). The agent's
+// PUBACK on a connection is meant for the oldest reading it received there
+// with that id and has not acked; aedes removes the oldest the store holds.
+// When they differ, the meant reading stays (a duplicate later, allowed
+// once more) and the removed one is lost to the agent unless it had logged
+// it (allowed 0 or 1 times; 0 if it never reached the agent). A reading
+// never sent to the agent at all is the broker's loss too (allowed 0).
+func aedesFaults(events []proxyEvent, readings int) brokerFaults {
+	f := brokerFaults{lo: map[int]int{}, hi: map[int]int{}}
+	owners := map[uint16][]int{}  // packet id → readings the store holds with it
+	owned := map[int]uint16{}     // reading → its id in the store
+	pending := map[[2]int][]int{} // (connection, id) → readings the agent got there, unacked
+	delivered := map[int]bool{}   // reached the agent at least once
+	removedBy := map[int]bool{}   // removed from the store by another reading's ack
+	drop := func(id uint16, seq int) {
+		o := owners[id]
+		if i := slices.Index(o, seq); i >= 0 {
+			owners[id] = slices.Delete(o, i, i+1)
+		}
+		delete(owned, seq)
+	}
+	for _, e := range events {
+		switch {
+		case e.publish && e.toAgent && e.seq >= 0:
+			if id, ok := owned[e.seq]; ok {
+				drop(id, e.seq)
+			}
+			owned[e.seq] = e.id
+			o := append(owners[e.id], e.seq)
+			slices.Sort(o)
+			owners[e.id] = o
+			if !e.lost {
+				delivered[e.seq] = true
+				k := [2]int{e.conn, int(e.id)}
+				pending[k] = append(pending[k], e.seq)
+			}
+		case !e.publish && !e.toAgent:
+			k := [2]int{e.conn, int(e.id)}
+			if len(pending[k]) == 0 {
+				continue
+			}
+			meant := pending[k][0]
+			pending[k] = pending[k][1:]
+			o := owners[e.id]
+			if len(o) == 0 {
+				continue
+			}
+			victim := o[0]
+			drop(e.id, victim)
+			if victim != meant {
+				f.collisions++
+				removedBy[victim] = true
+				f.hi[meant]++ // aedes keeps it: one more copy later
+			}
+		}
+	}
+	for s := range readings {
+		switch {
+		case !delivered[s]:
+			f.lo[s], f.hi[s] = 0, 0
+			f.undelivered++
+			if removedBy[s] {
+				f.removed++
+			}
+		case removedBy[s]:
+			// Delivered, but its ack never reached aedes before another
+			// reading's ack removed it: counted once if the agent had
+			// logged it, else not at all.
+			f.lo[s], f.hi[s] = 0, 1+f.hi[s]
+			f.removed++
+		}
+	}
+	for s, h := range f.hi {
+		if _, ok := f.lo[s]; !ok {
+			f.lo[s], f.hi[s] = 1, 1+h
+			f.kept++
+		}
+	}
+	return f
+}
+
+// exact reports whether the broker neither lost nor duplicated a reading.
+func (f brokerFaults) exact() bool { return len(f.lo) == 0 }
