@@ -110,27 +110,31 @@ func (v Verdict) String() string {
 // the session, a message equal to an entry of the unacknowledged tail is
 // the broker's re-send, with or without DUP (aedes re-sends without it).
 // The tail is what the broker may re-send: the last MaxInflight messages
-// received on the session's previous connection (the broker's in-flight
-// window bounds its unacknowledged messages), or, on the first connection
-// after a restart, the log's last MaxInflight×Sessions entries (an Append
-// precedes its acks, so anything older was acked by the previous process
-// on a connection that then delivered MaxInflight more). Each tail entry
-// absorbs one re-send. Matching ends after the connection's first
-// 2×MaxInflight messages or when the tail is used up: the broker re-sends
-// first, at most a window, and the second window allows for live messages
-// among them. A message on a connection whose session was not resumed, or
-// after matching ended, is kept unless the DUP rule drops it. Not covered,
-// as the log does not record which session an entry came from: after a
-// restart, a shared subscription's session whose last messages lie further
-// back than MaxInflight×Sessions entries (its connection delivered far
-// less than the others at the end); and an entry whose re-send was dropped
-// and whose ack was lost again when the process died before the next
-// connection. Brokers that set DUP are exact there too, by the DUP rule.
+// received on each recent connection of the session (the broker's
+// in-flight window bounds its unacknowledged messages), or, after a
+// restart, the log's last MaxInflight×Sessions entries before its end and
+// before each of its last resumed connections (an Append precedes its
+// acks, so anything older was acked by the previous process on a
+// connection that then delivered MaxInflight more). Each tail entry absorbs
+// one re-send, and is recognized for ResendSpanMs of arrival time after
+// its connection's last message: a broker may send its re-sends behind
+// live messages, or leave them to a later connection when one ends before
+// it got to them (aedes does both); the tail holds at most resendCarry
+// windows of them, the newest. A message on a connection whose session was
+// not resumed, or after its tail entry expired, is kept unless the DUP rule
+// drops it. Not covered, as the log does not record which session an entry
+// came from: after a restart, a shared subscription's session whose last
+// messages lie further back than MaxInflight×Sessions entries (its
+// connection delivered far less than the others at the end); and an entry
+// whose re-send was dropped and whose ack was lost again when the process
+// died before the next connection. Brokers that set DUP are exact there
+// too, by the DUP rule.
 //
 // A wrong drop needs a hash collision with an indexed entry (probability
 // below IndexMax/2^64, 2e-14 by default, per DUP message) or a re-send
-// match with a byte-identical new message on the same topic within the
-// window: payloads should carry a timestamp or sequence number.
+// match with a byte-identical new message on the same topic within
+// ResendSpanMs of a reconnect: payloads should carry a timestamp or
+// sequence number.
 //
 // The hash seeds are random per process; Load rebuilds the index and the
 // tail from the log after a restart.
