@@ -18,17 +18,17 @@ import (
 )
 
 // mqttProxy relays an MQTT client's TCP connections to a broker, packet by
-// packet. It can swallow the client's PUBACKs (holdAcks), as a process
-// killed right after writing them loses them: the broker never sees the
+// packet. It can swallow some of the client's PUBACKs, as a process killed
+// right after writing them loses them: the broker never sees the
 // acks of messages the agent logged, and must send them again after the
-// resume. With a trace path it also writes every PUBLISH and PUBACK both
+// resume (loseAcks). With a trace path it also writes every PUBLISH and PUBACK both
 // ways, one line each: time, connection, direction, packet, packet id,
 // DUP, the reading's seq.
 type mqttProxy struct {
-	ln       net.Listener
-	broker   string
-	holdAcks atomic.Bool
-	held     atomic.Int64 // PUBACKs swallowed
+	ln     net.Listener
+	broker string
+	toLose atomic.Int64 // PUBACKs still to swallow
+	held   atomic.Int64 // PUBACKs swallowed
 
 	mu     sync.Mutex
 	out    *bufio.Writer // nil: no trace file
@@ -138,8 +138,7 @@ func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
 				p.trace(n, dir, "PUBLISH", id, pkt[0]&8 != 0, lost, strconv.Itoa(seq))
 			}
 		case 4: // PUBACK
-			if dir == "A>B" && p.holdAcks.Load() {
-				p.held.Add(1)
+			if dir == "A>B" && p.lose() {
 				continue
 			}
 			if len(body) >= 2 {
@@ -164,6 +163,23 @@ func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
 			// it closes (the other side ends its input).
 			lost = true
 			_ = from.SetReadDeadline(time.Now().Add(10 * time.Second))
+		}
+	}
+}
+
+// loseAcks makes the proxy swallow the client's next n PUBACKs.
+func (p *mqttProxy) loseAcks(n int64) { p.toLose.Add(n) }
+
+// lose reports whether to swallow a PUBACK now, counting it.
+func (p *mqttProxy) lose() bool {
+	for {
+		n := p.toLose.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.toLose.CompareAndSwap(n, n-1) {
+			p.held.Add(1)
+			return true
 		}
 	}
 }
@@ -301,6 +317,7 @@ type brokerFaults struct {
 // it (allowed 0 or 1 times; 0 if it never reached the agent). A reading
 // never sent to the agent at all is the broker's loss too (allowed 0).
 func aedesFaults(events []proxyEvent, readings int) brokerFaults {
+	events = unwritten(events)
 	f := brokerFaults{lo: map[int]int{}, hi: map[int]int{}}
 	owners := map[uint16][]int{}  // packet id → readings the store holds with it
 	owned := map[int]uint16{}     // reading → its id in the store
@@ -372,6 +389,54 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 		}
 	}
 	return f
+}
+
+// unwritten adds to events the ids aedes gave readings on a dead connection
+// without writing them anywhere the proxy could read (after it destroyed
+// the socket): a connection numbers its messages in sequence, and live
+// readings go out in publishing order, so after the last message it wrote
+// there (seq s, id x) reading s+j took id x+j, while it is never seen on
+// any connection or is first seen with that id (sent again, keeping it).
+// Each is added as a lost PUBLISH after that connection's last event.
+func unwritten(events []proxyEvent) []proxyEvent {
+	first := map[int]proxyEvent{} // reading → its first appearance
+	lastLost := map[int]proxyEvent{}
+	lastAt := map[int]int{} // connection → index of its last event
+	for i, e := range events {
+		lastAt[e.conn] = i
+		if !e.publish || !e.toAgent || e.seq < 0 {
+			continue
+		}
+		if _, ok := first[e.seq]; !ok {
+			first[e.seq] = e
+		}
+		if e.lost {
+			lastLost[e.conn] = e
+		}
+	}
+	add := map[int][]proxyEvent{} // index → events to add after it
+	for c, e := range lastLost {
+		for j := 1; j < 65535; j++ {
+			id := uint16((int(e.id)+j-1)%65535 + 1)
+			s := e.seq + j
+			if fe, seen := first[s]; seen {
+				if fe.id != id {
+					break
+				}
+				continue
+			}
+			add[lastAt[c]] = append(add[lastAt[c]], proxyEvent{conn: c, toAgent: true, publish: true, lost: true, id: id, seq: s})
+		}
+	}
+	if len(add) == 0 {
+		return events
+	}
+	out := make([]proxyEvent, 0, len(events))
+	for i, e := range events {
+		out = append(out, e)
+		out = append(out, add[i]...)
+	}
+	return out
 }
 
 // exact reports whether the broker neither lost nor duplicated a reading.
