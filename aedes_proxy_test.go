@@ -299,8 +299,9 @@ type brokerFaults struct {
 	// removed are the readings such an ack removed: aedes never sends them
 	// again. undelivered of them never reached the agent at all.
 	removed, undelivered int
-	// kept are the readings whose ack removed another: aedes keeps them
-	// and sends them again on a later connection, acknowledged.
+	// kept are the readings allowed a second copy: those whose ack removed
+	// another (aedes keeps them and sends them again on a later
+	// connection, acknowledged), and those counted in again.
 	kept int
 	// again counts readings aedes sent again on the same connection after
 	// the agent's PUBACK for them had reached it there: a new publication

@@ -417,8 +417,8 @@ func sameAedesWindows(t *testing.T, f brokerFaults, readings, devices, rate int,
 		sameWindows(t, pacedWindows(readings, devices, rate), got, kills)
 		return
 	}
-	t.Logf("aedes, by the packet trace: %d acks taken for another message with the same packet id; %d readings removed from the session by them (%d never reached the agent at all), %d kept and sent again after their ack; %d sent again on the connection their ack had reached",
-		f.collisions, f.removed, f.undelivered, f.kept, f.again)
+	t.Logf("aedes, by the packet trace: %d acks taken for another message with the same packet id, %d readings removed from the session by them (%d never reached the agent at all); %d sent again on the connection their ack had reached; %d readings allowed a second copy",
+		f.collisions, f.removed, f.undelivered, f.again, f.kept)
 	rng := rand.New(rand.NewPCG(21, 22))
 	want := map[string]*windowBounds{}
 	for j := 0; j < readings; j++ {
