@@ -26,15 +26,17 @@ type Origin struct {
 // restores the subscription before it streams its stored queue, so live
 // messages come ahead of the re-sends (seen 9,800 messages and 5 s into a
 // connection), and a connection that ends before the stream reaches them
-// leaves them for the next one. A minute is the span the watermark already
-// gives a resumed session's backlog (watermark.DefaultBlameMs).
-const ResendSpanMs = 60_000
+// leaves them for the next one: under load, with the agent killed five
+// times in 75 s, a reading came back four connections and 63 s after the
+// one it was received on. Five minutes leaves room for that; each entry still
+// absorbs one message only, and the tail is bounded by resendCarry.
+const ResendSpanMs = 5 * 60_000
 
 // resendCarry bounds a session's tail at this many in-flight windows: the
 // last window of each of its recent connections whose re-sends have not
 // all come back (a connection cut before the broker's stream reached them
 // leaves them to the next one).
-const resendCarry = 4
+const resendCarry = 8
 
 // session is what a Dedup knows of one broker session's connections.
 type session struct {
