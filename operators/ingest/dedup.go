@@ -110,27 +110,31 @@ func (v Verdict) String() string {
 // the session, a message equal to an entry of the unacknowledged tail is
 // the broker's re-send, with or without DUP (aedes re-sends without it).
 // The tail is what the broker may re-send: the last MaxInflight messages
-// received on the session's previous connection (the broker's in-flight
-// window bounds its unacknowledged messages), or, on the first connection
-// after a restart, the log's last MaxInflight×Sessions entries (an Append
-// precedes its acks, so anything older was acked by the previous process
-// on a connection that then delivered MaxInflight more). Each tail entry
-// absorbs one re-send. Matching ends after the connection's first
-// 2×MaxInflight messages or when the tail is used up: the broker re-sends
-// first, at most a window, and the second window allows for live messages
-// among them. A message on a connection whose session was not resumed, or
-// after matching ended, is kept unless the DUP rule drops it. Not covered,
-// as the log does not record which session an entry came from: after a
-// restart, a shared subscription's session whose last messages lie further
-// back than MaxInflight×Sessions entries (its connection delivered far
-// less than the others at the end); and an entry whose re-send was dropped
-// and whose ack was lost again when the process died before the next
-// connection. Brokers that set DUP are exact there too, by the DUP rule.
+// received on each recent connection of the session (the broker's
+// in-flight window bounds its unacknowledged messages), or, after a
+// restart, the log's last MaxInflight×Sessions entries before its end and
+// before each of its last resumed connections (an Append precedes its
+// acks, so anything older was acked by the previous process on a
+// connection that then delivered MaxInflight more). Each tail entry absorbs
+// one re-send, and is recognized for ResendSpanMs of arrival time after
+// its connection's last message: a broker may send its re-sends behind
+// live messages, or leave them to a later connection when one ends before
+// it got to them (aedes does both); the tail holds at most resendCarry
+// windows of them, the newest. A message on a connection whose session was
+// not resumed, or after its tail entry expired, is kept unless the DUP rule
+// drops it. Not covered, as the log does not record which session an entry
+// came from: after a restart, a shared subscription's session whose last
+// messages lie further back than MaxInflight×Sessions entries (its
+// connection delivered far less than the others at the end); and an entry
+// whose re-send was dropped and whose ack was lost again when the process
+// died before the next connection. Brokers that set DUP are exact there
+// too, by the DUP rule.
 //
 // A wrong drop needs a hash collision with an indexed entry (probability
 // below IndexMax/2^64, 2e-14 by default, per DUP message) or a re-send
-// match with a byte-identical new message on the same topic within the
-// window: payloads should carry a timestamp or sequence number.
+// match with a byte-identical new message on the same topic within
+// ResendSpanMs of a reconnect: payloads should carry a timestamp or
+// sequence number.
 //
 // The hash seeds are random per process; Load rebuilds the index and the
 // tail from the log after a restart.
@@ -172,7 +176,7 @@ func NewDedup(opts DedupOptions) *Dedup {
 // with ErrFull rather than dropping it.
 func (d *Dedup) Observe(e *Entry, o Origin) Verdict {
 	h, keyed := d.hash(e)
-	resent := d.resent(o, h)
+	resent := d.resent(o, h, e.Arrival)
 	if e.Flags&FlagDup != 0 {
 		if resent || d.indexed(h) {
 			return DropRedelivery
@@ -238,36 +242,83 @@ func (d *Dedup) Discard() error {
 	if last := d.log.LastOffset(); last >= uint64(d.opts.Window) {
 		from = max(from, last-uint64(d.opts.Window)+1)
 	}
-	return d.scan(d.log, from, func(_ uint64, h uint64, keyed bool, arrival int64) {
+	return d.scan(d.log, from, func(_ uint64, h uint64, keyed bool, arrival int64, _ Flags) {
 		d.keys.remember(h, keyed, arrival)
 	})
 }
 
 // Load rebuilds the filter from l after a restart: the index from its
-// newest IndexMax entries, the tail from its last MaxInflight×Sessions, the
-// dedup_key window from its last Window. Call it after Open and before the
-// first Observe. Its cost is one read of those entries.
+// newest IndexMax entries, the dedup_key window from its last Window, and
+// the tail from the last MaxInflight×Sessions entries before its end and
+// before each of its recent resumed connections (FlagResumed), at most
+// resendCarry such spans, the newest: the last connections before the
+// restart, whose re-sends a broker may still owe (see connected). Each span
+// is recognized for ResendSpanMs after its last entry's arrival. Call it
+// after Open and before the first Observe. Its cost is one read of those
+// entries.
 func (d *Dedup) Load(l *Log) error {
 	d.log = l
 	d.index.reset()
 	last := l.LastOffset()
-	tailN := uint64(d.opts.MaxInflight * d.opts.Sessions)
-	span := max(uint64(d.opts.IndexMax), tailN)
+	tailN := d.opts.MaxInflight * d.opts.Sessions
+	span := uint64(d.opts.IndexMax)
 	if d.keys != nil {
 		d.keys = newKeyWindow(d.opts.Window, d.opts.WindowMs)
 		span = max(span, uint64(d.opts.Window))
+	}
+	if tailN > 0 {
+		// Enough to reach back over resendCarry spans of tailN entries
+		// and the connections between them.
+		span = max(span, uint64(tailN)*resendCarry*4)
 	}
 	from := l.FirstOffset()
 	if last >= span {
 		from = max(from, last-span+1)
 	}
-	var tail []uint64
-	err := d.scan(l, from, func(off uint64, h uint64, keyed bool, arrival int64) {
+	// ring holds the last tailN entries read. At each resumed connection's
+	// first entry, and at the end, those not taken yet join the tail,
+	// recognized for ResendSpanMs after the newest one's arrival.
+	type read struct {
+		off     uint64
+		h       uint64
+		arrival int64
+	}
+	ring := make([]read, tailN)
+	var head, n int
+	var taken uint64 // the newest offset in the tail
+	var tail []tailEntry
+	cut := func() {
+		if n == 0 {
+			return
+		}
+		newest := ring[(head+n-1)%len(ring)]
+		for i := range n {
+			if r := ring[(head+i)%len(ring)]; r.off > taken {
+				tail = append(tail, tailEntry{h: r.h, until: newest.arrival + ResendSpanMs})
+			}
+		}
+		taken = newest.off
+		// Oldest first: a cut drops the oldest.
+		if over := len(tail) - resendCarry*tailN; over > 0 {
+			tail = slices.Delete(tail, 0, over)
+		}
+	}
+	err := d.scan(l, from, func(off uint64, h uint64, keyed bool, arrival int64, flags Flags) {
 		if last-off < uint64(d.opts.IndexMax) {
 			d.index.add(h, off)
 		}
-		if last-off < tailN {
-			tail = append(tail, h)
+		if tailN > 0 {
+			if flags&FlagResumed != 0 {
+				cut()
+			}
+			r := read{off: off, h: h, arrival: arrival}
+			if n < len(ring) {
+				ring[(head+n)%len(ring)] = r
+				n++
+			} else {
+				ring[head] = r
+				head = (head + 1) % len(ring)
+			}
 		}
 		if d.keys != nil && last-off < uint64(d.opts.Window) {
 			d.keys.remember(h, keyed, arrival)
@@ -276,6 +327,7 @@ func (d *Dedup) Load(l *Log) error {
 	if err != nil {
 		return err
 	}
+	cut()
 	d.restart = nil
 	if len(tail) > 0 {
 		d.restart = newResendTail(tail)
@@ -284,8 +336,8 @@ func (d *Dedup) Load(l *Log) error {
 }
 
 // scan reads l from offset from to its end, calling f with each entry's
-// offset, hash and arrival.
-func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arrival int64)) error {
+// offset, hash, arrival and flags.
+func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arrival int64, flags Flags)) error {
 	r, err := l.Reader(from)
 	if err != nil {
 		return fmt.Errorf("ingest: dedup load: %w", err)
@@ -300,7 +352,7 @@ func (d *Dedup) scan(l *Log, from uint64, f func(off, h uint64, keyed bool, arri
 			return fmt.Errorf("ingest: dedup load: %w", err)
 		}
 		h, keyed := d.hash(&e)
-		f(e.Offset, h, keyed, e.Arrival)
+		f(e.Offset, h, keyed, e.Arrival, e.Flags)
 	}
 }
 

@@ -27,13 +27,14 @@ func jsonID(topic, payload []byte) ([]byte, bool) {
 // dedupBatch is a run of readings r<from> … r<to−1> on topic "t", received
 // from o, each expected to get verdict want. restart first closes the log
 // and opens it again with a new Dedup that Loads it, as a new process
-// would.
+// would. Reading i arrives at i ms, plus at.
 type dedupBatch struct {
 	from, to int
 	dup      bool
 	o        Origin
 	want     Verdict
 	restart  bool
+	at       int64
 }
 
 func conn(session uint16, n uint32, resumed bool) Origin {
@@ -82,8 +83,12 @@ func runDedupBatches(t *testing.T, opts DedupOptions, batches []dedupBatch) (*De
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close(); d.Close() })
+	// flagged is, per session, the connection whose first logged message
+	// carries FlagResumed, as the agent's intake marks it.
+	flagged := map[uint16]uint32{}
 	for bi, b := range batches {
 		if b.restart {
+			clear(flagged)
 			l.Close()
 			d.Close()
 			l = mustOpen(t, dir, lopts)
@@ -95,9 +100,32 @@ func runDedupBatches(t *testing.T, opts DedupOptions, batches []dedupBatch) (*De
 		for at := b.from; at < b.to; at += 1000 {
 			entries := make([]Entry, 0, 1000)
 			for i := at; i < min(at+1000, b.to); i++ {
-				entries = append(entries, reading(i, b.dup))
+				e := reading(i, b.dup)
+				e.Arrival += b.at
+				entries = append(entries, e)
 			}
-			for i, v := range observeAppend(t, d, l, entries, func(int) Origin { return b.o }) {
+			var kept []Entry
+			var verdicts []Verdict
+			for i := range entries {
+				v := d.Observe(&entries[i], b.o)
+				verdicts = append(verdicts, v)
+				if v.Dropped() {
+					continue
+				}
+				if b.o.Resumed && flagged[b.o.Session] != b.o.Conn {
+					flagged[b.o.Session] = b.o.Conn
+					entries[i].Flags |= FlagResumed
+				}
+				kept = append(kept, entries[i])
+			}
+			if len(kept) > 0 {
+				first, last, err := l.Append(kept)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Appended(first, last)
+			}
+			for i, v := range verdicts {
 				if v != b.want {
 					t.Fatalf("batch %d: r%08d (dup %v, %+v): %v, want %v", bi, at+i, b.dup, b.o, v, b.want)
 				}
@@ -146,10 +174,31 @@ func TestDedup_Rules(t *testing.T) {
 			{from: 50, to: 100, o: conn(0, 2, true), want: DropResend},
 			{from: 50, to: 60, o: conn(0, 2, true), want: Keep},
 		}},
-		{"matching ends after two windows of the connection", DedupOptions{MaxInflight: 10}, []dedupBatch{
+		{"a re-send behind many live messages is dropped", DedupOptions{MaxInflight: 10}, []dedupBatch{
+			{from: 0, to: 10, o: conn(0, 1, false), want: Keep},
+			{from: 100, to: 10_000, o: conn(0, 2, true), want: Keep},
+			{from: 5, to: 10, o: conn(0, 2, true), want: DropResend},
+		}},
+		{"matching ends ResendSpanMs after the connection's last message", DedupOptions{MaxInflight: 10}, []dedupBatch{
 			{from: 0, to: 10, o: conn(0, 1, false), want: Keep},
 			{from: 100, to: 120, o: conn(0, 2, true), want: Keep},
-			{from: 5, to: 10, o: conn(0, 2, true), want: Keep},
+			{from: 5, to: 10, o: conn(0, 2, true), at: ResendSpanMs + 10, want: Keep},
+		}},
+		{"re-sends still owed come back two connections later", DedupOptions{MaxInflight: 10}, []dedupBatch{
+			{from: 0, to: 10, o: conn(0, 1, false), want: Keep},
+			{from: 100, to: 110, o: conn(0, 2, true), want: Keep},
+			{from: 0, to: 10, o: conn(0, 3, true), want: DropResend},
+			{from: 100, to: 110, o: conn(0, 3, true), want: DropResend},
+		}},
+		{"re-sends still owed by connections before a restart are recognized", DedupOptions{MaxInflight: 10}, []dedupBatch{
+			{from: 0, to: 20, o: conn(0, 1, false), want: Keep},
+			{from: 100, to: 120, o: conn(0, 2, true), want: Keep},
+			{from: 200, to: 220, o: conn(0, 3, true), want: Keep},
+			{restart: true, from: 300, to: 320, o: conn(0, 1, true), want: Keep},
+			{from: 110, to: 120, o: conn(0, 1, true), want: DropResend},
+			{from: 10, to: 20, o: conn(0, 1, true), want: DropResend},
+			{from: 0, to: 10, o: conn(0, 1, true), want: Keep},
+			{from: 210, to: 220, o: conn(0, 1, true), want: DropResend},
 		}},
 		{"a DUP re-send uses up its tail entry", DedupOptions{MaxInflight: 100}, []dedupBatch{
 			{from: 0, to: 100, o: conn(0, 1, false), want: Keep},

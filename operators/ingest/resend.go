@@ -19,17 +19,29 @@ type Origin struct {
 	Resumed bool
 }
 
-// resendWindows is how many in-flight windows of a resumed connection's
-// first messages are matched against the unacknowledged tail. The broker
-// re-sends its unacknowledged messages first (MQTT 3.1.1 §4.4), at most one
-// window of them, but a broker may deliver live messages among them (aedes
-// does, from another code path): a second window leaves room for those.
-const resendWindows = 2
+// ResendSpanMs is how long, in arrival time after the last message of the
+// connection an entry was received on, the broker may still re-send it
+// without DUP and be recognized. A broker re-sends what it had not seen
+// acknowledged when the session resumes, but not necessarily first: aedes
+// restores the subscription before it streams its stored queue, so live
+// messages come ahead of the re-sends (seen 9,800 messages and 5 s into a
+// connection), and a connection that ends before the stream reaches them
+// leaves them for the next one: under load, with the agent killed five
+// times in 75 s, a reading came back four connections and 63 s after the
+// one it was received on. Five minutes leaves room for that; each entry still
+// absorbs one message only, and the tail is bounded by resendCarry.
+const ResendSpanMs = 5 * 60_000
+
+// resendCarry bounds a session's tail at this many in-flight windows: the
+// last window of each of its recent connections whose re-sends have not
+// all come back (a connection cut before the broker's stream reached them
+// leaves them to the next one).
+const resendCarry = 8
 
 // session is what a Dedup knows of one broker session's connections.
 type session struct {
 	conn uint32 // current connection; 0 before the first
-	seen int    // messages received on it
+	last int64  // arrival of the latest message received on it
 	// ring holds the hashes of the last MaxInflight messages received on
 	// the current connection, kept or dropped: only those can be
 	// unacknowledged at the broker, whose in-flight window stops sending
@@ -53,32 +65,54 @@ func (s *session) push(h uint64, size int) {
 	s.head = (s.head + 1) % len(s.ring)
 }
 
-// recent appends the ring's hashes to dst.
-func (s *session) recent(dst []uint64) []uint64 {
-	for i := range s.n {
-		dst = append(dst, s.ring[(s.head+i)%len(s.ring)])
-	}
-	return dst
+// tailEntry is a logged entry the broker may not have seen acknowledged:
+// its hash, and the arrival time until which a re-send of it is
+// recognized (ResendSpanMs after its connection's last message).
+type tailEntry struct {
+	h     uint64
+	until int64
 }
 
-// resendTail is a multiset of hashes of logged entries the broker may not
-// have seen acknowledged: each one absorbs at most one re-send.
+// resendTail is a multiset of tail entries: each one absorbs at most one
+// re-send.
 type resendTail struct {
-	h    []uint64 // sorted
-	used []bool
-	left int
+	e     []tailEntry // sorted by hash
+	used  []bool
+	left  int
+	until int64 // the latest entry's until: matching ends after it
 }
 
-func newResendTail(hs []uint64) *resendTail {
-	slices.Sort(hs)
-	return &resendTail{h: hs, used: make([]bool, len(hs)), left: len(hs)}
+func newResendTail(es []tailEntry) *resendTail {
+	slices.SortFunc(es, func(a, b tailEntry) int {
+		switch {
+		case a.h < b.h:
+			return -1
+		case a.h > b.h:
+			return 1
+		}
+		return int(a.until - b.until)
+	})
+	t := &resendTail{e: es, used: make([]bool, len(es)), left: len(es)}
+	for _, e := range es {
+		t.until = max(t.until, e.until)
+	}
+	return t
 }
 
-// take uses up an entry with hash h, reporting whether there was one.
-func (t *resendTail) take(h uint64) bool {
-	i, found := slices.BinarySearch(t.h, h)
-	for ; found && i < len(t.h) && t.h[i] == h; i++ {
-		if !t.used[i] {
+// take uses up an entry with hash h still recognized at arrival, the one
+// expiring first, reporting whether there was one.
+func (t *resendTail) take(h uint64, arrival int64) bool {
+	i, _ := slices.BinarySearchFunc(t.e, h, func(e tailEntry, h uint64) int {
+		switch {
+		case e.h < h:
+			return -1
+		case e.h > h:
+			return 1
+		}
+		return 0
+	})
+	for ; i < len(t.e) && t.e[i].h == h; i++ {
+		if !t.used[i] && t.e[i].until >= arrival {
 			t.used[i] = true
 			t.left--
 			return true
@@ -87,20 +121,21 @@ func (t *resendTail) take(h uint64) bool {
 	return false
 }
 
-// unused appends the hashes not used up to dst.
-func (t *resendTail) unused(dst []uint64) []uint64 {
-	for i, h := range t.h {
-		if !t.used[i] {
-			dst = append(dst, h)
+// unused appends the entries not used up and still recognized at arrival
+// to dst.
+func (t *resendTail) unused(dst []tailEntry, arrival int64) []tailEntry {
+	for i, e := range t.e {
+		if !t.used[i] && e.until >= arrival {
+			dst = append(dst, e)
 		}
 	}
 	return dst
 }
 
-// resent records h as received from o and reports whether it is the
-// broker's re-send of an entry in the session's unacknowledged tail (using
-// that entry up).
-func (d *Dedup) resent(o Origin, h uint64) bool {
+// resent records h as received from o at arrival and reports whether it is
+// the broker's re-send of an entry in the session's unacknowledged tail
+// (using that entry up).
+func (d *Dedup) resent(o Origin, h uint64, arrival int64) bool {
 	if d.opts.MaxInflight <= 0 || o.Conn == 0 {
 		return false
 	}
@@ -109,45 +144,51 @@ func (d *Dedup) resent(o Origin, h uint64) bool {
 	}
 	s := &d.sessions[o.Session]
 	if s.conn != o.Conn {
-		d.connected(s, o)
+		d.connected(s, o, arrival)
 	}
-	s.seen++
+	s.last = max(s.last, arrival)
 	s.push(h, d.opts.MaxInflight)
 	t := s.tail
 	if t == nil {
 		return false
 	}
-	if t.left == 0 || s.seen > resendWindows*d.opts.MaxInflight {
-		s.tail = nil // matching ends: the re-sends came first
+	if t.left == 0 || arrival > t.until {
+		s.tail = nil // matching ends: every entry came back or expired
 		return false
 	}
-	return t.take(h)
+	return t.take(h, arrival)
 }
 
-// connected starts connection o of session s. On a resumed session the
-// broker re-sends what the previous connection received without the broker
-// seeing the ack: at most the last MaxInflight messages it received (the
-// ring), plus what the previous tail still held if that connection ended
-// before its matching did (its re-sends were not all received either). The
-// first connection of a session in this process takes the tail rebuilt
-// from the log (Load). Without a resumed session the broker re-sends
-// nothing.
-func (d *Dedup) connected(s *session, o Origin) {
+// connected starts connection o of session s, whose first message arrived
+// at arrival. On a resumed session the broker re-sends what the previous
+// connection received without the broker seeing the ack: at most the last
+// MaxInflight messages it received (the ring), recognized for ResendSpanMs
+// after its last one, plus what the previous tail still holds unused and
+// unexpired (that connection ended before the broker's stream reached
+// them), at most resendCarry windows, the newest. The first connection of
+// a session in this process takes the tail rebuilt from the log (Load).
+// Without a resumed session the broker re-sends nothing.
+func (d *Dedup) connected(s *session, o Origin, arrival int64) {
 	var tail *resendTail
 	switch {
 	case !o.Resumed:
 	case s.conn == 0:
 		tail = d.restart
 	default:
-		var hs []uint64
+		var es []tailEntry
 		if s.tail != nil && s.tail.left > 0 {
-			hs = s.tail.unused(hs)
+			es = s.tail.unused(es, arrival)
+			slices.SortStableFunc(es, func(a, b tailEntry) int { return int(a.until - b.until) })
 		}
-		hs = s.recent(hs) // newest last: a cut below drops the oldest
-		hs = hs[max(len(hs)-resendWindows*d.opts.MaxInflight, 0):]
-		if len(hs) > 0 {
-			tail = newResendTail(hs)
+		until := s.last + ResendSpanMs
+		for i := range s.n {
+			es = append(es, tailEntry{h: s.ring[(s.head+i)%len(s.ring)], until: until})
+		}
+		// Newest last: a cut drops the oldest.
+		es = es[max(len(es)-resendCarry*d.opts.MaxInflight, 0):]
+		if len(es) > 0 {
+			tail = newResendTail(es)
 		}
 	}
-	s.conn, s.seen, s.head, s.n, s.tail = o.Conn, 0, 0, 0, tail
+	s.conn, s.head, s.n, s.tail = o.Conn, 0, 0, tail
 }
