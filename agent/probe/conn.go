@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/eddy-edge/eddy/operators/walsink"
 )
 
 // Endpoint is where and as whom a probe connects.
@@ -46,29 +48,16 @@ func dialRaw(ctx context.Context, ep Endpoint) (*rawConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker url: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var conn net.Conn
 	switch u.Scheme {
-	case "ssl", "tls", "mqtts":
-		cfg := ep.TLS
-		if cfg == nil {
-			cfg = &tls.Config{}
-		}
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName = u.Hostname()
-		}
-		d := tls.Dialer{Config: cfg}
-		conn, err = d.DialContext(ctx, "tcp", u.Host)
-	case "tcp", "mqtt":
-		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", u.Host)
+	case "ssl", "tls", "mqtts", "tcp", "mqtt":
 	default:
 		return nil, fmt.Errorf("broker url %q: the probe speaks tcp:// and ssl:// only", ep.Broker)
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := walsink.DialBroker(ctx, ep.Broker, ep.TLS, 10*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", u.Host, err)
+		return nil, err
 	}
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)

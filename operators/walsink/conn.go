@@ -34,16 +34,31 @@ func (e *connackError) Unwrap() error { return errConnRefused }
 // dialTransport opens the TCP (or TLS) connection to the broker, within
 // DialTimeout.
 func dialTransport(ctx context.Context, o *Options) (net.Conn, error) {
-	u, err := url.Parse(o.Broker)
-	if err != nil {
+	conn, err := DialBroker(ctx, o.Broker, o.TLS, o.DialTimeout)
+	var ue *url.Error
+	switch {
+	case errors.As(err, &ue) && ue.Op == "parse":
 		return nil, fmt.Errorf("walsink: broker url: %w", err)
+	case err != nil:
+		return nil, &dialError{fmt.Errorf("walsink: %w", err)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	return conn, nil
+}
+
+// DialBroker opens the TCP connection to an MQTT broker URL, TLS for
+// ssl://, tls:// and mqtts:// (the server name from the URL unless cfg
+// sets one), within timeout: how the sink reaches its broker, and so how
+// eddy probe reaches it too.
+func DialBroker(ctx context.Context, broker string, cfg *tls.Config, timeout time.Duration) (net.Conn, error) {
+	u, err := url.Parse(broker)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var conn net.Conn
 	switch u.Scheme {
 	case "ssl", "tls", "mqtts":
-		cfg := o.TLS
 		if cfg == nil {
 			cfg = &tls.Config{}
 		}
@@ -58,7 +73,7 @@ func dialTransport(ctx context.Context, o *Options) (net.Conn, error) {
 		conn, err = d.DialContext(ctx, "tcp", u.Host)
 	}
 	if err != nil {
-		return nil, &dialError{fmt.Errorf("walsink: dial %s: %w", u.Host, err)}
+		return nil, fmt.Errorf("dial %s: %w", u.Host, err)
 	}
 	return conn, nil
 }
