@@ -10,7 +10,7 @@ agent {
   data_dir       = "./eddy-data"
   admin          = "127.0.0.1:8787" # beyond loopback needs admin_token
   admin_token    = ""
-  admin_hosts    = ["gateway-01.local"] # Host headers answered besides the listen address, localhost and IPs
+  admin_hosts    = ["gateway-01.local"] # default none; Host headers answered besides the listen address, localhost and IPs
   log_level      = "info"  # debug | info | warn | error
   log_format     = "text"  # text | json
   max_key_groups = 128     # fixed for the life of the state
@@ -59,7 +59,7 @@ source "mqtt" "sensors" {
   clean_session = false # keep the session so nothing is lost while down
   connections   = 1     # >1: shared subscription over that many connections (more cores; readings may reorder)
   keepalive     = "30s"
-  username      = "eddy"
+  username      = "eddy" # default none (both or neither)
   password      = env("EDDY_SENSORS_PASSWORD", "")
   dedup_key     = "id"  # default unset; a JSON field with the producer's message id: a repeated (topic, id) is dropped
   dedup_window  = "10m" # how long ids are remembered (at most 65,536 of them)
@@ -120,8 +120,8 @@ source "file" "replay" {
     unit  = "ms"
   }
   watermark {
-    max_out_of_orderness = "5s"
-    idle_timeout         = "0s"
+    max_out_of_orderness = "5s" # default 0s
+    idle_timeout         = "0s" # never idle
     max_future_skew      = "0s" # 0 = no bound
   }
 }
@@ -157,7 +157,7 @@ source "simulator" "sim" {
   malformed    = 0.005
   max_readings = 0      # 0 = unlimited
   watermark {
-    max_out_of_orderness = "1s"
+    max_out_of_orderness = "1s" # default 0s
   }
 }
 
@@ -226,7 +226,7 @@ pipeline "temp_1m" {
   }
   key         = event.device
   parallelism = 2
-  max_keys    = 10000 # keys holding window state; a reading of one more is dead-lettered (key_limit); 0 = unlimited
+  max_keys    = 10000 # default 0 = unlimited; keys holding window state, a reading of one more is dead-lettered (key_limit)
   window "tumbling" {
     time             = "event" # default when the source has a timestamp
     size             = "1m"
@@ -280,7 +280,7 @@ pipeline "csv_replay_total" {
   from = source.file.replay_csv
   key  = event.device
   window "global" {
-    trigger_count = 1000 # fire every 1000 readings
+    trigger_count = 1000 # default none; fire every 1000 readings
   }
   aggregate {
     n = count()
@@ -292,7 +292,7 @@ pipeline "csv_replay_total" {
 # own. Blocks run in the order written, dedup first.
 pipeline "temp_signals" {
   from      = source.mqtt.sensors
-  control   = source.mqtt.thresholds # its JSON messages are control.* in expressions
+  control   = source.mqtt.thresholds # default none; its JSON messages are control.* in expressions
   key       = event.device
   state_ttl = "24h"        # a key's state is dropped this long after its last reading; default: kept
   order     = "event_time" # | arrival; default event_time with a source timestamp
