@@ -19,9 +19,10 @@ import (
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
 // outsideRef matches what a reader of the repository alone cannot follow:
-// the design brief it grew from, the folder beside the checkout, the
-// articles it was built from, and this project's own issue numbers.
-var outsideRef = regexp.MustCompile(`DESIGN\.md|\.\./shared|\bseeds?/|\b[Ss]eeds? (000|002|004)\b|\b[Ii]ssues? #?\d+`)
+// the design brief it grew from (its name in capitals, with or without
+// ".md" or "'s"), the folder beside the checkout, the articles it was
+// built from, and this project's own issue numbers.
+var outsideRef = regexp.MustCompile(`\bDESIGN\b|\.\./shared|\bseeds?/|\b[Ss]eeds? (000|002|004)\b|\b[Ii]ssues? #?\d+`)
 
 // publicIssue matches another project's issue, a public reference, named
 // after its project: "paho's issue 788", "its issue 788",

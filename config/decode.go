@@ -27,9 +27,10 @@ const sizeHint = `sizes look like "512KiB", "64MiB", "1GiB", "100MB", or a whole
 type decoder struct {
 	diags hcl.Diagnostics
 	funcs map[string]function.Function
-	// accepted, when set, is told the attribute names every block is
-	// decoded against (the configuration reference is checked with it).
-	accepted func(block *hcl.Block, attrNames []string)
+	// accepted, when set, is told the schema every block is decoded
+	// against: its attribute names and nested block types (the
+	// configuration reference and examples/full.hcl are checked with it).
+	accepted func(block *hcl.Block, attrNames []string, blocks []hcl.BlockHeaderSchema)
 }
 
 func (d *decoder) extend(diags hcl.Diagnostics) { d.diags = d.diags.Extend(diags) }
@@ -64,7 +65,7 @@ func (d *decoder) content(block *hcl.Block, attrNames []string, blocks ...hcl.Bl
 	c, diags := block.Body.Content(schema)
 	d.extend(diags)
 	if d.accepted != nil {
-		d.accepted(block, attrNames)
+		d.accepted(block, attrNames, blocks)
 	}
 	return attrs{d: d, m: c.Attributes, block: block}, c
 }

@@ -19,9 +19,10 @@ type Loader struct {
 	// nil means MachineDeviceID.
 	DeviceID func() (string, error)
 
-	// accepted, when set, is told the attribute names every block is decoded
-	// against (tests check the configuration reference with it).
-	accepted func(block *hcl.Block, attrNames []string)
+	// accepted, when set, is told the schema every block is decoded
+	// against (tests check the configuration reference and
+	// examples/full.hcl with it).
+	accepted func(block *hcl.Block, attrNames []string, blocks []hcl.BlockHeaderSchema)
 }
 
 // Load reads, parses, decodes and validates the file at path with the

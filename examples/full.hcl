@@ -1,4 +1,5 @@
-# Every block Eddy knows, with its options. Values shown are the defaults
+# Every block Eddy knows, with every option (config/fullexample_test.go
+# holds it so). Values shown are the defaults
 # unless the comment says otherwise. Durations: "500ms", "2s", "1m", "1h", "1d".
 # Sizes: "512KiB", "64MiB", "1GiB", "100MB" or a number of bytes.
 # env("NAME", "default") and file("path") work in any value.
@@ -9,12 +10,20 @@ agent {
   data_dir       = "./eddy-data"
   admin          = "127.0.0.1:8787" # beyond loopback needs admin_token
   admin_token    = ""
+  admin_hosts    = ["gateway-01.local"] # default none; Host headers answered besides the listen address, localhost and IPs
   log_level      = "info"  # debug | info | warn | error
   log_format     = "text"  # text | json
   max_key_groups = 128     # fixed for the life of the state
   parallelism    = 1       # default keyed subtasks per pipeline
   max_disk       = "8GiB"  # default: 50% of data_dir's file system, at most free + Eddy's own;
                            # ingest, buffer and state bounds below must fit in it
+  memory_limit   = "256MiB" # Go's soft limit; default: a quarter of the RAM or cgroup limit, at most 256MiB
+  # HTTPS on the admin endpoint; the files must exist (eddy validate reads them):
+  # admin_tls {
+  #   cert      = "/etc/eddy/admin.pem"
+  #   key       = "/etc/eddy/admin.key"
+  #   client_ca = "/etc/eddy/ca.pem" # default none; when set, clients need a certificate it signed
+  # }
 }
 
 # Optional embedded broker for local sensors. Beyond loopback it needs
@@ -24,6 +33,21 @@ broker {
   username     = "sensors"
   password     = env("EDDY_BROKER_PASSWORD", "change-me")
   max_inflight = 1000
+  max_message_size        = "256KiB" # larger publishes disconnect the client
+  max_clients             = 1000
+  max_messages_per_second = 500 # per client connection, delayed beyond it; default 0 = unlimited
+  max_messages_burst      = 1000 # publishes at once after idling; default: the rate
+  # What a client may publish; without any acl, everything. Repeatable.
+  acl {
+    user    = "*" # the MQTT username (or certificate CN with tls { ca }); "*": everyone else
+    publish = ["sensors/${username}/#", "csv/${device_id}/+", "sim/+/telemetry", "control/#"]
+  }
+  # TLS listener; the files must exist (eddy validate reads them):
+  # tls {
+  #   cert = "/etc/eddy/broker.pem"
+  #   key  = "/etc/eddy/broker.key"
+  #   ca   = "/etc/eddy/ca.pem" # default none; when set, client certificates are required
+  # }
 }
 
 # Readings from an external broker.
@@ -35,9 +59,19 @@ source "mqtt" "sensors" {
   clean_session = false # keep the session so nothing is lost while down
   connections   = 1     # >1: shared subscription over that many connections (more cores; readings may reorder)
   keepalive     = "30s"
-  # dedup_key    = "id"  # default unset; a JSON field with the producer's message id: a repeated (topic, id) is dropped
-  # dedup_window = "10m" # how long ids are remembered (at most 65,536 of them)
+  username      = "eddy" # default none (both or neither)
+  password      = env("EDDY_SENSORS_PASSWORD", "")
+  dedup_key     = "id"  # default unset; a JSON field with the producer's message id: a repeated (topic, id) is dropped
+  dedup_window  = "10m" # how long ids are remembered (at most 65,536 of them)
+  max_message_size = "256KiB" # larger messages are dead-lettered (too_large)
+  max_inflight  = 1000  # unacknowledged QoS 1/2 messages the broker may send at once
   format        = "json" # json | csv | raw
+  tls {
+    ca                   = "" # default: the system roots; a PEM bundle must exist at start
+    cert                 = "" # client certificate and key, both or neither
+    key                  = ""
+    insecure_skip_verify = false # tests only
+  }
   reconnect {
     min = "1s"
     max = "1m"
@@ -52,6 +86,13 @@ source "mqtt" "sensors" {
     max_future_skew      = "1m"
     hold_after_resume    = "3s" # for brokers that send a resumed session's backlog behind newer messages
   }
+}
+
+# A low-rate control stream (thresholds pushed from the cloud), read as
+# control.* by pipelines that name it in control.
+source "mqtt" "thresholds" {
+  broker = "embedded"
+  topics = ["control/${device_id}/thresholds"]
 }
 
 # Readings from the embedded broker, as CSV with an RFC 3339 time column.
@@ -78,6 +119,30 @@ source "file" "replay" {
     field = "ts"
     unit  = "ms"
   }
+  watermark {
+    max_out_of_orderness = "5s" # default 0s
+    idle_timeout         = "0s" # never idle
+    max_future_skew      = "0s" # 0 = no bound
+  }
+}
+
+# A CSV replay whose watermark comes from marker lines, not from the
+# readings' times.
+source "file" "replay_csv" {
+  path   = "readings.csv"
+  format = "csv"
+  csv {
+    header    = true # column names from the first line
+    columns   = []   # or name them here
+    delimiter = ","
+  }
+  timestamp {
+    field  = "time"
+    layout = "2006-01-02 15:04:05" # a Go layout, or "rfc3339"
+  }
+  watermark {
+    punctuation = "wm" # a line with wm set moves event time to it
+  }
 }
 
 # Synthetic sensors publishing to the embedded broker.
@@ -91,14 +156,18 @@ source "simulator" "sim" {
   late         = 0.01
   malformed    = 0.005
   max_readings = 0      # 0 = unlimited
+  watermark {
+    max_out_of_orderness = "1s" # default 0s
+  }
 }
 
 # Results upstream, exactly once through the WAL.
 sink "mqtt" "cloud" {
   broker    = "ssl://iot.example.com:8883"
   client_id = "eddy-${device_id}-cloud"
-  # ${device_id}, ${pipeline}, ${key}, ${window_start}, ${window_end}
-  topic     = "sites/${device_id}/${pipeline}/${key}"
+  # ${device_id}, ${pipeline}, ${key}, ${window_start}, ${window_end};
+  # ${key} may add levels (a key with "/"), which max_topic_levels warns of
+  topic     = "sites/${device_id}/${pipeline}"
   qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
@@ -108,12 +177,15 @@ sink "mqtt" "cloud" {
   # at the end of a finite input, wait this long for the WAL to be delivered
   drain_timeout = "30s"
   # cloud-broker limits (AWS IoT Core: "128KiB", 8); default: none
-  # max_payload      = "128KiB" # larger results are dead-lettered (too_large), never published
-  # max_topic_levels = 8        # eddy validate warns when the topic can have more
+  max_payload      = "128KiB" # larger results are dead-lettered (too_large), never published
+  max_topic_levels = 8        # eddy validate warns when the topic can have more
   username  = "gateway"
   password  = env("EDDY_CLOUD_PASSWORD", "")
   tls {
-    ca = "" # default: the system roots; a PEM bundle, e.g. "/etc/eddy/ca.pem", must exist at start
+    ca                   = "" # default: the system roots; a PEM bundle, e.g. "/etc/eddy/ca.pem", must exist at start
+    cert                 = "" # client certificate and key, both or neither
+    key                  = ""
+    insecure_skip_verify = false # tests only
   }
   buffer {
     max_disk   = "512MiB"
@@ -126,6 +198,16 @@ sink "file" "late" {
   path        = "late.jsonl"
   rotate_size = "64MiB"
   format      = "jsonl"
+  delivery    = "at_least_once" # | exactly_once: path is a directory of one part file per checkpoint
+}
+
+sink "file" "parts" {
+  path     = "signals"
+  delivery = "exactly_once"
+  rotate { # exactly_once only: which committed parts to keep
+    max_files = 1000 # default: all
+    max_age   = "7d" # default: forever
+  }
 }
 
 sink "file" "dead" {
@@ -144,6 +226,7 @@ pipeline "temp_1m" {
   }
   key         = event.device
   parallelism = 2
+  max_keys    = 10000 # default 0 = unlimited; keys holding window state, a reading of one more is dead-lettered (key_limit)
   window "tumbling" {
     time             = "event" # default when the source has a timestamp
     size             = "1m"
@@ -193,6 +276,49 @@ pipeline "csv_sessions" {
   to = [sink.stdout.console]
 }
 
+pipeline "csv_replay_total" {
+  from = source.file.replay_csv
+  key  = event.device
+  window "global" {
+    trigger_count = 1000 # default none; fire every 1000 readings
+  }
+  aggregate {
+    n = count()
+  }
+  to = [sink.stdout.console]
+}
+
+# Per-key blocks instead of a window: readings one by one, records of their
+# own. Blocks run in the order written, dedup first.
+pipeline "temp_signals" {
+  from      = source.mqtt.sensors
+  control   = source.mqtt.thresholds # default none; its JSON messages are control.* in expressions
+  key       = event.device
+  state_ttl = "24h"        # a key's state is dropped this long after its last reading; default: kept
+  order     = "event_time" # | arrival; default event_time with a source timestamp
+  dedup {
+    id     = event.msg_id # a null id is not deduplicated
+    within = "1h"
+  }
+  report_by_exception {
+    value     = event.temp
+    deadband  = 0.5   # default 0: every change
+    heartbeat = "10m" # default none
+    time      = "event" # | processing: the agent's clock repeats the last value when silent
+  }
+  alarm "hot" {
+    raise        = event.temp > (control.max_temp != null ? control.max_temp : 80)
+    clear        = event.temp < 70 # default: !raise; a second threshold gives hysteresis
+    min_duration = "30s"           # default 0: at once
+  }
+  absence {
+    timeout = "5m"
+    time    = "event" # | processing (default): counted on the agent's clock from each arrival
+  }
+  to          = [sink.file.parts]
+  late_output = sink.file.late
+}
+
 pipeline "sim_counts" {
   from = source.simulator.sim
   key  = event.device
@@ -220,9 +346,12 @@ checkpoint {
   tolerable_failures = 3
   retain             = 3
   mode               = "exactly_once" # | at_least_once
+  max_savepoints     = 10
   max_chain_ratio    = 1.0 # a new full snapshot once the increments outweigh the last one; 0 = all full
+  # full_every       = 10  # deprecated (warns): caps the chain by count; max_chain_ratio replaces it
   unaligned          = false # true: barriers overtake queued records, which go into the checkpoint
   aligned_timeout    = "0s"  # switch an aligned checkpoint to unaligned after this long; 0 = never
+  debug_always_merge = false # tests only
 }
 
 upload "s3" {
@@ -270,4 +399,18 @@ ingest {
   max_disk      = "1GiB"
   linger        = "100ms"       # shortest time between two commits (fsyncs) unless 256 messages wait; acks wait for their commit
   compression   = "zstd"        # | none: each batch stored compressed when that makes it smaller
+}
+
+# What the agent does when a pipeline fails.
+restart {
+  strategy                  = "exponential_delay" # | fixed_delay | failure_rate | none
+  initial_backoff           = "1s"  # exponential_delay
+  max_backoff               = "5m"
+  backoff_multiplier        = 2
+  jitter_factor             = 0.1
+  reset_backoff_threshold   = "1h"
+  attempts                  = 3     # fixed_delay
+  delay                     = "10s" # fixed_delay and failure_rate
+  max_failures_per_interval = 3     # failure_rate
+  failure_rate_interval     = "5m"
 }

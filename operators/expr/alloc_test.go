@@ -13,10 +13,10 @@ var steadyFields = fields{
 	"payload.sensor.temp": num(19.25), "status": str("OK"), "n": null, "level": str("42.5"),
 }
 
-// TestProgram_ZeroAllocs pins DESIGN's rule that nothing on the
-// per-reading path allocates: after one warm-up reading has grown
-// rec.Scratch, evaluating again (with Scratch reset, as Record.Reset does)
-// allocates nothing.
+// TestProgram_ZeroAllocs pins the rule that nothing on the per-reading
+// path allocates (garbage per reading costs GC time at every rate): after
+// one warm-up reading has grown rec.Scratch, evaluating again (with Scratch
+// reset, as Record.Reset does) allocates nothing.
 func TestProgram_ZeroAllocs(t *testing.T) {
 	for _, src := range []string{
 		`event.temp != null && event.temp < 200`,

@@ -138,7 +138,7 @@ func openLogged(t testing.TB, dir string, opts Options) (*Sink, *logBuffer) {
 // once, in order, to a QoS 2 subscriber.
 //
 // max_inflight 20, the window set right, is the baseline of the delivery
-// rate the subtests log (BENCHMARKS.md).
+// rate the subtests log (BENCHMARKS.md has the figures).
 func TestSink_LearnsBrokerWindow(t *testing.T) {
 	for _, maxInflight := range []int{1000, 100, 20} {
 		t.Run(fmt.Sprintf("max_inflight_%d", maxInflight), func(t *testing.T) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every benchmark of the suite in turn (about 9 minutes) and prints
-# their tables; paste them into BENCHMARKS.md with the header this prints.
+# Runs the suite's main benchmarks in turn (about 9 minutes) and prints
+# their tables; carry each target's figure and the date this prints into
+# its row of BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 go build -o "${TMPDIR:-/tmp}/eddybench" ./scripts/bench/eddybench

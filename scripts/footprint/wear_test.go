@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// wearConfig runs the design's example load: 1,000 readings/s from 100
+// wearConfig runs the reference load: 1,000 readings/s from 100
 // simulated sensors through the embedded broker into one-minute event-time
 // windows on bbolt state, results to an exactly-once file sink, checkpoints
 // every 10 s.
