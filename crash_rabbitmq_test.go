@@ -266,8 +266,8 @@ func TestCrash_RabbitMQSource(t *testing.T) {
 	if dropped < float64(held) {
 		t.Errorf("%v redeliveries dropped (%s), fewer than the %d acks lost with the processes", dropped, droppedMetric, held)
 	}
-	if rs.resends < int(held) || rs.connections != kills+1 || rs.resumed != kills {
-		t.Errorf("trace: %v; want at least the %d swallowed acks' readings sent again, %d connections, all but the first resumed", rs, held, kills+1)
+	if rs.resends < int(held) || rs.connections < kills+1 || rs.resumed != rs.connections-1 {
+		t.Errorf("trace: %v; want at least the %d swallowed acks' readings sent again, at least %d connections, all but the first resumed", rs, held, kills+1)
 	}
 	// The agent drops re-sends either way; docs/upstream.md says RabbitMQ
 	// marks them, which this holds it to.
