@@ -13,6 +13,9 @@
 #   - TestCrash_Aedes*: 200,000 readings at 10,000/s through aedes, SIGKILLed
 #     5 times, whose resumed sessions send their backlog behind live readings
 #     (crash_aedes_test.go);
+#   - TestCrash_RabbitMQSource: 200,000 readings at QoS 1 from 1,000 devices
+#     through RabbitMQ 3.10's MQTT plugin (mqtt.prefetch = 1000), the agent
+#     SIGKILLed 10 times, 100 of its acks lost with each killed process;
 #   - the WAL sink's and the file source's crash tests (crash_wal_test.go,
 #     crash_test.go: 1,200,000 readings from a file, SIGKILLed 10 times per
 #     pipeline).
