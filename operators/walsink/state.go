@@ -114,7 +114,7 @@ func (st *logState) apply(seg uint64, p []byte) error {
 	switch p[0] {
 	case kindState:
 		return st.applyState(p)
-	case kindData, kindDataCompact:
+	case kindDataCompact:
 		d, err := decodeData(p)
 		if err != nil {
 			return err
@@ -139,8 +139,6 @@ func (st *logState) apply(seg uint64, p []byte) error {
 			return err
 		}
 		st.applyAbort(w[0], w[1], w[2])
-	case kindSession:
-		return forEachSession(p, st.applyStep)
 	case kindSteps:
 		return forEachStep(p, st.flowID, st.applyStep)
 	case kindResume:
