@@ -77,7 +77,7 @@ func (st *logState) isAborted(seq uint64) bool {
 // it overlaps or touches. Recover's ranges start at or after the previous
 // one's start (it aborts from just past the committed data, which only
 // grows), so this is an append or a merge with the last range; anything
-// else (a state record of an older build) is sorted and merged.
+// else is sorted and merged, so no order of records can break the ranges.
 func (st *logState) addAborted(from, to uint64) {
 	n := len(st.aborted)
 	switch {
