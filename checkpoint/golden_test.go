@@ -80,6 +80,9 @@ func TestGolden_Snapshot(t *testing.T) {
 		if b[0] == typeZstdBlock {
 			n += 4
 		}
+		if blockHeaderSize+n+crcSize > len(b) {
+			t.Fatalf("golden.snap: block of %d bytes overruns the file", n)
+		}
 		b = b[blockHeaderSize+n+crcSize:]
 	}
 	if !types[typeBlock] || !types[typeZstdBlock] {
