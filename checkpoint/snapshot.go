@@ -8,8 +8,8 @@ package checkpoint
 // a fixed byte order (big-endian) or is an unsigned varint
 // (encoding/binary.Uvarint), so a file written on armv7 restores on arm64 or
 // amd64. Blocks are zstd-compressed when that makes them smaller: every
-// checkpoint writes its snapshot to the device, and with all keys
-// hot (every key changed since the last checkpoint) that is the whole state
+// checkpoint writes its snapshot to the device, and with all keys hot
+// (every key changed since the last checkpoint) that is the whole state
 // each time, whose repetitive window keys and accumulators compress 3-5×.
 //
 // A file is a header, zero or more blocks, and a trailer, with nothing after

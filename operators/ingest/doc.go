@@ -120,8 +120,8 @@
 // block format (a uvarint of the records' length, then S2 elements; not
 // the framed stream format). The codec is per frame, so one segment may
 // hold several (the setting changed between runs), and every codec is
-// read whatever the log writes. A frame never spans segments and a segment never exceeds
-// Options.SegmentBytes.
+// read whatever the log writes. A frame never spans segments and a
+// segment never exceeds Options.SegmentBytes.
 //
 // Every log writes format version 3, and reads only that: a segment of
 // another version is a *CorruptionError naming the file, the version found

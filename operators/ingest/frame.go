@@ -32,8 +32,8 @@ const (
 	FlagResumed Flags = 1 << 3
 
 	flagsKnown = FlagDup | FlagRetain | FlagTooLarge | FlagResumed
-	// recSameTopic marks a record whose topic is the previous
-	// record's (not stored again). Stored only, never in an Entry.
+	// recSameTopic marks a record whose topic is the previous record's
+	// (not stored again). Stored only, never in an Entry.
 	recSameTopic = 1 << 7
 )
 
