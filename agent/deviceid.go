@@ -21,10 +21,7 @@ const deviceIDFile = "device_id"
 // deviceIDFacts is what settles the device id of a start.
 type deviceIDFacts struct {
 	configured string // the configuration's device id (set or default)
-	defaulted  bool   // not set in the file: derived from the machine
 	stored     string // the data_dir's recorded id; "" if none
-	dirUsed    bool   // the data_dir holds data from before ids were recorded
-	legacy     string // the default id of Eddy before the derived one (raw machine id)
 	allowNew   bool   // --allow-new-device-id
 }
 
@@ -33,25 +30,16 @@ type deviceIDFacts struct {
 var errDeviceIDChanged = errors.New("agent: the device id changed")
 
 // decideDeviceID returns the id to run under and whether to record it:
-//   - a recorded id is kept when the configuration gives it, or gives the
-//     default and the record is this machine's pre-derivation default (the
-//     raw machine id): an upgrade moves no device to a new S3 prefix;
+//   - with no record, the configured id (set or default), recorded;
+//   - a recorded id is kept when the configuration gives it;
 //   - any other recorded id is an error (a data_dir copied to another
 //     device, a clone that regenerated its machine id, an edited
-//     device_id), unless allowNew, which records the configured one;
-//   - with no record, a data_dir already in use keeps the id Eddy used
-//     before ids were recorded: the legacy one when the device id is the
-//     default, else the configured one; a fresh data_dir takes the
-//     configured one.
+//     device_id), unless allowNew, which records the configured one.
 func decideDeviceID(f deviceIDFacts) (id string, record bool, err error) {
 	switch {
-	case f.stored == "" && f.dirUsed && f.defaulted && f.legacy != "":
-		return f.legacy, true, nil
 	case f.stored == "":
 		return f.configured, true, nil
 	case f.stored == f.configured:
-		return f.stored, false, nil
-	case f.defaulted && f.stored == f.legacy:
 		return f.stored, false, nil
 	case f.allowNew:
 		return f.configured, true, nil
@@ -64,20 +52,13 @@ func decideDeviceID(f deviceIDFacts) (id string, record bool, err error) {
 // records it there when write is set, and sets it as cfg.Agent.DeviceID.
 func settleDeviceID(cfg *config.Config, allowNew, write bool) error {
 	dir := cfg.Agent.DataDir
-	f := deviceIDFacts{configured: cfg.Agent.DeviceID, defaulted: cfg.Agent.DeviceIDDefaulted, allowNew: allowNew}
+	f := deviceIDFacts{configured: cfg.Agent.DeviceID, allowNew: allowNew}
 	b, err := os.ReadFile(filepath.Join(dir, deviceIDFile))
 	switch {
 	case err == nil:
 		f.stored = strings.TrimSpace(string(b))
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("agent: read the data_dir's device id: %w", err)
-	}
-	if f.stored == "" {
-		entries, _ := os.ReadDir(dir)
-		f.dirUsed = len(entries) > 0
-	}
-	if f.defaulted {
-		f.legacy, _ = config.RawMachineID()
 	}
 	id, record, err := decideDeviceID(f)
 	if err != nil {

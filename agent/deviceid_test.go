@@ -11,7 +11,7 @@ import (
 )
 
 func TestDecideDeviceID(t *testing.T) {
-	const derived, raw = "derived0derived0derived0derived0", "raw00000raw00000raw00000raw00000"
+	const derived = "derived0derived0derived0derived0"
 	tests := []struct {
 		name       string
 		f          deviceIDFacts
@@ -19,14 +19,11 @@ func TestDecideDeviceID(t *testing.T) {
 		wantRecord bool
 		wantErr    bool
 	}{
-		{"fresh data_dir takes the derived default", deviceIDFacts{configured: derived, defaulted: true, legacy: raw}, derived, true, false},
+		{"fresh data_dir takes the derived default", deviceIDFacts{configured: derived}, derived, true, false},
 		{"fresh data_dir takes a configured id", deviceIDFacts{configured: "gw-1"}, "gw-1", true, false},
-		{"recorded id, same again", deviceIDFacts{configured: derived, defaulted: true, stored: derived, legacy: raw}, derived, false, false},
-		{"data_dir of the old default keeps the raw machine id", deviceIDFacts{configured: derived, defaulted: true, dirUsed: true, legacy: raw}, raw, true, false},
-		{"recorded raw machine id kept after upgrade", deviceIDFacts{configured: derived, defaulted: true, stored: raw, legacy: raw}, raw, false, false},
-		{"used data_dir with a configured id keeps it", deviceIDFacts{configured: "gw-1", dirUsed: true, legacy: raw}, "gw-1", true, false},
+		{"recorded id, same again", deviceIDFacts{configured: derived, stored: derived}, derived, false, false},
 		{"configured id changed", deviceIDFacts{configured: "gw-2", stored: "gw-1"}, "", false, true},
-		{"data_dir of another machine", deviceIDFacts{configured: derived, defaulted: true, stored: "other000other000other000other000", legacy: raw}, "", false, true},
+		{"data_dir of another machine", deviceIDFacts{configured: derived, stored: "other000other000other000other000"}, "", false, true},
 		{"configured id changed, allowed", deviceIDFacts{configured: "gw-2", stored: "gw-1", allowNew: true}, "gw-2", true, false},
 	}
 	for _, tt := range tests {

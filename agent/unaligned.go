@@ -237,16 +237,20 @@ func inflightExtraKey(pipeline string, subtask int) string {
 	return "inflight/" + pipeline + "/" + strconv.Itoa(subtask)
 }
 
+// inflightExtraVersion is the first byte of a subtask's in-flight summary,
+// the only version read.
+const inflightExtraVersion = 1
+
 // encodeInflightExtra is a subtask's in-flight summary in the manifest:
-// version 1, the channel's watermark at the barrier, the record count.
+// the version, the channel's watermark at the barrier, the record count.
 func encodeInflightExtra(wm int64, n uint64) []byte {
-	b := []byte{1}
+	b := []byte{inflightExtraVersion}
 	b = binary.BigEndian.AppendUint64(b, uint64(wm))
 	return binary.BigEndian.AppendUint64(b, n)
 }
 
 func decodeInflightExtra(b []byte) (wm int64, n uint64, ok bool) {
-	if len(b) != 17 || b[0] != 1 {
+	if len(b) != 17 || b[0] != inflightExtraVersion {
 		return 0, 0, false
 	}
 	return int64(binary.BigEndian.Uint64(b[1:])), binary.BigEndian.Uint64(b[9:]), true

@@ -10,19 +10,21 @@ import (
 	"time"
 )
 
-// ManifestVersion is the manifest format version this package writes. It
-// reads every version from 1 up to it:
-//
-//   - 1: the first.
-//   - 2: the control state in Extra ("control/<pipeline>") is canonical
-//     JSON with U+2028 and U+2029 escaped, as every JSON text Eddy writes
-//     (package jsontext); version 1 holds them raw. Both parse to the same
-//     state.
+// ManifestVersion is the manifest format version this package writes, and
+// the only one it reads: until the first tagged release a change raises it
+// and drops the reading of the previous one. The control state in Extra
+// ("control/<pipeline>") is canonical JSON with U+2028 and U+2029 escaped,
+// as every JSON text Eddy writes (package jsontext).
 const ManifestVersion = 2
 
-// oldestManifestVersion is the oldest manifest format version this package
-// reads.
-const oldestManifestVersion = 1
+// writtenBy says which build wrote a file of format version v when this
+// build writes current, for the error that refuses it.
+func writtenBy(v, current int) string {
+	if v > current {
+		return "a newer Eddy"
+	}
+	return "a development build before the first release"
+}
 
 // FileRef names one snapshot file of a checkpoint and what it holds.
 type FileRef struct {
@@ -160,12 +162,13 @@ func UnmarshalManifest(b []byte) (*Manifest, error) {
 	return m, nil
 }
 
-// Validate checks the invariants every manifest holds: a known format
-// version, a valid kind, a time, and files named by their content address,
+// Validate checks the invariants every manifest holds: format version
+// ManifestVersion, a valid kind, a time, and files named by their content address,
 // with a valid kind, a task, and no checkpoint newer than the manifest.
 func (m *Manifest) Validate() error {
-	if m.FormatVersion < oldestManifestVersion || m.FormatVersion > ManifestVersion {
-		return fmt.Errorf("checkpoint: manifest %d: unsupported format version %d (this build reads %d to %d)", m.ID, m.FormatVersion, oldestManifestVersion, ManifestVersion)
+	if m.FormatVersion != ManifestVersion {
+		return fmt.Errorf("checkpoint: manifest %d: format version %d, this build reads version %d only (written by %s)",
+			m.ID, m.FormatVersion, ManifestVersion, writtenBy(m.FormatVersion, ManifestVersion))
 	}
 	if !m.Kind.valid() {
 		return fmt.Errorf("checkpoint: manifest %d: invalid kind %v", m.ID, m.Kind)

@@ -1,15 +1,15 @@
 package checkpoint
 
-// Snapshot file format, version 2 (version 1 is read too).
+// Snapshot file format, version 2.
 //
 // A snapshot file holds the entries of one task's state for one checkpoint:
 // either all of it (full) or the entries changed since the parent checkpoint,
 // deletions included (incremental). The format is portable: every integer has
 // a fixed byte order (big-endian) or is an unsigned varint
 // (encoding/binary.Uvarint), so a file written on armv7 restores on arm64 or
-// amd64. Blocks are zstd-compressed when that makes them smaller (version
-// 2): every checkpoint writes its snapshot to the device, and with all keys
-// hot (every key changed since the last checkpoint) that is the whole state
+// amd64. Blocks are zstd-compressed when that makes them smaller: every
+// checkpoint writes its snapshot to the device, and with all keys hot
+// (every key changed since the last checkpoint) that is the whole state
 // each time, whose repetitive window keys and accumulators compress 3-5×.
 //
 // A file is a header, zero or more blocks, and a trailer, with nothing after
@@ -30,7 +30,7 @@ package checkpoint
 //	  payload     length bytes: count entries back to back
 //	  crc         4 bytes  CRC-32C of type, length, count and payload
 //
-//	compressed block (version 2 only; 17 bytes + stored payload)
+//	compressed block (17 bytes + stored payload)
 //	  type        1 byte   0x03
 //	  length      4 bytes  stored (compressed) payload length, ≥ 1
 //	  count       4 bytes  entries in the payload, ≥ 1
@@ -69,8 +69,9 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// SnapshotVersion is the snapshot format version this package writes. It
-// reads it and version 1 (no compressed blocks).
+// SnapshotVersion is the snapshot format version this package writes, and
+// the only one it reads: until the first tagged release a change to the
+// layout raises it and drops the reading of the previous one.
 const SnapshotVersion = 2
 
 const (
@@ -327,8 +328,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, corruptf("checkpoint: snapshot header: checksum mismatch")
 	}
 	sr.hdr = Header{Version: binary.BigEndian.Uint16(h[8:10]), Kind: Kind(h[10]), CheckpointID: binary.BigEndian.Uint64(h[12:20])}
-	if sr.hdr.Version != 1 && sr.hdr.Version != SnapshotVersion {
-		return nil, corruptf("checkpoint: snapshot header: unsupported format version %d (this build reads 1 and %d)", sr.hdr.Version, SnapshotVersion)
+	if sr.hdr.Version != SnapshotVersion {
+		return nil, corruptf("checkpoint: snapshot header: format version %d, this build reads version %d only (written by %s)",
+			sr.hdr.Version, SnapshotVersion, writtenBy(int(sr.hdr.Version), SnapshotVersion))
 	}
 	if sr.hdr.Kind != KindFull && sr.hdr.Kind != KindIncremental {
 		return nil, corruptf("checkpoint: snapshot header: bad kind %d", h[10])
@@ -420,7 +422,7 @@ func (sr *Reader) nextBlock() error {
 		return err
 	}
 	switch {
-	case h[0] == typeBlock, h[0] == typeZstdBlock && sr.hdr.Version >= 2:
+	case h[0] == typeBlock, h[0] == typeZstdBlock:
 		sr.sha.Write(h[:1])
 	case h[0] == typeTrailer:
 		return sr.trailer()

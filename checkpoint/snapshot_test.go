@@ -2,12 +2,12 @@ package checkpoint
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -149,32 +149,22 @@ func TestSnapshot_CompressedBlocks(t *testing.T) {
 	}
 }
 
-// TestSnapshot_ReadsVersion1: a file of the first format version (raw
-// blocks only), as earlier releases wrote, still restores; a compressed
-// block in such a file is corruption.
-func TestSnapshot_ReadsVersion1(t *testing.T) {
-	v1 := func(blockType byte) []byte {
-		h := []byte("EDDYSNAP")
-		h = append(h, 0, 1, byte(KindFull), 0, 0, 0, 0, 0, 0, 0, 0, 5)
-		h = binary.BigEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
-		payload := []byte{0, 2, 'b', 'k', 3, 'k', 'e', 'y', 3, 'v', 'a', 'l'}
-		blk := append([]byte{blockType, 0, 0, 0, byte(len(payload)), 0, 0, 0, 1}, payload...)
-		blk = binary.BigEndian.AppendUint32(blk, crc32.Checksum(blk, castagnoli))
-		f := append(h, blk...)
-		sum := sha256.Sum256(f)
-		tr := append([]byte{typeTrailer, 0, 0, 0, 0, 0, 0, 0, 1}, sum[:]...)
-		tr = binary.BigEndian.AppendUint32(tr, crc32.Checksum(tr, castagnoli))
-		return append(f, tr...)
-	}
-	hdr, got, err := readSnapshot(t, v1(typeBlock))
-	if err != nil || hdr.Version != 1 {
-		t.Fatalf("version 1 file: header %+v, %v", hdr, err)
-	}
-	if want := []testEntry{{"bk", "key", "val", false}}; len(got) != 1 || got[0] != want[0] {
-		t.Errorf("version 1 file read as %+v, want %+v", got, want)
-	}
-	if _, _, err := VerifySnapshot(bytes.NewReader(v1(typeZstdBlock))); !IsCorruption(err) {
-		t.Errorf("compressed block in a version 1 file: err = %v, want corruption", err)
+// TestSnapshot_OtherVersionRefused: a file of another format version (an
+// earlier development build's, or a newer Eddy's) is corruption whose
+// message names the version found and the one read, never misread.
+func TestSnapshot_OtherVersionRefused(t *testing.T) {
+	good := writeSnapshot(t, KindFull, 5, []testEntry{{"bk", "key", "val", false}})
+	for _, v := range []uint16{SnapshotVersion - 1, SnapshotVersion + 1} {
+		b := bytes.Clone(good)
+		binary.BigEndian.PutUint16(b[8:], v)
+		binary.BigEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
+		_, _, err := VerifySnapshot(bytes.NewReader(b))
+		if !IsCorruption(err) {
+			t.Fatalf("version %d: err = %v, want corruption", v, err)
+		}
+		if want := fmt.Sprintf("format version %d, this build reads version %d only", v, SnapshotVersion); !strings.Contains(err.Error(), want) {
+			t.Errorf("version %d: err = %v, want it to say %q", v, err, want)
+		}
 	}
 }
 

@@ -213,20 +213,22 @@ func TestManifest_JSON(t *testing.T) {
 	}
 }
 
-// TestUnmarshalManifest_OlderVersions: every format version from the
-// oldest this build reads up to the current one is accepted.
-func TestUnmarshalManifest_OlderVersions(t *testing.T) {
+// TestUnmarshalManifest_OtherVersionRefused: a manifest of another format
+// version (an earlier development build's, or a newer Eddy's) is
+// corruption whose message names the version found and the one read.
+func TestUnmarshalManifest_OtherVersionRefused(t *testing.T) {
 	good, err := MarshalManifest(testManifest(5, KindFull))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for v := oldestManifestVersion; v <= ManifestVersion; v++ {
+	for _, v := range []int{ManifestVersion - 1, ManifestVersion + 1} {
 		src := strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, ManifestVersion), fmt.Sprintf(`"format_version": %d`, v), 1)
-		m, err := UnmarshalManifest([]byte(src))
-		if err != nil {
-			t.Errorf("version %d: %v", v, err)
-		} else if m.FormatVersion != v {
-			t.Errorf("version %d read as %d", v, m.FormatVersion)
+		_, err := UnmarshalManifest([]byte(src))
+		if !IsCorruption(err) {
+			t.Fatalf("version %d: err = %v, want corruption", v, err)
+		}
+		if want := fmt.Sprintf("format version %d, this build reads version %d only", v, ManifestVersion); !strings.Contains(err.Error(), want) {
+			t.Errorf("version %d: err = %v, want it to say %q", v, err, want)
 		}
 	}
 }
@@ -246,7 +248,7 @@ func TestUnmarshalManifest_Invalid(t *testing.T) {
 		{"version 0", strings.Replace(string(good), fmt.Sprintf(`"format_version": %d`, ManifestVersion), `"format_version": 0`, 1)},
 		{"bad kind", strings.Replace(string(good), `"kind": "full"`, `"kind": "partial"`, 1)},
 		{"no time", strings.Replace(string(good), `"time": "2026-11-29T10:00:05Z"`, `"time": "0001-01-01T00:00:00Z"`, 1)},
-		{"file not content-addressed", `{"format_version":1,"id":5,"kind":"full","time":"2026-01-01T00:00:00Z","files":[{"name":"../x.snap","size":100,"sha256":"` + strings.Repeat("ab", 32) + `","kind":"full","checkpoint":5,"task":"a"}]}`},
+		{"file not content-addressed", `{"format_version":2,"id":5,"kind":"full","time":"2026-01-01T00:00:00Z","files":[{"name":"../x.snap","size":100,"sha256":"` + strings.Repeat("ab", 32) + `","kind":"full","checkpoint":5,"task":"a"}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

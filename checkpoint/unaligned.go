@@ -43,15 +43,9 @@ func (p AlignmentPolicy) Overtake(announcedMs, nowMs int64) bool {
 	return false
 }
 
-// InFlightVersion is the format version of an encoded InFlightRecord; the
-// first byte of every encoding. A record with Control is written in
-// InFlightControlVersion, which adds it after the payload; one without is
-// written as before, so only pipelines that capture control values (and
-// no build before them runs) write the newer version.
-const (
-	InFlightVersion        = 1
-	InFlightControlVersion = 2
-)
+// InFlightVersion is the format version of an encoded InFlightRecord: the
+// first byte of every encoding, and the only version read.
+const InFlightVersion = 2
 
 // InFlightRecord is one record a barrier overtook, as stored in a
 // checkpoint: everything a window subtask needs to process it again.
@@ -71,13 +65,10 @@ type InFlightRecord struct {
 }
 
 // AppendInFlight appends r's encoding (version, then the fields, lengths
-// as uvarints, numbers big-endian) to dst.
+// as uvarints, numbers big-endian; no control values are an empty Control)
+// to dst.
 func AppendInFlight(dst []byte, r *InFlightRecord) []byte {
-	version := byte(InFlightVersion)
-	if r.Control != nil {
-		version = InFlightControlVersion
-	}
-	dst = append(dst, version)
+	dst = append(dst, InFlightVersion)
 	dst = binary.BigEndian.AppendUint64(dst, r.Seq)
 	dst = binary.BigEndian.AppendUint16(dst, r.KeyGroup)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Time))
@@ -91,27 +82,24 @@ func AppendInFlight(dst []byte, r *InFlightRecord) []byte {
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(r.Payload)))
 	dst = append(dst, r.Payload...)
-	if r.Control != nil {
-		dst = binary.AppendUvarint(dst, uint64(len(r.Control)))
-		dst = append(dst, r.Control...)
-	}
-	return dst
+	dst = binary.AppendUvarint(dst, uint64(len(r.Control)))
+	return append(dst, r.Control...)
 }
 
 var errInFlight = errors.New("checkpoint: malformed in-flight record")
 
 // DecodeInFlight decodes an encoding made by AppendInFlight. Key, Values
-// and Payload are new slices. A wrong version or a malformed record gives
-// an error matching ErrCorrupt.
+// and Payload are new slices, Control too (nil when empty). A wrong version
+// or a malformed record gives an error matching ErrCorrupt.
 func DecodeInFlight(b []byte) (InFlightRecord, error) {
 	var r InFlightRecord
-	if len(b) == 0 || (b[0] != InFlightVersion && b[0] != InFlightControlVersion) {
+	if len(b) == 0 || b[0] != InFlightVersion {
 		if len(b) > 0 {
-			return r, corruptf("checkpoint: in-flight record version %d (this build reads %d and %d)", b[0], InFlightVersion, InFlightControlVersion)
+			return r, corruptf("checkpoint: in-flight record format version %d, this build reads version %d only (written by %s)",
+				b[0], InFlightVersion, writtenBy(int(b[0]), InFlightVersion))
 		}
 		return r, markCorrupt(errInFlight)
 	}
-	withControl := b[0] == InFlightControlVersion
 	b = b[1:]
 	if len(b) < 8+2+8+8+8 {
 		return r, markCorrupt(errInFlight)
@@ -148,10 +136,8 @@ func DecodeInFlight(b []byte) (InFlightRecord, error) {
 	if r.Payload, ok = bytesField(); !ok {
 		return r, markCorrupt(errInFlight)
 	}
-	if withControl {
-		if r.Control, ok = bytesField(); !ok {
-			return r, markCorrupt(errInFlight)
-		}
+	if r.Control, ok = bytesField(); !ok {
+		return r, markCorrupt(errInFlight)
 	}
 	if len(b) != 0 {
 		return r, markCorrupt(fmt.Errorf("%w: %d trailing bytes", errInFlight, len(b)))

@@ -37,12 +37,12 @@ func TestInFlight_RoundTrip(t *testing.T) {
 		{Seq: 7, KeyGroup: 127, Key: []byte("dev-1\x00"), Time: -5, Watermark: math.MinInt64, Offset: 1 << 40,
 			Values: []float64{1.5, math.NaN(), -0}, Payload: []byte(`{"device":"dev-1"}`)},
 		{Seq: 0}, // empty key and payload decode as nil
-		// Captured control values: written in the newer version.
+		// Captured control values.
 		{Seq: 8, Key: []byte("k"), Watermark: 3, Payload: []byte(`{}`), Control: []byte{1, 1, 5, 'l', 'i', 'm', 'i', 't', 1, 0, 0, 0, 0, 0, 0, 0x49, 0x40}},
 	} {
 		b := AppendInFlight(nil, &r)
-		if want := byte(InFlightVersion); r.Control != nil && b[0] != InFlightControlVersion || r.Control == nil && b[0] != want {
-			t.Fatalf("version %d for control %v", b[0], r.Control)
+		if b[0] != InFlightVersion {
+			t.Fatalf("version %d, want %d", b[0], InFlightVersion)
 		}
 		got, err := DecodeInFlight(b)
 		if err != nil {
@@ -67,9 +67,11 @@ func TestInFlight_RoundTrip(t *testing.T) {
 				t.Fatalf("truncated to %d bytes: err %v, want ErrCorrupt", n, err)
 			}
 		}
-		bad := append([]byte{InFlightControlVersion + 1}, b[1:]...)
-		if _, err := DecodeInFlight(bad); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("version %d: err %v, want ErrCorrupt", bad[0], err)
+		for _, v := range []byte{InFlightVersion - 1, InFlightVersion + 1} {
+			bad := append([]byte{v}, b[1:]...)
+			if _, err := DecodeInFlight(bad); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("version %d: err %v, want ErrCorrupt", v, err)
+			}
 		}
 	}
 }

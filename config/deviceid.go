@@ -26,16 +26,6 @@ func MachineDeviceID() (string, error) {
 	return os.Hostname()
 }
 
-// RawMachineID is the default device id of Eddy before the derived one:
-// /etc/machine-id as it is, else the host name. A data_dir created then
-// keeps it (see agent's device id check).
-func RawMachineID() (string, error) {
-	if raw, err := readMachineID(); err == nil {
-		return raw, nil
-	}
-	return os.Hostname()
-}
-
 func readMachineID() (string, error) {
 	b, err := os.ReadFile(machineIDPath)
 	if err != nil {

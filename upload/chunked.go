@@ -37,6 +37,8 @@ const (
 
 	layoutChunk   = "chunk"
 	maxIndexBytes = 16 << 20
+	// chunkIndexVersion is the index format written, and the only one read.
+	chunkIndexVersion = 1
 )
 
 type chunkIndex struct {
@@ -66,7 +68,7 @@ func (c *Client) putChunked(ctx context.Context, file io.Reader, f FileRef, size
 	bufp := c.chunkBuf()
 	defer c.chunkBufs.Put(bufp)
 	whole := sha256.New()
-	idx := chunkIndex{Version: 1, Size: size, ChunkSize: c.chunkSize}
+	idx := chunkIndex{Version: chunkIndexVersion, Size: size, ChunkSize: c.chunkSize}
 	var done int64
 	for i := 0; done < size; i++ {
 		n := min(c.chunkSize, size-done)
@@ -132,12 +134,15 @@ func (c *Client) getChunked(ctx context.Context, r io.Reader, key string, w io.W
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return c.corrupt(key, fmt.Errorf("chunk index: %w", err))
 	}
+	if idx.Version != chunkIndexVersion {
+		return c.corrupt(key, fmt.Errorf("chunk index format version %d, this build reads version %d only", idx.Version, chunkIndexVersion))
+	}
 	var sum int64
 	for _, ch := range idx.Chunks {
 		sum += ch.Size
 	}
-	if idx.Version != 1 || sum != idx.Size {
-		return c.corrupt(key, fmt.Errorf("chunk index version %d, chunks sum to %d bytes, size %d", idx.Version, sum, idx.Size))
+	if sum != idx.Size {
+		return c.corrupt(key, fmt.Errorf("chunk index: chunks sum to %d bytes, size %d", sum, idx.Size))
 	}
 	h := sha256.New()
 	for i, ch := range idx.Chunks {

@@ -2,14 +2,10 @@ package upload
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -74,60 +70,6 @@ func TestEncryption_ObjectMovedToAnotherPrefixRefused(t *testing.T) {
 	// The originals still open where they were written.
 	if got, err := dev1.GetManifest(ctxT(t), "5.json"); err != nil || !strings.Contains(string(got), "dev-1") {
 		t.Fatalf("original manifest: %q, %v", got, err)
-	}
-}
-
-// TestEncryption_Format1CheckpointRestores: a checkpoint encrypted in
-// format 1 (testdata/format1, written by the previous release with key
-// 0x5a…) is read back from versitygw, verified, by today's Client; the
-// Client writes format 2.
-func TestEncryption_Format1CheckpointRestores(t *testing.T) {
-	env := newEnv(t)
-	key := bytes.Repeat([]byte{0x5a}, 32)
-	c := env.client(t, func(o *Options) { o.EncryptionKey = key })
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("testdata", "format1", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	fileName := strings.TrimSpace(string(read("file.name")))
-	fileData := stateEntries(200<<10, 3)
-	manifest := []byte(`{"id":1,"files":["` + fileName + `"]}`)
-	put := func(key string, obj, plain []byte) {
-		sum := sha256.Sum256(plain)
-		meta := map[string]string{metaFormat: "1", metaLayout: layoutSingle, metaSize: strconv.Itoa(len(plain)),
-			metaSHA256: hex.EncodeToString(sum[:]), metaCompression: "zstd", metaEncryption: "aes-256-gcm",
-			metaKeyID: fmt.Sprintf("%x", c.codec.keyIDV1[:])}
-		if err := c.s3.putObject(ctxT(t), key, bytes.NewReader(obj), int64(len(obj)), meta); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("dev-1/files/"+fileName, read("file.eddy"), fileData)
-	put("dev-1/manifests/1.json", read("manifest.eddy"), manifest)
-
-	got, err := c.GetManifest(ctxT(t), "1.json")
-	if err != nil || !bytes.Equal(got, manifest) {
-		t.Fatalf("format 1 manifest: %q, %v", got, err)
-	}
-	dst := filepath.Join(t.TempDir(), "restored")
-	sum := sha256.Sum256(fileData)
-	if err := c.GetFileRef(ctxT(t), FileRef{Name: fileName, LocalPath: dst, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(fileData))}); err != nil {
-		t.Fatalf("format 1 file: %v", err)
-	}
-	if b, _ := os.ReadFile(dst); !bytes.Equal(b, fileData) {
-		t.Fatal("restored file differs")
-	}
-	// Uploading the same file again writes format 2 (the format 1 object
-	// is not taken as already there).
-	src, _ := writeFile(t, t.TempDir(), "src", fileData)
-	if err := c.PutFile(ctxT(t), fileName, src); err != nil {
-		t.Fatal(err)
-	}
-	info, err := c.stat(ctxT(t), "dev-1/files/"+fileName)
-	if err != nil || metaGet(info.UserMetadata, metaFormat) != "2" {
-		t.Fatalf("re-uploaded object format %q, %v", metaGet(info.UserMetadata, metaFormat), err)
 	}
 }
 

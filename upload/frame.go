@@ -5,7 +5,7 @@ package upload
 //
 //	offset size
 //	0      4    magic "EDDY"
-//	4      1    format version, 2 (1 is still read, see below)
+//	4      1    format version, 2 (the only one read)
 //	5      1    compression: 1 = zstd (one frame, content checksum on)
 //	6      1    encryption: 0 = none, 1 = AES-256-GCM segments
 //	7      1    reserved, 0
@@ -34,11 +34,9 @@ package upload
 // e.g. "gw-1/manifests/7.json"): an object copied to another name or to
 // another device's prefix does not open.
 //
-// Format 1 (still read; never written) sealed with the configured key
-// itself, a 7-byte random nonce prefix per object in place of the salt
-// (header bytes 16..22, byte 23 reserved), a key id of
-// HMAC-SHA256(key, "eddy upload key id v1")[:8], and the object's name below
-// the prefix as additional data.
+// Until the first tagged release a change to the format raises its version
+// and drops the reading of the previous one; an object of another version
+// is refused as corrupt, saying the version found and the one read.
 //
 // Without encryption, zstd's content checksum catches accidental damage, and
 // GetFile's SHA-256 check catches any change to a file; only encryption
@@ -65,15 +63,13 @@ import (
 const (
 	frameMagic       = "EDDY"
 	frameVersion     = 2
-	frameVersion1    = 1
 	compressionZstd  = 1
 	encryptionNone   = 0
 	encryptionAESGCM = 1
 
-	plainHeaderSize    = 8
-	sealedHeaderSize   = 48 // format 2
-	sealedHeaderSizeV1 = 24
-	saltSize           = 32
+	plainHeaderSize  = 8
+	sealedHeaderSize = 48
+	saltSize         = 32
 	// segmentSize is the plaintext size of every encrypted segment but the
 	// last: large enough that the 16-byte tag costs 0.02%, small enough that
 	// a reader holds little memory.
@@ -116,10 +112,9 @@ func (t transportReader) Read(p []byte) (int, error) {
 type codec struct {
 	encKey []byte // K_enc; nil: encryption off
 	keyID  [8]byte
-	// aeadV1 and keyIDV1 read format 1 objects (sealed with the key
-	// itself).
-	aeadV1  cipher.AEAD
-	keyIDV1 [8]byte
+	// salts is where the salt of every encrypted object comes from;
+	// nil is crypto/rand (tests fix it to write a reproducible object).
+	salts io.Reader
 
 	encoders sync.Pool // *zstd.Encoder
 	decoders sync.Pool // *zstd.Decoder
@@ -147,10 +142,6 @@ func newCodec(key []byte) (*codec, error) {
 		if cd.encKey, cd.keyID, err = deriveKeys(key); err != nil {
 			return nil, err
 		}
-		if cd.aeadV1, err = newGCM(key); err != nil {
-			return nil, err
-		}
-		cd.keyIDV1 = keyIDV1(key)
 	}
 	cd.buffers.New = func() any {
 		return &segmentBuffers{
@@ -208,14 +199,6 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 		return nil, fmt.Errorf("upload: encryption key: %w", err)
 	}
 	return aead, nil
-}
-
-func keyIDV1(key []byte) [8]byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("eddy upload key id v1"))
-	var id [8]byte
-	copy(id[:], m.Sum(nil))
-	return id
 }
 
 func (cd *codec) encrypting() bool { return cd.encKey != nil }
@@ -278,7 +261,11 @@ func (cd *codec) encode(dst io.Writer, src io.Reader, key string) (plainSize int
 		h = bufs.header[:sealedHeaderSize]
 		h[6] = encryptionAESGCM
 		copy(h[8:16], cd.keyID[:])
-		if _, err := rand.Read(h[16 : 16+saltSize]); err != nil {
+		salts := cd.salts
+		if salts == nil {
+			salts = rand.Reader
+		}
+		if _, err := io.ReadFull(salts, h[16:16+saltSize]); err != nil {
 			return 0, sum, fmt.Errorf("upload: salt: %w", err)
 		}
 		aead, err := cd.objectAEAD(h[16 : 16+saltSize])
@@ -319,15 +306,14 @@ func (cd *codec) encode(dst io.Writer, src io.Reader, key string) (plainSize int
 }
 
 // decode returns a reader of the plaintext of the framed object read from
-// src. key must be the object's full key in the bucket, name its key below
-// the prefix (what format 1 authenticated). Errors from reading or closing
-// it wrap errFrame (corrupt payload), ErrWrongKey, or a *transportError (src
-// failed). Close returns pooled buffers; it does not close src. The reader
-// must not be used after Close.
-func (cd *codec) decode(src io.Reader, key, name string) (io.ReadCloser, error) {
+// src. key must be the object's full key in the bucket. Errors from reading
+// or closing it wrap errFrame (corrupt payload), ErrWrongKey, or a
+// *transportError (src failed). Close returns pooled buffers; it does not
+// close src. The reader must not be used after Close.
+func (cd *codec) decode(src io.Reader, key string) (io.ReadCloser, error) {
 	src = transportReader{src}
 	bufs := cd.buffers.Get().(*segmentBuffers)
-	payload, err := cd.openPayload(src, bufs, key, name)
+	payload, err := cd.openPayload(src, bufs, key)
 	if err != nil {
 		cd.buffers.Put(bufs)
 		return nil, err
@@ -342,7 +328,7 @@ func (cd *codec) decode(src io.Reader, key, name string) (io.ReadCloser, error) 
 
 // openPayload reads the header from src and returns the reader of the zstd
 // frame that follows: src itself, or the opened segments.
-func (cd *codec) openPayload(src io.Reader, bufs *segmentBuffers, key, name string) (io.Reader, error) {
+func (cd *codec) openPayload(src io.Reader, bufs *segmentBuffers, key string) (io.Reader, error) {
 	h := bufs.header[:plainHeaderSize]
 	if _, err := io.ReadFull(src, h); err != nil {
 		return nil, headerErr(err)
@@ -350,9 +336,15 @@ func (cd *codec) openPayload(src io.Reader, bufs *segmentBuffers, key, name stri
 	if string(h[:4]) != frameMagic {
 		return nil, fmt.Errorf("%w: magic %q, want %q", errFrame, h[:4], frameMagic)
 	}
-	version := h[4]
-	if (version != frameVersion && version != frameVersion1) || h[5] != compressionZstd {
-		return nil, fmt.Errorf("%w: unsupported version %d or compression %d", errFrame, h[4], h[5])
+	if v := h[4]; v != frameVersion {
+		by := "a development build before the first release"
+		if v > frameVersion {
+			by = "a newer Eddy"
+		}
+		return nil, fmt.Errorf("%w: format version %d, this build reads version %d only (written by %s)", errFrame, v, frameVersion, by)
+	}
+	if h[5] != compressionZstd {
+		return nil, fmt.Errorf("%w: unsupported compression %d", errFrame, h[5])
 	}
 	switch h[6] {
 	case encryptionNone:
@@ -364,32 +356,22 @@ func (cd *codec) openPayload(src io.Reader, bufs *segmentBuffers, key, name stri
 	default:
 		return nil, fmt.Errorf("%w: unsupported encryption %d", errFrame, h[6])
 	}
-	size, wantID, authenticated := sealedHeaderSize, cd.keyID, key
-	if version == frameVersion1 {
-		size, wantID, authenticated = sealedHeaderSizeV1, cd.keyIDV1, name
-	}
-	h = bufs.header[:size]
+	h = bufs.header[:sealedHeaderSize]
 	if _, err := io.ReadFull(src, h[plainHeaderSize:]); err != nil {
 		return nil, headerErr(err)
 	}
 	if !cd.encrypting() {
 		return nil, fmt.Errorf("%w: object is encrypted (key id %x) and no encryption key is configured", ErrWrongKey, h[8:16])
 	}
-	if !hmac.Equal(h[8:16], wantID[:]) {
-		return nil, fmt.Errorf("%w: object key id %x, configured key id %x", ErrWrongKey, h[8:16], wantID[:])
+	if !hmac.Equal(h[8:16], cd.keyID[:]) {
+		return nil, fmt.Errorf("%w: object key id %x, configured key id %x", ErrWrongKey, h[8:16], cd.keyID[:])
 	}
-	sr := &segmentReader{src: src, buf: bufs.sealed[:cap(bufs.sealed)], plainBuf: bufs.plain}
-	if version == frameVersion1 {
-		sr.aead = cd.aeadV1
-		copy(sr.nonce[:noncePrefix], h[16:16+noncePrefix])
-	} else {
-		aead, err := cd.objectAEAD(h[16 : 16+saltSize])
-		if err != nil {
-			return nil, err
-		}
-		sr.aead = aead
+	aead, err := cd.objectAEAD(h[16 : 16+saltSize])
+	if err != nil {
+		return nil, err
 	}
-	bufs.aad = append(append(bufs.aad[:0], h...), authenticated...)
+	sr := &segmentReader{src: src, buf: bufs.sealed[:cap(bufs.sealed)], plainBuf: bufs.plain, aead: aead}
+	bufs.aad = append(append(bufs.aad[:0], h...), key...)
 	sr.aad = bufs.aad
 	return sr, nil
 }

@@ -28,7 +28,7 @@ func encodeBytes(t testing.TB, cd *codec, data []byte, name string) []byte {
 }
 
 func decodeBytes(cd *codec, obj []byte, key string) ([]byte, error) {
-	r, err := cd.decode(bytes.NewReader(obj), key, key)
+	r, err := cd.decode(bytes.NewReader(obj), key)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 )
 
 // partSize bounds the pooled object buffers. A file object is at most a
@@ -74,7 +73,7 @@ func (c *Client) openObject(ctx context.Context, key string) (io.ReadCloser, obj
 	}
 	c.objectsGot.Add(1)
 	paced := &pacedReader{ctx: ctx, r: body, l: c.down, count: &c.bytesDown}
-	plain, err := c.codec.decode(paced, key, strings.TrimPrefix(key, c.prefix))
+	plain, err := c.codec.decode(paced, key)
 	if err != nil {
 		body.Close()
 		return nil, info, c.readErr(key, err)

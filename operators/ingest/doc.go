@@ -93,7 +93,7 @@
 // start at 1 and each segment starts where the previous ended. A segment
 // is a header followed by frames; fixed-size integers are little-endian:
 //
-//	header (12 bytes):  magic "EDDYILOG" | version uint32 (2 or 3)
+//	header (12 bytes):  magic "EDDYILOG" | version uint32 (3)
 //
 //	frame (one per Append, or per chunk of up to 256 KiB of records):
 //	+------------+-----------+------------------------------------------------+
@@ -120,24 +120,13 @@
 // block format (a uvarint of the records' length, then S2 elements; not
 // the framed stream format). The codec is per frame, so one segment may
 // hold several (the setting changed between runs), and every codec is
-// read whatever the log writes, codec 2 in version 3 segments only. A
-// frame never spans segments and a segment never exceeds
-// Options.SegmentBytes.
+// read whatever the log writes. A frame never spans segments and a
+// segment never exceeds Options.SegmentBytes.
 //
-// Versions 2 and 3 have the same frames; codec 2 is written to version 3
-// segments only. A log compressing with S2 creates version 3 segments, and
-// starts a new one on Open rather than append to a version 2 segment;
-// other logs create version 2 segments, and append to either. So an Eddy that reads
-// only version 2 still reads a log that never used S2, and refuses one
-// that did by name rather than take an S2 frame for a torn tail. This
-// reader in turn refuses an S2 frame in a version 2 segment by name (a
-// *CorruptionError saying the version and the codec), also at the end of
-// the last segment: its CRC holds, so it is no torn write.
-//
-// Version 1 segments (one entry per frame: length u32 | CRC u32 | offset
-// u64 | arrival i64 | flags u8 | topic length u16 | topic | payload) are
-// still read; Open starts a new segment rather than append to one. Other
-// versions are refused by name.
+// Every log writes format version 3, and reads only that: a segment of
+// another version is a *CorruptionError naming the file, the version found
+// and the one read. Until the first tagged release a change to the layout
+// raises the version and drops the reading of the previous one.
 //
 // On Open the last segment is scanned and a torn tail — trailing bytes that
 // do not form a valid frame and are followed by no valid frame — is cut

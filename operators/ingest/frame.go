@@ -32,8 +32,8 @@ const (
 	FlagResumed Flags = 1 << 3
 
 	flagsKnown = FlagDup | FlagRetain | FlagTooLarge | FlagResumed
-	// recSameTopic marks a version 2 record whose topic is the previous
-	// record's (not stored again). Stored only, never in an Entry.
+	// recSameTopic marks a record whose topic is the previous record's
+	// (not stored again). Stored only, never in an Entry.
 	recSameTopic = 1 << 7
 )
 
@@ -62,17 +62,9 @@ const (
 	frameOverhead  = frameHeaderLen + bodyFixedLen // bytes of a frame besides its records
 	maxBodyLen     = 1 << 30                       // sanity bound on a decoded length
 	maxTopicLen    = 1<<16 - 1                     // MQTT's own topic bound
-
-	// Version 1: one entry per frame.
-	bodyFixedLenV1  = 8 + 8 + 1 + 2 // offset, arrival, flags, topic length
-	frameOverheadV1 = frameHeaderLen + bodyFixedLenV1
 )
 
-// Frame codecs (version 2 frames). Codec 2 is written only to version 3
-// segments: an Eddy that reads only version 2 would take a frame of it at
-// the end of a segment for a torn write and cut it; the version makes it
-// refuse the segment instead. A frame of codec 2 in a version 2 segment is
-// refused in turn (frameRefused): Eddy never wrote it.
+// Frame codecs.
 const (
 	codecRaw  = 0
 	codecZstd = 1
@@ -111,7 +103,7 @@ var (
 	})
 )
 
-// recordLen is the encoded size of e as a version 2 record, at most.
+// recordLen is the encoded size of e as a record, at most.
 func recordLen(e *Entry) int {
 	return 1 + binary.MaxVarintLen64 + uvarintLen(uint64(len(e.Topic))) + len(e.Topic) +
 		uvarintLen(uint64(len(e.Payload))) + len(e.Payload)
@@ -132,7 +124,7 @@ func uvarintLen(x uint64) int {
 	return n
 }
 
-// appendRecords appends the version 2 records of batch to dst:
+// appendRecords appends the records of batch to dst:
 //
 //	flags u8 (bit 7: same topic as the previous record) |
 //	arrival − previous arrival, zig-zag varint (the first from 0) |
@@ -160,7 +152,7 @@ func appendRecords(dst []byte, batch []Entry) []byte {
 	return dst
 }
 
-// appendFrame appends a version 2 frame holding batch, the first entry at
+// appendFrame appends a frame holding batch, the first entry at
 // offset first, to dst. Unless c is CompressNone, the uncompressed records
 // are appended to raw first (returned grown), and stored compressed with c
 // when that makes them smaller. It does not allocate once dst and raw have
@@ -229,21 +221,14 @@ const (
 	frameOK    frameStatus = iota + 1
 	frameShort             // the bytes end before the frame does
 	frameBad               // the frame fails a check
-	// The frame passes its checks but its segment's format version does not
-	// allow it (an S2 frame in a version 2 segment): never a torn write, so
-	// never cut.
-	frameRefused
 )
 
-// frame is a decoded frame: count entries from offset first. Version 2
-// frames hold their records in recs (decompressed); a version 1 frame
-// holds its one entry in single.
+// frame is a decoded frame: count entries from offset first, their
+// records in recs (decompressed).
 type frame struct {
-	first  uint64
-	count  int
-	recs   []byte
-	single Entry
-	v1     bool
+	first uint64
+	count int
+	recs  []byte
 }
 
 // frameAt checks the frame at the start of b (CRC and fixed fields, not
@@ -269,11 +254,10 @@ func frameAt(b []byte, minBody uint32) (body []byte, size int, st frameStatus, r
 	return f[frameHeaderLen:], size, frameOK, ""
 }
 
-// decodeFrame decodes the version 2 frame at the start of b, in a segment
-// of format version (2 or 3); a compressed block is decompressed into
-// scratch (returned grown, for reuse). The frame aliases b or scratch. The
-// records are checked later, by records.
-func decodeFrame(b, scratch []byte, version uint32) (fr frame, size int, st frameStatus, reason string, _ []byte) {
+// decodeFrame decodes the frame at the start of b; a compressed block is
+// decompressed into scratch (returned grown, for reuse). The frame aliases
+// b or scratch. The records are checked later, by records.
+func decodeFrame(b, scratch []byte) (fr frame, size int, st frameStatus, reason string, _ []byte) {
 	body, size, st, reason := frameAt(b, bodyFixedLen)
 	if st != frameOK {
 		return frame{}, size, st, reason, scratch
@@ -296,10 +280,6 @@ func decodeFrame(b, scratch []byte, version uint32) (fr frame, size int, st fram
 		}
 		scratch, fr.recs = out, out
 	case codecS2:
-		if version < segmentVersion {
-			return frame{}, 0, frameRefused, fmt.Sprintf("S2-compressed frame (codec %d) in a version %d segment (Eddy writes S2 only to version %d segments)",
-				codecS2, version, segmentVersion), scratch
-		}
 		src := body[bodyFixedLen:]
 		n, err := s2.DecodedLen(src)
 		if err != nil {
@@ -319,7 +299,7 @@ func decodeFrame(b, scratch []byte, version uint32) (fr frame, size int, st fram
 	return fr, size, frameOK, "", scratch
 }
 
-// recordCursor walks the records of a version 2 frame.
+// recordCursor walks the records of a frame.
 type recordCursor struct {
 	rest        []byte
 	left        int
@@ -379,9 +359,6 @@ func (c *recordCursor) next(e *Entry) (reason string) {
 
 // checkRecords reports why fr's records are malformed, or "".
 func checkRecords(fr *frame) string {
-	if fr.v1 {
-		return ""
-	}
 	var c recordCursor
 	c.reset(fr)
 	var e Entry
@@ -391,25 +368,4 @@ func checkRecords(fr *frame) string {
 		}
 	}
 	return ""
-}
-
-// decodeFrameV1 decodes the version 1 frame (one entry) at the start of b,
-// as frameAt reports.
-func decodeFrameV1(b []byte) (fr frame, size int, st frameStatus, reason string) {
-	body, size, st, reason := frameAt(b, bodyFixedLenV1)
-	if st != frameOK {
-		return frame{}, size, st, reason
-	}
-	topicLen := int(binary.LittleEndian.Uint16(body[17:]))
-	if topicLen > len(body)-bodyFixedLenV1 {
-		return frame{}, 0, frameBad, "topic length exceeds frame"
-	}
-	e := Entry{
-		Offset:  binary.LittleEndian.Uint64(body),
-		Arrival: int64(binary.LittleEndian.Uint64(body[8:])),
-		Flags:   Flags(body[16]),
-		Topic:   body[bodyFixedLenV1 : bodyFixedLenV1+topicLen],
-		Payload: body[bodyFixedLenV1+topicLen:],
-	}
-	return frame{first: e.Offset, count: 1, single: e, v1: true}, size, frameOK, ""
 }

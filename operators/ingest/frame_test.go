@@ -3,20 +3,21 @@ package ingest
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
-
-	"github.com/eddy-edge/eddy/state/vfs"
 )
 
-// decodeAll decodes a version 2 frame and its records, failing the test on
+// decodeAll decodes a frame and its records, failing the test on
 // any damage.
 func decodeAll(t *testing.T, b []byte) (first uint64, es []Entry, size int) {
 	t.Helper()
-	fr, size, st, reason, _ := decodeFrame(b, nil, segmentVersion)
+	fr, size, st, reason, _ := decodeFrame(b, nil)
 	if st != frameOK {
 		t.Fatalf("decode = status %d (%s)", st, reason)
 	}
@@ -111,7 +112,7 @@ func TestFrame_Decode_Damage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := tt.mutate(append([]byte(nil), good...))
-			if _, _, st, _, _ := decodeFrame(b, nil, segmentVersion); st != tt.want {
+			if _, _, st, _, _ := decodeFrame(b, nil); st != tt.want {
 				t.Fatalf("status %d, want %d", st, tt.want)
 			}
 		})
@@ -148,7 +149,7 @@ func TestFrame_Decode_DamagedCompressedBlock(t *testing.T) {
 			b[frameOverhead-1] = tt.codec
 			binary.LittleEndian.PutUint32(b, uint32(len(b)-frameHeaderLen))
 			binary.LittleEndian.PutUint32(b[4:], frameCRC(b))
-			if _, _, st, reason, _ := decodeFrame(b, nil, segmentVersion); st != frameBad {
+			if _, _, st, reason, _ := decodeFrame(b, nil); st != frameBad {
 				t.Fatalf("status %d (%s), want a bad frame", st, reason)
 			}
 		})
@@ -170,7 +171,7 @@ func TestFrame_Records_Malformed(t *testing.T) {
 	b, _ := appendFrame(nil, 1, []Entry{testEntry(1), testEntry(2)}, CompressNone, nil)
 	binary.LittleEndian.PutUint32(b[frameHeaderLen+8:], 3) // claims 3 entries
 	binary.LittleEndian.PutUint32(b[4:], frameCRC(b))
-	fr, _, st, _, _ := decodeFrame(b, nil, segmentVersion)
+	fr, _, st, _, _ := decodeFrame(b, nil)
 	if st != frameOK {
 		t.Fatalf("status %d", st)
 	}
@@ -197,75 +198,25 @@ func TestFrame_Append_NoAlloc(t *testing.T) {
 	}
 }
 
-// appendFrameV1 writes the version 1 frame of one entry, as Eddy before
-// format version 2 did.
-func appendFrameV1(dst []byte, offset uint64, e *Entry) []byte {
-	start := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(bodyFixedLenV1+len(e.Topic)+len(e.Payload)))
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.LittleEndian.AppendUint64(dst, offset)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(e.Arrival))
-	dst = append(dst, byte(e.Flags))
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(e.Topic)))
-	dst = append(dst, e.Topic...)
-	dst = append(dst, e.Payload...)
-	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:]))
-	return dst
-}
-
-// writeV1Segment writes a version 1 segment holding the test entries
-// first..last.
-func writeV1Segment(t *testing.T, dir string, first, last uint64) {
-	t.Helper()
-	b := append([]byte(segmentMagic), 1, 0, 0, 0)
-	for off := first; off <= last; off++ {
-		e := testEntry(off)
-		b = appendFrameV1(b, off, &e)
-	}
-	if err := os.WriteFile(filepath.Join(dir, segmentName(first)), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestOpen_Version1Segments: a log written by the version 1 format is read
-// as it is, and new entries go to a new segment of version 2.
-func TestOpen_Version1Segments(t *testing.T) {
-	dir := t.TempDir()
-	writeV1Segment(t, dir, 1, 10)
-	writeV1Segment(t, dir, 11, 25)
-	l := mustOpen(t, dir, Options{Compression: CompressZstd})
-	if l.LastOffset() != 25 {
-		t.Fatalf("last offset %d, want 25", l.LastOffset())
-	}
-	mustAppend(t, l, 30, 10)
-	if n := readAll(t, l, 0); n != 55 {
-		t.Fatalf("read %d entries, want 55", n)
-	}
-	readAll(t, l, 17) // positioning inside a version 1 segment
-	l.Close()
-	segs, _ := listSegments(vfs.Default, dir)
-	if len(segs) != 3 || segs[2].first != 26 {
-		t.Fatalf("segments %+v, want the two version 1 ones and a new one at 26", segs)
-	}
-	f, _ := os.Open(filepath.Join(dir, segmentName(26)))
-	defer f.Close()
-	if v, err := checkHeader(f); err != nil || v != segmentVersionV2 {
-		t.Fatalf("new segment version %d (%v), want %d", v, err, segmentVersionV2)
-	}
-	l = mustOpen(t, dir, Options{})
-	defer l.Close()
-	if n := readAll(t, l, 0); n != 55 {
-		t.Fatalf("after reopening: %d entries, want 55", n)
-	}
-}
-
-// TestOpen_UnknownVersionRefused: a segment of a newer format is refused by
-// name, never misread.
-func TestOpen_UnknownVersionRefused(t *testing.T) {
-	dir := t.TempDir()
-	b := append([]byte(segmentMagic), 4, 0, 0, 0)
-	os.WriteFile(filepath.Join(dir, segmentName(1)), b, 0o644)
-	if _, err := Open(dir, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("unsupported segment version 4")) {
-		t.Fatalf("Open = %v, want unsupported segment version 4", err)
+// TestOpen_OtherVersionRefused: a segment of another format version (an
+// earlier development build's, or a newer Eddy's) is refused, naming the
+// file, the version found and the one read, never misread.
+func TestOpen_OtherVersionRefused(t *testing.T) {
+	for _, v := range []byte{segmentVersion - 1, segmentVersion + 1} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, segmentName(1))
+		b := append([]byte(segmentMagic), v, 0, 0, 0)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(dir, Options{})
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open = %v, want ErrCorrupt", err)
+		}
+		for _, part := range []string{path, fmt.Sprintf("segment format version %d,", v), fmt.Sprintf("reads version %d only", segmentVersion)} {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("Open = %v, want it to name %q", err, part)
+			}
+		}
 	}
 }

@@ -15,7 +15,6 @@ const frameReaderChunk = 64 << 10
 // to be complete).
 type frameReader struct {
 	f          vfs.File
-	version    uint32 // the segment's format version
 	buf        []byte
 	scratch    []byte // decompressed records of the last frame
 	start, end int    // unread bytes are buf[start:end]
@@ -23,8 +22,8 @@ type frameReader struct {
 	limit      int64
 }
 
-func (fr *frameReader) reset(f vfs.File, version uint32, pos, limit int64) {
-	fr.f, fr.version, fr.start, fr.end, fr.filePos, fr.limit = f, version, 0, 0, pos, limit
+func (fr *frameReader) reset(f vfs.File, pos, limit int64) {
+	fr.f, fr.start, fr.end, fr.filePos, fr.limit = f, 0, 0, pos, limit
 	if fr.buf == nil {
 		fr.buf = make([]byte, frameReaderChunk)
 	}
@@ -43,16 +42,12 @@ func (fr *frameReader) next() (frame, frameStatus, string, error) {
 		var size int
 		var st frameStatus
 		var reason string
-		if fr.version == segmentVersionV1 {
-			f, size, st, reason = decodeFrameV1(fr.buf[fr.start:fr.end])
-		} else {
-			f, size, st, reason, fr.scratch = decodeFrame(fr.buf[fr.start:fr.end], fr.scratch, fr.version)
-		}
+		f, size, st, reason, fr.scratch = decodeFrame(fr.buf[fr.start:fr.end], fr.scratch)
 		switch st {
 		case frameOK:
 			fr.start += size
 			return f, st, "", nil
-		case frameBad, frameRefused:
+		case frameBad:
 			return frame{}, st, reason, nil
 		}
 		if fr.filePos >= fr.limit || fr.pos()+int64(size) > fr.limit {

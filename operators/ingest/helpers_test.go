@@ -2,14 +2,11 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"testing"
-
-	"github.com/klauspost/compress/s2"
 )
 
 // testEntry is the content the tests store at offset off: a topic and a
@@ -121,7 +118,7 @@ func noise(n int) []byte {
 	return b
 }
 
-// frameCodecs is the codec byte of every frame of the version 2 segment
+// frameCodecs is the codec byte of every frame of the segment
 // file at path, in order.
 func frameCodecs(t testing.TB, path string) []byte {
 	t.Helper()
@@ -139,30 +136,4 @@ func frameCodecs(t testing.TB, path string) []byte {
 		rest = rest[size:]
 	}
 	return codecs
-}
-
-// rewriteAsS2 replaces the raw (codec 0) frame at pos of the segment file
-// at path by a whole frame of codec 2 holding the same records, its length
-// and CRC valid: what only a log compressing with S2 writes, and only to
-// version 3 segments.
-func rewriteAsS2(t *testing.T, path string, pos int64) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := pos + frameHeaderLen + int64(binary.LittleEndian.Uint32(b[pos:]))
-	raw := b[pos:end]
-	if raw[frameOverhead-1] != codecRaw {
-		t.Fatalf("frame at %d has codec %d, want a raw one", pos, raw[frameOverhead-1])
-	}
-	f := append([]byte(nil), raw[:frameOverhead]...)
-	f = append(f, s2.Encode(nil, raw[frameOverhead:])...)
-	f[frameOverhead-1] = codecS2
-	binary.LittleEndian.PutUint32(f, uint32(len(f)-frameHeaderLen))
-	binary.LittleEndian.PutUint32(f[4:], frameCRC(f))
-	out := append(append(append([]byte(nil), b[:pos]...), f...), b[end:]...)
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

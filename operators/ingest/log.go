@@ -168,7 +168,6 @@ type Log struct {
 	lock io.Closer
 	rec  Recovery
 
-	version  uint32      // format version of the segments it creates
 	mu       sync.Mutex  // serializes Append, Truncate, Close and rolls
 	buf      []byte      // reused encode buffer
 	raw      []byte      // the batch's records before compression; not tail.recs
@@ -250,7 +249,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingest: lock %s (is another process using the log?): %w", dir, err)
 	}
-	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{}), version: writeVersion(opts.Compression)}
+	l := &Log{dir: dir, opts: opts, fs: opts.FS, lock: lock, done: make(chan struct{})}
 	l.notify.ch = make(chan struct{})
 	l.freed.ch = make(chan struct{})
 	if err := l.load(); err != nil {
@@ -275,7 +274,7 @@ func (l *Log) load() error {
 		return err
 	}
 	if len(segs) == 0 {
-		f, err := createSegment(l.fs, l.dir, 1, l.version)
+		f, err := createSegment(l.fs, l.dir, 1)
 		if err != nil {
 			return err
 		}
@@ -286,22 +285,13 @@ func (l *Log) load() error {
 		if err != nil {
 			return fmt.Errorf("ingest: open last segment: %w", err)
 		}
-		next, end, version, rec, err := recoverLast(f, s.first, s.end, l.version)
+		next, end, rec, err := recoverLast(f, s.first, s.end)
 		if err != nil {
 			f.Close()
 			return err
 		}
 		s.end, l.rec = end, rec
 		l.segs, l.active, l.next, l.writeEnd = segs, f, next, end
-		if version < l.version {
-			// An older format than the log writes: it stays readable, and
-			// appends go to a new segment (a segment has one format). A
-			// newer one holds what the log writes, and is appended to.
-			if err := l.upgradeActive(version); err != nil {
-				f.Close()
-				return err
-			}
-		}
 	}
 	var size int64
 	for _, s := range l.segs {
@@ -310,33 +300,6 @@ func (l *Log) load() error {
 	l.size.Store(size)
 	l.last.Store(l.next - 1)
 	l.synced.Store(l.next - 1)
-	return nil
-}
-
-// upgradeActive makes the active segment, of an older format version, one
-// of the version the log writes: an empty one gets its header, a non-empty
-// one is sealed and a new segment started.
-func (l *Log) upgradeActive(version uint32) error {
-	if l.writeEnd == int64(headerLen) {
-		if _, err := l.active.WriteAt(segmentHeader(l.version), 0); err != nil {
-			return fmt.Errorf("ingest: rewrite segment header %s: %w", l.active.Name(), err)
-		}
-		if err := l.active.Sync(); err != nil {
-			return fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err)
-		}
-		return nil
-	}
-	if l.opts.Logger != nil {
-		l.opts.Logger.Info("ingest: the last segment has an older format; new entries go to a new segment",
-			"segment", l.active.Name(), "version", version)
-	}
-	if err := l.roll(l.next); err != nil {
-		return err
-	}
-	l.vis.Lock()
-	sealed := l.adoptRolled()
-	l.vis.Unlock()
-	closeSealed(sealed)
 	return nil
 }
 
@@ -485,7 +448,7 @@ func (l *Log) write(buf []byte) error {
 	for done := 0; len(buf) > 0; {
 		k := fitFrames(buf, l.opts.SegmentBytes-l.writeEnd)
 		if k == 0 {
-			// Both format versions hold the (first) offset after the header.
+			// A frame holds its first offset right after its header.
 			if err := l.roll(binary.LittleEndian.Uint64(buf[frameHeaderLen:])); err != nil {
 				return err
 			}
@@ -534,7 +497,7 @@ func (l *Log) roll(first uint64) error {
 	if err := cur.Sync(); err != nil {
 		return fmt.Errorf("ingest: sync segment %s: %w", cur.Name(), err)
 	}
-	f, err := createSegment(l.fs, l.dir, first, l.version)
+	f, err := createSegment(l.fs, l.dir, first)
 	if err != nil {
 		return err
 	}

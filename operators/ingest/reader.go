@@ -76,13 +76,12 @@ func (r *Reader) open(s segment) error {
 		}
 		return fmt.Errorf("ingest: open segment: %w", err)
 	}
-	version, err := checkHeader(f)
-	if err != nil {
+	if err := checkHeader(f); err != nil {
 		f.Close()
 		return err
 	}
 	r.f, r.segFirst, r.next = f, s.first, s.first
-	r.fr.reset(f, version, int64(headerLen), s.end)
+	r.fr.reset(f, int64(headerLen), s.end)
 	r.cur, r.done = frame{}, 0
 	return nil
 }
@@ -103,11 +102,9 @@ func (r *Reader) Next() (Entry, error) {
 	}
 	for {
 		for r.done < r.cur.count {
-			e := r.cur.single
-			if !r.cur.v1 {
-				if reason := r.records.next(&e); reason != "" {
-					return Entry{}, r.corrupt(r.curPos, reason)
-				}
+			var e Entry
+			if reason := r.records.next(&e); reason != "" {
+				return Entry{}, r.corrupt(r.curPos, reason)
 			}
 			e.Offset = r.next
 			r.done++
@@ -118,17 +115,15 @@ func (r *Reader) Next() (Entry, error) {
 			return e, nil
 		}
 		pos := r.fr.pos()
-		if r.fr.version != segmentVersionV1 {
-			// Following the log's end: the frame was just appended, and the
-			// log still holds its records.
-			f, size, scratch, ok := r.l.tailRecords(r.segFirst, pos, r.fr.scratch)
-			r.fr.scratch = scratch
-			if ok && f.first == r.next {
-				r.fr.skip(size)
-				r.cur, r.curPos, r.done = f, pos, 0
-				r.records.reset(&r.cur)
-				continue
-			}
+		// Following the log's end: the frame was just appended, and the log
+		// still holds its records.
+		f, size, scratch, ok := r.l.tailRecords(r.segFirst, pos, r.fr.scratch)
+		r.fr.scratch = scratch
+		if ok && f.first == r.next {
+			r.fr.skip(size)
+			r.cur, r.curPos, r.done = f, pos, 0
+			r.records.reset(&r.cur)
+			continue
 		}
 		f, st, reason, err := r.fr.next()
 		if err != nil {
@@ -142,7 +137,7 @@ func (r *Reader) Next() (Entry, error) {
 			r.cur, r.curPos, r.done = f, pos, 0
 			r.records.reset(&r.cur)
 			continue
-		case frameBad, frameRefused:
+		case frameBad:
 			return Entry{}, r.corrupt(pos, reason)
 		}
 		more, err := r.advance(pos)

@@ -77,8 +77,6 @@ func TestReader_CorruptEarlierSegment(t *testing.T) {
 			info, _ := os.Stat(p)
 			os.Truncate(p, info.Size()-int64(len(testFrame(lastInFirstSegment, lastInFirstSegment))))
 		}, "no segment starts there"},
-		{"S2 frame in a version 2 segment", func(t *testing.T, p string) { rewriteAsS2(t, p, int64(headerLen)) },
-			"S2-compressed frame (codec 2) in a version 2 segment"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,13 +16,14 @@ import (
 
 // Segment header: magic and format version.
 const (
-	segmentMagic     = "EDDYILOG"
-	segmentVersion   = 3 // version 2's frames, and codec 2 (S2): written by a log that compresses with S2
-	segmentVersionV2 = 2 // batch frames, compact records, codecs 0 and 1: written by the other logs
-	segmentVersionV1 = 1 // one entry per frame: still read, never written
-	headerLen        = len(segmentMagic) + 4
-	segmentExt       = ".log"
-	segmentDigits    = 20
+	segmentMagic = "EDDYILOG"
+	// segmentVersion is the format every log writes, and the only one
+	// read: until the first tagged release a change raises it and drops
+	// the reading of the one before.
+	segmentVersion = 3
+	headerLen      = len(segmentMagic) + 4
+	segmentExt     = ".log"
+	segmentDigits  = 20
 )
 
 // segment is one segment file as the log knows it.
@@ -84,39 +85,32 @@ func cmpUint64(a, b uint64) int {
 	return 0
 }
 
-// writeVersion is the format version of the segments a log compressing
-// with c creates: the oldest that holds its frames, so that an earlier
-// Eddy still reads a log that does not use S2.
-func writeVersion(c Compression) uint32 {
-	if c == CompressS2 {
-		return segmentVersion
-	}
-	return segmentVersionV2
-}
-
-func segmentHeader(version uint32) []byte {
+func segmentHeader() []byte {
 	h := make([]byte, 0, headerLen)
 	h = append(h, segmentMagic...)
-	return binary.LittleEndian.AppendUint32(h, version)
+	return binary.LittleEndian.AppendUint32(h, segmentVersion)
 }
 
-// checkHeader verifies a segment's header and returns its format version.
-func checkHeader(f vfs.File) (uint32, error) {
+// checkHeader verifies a segment's header: the magic and segmentVersion.
+func checkHeader(f vfs.File) error {
 	var h [headerLen]byte
 	if _, err := f.ReadAt(h[:], 0); err != nil {
 		if errors.Is(err, io.EOF) {
-			return 0, &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
+			return &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
 		}
-		return 0, fmt.Errorf("ingest: read segment header: %w", err)
+		return fmt.Errorf("ingest: read segment header: %w", err)
 	}
 	if string(h[:len(segmentMagic)]) != segmentMagic {
-		return 0, &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
+		return &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
 	}
-	v := binary.LittleEndian.Uint32(h[len(segmentMagic):])
-	if v != segmentVersion && v != segmentVersionV2 && v != segmentVersionV1 {
-		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("unsupported segment version %d (this Eddy reads 1 to 3)", v)}
+	if v := binary.LittleEndian.Uint32(h[len(segmentMagic):]); v != segmentVersion {
+		by := "a development build before the first release"
+		if v > segmentVersion {
+			by = "a newer Eddy"
+		}
+		return &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("segment format version %d, this build reads version %d only (written by %s)", v, segmentVersion, by)}
 	}
-	return v, nil
+	return nil
 }
 
 // createSegment creates the segment file for first with its header and
@@ -124,13 +118,13 @@ func checkHeader(f vfs.File) (uint32, error) {
 // was created, the file is removed again (the removal is not fsynced: a
 // log undoing a batch syncs the directory itself, and Open rewrites a
 // segment shorter than its header).
-func createSegment(fsys vfs.FS, dir string, first uint64, version uint32) (vfs.File, error) {
+func createSegment(fsys vfs.FS, dir string, first uint64) (vfs.File, error) {
 	path := filepath.Join(dir, segmentName(first))
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: create segment: %w", err)
 	}
-	if _, err = f.WriteAt(segmentHeader(version), 0); err != nil {
+	if _, err = f.WriteAt(segmentHeader(), 0); err != nil {
 		err = fmt.Errorf("ingest: write segment header %s: %w", path, err)
 	} else if err = fsys.SyncDir(dir); err != nil {
 		err = fmt.Errorf("ingest: sync dir %s: %w", dir, err)
@@ -157,107 +151,90 @@ type Recovery struct {
 // valid frame, with no valid frame after them. A failing frame followed by
 // a valid one is corruption, never cut: cutting would drop entries that
 // were acknowledged. It returns the offset after the last frame, the
-// segment's end and its format version. A segment shorter than its header
-// gets a header of newVersion.
-func recoverLast(f vfs.File, first uint64, size int64, newVersion uint32) (next uint64, end int64, version uint32, rec Recovery, err error) {
+// segment's end. A segment shorter than its header gets a whole header.
+func recoverLast(f vfs.File, first uint64, size int64) (next uint64, end int64, rec Recovery, err error) {
 	rec.Segment = f.Name()
 	if size < int64(headerLen) {
 		// Created but the header never fully reached the disk: rewrite it.
 		if err := f.Truncate(0); err != nil {
-			return 0, 0, version, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
+			return 0, 0, rec, fmt.Errorf("ingest: reset segment %s: %w", f.Name(), err)
 		}
-		if _, err := f.WriteAt(segmentHeader(newVersion), 0); err != nil {
-			return 0, 0, version, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
+		if _, err := f.WriteAt(segmentHeader(), 0); err != nil {
+			return 0, 0, rec, fmt.Errorf("ingest: write segment header %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutBytes = size
-		return first, int64(headerLen), newVersion, rec, nil
+		return first, int64(headerLen), rec, nil
 	}
-	version, err = checkHeader(f)
-	if err != nil {
-		return 0, 0, 0, rec, err
+	if err = checkHeader(f); err != nil {
+		return 0, 0, rec, err
 	}
 	var fr frameReader
-	fr.reset(f, version, int64(headerLen), size)
+	fr.reset(f, int64(headerLen), size)
 	next = first
 	for {
 		pos := fr.pos()
 		frm, st, reason, err := fr.next()
 		if err != nil {
-			return 0, 0, version, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
+			return 0, 0, rec, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
 		}
 		if st == frameOK {
 			if frm.first != next {
-				return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+				return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
 					Reason: fmt.Sprintf("frame holds offset %d", frm.first)}
 			}
 			if reason := checkRecords(&frm); reason != "" {
-				return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
+				return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
 			}
 			next += uint64(frm.count)
 			continue
 		}
-		if st == frameRefused {
-			return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next, Reason: reason}
-		}
 		if pos == size {
-			return next, size, version, rec, nil
+			return next, size, rec, nil
 		}
-		if found, at, err := validFrameAfter(f, version, pos, size, next); err != nil {
-			return 0, 0, version, rec, err
+		if found, at, err := validFrameAfter(f, pos, size, next); err != nil {
+			return 0, 0, rec, err
 		} else if found {
 			if reason == "" {
 				reason = "incomplete frame"
 			}
-			return 0, 0, version, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
+			return 0, 0, rec, &CorruptionError{File: f.Name(), Pos: pos, Offset: next,
 				Reason: fmt.Sprintf("%s, followed by a valid frame at byte %d", reason, at)}
 		}
 		if err := f.Truncate(pos); err != nil {
-			return 0, 0, version, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
+			return 0, 0, rec, fmt.Errorf("ingest: cut torn tail of %s: %w", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return 0, 0, version, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
+			return 0, 0, rec, fmt.Errorf("ingest: sync segment %s: %w", f.Name(), err)
 		}
 		rec.CutAt, rec.CutBytes = pos, size-pos
-		return next, pos, version, rec, nil
+		return next, pos, rec, nil
 	}
 }
 
-// validFrameAfter reports whether a valid frame (or a whole one refused for
-// its segment's version) holding an offset ≥ next starts anywhere in
-// (pos, size) of f. It reads the rest of the segment into memory, once, on
-// this failure path only.
-func validFrameAfter(f vfs.File, version uint32, pos, size int64, next uint64) (bool, int64, error) {
+// validFrameAfter reports whether a valid frame holding an offset ≥ next
+// starts anywhere in (pos, size) of f. It reads the rest of the segment
+// into memory, once, on this failure path only.
+func validFrameAfter(f vfs.File, pos, size int64, next uint64) (bool, int64, error) {
 	rest := make([]byte, size-pos)
 	if _, err := f.ReadAt(rest, pos); err != nil && !errors.Is(err, io.EOF) {
 		return false, 0, fmt.Errorf("ingest: read segment %s: %w", f.Name(), err)
 	}
-	// Both versions hold the (first) offset right after the frame header.
-	// A version 1 frame at i holds offset next+k with k < (size-pos) /
-	// frameOverheadV1; a version 2 frame holds at least one record of 3
-	// bytes. Checking the offset field first skips almost every position
-	// without computing a CRC.
-	overhead := frameOverhead
+	// A frame holds its first offset right after the frame header, and at
+	// least one record of 3 bytes. Checking the offset field first skips
+	// almost every position without computing a CRC.
 	maxOffset := next + uint64(len(rest)/3)
-	if version == segmentVersionV1 {
-		overhead = frameOverheadV1
-		maxOffset = next + uint64(len(rest)/frameOverheadV1)
-	}
 	var scratch []byte
-	for i := 1; i+overhead <= len(rest); i++ {
+	for i := 1; i+frameOverhead <= len(rest); i++ {
 		off := binary.LittleEndian.Uint64(rest[i+frameHeaderLen:])
 		if off < next || off > maxOffset {
 			continue
 		}
 		var st frameStatus
-		if version == segmentVersionV1 {
-			_, _, st, _ = decodeFrameV1(rest[i:])
-		} else {
-			_, _, st, _, scratch = decodeFrame(rest[i:], scratch, version)
-		}
-		if st == frameOK || st == frameRefused { // whole frames: what precedes them is no torn tail
+		_, _, st, _, scratch = decodeFrame(rest[i:], scratch)
+		if st == frameOK { // a whole frame: what precedes it is no torn tail
 			return true, pos + int64(i), nil
 		}
 	}

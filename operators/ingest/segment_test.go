@@ -134,9 +134,6 @@ func TestOpen_Damage(t *testing.T) {
 			os.Remove(p)
 			os.WriteFile(filepath.Join(dir, segmentName(11)), []byte("EDDY"), 0o644)
 		}, 10, false, ""},
-		{"S2 frame at the end of a version 2 segment is corruption, not cut", func(t *testing.T, dir string, fr []int64) {
-			rewriteAsS2(t, lastSegmentPath(t, dir), fr[len(fr)-1])
-		}, 0, true, "S2-compressed frame (codec 2) in a version 2 segment (Eddy writes S2 only to version 3 segments)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

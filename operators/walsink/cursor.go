@@ -67,7 +67,7 @@ func (c *cursor) peek() (d dataRecord, ok bool, err error) {
 		case err != nil:
 			return dataRecord{}, false, err
 		}
-		if !isData(p[0]) {
+		if p[0] != kindDataCompact {
 			continue
 		}
 		d, err := decodeData(p)

@@ -31,21 +31,12 @@
 // integers are little-endian.
 //
 // The format version covers the records below as well as the frames: a
-// change to either raises it, and a segment of a version this build does
-// not know fails Open with wal.ErrVersion (a WAL written by a newer build),
-// never a misread. Version 5 has the records of version 4 and differs in
-// what they promise: a flow's packet id is derived from its seq, and its
-// PUBLISH step (kind 9, step 1) may be lost in a power cut though the
-// PUBLISH went out (see "Why no duplicates"); a version 4 build would
-// resume such a flow under an id of its own choosing, so it refuses
-// version 5. Version 4 WALs (every PUBLISH step synced, ids chosen freely)
-// are read as they are. Version 3 records messages in kind 2 and flow steps in
-// kind 6 (fixed-width integers) instead of kinds 10 and 9; version 2 also
-// lacks kind 8; both are read as they are. Version 1 is the layout of builds before the header: the same
-// frames and records (kinds 1 to 7) without a header. Open reads such a
-// WAL as it is (nothing undelivered is lost by an upgrade), writes on in a
-// new segment of the current version, and deletes the old segments once
-// their messages are delivered, as it deletes any segment.
+// change to either raises it, and a segment of any other version fails
+// Open with wal.ErrVersion, naming the file and both versions, never a
+// misread. Until the first tagged release a build reads only the version
+// it writes. A flow's packet id is derived from its seq, and its PUBLISH
+// step (kind 9, step 1) may be lost in a power cut though the PUBLISH went
+// out (see "Why no duplicates").
 //
 //	kind 1 state      nextSeq u64, lastEpoch u64, committedEpoch u64,
 //	                  committedSeq u64, nextAssign u64,
@@ -53,16 +44,12 @@
 //	                  n u32 × (from u64, to u64)          aborted seq ranges still ahead
 //	                  n u32 × (seq u64, unixNano u64)     commit times of the backlog
 //	                  n u32 × (seq u64, id u16, step u8)  open publish flows
-//	kind 2 data       epoch u64, seq u64, flags u8 (1 = retain), topicLen u16,
-//	                  topic, payload (the rest); written by format 3 and
-//	                  earlier, read only
+//	kind 2            unused
 //	kind 3 pre-commit epoch u64, seq u64: data ≤ seq of epochs ≤ epoch is synced
 //	kind 4 commit     epoch u64, seq u64, unixNano u64: data ≤ seq is publishable
 //	kind 5 abort      lastCompleted u64, from u64, to u64: seqs from..to are
 //	                  discarded (written by Recover)
-//	kind 6 session    n u32 × (seq u64, id u16, step u8): a batch of flow
-//	                  steps (1 PUBLISH sent, 2 PUBREC received, 3 PUBCOMP
-//	                  received); written by format 3 and earlier, read only
+//	kind 6            unused
 //	kind 7 drop       from u64, to u64, count u64, bytes u64: drop_oldest
 //	                  skipped these committed, never-sent seqs
 //	kind 8 resume     from u64: QoS 1 mode: every seq below from is
@@ -71,15 +58,15 @@
 //	kind 9 steps      runs to the end of the frame, each: step u8, seq
 //	                  uvarint, n-1 uvarint, and for step 1 id u16: the flow
 //	                  steps of seqs seq..seq+n-1 (ids id, id+1, …, 65535
-//	                  wrapping to 1; from version 5 always qos2.IDOf of
-//	                  the seqs); steps 2 and 3 take the id of the seq's
+//	                  wrapping to 1: qos2.IDOf of the seqs); steps 1
+//	                  PUBLISH sent, 2 PUBREC received and 3 PUBCOMP
+//	                  received; steps 2 and 3 take the id of the seq's
 //	                  open flow. A batch of steps, in order, one frame and
 //	                  one fsync per batch: a window's PUBRECs, which come in
 //	                  seq order, are one run of a few bytes
 //	kind 10 data      epoch uvarint, seq uvarint, flags u8 (1 = retain),
-//	                  topicLen uvarint, topic, payload (the rest): kind 2
-//	                  in about half the overhead (14 bytes a message with
-//	                  the frame's 8, against 28)
+//	                  topicLen uvarint, topic, payload (the rest): 14
+//	                  bytes of overhead a message with the frame's 8
 //
 // Every message gets a sequence number (seq) when written; seqs increase
 // through the log, epochs never decrease along them, and a message is

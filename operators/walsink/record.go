@@ -12,11 +12,11 @@ import (
 const (
 	kindInvalid     byte = iota
 	kindState            // snapshot of the log state; first frame of every segment
-	kindData             // one message of an epoch, fixed-width integers (format 3 and earlier; read only)
+	_                    // 2: unused (a development layout of messages)
 	kindPreCommit        // all data of epochs ≤ epoch is durable
 	kindCommit           // checkpoint epoch completed: data ≤ seq publishable
 	kindAbort            // data seqs from..to will never be published
-	kindSession          // a batch of publish-flow steps, 11 bytes each (format 3 and earlier; read only)
+	_                    // 6: unused (a development layout of flow steps)
 	kindDrop             // drop_oldest skipped committed seqs from..to
 	kindResume           // QoS 1: every seq below is acknowledged; no QoS 2 flow is open
 	kindSteps            // a batch of publish-flow steps as runs of consecutive seqs
@@ -52,30 +52,8 @@ func appendData(dst []byte, epoch, seq uint64, retain bool, topic string, payloa
 // dataOverhead bounds a data frame's size beyond topic and payload.
 const dataOverhead = wal.FrameHeaderBytes + 1 + binary.MaxVarintLen64*2 + 1 + binary.MaxVarintLen16
 
-// isData reports whether a record of kind holds a message.
-func isData(kind byte) bool { return kind == kindData || kind == kindDataCompact }
-
+// decodeData decodes a kindDataCompact record.
 func decodeData(p []byte) (dataRecord, error) {
-	if p[0] == kindDataCompact {
-		return decodeDataCompact(p)
-	}
-	if len(p) < 1+8+8+1+2 {
-		return dataRecord{}, fmt.Errorf("%w: short data record", errBadRecord)
-	}
-	d := dataRecord{
-		epoch:  binary.LittleEndian.Uint64(p[1:]),
-		seq:    binary.LittleEndian.Uint64(p[9:]),
-		retain: p[17]&flagRetain != 0,
-	}
-	n := int(binary.LittleEndian.Uint16(p[18:]))
-	if len(p) < 20+n {
-		return dataRecord{}, fmt.Errorf("%w: data record topic overruns", errBadRecord)
-	}
-	d.topic, d.payload = p[20:20+n], p[20+n:]
-	return d, nil
-}
-
-func decodeDataCompact(p []byte) (dataRecord, error) {
 	var d dataRecord
 	b := p[1:]
 	var k int
@@ -123,29 +101,6 @@ func decodeWords(p []byte, n int) ([]uint64, error) {
 	return w, nil
 }
 
-// sessionEntryBytes is the size of one step in a kindSession record.
-const sessionEntryBytes = 8 + 2 + 1
-
-// forEachSession calls fn for each step in a kindSession record.
-func forEachSession(p []byte, fn func(qos2.Record)) error {
-	if len(p) < 5 {
-		return fmt.Errorf("%w: short session record", errBadRecord)
-	}
-	n := int(binary.LittleEndian.Uint32(p[1:]))
-	if len(p) != 5+n*sessionEntryBytes {
-		return fmt.Errorf("%w: session record of %d steps has %d bytes", errBadRecord, n, len(p))
-	}
-	for i := range n {
-		e := p[5+i*sessionEntryBytes:]
-		r := qos2.Record{Seq: binary.LittleEndian.Uint64(e), ID: binary.LittleEndian.Uint16(e[8:]), Step: qos2.Step(e[10])}
-		if r.Step < qos2.StepPublishSent || r.Step > qos2.StepPubcompReceived || r.ID == 0 {
-			return fmt.Errorf("%w: session step %d id %d", errBadRecord, r.Step, r.ID)
-		}
-		fn(r)
-	}
-	return nil
-}
-
 // appendSteps appends a kindSteps frame holding recs, in order, as runs:
 // records of one step for consecutive seqs (and, for StepPublishSent,
 // consecutive packet ids) share one run. A window's PUBRECs, which arrive
@@ -182,8 +137,7 @@ func continuesRun(first qos2.Record, n int, next qos2.Record) bool {
 
 // runID is the packet id of the ith record of a StepPublishSent run whose
 // first id is first: ids count up through 1..65535 and wrap to 1, as
-// qos2.IDOf gives them to consecutive seqs (and format 4's builds handed
-// them out).
+// qos2.IDOf gives them to consecutive seqs.
 func runID(first uint16, i int) uint16 {
 	return uint16((int(first)-1+i)%65535 + 1)
 }

@@ -137,7 +137,6 @@ func TestData_Malformed(t *testing.T) {
 		{"flags missing", []byte{kindDataCompact, 1, 2}},
 		{"topic length missing", []byte{kindDataCompact, 1, 2, 0}},
 		{"topic overruns", []byte{kindDataCompact, 1, 2, 0, 5, 'a', 'b'}},
-		{"fixed-width, short", []byte{kindData, 1, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := decodeData(tc.p); !errors.Is(err, errBadRecord) {

@@ -119,14 +119,8 @@ func Open(dir string, opts Options, log *slog.Logger) (*Sink, error) {
 		return nil, fmt.Errorf("walsink: open %s: %w", dir, err)
 	}
 	s.wal = l
-	// A new WAL gets its first segment; a WAL of an earlier build (segments
-	// without a header) is read as it is and written on in a new segment, so
-	// no segment mixes formats; its old segments go once delivered.
-	if active, ok := l.Active(); !ok || active.Version != wal.FormatVersion {
-		if ok {
-			s.log.Info("walsink: WAL of an earlier format; reading it, writing new segments in the current one",
-				"segments", len(l.Segments()), "format_version", active.Version, "current", wal.FormatVersion)
-		}
+	// A new WAL gets its first segment.
+	if _, ok := l.Active(); !ok {
 		if _, err := l.Rotate(s.st.appendState(nil)); err != nil {
 			l.Close()
 			return nil, fmt.Errorf("walsink: open %s: %w", dir, err)

@@ -77,7 +77,7 @@ func (st *logState) isAborted(seq uint64) bool {
 // it overlaps or touches. Recover's ranges start at or after the previous
 // one's start (it aborts from just past the committed data, which only
 // grows), so this is an append or a merge with the last range; anything
-// else (a state record of an older build) is sorted and merged.
+// else is sorted and merged, so no order of records can break the ranges.
 func (st *logState) addAborted(from, to uint64) {
 	n := len(st.aborted)
 	switch {
@@ -114,7 +114,7 @@ func (st *logState) apply(seg uint64, p []byte) error {
 	switch p[0] {
 	case kindState:
 		return st.applyState(p)
-	case kindData, kindDataCompact:
+	case kindDataCompact:
 		d, err := decodeData(p)
 		if err != nil {
 			return err
@@ -139,8 +139,6 @@ func (st *logState) apply(seg uint64, p []byte) error {
 			return err
 		}
 		st.applyAbort(w[0], w[1], w[2])
-	case kindSession:
-		return forEachSession(p, st.applyStep)
 	case kindSteps:
 		return forEachStep(p, st.flowID, st.applyStep)
 	case kindResume:

@@ -147,6 +147,10 @@ func (r *Resume) Restore(st ResumeState) { r.st = st }
 // resumeStateLen is the encoded size: version, flags, five 8-byte fields.
 const resumeStateLen = 2 + 5*8
 
+// resumeStateVersion is the first byte of the encoding, the only version
+// read.
+const resumeStateVersion = 1
+
 // ErrBadResumeState is returned by UnmarshalResumeState for bytes it did not
 // write.
 var ErrBadResumeState = errors.New("watermark: bad resume state")
@@ -157,7 +161,7 @@ func (st ResumeState) AppendBinary(b []byte) []byte {
 	if st.Held {
 		flags = 1
 	}
-	b = append(b, 1, flags)
+	b = append(b, resumeStateVersion, flags)
 	b = binary.BigEndian.AppendUint64(b, st.Episode)
 	b = binary.BigEndian.AppendUint64(b, uint64(st.Elapsed))
 	b = binary.BigEndian.AppendUint64(b, uint64(st.Quiet))
@@ -167,7 +171,7 @@ func (st ResumeState) AppendBinary(b []byte) []byte {
 
 // UnmarshalResumeState decodes what AppendBinary wrote.
 func UnmarshalResumeState(b []byte) (ResumeState, error) {
-	if len(b) != resumeStateLen || b[0] != 1 || b[1] > 1 {
+	if len(b) != resumeStateLen || b[0] != resumeStateVersion || b[1] > 1 {
 		return ResumeState{}, ErrBadResumeState
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[2+8*i:]) }

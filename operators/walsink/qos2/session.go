@@ -345,7 +345,7 @@ func (s *Session) CanPublish() bool {
 
 // CanPublishSeq reports whether Publish may start the flow of seq now:
 // CanPublish, and its packet id (IDOf) not held by an open flow (one 65535
-// seqs older, or restored from a log whose ids were not derived).
+// seqs older).
 func (s *Session) CanPublishSeq(seq uint64) bool {
 	_, used := s.byID[IDOf(seq)]
 	return s.CanPublish() && !used

@@ -17,32 +17,10 @@
 //
 // The format version covers the frames and the records in them (package
 // walsink's record kinds and layouts): a build that changes either raises
-// FormatVersion, and a build that meets a version it does not know refuses
-// the segment with ErrVersion instead of misreading it.
-//
-//   - Version 5 (FormatVersion): the frames and records of version 4;
-//     the WAL sink derives packet ids from seqs and no longer syncs a
-//     flow's PUBLISH step before the PUBLISH, so a version 5 WAL may lack
-//     a step that a version 4 build would need (it would resume the flow
-//     under a new id). A version 5 build reads version 4 as it is; a
-//     version 4 build refuses version 5 by name.
-//   - Version 4: version 3 with the WAL sink's messages
-//     and publish-flow steps in compact records (kinds 10 and 9: uvarints,
-//     steps in runs of consecutive seqs) instead of fixed-width ones (kinds
-//     2 and 6, still read). A version 4 build reads
-//     versions 1 to 3 as they are; a version 3 build refuses version 4 by
-//     name.
-//   - Version 3: version 2 and a record kind more (the WAL sink's QoS 1
-//     position, kind 8). A version 3 build reads version 2 as it is; a
-//     version 2 build refuses version 3 by name.
-//   - Version 2: the header above.
-//   - Version 1, written by builds before the header existed: the same
-//     frames and records from byte 0, no header. Such segments are still
-//     read; they are never written again (the WAL sink rotates away from a
-//     version 1 active segment at open, and deletes the old ones once
-//     delivered, as always). A version 1 segment is recognised by its first
-//     4 bytes, a frame length ≤ MaxFrameBytes, which the magic's first 4
-//     bytes ("EDDY", 0x59444445 little-endian) never are.
+// FormatVersion, and a segment of any other version is refused with
+// ErrVersion (naming the file and both versions) instead of misread. Until
+// the first tagged release only FormatVersion is read; from then on every
+// released version stays readable.
 //
 // A crash between creating a segment and syncing its header can leave the
 // active segment shorter than the header; Open rewrites it.
@@ -86,22 +64,17 @@ const (
 	headerMagic = "EDDYWSNK"
 	// HeaderBytes is the size of a segment header.
 	HeaderBytes = len(headerMagic) + 4
-	// FormatVersion is the segment format this build writes.
+	// FormatVersion is the segment format this build writes, and the only
+	// one it reads.
 	FormatVersion = 5
-	// firstHeaderVersion is the first format with a header.
-	firstHeaderVersion = 2
-	// LegacyVersion is the headerless format of earlier builds, still read.
-	LegacyVersion = 1
 )
 
 var (
 	// ErrVersion is returned (wrapped) by Open and OpenReader for a segment
-	// whose header names a format version this build does not read: it was
-	// written by a newer build.
+	// whose header names a format version other than FormatVersion.
 	ErrVersion = errors.New("wal: unsupported segment format version")
 	// ErrCorrupt is returned (wrapped) when a complete segment holds an
-	// invalid frame, or a segment starts with neither the header nor a
-	// frame.
+	// invalid frame, or a segment does not start with the header.
 	ErrCorrupt = errors.New("wal: corrupt segment")
 	// ErrFrameTooLarge is returned by callers that check a payload against
 	// MaxFrameBytes before writing it.
@@ -120,7 +93,6 @@ type headerResult int
 const (
 	headerInvalid headerResult = iota
 	headerVersioned
-	headerLegacy
 	headerTorn // shorter than a header and a prefix of one
 )
 
@@ -134,9 +106,6 @@ func parseHeader(b []byte) (headerResult, uint32) {
 	}
 	if bytes.HasPrefix(b, []byte(headerMagic)) {
 		return headerVersioned, binary.LittleEndian.Uint32(b[len(headerMagic):])
-	}
-	if len(b) < 4 || binary.LittleEndian.Uint32(b) <= MaxFrameBytes {
-		return headerLegacy, LegacyVersion
 	}
 	return headerInvalid, 0
 }

@@ -16,9 +16,8 @@ import (
 
 // Segment describes one segment file.
 type Segment struct {
-	ID      uint64
-	Size    int64  // bytes, header included
-	Version uint32 // format version: FormatVersion or LegacyVersion
+	ID   uint64
+	Size int64 // bytes, header included
 }
 
 // SegmentPath is the file name of segment id in dir.
@@ -50,8 +49,7 @@ type Log struct {
 // An error from visit stops Open and is returned. A new, empty log has no
 // segment: the caller starts one with Rotate. An active segment that ends
 // inside its header (or is empty) gets a whole header again. A segment of
-// an unknown format version fails with ErrVersion; Segment.Version tells
-// the caller which segments are LegacyVersion.
+// another format version than FormatVersion fails with ErrVersion.
 func Open(fsys vfs.FS, dir string, visit func(seg uint64, payload []byte) error) (*Log, error) {
 	if fsys == nil {
 		fsys = vfs.Default
@@ -67,11 +65,11 @@ func Open(fsys vfs.FS, dir string, visit func(seg uint64, payload []byte) error)
 	l := &Log{fs: fsys, dir: dir}
 	for i, id := range ids {
 		active := i == len(ids)-1
-		size, version, err := l.scanSegment(id, active, visit)
+		size, err := l.scanSegment(id, active, visit)
 		if err != nil {
 			return nil, err
 		}
-		l.segs = append(l.segs, Segment{ID: id, Size: size, Version: version})
+		l.segs = append(l.segs, Segment{ID: id, Size: size})
 		l.total += size
 	}
 	if len(ids) > 0 {
@@ -104,22 +102,21 @@ func segmentIDs(names []string) []uint64 {
 	return ids
 }
 
-// scanSegment visits every frame of a segment and returns its valid size
-// and format version, cutting a torn tail when active.
-func (l *Log) scanSegment(id uint64, active bool, visit func(uint64, []byte) error) (int64, uint32, error) {
+// scanSegment visits every frame of a segment and returns its valid size,
+// cutting a torn tail when active.
+func (l *Log) scanSegment(id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
 	r, err := l.OpenReader(id, 0)
 	if active && errors.Is(err, errTornHeader) {
 		if err := l.rewriteHeader(SegmentPath(l.dir, id)); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		return int64(HeaderBytes), FormatVersion, nil
+		return int64(HeaderBytes), nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer r.Close()
-	size, err := l.scanFrames(r, id, active, visit)
-	return size, r.Version(), err
+	return l.scanFrames(r, id, active, visit)
 }
 
 func (l *Log) scanFrames(r *Reader, id uint64, active bool, visit func(uint64, []byte) error) (int64, error) {
@@ -316,7 +313,7 @@ func (l *Log) Rotate(header []byte) (uint64, error) {
 	}
 	l.f = f
 	size := int64(HeaderBytes + len(header))
-	l.segs = append(l.segs, Segment{ID: next, Size: size, Version: FormatVersion})
+	l.segs = append(l.segs, Segment{ID: next, Size: size})
 	l.total += size
 	l.written += size
 	return next, nil

@@ -20,13 +20,12 @@ const readChunkBytes = 64 << 10
 // returns io.EOF without moving, and a later Next sees what was appended
 // since. A Reader is not safe for concurrent use.
 type Reader struct {
-	f       vfs.File
-	seg     uint64
-	version uint32
-	off     int64 // file offset of buf[start]
-	buf     []byte
-	start   int
-	end     int
+	f     vfs.File
+	seg   uint64
+	off   int64 // file offset of buf[start]
+	buf   []byte
+	start int
+	end   int
 }
 
 // errTornHeader is returned (wrapped) by OpenReader for a segment shorter
@@ -34,11 +33,10 @@ type Reader struct {
 var errTornHeader = fmt.Errorf("%w: segment ends inside its header", ErrCorrupt)
 
 // OpenReader opens segment seg of the log for reading from offset off, which
-// must be a frame boundary: 0 for the first frame (after the header, if the
-// segment has one), or an offset returned by Offset. It checks the
-// segment's header: ErrVersion for a format version this build does not
-// read, ErrCorrupt for a segment that starts with neither a header nor a
-// frame or ends inside its header.
+// must be a frame boundary: 0 for the first frame (after the header), or an
+// offset returned by Offset. It checks the segment's header: ErrVersion for
+// a format version other than FormatVersion, ErrCorrupt for a segment that
+// does not start with the header or ends inside it.
 func (l *Log) OpenReader(seg uint64, off int64) (*Reader, error) {
 	f, err := l.fs.Open(SegmentPath(l.dir, seg))
 	if err != nil {
@@ -53,28 +51,21 @@ func (l *Log) OpenReader(seg uint64, off int64) (*Reader, error) {
 	r := &Reader{f: f, seg: seg, off: off, buf: make([]byte, readChunkBytes)}
 	switch kind, v := parseHeader(h[:n]); kind {
 	case headerVersioned:
-		if v < firstHeaderVersion || v > FormatVersion {
+		if v != FormatVersion {
 			f.Close()
-			return nil, fmt.Errorf("%w %d in segment %d (this build reads %d to %d): written by a newer Eddy",
-				ErrVersion, v, seg, LegacyVersion, FormatVersion)
+			return nil, fmt.Errorf("%w: %s is format version %d, this build reads version %d only (%s)",
+				ErrVersion, SegmentPath(l.dir, seg), v, FormatVersion, writtenBy(v, FormatVersion))
 		}
-		r.version = v
 		r.off = max(off, int64(HeaderBytes))
-	case headerLegacy:
-		r.version = LegacyVersion
 	case headerTorn:
 		f.Close()
 		return nil, fmt.Errorf("%w (segment %d, %d bytes)", errTornHeader, seg, n)
 	default:
 		f.Close()
-		return nil, fmt.Errorf("%w: segment %d starts with neither the segment header nor a frame", ErrCorrupt, seg)
+		return nil, fmt.Errorf("%w: %s does not start with the segment header", ErrCorrupt, SegmentPath(l.dir, seg))
 	}
 	return r, nil
 }
-
-// Version is the segment's format version: FormatVersion, or LegacyVersion
-// for a segment without a header.
-func (r *Reader) Version() uint32 { return r.version }
 
 // Segment is the number of the segment being read.
 func (r *Reader) Segment() uint64 { return r.seg }
@@ -126,3 +117,12 @@ func (r *Reader) fill() (bool, error) {
 
 // Close releases the file.
 func (r *Reader) Close() error { return r.f.Close() }
+
+// writtenBy says which build wrote a segment of format version v, for the
+// error that refuses it.
+func writtenBy(v, current uint32) string {
+	if v > current {
+		return "written by a newer Eddy"
+	}
+	return "written by a development build before the first release"
+}
