@@ -12,12 +12,12 @@
 #     source's connection but to the kills;
 #   - TestCrash_Aedes*: 200,000 readings at 10,000/s through aedes, SIGKILLed
 #     5 times, whose resumed sessions send their backlog behind live readings
-#     (crash_aedes_test.go);
+#     (e2e/crash_aedes_test.go);
 #   - TestCrash_RabbitMQSource: 200,000 readings at QoS 1 from 1,000 devices
 #     through RabbitMQ 3.10's MQTT plugin (mqtt.prefetch = 1000), the agent
 #     SIGKILLed 10 times, 100 of its acks lost with each killed process;
-#   - the WAL sink's and the file source's crash tests (crash_wal_test.go,
-#     crash_test.go: 1,200,000 readings from a file, SIGKILLed 10 times per
+#   - the WAL sink's and the file source's crash tests (e2e/crash_wal_test.go,
+#     e2e/crash_test.go: 1,200,000 readings from a file, SIGKILLed 10 times per
 #     pipeline).
 # CI runs smaller variants of each (TestCrash_MQTTStarvedCPU: 200,000
 # readings through scripts/faultbroker, which re-sends a DUP block of
@@ -25,4 +25,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-EDDY_CRASH_LONG=1 go test -count=1 -timeout 30m -run 'TestCrash_' -v . 2>&1 | grep -v '^=== \|Warning: Mosquitto'
+EDDY_CRASH_LONG=1 go test -count=1 -timeout 30m -run 'TestCrash_' -v ./e2e/ 2>&1 | grep -v '^=== \|Warning: Mosquitto'

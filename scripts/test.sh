@@ -25,11 +25,11 @@ fi
 go vet ./...
 # Static analysis (scripts/gotool.sh builds the pinned version once).
 "$(bash scripts/gotool.sh staticcheck)" ./...
-# The root package (the real binary: crash, outage and example runs) is the
+# The e2e package (the real binary: crash, outage and example runs) is the
 # longest; the bound leaves a slower run room, not a hung one. Its parallel
-# tests (harness_test.go) mostly wait on child processes, brokers and
+# tests (e2e/harness_test.go) mostly wait on child processes, brokers and
 # fsync (a file-source crash subtest uses about 0.4 of a core over its
-# run), so 4 of them share the 2 cores; only the root package and the
+# run), so 4 of them share the 2 cores; only the e2e package and the
 # footprint package (skipped here) have parallel tests.
 go test -race -count=1 -parallel 4 -timeout 25m ./...
 

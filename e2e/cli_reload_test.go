@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/scripts/loopback"
+)
+
+const reloadConfig = `
+agent {
+  device_id = "reload"
+  data_dir  = "%DATA%"
+  admin     = "%ADMIN%"
+}
+broker { listen = "%BROKER%" }
+source "simulator" "sim" {
+  devices = 3
+  rate    = 200
+}
+sink "file" "one" { path = "%DIR%/one.jsonl" }
+sink "file" "two" { path = "%DIR%/two.jsonl" }
+pipeline "p1" {
+  from = source.simulator.sim
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "%SIZE%"
+  }
+  aggregate { n = count() }
+  to = [sink.file.one]
+}
+%EXTRA%
+`
+
+const reloadExtra = `
+pipeline "p2" {
+  from   = source.simulator.sim
+  filter = event.temp != null
+  key    = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "300ms"
+  }
+  aggregate { hottest = max(event.temp) }
+  to = [sink.file.two]
+}
+`
+
+// TestReload_SIGHUP changes the configuration of a running agent: adding a
+// pipeline is applied (a checkpoint, then the pipelines restart on the new
+// file and the old pipeline keeps its state); changing an existing
+// pipeline's window is refused with a log line, and the agent keeps running
+// on the previous configuration.
+func TestReload_SIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	brokerAddr := loopback.Addr(t)
+	ag := startAgent(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", "300ms", "%EXTRA%", "")
+	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl")); return len(b) > 0 })
+
+	// The same admin address as the running agent's.
+	rewrite := func(size, extra string) {
+		writeConfig(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", size, "%EXTRA%", extra, "%ADMIN%", ag.admin)
+	}
+	rewrite("300ms", reloadExtra)
+	ag.signal(syscall.SIGHUP)
+	waitFor(t, 20*time.Second, func() bool { return ag.logContains("configuration reloaded") })
+	// The reload is logged before the rebuilt pipelines restore.
+	waitFor(t, 20*time.Second, func() bool { return ag.logContains("restored checkpoint") })
+	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "two.jsonl")); return len(b) > 0 })
+
+	rewrite("1s", reloadExtra) // p1's window changes: its state would not fit
+	ag.signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, func() bool { return ag.logContains("configuration reload refused") })
+	if !ag.logContains(`pipeline \"p1\": the window changed`) && !ag.logContains(`pipeline "p1": the window changed`) {
+		t.Fatal("the refusal does not say why")
+	}
+	// Still running on the previous configuration.
+	before, _ := os.ReadFile(filepath.Join(dir, "two.jsonl"))
+	waitFor(t, 10*time.Second, func() bool {
+		after, _ := os.ReadFile(filepath.Join(dir, "two.jsonl"))
+		return len(after) > len(before)
+	})
+	ag.stop(syscall.SIGTERM, 20*time.Second)
+}

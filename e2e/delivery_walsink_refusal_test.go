@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eddy-edge/eddy/scripts/mosquitto"
+)
+
+// TestWALSink_BrokerRefusesQoS2: an exactly-once MQTT sink publishing to a
+// broker that refuses QoS 2 (mosquitto with max_qos 1, which closes the
+// connection after a QoS 2 PUBLISH, as AWS IoT Core and Azure IoT Hub do)
+// logs one error line that names it and says what to do, within seconds of
+// its first results, and /readyz reports the sink failing while the WAL
+// counts the backlog. Stopped with SIGTERM, the agent says how many results
+// it leaves undelivered in the WAL.
+func TestWALSink_BrokerRefusesQoS2(t *testing.T) {
+	in := mosquitto.Start(t)
+	up := mosquitto.Start(t, mosquitto.Conf("max_qos 1"))
+	r := newCrashRun(t, walCrashConfig, "%DEVICE%", "refused", "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+	r.start()
+	publishReadings(t, in.URL(), "pub-refused", 5000, 100, func(int) {})
+	const line = "the broker does not accept QoS 2"
+	waitFor(t, 60*time.Second, func() bool { return metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`) > 0 })
+	start := time.Now()
+	if !r.p.waitLog(line, 15*time.Second) {
+		t.Fatalf("no %q line 15 s after results were committed", line)
+	}
+	t.Logf("named %v after the first committed results", time.Since(start).Round(time.Millisecond))
+	var errLines []string
+	for _, l := range strings.Split(r.p.output(), "\n") {
+		if strings.Contains(l, line) {
+			errLines = append(errLines, l)
+		}
+	}
+	if len(errLines) != 1 || !strings.Contains(errLines[0], "level=ERROR") || !strings.Contains(errLines[0], "qos = 1") ||
+		!strings.Contains(errLines[0], "cloud") {
+		t.Errorf("want one error line naming the sink and what to do, got %q", errLines)
+	}
+	code, ok, detail := readyzCheck(r.admin, "wal/cloud")
+	if code != http.StatusServiceUnavailable || ok || !strings.Contains(detail, line) {
+		t.Errorf("/readyz %d, wal/cloud ok=%v %q; want 503 naming the refusal", code, ok, detail)
+	}
+	if n := metricValue(t, r.admin, `eddy_wal_delivered_total{sink="cloud"}`); n != 0 {
+		t.Errorf("%v delivered to a broker that refuses QoS 2", n)
+	}
+	t.Logf("/readyz wal/cloud: %s", detail)
+	r.p.stop(syscall.SIGTERM, 60*time.Second)
+	if !regexp.MustCompile(`results not delivered upstream yet.* sink=cloud undelivered=[1-9]`).MatchString(r.p.output()) {
+		t.Errorf("no count of undelivered results at SIGTERM in the output")
+	}
+}
