@@ -25,7 +25,7 @@ func TestLint_PureCores(t *testing.T) {
 		{dir: "checkpoint", files: []string{"coordinator.go", "barrier.go", "retention.go"}, upTo: "// Retain applies",
 			banned: []string{"time.Now", "time.Sleep", "time.Since", "go func", "chan ", "os.", "sync."},
 			why:    "the coordinator is a state machine; Store.Retain below PlanRetention does the I/O"},
-		{dir: "operators/walsink/qos2", banned: []string{"time.Now", "time.Sleep", "go func", `"net"`, `"os"`},
+		{dir: "operators/io/walsink/qos2", banned: []string{"time.Now", "time.Sleep", "go func", `"net"`, `"os"`},
 			why: "the QoS 2 session is a state machine; the sink does the I/O"},
 		{dir: "operators/control", banned: []string{"time.Now", "time.Sleep", "panic("},
 			why: "control messages are data: bad ones are returned errors"},
@@ -33,7 +33,7 @@ func TestLint_PureCores(t *testing.T) {
 			why: "bad user input is a diagnostic or a RuntimeError"},
 		{dir: "agent/probe", files: []string{"decide.go"}, banned: []string{"time.Now", "time.Sleep", "go func", "chan ", `"net"`, `"os"`},
 			why: "the probe's verdict is a pure function of what it observed; upstream.go and source.go do the I/O"},
-		{dir: "operators/ingest", banned: []string{"time.Now(", "time.Sleep(", "panic("},
+		{dir: "operators/io/ingest", banned: []string{"time.Now(", "time.Sleep(", "panic("},
 			why: "arrival times come from the caller (the background sync's ticker is the log's only timer); disk data never panics"},
 	} {
 		files := c.files

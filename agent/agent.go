@@ -18,9 +18,9 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/broker"
-	"github.com/eddy-edge/eddy/operators/ingest"
-	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/operators/io/source"
 	"github.com/eddy-edge/eddy/state"
 )
 

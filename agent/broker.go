@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/io/broker"
 )
 
 func (a *Agent) embeddedBroker() (*broker.Broker, error) {

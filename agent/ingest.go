@@ -14,11 +14,11 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/broker"
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
-	"github.com/eddy-edge/eddy/operators/ingest"
-	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/operators/io/source"
 )
 
 // logIntake puts received messages into a source's durable ingest log

@@ -12,8 +12,8 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/broker"
-	"github.com/eddy-edge/eddy/operators/ingest"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
 )
 
 // startEmbeddedIntake starts an embedded broker on a free loopback port and

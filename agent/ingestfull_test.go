@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/operators/ingest"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 )
 
 // TestPipeline_SendResultsMaxPayload: a sink with max_payload gets only the

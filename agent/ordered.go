@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/state"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/eddy-edge/eddy/operators/broker"
-	"github.com/eddy-edge/eddy/operators/ingest"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
 )
 
 // TestEmbeddedIntake_OversizedCostsItsSenderOnly: one sensor keeps sending

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/operators/ingest"
-	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 

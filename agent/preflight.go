@@ -7,8 +7,8 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/broker"
-	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/source"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"github.com/eddy-edge/eddy/operators/ingest"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
 )
 
 // redeliveryCounts are the dedup filter's verdicts on a batch other than

@@ -17,8 +17,8 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"github.com/eddy-edge/eddy/operators/ingest"
-	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/operators/io/source"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/ingest"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 

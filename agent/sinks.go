@@ -8,7 +8,7 @@ import (
 
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 )
 
 // sinkMsg is what producers (window subtasks, prepare stages) send a sink:

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 )
 
 // orderedTx records the calls a transactional sink gets and enforces the

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/operators/ingest"
-	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/operators/io/source"
 )
 
 // rawBatch is what a source runner sends its pipelines, in order: a batch of

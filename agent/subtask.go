@@ -11,7 +11,7 @@ import (
 
 	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"

@@ -11,9 +11,9 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/broker"
-	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/operators/walsink"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/io/walsink"
 )
 
 // walTx adapts the exactly-once MQTT sink to the agent's txSink: it renders

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/sink"
-	"github.com/eddy-edge/eddy/operators/walsink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/io/walsink"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 

@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"github.com/eddy-edge/eddy/operators/broker"
+	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/window/watermark"
 )
 

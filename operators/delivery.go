@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/eddy-edge/eddy/operators/event"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 )
 
 // Delivery is a batch of encoded items bound for sinks. It owns all the

@@ -6,8 +6,8 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/keyed"
-	"github.com/eddy-edge/eddy/operators/sink"
 )
 
 // ReportSpec is a pipeline's report_by_exception block, compiled.

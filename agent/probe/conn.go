@@ -11,7 +11,7 @@ import (
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"github.com/eddy-edge/eddy/operators/walsink"
+	"github.com/eddy-edge/eddy/operators/io/walsink"
 )
 
 // Endpoint is where and as whom a probe connects.

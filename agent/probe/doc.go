@@ -16,7 +16,7 @@
 // the sink's own session at the broker is not touched and nothing is left
 // behind. Test messages go to a scratch topic, eddy-probe/DEVICE/RANDOM,
 // never retained; QoS 2 flows run through the exactly-once sink's own
-// session state machine (operators/walsink/qos2).
+// session state machine (operators/io/walsink/qos2).
 //
 //   - In-flight window, at QoS 1 and at QoS 2: bursts of 1, 2, 5, 10, 20,
 //     50, … messages written back to back (up to the larger of max_inflight

@@ -8,7 +8,7 @@ import (
 
 	"github.com/eddy-edge/eddy/agent"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/sink"
+	"github.com/eddy-edge/eddy/operators/io/sink"
 )
 
 // Plan is what a configuration gives the probe: its MQTT sinks and sources

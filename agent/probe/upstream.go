@@ -14,7 +14,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
 )
 
 // Upstream is one sink "mqtt" to probe.

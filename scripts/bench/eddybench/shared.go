@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/source"
+	"github.com/eddy-edge/eddy/operators/io/source"
 )
 
 // runShared measures ingest over N connections of one shared subscription

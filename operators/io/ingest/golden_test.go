@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-// update rewrites the golden segment: go test ./operators/ingest/ -run TestGolden -update
+// update rewrites the golden segment: go test ./operators/io/ingest/ -run TestGolden -update
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // goldenSegment is a segment of today's format: a raw frame and an S2

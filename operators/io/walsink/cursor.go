@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
 // cursor reads the WAL's data records in seq order across segments, for the

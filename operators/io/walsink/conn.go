@@ -14,7 +14,7 @@ import (
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
 )
 
 // errConnRefused is returned (wrapped) when the broker answers CONNECT with

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
 )
 
 // runPublisher is the session's driver: it connects with exponential

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
 // Message is one output to publish.

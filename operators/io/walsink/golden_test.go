@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
-// update rewrites the golden WAL: go test ./operators/walsink/ -run TestGolden -update
+// update rewrites the golden WAL: go test ./operators/io/walsink/ -run TestGolden -update
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // goldenDir holds two segments of today's WAL format, with a record of

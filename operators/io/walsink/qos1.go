@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
 )
 
 // qos1Window is the QoS 1 publishing mode's in-flight window: the messages

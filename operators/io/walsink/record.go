@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
 // Record kinds: the first payload byte of every WAL frame. Zero is invalid.

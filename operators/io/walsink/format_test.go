@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
 // rewriteSegments applies fn to the bytes of every segment file in dir.

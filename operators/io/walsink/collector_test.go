@@ -16,7 +16,7 @@ import (
 // records every payload's id, ignoring only what the broker marks DUP and
 // is byte-identical to a payload already received — mosquitto 2.0.11
 // re-sends QoS 2 messages it had delivered when restarted with SIGTERM
-// while draining (operators/walsink/doc.go "Caveats").
+// while draining (operators/io/walsink/doc.go "Caveats").
 type collector struct {
 	mu         sync.Mutex
 	ids        []string

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
 // TestSteps_RoundTrip: a kindSteps record gives back the steps it was

@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/eddy-edge/eddy/operators/walsink/qos2"
-	"github.com/eddy-edge/eddy/operators/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
+	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
 )
 
 // span is the live (not aborted) data of one uncommitted epoch.
