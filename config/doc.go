@@ -18,44 +18,15 @@
 //
 // # Schema
 //
-//	agent { device_id, data_dir, admin, admin_token, log_level, log_format,
-//	        max_key_groups, parallelism, memory_limit,
-//	        max_disk }
-//	broker { listen, username, password, max_inflight, tls { cert, key, ca } }
-//	source "mqtt" NAME { broker, client_id, topics, qos, username, password,
-//	        clean_session, keepalive, reconnect { min, max },
-//	        tls { ca, cert, key, insecure_skip_verify }, format, csv {...},
-//	        timestamp {...}, watermark {...} }
-//	source "file" NAME { path, format, csv { header, columns, delimiter },
-//	        timestamp { field, unit | layout },
-//	        watermark { max_out_of_orderness, idle_timeout, max_future_skew } }
-//	source "simulator" NAME { broker, topic, devices, rate, seed,
-//	        out_of_order, late, malformed, max_readings, watermark {...} }
-//	sink "mqtt" NAME { broker, client_id, topic, qos, retain, delivery,
-//	        max_inflight, drain_timeout,
-//	        username, password, tls {...},
-//	        buffer { max_disk, when_full, drain_rate } }
-//	sink "file" NAME { path, rotate_size, format }
-//	sink "stdout" NAME { format }
-//	pipeline NAME { from, filter, map { NAME = expr ... }, key, parallelism,
-//	        window KIND { time, size, slide, offset, gap, count, count_slide,
-//	                      allowed_lateness, early_every, trigger_count },
-//	        aggregate { NAME = FUNC(args) ... }, to, late_output, dead_letter }
-//	state { backend, cache, max_size }
-//	checkpoint { interval, min_pause, timeout, tolerable_failures, retain,
-//	        mode, max_chain_ratio, full_every (deprecated), unaligned,
-//	        aligned_timeout }
-//	upload "s3" { endpoint, bucket, prefix, region, access_key, secret_key,
-//	        secure, ca_file, path_style, max_bandwidth, concurrency,
-//	        create_bucket, encryption_key,
-//	        credentials { provider, endpoint, role_alias, thing_name,
-//	                cert_file, key_file, ca_file, duration } }
-//	ingest { ack, sync_interval, max_disk, linger, compression }
+// examples/full.hcl shows every block and attribute the decoder accepts,
+// with its default; TestFullExample_HasEverything holds that file against the
+// decoder's schema, so the example cannot fall behind (a list here could,
+// and did). docs/configuration.md explains each block.
 //
-// The field documentation of each struct states its default and range;
-// examples/full.hcl shows every option. Source and sink names are unique
-// within their kind (across types, as they name directories and metrics) and
-// are identifiers, so that references work; pipeline names likewise.
+// The field documentation of each struct states its default and range.
+// Source and sink names are unique within their kind (across types, as they
+// name directories and metrics) and are identifiers, so that references
+// work; pipeline names likewise.
 //
 // # Values
 //
