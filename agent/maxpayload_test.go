@@ -9,7 +9,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // TestPipeline_SendResultsMaxPayload: a sink with max_payload gets only the
@@ -53,7 +53,7 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 			}
 			d := new(operators.Delivery)
 			for _, pl := range tt.payloads {
-				d.AddEncoded([]byte(pl), &sink.Result{Key: []byte("k"), Names: []string{"n"}, Values: []float64{1}})
+				d.AddEncoded([]byte(pl), &record.Result{Key: []byte("k"), Names: []string{"n"}, Values: []float64{1}})
 			}
 			p.sendResults(7, d)
 

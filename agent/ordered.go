@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/state"
 )
 
@@ -25,7 +25,7 @@ func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
 		// hands each result to the subtask that owns its key.
 		kg := state.KeyGroup(r.Key, p.maxKeyGroups)
 		st.heldKey = heldKey(append(st.heldKey[:0], byte(kg>>8), byte(kg)), r.End, r.Key, r.Start, r.Firing)
-		if r.Kind == sink.KindReading {
+		if r.Kind == record.KindReading {
 			// Records of one key and time: in source order.
 			st.heldKey = binary.BigEndian.AppendUint64(st.heldKey, r.Seq)
 		}

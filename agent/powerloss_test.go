@@ -20,6 +20,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/io/walsink/wal"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -169,11 +170,11 @@ func (w *plWorld) know(k uint64) {
 // process reads what was appended since the last processed offset into the
 // pipeline's state and writes one output line per message to both sinks.
 func (w *plWorld) process(d *plDevice) error {
-	var items []sink.Item
+	var items []record.Item
 	var frames []byte
 	err := forEachKey(d.log, d.pos+1, func(off, k uint64) error {
 		d.pos, d.sum = off, d.sum+k
-		items = append(items, sink.Item{Payload: strconv.AppendUint(nil, k, 10)})
+		items = append(items, record.Item{Payload: strconv.AppendUint(nil, k, 10)})
 		frames = w.appendWALFrame(frames, binary.AppendUvarint(binary.AppendUvarint([]byte{'D'}, d.epoch), k))
 		return nil
 	})

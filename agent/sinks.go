@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // sinkMsg is what producers (window subtasks, prepare stages) send a sink:
@@ -26,7 +27,7 @@ type sinkMsg struct {
 // PreCommit of the checkpoint before it; Commit comes from the
 // checkpointer's goroutine, possibly while a Write is in progress.
 type txSink interface {
-	Write(epoch uint64, items []sink.Item) error
+	Write(epoch uint64, items []record.Item) error
 	PreCommit(epoch uint64) error
 	Commit(epoch uint64) error
 	Recover(lastCompleted uint64) error

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // orderedTx records the calls a transactional sink gets and enforces the
@@ -21,7 +21,7 @@ type orderedTx struct {
 	err       error
 }
 
-func (o *orderedTx) Write(epoch uint64, items []sink.Item) error {
+func (o *orderedTx) Write(epoch uint64, items []record.Item) error {
 	if epoch < o.lastEpoch || epoch <= o.preDone {
 		o.err = fmt.Errorf("write of epoch %d after epoch %d, pre-committed %d", epoch, o.lastEpoch, o.preDone)
 		return o.err

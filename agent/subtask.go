@@ -11,7 +11,7 @@ import (
 
 	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/operators"
-	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
@@ -285,7 +285,7 @@ func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
 // *dead (created on first use) when the pipeline has a dead_letter sink.
 func (p *pipeline) fitPayload(s *sinkRunner, d *operators.Delivery, dead **operators.Delivery) *operators.Delivery {
 	items := d.Items()
-	if !slices.ContainsFunc(items, func(it sink.Item) bool { return len(it.Payload) > s.maxPayload }) {
+	if !slices.ContainsFunc(items, func(it record.Item) bool { return len(it.Payload) > s.maxPayload }) {
 		return d
 	}
 	fit := new(operators.Delivery)

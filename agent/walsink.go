@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/io/walsink"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // walTx adapts the exactly-once MQTT sink to the agent's txSink: it renders
@@ -31,7 +32,7 @@ type walTx struct {
 	buf      []byte
 }
 
-func (w *walTx) Write(epoch uint64, items []sink.Item) error {
+func (w *walTx) Write(epoch uint64, items []record.Item) error {
 	w.msgs = w.msgs[:0]
 	w.buf = w.buf[:0]
 	for _, it := range items {

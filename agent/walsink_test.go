@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/io/walsink"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -31,7 +32,7 @@ func TestWALTx_CommitWhileWriteBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &walTx{s: ws, topic: tmpl, deviceID: "d"}
-	items := make([]sink.Item, 100)
+	items := make([]record.Item, 100)
 	for i := range items {
 		items[i].Payload = bytes.Repeat([]byte{'x'}, 1000)
 	}

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/eddy-edge/eddy/operators/event"
-	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // Delivery is a batch of encoded items bound for sinks. It owns all the
@@ -16,13 +16,13 @@ type Delivery struct {
 	keys    []byte
 	keyEnds []int
 	vals    []float64
-	results []sink.Result
+	results []record.Result
 	isRes   []bool
 	// items is built by the first Items call; itemsMu makes that safe when
 	// several sinks' goroutines call it at once (each sink of a pipeline
 	// gets the same Delivery).
 	itemsMu sync.Mutex
-	items   []sink.Item
+	items   []record.Item
 
 	// Sizes of the previous Delivery of the same producer, for the first
 	// Add to allocate once instead of growing each buffer by doubling.
@@ -52,7 +52,7 @@ func (d *Delivery) reserve() {
 	d.buf = make([]byte, 0, max(h.buf, 512))
 	d.ends = make([]int, 0, max(h.items, 8))
 	d.keyEnds = make([]int, 0, max(h.items, 8))
-	d.results = make([]sink.Result, 0, h.items)
+	d.results = make([]record.Result, 0, h.items)
 	d.isRes = make([]bool, 0, max(h.items, 8))
 	if h.keys > 0 {
 		d.keys = make([]byte, 0, h.keys)
@@ -67,9 +67,9 @@ func (d *Delivery) Len() int { return len(d.ends) }
 
 // AddResult encodes r for deviceID and keeps a copy of r for topic templates
 // and pretty printing.
-func (d *Delivery) AddResult(deviceID string, r *sink.Result) {
+func (d *Delivery) AddResult(deviceID string, r *record.Result) {
 	d.reserve()
-	d.buf = sink.AppendJSON(d.buf, deviceID, r)
+	d.buf = record.AppendJSON(d.buf, deviceID, r)
 	d.ends = append(d.ends, len(d.buf))
 	d.keys = append(d.keys, r.Key...)
 	d.keyEnds = append(d.keyEnds, len(d.keys))
@@ -81,7 +81,7 @@ func (d *Delivery) AddResult(deviceID string, r *sink.Result) {
 }
 
 // AddEncoded adds a result whose JSON encoding is already done.
-func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
+func (d *Delivery) AddEncoded(payload []byte, r *record.Result) {
 	d.reserve()
 	d.buf = append(d.buf, payload...)
 	d.ends = append(d.ends, len(d.buf))
@@ -94,25 +94,25 @@ func (d *Delivery) AddEncoded(payload []byte, r *sink.Result) {
 	d.isRes = append(d.isRes, true)
 }
 
-// AddReading encodes the record of one reading (sink.AppendReadingJSON)
+// AddReading encodes the record of one reading (record.AppendReadingJSON)
 // and keeps a copy of r for topic templates and ordering.
-func (d *Delivery) AddReading(deviceID string, r *sink.Result, names []string, values []event.Value) {
+func (d *Delivery) AddReading(deviceID string, r *record.Result, names []string, values []event.Value) {
 	d.reserve()
-	d.buf = sink.AppendReadingJSON(d.buf, deviceID, r, names, values)
+	d.buf = record.AppendReadingJSON(d.buf, deviceID, r, names, values)
 	d.endRecord(r)
 }
 
 // AddSignal encodes the record of one signal of a per-key block
-// (sink.AppendSignalJSON) and keeps a copy of r for topic templates and
+// (record.AppendSignalJSON) and keeps a copy of r for topic templates and
 // ordering.
-func (d *Delivery) AddSignal(deviceID string, r *sink.Result, block string, span sink.Span, names []string, values []event.Value) {
+func (d *Delivery) AddSignal(deviceID string, r *record.Result, block string, span record.Span, names []string, values []event.Value) {
 	d.reserve()
-	d.buf = sink.AppendSignalJSON(d.buf, deviceID, r, block, span, names, values)
+	d.buf = record.AppendSignalJSON(d.buf, deviceID, r, block, span, names, values)
 	d.endRecord(r)
 }
 
 // endRecord ends the record just encoded, of r, with no values kept.
-func (d *Delivery) endRecord(r *sink.Result) {
+func (d *Delivery) endRecord(r *record.Result) {
 	d.ends = append(d.ends, len(d.buf))
 	d.keys = append(d.keys, r.Key...)
 	d.keyEnds = append(d.keyEnds, len(d.keys))
@@ -125,10 +125,10 @@ func (d *Delivery) endRecord(r *sink.Result) {
 // AddDeadLetter encodes a dead letter or late reading.
 func (d *Delivery) AddDeadLetter(pipeline, reason, detail, topic string, offset uint64, payload []byte) {
 	d.reserve()
-	d.buf = sink.AppendDeadLetter(d.buf, pipeline, reason, detail, topic, offset, payload)
+	d.buf = record.AppendDeadLetter(d.buf, pipeline, reason, detail, topic, offset, payload)
 	d.ends = append(d.ends, len(d.buf))
 	d.keyEnds = append(d.keyEnds, len(d.keys))
-	d.results = append(d.results, sink.Result{})
+	d.results = append(d.results, record.Result{})
 	d.isRes = append(d.isRes, false)
 }
 
@@ -139,13 +139,13 @@ func (d *Delivery) AddRaw(payload []byte) {
 	d.buf = append(d.buf, payload...)
 	d.ends = append(d.ends, len(d.buf))
 	d.keyEnds = append(d.keyEnds, len(d.keys))
-	d.results = append(d.results, sink.Result{})
+	d.results = append(d.results, record.Result{})
 	d.isRes = append(d.isRes, false)
 }
 
 // Items returns the items, valid as long as d is. Call it once all items
 // are added: adding more afterwards invalidates earlier results.
-func (d *Delivery) Items() []sink.Item {
+func (d *Delivery) Items() []record.Item {
 	d.itemsMu.Lock()
 	defer d.itemsMu.Unlock()
 	if len(d.items) == len(d.ends) {
@@ -154,7 +154,7 @@ func (d *Delivery) Items() []sink.Item {
 	d.items = d.items[:0]
 	start, kstart, vstart := 0, 0, 0
 	for i, end := range d.ends {
-		it := sink.Item{Payload: d.buf[start:end:end]}
+		it := record.Item{Payload: d.buf[start:end:end]}
 		if d.isRes[i] {
 			r := &d.results[i]
 			r.Key = d.keys[kstart:d.keyEnds[i]:d.keyEnds[i]]

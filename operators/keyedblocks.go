@@ -6,8 +6,8 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
-	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/keyed"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // ReportSpec is a pipeline's report_by_exception block, compiled.
@@ -55,7 +55,7 @@ type signalBlock struct {
 	alarm   *AlarmSpec
 	absence *AbsenceSpec
 	// processing: the block runs on processing time (its timers are
-	// processing-time timers, its ids name readings: sink.Span.ByReading).
+	// processing-time timers, its ids name readings: record.Span.ByReading).
 	processing bool
 	bstate     *keyed.CachedValue[keyed.AbsenceState]
 	rstate     *keyed.CachedValue[keyed.ReportState]
@@ -383,14 +383,14 @@ func (t *WindowTask) blockStep(b *signalBlock, r *keyed.Reading) error {
 func (t *WindowTask) emitSignals(b *signalBlock, key []byte) {
 	n := uint32(len(t.keyed.blocks))
 	for _, sig := range b.sigs[:b.nsig] {
-		var span sink.Span
+		var span record.Span
 		switch sig.Kind {
 		case keyed.Raised:
-			span = sink.Span{Start: sig.Start, HasStart: true}
+			span = record.Span{Start: sig.Start, HasStart: true}
 		case keyed.Cleared, keyed.Resumed:
-			span = sink.Span{Start: sig.Start, End: sig.End, HasStart: true, HasEnd: true}
+			span = record.Span{Start: sig.Start, End: sig.End, HasStart: true, HasEnd: true}
 		case keyed.Silent:
-			span = sink.Span{Start: sig.Start, HasStart: true}
+			span = record.Span{Start: sig.Start, HasStart: true}
 		}
 		if b.processing {
 			span.ByReading, span.From, span.N = true, sig.From, sig.N
@@ -402,7 +402,7 @@ func (t *WindowTask) emitSignals(b *signalBlock, key []byte) {
 		// a uint32, as Seq is; the records of one key and time are a few
 		// seqs apart, far from wrapping onto each other).
 		firing := sig.Seq*n + uint32(b.ordinal)
-		t.res = sink.Result{Pipeline: t.pipeline, Key: key, Start: sig.Time, End: sig.Time, Kind: sig.Kind.String(),
+		t.res = record.Result{Pipeline: t.pipeline, Key: key, Start: sig.Time, End: sig.Time, Kind: sig.Kind.String(),
 			Firing: int(firing), Seq: uint64(sig.Seq)}
 		t.results.AddSignal(t.deviceID, &t.res, b.name, span, b.names, b.vals)
 	}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
-	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/keyed"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window"
@@ -221,7 +221,7 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 	for i, s := range k.slots {
 		k.vals[i] = k.ev.Rec.Fields[s]
 	}
-	t.res = sink.Result{Pipeline: t.pipeline, Key: r.Key, Start: r.Time, End: r.Time, Kind: sink.KindReading, Seq: r.Seq}
+	t.res = record.Result{Pipeline: t.pipeline, Key: r.Key, Start: r.Time, End: r.Time, Kind: record.KindReading, Seq: r.Seq}
 	t.results.AddReading(t.deviceID, &t.res, k.names, k.vals)
 	return nil
 }

@@ -1,7 +1,7 @@
 package operators
 
 import (
-	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/window"
 )
@@ -17,7 +17,7 @@ type WindowTask struct {
 	op       *window.Operator
 	out      window.Output
 	elem     window.Element
-	res      sink.Result
+	res      record.Result
 
 	results *Delivery
 	late    *Delivery
@@ -139,7 +139,7 @@ func (t *WindowTask) Operator() *window.Operator { return t.op }
 func (t *WindowTask) collect() {
 	for i := range t.out.Firings {
 		f := &t.out.Firings[i]
-		t.res = sink.Result{Pipeline: t.pipeline, Key: f.Key, Start: f.Window.Start, End: f.Window.End,
+		t.res = record.Result{Pipeline: t.pipeline, Key: f.Key, Start: f.Window.Start, End: f.Window.End,
 			Kind: f.Kind.String(), Firing: f.Seq, Names: t.names, Values: f.Values}
 		t.results.AddResult(t.deviceID, &t.res)
 		t.Fired++

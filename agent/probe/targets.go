@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-edge/eddy/agent"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // Plan is what a configuration gives the probe: its MQTT sinks and sources
@@ -119,6 +120,6 @@ find:
 		}
 	}
 	start := time.Now().Truncate(time.Minute).UnixMilli()
-	r := &sink.Result{Pipeline: pipeline, Key: []byte("eddy-probe"), Start: start, End: start + 60_000}
+	r := &record.Result{Pipeline: pipeline, Key: []byte("eddy-probe"), Start: start, End: start + 60_000}
 	return string(tmpl.Append(nil, deviceID, r)), nil
 }

@@ -60,7 +60,7 @@ package keyed
 // Each Signal becomes one output record with the window records' fields:
 // id, pipeline, key, kind (Signal.Kind.String()), the times of its kind
 // (see Signal) as RFC 3339 and as ms, and its values
-// (operators/io/sink.AppendSignalJSON writes them). The id is
+// (operators/io/record.AppendSignalJSON writes them). The id is
 //
 //	<device_id>/<pipeline>/<key>/<block>/<kind>/<time_ms>/<seq>
 //

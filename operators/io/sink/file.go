@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -122,7 +123,7 @@ func (f *file) open() error {
 	return nil
 }
 
-func (f *file) Write(items []Item) error {
+func (f *file) Write(items []record.Item) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usable("write"); err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 func mustNewFile(t *testing.T, opts FileOptions) Sink {
@@ -27,10 +29,10 @@ func mustRead(t *testing.T, path string) string {
 	return string(b)
 }
 
-func lineItems(from, to int) []Item {
-	var items []Item
+func lineItems(from, to int) []record.Item {
+	var items []record.Item
 	for i := from; i < to; i++ {
-		items = append(items, Item{Payload: fmt.Appendf(nil, `{"n":%03d}`, i)}) // 9 bytes + newline
+		items = append(items, record.Item{Payload: fmt.Appendf(nil, `{"n":%03d}`, i)}) // 9 bytes + newline
 	}
 	return items
 }
@@ -187,11 +189,11 @@ func BenchmarkFile_Write(b *testing.B) {
 	}
 	defer s.Close()
 	r := benchResult()
-	items := make([]Item, 100)
+	items := make([]record.Item, 100)
 	payloads := make([][]byte, len(items))
 	for i := range items {
-		payloads[i] = AppendJSON(nil, "gw-0042", r)
-		items[i] = Item{Payload: payloads[i], Result: r}
+		payloads[i] = record.AppendJSON(nil, "gw-0042", r)
+		items[i] = record.Item{Payload: payloads[i], Result: r}
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(items) * (len(payloads[0]) + 1)))

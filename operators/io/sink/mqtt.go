@@ -13,6 +13,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // MQTTOptions configure the at-least-once MQTT sink.
@@ -173,7 +174,7 @@ func (s *MQTT) upChan() <-chan struct{} {
 // an error wrapping ErrNotConnected if the broker was unreachable for the
 // whole PublishTimeout (nothing was published), ErrPublishTimeout if some
 // publish was not acknowledged in time, or paho's error for a failed one.
-func (s *MQTT) Write(items []Item) error {
+func (s *MQTT) Write(items []record.Item) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

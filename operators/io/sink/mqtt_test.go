@@ -13,6 +13,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -82,14 +83,14 @@ func writeResults(t *testing.T, s Sink, deviceID string, from, to, batch int) {
 	t.Helper()
 	names := []string{"avg_temp", "n"}
 	for i := from; i < to; i += batch {
-		var items []Item
+		var items []record.Item
 		for j := i; j < min(i+batch, to); j++ {
-			r := &Result{
+			r := &record.Result{
 				Pipeline: "temp_1m", Key: []byte("sensor-" + strconv.Itoa(j%10)),
 				Start: testStart + int64(j)*60000, End: testStart + int64(j+1)*60000,
-				Kind: KindFinal, Names: names, Values: []float64{20 + float64(j)/100, float64(j)},
+				Kind: record.KindFinal, Names: names, Values: []float64{20 + float64(j)/100, float64(j)},
 			}
-			items = append(items, Item{Payload: AppendJSON(nil, deviceID, r), Result: r})
+			items = append(items, record.Item{Payload: record.AppendJSON(nil, deviceID, r), Result: r})
 		}
 		if err := s.Write(items); err != nil {
 			t.Fatalf("Write of results %d..: %v", i, err)
@@ -165,7 +166,7 @@ func TestMQTT_NotConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.Write([]Item{{Payload: []byte("{}")}, {Payload: []byte("{}")}})
+	err = s.Write([]record.Item{{Payload: []byte("{}")}, {Payload: []byte("{}")}})
 	if !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("Write with no broker = %v, want ErrNotConnected", err)
 	}

@@ -1,13 +1,6 @@
 package sink
 
-// Item is one thing to deliver: its encoded JSON payload (one object, no
-// newline) and, for window firings, the Result it was encoded from. Result
-// is nil for anything else (dead letters, late readings); sinks then use the
-// payload alone.
-type Item struct {
-	Payload []byte
-	Result  *Result
-}
+import "github.com/eddy-edge/eddy/operators/record"
 
 // Sink delivers items to one destination.
 //
@@ -20,7 +13,7 @@ type Sink interface {
 	// items were accepted, not that they are durable (see Flush). On error,
 	// some prefix of items may have been delivered: at-least-once callers
 	// retry the whole batch, and the outputs' ids let consumers drop repeats.
-	Write(items []Item) error
+	Write(items []record.Item) error
 	// Flush hands everything written so far to the OS or the broker (and,
 	// where the sink is configured to, syncs it to stable storage).
 	Flush() error

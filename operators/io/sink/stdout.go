@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // NewStdout returns a sink that writes to w, typically os.Stdout.
@@ -42,7 +44,7 @@ type stdout struct {
 	closed              bool
 }
 
-func (s *stdout) Write(items []Item) error {
+func (s *stdout) Write(items []record.Item) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -70,7 +72,7 @@ func (s *stdout) Write(items []Item) error {
 	return nil
 }
 
-func (s *stdout) appendPretty(dst []byte, now time.Time, r *Result) []byte {
+func (s *stdout) appendPretty(dst []byte, now time.Time, r *record.Result) []byte {
 	dst = now.AppendFormat(dst, "15:04:05")
 	dst = append(dst, "  "...)
 

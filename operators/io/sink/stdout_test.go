@@ -6,14 +6,16 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 func TestStdout_Plain(t *testing.T) {
 	var out bytes.Buffer
 	s := NewStdout(&out, false)
 	r := benchResult()
-	items := []Item{
-		{Payload: AppendJSON(nil, "gw", r), Result: r},
+	items := []record.Item{
+		{Payload: record.AppendJSON(nil, "gw", r), Result: r},
 		{Payload: []byte(`{"pipeline":"p","reason":"late"}`)},
 	}
 	if err := s.Write(items); err != nil {
@@ -36,12 +38,12 @@ func TestStdout_Pretty(t *testing.T) {
 	s := NewStdout(&out, true)
 	s.(*stdout).now = func() time.Time { return time.UnixMilli(testStart + 5000) }
 	start := testStart
-	items := []Item{
-		{Result: &Result{Pipeline: "temp_1m", Key: []byte("sensor-3"), Start: start, End: start + 5000, Kind: KindFinal,
+	items := []record.Item{
+		{Result: &record.Result{Pipeline: "temp_1m", Key: []byte("sensor-3"), Start: start, End: start + 5000, Kind: record.KindFinal,
 			Names: []string{"n", "avg_temp", "max_temp"}, Values: []float64{12, 21.4333, 22.1}}},
-		{Result: &Result{Pipeline: "temp_1m", Key: []byte("s-10"), Start: start, End: start + 5000, Kind: KindEarly, Firing: 2,
+		{Result: &record.Result{Pipeline: "temp_1m", Key: []byte("s-10"), Start: start, End: start + 5000, Kind: record.KindEarly, Firing: 2,
 			Names: []string{"n", "avg_temp", "max_temp"}, Values: []float64{3, math.NaN(), 0.000123}}},
-		{Result: &Result{Pipeline: "hum", Key: []byte("bad key\n"), Start: start + 250, End: start + 1250, Kind: KindLateUpdate, Firing: 1,
+		{Result: &record.Result{Pipeline: "hum", Key: []byte("bad key\n"), Start: start + 250, End: start + 1250, Kind: record.KindLateUpdate, Firing: 1,
 			Names: []string{"sum"}, Values: []float64{-1e20}}},
 		{Payload: []byte(`{"reason":"late"}`)},
 	}
@@ -63,7 +65,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken p
 
 func TestStdout_WriteError(t *testing.T) {
 	s := NewStdout(failingWriter{}, false)
-	err := s.Write([]Item{{Payload: []byte("{}")}})
+	err := s.Write([]record.Item{{Payload: []byte("{}")}})
 	if err == nil || err.Error() != "sink: stdout write: broken pipe" {
 		t.Fatalf("Write = %v, want the writer's error wrapped", err)
 	}

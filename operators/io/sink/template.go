@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 // TopicVariables are the variables a topic template may use.
@@ -111,7 +113,7 @@ func (t *Template) String() string { return t.source }
 // bytes that are not valid UTF-8 become '_'. Literal text is copied as is.
 // r may be nil (an item that is not a firing): then pipeline, key and the
 // window bounds render empty.
-func (t *Template) Append(dst []byte, deviceID string, r *Result) []byte {
+func (t *Template) Append(dst []byte, deviceID string, r *record.Result) []byte {
 	for _, p := range t.parts {
 		dst = append(dst, p.literal...)
 		switch p.v {

@@ -3,6 +3,8 @@ package sink
 import (
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/operators/record"
 )
 
 func TestParseTemplate_Errors(t *testing.T) {
@@ -28,11 +30,11 @@ func TestParseTemplate_Errors(t *testing.T) {
 }
 
 func TestTemplate_Append(t *testing.T) {
-	r := &Result{Pipeline: "temp_1m", Key: []byte("sensor-3"), Start: 1000, End: 61000}
+	r := &record.Result{Pipeline: "temp_1m", Key: []byte("sensor-3"), Start: 1000, End: 61000}
 	tests := []struct {
 		name, tmpl string
 		deviceID   string
-		r          *Result
+		r          *record.Result
 		want       string
 	}{
 		{"all variables", "sites/${device_id}/${pipeline}/${key}/${window_start}-${window_end}", "gw-1", r, "sites/gw-1/temp_1m/sensor-3/1000-61000"},
@@ -40,9 +42,9 @@ func TestTemplate_Append(t *testing.T) {
 		{"empty", "", "gw-1", r, ""},
 		{"adjacent variables", "${pipeline}${key}", "gw", r, "temp_1msensor-3"},
 		{"dollar escapes", "a$$b/$x/${key}$", "gw", r, "a$b/$x/sensor-3$"},
-		{"value made one segment", "s/${device_id}/${key}", "gw/+", &Result{Key: []byte("a/b+c#d\x00e\xffé")}, "s/gw__/a_b_c_d_e_é"},
+		{"value made one segment", "s/${device_id}/${key}", "gw/+", &record.Result{Key: []byte("a/b+c#d\x00e\xffé")}, "s/gw__/a_b_c_d_e_é"},
 		{"nil result renders empty", "s/${device_id}/${pipeline}/${key}/${window_start}", "gw", nil, "s/gw///"},
-		{"negative times", "${window_start}/${window_end}", "gw", &Result{Start: -60000, End: -1}, "-60000/-1"},
+		{"negative times", "${window_start}/${window_end}", "gw", &record.Result{Start: -60000, End: -1}, "-60000/-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -87,7 +88,7 @@ func (s *TwoPhaseFile) path(epoch uint64, suffix string) string {
 // Write appends items to epoch's in-progress part. Several epochs may be
 // open at once: a producer past barrier n writes epoch n+1 while others
 // still write epoch n.
-func (s *TwoPhaseFile) Write(epoch uint64, items []Item) error {
+func (s *TwoPhaseFile) Write(epoch uint64, items []record.Item) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
-func items(lines ...string) []Item {
-	var out []Item
+func items(lines ...string) []record.Item {
+	var out []record.Item
 	for _, l := range lines {
-		out = append(out, Item{Payload: []byte(l)})
+		out = append(out, record.Item{Payload: []byte(l)})
 	}
 	return out
 }

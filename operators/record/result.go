@@ -1,4 +1,4 @@
-package sink
+package record
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ const (
 // Result is one window firing, ready to encode.
 //
 // Key and Values alias caller memory that is valid only during the call that
-// receives the Result (AppendJSON, Template.Append, Sink.Write); a sink that
+// receives the Result (AppendJSON, a sink's Template.Append or Write); a sink that
 // needs them later copies them. Names and Values are parallel: Names[i] is
 // the name of the aggregate whose value is Values[i], in config order.
 type Result struct {
@@ -62,7 +62,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 // Values differ in length, which is a bug in the caller.
 func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 	if len(r.Names) != len(r.Values) {
-		panic(fmt.Sprintf("sink: result of pipeline %q has %d names but %d values", r.Pipeline, len(r.Names), len(r.Values)))
+		panic(fmt.Sprintf("record: result of pipeline %q has %d names but %d values", r.Pipeline, len(r.Names), len(r.Values)))
 	}
 	dst = appendIDHead(dst, deviceID, r)
 	dst = strconv.AppendInt(dst, r.Start, 10)
