@@ -1,8 +1,11 @@
 // Package agent builds Eddy's pipelines from a configuration and runs them:
 // the embedded broker, sources, the per-pipeline stages, sinks, checkpoints,
-// uploads and the admin endpoint. It owns every goroutine and every piece of
-// I/O; the operators it drives (decoders, expressions, window operators, the
-// checkpoint coordinator) are pure logic.
+// uploads and the admin endpoint. It starts the pipelines' goroutines and
+// does the checkpoints' and the state's I/O; the I/O stages it opens
+// (operators/io: the broker, sources, the ingest log, sinks) run their own
+// goroutines for their connections and files. What it drives to decide
+// (decoders, expressions, window operators, the checkpoint coordinator) is
+// pure logic.
 //
 // Life cycle: Run loads and compiles the configuration (build.go), opens
 // sinks, pipelines and sources (sink_open.go, pipeline_open.go,
