@@ -1,6 +1,7 @@
 package aedes
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // TestBroker_ResumedSessionKeepsStoredMessages: a QoS 1 subscriber with a
@@ -62,19 +64,14 @@ func TestBroker_ResumedSessionKeepsStoredMessages(t *testing.T) {
 	c = sub()
 	defer c.Disconnect(100)
 	publish(stored, stored+live)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	await.Until(t, 30*time.Second, func() error {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == stored+live {
-			break
+		defer mu.Unlock()
+		if n := len(got); n != stored+live {
+			return fmt.Errorf("got %d of %d messages", n, stored+live)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d of %d messages", n, stored+live)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	behind := 0

@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 func TestMatch(t *testing.T) {
@@ -45,15 +46,6 @@ func start(t *testing.T, o Options) *Broker {
 	}
 	t.Cleanup(b.Stop)
 	return b
-}
-
-func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("condition not met within %v", d)
-		}
-	}
 }
 
 type got struct {
@@ -99,12 +91,12 @@ func TestBroker_ResendsAckedBlocks(t *testing.T) {
 		pub.Publish("s/"+strconv.Itoa(i%3)+"/t", 1, false, strconv.Itoa(i))
 	}
 	pub.Publish("other", 1, false, "not routed").Wait()
-	waitUntil(t, 10*time.Second, func() bool { return b.SessionStats("sub").Acked == 100 })
+	await.True(t, 10*time.Second, `b.SessionStats("sub").Acked == 100`, func() bool { return b.SessionStats("sub").Acked == 100 })
 	sub.Disconnect(100)
 	pub.Disconnect(100)
 	// Published while the old connection is still up, "new" would be in
 	// flight on it and come again with DUP.
-	waitUntil(t, 5*time.Second, func() bool { return !b.Connected("sub") })
+	await.True(t, 5*time.Second, `!b.Connected("sub")`, func() bool { return !b.Connected("sub") })
 
 	b.ResendOnReconnect("sub", Resend{Last: 30, Dup: true})
 	b.ResendOnReconnect("sub", Resend{From: 1, Count: 10})
@@ -114,7 +106,7 @@ func TestBroker_ResendsAckedBlocks(t *testing.T) {
 	mu.Unlock()
 	sub = subscriber(t, b.URL(), "sub", &mu, &msgs)
 	defer sub.Disconnect(100)
-	waitUntil(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) == 41 })
+	await.True(t, 10*time.Second, `len(msgs) == 41`, func() bool { mu.Lock(); defer mu.Unlock(); return len(msgs) == 41 })
 	mu.Lock()
 	defer mu.Unlock()
 	for i, m := range msgs {
@@ -134,7 +126,7 @@ func TestBroker_ResendsAckedBlocks(t *testing.T) {
 	}
 	sub.Disconnect(100)
 	b.Stop()
-	waitUntil(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 }) // paho's last goroutines may linger briefly
+	await.True(t, 5*time.Second, `runtime.NumGoroutine() <= before+2`, func() bool { return runtime.NumGoroutine() <= before+2 }) // paho's last goroutines may linger briefly
 }
 
 // rawClient connects with CONNECT and SUBSCRIBE written by hand and returns
@@ -215,7 +207,7 @@ func TestBroker_PingDelayAndSilence(t *testing.T) {
 	if _, err := packets.ReadPacket(r); err == nil {
 		t.Fatal("connection still open after CloseClient")
 	}
-	waitUntil(t, 5*time.Second, func() bool { return !b.Connected("raw") })
+	await.True(t, 5*time.Second, `!b.Connected("raw")`, func() bool { return !b.Connected("raw") })
 }
 
 // TestBroker_QoS2FromClient: a QoS 2 PUBLISH is answered with PUBREC and

@@ -2,12 +2,15 @@ package source
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // countingConn counts the writes that reach the connection.
@@ -83,16 +86,10 @@ func TestCoalescingConn_ErrorSurfaces(t *testing.T) {
 	defer cc.Close()
 	server.Close()
 	client.(*net.TCPConn).CloseWrite()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := cc.Write(make([]byte, 1024)); err != nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Write kept succeeding on a closed connection")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 20*time.Second, "Write to fail on a closed connection", func() bool {
+		_, err := cc.Write(make([]byte, 1024))
+		return err != nil
+	})
 }
 
 // publishPacket encodes an MQTT 3.1.1 PUBLISH.
@@ -188,19 +185,14 @@ func TestCoalescingConn_ReadsPublishes(t *testing.T) {
 		// The last publishes follow the passed packets: read until they are
 		// queued (Read blocks afterwards; the connection's close ends it).
 		go func() { io.Copy(io.Discard, cc) }()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		await.Until(t, 20*time.Second, func() error {
 			mu.Lock()
-			n := len(got)
-			mu.Unlock()
-			if n == len(wants) {
-				break
+			defer mu.Unlock()
+			if n := len(got); n != len(wants) {
+				return fmt.Errorf("chunk %d: %d of %d publishes queued", chunk, n, len(wants))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("chunk %d: %d of %d publishes queued", chunk, n, len(wants))
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return nil
+		})
 		for i, w := range wants {
 			m := got[i]
 			if m.Topic != w.topic || string(m.Payload) != w.payload || qoss[i] != w.qos || m.Dup != w.dup || m.Arrival == 0 {

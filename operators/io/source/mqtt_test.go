@@ -12,6 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -160,13 +161,7 @@ func TestMQTT_Receives5000QoS1(t *testing.T) {
 // before would not be queued for the session.
 func waitConnected(t testing.TB, src Source) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !src.(StatsReporter).Stats().Connected {
-		if time.Now().After(deadline) {
-			t.Fatal("source did not connect")
-		}
-		time.Sleep(5 * time.Millisecond) // polling a network connection
-	}
+	await.True(t, 10*time.Second, "the source to connect", func() bool { return src.(StatsReporter).Stats().Connected })
 }
 
 // TestMQTT_UnackedRedelivered proves the manual-ack path: messages the
@@ -301,7 +296,7 @@ func TestMQTT_KeepaliveThroughOwnReader(t *testing.T) {
 		mustPublish(t, pub, "t", 1, strconv.Itoa(i))
 		m := r.receive(t, 1, 30*time.Second)
 		AckAll(m)
-		time.Sleep(time.Second) // the keepalive's ping interval
+		time.Sleep(time.Second) // pacing: a keepalive ping interval passes between publishes
 	}
 	if st := src.(StatsReporter).Stats(); st.Reconnects != 0 || !st.Connected || st.Received != n {
 		t.Fatalf("stats %+v, want %d received on one connection", st, n)
@@ -320,19 +315,14 @@ func TestMQTT_QoS0DropsOverMaxPending(t *testing.T) {
 	pub := mustPublisher(t, broker.URL(), "pub-qos0")
 	mustPublish(t, pub, "t", 0, numbered(0, 100)...)
 	mustPublish(t, pub, "flush", 1, "x") // QoS 0 messages were sent before this
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := src.(StatsReporter).Stats()
-		if st.Received+st.Dropped == 100 {
-			if st.Dropped == 0 || st.Received > 10+MaxBatch {
-				t.Fatalf("stats %+v: want drops with MaxPending 10", st)
-			}
-			break
+	await.Until(t, 10*time.Second, func() error {
+		if st := src.(StatsReporter).Stats(); st.Received+st.Dropped != 100 {
+			return fmt.Errorf("stats %+v: not all 100 messages accounted for", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats %+v: not all 100 messages accounted for", st)
-		}
-		time.Sleep(5 * time.Millisecond) // messages cross a real broker
+		return nil
+	})
+	if st := src.(StatsReporter).Stats(); st.Dropped == 0 || st.Received > 10+MaxBatch {
+		t.Fatalf("stats %+v: want drops with MaxPending 10", st)
 	}
 	cancel()
 	if err := <-done; err != nil {
