@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,33 @@ func TestLint_PureCores(t *testing.T) {
 			for _, word := range c.banned {
 				if strings.Contains(src, word) {
 					t.Errorf("%s/%s uses %q (%s)", c.dir, name, word, c.why)
+				}
+			}
+		}
+	}
+}
+
+// TestLint_TestsAwaitNotSleep keeps the tests' one way to wait: a test
+// waits for a condition with scripts/await, never by sleeping or by a loop
+// of its own around the clock. A sleep that paces a workload (a publish
+// rate, a moment to cut the power at) says so with a "// pacing:" comment
+// on its line.
+func TestLint_TestsAwaitNotSleep(t *testing.T) {
+	// Folders whose tests still wait their own way; this list only shrinks.
+	notYet := []string{"agent/", "e2e/", "operators/io/broker/", "operators/io/walsink/", "upload/"}
+	banned := []string{"time.Sleep(", "deadline := time.Now().Add(", "end := time.Now().Add("}
+	for _, f := range trackedFiles(t, "_test.go") {
+		if strings.HasPrefix(f, "scripts/await/") || f == "lint_test.go" || slices.ContainsFunc(notYet, func(d string) bool { return strings.HasPrefix(f, d) }) {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, w := range banned {
+				if strings.Contains(line, w) && !strings.Contains(line, "// pacing:") {
+					t.Errorf("%s:%d: %s: wait with scripts/await (await.Until, await.True, await.Never), or mark a sleep that paces a workload with // pacing:", f, i+1, strings.TrimSuffix(w, "("))
 				}
 			}
 		}
