@@ -165,128 +165,30 @@ func readAhead(entries Entries, blocks chan<- []byte, free <-chan []byte, stop <
 	errc <- err
 }
 
+// load writes entries into the store as a reader goroutine decodes them
+// ahead into blocks: bulk-loaded while they come in order, then through
+// write transactions.
 func (s *Bolt) load(bl *bulkLoader, entries Entries, opts RestoreOptions) error {
 	blocks := make(chan []byte, restoreAhead)
 	free := make(chan []byte, restoreTxBytes/restoreBlock+restoreAhead+1)
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
 	go readAhead(entries, blocks, free, stop, errc)
-	release := func(b []byte) {
-		select {
-		case free <- b:
-		default:
-		}
-	}
 
-	var tx *bolt.Tx
-	var held [][]byte // blocks whose values the open transaction references
-	txBytes, extra := 0, 0
-	commit := func() error {
-		if tx == nil {
-			return nil
-		}
-		err := tx.Commit()
-		tx, txBytes = nil, 0
-		for _, b := range held {
-			release(b)
-		}
-		held = held[:0]
-		if err != nil {
-			return s.writeErr("restore commit", err)
-		}
-		return nil
-	}
-	var bk *bolt.Bucket
-	var bkName []byte
-	var keepName []byte     // the bucket of the previous entry
-	var keepKG KeyGroupFunc // its key-group filter, nil to keep every entry
-	// apply writes a block's entries; it reports whether the open
-	// transaction references the block.
-	apply := func(blk []byte) (bool, error) {
-		used := false
-		for len(blk) > 0 {
-			deleted := blk[0] == 1
-			blk = blk[1:]
-			var ln [3]uint64
-			for i := range ln {
-				v, n := binary.Uvarint(blk)
-				ln[i], blk = v, blk[n:]
-			}
-			bucket := blk[:ln[0]:ln[0]]
-			key := blk[ln[0] : ln[0]+ln[1] : ln[0]+ln[1]]
-			value := blk[ln[0]+ln[1] : ln[0]+ln[1]+ln[2] : ln[0]+ln[1]+ln[2]]
-			blk = blk[ln[0]+ln[1]+ln[2]:]
-			if string(bucket) != string(keepName) || keepName == nil {
-				// A new bucket: look up how to filter it once, not per entry.
-				b, _, err := s.buckets.keep(bucket, key, opts)
-				if err != nil {
-					return used, err
-				}
-				keepName, keepKG = append(keepName[:0], bucket...), s.buckets.kgOf[b]
-				if opts.KeyGroups == nil {
-					keepKG = nil
-				}
-			}
-			if keepKG != nil {
-				if kg, ok := keepKG(key); ok && !opts.KeyGroups.Contains(kg) {
-					continue
-				}
-			}
-			var err error
-			if bl != nil {
-				if !deleted {
-					ok, err := bl.add(bucket, key, value)
-					if err != nil {
-						return used, err
-					}
-					if ok {
-						continue
-					}
-				}
-				if err := s.endBulk(bl); err != nil {
-					return used, err
-				}
-				bl = nil
-			}
-			if tx == nil {
-				if tx, err = s.db.Begin(true); err != nil {
-					return used, fmt.Errorf("state: restore: begin write: %w", err)
-				}
-				bk, bkName = nil, nil
-			}
-			if bk == nil || string(bkName) != string(bucket) {
-				if bk, err = tx.CreateBucketIfNotExists(bucket); err != nil {
-					return used, s.writeErr("restore bucket", err)
-				}
-				bkName = append(bkName[:0], bucket...)
-			}
-			if deleted {
-				err = bk.Delete(key)
-				extra--
-			} else {
-				err = bk.Put(key, value) // bbolt copies the key; value stays in the block until commit
-				extra++                  // mostly updates, but the count is an estimate (see keys)
-			}
-			if err != nil {
-				return used, s.writeErr("restore write", err)
-			}
-			used = true
-		}
-		return used, nil
-	}
+	l := &blockLoader{s: s, bl: bl, opts: opts, free: free}
 	var err error
 	for blk := range blocks {
 		var used bool
-		if used, err = apply(blk); err != nil {
+		if used, err = l.apply(blk); err != nil {
 			break
 		}
 		if !used {
-			release(blk) // bulk loaded: copied into pages already
+			l.release(blk) // bulk loaded: copied into pages already
 			continue
 		}
-		held = append(held, blk)
-		if txBytes += cap(blk); txBytes >= restoreTxBytes {
-			if err = commit(); err != nil {
+		l.held = append(l.held, blk)
+		if l.txBytes += cap(blk); l.txBytes >= restoreTxBytes {
+			if err = l.commit(); err != nil {
 				break
 			}
 		}
@@ -299,18 +201,167 @@ func (s *Bolt) load(bl *bulkLoader, entries Entries, opts RestoreOptions) error 
 		}
 		<-errc
 	}
-	if err == nil && bl != nil {
-		err = s.endBulk(bl)
+	if err == nil && l.bl != nil {
+		err = s.endBulk(l.bl)
 	}
 	if err != nil {
-		if tx != nil {
-			_ = tx.Rollback()
+		if l.tx != nil {
+			_ = l.tx.Rollback()
 		}
 		return fmt.Errorf("state: restore: %w", err)
 	}
-	if err := commit(); err != nil {
+	if err := l.commit(); err != nil {
 		return fmt.Errorf("state: restore: %w", err)
 	}
-	s.keys = max(0, s.keys+extra)
+	s.keys = max(0, s.keys+l.extra)
 	return nil
+}
+
+// blockLoader writes a restore's blocks into the store: into the bulk
+// loader while the entries come in order and new, then through write
+// transactions of about restoreTxBytes, which reference the blocks'
+// values until they commit (bbolt copies keys at Put, values at commit).
+type blockLoader struct {
+	s    *Bolt
+	bl   *bulkLoader // nil once the entries left the bulk loader's order
+	opts RestoreOptions
+	free chan<- []byte // blocks the reader may fill again
+
+	tx      *bolt.Tx
+	held    [][]byte // blocks whose values the open transaction references
+	txBytes int      // their capacity
+	extra   int      // keys added less keys deleted: an estimate (see keys)
+
+	bk     *bolt.Bucket // the open transaction's bucket of the last entry
+	bkName []byte
+
+	keepName []byte       // the bucket of the previous entry
+	keepKG   KeyGroupFunc // its key-group filter, nil to keep every entry
+}
+
+// release hands a block back to the reader, or drops it when the reader
+// has enough.
+func (l *blockLoader) release(b []byte) {
+	select {
+	case l.free <- b:
+	default:
+	}
+}
+
+// commit commits the open transaction, if any, and releases its blocks.
+func (l *blockLoader) commit() error {
+	if l.tx == nil {
+		return nil
+	}
+	err := l.tx.Commit()
+	l.tx, l.txBytes = nil, 0
+	for _, b := range l.held {
+		l.release(b)
+	}
+	l.held = l.held[:0]
+	if err != nil {
+		return l.s.writeErr("restore commit", err)
+	}
+	return nil
+}
+
+// apply writes a block's entries; it reports whether the open transaction
+// references the block.
+func (l *blockLoader) apply(blk []byte) (bool, error) {
+	used := false
+	for len(blk) > 0 {
+		var bucket, key, value []byte
+		deleted := blk[0] == 1
+		bucket, key, value, blk = splitEntry(blk[1:])
+		keep, err := l.keep(bucket, key)
+		if err != nil {
+			return used, err
+		}
+		if !keep {
+			continue
+		}
+		inTx, err := l.write(deleted, bucket, key, value)
+		if err != nil {
+			return used, err
+		}
+		used = used || inTx
+	}
+	return used, nil
+}
+
+// splitEntry cuts one entry (after its deleted flag: three uvarint
+// lengths, then bucket, key and value) from the front of blk. The slices
+// are capped so that appending to one cannot overwrite the next.
+func splitEntry(blk []byte) (bucket, key, value, rest []byte) {
+	var ln [3]uint64
+	for i := range ln {
+		v, n := binary.Uvarint(blk)
+		ln[i], blk = v, blk[n:]
+	}
+	a, b, c := ln[0], ln[0]+ln[1], ln[0]+ln[1]+ln[2]
+	return blk[:a:a], blk[a:b:b], blk[b:c:c], blk[c:]
+}
+
+// keep reports whether the entry belongs to the key groups being
+// restored; a new bucket's filter is looked up once, not per entry.
+func (l *blockLoader) keep(bucket, key []byte) (bool, error) {
+	if string(bucket) != string(l.keepName) || l.keepName == nil {
+		b, _, err := l.s.buckets.keep(bucket, key, l.opts)
+		if err != nil {
+			return false, err
+		}
+		l.keepName, l.keepKG = append(l.keepName[:0], bucket...), l.s.buckets.kgOf[b]
+		if l.opts.KeyGroups == nil {
+			l.keepKG = nil
+		}
+	}
+	if l.keepKG != nil {
+		if kg, ok := l.keepKG(key); ok && !l.opts.KeyGroups.Contains(kg) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// write stores one entry: in the bulk loader while it takes them, else in
+// the open write transaction (begun if none is); inTx reports the latter.
+func (l *blockLoader) write(deleted bool, bucket, key, value []byte) (inTx bool, err error) {
+	if l.bl != nil {
+		if !deleted {
+			ok, err := l.bl.add(bucket, key, value)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				return false, nil
+			}
+		}
+		if err := l.s.endBulk(l.bl); err != nil {
+			return false, err
+		}
+		l.bl = nil
+	}
+	if l.tx == nil {
+		if l.tx, err = l.s.db.Begin(true); err != nil {
+			return false, fmt.Errorf("state: restore: begin write: %w", err)
+		}
+		l.bk, l.bkName = nil, nil
+	}
+	if l.bk == nil || string(l.bkName) != string(bucket) {
+		if l.bk, err = l.tx.CreateBucketIfNotExists(bucket); err != nil {
+			return false, l.s.writeErr("restore bucket", err)
+		}
+		l.bkName = append(l.bkName[:0], bucket...)
+	}
+	if deleted {
+		err = l.bk.Delete(key)
+		l.extra--
+	} else {
+		err = l.bk.Put(key, value) // bbolt copies the key; value stays in the block until commit
+		l.extra++                  // mostly updates, but the count is an estimate (see keys)
+	}
+	if err != nil {
+		return false, l.s.writeErr("restore write", err)
+	}
+	return true, nil
 }
