@@ -47,150 +47,183 @@ const sourceSettle = 2 * time.Second
 // connection, which tells a broker that takes $share/... literally from a
 // topic the probe may not publish to.
 func ProbeSource(ctx context.Context, s Source) (*SourceResult, error) {
-	run := randomHex(4)
 	res := &SourceResult{Source: s.Source, Broker: s.Endpoint.Broker}
-	o := &res.Observed
-	o.Filters, o.QoS = s.Filters, s.QoS
-	var topics []string
 	for _, f := range s.Filters {
 		if t, ok := TopicFor(f); ok {
-			topics = append(topics, t)
+			res.Topics = append(res.Topics, t)
 		}
 	}
-	res.Topics = topics
-	type conn struct {
-		c   mqtt.Client
-		obs *SourceConn
+	p := &sourceProbe{s: s, run: randomHex(4), o: &res.Observed, seen: map[int][]int{}, changed: make(chan struct{}, 1)}
+	p.o.Filters, p.o.QoS = s.Filters, s.QoS
+	defer p.close()
+	if err := p.connect(); err != nil {
+		return nil, err
 	}
-	var (
-		mu      sync.Mutex
-		seen    = make(map[int][]int) // test message → connections it reached
-		changed = make(chan struct{}, 1)
-	)
-	handler := func(idx int) mqtt.MessageHandler {
-		return func(_ mqtt.Client, m mqtt.Message) {
-			var t testMsg
-			if json.Unmarshal(m.Payload(), &t) != nil || t.Run != run {
-				return
-			}
-			mu.Lock()
-			seen[t.Seq] = append(seen[t.Seq], idx)
-			mu.Unlock()
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}
+	p.publish(res.Topics)
+	if p.o.Published > 0 {
+		p.awaitArrivals(ctx)
 	}
-	var conns []conn
-	defer func() {
-		for _, c := range conns {
-			c.c.Disconnect(100)
-		}
-	}()
-	open := func(idx int, clientID string, filters []string, shared bool) (*SourceConn, error) {
-		c, err := connectPaho(s.Endpoint, clientID, handler(idx))
-		if err != nil {
-			return nil, err
-		}
-		sc := &SourceConn{ClientID: clientID, Shared: shared}
-		conns = append(conns, conn{c, sc})
-		if sc.Granted, err = subscribeAll(c, filters, byte(s.QoS)); err != nil {
-			return nil, err
-		}
-		return sc, nil
+	p.tally()
+	res.Verdict = DecideSource(*p.o)
+	return res, nil
+}
+
+// sourceProbe is one run of ProbeSource: its connections, and which of
+// them each test message of this run reached.
+type sourceProbe struct {
+	s     Source
+	run   string // tells this run's test messages from others'
+	o     *SourceObservations
+	conns []mqtt.Client
+
+	mu      sync.Mutex
+	seen    map[int][]int // test message → connections it reached (-1: the plain one)
+	changed chan struct{} // a test message arrived
+}
+
+func (p *sourceProbe) close() {
+	for _, c := range p.conns {
+		c.Disconnect(100)
 	}
-	n := max(s.Connections, 1)
+}
+
+// connect opens the source's connections as run would: one, or, for
+// connections = N, N in the shared-subscription group and a plain one
+// beside them that sees every message.
+func (p *sourceProbe) connect() error {
+	id := p.s.Endpoint.ClientID + "-probe"
+	n := max(p.s.Connections, 1)
 	if n == 1 {
-		sc, err := open(0, s.Endpoint.ClientID+"-probe", s.Filters, false)
+		sc, err := p.open(0, id, p.s.Filters, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		o.Conns = []SourceConn{*sc}
-	} else {
-		plain, err := open(-1, s.Endpoint.ClientID+"-probe", s.Filters, false)
+		p.o.Conns = []SourceConn{*sc}
+		return nil
+	}
+	plain, err := p.open(-1, id, p.s.Filters, false)
+	if err != nil {
+		return err
+	}
+	p.o.Plain = plain
+	shared := make([]string, len(p.s.Filters))
+	for i, f := range p.s.Filters {
+		shared[i] = "$share/" + p.s.Group + "-probe/" + f
+	}
+	for i := range n {
+		sc, err := p.open(i, id+"-"+strconv.Itoa(i), shared, true)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		o.Plain = plain
-		shared := make([]string, len(s.Filters))
-		for i, f := range s.Filters {
-			shared[i] = "$share/" + s.Group + "-probe/" + f
+		p.o.Conns = append(p.o.Conns, *sc)
+	}
+	return nil
+}
+
+func (p *sourceProbe) open(idx int, clientID string, filters []string, shared bool) (*SourceConn, error) {
+	c, err := connectPaho(p.s.Endpoint, clientID, p.handler(idx))
+	if err != nil {
+		return nil, err
+	}
+	p.conns = append(p.conns, c)
+	sc := &SourceConn{ClientID: clientID, Shared: shared}
+	if sc.Granted, err = subscribeAll(c, filters, byte(p.s.QoS)); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// handler records this run's test messages that reach connection idx.
+func (p *sourceProbe) handler(idx int) mqtt.MessageHandler {
+	return func(_ mqtt.Client, m mqtt.Message) {
+		var t testMsg
+		if json.Unmarshal(m.Payload(), &t) != nil || t.Run != p.run {
+			return
 		}
-		for i := range n {
-			sc, err := open(i, s.Endpoint.ClientID+"-probe-"+strconv.Itoa(i), shared, true)
-			if err != nil {
-				return nil, err
-			}
-			o.Conns = append(o.Conns, *sc)
+		p.mu.Lock()
+		p.seen[t.Seq] = append(p.seen[t.Seq], idx)
+		p.mu.Unlock()
+		select {
+		case p.changed <- struct{}{}:
+		default:
 		}
 	}
-	// Enough messages that a broker spreading the group round robin gives
-	// each connection at least two.
-	per := max(2*n, 2)
-	if len(topics) > 0 {
-		pub := conns[0].c
-		seq := 0
-		for i := range per {
-			seq++
-			t := topics[i%len(topics)]
-			tok := pub.Publish(t, 1, false, testPayload(run, 0, seq, 0))
-			if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil || !pub.IsConnectionOpen() {
-				o.PublishRefused = true
-				break
-			}
-			o.Published++
+}
+
+// publish sends enough test messages to the topics that a broker spreading
+// the group round robin gives each connection at least two; it stops at
+// the first the broker refuses.
+func (p *sourceProbe) publish(topics []string) {
+	if len(topics) == 0 {
+		return
+	}
+	pub := p.conns[0]
+	for i := range 2 * max(p.s.Connections, 1) {
+		tok := pub.Publish(topics[i%len(topics)], 1, false, testPayload(p.run, 0, i+1, 0))
+		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil || !pub.IsConnectionOpen() {
+			p.o.PublishRefused = true
+			return
+		}
+		p.o.Published++
+	}
+}
+
+// arrived reports whether every test message reached the connections it
+// should: any one, and with a plain connection beside a group, that one
+// too.
+func (p *sourceProbe) arrived() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.seen) < p.o.Published {
+		return false
+	}
+	if p.o.Plain == nil {
+		return true
+	}
+	for _, idxs := range p.seen {
+		if len(idxs) < 2 { // the plain one and a shared one
+			return false
 		}
 	}
-	if o.Published > 0 {
-		want := func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(seen) < o.Published {
-				return false
-			}
-			if o.Plain == nil {
-				return true
-			}
-			for _, idxs := range seen {
-				if len(idxs) < 2 { // the plain one and a shared one
-					return false
-				}
-			}
-			return true
+	return true
+}
+
+// awaitArrivals waits until every test message arrived, or sourceSettle
+// passed without one arriving (what did not come by then does not come).
+func (p *sourceProbe) awaitArrivals(ctx context.Context) {
+	quiet := time.NewTimer(sourceSettle)
+	defer quiet.Stop()
+	for !p.arrived() {
+		select {
+		case <-p.changed:
+			quiet.Reset(sourceSettle)
+		case <-quiet.C:
+			return
+		case <-ctx.Done():
+			return
 		}
-		quiet := time.NewTimer(sourceSettle)
-	wait:
-		for !want() {
-			select {
-			case <-changed:
-				quiet.Reset(sourceSettle)
-			case <-quiet.C:
-				break wait
-			case <-ctx.Done():
-				break wait
-			}
-		}
-		quiet.Stop()
 	}
-	mu.Lock()
-	for _, idxs := range seen {
+}
+
+// tally counts what each connection received, and the messages that
+// reached more than one connection of the group.
+func (p *sourceProbe) tally() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, idxs := range p.seen {
 		sharedHits := 0
 		for _, i := range idxs {
 			if i < 0 {
-				o.Plain.Received++
+				p.o.Plain.Received++
 			} else {
-				o.Conns[i].Received++
+				p.o.Conns[i].Received++
 				sharedHits++
 			}
 		}
 		if sharedHits > 1 {
-			o.SharedDuplicates++
+			p.o.SharedDuplicates++
 		}
 	}
-	mu.Unlock()
-	res.Verdict = DecideSource(*o)
-	return res, nil
 }
 
 // TopicFor returns a topic that filter matches: each '+' level and a
