@@ -34,56 +34,97 @@ type plan struct {
 
 // compile builds the plan of pipeline p.
 func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	src := p.From.Source
-	schema := event.NewSchema()
 	pl := &plan{cfg: p, parallelism: p.Parallelism}
 	if pl.parallelism <= 0 {
 		pl.parallelism = cfg.Agent.Parallelism
 	}
-	spec := &pl.prep
-	spec.Schema = schema
-	spec.MaxKeyGroups = cfg.Agent.MaxKeyGroups
-	spec.Parallelism = pl.parallelism
+	c := &compiler{p: p, pl: pl, spec: &pl.prep, schema: event.NewSchema()}
+	c.spec.Schema = c.schema
+	c.spec.MaxKeyGroups = cfg.Agent.MaxKeyGroups
+	c.spec.Parallelism = pl.parallelism
 
-	var copts expr.Options
+	c.expressions()
+	aggs := c.aggregates()
+	c.timestamp()
+	if p.Window != nil {
+		c.window(aggs)
+	}
+	if pl.keyed != nil {
+		c.diags = append(c.diags, pl.keyed.compileBlocks(p, c.schema, c.opts)...)
+	}
+	// The decoder comes last: it reads only the paths registered above.
+	src := p.From.Source
+	d, err := newDecoder(src, c.schema)
+	if err != nil {
+		c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid csv settings",
+			Detail: err.Error(), Subject: src.DeclRange.Ptr()})
+	}
+	c.spec.Decoder = d
+	if pl.keyed != nil {
+		c.diags = append(c.diags, pl.keyed.finish(pl, src)...)
+	}
+	return pl, c.diags
+}
+
+// compiler is one compile: the plan it fills and the diagnostics it
+// collects, so that every mistake of the pipeline is reported at once.
+type compiler struct {
+	p      *config.Pipeline
+	pl     *plan
+	spec   *operators.PrepareSpec
+	schema *event.Schema
+	opts   expr.Options // for filter, map and aggregate arguments
+	diags  hcl.Diagnostics
+}
+
+// program compiles e with the compiler's options (nil for no expression).
+func (c *compiler) program(e hcl.Expression) *expr.Program {
+	if e == nil {
+		return nil
+	}
+	pr, d := expr.CompileWith(e, c.schema, c.opts)
+	c.diags = append(c.diags, d...)
+	return pr
+}
+
+// expressions compiles filter, map and key; a pipeline with per-key
+// functions has them read the keyed subtasks' state and the control values
+// captured at arrival.
+func (c *compiler) expressions() {
+	p, pl := c.p, c.pl
 	if p.Control != nil {
 		pl.control = control.New()
-		copts.Control = pl.control
+		c.opts.Control = pl.control
 	}
-	keyOpts := copts
+	keyOpts := c.opts
 	keyOpts.Where = "key"
 	if pl.keyed = newKeyedPlan(p); pl.keyed != nil {
-		copts.Keyed = &pl.keyed.calls
-		if copts.Control != nil {
+		c.opts.Keyed = &pl.keyed.calls
+		if c.opts.Control != nil {
 			// The keyed subtasks read the values captured at arrival.
-			copts.Control, copts.ControlCapture = nil, &pl.keyed.control
+			c.opts.Control, c.opts.ControlCapture = nil, &pl.keyed.control
 		}
 	}
-	prog := func(e hcl.Expression) *expr.Program {
-		if e == nil {
-			return nil
-		}
-		pr, d := expr.CompileWith(e, schema, copts)
-		diags = append(diags, d...)
-		return pr
-	}
-	spec.Filter = prog(p.Filter)
+	c.spec.Filter = c.program(p.Filter)
 	for _, m := range p.Map {
-		pr := prog(m.Expr)
-		spec.Maps = append(spec.Maps, operators.MapField{Slot: schema.Slot(event.Path{m.Name}), Prog: pr})
+		pr := c.program(m.Expr)
+		c.spec.Maps = append(c.spec.Maps, operators.MapField{Slot: c.schema.Slot(event.Path{m.Name}), Prog: pr})
 	}
 	if p.Key != nil {
-		pr, d := expr.CompileWith(p.Key, schema, keyOpts)
-		diags = append(diags, d...)
-		spec.Key = pr
+		pr, d := expr.CompileWith(p.Key, c.schema, keyOpts)
+		c.diags = append(c.diags, d...)
+		c.spec.Key = pr
 	}
+}
+
+// aggregates compiles the aggregate calls and their arguments.
+func (c *compiler) aggregates() []window.AggSpec {
 	var aggs []window.AggSpec
 	args := map[string]*expr.Program{} // plain traversals already compiled
-	for i, a := range p.Aggregates {
+	for i, a := range c.p.Aggregates {
 		f, err := aggregate.ParseFunc(a.Func)
 		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown aggregate function",
+			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown aggregate function",
 				Detail: err.Error(), Subject: a.Range.Ptr()})
 			continue
 		}
@@ -96,71 +137,66 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 		k := traversalKey(a.Arg)
 		pr, ok := args[k]
 		if !ok || k == "" {
-			pr = prog(a.Arg)
+			pr = c.program(a.Arg)
 			if k != "" {
 				args[k] = pr
 			}
 		}
-		spec.AggArgs = append(spec.AggArgs, pr)
+		c.spec.AggArgs = append(c.spec.AggArgs, pr)
 		aggs = append(aggs, window.AggSpec{Func: f, Arg: arg, Q: a.Q})
-		pl.names = append(pl.names, a.Name)
+		c.pl.names = append(c.pl.names, a.Name)
 	}
+	return aggs
+}
 
-	if src.Timestamp != nil {
-		slot := schema.Slot(event.Path(strings.Split(src.Timestamp.Field, ".")))
-		ts, err := decode.NewTimestamp(slot, src.Timestamp.Unit, src.Timestamp.Layout)
-		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid timestamp",
-				Detail: err.Error(), Subject: src.DeclRange.Ptr()})
-		}
-		spec.Timestamp = ts
-		spec.MaxFutureSkewMs = src.Watermark.MaxFutureSkew.Milliseconds()
-		pl.bound = src.Watermark.MaxOutOfOrderness.Milliseconds()
-		if f := src.Watermark.Punctuation; f != "" {
-			slot := schema.Slot(event.Path(strings.Split(f, ".")))
-			pts, err := decode.NewTimestamp(slot, src.Timestamp.Unit, src.Timestamp.Layout)
-			if err != nil {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid punctuation field",
-					Detail: err.Error(), Subject: src.DeclRange.Ptr()})
-			}
-			spec.Punctuation = pts
-		}
+// timestamp sets up the source's event time: the timestamp field, the
+// future-skew bound, the watermark's bound and punctuation.
+func (c *compiler) timestamp() {
+	src := c.p.From.Source
+	if src.Timestamp == nil {
+		return
 	}
-
-	if w := p.Window; w != nil {
-		ws, eventTime, err := windowSpec(w, aggs)
-		if err == nil && !diags.HasErrors() { // aggregates compiled: the spec is whole
-			err = ws.Check() // what the window operator refuses at start
-		}
-		if err != nil {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid window",
-				Detail: err.Error(), Subject: w.DeclRange.Ptr()})
-		}
-		pl.window = ws
-		pl.eventTime = eventTime
-		if !eventTime {
-			// Processing-time and count windows need no event time: don't
-			// reject readings for a missing timestamp.
-			spec.Timestamp = nil
-			spec.Punctuation = nil
-			spec.MaxFutureSkewMs = 0
-		}
-	}
-
-	if pl.keyed != nil {
-		diags = append(diags, pl.keyed.compileBlocks(p, schema, copts)...)
-	}
-	// The decoder comes last: it reads only the paths registered above.
-	d, err := newDecoder(src, schema)
+	slot := c.schema.Slot(event.Path(strings.Split(src.Timestamp.Field, ".")))
+	ts, err := decode.NewTimestamp(slot, src.Timestamp.Unit, src.Timestamp.Layout)
 	if err != nil {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid csv settings",
+		c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid timestamp",
 			Detail: err.Error(), Subject: src.DeclRange.Ptr()})
 	}
-	spec.Decoder = d
-	if pl.keyed != nil {
-		diags = append(diags, pl.keyed.finish(pl, src)...)
+	c.spec.Timestamp = ts
+	c.spec.MaxFutureSkewMs = src.Watermark.MaxFutureSkew.Milliseconds()
+	c.pl.bound = src.Watermark.MaxOutOfOrderness.Milliseconds()
+	if f := src.Watermark.Punctuation; f != "" {
+		slot := c.schema.Slot(event.Path(strings.Split(f, ".")))
+		pts, err := decode.NewTimestamp(slot, src.Timestamp.Unit, src.Timestamp.Layout)
+		if err != nil {
+			c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid punctuation field",
+				Detail: err.Error(), Subject: src.DeclRange.Ptr()})
+		}
+		c.spec.Punctuation = pts
 	}
-	return pl, diags
+}
+
+// window builds the window spec over aggs and checks it as the window
+// operator will at start.
+func (c *compiler) window(aggs []window.AggSpec) {
+	w := c.p.Window
+	ws, eventTime, err := windowSpec(w, aggs)
+	if err == nil && !c.diags.HasErrors() { // aggregates compiled: the spec is whole
+		err = ws.Check() // what the window operator refuses at start
+	}
+	if err != nil {
+		c.diags = append(c.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid window",
+			Detail: err.Error(), Subject: w.DeclRange.Ptr()})
+	}
+	c.pl.window = ws
+	c.pl.eventTime = eventTime
+	if !eventTime {
+		// Processing-time and count windows need no event time: don't
+		// reject readings for a missing timestamp.
+		c.spec.Timestamp = nil
+		c.spec.Punctuation = nil
+		c.spec.MaxFutureSkewMs = 0
+	}
 }
 
 // newDecoder returns a decoder of src's format filling schema's slots.
