@@ -11,6 +11,7 @@ import (
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/control"
+	"github.com/eddy-edge/eddy/operators/io/source"
 	"github.com/eddy-edge/eddy/operators/stream"
 )
 
@@ -71,195 +72,243 @@ func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
 	p.m.controlKeys.Store(int64(p.control.Keys()))
 }
 
+// runPrepare is the prepare stage's goroutine: it reads the source's
+// batches (and the control stream's), prepares each reading, and sends
+// batches, watermarks and barriers down the edges to the subtasks until
+// the input ends.
 func (p *pipeline) runPrepare() {
-	ctx := context.Background() // internal edges drain on shutdown; only sources are cancelled
-	batches := make([]*stream.Batch, len(p.edges))
-	lastWM := int64(math.MinInt64)
-	broadcast := func() {
-		if p.wm == nil {
-			return
-		}
-		if wm := p.resume.Apply(p.wm.Current()); wm > lastWM {
-			lastWM = wm
-			p.m.watermark.Store(wm)
-			for _, e := range p.edges {
-				_ = e.Send(ctx, stream.Message{Kind: stream.Watermark, Watermark: wm})
-			}
-		}
-	}
-	inputs, _ := p.wm.(*inputWatermarks)
-	var lastRead int64 // monotonic time of the last batch of readings
+	l := &prepareLoop{p: p, batches: make([]*stream.Batch, len(p.edges)), lastWM: math.MinInt64, ctlIn: p.controlIn}
+	l.inputs, _ = p.wm.(*inputWatermarks)
 	var idleTick <-chan time.Time
-	if inputs != nil || p.holdsAfterResume() {
+	if l.inputs != nil || p.holdsAfterResume() {
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		idleTick = tk.C
 	}
-	var dead *operators.Delivery
-	forward := func(tr *checkpoint.Trigger) {
-		// Everything before the barrier is already on the edges; the
-		// barrier follows it in-band.
-		b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot()}
-		if p.control != nil {
-			b.Control = p.control.Snapshot()
-		}
-		for _, e := range p.edges {
-			_ = e.Send(ctx, stream.Message{Kind: stream.Barrier, Barrier: b})
-		}
-		if p.deadLetter != nil {
-			p.deadLetter.in <- sinkMsg{barrier: b.ID}
-		}
-		p.epoch = b.ID + 1
-	}
-	// With a control stream the prepare stage has two inputs, aligned at
-	// barriers (Chandy–Lamport): the first input to deliver barrier n is
-	// held until the other delivers it too, so the control state in
-	// checkpoint n is exactly what the readings before barrier n saw.
-	var (
-		heldMain *checkpoint.Trigger // main barrier waiting for the control one
-		heldCtl  uint64              // control barrier waiting for the main one
-		ctlIn    = p.controlIn
-	)
 	for {
-		var (
-			rb *rawBatch
-			ok bool
-		)
 		mainIn := p.in
-		if heldMain != nil {
+		if l.heldMain != nil {
 			mainIn = nil
 		}
-		ctl := ctlIn
-		if heldCtl != 0 {
+		ctl := l.ctlIn
+		if l.heldCtl != 0 {
 			ctl = nil
 		}
 		select {
-		case rb, ok = <-mainIn:
-		case cb, cok := <-ctl:
-			switch {
-			case !cok:
-				ctlIn = nil // the control source ended: nothing to align with
-				if heldMain != nil {
-					forward(heldMain)
-					heldMain = nil
-				}
-			case cb.barrier != nil && heldMain != nil && heldMain.ID == cb.barrier.ID:
-				forward(heldMain)
-				heldMain = nil
-			case cb.barrier != nil:
-				heldCtl = cb.barrier.ID
-			case cb.eoi:
-			default:
-				p.applyControl(cb, &dead)
-				cb.release()
+		case rb, ok := <-mainIn:
+			if !ok {
+				p.closePrepareOutputs()
+				return
 			}
-			continue
+			l.onMain(rb)
+		case cb, ok := <-ctl:
+			l.onControl(cb, ok)
 		case <-idleTick:
-			if inputs != nil {
-				inputs.tick(p.clk.monoMs())
-			}
-			if p.resume != nil && p.clk.monoMs()-lastRead >= p.burst.hold.Milliseconds() && p.resume.Holding() {
-				// Readings stopped coming during a hold. Only then: a
-				// replay reads old arrivals, and the wall clock would
-				// end its holds where the live run did not.
-				p.resume.ReleaseBy(p.clk.wallMs())
-			}
-			broadcast()
-			continue
+			l.onIdle()
 		}
-		if !ok {
-			break
-		}
-		switch {
-		case rb.barrier != nil:
-			if ctlIn != nil && heldCtl != rb.barrier.ID {
-				heldMain = rb.barrier
-				continue
-			}
-			heldCtl = 0
-			forward(rb.barrier)
-			continue
-		case rb.eoi:
-			for _, e := range p.edges {
-				_ = e.Send(ctx, stream.Message{Kind: stream.EndOfInput})
-			}
-			continue
-		}
-		now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
-		lastRead = now
-		var filtered int64
-		for i := range rb.msgs {
-			m := &rb.msgs[i]
-			if p.resume != nil {
-				// Every message counts, read or rejected: the first of a
-				// resumed session may be a bad one.
-				p.resume.Arrive(m.Arrival, m.ResumeStart, p.resume.Apply(p.wm.Current()))
-			}
-			outcome := operators.Rejected
-			if m.TooLarge {
-				p.prep.Reject = tooLargeReject
-			} else {
-				outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced)
-			}
-			switch outcome {
-			case operators.Pass:
-				if inputs != nil {
-					inputs.route(m.Topic, now)
-				}
-				s := p.prep.Subtask
-				if batches[s] == nil {
-					batches[s] = stream.NewBatch(p.stride)
-				}
-				if p.wm != nil {
-					wm := p.wm.Current()
-					batches[s].AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(wm))
-					if p.resume != nil && p.prep.Time <= wm {
-						p.resume.Behind() // backlog still coming: a hold waits on
-					}
-					p.wm.Observe(p.prep.Time)
-					if p.resume.InEpisode() {
-						batches[s].MarkResumed()
-					}
-				} else {
-					batches[s].Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
-				}
-				if c := p.prep.Control; c != nil {
-					batches[s].AppendControl(c) // a keyed pipeline reading control.*
-				}
-			case operators.Punctuation:
-				if pw, ok := p.wm.(*punctuatedWatermark); ok {
-					pw.mark(p.prep.Watermark)
-				}
-			case operators.Filtered:
-				filtered++
-			case operators.Rejected:
-				r := p.prep.Reject
-				p.m.deadLettered(r.Reason).Inc()
-				if p.dlLog.allow(wall) {
-					p.log.Warn("reading dead-lettered", "pipeline", p.name, "reason", r.Reason, "detail", r.Detail, "topic", m.Topic, "offset", m.Offset)
-				}
-				if p.deadLetter != nil {
-					if dead == nil {
-						dead = new(operators.Delivery)
-					}
-					dead.AddDeadLetter(p.name, r.Reason, r.Detail, m.Topic, m.Offset, m.Payload)
-				}
-			}
-		}
-		p.m.in.Add(len(rb.msgs))
-		p.m.filtered.Add(int(filtered))
-		for s, b := range batches {
-			if b != nil {
-				_ = p.edges[s].Send(ctx, stream.Message{Kind: stream.Records, Batch: b})
-				batches[s] = nil
-			}
-		}
-		rb.release()
-		if dead != nil {
-			p.deadLetter.in <- sinkMsg{d: dead, epoch: p.epoch}
-			dead = nil
-		}
-		broadcast()
 	}
-	p.closePrepareOutputs()
+}
+
+// prepareLoop is the prepare stage's state between two inputs: the batches
+// being filled per subtask, the last watermark sent, and the barrier
+// alignment with the control stream.
+//
+// With a control stream the prepare stage has two inputs, aligned at
+// barriers (Chandy–Lamport): the first input to deliver barrier n is held
+// until the other delivers it too, so the control state in checkpoint n is
+// exactly what the readings before barrier n saw.
+type prepareLoop struct {
+	p        *pipeline
+	batches  []*stream.Batch
+	lastWM   int64
+	inputs   *inputWatermarks // per topic filter; nil for one generator
+	lastRead int64            // monotonic time of the last batch of readings
+	dead     *operators.Delivery
+
+	heldMain *checkpoint.Trigger // main barrier waiting for the control one
+	heldCtl  uint64              // control barrier waiting for the main one
+	ctlIn    <-chan *rawBatch    // nil once the control source ended
+}
+
+// prepareCtx is never cancelled: internal edges drain on shutdown; only
+// the sources are cancelled.
+var prepareCtx = context.Background()
+
+// broadcast sends the watermark down every edge when it advanced.
+func (l *prepareLoop) broadcast() {
+	p := l.p
+	if p.wm == nil {
+		return
+	}
+	if wm := p.resume.Apply(p.wm.Current()); wm > l.lastWM {
+		l.lastWM = wm
+		p.m.watermark.Store(wm)
+		for _, e := range p.edges {
+			_ = e.Send(prepareCtx, stream.Message{Kind: stream.Watermark, Watermark: wm})
+		}
+	}
+}
+
+// forward sends a barrier down every edge after everything before it.
+func (l *prepareLoop) forward(tr *checkpoint.Trigger) {
+	p := l.p
+	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot()}
+	if p.control != nil {
+		b.Control = p.control.Snapshot()
+	}
+	for _, e := range p.edges {
+		_ = e.Send(prepareCtx, stream.Message{Kind: stream.Barrier, Barrier: b})
+	}
+	if p.deadLetter != nil {
+		p.deadLetter.in <- sinkMsg{barrier: b.ID}
+	}
+	p.epoch = b.ID + 1
+}
+
+// onControl takes one batch of the control stream (ok false: it ended).
+func (l *prepareLoop) onControl(cb *rawBatch, ok bool) {
+	switch {
+	case !ok:
+		l.ctlIn = nil // the control source ended: nothing to align with
+		if l.heldMain != nil {
+			l.forward(l.heldMain)
+			l.heldMain = nil
+		}
+	case cb.barrier != nil && l.heldMain != nil && l.heldMain.ID == cb.barrier.ID:
+		l.forward(l.heldMain)
+		l.heldMain = nil
+	case cb.barrier != nil:
+		l.heldCtl = cb.barrier.ID
+	case cb.eoi:
+	default:
+		l.p.applyControl(cb, &l.dead)
+		cb.release()
+	}
+}
+
+// onIdle advances idle inputs' watermarks and ends a resume hold that no
+// reading keeps up.
+func (l *prepareLoop) onIdle() {
+	p := l.p
+	if l.inputs != nil {
+		l.inputs.tick(p.clk.monoMs())
+	}
+	if p.resume != nil && p.clk.monoMs()-l.lastRead >= p.burst.hold.Milliseconds() && p.resume.Holding() {
+		// Readings stopped coming during a hold. Only then: a replay
+		// reads old arrivals, and the wall clock would end its holds
+		// where the live run did not.
+		p.resume.ReleaseBy(p.clk.wallMs())
+	}
+	l.broadcast()
+}
+
+// onMain takes one batch of the main input: a barrier (held while the
+// control stream has not delivered it), the end of input, or readings.
+func (l *prepareLoop) onMain(rb *rawBatch) {
+	p := l.p
+	switch {
+	case rb.barrier != nil:
+		if l.ctlIn != nil && l.heldCtl != rb.barrier.ID {
+			l.heldMain = rb.barrier
+			return
+		}
+		l.heldCtl = 0
+		l.forward(rb.barrier)
+		return
+	case rb.eoi:
+		for _, e := range p.edges {
+			_ = e.Send(prepareCtx, stream.Message{Kind: stream.EndOfInput})
+		}
+		return
+	}
+	now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
+	l.lastRead = now
+	var filtered int64
+	for i := range rb.msgs {
+		m := &rb.msgs[i]
+		if p.resume != nil {
+			// Every message counts, read or rejected: the first of a
+			// resumed session may be a bad one.
+			p.resume.Arrive(m.Arrival, m.ResumeStart, p.resume.Apply(p.wm.Current()))
+		}
+		outcome := operators.Rejected
+		if m.TooLarge {
+			p.prep.Reject = tooLargeReject
+		} else {
+			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced)
+		}
+		switch outcome {
+		case operators.Pass:
+			l.route(m, now)
+		case operators.Punctuation:
+			if pw, ok := p.wm.(*punctuatedWatermark); ok {
+				pw.mark(p.prep.Watermark)
+			}
+		case operators.Filtered:
+			filtered++
+		case operators.Rejected:
+			l.reject(m, wall)
+		}
+	}
+	p.m.in.Add(len(rb.msgs))
+	p.m.filtered.Add(int(filtered))
+	for s, b := range l.batches {
+		if b != nil {
+			_ = p.edges[s].Send(prepareCtx, stream.Message{Kind: stream.Records, Batch: b})
+			l.batches[s] = nil
+		}
+	}
+	rb.release()
+	if l.dead != nil {
+		p.deadLetter.in <- sinkMsg{d: l.dead, epoch: p.epoch}
+		l.dead = nil
+	}
+	l.broadcast()
+}
+
+// route appends the reading the preparer passed to its subtask's batch,
+// stamped with the watermark it was read under.
+func (l *prepareLoop) route(m *source.Message, now int64) {
+	p := l.p
+	if l.inputs != nil {
+		l.inputs.route(m.Topic, now)
+	}
+	s := p.prep.Subtask
+	if l.batches[s] == nil {
+		l.batches[s] = stream.NewBatch(p.stride)
+	}
+	b := l.batches[s]
+	if p.wm != nil {
+		wm := p.wm.Current()
+		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(wm))
+		if p.resume != nil && p.prep.Time <= wm {
+			p.resume.Behind() // backlog still coming: a hold waits on
+		}
+		p.wm.Observe(p.prep.Time)
+		if p.resume.InEpisode() {
+			b.MarkResumed()
+		}
+	} else {
+		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
+	}
+	if c := p.prep.Control; c != nil {
+		b.AppendControl(c) // a keyed pipeline reading control.*
+	}
+}
+
+// reject counts, logs (rate limited) and dead-letters a reading the
+// preparer refused.
+func (l *prepareLoop) reject(m *source.Message, wall int64) {
+	p := l.p
+	r := p.prep.Reject
+	p.m.deadLettered(r.Reason).Inc()
+	if p.dlLog.allow(wall) {
+		p.log.Warn("reading dead-lettered", "pipeline", p.name, "reason", r.Reason, "detail", r.Detail, "topic", m.Topic, "offset", m.Offset)
+	}
+	if p.deadLetter != nil {
+		if l.dead == nil {
+			l.dead = new(operators.Delivery)
+		}
+		l.dead.AddDeadLetter(p.name, r.Reason, r.Detail, m.Topic, m.Offset, m.Payload)
+	}
 }
