@@ -69,7 +69,7 @@ func filterCovers(allowed, requested string) bool {
 	if len(requested) > 0 && requested[0] == '$' && len(allowed) > 0 && (allowed[0] == '+' || allowed[0] == '#') {
 		return false
 	}
-	for {
+	for first := true; ; first = false {
 		al, arest, amore := strings.Cut(allowed, "/")
 		if al == "#" {
 			return true
@@ -77,7 +77,9 @@ func filterCovers(allowed, requested string) bool {
 		rl, rrest, rmore := strings.Cut(requested, "/")
 		switch {
 		case rl == "#":
-			return false // only "#" covers "#"
+			// Only "#" covers "#", and "+/#" in the first level (no topic
+			// is empty, so a first "#" matches no parent level "+" misses).
+			return first && al == "+" && arest == "#"
 		case al != "+" && al != rl:
 			return false // a literal covers only itself, not "+"
 		}
