@@ -93,7 +93,7 @@ func TestEmbeddedBroker_SubscribeOutsideACL(t *testing.T) {
 
 	connect := func(cn string, ca *testpki.CA) (paho.Client, error) {
 		cert, key := ca.Issue(t, cn)
-		c := paho.NewClient(paho.NewClientOptions().AddBroker("ssl://"+addr).SetClientID(cn+"-client").
+		c := paho.NewClient(paho.NewClientOptions().AddBroker("ssl://" + addr).SetClientID(cn + "-client").
 			SetProtocolVersion(4).SetTLSConfig(ca.ClientTLS(t, cert, key)).SetAutoReconnect(false).
 			SetConnectTimeout(5 * time.Second))
 		tok := c.Connect()
@@ -184,7 +184,7 @@ func TestEmbeddedBroker_RefusedPublishFloodLogBounded(t *testing.T) {
 	flood := func(n int) {
 		for range n {
 			before := refusals()
-			c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://"+addr).SetClientID("intruder").
+			c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("intruder").
 				SetUsername("dev2").SetProtocolVersion(4).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second))
 			if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 				t.Fatalf("connect: %v", tok.Error())
@@ -231,7 +231,7 @@ func TestEmbeddedBroker_PacketOverLimitCounted(t *testing.T) {
 	dir := t.TempDir()
 	addr := loopback.Addr(t)
 	ag := startAgent(t, dir, aclBrokerConfig, "%BROKER%", addr, "%TLS%", "")
-	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://"+addr).SetClientID("big-sender").
+	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("big-sender").
 		SetUsername("dev1").SetAutoReconnect(false).SetConnectTimeout(5 * time.Second))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("connect: %v", tok.Error())
