@@ -25,6 +25,9 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
 	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
 	a.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
+	for _, r := range broker.Refusals {
+		a.metrics.NewGauge(fmt.Sprintf(`eddy_broker_refused_total{reason=%q}`, r), func() float64 { return float64(b.Refused(r)) })
+	}
 	a.broker = b
 	return b, nil
 }
@@ -56,7 +59,8 @@ func brokerOptions(bc *config.Broker, tc *tls.Config, vars map[string]string) br
 		ACLs: brokerACLs(bc, vars), Closed: true}
 }
 
-// brokerACLs are the broker's acl blocks with ${device_id} filled in
+// brokerACLs are the broker's acl blocks, publish and subscribe filters
+// alike, with ${device_id} filled in
 // (${username} is the broker's to fill per client).
 func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
 	var acls []broker.ACL
@@ -64,6 +68,9 @@ func brokerACLs(bc *config.Broker, vars map[string]string) []broker.ACL {
 		acl := broker.ACL{User: c.User}
 		for _, f := range c.Publish {
 			acl.Publish = append(acl.Publish, config.Expand(f, vars))
+		}
+		for _, f := range c.Subscribe {
+			acl.Subscribe = append(acl.Subscribe, config.Expand(f, vars))
 		}
 		acls = append(acls, acl)
 	}

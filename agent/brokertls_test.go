@@ -59,7 +59,11 @@ func TestBrokerTLS_ClientCertificates(t *testing.T) {
 		{"certificate from another CA", ca.ClientTLS(t, otherCert, otherKey), false},
 		{"certificate from the CA", ca.ClientTLS(t, goodCert, goodKey), true},
 	}
+	var refusals uint64
 	for _, tt := range tests {
+		if !tt.wantOK {
+			refusals++
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			c := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID("s-" + tt.name).
 				SetTLSConfig(tt.tls).SetAutoReconnect(false).SetConnectTimeout(5 * time.Second))
@@ -85,6 +89,24 @@ func TestBrokerTLS_ClientCertificates(t *testing.T) {
 				t.Fatalf("broker got %q", topic)
 			}
 		})
+	}
+	// paho tries MQTT 3.1.1, then 3.1: a refused client shakes hands twice.
+	// The broker counts after its side of the handshake has failed.
+	waitForCond(t, 10*time.Second, func() bool { return b.Refused(broker.RefusedTLS) >= refusals })
+	if n := b.Refused(broker.RefusedTLS); n > 2*refusals {
+		t.Errorf("Refused(tls) = %d, want a refusal per failed handshake (%d clients refused)", n, refusals)
+	}
+}
+
+// TestBrokerACLs_SubscribeExpanded: the acl blocks reach the broker with
+// ${device_id} filled in, in publish and subscribe filters alike, and
+// ${username} left for the broker.
+func TestBrokerACLs_SubscribeExpanded(t *testing.T) {
+	bc := &config.Broker{ACLs: []config.BrokerACL{{User: "*", Publish: []string{"sites/${device_id}/${username}"},
+		Subscribe: []string{"cmd/${device_id}/${username}/#"}}}}
+	got := brokerACLs(bc, map[string]string{"device_id": "gw1"})
+	if len(got) != 1 || got[0].Publish[0] != "sites/gw1/${username}" || got[0].Subscribe[0] != "cmd/gw1/${username}/#" {
+		t.Errorf("acls = %+v", got)
 	}
 }
 

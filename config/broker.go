@@ -1,6 +1,10 @@
 package config
 
-import "github.com/hashicorp/hcl/v2"
+import (
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
 
 // Broker is the broker block: an embedded MQTT broker for local sensors,
 // which sources and sinks reach with broker = "embedded".
@@ -23,8 +27,9 @@ type Broker struct {
 	// a faster client's publishes are delayed to the rate. 0 (default):
 	// unlimited.
 	MaxMessagesPerSecond, MaxMessagesBurst int
-	// ACLs, when any, bound what each client may publish; without any,
-	// every client may publish everywhere.
+	// ACLs, when any, bound what each client may publish and subscribe to;
+	// without any, every client may publish everywhere and subscribe to
+	// everything but $SYS.
 	ACLs      []BrokerACL
 	DeclRange hcl.Range
 }
@@ -71,7 +76,7 @@ func (d *decoder) decodeBroker(b *hcl.Block) *Broker {
 }
 
 // BrokerACL is an acl block of the broker: the topics one client may
-// publish to.
+// publish to and subscribe to.
 type BrokerACL struct {
 	// User is the client's identity: the common name of its certificate
 	// when the broker requires client certificates (tls { ca }), else its
@@ -80,14 +85,36 @@ type BrokerACL struct {
 	// Publish are MQTT filters (+ and #) the client may publish to; they
 	// may hold ${username} (the identity) and ${device_id}.
 	Publish []string
+	// Subscribe are the MQTT filters the client may subscribe within (a
+	// subscription must be covered by one of them: "sensors/${username}/#"
+	// allows "sensors/${username}/cmd" but not "#"), with the same
+	// variables. None: the client may not subscribe. $SYS only when named.
+	Subscribe []string
 }
 
 var aclBlock = hcl.BlockHeaderSchema{Type: "acl"}
 
 func (d *decoder) decodeACL(b *hcl.Block) BrokerACL {
-	a, _ := d.content(b, []string{"user", "publish"})
-	a.require("user", "publish")
+	a, _ := d.content(b, []string{"user", "publish", "subscribe"})
+	a.require("user")
 	acl := BrokerACL{User: a.str("user", noVars, "")}
-	acl.Publish, _, _ = a.strList("publish", aclVars)
+	acl.Publish = d.aclFilters(a, "publish")
+	acl.Subscribe = d.aclFilters(a, "subscribe")
+	if !a.has("publish") && !a.has("subscribe") {
+		d.errorf(b.DefRange, "Empty acl",
+			"An acl grants what its publish and subscribe filters list; add one, e.g. publish = [\"sensors/${username}/#\"], or remove the acl.")
+	}
 	return acl
+}
+
+// aclFilters decodes the acl filter list name, each checked as an MQTT
+// filter at its own position.
+func (d *decoder) aclFilters(a attrs, name string) []string {
+	filters, ranges, _ := a.strList(name, aclVars)
+	for i, f := range filters {
+		if err := validateTopicFilter(f); err != nil {
+			d.errorf(ranges[i], "Invalid topic filter", "%q: %s.", f, strings.TrimPrefix(err.Error(), "config: "))
+		}
+	}
+	return filters
 }

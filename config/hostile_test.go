@@ -35,6 +35,10 @@ broker {
     user    = "*"
     publish = ["sensors/${username}/#", "sites/${device_id}/${username}"]
   }
+  acl {
+    user      = "dashboard"
+    subscribe = ["results/${device_id}/#", "$SYS/#"]
+  }
 }
 checkpoint { max_savepoints = 3 }
 `+base, noEnv)
@@ -49,7 +53,8 @@ checkpoint { max_savepoints = 3 }
 		b.MaxMessagesPerSecond != 20 || b.MaxMessagesBurst != 20 {
 		t.Errorf("broker = %+v", b)
 	}
-	wantACL := []BrokerACL{{User: "*", Publish: []string{"sensors/${username}/#", "sites/${device_id}/${username}"}}}
+	wantACL := []BrokerACL{{User: "*", Publish: []string{"sensors/${username}/#", "sites/${device_id}/${username}"}},
+		{User: "dashboard", Subscribe: []string{"results/${device_id}/#", "$SYS/#"}}}
 	if !reflect.DeepEqual(b.ACLs, wantACL) {
 		t.Errorf("acls = %+v, want %+v", b.ACLs, wantACL)
 	}

@@ -112,6 +112,26 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "12:24", want: `Burst without rate; max_messages_burst is the burst of max_messages_per_second`,
 		},
 		{
+			name: "acl subscribe filter invalid",
+			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  acl {\n    user      = \"*\"\n    subscribe = [\"sensors/${username}/#\", \"a/#/b\"]\n  }\n}\n",
+			pos:  "14:43", want: `Invalid topic filter; "a/#/b": "#" must be the whole last level of a filter, as in "sensors/#".`,
+		},
+		{
+			name: "acl publish filter invalid",
+			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  acl {\n    user    = \"*\"\n    publish = [\"sensors/x+\"]\n  }\n}\n",
+			pos:  "14:16", want: `Invalid topic filter; "sensors/x+": "+" must be a whole level of a filter`,
+		},
+		{
+			name: "acl granting nothing",
+			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  acl {\n    user = \"dev1\"\n  }\n}\n",
+			pos:  "12:3", want: `Empty acl; An acl grants what its publish and subscribe filters list; add one`,
+		},
+		{
+			name: "acl subscribe with an unknown variable",
+			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  acl {\n    user      = \"*\"\n    subscribe = [\"cmd/${key}/#\"]\n  }\n}\n",
+			pos:  "14:25", want: `Template variable not allowed here; ${key} cannot be used in "subscribe", which accepts only ${device_id} and ${username}.`,
+		},
+		{
 			name: "broker rate negative",
 			src:  base + "broker {\n  listen = \"127.0.0.1:1883\"\n  max_messages_per_second = -1\n}\n",
 			pos:  "12:29", want: `Value out of range; "max_messages_per_second" must be between 0 and 1000000; got -1.`,

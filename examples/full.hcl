@@ -37,10 +37,13 @@ broker {
   max_clients             = 1000
   max_messages_per_second = 500 # per client connection, delayed beyond it; default 0 = unlimited
   max_messages_burst      = 1000 # publishes at once after idling; default: the rate
-  # What a client may publish; without any acl, everything. Repeatable.
+  # What a client may publish and subscribe to; without any acl, everything
+  # but $SYS. Repeatable.
   acl {
     user    = "*" # the MQTT username (or certificate CN with tls { ca }); "*": everyone else
     publish = ["sensors/${username}/#", "csv/${device_id}/+", "sim/+/telemetry", "control/#"]
+    # default none: may not subscribe; $SYS only when named
+    subscribe = ["control/${username}/#"]
   }
   # TLS listener; the files must exist (eddy validate reads them):
   # tls {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // ErrInsecureListen is returned by Start for a listen address beyond
@@ -87,8 +89,9 @@ type Options struct {
 	// within the rate, so TCP slows the sender down and nothing is lost.
 	// 0: unlimited.
 	MaxMessagesPerSecond, MaxMessagesBurst int
-	// ACLs, when any, bound what each client may publish (see ACL);
-	// without any, every client may publish everywhere.
+	// ACLs, when any, bound what each client may publish and subscribe to
+	// (see ACL); without any, every client may publish everywhere and
+	// subscribe to everything but $SYS.
 	ACLs []ACL
 	// Closed makes the broker hold every client's CONNACK until Open is
 	// called (for up to ClosedWait, then it refuses the connection), so no
@@ -97,16 +100,22 @@ type Options struct {
 	Closed bool
 }
 
-// ACL lets one client publish to the topics matching Publish: MQTT
+// ACL bounds what one client may do: publish to the topics matching
+// Publish, and subscribe to the filters Subscribe covers. Both are MQTT
 // filters in which usernameVar stands for the client's identity, so
 // "sensors/${username}/#" keeps each sensor to its own subtree. A client's
 // identity is the common name of its certificate when the listener
 // verifies client certificates, else its MQTT username. User "*" applies
 // to every client without an ACL of its own; a client with neither may
-// not publish. Subscriptions are not restricted.
+// neither publish nor subscribe. A subscription is allowed when one of
+// Subscribe matches every topic it could (so "#" is refused to a client
+// allowed "sensors/${username}/#"), and every message delivered on it is
+// checked again; topics starting with '$' ($SYS) are open only to a filter
+// naming them ("$SYS/#"), never through a leading wildcard.
 type ACL struct {
-	User    string
-	Publish []string
+	User      string
+	Publish   []string
+	Subscribe []string
 }
 
 // usernameVar is the identity placeholder in ACL filters.
@@ -140,26 +149,37 @@ type Broker struct {
 const CloseTimeout = 5 * time.Second
 
 // containedListener is mochi's TCP listener with each connection's
-// handling made to end in an error instead of a panic. mochi 2.7.9 panics
-// decoding some malformed packets (an MQTT 5 SUBSCRIBE whose last filter
-// lacks its options byte indexes past the packet), in the connection's own
-// goroutine, where nothing recovers: any client on the network could stop
-// the agent. Here the panic ends that connection only (mochi's deferred
-// clean-up runs), is logged and counted.
+// handling made to end in an error instead of a panic, its TLS handshake
+// done (and its failure counted) before mochi sees the connection, and the
+// refusals the hook logs itself kept out of mochi's log.
+//
+// Panics: mochi 2.7.9 panics decoding some malformed packets (an MQTT 5
+// SUBSCRIBE whose last filter lacks its options byte indexes past the
+// packet), in the connection's own goroutine, where nothing recovers: any
+// client on the network could stop the agent. Here the panic ends that
+// connection only (mochi's deferred clean-up runs), is logged and counted.
+//
+// Errors: mochi's listener logs every connection's error with the error
+// only, no client; those the hook logs with the client (wrong credentials,
+// an acl refusal, a packet over the limit) are not passed on.
 type containedListener struct {
 	*listeners.TCP
-	log     *slog.Logger
+	hook    *hook
 	panics  *atomic.Uint64
 	closing *atomic.Bool
 }
 
+// handshakeTimeout bounds a TLS handshake before mochi reads the CONNECT.
+const handshakeTimeout = 10 * time.Second
+
 func (l *containedListener) Serve(establish listeners.EstablishFn) {
+	h := l.hook
 	l.TCP.Serve(func(id string, c net.Conn) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				n := l.panics.Add(1)
-				l.log.Warn("broker: a client's packet crashed its connection's handling; connection closed",
-					"remote", c.RemoteAddr().String(), "panic", fmt.Sprint(r), "contained_total", n)
+				h.log.Warn("broker: a client's packet crashed its connection's handling; connection closed",
+					"remote", c.RemoteAddr().String(), "panic", cut(fmt.Sprint(r)), "contained_total", n)
 				_ = c.Close()
 				err = fmt.Errorf("broker: connection handling panicked: %v", r)
 			}
@@ -168,8 +188,46 @@ func (l *containedListener) Serve(establish listeners.EstablishFn) {
 			_ = c.Close()
 			return nil
 		}
-		return establish(id, c)
+		if tc, ok := c.(*tls.Conn); ok && !h.handshake(tc) {
+			return nil
+		}
+		err = establish(id, c)
+		switch {
+		case err == error(packets.ErrPacketTooLarge), errors.Is(err, packets.ErrNotAuthorized),
+			errors.Is(err, packets.ErrBadUsernameOrPassword):
+			return nil // logged by the hook, naming the client
+		case errors.Is(err, packets.ErrPacketTooLarge):
+			// A CONNECT over the limit: no client yet (attached clients'
+			// come back unwrapped and are the hook's, in OnDisconnect).
+			n := h.tooLarge.Add(1)
+			h.logLimited("too_large", "broker: connect packet over the broker's packet limit refused",
+				"remote", c.RemoteAddr().String(), "max_packet_bytes", h.maxPacket, "too_large_total", n)
+			return nil
+		}
+		return err
 	})
+}
+
+// handshake completes tc's TLS handshake within handshakeTimeout and
+// reports whether it succeeded; a failure (no client certificate, one of
+// another CA, not TLS) is counted as a refusal and logged, rate limited,
+// and the connection closed. A connection closed before its first byte (a
+// port probe) is neither.
+func (h *hook) handshake(tc *tls.Conn) bool {
+	_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+	err := tc.Handshake()
+	_ = tc.SetDeadline(time.Time{})
+	if err == nil {
+		return true
+	}
+	_ = tc.Close()
+	if errors.Is(err, io.EOF) {
+		return false
+	}
+	n := h.refused[RefusedTLS].Add(1)
+	h.logLimited(RefusedTLS.String(), "broker: connection refused: TLS handshake failed",
+		"remote", tc.RemoteAddr().String(), "error", cut(err.Error()), "reason", RefusedTLS.String(), "refused_total", n)
+	return false
 }
 
 // Check reports what Start would refuse in o, without listening.
@@ -199,7 +257,7 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("broker: max clients %d or max keepalive %v out of range", o.MaxClients, o.MaxKeepAlive)
 	}
 	for _, acl := range o.ACLs {
-		for _, f := range acl.Publish {
+		for _, f := range append(acl.Publish[:len(acl.Publish):len(acl.Publish)], acl.Subscribe...) {
 			if err := ValidateFilter(strings.ReplaceAll(f, usernameVar, "u")); err != nil {
 				return fmt.Errorf("broker: acl for %q: %w", acl.User, err)
 			}
@@ -244,7 +302,8 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 	caps.MaximumClientWritesPending = 16 * 1024 // outbound queue per client before drops
 	caps.MaximumPacketSize = uint32(opts.MaxMessageSize + publishOverhead)
 	caps.MaximumClients = int64(opts.MaxClients)
-	mochiLog := slog.New(minLevelHandler{min: slog.LevelWarn, next: log.With("component", "mochi").Handler()})
+	// mochi's logger goes through a filter: see mochiHandler.
+	mochiLog := slog.New(mochiHandler{min: slog.LevelWarn, next: log.With("component", "mochi").Handler(), limit: newLineLimiter()})
 	server := mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
 		ClientNetWriteBufferSize: 32 * 1024,
@@ -252,7 +311,7 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		Logger:                   mochiLog,
 	})
 	b := &Broker{server: server, subs: &subscribers{}, log: log, closeServer: server.Close, closeTimeout: CloseTimeout}
-	b.hook = &hook{server: server, subs: b.subs, log: log, opened: make(chan struct{}), stop: make(chan struct{}),
+	b.hook = &hook{server: server, subs: b.subs, log: log, lines: newLineLimiter(), opened: make(chan struct{}), stop: make(chan struct{}),
 		acls: opts.ACLs, maxPayload: opts.MaxMessageSize, maxPacket: caps.MaximumPacketSize, maxKeepAlive: uint16(opts.MaxKeepAlive / time.Second)}
 	if opts.MaxMessagesPerSecond > 0 {
 		b.hook.limits = newRateLimits(opts.MaxMessagesPerSecond, opts.MaxMessagesBurst)
@@ -271,11 +330,11 @@ func Start(opts Options, log *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("broker: add hook: %w", err)
 	}
 	b.listener = listeners.NewTCP(listeners.Config{ID: "eddy", Address: opts.Listen, TLSConfig: opts.TLS})
-	if err := server.AddListener(&containedListener{TCP: b.listener, log: log, panics: &b.panics, closing: &b.closing}); err != nil {
+	if err := server.AddListener(&containedListener{TCP: b.listener, hook: b.hook, panics: &b.panics, closing: &b.closing}); err != nil {
 		return nil, fmt.Errorf("broker: listen on %s: %w", opts.Listen, err)
 	}
 	b.internal = listeners.NewTCP(listeners.Config{ID: internalListenerID, Address: "127.0.0.1:0"})
-	if err := server.AddListener(&containedListener{TCP: b.internal, log: log, panics: &b.panics, closing: &b.closing}); err != nil {
+	if err := server.AddListener(&containedListener{TCP: b.internal, hook: b.hook, panics: &b.panics, closing: &b.closing}); err != nil {
 		_ = server.Close()
 		return nil, fmt.Errorf("broker: internal listener on 127.0.0.1: %w", err)
 	}
@@ -406,8 +465,9 @@ func (b *Broker) Rejected() uint64 { return b.hook.rejected.Load() }
 func (b *Broker) Panics() uint64 { return b.panics.Load() }
 
 // TooLarge returns how many publishes were refused for exceeding
-// MaxMessageSize (their clients disconnected). A packet beyond the packet
-// limit is cut off by mochi before it is read and not counted here.
+// MaxMessageSize, and how many packets for exceeding the packet limit (cut
+// off by mochi from their fixed header, unread); their clients were
+// disconnected.
 func (b *Broker) TooLarge() uint64 { return b.hook.tooLarge.Load() }
 
 // Throttled returns how many publishes were delayed for exceeding

@@ -47,8 +47,14 @@
 //   - A publish whose payload exceeds Options.MaxMessageSize is refused
 //     before any subscriber sees it and its client disconnected (MQTT 5:
 //     DISCONNECT 0x95); a packet beyond the packet limit (that size plus the
-//     largest topic) is cut off by mochi from its fixed header, unread.
-//     Other clients are not affected.
+//     largest topic) is cut off by mochi from its fixed header, unread, and
+//     counted alike (Broker.TooLarge, the hook logs the client). Other
+//     clients are not affected.
+//   - With ACLs a client publishes and subscribes only within its ACL;
+//     $SYS is closed to clients unless an ACL names it. Refusals are
+//     counted by reason (Broker.Refused) and logged one bounded line each,
+//     rate limited; mochi's own log is filtered so that no packet, and so
+//     no payload, reaches it (see mochiHandler).
 //   - A listener beyond loopback needs a username and password, or TLS that
 //     requires and verifies client certificates; Start refuses otherwise.
 //     TLS without client certificates encrypts but lets anyone in.

@@ -58,3 +58,54 @@ func matchFilter(filter, topic string) bool {
 // wildcards; topics starting with $ match no leading wildcard). It does not
 // allocate.
 func MatchFilter(filter, topic string) bool { return matchFilter(filter, topic) }
+
+// filterCovers reports whether every topic the valid filter requested
+// matches is matched by the valid filter allowed as well, so a client
+// allowed allowed may subscribe to requested; a topic is a filter without
+// wildcards. A wildcard first level of allowed covers no requested filter
+// or topic starting with '$', as it matches no such topic (section 4.7.2):
+// "#" does not open $SYS, "$SYS/#" does.
+func filterCovers(allowed, requested string) bool {
+	if len(requested) > 0 && requested[0] == '$' && len(allowed) > 0 && (allowed[0] == '+' || allowed[0] == '#') {
+		return false
+	}
+	for first := true; ; first = false {
+		al, arest, amore := strings.Cut(allowed, "/")
+		if al == "#" {
+			return true
+		}
+		rl, rrest, rmore := strings.Cut(requested, "/")
+		switch {
+		case rl == "#":
+			// Only "#" covers "#", and "+/#" in the first level (no topic
+			// is empty, so a first "#" matches no parent level "+" misses).
+			return first && al == "+" && arest == "#"
+		case al != "+" && al != rl:
+			return false // a literal covers only itself, not "+"
+		}
+		switch {
+		case !amore && !rmore:
+			return true
+		case !rmore:
+			// "a/#" covers "a" (it matches the parent level).
+			return arest == "#"
+		case !amore:
+			return false
+		}
+		allowed, requested = arest, rrest
+	}
+}
+
+// sharePrefix starts a shared subscription's filter: $share/GROUP/FILTER.
+const sharePrefix = "$share/"
+
+// unshared returns the filter a shared subscription stands for, or filter
+// itself when it is not shared.
+func unshared(filter string) string {
+	if rest, ok := strings.CutPrefix(filter, sharePrefix); ok {
+		if _, f, ok := strings.Cut(rest, "/"); ok {
+			return f
+		}
+	}
+	return filter
+}

@@ -2,9 +2,8 @@ package broker
 
 import (
 	"crypto/subtle"
-	"crypto/tls"
+	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +27,10 @@ type hook struct {
 	internalPassword []byte
 	rejected         atomic.Uint64
 	tooLarge         atomic.Uint64
+	// refused counts the clients' refusals by reason (see Refusal).
+	refused [numRefusals]atomic.Uint64
+	// lines bounds the log lines of refusals, by reason.
+	lines *lineLimiter
 	// limits holds the clients' publish rates (Options.MaxMessagesPerSecond),
 	// nil without a limit; throttled counts the publishes it delayed.
 	limits    *rateLimits
@@ -59,14 +62,36 @@ func (h *hook) ID() string { return "eddy" }
 
 func (h *hook) Provides(b byte) bool {
 	return b == mqtt.OnConnect || b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck || b == mqtt.OnPublish ||
-		b == mqtt.OnPacketEncode || b == mqtt.OnDisconnect
+		b == mqtt.OnPacketEncode || b == mqtt.OnDisconnect || b == mqtt.OnPacketRead || b == mqtt.OnSubscribe
 }
 
-// OnDisconnect drops the client's rate bucket.
+// OnDisconnect drops the client's rate bucket. A connection that ended
+// because the client sent a packet over mochi's packet limit (cut off from
+// its fixed header, unread) is counted as too large and logged with the
+// client: mochi itself says only "packet too large".
 func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	if h.limits != nil {
 		h.limits.forget(cl)
 	}
+	if errors.Is(err, packets.ErrPacketTooLarge) {
+		n := h.tooLarge.Add(1)
+		h.logLimited("too_large", "broker: packet over the broker's packet limit refused; client disconnected",
+			"client", cut(cl.ID), "identity", cut(identity(cl)), "remote", cl.Net.Remote,
+			"max_packet_bytes", h.maxPacket, "max_message_size", h.maxPayload, "too_large_total", n)
+	}
+}
+
+// logLimited logs a warning of kind through the hook's line limiter; the
+// lines it held back since the last one are reported as suppressed.
+func (h *hook) logLimited(kind, msg string, args ...any) {
+	ok, suppressed := h.lines.allow(kind)
+	if !ok {
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	h.log.Warn(msg, args...)
 }
 
 // OnConnect holds the client's keepalive to maxKeepAlive: one of 0 (none)
@@ -101,16 +126,27 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		select {
 		case <-h.opened:
 		case <-t.C:
+			h.logLimited("closed", "broker: connection refused: the broker did not open in time",
+				"client", cut(cl.ID), "remote", cl.Net.Remote, "waited", ClosedWait.String())
 			return false
 		}
 	}
-	if internal(cl) {
-		return credentialsMatch(pk, []byte(InternalUsername), h.internalPassword)
-	}
-	if h.username == nil {
+	var ok bool
+	switch {
+	case internal(cl):
+		ok = credentialsMatch(pk, []byte(InternalUsername), h.internalPassword)
+	case h.username == nil:
 		return true
+	default:
+		ok = credentialsMatch(pk, h.username, h.password)
 	}
-	return credentialsMatch(pk, h.username, h.password)
+	if !ok {
+		n := h.refused[RefusedCredentials].Add(1)
+		h.logLimited(RefusedCredentials.String(), "broker: connection refused: wrong username or password",
+			"client", cut(cl.ID), "username", cut(string(pk.Connect.Username)), "remote", cl.Net.Remote,
+			"listener", cl.Net.Listener, "refused_total", n)
+	}
+	return ok
 }
 
 // credentialsMatch compares pk's username and password with username and
@@ -125,58 +161,6 @@ func credentialsMatch(pk packets.Packet, username, password []byte) bool {
 // once connected, holds the internal credentials).
 func internal(cl *mqtt.Client) bool { return cl.Net.Listener == internalListenerID }
 
-// OnACLCheck allows subscriptions to every topic (the broker serves one
-// device's sensors) and, with ACLs, a publish only to a topic the client's
-// ACL matches; the agent's own clients (internal listener) publish
-// anywhere. mochi then refuses the publish: for MQTT 5 with reason
-// "not authorized", for 3.1.1 (which has no such reason) by closing the
-// connection.
-func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	if !write || len(h.acls) == 0 || cl.Net.Inline || internal(cl) {
-		return true
-	}
-	id := identity(cl)
-	if id == "" || strings.ContainsAny(id, "+#/") {
-		return false // would not name one subtree
-	}
-	acl := h.aclFor(id)
-	if acl == nil {
-		return false
-	}
-	for _, f := range acl.Publish {
-		if matchFilter(strings.ReplaceAll(f, usernameVar, id), topic) {
-			return true
-		}
-	}
-	h.log.Warn("broker: publish outside the client's acl refused", "client", cl.ID, "identity", id, "topic", topic)
-	return false
-}
-
-// aclFor is the ACL of identity id, else the "*" one, else nil.
-func (h *hook) aclFor(id string) *ACL {
-	var wildcard *ACL
-	for i := range h.acls {
-		switch h.acls[i].User {
-		case id:
-			return &h.acls[i]
-		case "*":
-			wildcard = &h.acls[i]
-		}
-	}
-	return wildcard
-}
-
-// identity is the common name of the client's verified certificate, else
-// its MQTT username.
-func identity(cl *mqtt.Client) string {
-	if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
-		if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 && len(chains[0]) > 0 {
-			return chains[0][0].Subject.CommonName
-		}
-	}
-	return string(cl.Properties.Username)
-}
-
 // OnPublish runs the subscribers before mochi acknowledges the publish. A
 // QoS 1 publish whose only subscriber is deferred is taken out of mochi's
 // hands instead (rejected, so mochi neither acks nor routes it) and handed
@@ -188,8 +172,8 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	}
 	if len(pk.Payload) > h.maxPayload && !cl.Net.Inline {
 		n := h.tooLarge.Add(1)
-		h.log.Warn("broker: publish larger than max_message_size refused; client disconnected",
-			"client", cl.ID, "topic", pk.TopicName, "bytes", len(pk.Payload), "max_message_size", h.maxPayload, "too_large_total", n)
+		h.logLimited("too_large", "broker: publish larger than max_message_size refused; client disconnected",
+			"client", cut(cl.ID), "topic", cut(pk.TopicName), "bytes", len(pk.Payload), "max_message_size", h.maxPayload, "too_large_total", n)
 		h.disconnect(cl, packets.ErrPacketTooLarge)
 		return pk, packets.ErrRejectPacket
 	}
