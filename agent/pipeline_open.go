@@ -60,33 +60,63 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		panicAt: pl.cfg.DebugPanicAtOffset,
 	}
 	if pl.eventTime {
-		src := pl.cfg.From.Source
-		if pl.prep.Punctuation != nil {
-			p.wm = &punctuatedWatermark{wm: watermark.Min}
-		} else if src.MQTT != nil && len(src.MQTT.Topics) > 1 {
-			topics := make([]string, len(src.MQTT.Topics))
-			for i, t := range src.MQTT.Topics {
-				topics[i] = config.Expand(t, a.vars())
-			}
-			w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), a.clk.monoMs())
-			if err != nil {
-				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
-			}
-			p.wm = w
-		} else {
-			g, err := watermark.NewBoundedOutOfOrder(pl.bound)
-			if err != nil {
-				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
-			}
-			p.wm = g
-		}
-		p.resume = watermark.NewResume(src.Watermark.HoldAfterResume.Milliseconds())
-		p.burst = &lateBurst{log: a.log, pipeline: name, source: src.Name, hold: src.Watermark.HoldAfterResume}
-		p.tickEvery = 0
-		if pl.window != nil && pl.window.EarlyEvery > 0 || pl.keyed != nil && pl.keyed.processing {
-			p.tickEvery = 100 * time.Millisecond // processing-time timers
+		if err := a.setWatermarks(p, pl); err != nil {
+			return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 		}
 	}
+	if err := a.newSubtasks(p, pl); err != nil {
+		return nil, err
+	}
+	if err := a.connectSinks(p, pl); err != nil {
+		return nil, err
+	}
+	if p.subtasks[0].liveKeys != nil {
+		p.limitKeys(pl.cfg.MaxKeys)
+	}
+	if err := a.connectSources(p, pl); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// setWatermarks gives an event-time pipeline its watermark generator
+// (punctuated, one per topic filter, or one bounded out-of-orderness), its
+// hold after a resumed session, and its processing-time tick.
+func (a *Agent) setWatermarks(p *pipeline, pl *plan) error {
+	src := pl.cfg.From.Source
+	if pl.prep.Punctuation != nil {
+		p.wm = &punctuatedWatermark{wm: watermark.Min}
+	} else if src.MQTT != nil && len(src.MQTT.Topics) > 1 {
+		topics := make([]string, len(src.MQTT.Topics))
+		for i, t := range src.MQTT.Topics {
+			topics[i] = config.Expand(t, a.vars())
+		}
+		w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), a.clk.monoMs())
+		if err != nil {
+			return err
+		}
+		p.wm = w
+	} else {
+		g, err := watermark.NewBoundedOutOfOrder(pl.bound)
+		if err != nil {
+			return err
+		}
+		p.wm = g
+	}
+	p.resume = watermark.NewResume(src.Watermark.HoldAfterResume.Milliseconds())
+	p.burst = &lateBurst{log: a.log, pipeline: p.name, source: src.Name, hold: src.Watermark.HoldAfterResume}
+	p.tickEvery = 0
+	if pl.window != nil && pl.window.EarlyEvery > 0 || pl.keyed != nil && pl.keyed.processing {
+		p.tickEvery = 100 * time.Millisecond // processing-time timers
+	}
+	return nil
+}
+
+// newSubtasks opens the pipeline's parallel subtasks: each one's state
+// backend (keyed pipelines), window operator and keyed operator.
+func (a *Agent) newSubtasks(p *pipeline, pl *plan) error {
+	name := p.name
+	pm := p.m
 	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups
 	keyedState := pl.window != nil || pl.keyed != nil // the subtasks keep state
 	if pl.window != nil {
@@ -110,22 +140,22 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		if keyedState {
 			be, err := a.openBackend(name, i, writeBackCache)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			st.backend, st.usage = be, &usage[i]
 			if st.inflight, err = be.Bucket("inflight", state.KeyGroupPrefix); err != nil {
-				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			if p.ordered {
 				if st.held, err = be.Bucket("held", state.KeyGroupPrefix); err != nil {
-					return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+					return fmt.Errorf("agent: pipeline %q: %w", name, err)
 				}
 			}
 		}
 		if pl.window != nil {
 			store, err := window.NewStateStore(st.backend, p.windowState, aggFuncs(pl.window.Aggs))
 			if err != nil {
-				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 			st.store = store
 			var opStore window.Store = store
@@ -135,21 +165,27 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 			}
 			op, err = window.NewOperator(*pl.window, opStore)
 			if err != nil {
-				return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
+				return fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 		}
 		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
 		if pl.keyed != nil {
 			if err := a.attachKeyed(pl, st, objectCache); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		p.subtasks = append(p.subtasks, st)
 	}
+	return nil
+}
+
+// connectSinks makes the pipeline a producer of its sinks: its outputs, its
+// late output and its dead letters.
+func (a *Agent) connectSinks(p *pipeline, pl *plan) error {
 	for _, ref := range pl.cfg.To {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.addProducers(pl.parallelism)
 		p.to = append(p.to, s)
@@ -157,7 +193,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 	if ref := pl.cfg.LateOutput; ref != nil {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.addProducers(pl.parallelism)
 		p.late = s
@@ -168,7 +204,7 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 	if ref := pl.cfg.DeadLetter; ref != nil {
 		s, err := a.sink(ref.Sink)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// The prepare stage dead-letters readings; the window subtasks
 		// too, results larger than a sink's max_payload, and then they
@@ -184,25 +220,30 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		s.addProducers(n)
 		s.deadLetters = true
 	}
-	if p.subtasks[0].liveKeys != nil {
-		p.limitKeys(pl.cfg.MaxKeys)
-	}
+	return nil
+}
+
+// connectSources makes the pipeline a consumer of its source and of its
+// control stream.
+func (a *Agent) connectSources(p *pipeline, pl *plan) error {
+	name := p.name
+	pm := p.m
 	sr, err := a.source(pl.cfg.From.Source)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sr.outs = append(sr.outs, p.in)
 	if ref := pl.cfg.Control; ref != nil {
 		cr, err := a.source(ref.Source)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.control = pl.control
 		p.controlIn = make(chan *rawBatch, 4)
 		cr.outs = append(cr.outs, p.controlIn)
 		a.metrics.GetOrCreateGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(pm.controlKeys.Load()) })
 	}
-	return p, nil
+	return nil
 }
 
 // openBackend opens the working state of one subtask. A bbolt file left by
