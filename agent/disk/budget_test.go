@@ -1,40 +1,34 @@
-package agent
+package disk
 
 import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
-	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 func TestDefaultDiskBudget(t *testing.T) {
 	const gib = 1 << 30
 	tests := []struct {
 		name       string
-		st         fsStats
+		st         Stats
 		held, want int64
 	}{
-		{"half of an empty file system", fsStats{size: 64 * gib, free: 64 * gib}, 0, 32 * gib},
-		{"half, though more is free", fsStats{size: 64 * gib, free: 40 * gib}, 1 * gib, 32 * gib},
-		{"what is free, when less than half", fsStats{size: 32 * gib, free: 1 * gib}, 0, 1 * gib},
-		{"what is free plus what Eddy holds", fsStats{size: 32 * gib, free: 1 * gib}, 2 * gib, 3 * gib},
-		{"a full disk: only what Eddy holds", fsStats{size: 8 * gib, free: 0}, 3 * gib, 3 * gib},
+		{"half of an empty file system", Stats{Size: 64 * gib, Free: 64 * gib}, 0, 32 * gib},
+		{"half, though more is free", Stats{Size: 64 * gib, Free: 40 * gib}, 1 * gib, 32 * gib},
+		{"what is free, when less than half", Stats{Size: 32 * gib, Free: 1 * gib}, 0, 1 * gib},
+		{"what is free plus what Eddy holds", Stats{Size: 32 * gib, Free: 1 * gib}, 2 * gib, 3 * gib},
+		{"a full disk: only what Eddy holds", Stats{Size: 8 * gib, Free: 0}, 3 * gib, 3 * gib},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := defaultDiskBudget(tt.st, tt.held); got != tt.want {
-				t.Errorf("defaultDiskBudget(%+v, %d) = %d, want %d", tt.st, tt.held, got, tt.want)
+			if got := defaultBudget(tt.st, tt.held); got != tt.want {
+				t.Errorf("defaultBudget(%+v, %d) = %d, want %d", tt.st, tt.held, got, tt.want)
 			}
 		})
 	}
@@ -50,14 +44,14 @@ func TestDiskMeter_Start(t *testing.T) {
 	tests := []struct {
 		name       string
 		maxDisk    string
-		st         fsStats
+		st         Stats
 		want       int64
 		wantWarned bool
 	}{
-		{"explicit", `max_disk = "3GiB"`, fsStats{size: 2 * gib, free: gib}, 3 * gib, false},
-		{"derived, bounds fit", "", fsStats{size: 16 * gib, free: 16 * gib}, 8 * gib, false},
-		{"derived, bounds do not fit", "", fsStats{size: 4 * gib, free: 4 * gib}, 2 * gib, true},
-		{"derived from free space plus what is held", "", fsStats{size: 16 * gib, free: gib}, gib + 3000, true},
+		{"explicit", `max_disk = "3GiB"`, Stats{Size: 2 * gib, Free: gib}, 3 * gib, false},
+		{"derived, bounds fit", "", Stats{Size: 16 * gib, Free: 16 * gib}, 8 * gib, false},
+		{"derived, bounds do not fit", "", Stats{Size: 4 * gib, Free: 4 * gib}, 2 * gib, true},
+		{"derived from free space plus what is held", "", Stats{Size: 16 * gib, Free: gib}, gib + 3000, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,21 +88,21 @@ pipeline "p" {
 				t.Fatal(diags)
 			}
 			var logs bytes.Buffer
-			m := newDiskMeter(&Agent{cfg: cfg}, func(p string) (fsStats, error) {
+			m := NewMeter(dataDir, nil, func(p string) (Stats, error) {
 				if p != dataDir {
 					t.Errorf("statfs(%q), want data_dir %q", p, dataDir)
 				}
 				return tt.st, nil
-			})
-			m.start(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+			}, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+			m.Start(cfg.Agent.MaxDiskBytes, cfg.DiskShares())
 			if got := m.budget.Load(); got != tt.want {
 				t.Errorf("budget = %d, want %d", got, tt.want)
 			}
 			if got := m.usage[0].Load(); got != 3000 {
 				t.Errorf("ingest usage = %d, want 3000", got)
 			}
-			if m.free.Load() != tt.st.free {
-				t.Errorf("free = %d, want %d", m.free.Load(), tt.st.free)
+			if m.free.Load() != tt.st.Free {
+				t.Errorf("free = %d, want %d", m.free.Load(), tt.st.Free)
 			}
 			warned := strings.Contains(logs.String(), `bounds=2560MiB`)
 			if warned != tt.wantWarned {
@@ -152,102 +146,6 @@ func TestPathBytes(t *testing.T) {
 	}
 }
 
-// TestMetrics_DiskGauges runs an agent with max_disk that takes readings
-// through its embedded broker into a file sink under data_dir, with
-// checkpoints: /metrics shows the budget, the file system's free space and
-// the bytes of the ingest log, the checkpoints and the sink's output.
-func TestMetrics_DiskGauges(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an agent")
-	}
-	dir := t.TempDir()
-	brokerAddr := loopback.Addr(t)
-	a := startAgent(t, dir, `
-agent {
-  device_id = "disk"
-  data_dir  = "%DATA%"
-  admin     = "127.0.0.1:0"
-  max_disk  = "3GiB"
-}
-broker { listen = "`+brokerAddr+`" }
-source "mqtt" "s" {
-  broker = "embedded"
-  topics = ["sensors/+/telemetry"]
-  qos    = 1
-}
-sink "file" "out" { path = "out.jsonl" }
-pipeline "p" {
-  from = source.mqtt.s
-  to   = [sink.file.out]
-}
-checkpoint { interval = "100ms" }
-`)
-	c := connectSensor(t, brokerAddr)
-	var toks []paho.Token
-	for i := range 100 {
-		toks = append(toks, c.Publish("sensors/d/telemetry", 1, false, fmt.Sprintf(`{"device":"d","i":%d}`, i)))
-	}
-	for _, tok := range toks {
-		if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
-			t.Fatalf("publish: %v", tok.Error())
-		}
-	}
-	deadline := time.Now().Add(3*diskSampleInterval + 30*time.Second)
-	for {
-		m := scrapeMetrics(t, a)
-		if m[`eddy_disk_bytes{component="ingest"}`] > 0 && m[`eddy_disk_bytes{component="checkpoints"}`] > 0 &&
-			m[`eddy_disk_bytes{component="sink"}`] > 0 && m["eddy_disk_budget_bytes"] == 3<<30 && m["eddy_disk_free_bytes"] > 0 {
-			_, wal := m[`eddy_disk_bytes{component="wal"}`]
-			_, st := m[`eddy_disk_bytes{component="state"}`]
-			t.Logf("ingest %v, checkpoints %v, sink %v, wal %v, state %v bytes; budget %v, free %v", m[`eddy_disk_bytes{component="ingest"}`],
-				m[`eddy_disk_bytes{component="checkpoints"}`], m[`eddy_disk_bytes{component="sink"}`], m[`eddy_disk_bytes{component="wal"}`],
-				m[`eddy_disk_bytes{component="state"}`], m["eddy_disk_budget_bytes"], m["eddy_disk_free_bytes"])
-			if !wal || !st {
-				t.Errorf("the wal and state components are missing (the pipeline has neither, but every component is reported): %v", m)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("disk gauges not as expected: %v", m)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestStatusPage_Disk: the status page and /api/agent show the disk
-// meter's last sample: the budget, the free space and each component's use.
-func TestStatusPage_Disk(t *testing.T) {
-	a := mustBuildAgent(t, testConfig, true)
-	ta := newTestAdmin(t, a, "")
-	if _, b, _ := ta.do(t, "GET", "/", ""); !strings.Contains(string(b), `<p id="disk-budget">Not configured.</p>`) {
-		t.Errorf("before a sample, the page lacks the empty disk section:\n%s", b)
-	}
-	a.disk = newDiskMeter(a, func(string) (fsStats, error) { return fsStats{size: 8 << 30, free: 1 << 30}, nil })
-	a.disk.budget.Store(4 << 30)
-	a.disk.free.Store(1 << 30)
-	a.disk.usage[0].Store(2 << 20) // ingest
-	a.disk.usage[2].Store(1 << 20) // checkpoints
-	_, b, _ := ta.do(t, "GET", "/", "")
-	for _, want := range []string{
-		`<p id="disk-budget">Using 3.0 MiB of a budget of 4.0 GiB; 1.0 GiB free on data_dir's file system.</p>`,
-		`<tr><th scope="row">ingest</th><td>2.0 MiB</td></tr>`,
-		`<tr><th scope="row">checkpoints</th><td>1.0 MiB</td></tr>`,
-		`<tr><th scope="row">sink</th><td>0 B</td></tr>`,
-	} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
-	var got struct {
-		Disk *admin.DiskReport `json:"disk"`
-	}
-	ta.getJSON(t, "/api/agent", http.StatusOK, &got)
-	if d := got.Disk; d == nil || d.BudgetBytes != 4<<30 || d.FreeBytes != 1<<30 || len(d.Components) != 5 ||
-		d.Components[0] != (admin.DiskComponentUsage{Component: "ingest", Bytes: 2 << 20}) {
-		t.Errorf("/api/agent disk = %+v", got.Disk)
-	}
-}
-
 // BenchmarkTreeBytes measures one walk of a directory of 10,000 files (an
 // exactly_once file sink's parts after a day of 10 s checkpoints is 8,640).
 func BenchmarkTreeBytes(b *testing.B) {
@@ -262,5 +160,105 @@ func BenchmarkTreeBytes(b *testing.B) {
 		if treeBytes(dir) != 10_000 {
 			b.Fatal("wrong size")
 		}
+	}
+}
+
+// TestMeter_HoldsAtBudget: once the components together use the whole
+// disk budget (here a checkpoint file as large as max_disk), the meter
+// holds BudgetPlace, and /readyz's disk detail says "max_disk reached: X
+// of Y"; once usage drops below the budget (the checkpoint collected), the
+// next sample releases it and the detail is gone.
+func TestMeter_HoldsAtBudget(t *testing.T) {
+	dataDir := t.TempDir()
+	big := filepath.Join(dataDir, "checkpoints", "chk-1")
+	const budget = 64 << 10
+	if err := os.MkdirAll(filepath.Dir(big), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(big, make([]byte, budget), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var holds Holds
+	var logs bytes.Buffer
+	m := NewMeter(dataDir, nil, func(string) (Stats, error) { return Stats{Size: 1 << 30, Free: 1 << 29}, nil },
+		&holds, slog.New(slog.NewTextHandler(&logs, nil)))
+	m.Start(budget, nil)
+	if d := holds.Detail(""); !strings.Contains(d, "disk_full: max_disk: max_disk reached: 64.0 KiB of 64.0 KiB in "+dataDir) {
+		t.Fatalf("readiness detail %q does not say the budget is reached", d)
+	}
+	if !strings.Contains(logs.String(), "disk budget reached: ingest holds messages unacked") {
+		t.Errorf("no line says the budget is reached:\n%s", logs.String())
+	}
+	if err := os.Remove(big); err != nil {
+		t.Fatal(err)
+	}
+	m.Sample()
+	if d := holds.Detail(""); d != "" {
+		t.Fatalf("readiness detail %q after usage dropped", d)
+	}
+	if !strings.Contains(logs.String(), "disk usage below the budget again: ingest resumes") {
+		t.Errorf("no line says ingest resumes:\n%s", logs.String())
+	}
+}
+
+// TestDiskMeter_DerivedBudgetFollowsFreeSpace: without max_disk the budget
+// is derived again at each sample, so a disk that was full at start (the
+// budget then was only what Eddy held) holds ingest until an operator frees
+// space, and releases it then without a restart.
+func TestDiskMeter_DerivedBudgetFollowsFreeSpace(t *testing.T) {
+	const mib = 1 << 20
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ingest"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ingest", "seg"), make([]byte, mib), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := Stats{Size: 64 * mib, Free: 0}
+	var holds Holds
+	m := NewMeter(dir, nil, func(string) (Stats, error) { return st, nil }, &holds, nil)
+	m.Start(0, nil)
+	for _, tt := range []struct {
+		name       string
+		free       int64
+		wantBudget int64
+		held       bool
+	}{
+		{"full disk: only what Eddy holds", 0, mib, true},
+		{"space freed", 8 * mib, 9 * mib, false},
+		{"more freed than half the file system", 60 * mib, 32 * mib, false},
+	} {
+		st.Free = tt.free
+		m.Sample()
+		if got := m.budget.Load(); got != tt.wantBudget {
+			t.Errorf("%s: budget %d, want %d", tt.name, got, tt.wantBudget)
+		}
+		if held := holds.Reason(BudgetPlace) != ""; held != tt.held {
+			t.Errorf("%s: held %v, want %v", tt.name, held, tt.held)
+		}
+	}
+}
+
+// TestHolds_Detail: the /readyz detail lists the checkpoints' full disk
+// first, then every hold by place, and is empty when nothing waits; each
+// wait's start and end are reported once.
+func TestHolds_Detail(t *testing.T) {
+	var h Holds
+	if d := h.Detail(""); d != "" {
+		t.Fatalf("detail %q with nothing held", d)
+	}
+	if !h.Hold(StatePlace, "/d/state: no space") || h.Hold(StatePlace, "/d/state: no space left") {
+		t.Fatal("Hold does not report once per wait that it started")
+	}
+	h.Hold(IngestPlace("s"), "/d/ingest/s: no space")
+	want := "disk_full: checkpoints: /d/checkpoints: no space; ingest/s: /d/ingest/s: no space; state: /d/state: no space left; each resumes by itself when space frees"
+	if d := h.Detail("/d/checkpoints: no space"); d != want {
+		t.Fatalf("detail\n%q, want\n%q", d, want)
+	}
+	if !h.Release(StatePlace) || h.Release(StatePlace) {
+		t.Fatal("Release does not report once per wait that it ended")
+	}
+	if r := h.Reason(StatePlace); r != "" {
+		t.Fatalf("reason %q after release", r)
 	}
 }
