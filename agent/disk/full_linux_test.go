@@ -98,23 +98,14 @@ func TestWaitRegionSpace_FollowsTheFailedFileSystem(t *testing.T) {
 		t.Fatalf("ENOSPC on a full tmpfs not taken for a full disk: %v", cause)
 	}
 	var holds Holds
-	// The hold is taken before the line that says so is logged.
-	warned := make(chan struct{}, 1)
-	log := slog.New(slog.NewTextHandler(lineFunc(func(line string) {
-		if strings.Contains(line, "disk full: pipelines wait until space frees") {
-			warned <- struct{}{}
-		}
-	}), nil))
+	log, lines := logLines()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		holds.WaitRegion(context.Background(), log, "sums", short, cause)
 	}()
-	select {
-	case <-warned:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no line says the region waits for space")
-	}
+	// The hold is taken before the line that says so is logged.
+	awaitLine(t, lines, "disk full: pipelines wait until space frees")
 	detail := holds.Detail("")
 	if !strings.Contains(detail, "pipelines/sums: "+filler+": ") || !strings.Contains(detail, "no space left on device") {
 		t.Fatalf("/readyz disk detail %q does not name %s", detail, filler)
@@ -139,10 +130,36 @@ func TestWaitRegionSpace_FollowsTheFailedFileSystem(t *testing.T) {
 
 func wrapSinkErr(err error) error { return fmt.Errorf("sink: write part: %w", err) }
 
-// lineFunc is an io.Writer that hands each write (a log line) to itself.
-type lineFunc func(line string)
+// logLines returns a logger and the lines it logs, as they are logged (up
+// to 1,024 not yet read; a test reads them with awaitLine).
+func logLines() (*slog.Logger, <-chan string) {
+	ch := make(chan string, 1024)
+	return slog.New(slog.NewTextHandler(lineWriter(ch), nil)), ch
+}
 
-func (f lineFunc) Write(p []byte) (int, error) {
-	f(string(p))
+// lineWriter hands each write (a log line) to its channel.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w <- string(p)
 	return len(p), nil
+}
+
+// awaitLine reads lines until one contains want, and returns it; it fails
+// the test when none does within 10 s, saying which line came last.
+func awaitLine(t *testing.T, lines <-chan string, want string) string {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	last := "(none)"
+	for {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, want) {
+				return l
+			}
+			last = l
+		case <-timeout:
+			t.Fatalf("no line says %q within 10 s; the last was %s", want, last)
+		}
+	}
 }
