@@ -100,15 +100,16 @@ func IngestPlace(source string) string { return "ingest/" + source }
 // Rebuild runs rebuild, the state's rebuild from checkpoint id into
 // stateDir, and returns its result, except when it finds the disk full:
 // then it holds StatePlace (/readyz says disk_full with the path that
-// failed, stateDir when the error names none), calls serve once per
-// failure (to bring the admin endpoint up, so that /readyz can say so; an
-// error from serve is returned as is), polls free space on that file
+// failed, stateDir when the error names none), calls serveReadyz after
+// each such failure (to bring the admin endpoint up, so that /readyz can
+// say so: it must do nothing when called again; its error is returned as
+// is), polls free space on that file
 // system once a second, and tries again once 1 MiB more is free than after
 // the failure. Any ENOSPC or EDQUOT is waited out, however much is free
 // after it: the failed rebuild removed its partial file, which may have
 // been most of the file system. It gives up only when ctx ends, with an
 // error saying so. The hold is released (and logged) when a try succeeds.
-func (h *Holds) Rebuild(ctx context.Context, log *slog.Logger, stateDir string, id uint64, rebuild, serve func() error) error {
+func (h *Holds) Rebuild(ctx context.Context, log *slog.Logger, stateDir string, id uint64, rebuild, serveReadyz func() error) error {
 	for {
 		err := rebuild()
 		if err == nil || !isNoSpace(err) {
@@ -126,7 +127,7 @@ func (h *Holds) Rebuild(ctx context.Context, log *slog.Logger, stateDir string, 
 			log.Warn("disk full: the state rebuild waits until space frees", "checkpoint", id,
 				"path", path, "free_bytes", freeAtFull, "err", err)
 		}
-		if err := serve(); err != nil {
+		if err := serveReadyz(); err != nil {
 			return err
 		}
 		if err := waitForFreeSpace(ctx, path, freeAtFull+minFreed); err != nil {
