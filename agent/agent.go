@@ -17,6 +17,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
+	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
@@ -87,8 +88,8 @@ type Agent struct {
 	mu          sync.Mutex
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
-	disk        *diskMeter                  // the eddy_disk_* gauges; set by run
-	diskHolds   diskHolds                   // what waits for disk space, for /readyz
+	diskMeter   *disk.Meter                 // the eddy_disk_* gauges; set by run
+	diskHolds   disk.Holds                  // what waits for disk space, for /readyz
 	restoredID  uint64                      // the checkpoint restored at start, 0 if none
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/checkpoint"
 )
 
@@ -51,15 +52,10 @@ type checkpointer struct {
 	blockedSinceMs int64
 	blockedLogged  bool
 
-	// diskFull, while the disk checkpoints write to is full, is the error
-	// that said so (see noteDiskFull); fullPath the path it named (the
-	// store's directory when it named none), freeAtFull the free bytes of
-	// that file system then, and diskPolledMs when free space was last
-	// looked at.
-	diskFull     atomic.Pointer[string]
-	fullPath     string
-	freeAtFull   int64
-	diskPolledMs int64
+	// full is the store's full-disk state, which the coordinator mirrors
+	// (checkpoint.Coordinator.DiskFull): Note on each failed write, Poll
+	// on each tick.
+	full *disk.Watch
 
 	writers sync.WaitGroup // snapshot writes and chain merges in flight
 	// runCtx is run's context: chain merges stop when it ends.
@@ -100,6 +96,10 @@ func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, ret
 	c := &checkpointer{coord: coord, store: store, retain: retain, interval: interval,
 		msgs: make(chan any, 1024), log: log, clk: clk,
 		waiters: map[uint64]chan error{}, completeCh: make(chan uint64, 16)}
+	c.full = disk.NewWatch(store.Dir(), log, clk.monoMs, func(full bool) {
+		c.coord.Tick(c.now())
+		c.coord.DiskFull(full)
+	})
 	c.mFailures = set.NewCounter("eddy_checkpoint_failures_total")
 	c.mCompleted = set.NewCounter("eddy_checkpoints_completed_total")
 	set.NewGauge("eddy_checkpoint_last_duration_ms", func() float64 { return float64(c.lastDurMs.Load()) })
@@ -137,7 +137,7 @@ func (c *checkpointer) run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			c.holdWhileBlocked()
-			c.pollDiskSpace()
+			c.full.Poll(c.lastSize.Load())
 			if c.unchanged() {
 				c.idleTicks.Add(1)
 				continue
@@ -166,9 +166,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 			}
 			switch m := msg.(type) {
 			case checkpoint.Failure:
-				c.noteDiskFull(m.Err)
+				c.full.Note(m.Err)
 			case checkpoint.Compacted:
-				c.noteDiskFull(m.Err)
+				c.full.Note(m.Err)
 			}
 			if msg != nil {
 				// Durations are measured on the coordinator's clock: tell it
@@ -213,7 +213,7 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 		m.Time = time.Now().UTC()
 		if err := c.store.WriteManifest(m); err != nil {
 			c.log.Error("writing checkpoint manifest failed", "id", m.ID, "err", err)
-			c.noteDiskFull(err)
+			c.full.Note(err)
 			if serr := c.coord.Step(checkpoint.Failure{CheckpointID: m.ID, Err: err}); serr != nil {
 				c.log.Error("checkpoint protocol error", "err", serr)
 			}

@@ -31,16 +31,19 @@
 //     with its ingest log (ingest.go), and a sink with its two-phase commit.
 //   - checkpointer (checkpointing.go): drives checkpoint.Coordinator and
 //     does its I/O — barriers, snapshot files, manifests, sink commits,
-//     retention, savepoints, the wait for disk space after ENOSPC, and
-//     the checkpoints a full ingest log needs to shrink (checkpoint_pacing.go).
+//     retention, savepoints, and the checkpoints a full ingest log needs
+//     to shrink (checkpoint_pacing.go); its store's full disk is a
+//     disk.Watch.
 //   - restorer (restore.go): loads a checkpoint into pipelines just built
 //     and rewinds their sources, at start and for a restarted region.
 //   - failover (region.go): the failover regions; stops, rebuilds, restores
 //     and starts the one that failed while the others run on, and records
 //     the ones whose restart strategy gave up (restartlimit.go).
-//   - diskMeter and diskHolds (diskbudget.go, diskfull.go, nospace.go): the
-//     disk budget, what waits for disk space, and on which file system
-//     (the one whose write failed).
+//   - the disk (package agent/disk): the budget and the eddy_disk_* gauges
+//     (disk.Meter, built in run.go), what waits for disk space and on which
+//     file system (disk.Holds: the ingest intakes, the state's rebuild in
+//     restore.go, the failover regions), and whether a write failed on a
+//     full disk (disk.ShortageOf). The agent only wires them.
 //   - uploader (upload.go): ships completed checkpoints to S3.
 //   - introspection (introspect.go, readiness.go): the agent as the admin
 //     endpoint sees it (admin.Agent): reports, readiness, derived metrics.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
@@ -52,7 +53,7 @@ type logIntake struct {
 	commitsMetric *metrics.Counter
 	// holds, if set, says whether the disk budget is reached (then appends
 	// wait) and gets this log's own hold while its file system is full.
-	holds *diskHolds
+	holds *disk.Holds
 
 	mu         sync.Mutex // serializes dedup and Append between intake paths
 	lastCommit time.Time  // start of the last Append, for linger
@@ -242,14 +243,14 @@ var errBudgetReached = errors.New("disk budget reached")
 // stays usable) puts this log in the disk-full state, which the next
 // successful append ends.
 func (in *logIntake) appendOnce() error {
-	if in.holds != nil && in.holds.reason(budgetPlace) != "" {
+	if in.holds != nil && in.holds.Reason(disk.BudgetPlace) != "" {
 		return errBudgetReached
 	}
 	if in.linger > 0 {
 		in.lastCommit = time.Now()
 	}
 	first, last, err := in.log.Append(in.entries)
-	place := "ingest/" + in.name
+	place := disk.IngestPlace(in.name)
 	switch {
 	case err == nil:
 		in.dedup.Appended(first, last)
@@ -259,11 +260,11 @@ func (in *logIntake) appendOnce() error {
 		if in.commitsMetric != nil {
 			in.commitsMetric.Inc()
 		}
-		if in.holds != nil && in.holds.release(place) {
+		if in.holds != nil && in.holds.Release(place) {
 			in.logger.Info("disk has room again: ingest resumes", "source", in.name, "path", in.log.Dir())
 		}
 	case errors.Is(err, ingest.ErrNoSpace) && in.holds != nil:
-		if in.holds.hold(place, in.log.Dir()+": "+err.Error()) {
+		if in.holds.Hold(place, in.log.Dir()+": "+err.Error()) {
 			in.logger.Warn("disk full: ingest holds messages unacked at the broker until space frees",
 				"source", in.name, "path", in.log.Dir(), "err", err)
 		}

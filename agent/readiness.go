@@ -73,7 +73,7 @@ type readinessInput struct {
 	ingest            []admin.IngestReport
 	wal               []admin.WALReport
 	upload            *upload.Stats // nil without an upload block
-	// diskFull is the "disk" check's detail (diskFullDetail), "" while no
+	// diskFull is the "disk" check's detail (disk.Holds.Detail), "" while no
 	// place waits for disk space.
 	diskFull string
 	// restartLimits: regions whose restart strategy gave up (the agent is
@@ -187,6 +187,15 @@ func (in *introspection) Readiness() admin.Readiness {
 		ri.checkpoints = true
 		ri.consecutiveFails, ri.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
 	}
-	ri.diskFull = diskFullDetail(in.a.checkpointDiskFull(), in.a.diskHolds.details())
+	ri.diskFull = in.a.diskHolds.Detail(in.a.checkpointDiskFull())
 	return evaluateReadiness(ri)
+}
+
+// checkpointDiskFull is why the checkpoint store's disk counts as full, or
+// "" (also before checkpoints are set up).
+func (a *Agent) checkpointDiskFull() string {
+	if a.ckpt == nil {
+		return ""
+	}
+	return a.ckpt.full.Reason()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
@@ -201,14 +202,14 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 	}
 	// Free space is looked at before the region stops: stopping may
 	// remove files (uncommitted parts) and blur what the failure saw.
-	short, full := shortageOf(f.err, a.cfg.Agent.DataDir)
+	short, full := disk.ShortageOf(f.err, a.cfg.Agent.DataDir)
 	fo.stop(r, f.err)
 	for {
 		if full {
 			// A full file system is waited out, not counted by the
 			// strategy; any other failure, ENOSPC from a device or a
 			// quota included, goes to the strategy below.
-			a.waitRegionSpace(ctx, r.name, short, f.err)
+			a.diskHolds.WaitRegion(ctx, a.log, r.name, short, f.err)
 			if f.err = fo.start(r, srcCtx, srcWG, pipeWG); f.err == nil {
 				fo.limits.setUp(r.name)
 				a.log.Info("pipelines restarted", "pipelines", r.name, "restarts", r.restarts)
@@ -218,7 +219,7 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 				return fmt.Errorf("%w: pipelines %s could not restart while stopping: %w", errGaveUp, r.name, f.err)
 			}
 			a.log.Error("restarting pipelines failed", "pipelines", r.name, "err", f.err)
-			short, full = shortageOf(f.err, a.cfg.Agent.DataDir)
+			short, full = disk.ShortageOf(f.err, a.cfg.Agent.DataDir)
 			continue
 		}
 		delay, giveUp := fo.nextRestart(r, a.clk.monoMs(), rand.Float64(), f.err)
@@ -249,7 +250,7 @@ func (fo *failover) restart(ctx context.Context, f regionFailure, srcCtx context
 		}
 		// Nothing of the region runs: try again as the strategy allows.
 		f.err = err
-		short, full = shortageOf(err, a.cfg.Agent.DataDir)
+		short, full = disk.ShortageOf(err, a.cfg.Agent.DataDir)
 		a.log.Error("restarting pipelines failed", "pipelines", r.name, "err", err)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // setupCheckpoints creates the coordinator and its tasks, then restores the
 // newest checkpoint that verifies (or the one --from names), before any
 // goroutine runs. A restore that finds the disk full waits for space until
-// ctx ends (restoreWaitingForSpace).
+// ctx ends (disk.Holds.Rebuild).
 func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	cc := a.cfg.Checkpoint
 	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
@@ -83,9 +83,12 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
-		if err := a.restoreWaitingForSpace(ctx, sel); err != nil {
+		rebuild := func() error { return a.restorer.restore(sel, a.pipelines, a.sources) }
+		err := a.diskHolds.Rebuild(ctx, a.log, filepath.Join(a.cfg.Agent.DataDir, "state"), sel.Manifest.ID, rebuild, a.startAdminOnce)
+		if err != nil {
 			return err
 		}
+		a.restoredID = sel.Manifest.ID
 		restored = sel.Manifest.ID
 	}
 	if err := coord.Restore(sel.NewestID); err != nil {

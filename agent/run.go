@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/eddy-edge/eddy/agent/disk"
 )
 
 func (a *Agent) run(ctx context.Context, opts Options) error {
@@ -29,12 +31,12 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
-	a.disk = newDiskMeter(a, fileSystemStats)
-	a.disk.start(a.cfg, a.log)
-	a.disk.register(a.metrics)
+	a.diskMeter = disk.NewMeter(a.cfg.Agent.DataDir, a.fileSinkPaths(), disk.FileSystemStats, &a.diskHolds, a.log)
+	a.diskMeter.Start(a.cfg.Agent.MaxDiskBytes, a.cfg.DiskShares())
+	a.diskMeter.Register(a.metrics)
 	diskCtx, stopDisk := context.WithCancel(context.Background())
 	defer stopDisk()
-	go a.disk.run(diskCtx)
+	go a.diskMeter.Run(diskCtx)
 	if err := a.startAdminOnce(); err != nil {
 		return err
 	}
@@ -256,11 +258,11 @@ func (a *Agent) finalCheckpoint() (late *regionFailure, err error) {
 // produces its output again. Anything else (or a stop while waiting) is
 // an ordinary failure.
 func (a *Agent) lateFailure(ctx context.Context, f *regionFailure) error {
-	short, full := shortageOf(f.err, a.cfg.Agent.DataDir)
+	short, full := disk.ShortageOf(f.err, a.cfg.Agent.DataDir)
 	if !full || ctx.Err() != nil {
 		return f.err
 	}
-	a.waitRegionSpace(ctx, f.r.name, short, f.err)
+	a.diskHolds.WaitRegion(ctx, a.log, f.r.name, short, f.err)
 	if ctx.Err() != nil {
 		return f.err
 	}
@@ -279,3 +281,38 @@ type runFailure struct {
 func (f *runFailure) Error() string { return f.err.Error() }
 
 func (f *runFailure) Unwrap() error { return f.err }
+
+// finalOnFullDisk decides the final checkpoint while the checkpoint
+// store's disk is full. At the end of the input it waits for space (the
+// output is complete only once the final checkpoint commits) and returns
+// false, to take it; when stopping on a signal, or told to stop while
+// waiting, it says in one line which checkpoint the next start restores
+// and returns true: no final checkpoint is tried (it would fail the same
+// way), and the agent exits cleanly.
+func (a *Agent) finalOnFullDisk(ctx context.Context) bool {
+	reason := a.ckpt.full.Reason()
+	if reason == "" {
+		return false
+	}
+	if ctx.Err() == nil {
+		a.log.Warn("disk full: the final checkpoint waits until space frees", "err", reason)
+		t := time.NewTicker(checkpointTick)
+		defer t.Stop()
+		for reason != "" && ctx.Err() == nil {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			reason = a.ckpt.full.Reason()
+		}
+		if reason == "" {
+			return false
+		}
+	}
+	next := "starts empty (no checkpoint completed)"
+	if id := max(a.ckpt.lastDone.Load(), a.restoredID); id > 0 {
+		next = fmt.Sprintf("restores checkpoint %d, the last that completed", id)
+	}
+	a.log.Warn("stopping with the disk full: no final checkpoint; the next start "+next, "err", reason)
+	return true
+}

@@ -75,3 +75,15 @@ func (a *Agent) dataPath(p string) string {
 	}
 	return filepath.Join(a.cfg.Agent.DataDir, p)
 }
+
+// fileSinkPaths are the outputs of the file sinks (dataPath), whose bytes
+// count towards the disk budget.
+func (a *Agent) fileSinkPaths() []string {
+	var out []string
+	for _, s := range a.cfg.Sinks {
+		if s.File != nil {
+			out = append(out, a.dataPath(s.File.Path))
+		}
+	}
+	return out
+}

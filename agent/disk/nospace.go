@@ -1,4 +1,4 @@
-package agent
+package disk
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func failedPath(err error) string {
 // failure is looked at).
 func freeNear(path string) (int64, error) {
 	for {
-		free, err := freeBytes(path)
+		free, err := FreeBytes(path)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {
 			return free, err
 		}
@@ -51,6 +51,10 @@ func freeNear(path string) (int64, error) {
 	}
 }
 
+// minFreed is how much free space must come back, at least, before what
+// failed for lack of space is tried again: less would fail again at once.
+const minFreed = 1 << 20
+
 // fullBelow of free space makes a file system count as full when a write
 // on it fails with ENOSPC or EDQUOT: above the 16 MiB bbolt grows its file
 // by (the largest piece a pipeline writes at once), with room to spare. A
@@ -60,40 +64,42 @@ func freeNear(path string) (int64, error) {
 // failure goes to the restart strategy like any other.
 const fullBelow = 64 << 20
 
-// diskShortage is a write that failed for lack of space on a file system
-// that is full: path is the file or directory the error named (or
-// data_dir), free what that file system had then.
-type diskShortage struct {
-	path string
-	free int64
+// Shortage is a write that failed for lack of space on a file system that
+// is full. The zero value is no shortage.
+type Shortage struct {
+	path string // the file or directory the error named (or data_dir)
+	free int64  // what that file system had free then
 }
 
-// shortageOf tells whether err, from a pipeline's write, is a full file
+// ShortageOf tells whether err, from a pipeline's write, is a full file
 // system to wait out, and which: a write that failed with ENOSPC or EDQUOT
-// on a regular file or directory whose file system has less than fullBelow
+// on a regular file or directory whose file system has less than 64 MiB
 // free. A device (/dev/full fails every write with ENOSPC), a pipe or a
 // socket is never full; nor is a file system whose free space cannot be
-// read. dataDir stands for an error that names no path.
-func shortageOf(err error, dataDir string) (diskShortage, bool) {
+// read (so never on systems other than Linux). dataDir stands for an error
+// that names no path. It looks at the file system now: call it before
+// anything removes files the failure left.
+func ShortageOf(err error, dataDir string) (Shortage, bool) {
 	if !isNoSpace(err) {
-		return diskShortage{}, false
+		return Shortage{}, false
 	}
 	path := failedPath(err)
 	if path == "" {
 		path = dataDir
 	}
 	if fi, serr := os.Stat(path); serr == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
-		return diskShortage{}, false
+		return Shortage{}, false
 	}
 	free, serr := freeNear(path)
 	if serr != nil || free >= fullBelow {
-		return diskShortage{}, false
+		return Shortage{}, false
 	}
-	return diskShortage{path: path, free: free}, true
+	return Shortage{path: path, free: free}, true
 }
 
 // waitForFreeSpace polls the file system of path (or its nearest existing
-// parent) once a second until at least want bytes are free, or ctx ends.
+// parent) once a second until at least want bytes are free, and returns
+// nil then, or ctx's error once ctx ends.
 func waitForFreeSpace(ctx context.Context, path string, want int64) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()

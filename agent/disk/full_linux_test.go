@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package disk
 
 import (
 	"context"
@@ -14,70 +14,8 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
-	"github.com/eddy-edge/eddy/operators/io/broker"
-	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
-
-// TestIngest_NoSpaceAtRollHoldsAndResumes: readings published at QoS 1 into
-// the embedded broker go to an ingest log on a small file system (a tmpfs
-// the test mounts) whose segments hold one reading each, so every batch
-// rolls to a new segment; the file system fills up. The batches that meet
-// ENOSPC are undone: the readings stay unacknowledged, the hold names the
-// log's directory with "no space left on device", and once space is freed
-// the same log (no restart) takes them: every reading is in the log
-// exactly once, in order, and the hold is gone.
-func TestIngest_NoSpaceAtRollHoldsAndResumes(t *testing.T) {
-	root := t.TempDir()
-	tmpfs.Mount(t, root, "1m")
-	dir := filepath.Join(root, "ingest", "s")
-	b, l, in := startEmbeddedIntakeIn(t, dir, time.Millisecond, broker.Options{},
-		ingest.Options{SegmentBytes: ingest.MinSegmentBytes})
-	holds := &diskHolds{}
-	in.mu.Lock()
-	in.holds = holds
-	in.mu.Unlock()
-	filler := tmpfs.Fill(t, root, 48<<10) // room for about ten segments
-
-	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor").
-		SetAutoReconnect(false).SetMaxResumePubInFlight(256))
-	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatalf("connect: %v", tok.Error())
-	}
-	defer c.Disconnect(100)
-	const n = 100
-	pad := strings.Repeat("x", 600) // two readings never share a 1 KiB segment
-	payload := func(i int) string { return fmt.Sprintf(`{"seq":%d,"pad":%q}`, i, pad) }
-	toks := make([]paho.Token, n)
-	for i := range n {
-		toks[i] = c.Publish("sensors/s1/telemetry", 1, false, payload(i))
-	}
-	waitForCond(t, 30*time.Second, func() bool { return holds.reason("ingest/s") != "" })
-	reason := holds.reason("ingest/s")
-	if !strings.HasPrefix(reason, dir+": ") || !strings.Contains(reason, "no space left on device") {
-		t.Errorf("hold %q does not name %s and the full disk", reason, dir)
-	}
-	if toks[n-1].WaitTimeout(3 * noSpaceRetry) {
-		t.Fatalf("the last reading was acknowledged with the disk full (err %v)", toks[n-1].Error())
-	}
-	held := l.LastOffset()
-	t.Logf("%d of %d readings logged before the disk filled", held, n)
-
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
-	for i, tok := range toks {
-		if !tok.WaitTimeout(60*time.Second) || tok.Error() != nil {
-			t.Fatalf("reading %d not acknowledged after space freed: %v", i, tok.Error())
-		}
-	}
-	if r := holds.reason("ingest/s"); r != "" {
-		t.Errorf("ingest still held after space freed: %s", r)
-	}
-	checkLogHolds(t, l, n, payload)
-}
 
 // noSpaceWrite writes to path until the write fails, and returns the error
 // (on a full file system, /dev/full: ENOSPC, as an *fs.PathError naming
@@ -135,9 +73,9 @@ func TestShortageOf(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok := shortageOf(c.err, c.dataDir)
+			got, ok := ShortageOf(c.err, c.dataDir)
 			if ok != c.wantFull || got.path != c.wantPath {
-				t.Fatalf("shortageOf(%v) = %+v, %v; want path %q, %v", c.err, got, ok, c.wantPath, c.wantFull)
+				t.Fatalf("ShortageOf(%v) = %+v, %v; want path %q, %v", c.err, got, ok, c.wantPath, c.wantFull)
 			}
 			if ok && got.free >= fullBelow {
 				t.Fatalf("full with %d bytes free", got.free)
@@ -155,18 +93,20 @@ func TestWaitRegionSpace_FollowsTheFailedFileSystem(t *testing.T) {
 	tmpfs.Mount(t, small, "1m")
 	filler := filepath.Join(small, "filler")
 	cause := wrapSinkErr(noSpaceWrite(t, filler))
-	short, full := shortageOf(cause, t.TempDir())
+	short, full := ShortageOf(cause, t.TempDir())
 	if !full {
 		t.Fatalf("ENOSPC on a full tmpfs not taken for a full disk: %v", cause)
 	}
-	a := &Agent{log: slog.New(slog.DiscardHandler)}
+	var holds Holds
+	log, lines := logLines()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.waitRegionSpace(context.Background(), "sums", short, cause)
+		holds.WaitRegion(context.Background(), log, "sums", short, cause)
 	}()
-	waitForCond(t, 10*time.Second, func() bool { return a.diskHolds.reason(regionPlace("sums")) != "" })
-	detail := diskFullDetail("", a.diskHolds.details())
+	// The hold is taken before the line that says so is logged.
+	awaitLine(t, lines, "disk full: pipelines wait until space frees")
+	detail := holds.Detail("")
 	if !strings.Contains(detail, "pipelines/sums: "+filler+": ") || !strings.Contains(detail, "no space left on device") {
 		t.Fatalf("/readyz disk detail %q does not name %s", detail, filler)
 	}
@@ -183,9 +123,43 @@ func TestWaitRegionSpace_FollowsTheFailedFileSystem(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the region still waits 30 s after space was freed")
 	}
-	if r := a.diskHolds.reason(regionPlace("sums")); r != "" {
+	if r := holds.Reason(RegionPlace("sums")); r != "" {
 		t.Fatalf("hold left after space freed: %s", r)
 	}
 }
 
 func wrapSinkErr(err error) error { return fmt.Errorf("sink: write part: %w", err) }
+
+// logLines returns a logger and the lines it logs, as they are logged (up
+// to 1,024 not yet read; a test reads them with awaitLine).
+func logLines() (*slog.Logger, <-chan string) {
+	ch := make(chan string, 1024)
+	return slog.New(slog.NewTextHandler(lineWriter(ch), nil)), ch
+}
+
+// lineWriter hands each write (a log line) to its channel.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+// awaitLine reads lines until one contains want, and returns it; it fails
+// the test when none does within 10 s, saying which line came last.
+func awaitLine(t *testing.T, lines <-chan string, want string) string {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	last := "(none)"
+	for {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, want) {
+				return l
+			}
+			last = l
+		case <-timeout:
+			t.Fatalf("no line says %q within 10 s; the last was %s", want, last)
+		}
+	}
+}
