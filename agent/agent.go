@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -88,7 +89,7 @@ type Agent struct {
 	mu          sync.Mutex
 	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
 	walSinks    map[string]*walHolder       // kept across region restarts
-	diskMeter   *disk.Meter                 // the eddy_disk_* gauges; set by run
+	diskMeter   atomic.Pointer[disk.Meter]  // the eddy_disk_* gauges; set by run while the admin endpoint may read it
 	diskHolds   disk.Holds                  // what waits for disk space, for /readyz
 	restoredID  uint64                      // the checkpoint restored at start, 0 if none
 }

@@ -162,8 +162,9 @@ func TestStatusPage_Disk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a.diskMeter = disk.NewMeter(dataDir, nil, func(string) (disk.Stats, error) { return disk.Stats{Size: 8 << 30, Free: 1 << 30}, nil }, nil, nil)
-	a.diskMeter.Start(4<<30, nil)
+	m := disk.NewMeter(dataDir, nil, func(string) (disk.Stats, error) { return disk.Stats{Size: 8 << 30, Free: 1 << 30}, nil }, nil, nil)
+	m.Start(4<<30, nil)
+	a.diskMeter.Store(m)
 	_, b, _ := ta.do(t, "GET", "/", "")
 	for _, want := range []string{
 		`<p id="disk-budget">Using 3.0 MiB of a budget of 4.0 GiB; 1.0 GiB free on data_dir's file system.</p>`,

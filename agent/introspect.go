@@ -54,7 +54,7 @@ func (in *introspection) Pipelines() []admin.PipelineReport {
 func (in *introspection) Report() admin.AgentReport {
 	a := in.a
 	return admin.AgentReport{DeviceID: a.deviceID, Sources: in.observeSources(), Ingest: nonNil(in.ingestReports()),
-		WAL: nonNil(in.walReports()), Upload: in.uploadReport(), Disk: a.diskMeter.Report()}
+		WAL: nonNil(in.walReports()), Upload: in.uploadReport(), Disk: a.diskMeter.Load().Report()}
 }
 
 // nonNil makes an empty list encode as [] rather than null.

@@ -31,12 +31,13 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
-	a.diskMeter = disk.NewMeter(a.cfg.Agent.DataDir, a.fileSinkPaths(), disk.FileSystemStats, &a.diskHolds, a.log)
-	a.diskMeter.Start(a.cfg.Agent.MaxDiskBytes, a.cfg.DiskShares())
-	a.diskMeter.Register(a.metrics)
+	meter := disk.NewMeter(a.cfg.Agent.DataDir, a.fileSinkPaths(), disk.FileSystemStats, &a.diskHolds, a.log)
+	meter.Start(a.cfg.Agent.MaxDiskBytes, a.cfg.DiskShares())
+	meter.Register(a.metrics)
+	a.diskMeter.Store(meter)
 	diskCtx, stopDisk := context.WithCancel(context.Background())
 	defer stopDisk()
-	go a.diskMeter.Run(diskCtx)
+	go meter.Run(diskCtx)
 	if err := a.startAdminOnce(); err != nil {
 		return err
 	}
