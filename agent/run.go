@@ -11,19 +11,7 @@ import (
 )
 
 func (a *Agent) run(ctx context.Context, opts Options) error {
-	defer func() {
-		if a.broker != nil {
-			_ = a.broker.Close()
-		}
-		a.mu.Lock()
-		for _, be := range a.backends {
-			_ = be.Close()
-		}
-		a.mu.Unlock()
-		for _, l := range a.logs {
-			_ = l.Close()
-		}
-	}()
+	defer a.closeStores()
 	if a.broker != nil {
 		a.broker.Open() // every embedded source has subscribed (build)
 	}
@@ -31,32 +19,101 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
+	defer a.startDiskMeter()()
+	if err := a.startAdminOnce(); err != nil {
+		return err
+	}
+	r, err := a.startStages()
+	defer r.cancel()
+	if err != nil {
+		return err
+	}
+	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
+		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
+	if opts.Ready != nil {
+		opts.Ready(a)
+	}
+	runErr, gaveUp := a.supervise(ctx, r)
+	r.stopIntake()
+	a.waitDrained()
+	if runErr == nil {
+		runErr = a.commitFinal(ctx)
+	}
+	undelivered := a.shutdown(ctx, r)
+	err = a.exitError(ctx, runErr, gaveUp, undelivered)
+	a.log.Info("eddy stopped")
+	return err
+}
+
+// closeStores closes, when run returns, what build opened: the embedded
+// broker, the state backends and the ingest logs.
+func (a *Agent) closeStores() {
+	if a.broker != nil {
+		_ = a.broker.Close()
+	}
+	a.mu.Lock()
+	for _, be := range a.backends {
+		_ = be.Close()
+	}
+	a.mu.Unlock()
+	for _, l := range a.logs {
+		_ = l.Close()
+	}
+}
+
+// startDiskMeter starts the eddy_disk_* gauges and the budget's sampling;
+// the returned func stops the sampling.
+func (a *Agent) startDiskMeter() (stop func()) {
 	meter := disk.NewMeter(a.cfg.Agent.DataDir, a.fileSinkPaths(), disk.FileSystemStats, &a.diskHolds, a.log)
 	meter.Start(a.cfg.Agent.MaxDiskBytes, a.cfg.DiskShares())
 	meter.Register(a.metrics)
 	a.diskMeter.Store(meter)
-	diskCtx, stopDisk := context.WithCancel(context.Background())
-	defer stopDisk()
-	go meter.Run(diskCtx)
-	if err := a.startAdminOnce(); err != nil {
-		return err
+	ctx, cancel := context.WithCancel(context.Background())
+	go meter.Run(ctx)
+	return cancel
+}
+
+// stages is what startStages started and shutdown stops: the contexts and
+// wait groups of the sources, pipelines, simulators, the checkpoint loop
+// and the uploader.
+type stages struct {
+	srcCtx        context.Context
+	srcWG, pipeWG sync.WaitGroup
+	stopSources   context.CancelFunc
+	stopSims      context.CancelFunc
+	stopCkpt      context.CancelFunc
+	stopUpload    context.CancelFunc
+	ckptErr       chan error    // the checkpoint loop gave up
+	ckptDone      chan struct{} // the checkpoint loop returned
+	stopIntake    func()        // stops taking readings in, once
+}
+
+// cancel releases every context of r (idempotent).
+func (r *stages) cancel() {
+	for _, c := range []context.CancelFunc{r.stopSims, r.stopSources, r.stopCkpt, r.stopUpload} {
+		if c != nil {
+			c()
+		}
 	}
+}
+
+// startStages starts the sinks, then the pipelines, then the sources and
+// simulators, then the uploader and the checkpoint loop.
+func (a *Agent) startStages() (*stages, error) {
+	r := &stages{ckptErr: make(chan error, 1), ckptDone: make(chan struct{})}
 	for _, s := range a.sinks {
 		go s.run()
 	}
-	var pipeWG sync.WaitGroup
 	for _, p := range a.pipelines {
-		p.start(&pipeWG)
+		p.start(&r.pipeWG)
 	}
-	srcCtx, stopSources := context.WithCancel(context.Background())
-	defer stopSources()
-	var srcWG sync.WaitGroup
+	r.srcCtx, r.stopSources = context.WithCancel(context.Background())
 	for _, s := range a.sources {
-		s.startIntake(srcCtx)
-		s.start(srcCtx, a.log, &srcWG)
+		s.startIntake(r.srcCtx)
+		s.start(r.srcCtx, a.log, &r.srcWG)
 	}
-	simCtx, stopSims := context.WithCancel(srcCtx)
-	defer stopSims()
+	var simCtx context.Context
+	simCtx, r.stopSims = context.WithCancel(r.srcCtx)
 	for _, sim := range a.sims {
 		go func() {
 			if err := sim.Run(simCtx); err != nil && simCtx.Err() == nil {
@@ -65,124 +122,124 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		}()
 	}
 	ckptCtx, stopCkpt := context.WithCancel(context.Background())
-	defer stopCkpt()
-	upCtx, stopUpload := context.WithCancel(context.Background())
-	defer stopUpload()
+	r.stopCkpt = stopCkpt
+	var upCtx context.Context
+	upCtx, r.stopUpload = context.WithCancel(context.Background())
 	if a.cfg.Upload != nil {
 		if err := a.upload.start(upCtx, a.cfg, a.ckpt, a.metrics); err != nil {
-			return err
+			return r, err
 		}
 	}
-	ckptErr := make(chan error, 1)
-	ckptDone := make(chan struct{})
-	go func() { ckptErr <- a.ckpt.run(ckptCtx); close(ckptDone) }()
-
-	stopIntake := sync.OnceFunc(func() {
+	go func() { r.ckptErr <- a.ckpt.run(ckptCtx); close(r.ckptDone) }()
+	r.stopIntake = sync.OnceFunc(func() {
 		// Stop taking readings in before letting go of the sources: the
 		// embedded broker acks sensors in its publish hook, so it closes
 		// first, or it would ack readings no pipeline is left to take.
-		stopSims()
+		r.stopSims()
 		if a.broker != nil {
 			_ = a.broker.Close()
 		}
-		stopSources()
+		r.stopSources()
 	})
-	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
-		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
-	if opts.Ready != nil {
-		opts.Ready(a)
-	}
+	return r, nil
+}
 
-	// Run until every source has ended (files) or we are told to stop; a
-	// failed region restarts meanwhile, the others running on.
-	var (
-		runErr   error
-		gaveUp   bool
-		stopping bool
-	)
+// supervise runs until every source has ended (files) or ctx is done, a
+// failed region restarting meanwhile, the others running on. It returns
+// why the run stops: nil for the end of input or a signal; gaveUp when a
+// region's restarts ran out.
+func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp bool) {
 	drained := a.watchDrained(ctx)
 	var idle <-chan struct{}
-	for !stopping {
+	for {
 		select {
 		case <-ctx.Done():
 			a.log.Info("stopping: taking a final checkpoint")
-			stopping = true
+			return nil, false
 		case <-drained:
 			// Every source has ended: wait for the queues to drain (a
 			// failure meanwhile restarts its region, as before the end).
 			drained, idle = nil, a.watchIdle(ctx)
 		case <-idle:
 			// A failure reported as the input ended is handled first.
-			stopping = len(a.failover.failed) == 0
+			if len(a.failover.failed) == 0 {
+				return nil, false
+			}
 			idle = nil
-		case runErr = <-ckptErr:
-			a.log.Error("checkpoints keep failing: stopping", "err", runErr)
-			stopping = true
-		case runErr = <-a.failed:
-			a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", runErr)
-			stopping = true
+		case err := <-r.ckptErr:
+			a.log.Error("checkpoints keep failing: stopping", "err", err)
+			return err, false
+		case err := <-a.failed:
+			a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", err)
+			return err, false
 		case f := <-a.failover.failed:
-			if err := a.failover.restart(ctx, f, srcCtx, &srcWG, &pipeWG); err != nil {
-				runErr, gaveUp, stopping = err, true, true
+			if err := a.failover.restart(ctx, f, r.srcCtx, &r.srcWG, &r.pipeWG); err != nil {
+				return err, true
 			}
 			drained, idle = a.watchDrained(ctx), nil
 		}
 	}
-	stopIntake()
-	a.waitDrained()
-	if runErr == nil {
-		// The final checkpoint is aligned: let the queues drain first, so
-		// a slow operator does not make it time out behind them.
-		a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
-		// Everything taken in is in the pipelines: one last checkpoint
-		// commits it, so a restart resumes exactly here. When the input
-		// ended (not a signal), the output is complete only once it has
-		// committed: it is tried again, and a run whose every try failed
-		// exits with an error rather than report success (found under
-		// load: an unaligned run's final checkpoint timed out behind the
-		// replay of its in-flight records, and the job "finished" with its
-		// last epoch uncommitted).
-		tries := 1
-		if ctx.Err() == nil {
-			tries = finalCheckpointTries
+}
+
+// commitFinal takes the final checkpoint once the queues drained, so a
+// restart resumes exactly here.
+//
+// When the input ended (not a signal), the output is complete only once
+// it has committed: it is tried again, and a run whose every try failed
+// exits with an error rather than report success (found under load: an
+// unaligned run's final checkpoint timed out behind the replay of its
+// in-flight records, and the job "finished" with its last epoch
+// uncommitted).
+func (a *Agent) commitFinal(ctx context.Context) error {
+	// The final checkpoint is aligned: let the queues drain first, so a
+	// slow operator does not make it time out behind them.
+	a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
+	tries := 1
+	if ctx.Err() == nil {
+		tries = finalCheckpointTries
+	}
+	if a.finalOnFullDisk(ctx) {
+		tries = 0
+	}
+	for try := 1; try <= tries; try++ {
+		late, err := a.finalCheckpoint()
+		if late != nil {
+			return a.lateFailure(ctx, late)
 		}
-		if a.finalOnFullDisk(ctx) {
-			tries = 0
+		if err == nil {
+			return nil
 		}
-		for try := 1; try <= tries; try++ {
-			late, err := a.finalCheckpoint()
-			if late != nil {
-				runErr = a.lateFailure(ctx, late)
-				break
-			}
-			if err == nil {
-				break
-			}
-			switch {
-			case try < tries:
-				a.log.Warn("final checkpoint failed; trying again", "err", err, "try", try, "of", tries)
-			case ctx.Err() == nil:
-				runErr = fmt.Errorf("the input ended but the final checkpoint failed %d times (%w): the output since the last completed checkpoint is not committed; the next start restores that checkpoint and produces it again", tries, err)
-			default:
-				a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
-			}
+		switch {
+		case try < tries:
+			a.log.Warn("final checkpoint failed; trying again", "err", err, "try", try, "of", tries)
+		case ctx.Err() == nil:
+			return fmt.Errorf("the input ended but the final checkpoint failed %d times (%w): the output since the last completed checkpoint is not committed; the next start restores that checkpoint and produces it again", tries, err)
+		default:
+			a.log.Warn("final checkpoint failed; the next start restores the previous one", "err", err)
 		}
 	}
-	// No more checkpoints: the coordinator stops before the sources stop
-	// taking barriers; then the final checkpoint, the newest, is shipped.
-	stopCkpt()
-	<-ckptDone
+	return nil
+}
+
+// shutdown stops what startStages started, in order, and returns how many
+// results the WAL sinks could not deliver: no more checkpoints, the
+// newest one shipped, the sources closed, the pipelines and sinks drained.
+func (a *Agent) shutdown(ctx context.Context, r *stages) (undelivered int64) {
+	// The coordinator stops before the sources stop taking barriers; then
+	// the final checkpoint, the newest, is shipped.
+	r.stopCkpt()
+	<-r.ckptDone
 	// The final checkpoint committed the last results to the WAL sinks:
 	// a run whose input ended is complete once they are upstream.
-	undelivered := a.drainWALSinks(ctx)
+	undelivered = a.drainWALSinks(ctx)
 	a.upload.flush()
 	for _, s := range a.sources {
 		if !s.stopped { // a region that gave up is stopped already
 			close(s.ctrl)
 		}
 	}
-	srcWG.Wait()
-	pipeWG.Wait()
+	r.srcWG.Wait()
+	r.pipeWG.Wait()
 	var sinkWG sync.WaitGroup
 	for _, s := range a.sinks {
 		sinkWG.Add(1)
@@ -191,6 +248,12 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	sinkWG.Wait()
 	a.ckpt.writers.Wait()
 	a.ckpt.collectGarbage()
+	return undelivered
+}
+
+// exitError is run's result: why it stopped, the sources' own errors,
+// and, when the input ended, results the WAL sinks could not deliver.
+func (a *Agent) exitError(ctx context.Context, runErr error, gaveUp bool, undelivered int64) error {
 	var errs []error
 	switch {
 	case gaveUp:
@@ -211,7 +274,6 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		// The input ended: the run's output is incomplete upstream.
 		errs = append(errs, undeliveredError(undelivered))
 	}
-	a.log.Info("eddy stopped")
 	return errors.Join(errs...)
 }
 
