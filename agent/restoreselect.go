@@ -74,12 +74,12 @@ func (a *Agent) selectRestore(ctx context.Context, store *checkpoint.Store) (che
 		return sel, err
 	case a.restorer.allowNonRestored:
 		a.log.Warn("no checkpoint verifies and the ingest log no longer reaches its start: starting empty without the state of the readings it dropped (--allow-non-restored-state)",
-			"ingest", trimmed, "skipped", len(sel.Skipped))
+			"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped))
 		return sel, err
 	}
 	a.log.Error("refusing to start empty: no checkpoint verifies and the ingest log no longer reaches its start, so the state of the readings it dropped would be lost; "+
 		"restore a checkpoint with `eddy restore --from s3://BUCKET/PREFIX/`, or start with --allow-non-restored-state to start empty without that state",
-		"ingest", trimmed, "skipped", len(sel.Skipped), "uploads", a.cfg.Upload != nil)
+		"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped), "uploads", a.cfg.Upload != nil)
 	return sel, errNotRestored
 }
 
