@@ -242,7 +242,9 @@ func TestRestoreFromS3_SkipsWhatDoesNotVerify(t *testing.T) {
 	}
 }
 
-func manifestIDString(id uint64) string { return strings.TrimLeft(strings.TrimSuffix(manifestObject(id), ".json"), "0") }
+func manifestIDString(id uint64) string {
+	return strings.TrimLeft(strings.TrimSuffix(manifestObject(id), ".json"), "0")
+}
 
 // TestRemoteManifestID: only the names the agent gives manifests are
 // taken for checkpoints.
