@@ -91,9 +91,14 @@ func TestCorrupt_TrimmedLogRefusesEmptyStart(t *testing.T) {
 			}
 
 			if !uploads {
-				out, err := runEddy(t, "run", "-c", run.cfg)
-				if err == nil {
+				p := startEddy(t, "run", "-c", run.cfg)
+				waitFor(t, 60*time.Second, func() bool { return p.exited() || p.logContains("eddy started") })
+				if !p.exited() {
 					t.Fatal("the agent started empty over a trimmed ingest log")
+				}
+				out, err := p.output(), p.err
+				if err == nil {
+					t.Fatal("the agent exited with status 0")
 				}
 				var errs []string
 				for _, l := range strings.Split(out, "\n") {
@@ -103,9 +108,6 @@ func TestCorrupt_TrimmedLogRefusesEmptyStart(t *testing.T) {
 				}
 				if len(errs) != 1 || !strings.Contains(errs[0], "--allow-non-restored-state") || !strings.Contains(errs[0], "eddy restore --from s3://") {
 					t.Fatalf("want one error line naming --allow-non-restored-state and eddy restore --from s3://, got %d:\n%s", len(errs), strings.Join(errs, "\n"))
-				}
-				if strings.Contains(out, "eddy started") {
-					t.Fatal("the agent started")
 				}
 				return
 			}
