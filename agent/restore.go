@@ -78,7 +78,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
 		// Empty start; selectRestore said so and why.
-	case errors.Is(err, errNotRestored) || errors.Is(err, context.Canceled):
+	case errors.Is(err, errNotRestored) || ctx.Err() != nil:
 		return err
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)

@@ -44,7 +44,11 @@ const uploadCheckTimeout = 15 * time.Second
 func (a *Agent) selectRestore(ctx context.Context, store *checkpoint.Store) (checkpoint.Selection, error) {
 	logged := map[uint64]bool{}
 	sel, err := a.selectLogged(store, logged)
-	if !errors.Is(err, checkpoint.ErrNoCheckpoint) || a.from != "" {
+	if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return sel, err
+	}
+	if a.from != "" { // a checkpoint directory without one
+		a.log.Info("no checkpoint to restore: starting empty", "from", a.from)
 		return sel, err
 	}
 	trimmed := a.trimmedIngest()
@@ -62,7 +66,7 @@ func (a *Agent) selectRestore(ctx context.Context, store *checkpoint.Store) (che
 				return sel, err
 			}
 		case ctx.Err() != nil:
-			return sel, ctx.Err()
+			return sel, fmt.Errorf("agent: stopped while fetching the uploaded checkpoint: %w", ctx.Err())
 		default:
 			a.log.Warn("no local checkpoint verifies, and no uploaded one could be fetched", "err", ferr)
 		}
