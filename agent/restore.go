@@ -22,9 +22,9 @@ import (
 
 // setupCheckpoints creates the coordinator and its tasks, then restores the
 // newest checkpoint that verifies (or the one --from names), before any
-// goroutine runs; when no local one verifies, an uploaded one, or it
-// refuses to start empty (selectRestore). A restore that finds the disk full waits for space until
-// ctx ends (restoreWaitingForSpace).
+// goroutine runs; when no local one verifies, the newest uploaded one that
+// does, or it refuses to start empty (selectRestore). A restore that finds
+// the disk full waits for space until ctx ends (restoreWaitingForSpace).
 func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	cc := a.cfg.Checkpoint
 	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))

@@ -406,7 +406,7 @@ func (r remoteFetch) restore(ctx context.Context, id uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w in %s: all %d checkpoints there fail to verify (newest: %v)",
 			checkpoint.ErrNoCheckpoint, r.where, len(skipped), skipped[0].Reason)
 	}
-	return 0, fmt.Errorf("%w: no checkpoint in %s", checkpoint.ErrNoCheckpoint, r.where)
+	return 0, fmt.Errorf("%w in %s: it holds no manifest", checkpoint.ErrNoCheckpoint, r.where)
 }
 
 // remoteManifestID parses a manifest object's name, "<20-digit id>.json".
