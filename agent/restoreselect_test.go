@@ -185,6 +185,8 @@ func TestRestoreFromS3_SkipsWhatDoesNotVerify(t *testing.T) {
 			flipByte(t, f.object(fileKey(2)))
 		}, "s3://eddy/d1/", 1, []uint64{3, 2}, "corrupt"},
 		{"named and damaged", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/3", 0, nil, "corrupt"},
+		{"named and absent", func(t *testing.T) {}, "s3://eddy/d1/9", 0, nil, "checkpoint 9 is not in s3://eddy/d1/"},
+		{"empty prefix", func(t *testing.T) { f.empty(t) }, "s3://eddy/d1/", 0, nil, "holds no manifest"},
 		{"all damaged", func(t *testing.T) {
 			for id := uint64(1); id <= 3; id++ {
 				flipByte(t, f.object(fileKey(id)))
@@ -337,21 +339,24 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 		trimmed  bool
 		uploaded bool // checkpoints 1 and 2 in the bucket
 		noUpload bool // the configuration has no upload block
+		down     bool // the S3 server is down
 		allow    bool
 		want     uint64 // the checkpoint restored; 0: an empty start
 		refused  bool
 		log      string // what the log must say
 		level    string // and at which level
 	}{
-		{"fresh device", 0, false, false, false, true, false, 0, false, "no checkpoint to restore: starting empty", "INFO"},
-		{"good local, trimmed log", 2, false, true, false, true, false, 2, false, "", ""},
-		{"corrupt, log intact", 2, true, false, false, true, false, 0, false, "every ingest log reaches back to its start", "WARN"},
-		{"corrupt, trimmed", 2, true, true, false, true, false, 0, true, "--allow-non-restored-state", "ERROR"},
-		{"none, trimmed", 0, false, true, false, true, false, 0, true, "eddy restore --from s3://", "ERROR"},
-		{"corrupt, trimmed, allowed", 2, true, true, false, true, true, 0, false, "starting empty without the state", "WARN"},
-		{"corrupt, trimmed, uploaded", 2, true, true, true, false, false, 2, false, "fetched the newest uploaded checkpoint", "WARN"},
-		{"corrupt, trimmed, nothing uploaded", 2, true, true, false, false, false, 0, true, "--allow-non-restored-state", "ERROR"},
-		{"corrupt, log intact, uploaded", 1, true, false, true, false, false, 2, false, "fetched the newest uploaded checkpoint", "WARN"},
+		{"fresh device", 0, false, false, false, true, false, false, 0, false, "no checkpoint to restore: starting empty", "INFO"},
+		{"good local, trimmed log", 2, false, true, false, true, false, false, 2, false, "", ""},
+		{"corrupt, log intact", 2, true, false, false, true, false, false, 0, false, "every ingest log reaches back to its start", "WARN"},
+		{"corrupt, trimmed", 2, true, true, false, true, false, false, 0, true, "--allow-non-restored-state", "ERROR"},
+		{"none, trimmed", 0, false, true, false, true, false, false, 0, true, "eddy restore --from s3://", "ERROR"},
+		{"corrupt, trimmed, allowed", 2, true, true, false, true, false, true, 0, false, "starting empty without the state", "WARN"},
+		{"corrupt, trimmed, uploaded", 2, true, true, true, false, false, false, 2, false, "fetched the newest uploaded checkpoint", "WARN"},
+		{"corrupt, trimmed, nothing uploaded", 2, true, true, false, false, false, false, 0, true, "--allow-non-restored-state", "ERROR"},
+		{"corrupt, log intact, uploaded", 1, true, false, true, false, false, false, 2, false, "fetched the newest uploaded checkpoint", "WARN"},
+		{"corrupt, trimmed, S3 down", 2, true, true, true, false, true, false, 0, true, "--allow-non-restored-state", "ERROR"},
+		{"corrupt, log intact, S3 down", 2, true, false, true, false, true, false, 0, false, "no uploaded one could be fetched", "WARN"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,6 +366,10 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 				for _, m := range shipped {
 					f.ship(t, src, m)
 				}
+			}
+			if tc.down {
+				f.s3.Stop()
+				defer f.s3.Restart()
 			}
 			cfg := *f.cfg
 			cfg.Agent.DataDir = filepath.Join(t.TempDir(), "data")
