@@ -146,7 +146,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 	path := fs.String("c", "eddy.hcl", "configuration file")
 	from := fs.String("from", "", "checkpoint to restore: an id, a manifest path, a checkpoint directory, or s3://BUCKET/PREFIX[/ID] "+
 		"(the newest checkpoint under PREFIX, or checkpoint ID, downloaded and verified into data_dir first); default: the newest local one that verifies")
-	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has or whose window, key, aggregates or source changed")
+	allow := fs.Bool("allow-non-restored-state", false, "drop checkpointed state of pipelines the configuration no longer has or whose window, key, aggregates or source changed; "+
+		"start empty when no checkpoint verifies although an ingest log no longer reaches its start")
 	newID := fs.Bool("allow-new-device-id", false, "start under a device id other than the one data_dir was made under, and record it (a new S3 prefix)")
 	if _, code, ok := parseCommand(fs, args, 0); !ok {
 		return code

@@ -22,8 +22,9 @@ import (
 
 // setupCheckpoints creates the coordinator and its tasks, then restores the
 // newest checkpoint that verifies (or the one --from names), before any
-// goroutine runs. A restore that finds the disk full waits for space until
-// ctx ends (disk.Holds.Rebuild).
+// goroutine runs; when no local one verifies, the newest uploaded one that
+// does, or it refuses to start empty (selectRestore). A restore that finds
+// the disk full waits for space until ctx ends (disk.Holds.Rebuild).
 func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	cc := a.cfg.Checkpoint
 	store, err := checkpoint.OpenStore(vfs.Default, filepath.Join(a.cfg.Agent.DataDir, "checkpoints"))
@@ -72,14 +73,13 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	a.retained = retainedPositions{}
 	ck.onCompleted(func(done checkpoint.Completed) { a.truncateIngest(store, done) })
 
-	sel, err := store.SelectRestore(a.from)
-	for _, sk := range sel.Skipped {
-		a.log.Warn("checkpoint skipped: it does not verify", "id", sk.ID, "reason", sk.Reason)
-	}
+	sel, err := a.selectRestore(ctx, store)
 	var restored uint64
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		a.log.Info("no checkpoint to restore: starting empty")
+		// Empty start; selectRestore said so and why.
+	case errors.Is(err, errNotRestored) || ctx.Err() != nil:
+		return err
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:

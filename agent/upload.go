@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -287,11 +289,18 @@ func ParseS3(s string) (S3Location, error) {
 	return loc, nil
 }
 
-// RestoreFromS3 downloads a checkpoint (the newest, or loc.ID) and its files
-// from S3 into the data_dir of the configuration at cfgPath, verifying every
-// checksum, so that the next `eddy run` restores it. It reports progress to
-// w. Nothing in data_dir's checkpoint store changes unless everything
-// downloaded and verified.
+// RestoreFromS3 downloads a checkpoint (the newest that verifies, or
+// loc.ID) and its files from S3 into the data_dir of the configuration at
+// cfgPath, verifying every checksum, so that the next `eddy run` restores
+// it. It reports progress to w. Nothing in data_dir's checkpoint store
+// changes unless everything downloaded and verified.
+//
+// Without an id in from it restores as a local start does: the newest
+// checkpoint whose manifest and files verify. A newer one that does not (a
+// garbled or planted manifest, a damaged or missing file) is skipped, with
+// a line to w naming it and why, and the one before it tried. Any other
+// failure (the network, credentials, the local disk) stops the restore. A
+// checkpoint named by its id must verify.
 //
 // Progress: with bar set (standard output is a terminal) each file gets a
 // progress bar redrawn in place; otherwise a line per file and second.
@@ -313,12 +322,6 @@ func restoreFromS3(ctx context.Context, fsys vfs.FS, cfgPath, from string, log *
 	if err != nil {
 		return 0, err
 	}
-	dataDir := cfg.Agent.DataDir
-	if removed, err := removeRestoreStaging(fsys, dataDir); err != nil {
-		return 0, err
-	} else if removed {
-		w("removed the staging directory of an interrupted restore")
-	}
 	var lastReport time.Time
 	client, err := uploadClient(cfg, fsys, loc.Bucket, loc.Prefix, log, func(p upload.Progress) {
 		if bar != nil {
@@ -334,27 +337,102 @@ func restoreFromS3(ctx context.Context, fsys vfs.FS, cfgPath, from string, log *
 		return 0, err
 	}
 	defer client.Close()
-	names, err := client.ListManifests(ctx)
+	rf := remoteFetch{fsys: fsys, client: client, dataDir: cfg.Agent.DataDir, where: fmt.Sprintf("s3://%s/%s", loc.Bucket, loc.Prefix), w: w,
+		skipped: func(sk checkpoint.Skipped) {
+			w(fmt.Sprintf("checkpoint %d skipped: it does not verify: %v", sk.ID, sk.Reason))
+		}}
+	return rf.restore(ctx, loc.ID)
+}
+
+// remoteFetch downloads uploaded checkpoints into a data_dir's checkpoint
+// store: `eddy restore --from s3://…`, and a start that finds no local
+// checkpoint that verifies.
+type remoteFetch struct {
+	fsys    vfs.FS
+	client  *upload.Client
+	dataDir string
+	// where is the bucket and prefix, s3://bucket/prefix/, for messages.
+	where string
+	// w receives progress lines.
+	w func(string)
+	// skipped is told of each uploaded checkpoint passed over, and why.
+	skipped func(checkpoint.Skipped)
+}
+
+// restore fetches checkpoint id (which must verify), or with id 0 the
+// newest one that verifies, and returns its id. Skipped checkpoints go to
+// r.skipped; with none left it returns an error wrapping
+// checkpoint.ErrNoCheckpoint.
+func (r remoteFetch) restore(ctx context.Context, id uint64) (uint64, error) {
+	if removed, err := removeRestoreStaging(r.fsys, r.dataDir); err != nil {
+		return 0, err
+	} else if removed {
+		r.w("removed the staging directory of an interrupted restore")
+	}
+	names, err := r.client.ListManifests(ctx)
 	if err != nil {
 		return 0, err
 	}
-	var name string
-	switch {
-	case loc.ID != 0:
-		name = manifestObject(loc.ID)
-		found := false
-		for _, n := range names {
-			found = found || n == name
+	if id != 0 {
+		name := manifestObject(id)
+		if !slices.Contains(names, name) {
+			return 0, fmt.Errorf("checkpoint %d is not in %s", id, r.where)
 		}
-		if !found {
-			return 0, fmt.Errorf("checkpoint %d is not in s3://%s/%s", loc.ID, loc.Bucket, loc.Prefix)
-		}
-	case len(names) == 0:
-		return 0, fmt.Errorf("no checkpoint in s3://%s/%s", loc.Bucket, loc.Prefix)
-	default:
-		name = names[len(names)-1] // names sort as ids do
+		return r.fetch(ctx, name, id)
 	}
-	data, err := client.GetManifest(ctx, name)
+	var skipped []checkpoint.Skipped
+	for i := len(names) - 1; i >= 0; i-- { // names sort as ids do
+		id, ok := remoteManifestID(names[i])
+		if !ok {
+			continue // not a manifest the agent wrote
+		}
+		got, err := r.fetch(ctx, names[i], id)
+		if err == nil {
+			return got, nil
+		}
+		if !remoteCorruption(err) {
+			return 0, err
+		}
+		sk := checkpoint.Skipped{ID: id, Reason: err}
+		skipped = append(skipped, sk)
+		if r.skipped != nil {
+			r.skipped(sk)
+		}
+	}
+	if _, err := removeRestoreStaging(r.fsys, r.dataDir); err != nil {
+		return 0, err
+	}
+	if len(skipped) > 0 {
+		return 0, fmt.Errorf("%w in %s: all %d checkpoints there fail to verify (newest: %v)",
+			checkpoint.ErrNoCheckpoint, r.where, len(skipped), skipped[0].Reason)
+	}
+	return 0, fmt.Errorf("%w in %s: it holds no manifest", checkpoint.ErrNoCheckpoint, r.where)
+}
+
+// remoteManifestID parses a manifest object's name, "<20-digit id>.json".
+func remoteManifestID(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(digits, 10, 64)
+	return id, err == nil && id > 0
+}
+
+// remoteCorruption reports whether err is an uploaded checkpoint's own
+// fault (a damaged, tampered, foreign or missing object, a manifest that
+// does not parse), for which an older one is tried, rather than the
+// network's, the credentials' or the local disk's, which would fail an
+// older one too.
+func remoteCorruption(err error) bool {
+	return errors.Is(err, upload.ErrCorrupt) || errors.Is(err, upload.ErrWrongKey) ||
+		errors.Is(err, upload.ErrNotFound) || checkpoint.IsCorruption(err)
+}
+
+// fetch downloads manifest object name (checkpoint id) and its files into
+// the store, verifying each, and returns id.
+func (r remoteFetch) fetch(ctx context.Context, name string, id uint64) (uint64, error) {
+	data, err := r.client.GetManifest(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -362,12 +440,15 @@ func restoreFromS3(ctx context.Context, fsys vfs.FS, cfgPath, from string, log *
 	if err != nil {
 		return 0, fmt.Errorf("manifest %s: %w", name, err)
 	}
-	w(fmt.Sprintf("restoring checkpoint %d (%s, %d files, %d bytes) from s3://%s/%s", m.ID, m.Kind, len(m.Files), m.FullSize(), loc.Bucket, loc.Prefix))
-	root := filepath.Join(dataDir, "checkpoints")
-	staging := filepath.Join(dataDir, restoreStagingDir)
+	if m.ID != id {
+		return 0, fmt.Errorf("manifest %s holds checkpoint %d: %w", name, m.ID, upload.ErrCorrupt)
+	}
+	r.w(fmt.Sprintf("restoring checkpoint %d (%s, %d files, %d bytes) from %s", m.ID, m.Kind, len(m.Files), m.FullSize(), r.where))
+	root := filepath.Join(r.dataDir, "checkpoints")
+	staging := filepath.Join(r.dataDir, restoreStagingDir)
 	// Synced: it may create data_dir itself (a replaced device), whose
 	// entry must outlive a power cut before the store inside it matters.
-	if err := vfs.MkdirAllSynced(fsys, filepath.Join(staging, "files"), 0o750); err != nil {
+	if err := vfs.MkdirAllSynced(r.fsys, filepath.Join(staging, "files"), 0o750); err != nil {
 		return 0, err
 	}
 	// Content-addressed: two tasks with identical snapshots share a file.
@@ -380,43 +461,56 @@ func restoreFromS3(ctx context.Context, fsys vfs.FS, cfgPath, from string, log *
 		}
 	}
 	for _, f := range files {
-		if err := client.GetFileRef(ctx, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(staging, f.Name), SHA256: f.SHA256, Size: f.Size}); err != nil {
+		if err := r.client.GetFileRef(ctx, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(staging, f.Name), SHA256: f.SHA256, Size: f.Size}); err != nil {
 			return 0, err
 		}
 	}
 	// Everything verified: move it into the store, the manifest last, so
 	// a crash here leaves at worst unreferenced files.
 	for _, sub := range []string{"files", "manifests"} {
-		if err := vfs.MkdirAllSynced(fsys, filepath.Join(root, sub), 0o750); err != nil {
+		if err := vfs.MkdirAllSynced(r.fsys, filepath.Join(root, sub), 0o750); err != nil {
 			return 0, err
 		}
 	}
 	for _, f := range files {
-		if err := fsys.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
+		if err := r.fsys.Rename(filepath.Join(staging, f.Name), filepath.Join(root, f.Name)); err != nil {
 			return 0, err
 		}
 	}
 	// The renamed files' new entries must be durable before the manifest
 	// that references them is.
-	if err := fsys.SyncDir(filepath.Join(root, "files")); err != nil {
+	if err := r.fsys.SyncDir(filepath.Join(root, "files")); err != nil {
 		return 0, err
 	}
-	store, err := checkpoint.OpenStore(fsys, root)
+	store, err := checkpoint.OpenStore(r.fsys, root)
 	if err != nil {
 		return 0, err
 	}
 	if _, err := store.ReadManifest(m.ID); err == nil {
-		w(fmt.Sprintf("checkpoint %d is already in %s", m.ID, root))
-	} else if err := store.WriteManifest(m); err != nil {
+		r.w(fmt.Sprintf("checkpoint %d is already in %s", m.ID, root))
+	} else if err := r.replaceManifest(store, root, m, err); err != nil {
 		return 0, err
 	}
-	if _, err := removeRestoreStaging(fsys, dataDir); err != nil {
+	if _, err := removeRestoreStaging(r.fsys, r.dataDir); err != nil {
 		return 0, err
 	}
 	if _, err := store.SelectRestore(strconv.FormatUint(m.ID, 10)); err != nil {
 		return 0, fmt.Errorf("downloaded checkpoint %d does not verify: %w", m.ID, err)
 	}
 	return m.ID, nil
+}
+
+// replaceManifest writes m into store, replacing a local manifest of the
+// same id that does not read (readErr, a corruption): the uploaded copy
+// of a damaged local checkpoint takes its place.
+func (r remoteFetch) replaceManifest(store *checkpoint.Store, root string, m *checkpoint.Manifest, readErr error) error {
+	if checkpoint.IsCorruption(readErr) {
+		p := filepath.Join(root, "manifests", manifestObject(m.ID))
+		if err := r.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return store.WriteManifest(m)
 }
 
 // checkpointSummary is one line of `eddy checkpoints ls`.

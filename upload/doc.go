@@ -72,5 +72,8 @@
 //	c.Close()                                 // stops fetching credentials
 //
 // Restore: ListManifests, GetManifest of the newest, GetFile of each file
-// it lists with the SHA-256 it records.
+// it lists with the SHA-256 it records. A manifest or file that fails with
+// ErrCorrupt, ErrWrongKey or ErrNotFound is the checkpoint's own fault: the
+// caller skips it and tries the manifest before it, as the agent does;
+// any other error (the network, credentials) would fail that one too.
 package upload

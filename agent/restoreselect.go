@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/state/vfs"
+)
+
+// errNotRestored is Run's error when no checkpoint verifies and an ingest
+// log no longer reaches back to its start: starting empty would lose the
+// state that log's trimmed part built. The log line before it names the
+// ways out.
+var errNotRestored = errors.New("agent: refusing to start empty: no checkpoint verifies and the ingest log is trimmed (see the error logged above)")
+
+// uploadCheckTimeout bounds the check of the bucket before a start fetches
+// uploaded checkpoints: an unreachable S3 server must not hold the start
+// for long.
+const uploadCheckTimeout = 15 * time.Second
+
+// selectRestore chooses the checkpoint a start restores: the one --from
+// names, or the newest local one that verifies, logging each one skipped.
+//
+// When none verifies (and --from is unset) although state existed (a
+// checkpoint was skipped, or an ingest log was trimmed below the readings
+// that built it), it first fetches the newest uploaded checkpoint that
+// verifies (with an upload block) and selects again. If still none
+// verifies:
+//
+//   - every ingest log reaches back to its start: it starts empty, with a
+//     warning; replaying the logs and files rebuilds the state;
+//   - an ingest log is trimmed: it refuses to start (errNotRestored), with
+//     one error line naming the ways out (`eddy restore --from s3://…`, or
+//     --allow-non-restored-state to start empty without that state).
+//
+// The Selection and error are SelectRestore's otherwise; with
+// checkpoint.ErrNoCheckpoint the start is empty.
+func (a *Agent) selectRestore(ctx context.Context, store *checkpoint.Store) (checkpoint.Selection, error) {
+	logged := map[uint64]bool{}
+	sel, err := a.selectLogged(store, logged)
+	if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return sel, err
+	}
+	if a.from != "" { // a checkpoint directory without one
+		a.log.Info("no checkpoint to restore: starting empty", "from", a.from)
+		return sel, err
+	}
+	trimmed := a.trimmedIngest()
+	if len(sel.Skipped) == 0 && len(trimmed) == 0 {
+		a.log.Info("no checkpoint to restore: starting empty")
+		return sel, err
+	}
+	if a.cfg.Upload != nil {
+		id, ferr := a.fetchUploaded(ctx)
+		switch {
+		case ferr == nil:
+			a.log.Warn("no local checkpoint verifies: fetched the newest uploaded checkpoint that does", "id", id)
+			sel, err = a.selectLogged(store, logged)
+			if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+				return sel, err
+			}
+		case ctx.Err() != nil:
+			return sel, fmt.Errorf("agent: stopped while fetching the uploaded checkpoint: %w", ctx.Err())
+		default:
+			a.log.Warn("no local checkpoint verifies, and no uploaded one could be fetched", "err", ferr)
+		}
+	}
+	switch {
+	case len(trimmed) == 0:
+		a.log.Warn("no checkpoint verifies: starting empty; every ingest log reaches back to its start, so replaying the input rebuilds the state",
+			"skipped", len(sel.Skipped))
+		return sel, err
+	case a.restorer.allowNonRestored:
+		a.log.Warn("no checkpoint verifies and the ingest log no longer reaches its start: starting empty without the state of the readings it dropped (--allow-non-restored-state)",
+			"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped))
+		return sel, err
+	}
+	a.log.Error("refusing to start empty: no checkpoint verifies and the ingest log no longer reaches its start, so the state of the readings it dropped would be lost; "+
+		"restore a checkpoint with `eddy restore --from s3://BUCKET/PREFIX/`, or start with --allow-non-restored-state to start empty without that state",
+		"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped), "uploads", a.cfg.Upload != nil)
+	return sel, errNotRestored
+}
+
+// selectLogged is store.SelectRestore(a.from) with a warning per skipped
+// checkpoint not in logged yet (then added).
+func (a *Agent) selectLogged(store *checkpoint.Store, logged map[uint64]bool) (checkpoint.Selection, error) {
+	sel, err := store.SelectRestore(a.from)
+	for _, sk := range sel.Skipped {
+		if !logged[sk.ID] {
+			logged[sk.ID] = true
+			a.log.Warn("checkpoint skipped: it does not verify", "id", sk.ID, "reason", sk.Reason)
+		}
+	}
+	return sel, err
+}
+
+// trimmedIngest lists the ingest logs that no longer hold their first
+// reading (offset 1), as "source from offset N", sorted.
+func (a *Agent) trimmedIngest() []string {
+	var out []string
+	for name, s := range a.sources {
+		if s.ilog == nil {
+			continue
+		}
+		if first := s.ilog.FirstOffset(); first > 1 {
+			out = append(out, fmt.Sprintf("%s from offset %d", name, first))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fetchUploaded downloads the newest uploaded checkpoint that verifies
+// (under the upload block's prefix for this device) into the local store,
+// and returns its id. Uploaded checkpoints it skips are logged.
+func (a *Agent) fetchUploaded(ctx context.Context) (uint64, error) {
+	u := a.cfg.Upload
+	prefix := config.Expand(u.Prefix, map[string]string{"device_id": a.deviceID})
+	client, err := newUploadClient(a.cfg, vfs.Default, "", prefix, a.log, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer client.Close()
+	cctx, cancel := context.WithTimeout(ctx, uploadCheckTimeout)
+	err = client.Check(cctx)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	where := "s3://" + u.Bucket + "/" + prefix
+	rf := remoteFetch{fsys: vfs.Default, client: client, dataDir: a.cfg.Agent.DataDir, where: where,
+		w: func(line string) { a.log.Info("upload: " + strings.TrimSpace(line)) },
+		skipped: func(sk checkpoint.Skipped) {
+			a.log.Warn("uploaded checkpoint skipped: it does not verify", "id", sk.ID, "from", where, "reason", sk.Reason)
+		}}
+	return rf.restore(ctx, 0)
+}
