@@ -3,152 +3,274 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/eddy-edge/eddy/scripts/aedes"
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
-// aedesUpstream is aedes as the exactly-once sink's upstream broker. aedes
-// keeps sessions in memory only: a restart loses the sink's QoS 2 state
-// and the collector's subscription. It publishes a QoS 2 message on receipt
-// (before its PUBREC) and remembers the packet id, so within one process a
-// re-send is delivered once; a flow whose PUBREC had not reached the sink
-// when aedes restarted is published again by the sink (MQTT requires it),
-// and the new process, which never saw it, delivers it a second time.
-// Those repeats are the broker's, and only those: brokerRepeats proves each
-// from aedes' own log of what it published (LogPublishes) and from the
-// packet trace of the sink's connections (the sink reaches aedes through an
-// mqttProxy).
+// memoryUpstream is an upstream broker of the exactly-once sink that keeps
+// sessions in memory only (aedes; the embedded broker of a second agent):
+// a restart loses the sink's QoS 2 state and the collector's subscription.
+// Both publish a QoS 2 message on receipt (before its PUBREC) and remember
+// its packet id, so within one process a re-sent flow is delivered once;
+// but a flow whose PUBREC had not reached the sink when the broker stopped
+// is published again by the sink (MQTT requires it), and the new process,
+// which never saw it, delivers it a second time. Those repeats are the
+// broker's, and only those: brokerRepeats proves each from the packet trace
+// of the sink's connections (the sink reaches the broker through an
+// mqttProxy) and, where the broker logs what it publishes (aedes), from
+// that log.
 //
-// The collector's own session dies with each restart too. So that it
-// counts exactly what aedes published, a stop first cuts the sink off
-// (the proxy closes its connection and refuses new ones), waits until the
-// collector has every result aedes logged as published, then stops aedes;
-// a start lets the sink in again once the collector has subscribed anew.
-// To the sink this is its broker gone and back without its session.
-type aedesUpstream struct {
+// The collector's session dies with each restart too. So that it gets
+// every result the broker published, a stop first cuts the sink off (the
+// proxy closes its connection and refuses new ones), waits until the
+// collector has every result the broker provably published, then stops
+// the broker; a start lets the sink in again once the collector has
+// subscribed to the new process. To the sink this is its broker gone and
+// back without its session.
+type memoryUpstream struct {
 	t     *testing.T
-	b     *aedes.Broker
+	url   string // the broker's own, for the collector
 	proxy *mqttProxy
+	// halt and start stop the broker process and start a new one.
+	halt, start func()
+	// logged, if set, is the broker's own record: per result id, the
+	// processes (numbered from 1) that published it.
+	logged func() map[string][]int
+
+	mu        sync.Mutex
+	running   bool
+	colMarks  []int // the collector's receipts when each process stopped
+	connMarks []int // the proxy's connections when each later process started
 }
 
+func (m *memoryUpstream) collectorURL() string { return m.url }
+func (m *memoryUpstream) sinkURL() string      { return m.proxy.URL() }
+
+func (m *memoryUpstream) stop(c *collector) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		return
+	}
+	m.proxy.pause()
+	if !waitUntil(60*time.Second, func() bool { return m.caughtUp(c) }) {
+		m.t.Errorf("the collector did not get every result the broker published within 60 s")
+	}
+	m.halt()
+	m.running = false
+	m.colMarks = append(m.colMarks, c.received())
+}
+
+func (m *memoryUpstream) restart(c *collector) {
+	m.stop(c)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.connMarks = append(m.connMarks, m.proxy.connections())
+	m.start()
+	m.running = true
+	// The collector's connection to the new process has its
+	// subscription (it connects again only when a broker stopped).
+	subscribed := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.subscribed > len(m.colMarks)
+	}
+	if !waitUntil(60*time.Second, subscribed) {
+		m.t.Errorf("the collector did not subscribe again within 60 s")
+	}
+	m.proxy.resume()
+}
+
+// caughtUp reports whether the collector has every result the current
+// process provably published: those in the broker's log, or without one,
+// those whose PUBREC the proxy relayed to the sink.
+func (m *memoryUpstream) caughtUp(c *collector) bool {
+	proc := len(m.colMarks) + 1
+	want := map[string]int{}
+	if m.logged != nil {
+		for id, ps := range m.logged() {
+			want[id] = countOf(ps, proc)
+		}
+	} else {
+		for _, f := range m.flows() {
+			if f.proc == proc && f.acked {
+				want[f.result] = 1
+			}
+		}
+	}
+	got := m.collected(c)
+	for id, n := range want {
+		if countOf(got[id], proc) < n {
+			return false
+		}
+	}
+	return true
+}
+
+func countOf(ps []int, p int) int {
+	n := 0
+	for _, q := range ps {
+		if q == p {
+			n++
+		}
+	}
+	return n
+}
+
+// collected is, per result id, the broker processes the collector's
+// copies came from.
+func (m *memoryUpstream) collected(c *collector) map[string][]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string][]int{}
+	proc := 1
+	for i, id := range c.order {
+		for proc <= len(m.colMarks) && i >= m.colMarks[proc-1] {
+			proc++
+		}
+		out[id] = append(out[id], proc)
+	}
+	return out
+}
+
+// sinkFlow is one PUBLISH of a result by the sink, as the proxy relayed it.
+type sinkFlow struct {
+	result string
+	proc   int  // the broker process it went to
+	acked  bool // the broker's PUBREC for it was relayed to the sink
+	// afterRelease: the sink had sent PUBREL for this result before.
+	afterRelease bool
+}
+
+// flows reads the proxy's trace: every PUBLISH of the sink, in order.
+func (m *memoryUpstream) flows() []sinkFlow {
+	var out []sinkFlow
+	open := map[[2]int]int{}       // (connection, packet id) → its PUBLISH in out
+	lastPub := map[uint16]string{} // packet id → the result last published with it
+	released := map[string]bool{}
+	for _, e := range m.proxy.Events() {
+		switch {
+		case e.kind == pktPublish && !e.toAgent:
+			proc := 1
+			for proc <= len(m.connMarks) && e.conn > m.connMarks[proc-1] {
+				proc++
+			}
+			open[[2]int{e.conn, int(e.id)}] = len(out)
+			out = append(out, sinkFlow{result: e.result, proc: proc, afterRelease: released[e.result]})
+			lastPub[e.id] = e.result
+		case e.kind == pktPubrec && e.toAgent && !e.lost:
+			if i, ok := open[[2]int{e.conn, int(e.id)}]; ok {
+				out[i].acked = true
+			}
+		case e.kind == pktPubrel && !e.toAgent:
+			released[lastPub[e.id]] = true
+		}
+	}
+	return out
+}
+
+// brokerRepeats: per result of device, the broker processes its copies at
+// the collector came from. It fails the test if one process delivered a
+// result twice (it delivers a re-sent flow it holds once: the sink sent it
+// as a new message), if a copy came from a process the sink never sent it
+// to, if the trace shows the sink publishing a result again after it had
+// released it (sent PUBREL: it had the broker's PUBREC), or, with the
+// broker's own log, if the collector's copies differ from what the broker
+// published. Every other repeat is a restarted broker taking a re-sent
+// flow it no longer knew: one per process beyond the first.
+func (m *memoryUpstream) brokerRepeats(t *testing.T, c *collector, device string) map[string]int {
+	t.Helper()
+	errs := 0
+	fail := func(format string, a ...any) {
+		if errs++; errs <= 10 {
+			t.Errorf(format, a...)
+		}
+	}
+	sentTo := map[string][]int{}
+	for _, f := range m.flows() {
+		if !strings.HasPrefix(f.result, device+"/") {
+			continue
+		}
+		if f.afterRelease {
+			fail("%s published again (to broker process %d) after the sink had released it", f.result, f.proc)
+		}
+		sentTo[f.result] = append(sentTo[f.result], f.proc)
+	}
+	var logged map[string][]int
+	if m.logged != nil {
+		logged = m.logged()
+	}
+	repeats := map[string]int{}
+	n := 0
+	for id, ps := range m.collected(c) {
+		if !strings.HasPrefix(id, device+"/") {
+			continue
+		}
+		for i, p := range ps {
+			if i > 0 && p == ps[i-1] {
+				fail("%s delivered twice by broker process %d", id, p)
+			}
+			if !slices.Contains(sentTo[id], p) {
+				fail("%s delivered by broker process %d, which the sink never sent it to (sent to %v)", id, p, sentTo[id])
+			}
+		}
+		if logged != nil && !slices.Equal(ps, logged[id]) {
+			fail("%s: the collector's copies came from broker processes %v, the broker's log has it published by %v", id, ps, logged[id])
+		}
+		repeats[id] = len(ps) - 1
+		n += len(ps) - 1
+	}
+	for id := range logged {
+		if strings.HasPrefix(id, device+"/") && c.receipts[id] == 0 {
+			fail("%s published by the broker, never at the collector", id)
+		}
+	}
+	if errs > 10 {
+		t.Errorf("%d such errors", errs)
+	}
+	t.Logf("%d results of %s delivered again by a restarted broker (%d broker processes)", n, device, len(m.colMarks)+1)
+	return repeats
+}
+
+// startAedesUpstream is aedes, logging every result it publishes.
 func startAedesUpstream(t *testing.T) upstream {
 	b := aedes.Start(t, aedes.LogPublishes("results/"))
 	trace := ""
 	if os.Getenv("EDDY_AEDES_TRACE") != "" {
 		trace = filepath.Join(b.Dir(), "trace.txt")
 	}
-	a := &aedesUpstream{t: t, b: b, proxy: startMQTTProxy(t, b.Addr(), trace)}
-	keepOnFailure(t, a.proxy, b.Dir())
-	return a
-}
-
-func (a *aedesUpstream) collectorURL() string { return a.b.URL() }
-func (a *aedesUpstream) sinkURL() string      { return a.proxy.URL() }
-
-// published is how many results aedes logged as published, in all its
-// processes.
-func (a *aedesUpstream) published() int { return strings.Count(a.b.Log(), "Z published ") }
-
-func (a *aedesUpstream) stop(c *collector) {
-	a.proxy.pause()
-	if !waitUntil(60*time.Second, func() bool { return c.received() >= a.published() }) {
-		a.t.Errorf("the collector got %d results, aedes published %d", c.received(), a.published())
-	}
-	a.b.Stop()
-}
-
-func (a *aedesUpstream) restart(c *collector) {
-	a.stop(c)
-	a.b.Restart()
-	subscribed := func() bool {
-		log := a.b.Log()
-		return strings.Contains(log[strings.LastIndex(log, "aedes listening on"):], "subscribe collector results/#@2")
-	}
-	if !waitUntil(60*time.Second, subscribed) {
-		a.t.Errorf("the collector did not subscribe again within 60 s")
-	}
-	a.proxy.resume()
-}
-
-// brokerRepeats reads aedes' log: per result of device, which aedes
-// processes published it. It fails the test if one process published a
-// result twice (aedes delivers a re-send of a flow it holds once: the sink
-// sent it as a new message), if the collector's copies differ from what
-// aedes published, or if the trace shows the sink publishing a result
-// again after it had released it (sent PUBREL: it had the broker's PUBREC).
-// Every other repeat is a restarted aedes taking a re-sent flow it no
-// longer knew: one per process beyond the first.
-func (a *aedesUpstream) brokerRepeats(t *testing.T, c *collector, device string) map[string]int {
-	t.Helper()
-	procs := map[string][]int{} // result id → the aedes processes that published it
-	proc := 0
-	for _, line := range strings.Split(a.b.Log(), "\n") {
-		if strings.Contains(line, "aedes listening on") {
-			proc++
-			continue
-		}
-		if !strings.Contains(line, "Z published ") {
-			continue
-		}
-		m := traceResult.FindStringSubmatch(line)
-		if m == nil || !strings.HasPrefix(m[1], device+"/") {
-			continue
-		}
-		procs[m[1]] = append(procs[m[1]], proc)
-	}
-	repeats := map[string]int{}
-	twice := 0
-	for id, ps := range procs {
-		for i := 1; i < len(ps); i++ {
-			if ps[i] == ps[i-1] {
-				if twice++; twice <= 5 {
-					t.Errorf("%s published twice by one aedes process (%v)", id, ps)
+	m := &memoryUpstream{t: t, url: b.URL(), proxy: startMQTTProxy(t, b.Addr(), trace), halt: b.Stop, start: b.Restart, running: true}
+	keepOnFailure(t, m.proxy, b.Dir())
+	m.logged = func() map[string][]int {
+		out := map[string][]int{}
+		proc := 0
+		for _, line := range strings.Split(b.Log(), "\n") {
+			if strings.Contains(line, "aedes listening on") {
+				proc++
+			} else if strings.Contains(line, "Z published ") {
+				if r := traceResult.FindStringSubmatch(line); r != nil {
+					out[r[1]] = append(out[r[1]], proc)
 				}
 			}
 		}
-		repeats[id] = len(ps) - 1
+		return out
 	}
-	c.mu.Lock()
-	differ := 0
-	for id, n := range c.receipts {
-		if strings.HasPrefix(id, device+"/") && n != len(procs[id]) {
-			differ++
-		}
-	}
-	for id := range procs {
-		if c.receipts[id] != len(procs[id]) && differ < 5 {
-			t.Errorf("%s: the collector got %d copies, aedes published %d", id, c.receipts[id], len(procs[id]))
-		}
-	}
-	c.mu.Unlock()
-	if differ > 0 {
-		t.Errorf("%d results of %s: the collector's copies differ from aedes' log", differ, device)
-	}
-	// The sink's side: once it sent PUBREL for a flow it had the
-	// broker's PUBREC, and may only ever send PUBREL for it again.
-	lastPub := map[uint16]string{} // packet id → the result last published with it
-	released := map[string]bool{}
-	again := 0
-	for _, e := range a.proxy.Events() {
-		switch {
-		case e.kind == pktPublish && !e.toAgent:
-			if released[e.result] {
-				if again++; again <= 5 {
-					t.Errorf("%s published again (connection %d, packet id %d) after the sink released it", e.result, e.conn, e.id)
-				}
-			}
-			lastPub[e.id] = e.result
-		case e.kind == pktPubrel && !e.toAgent:
-			released[lastPub[e.id]] = true
-		}
-	}
-	n := 0
-	for _, r := range repeats {
-		n += r
-	}
-	t.Logf("aedes' log: %d results of %s published, %d of them again by a restarted aedes; %d processes", len(procs), device, n, proc)
-	return repeats
+	return m
+}
+
+// startEmbeddedUpstream is the embedded broker of a second agent, stopped
+// with SIGINT and started again. It keeps no log of what it publishes: the
+// collector's copies are judged against the packet trace alone.
+func startEmbeddedUpstream(t *testing.T) upstream {
+	addr := loopback.Addr(t)
+	r := newEmbeddedCrashRun(t, addr)
+	r.start()
+	m := &memoryUpstream{t: t, url: "tcp://" + addr, proxy: startMQTTProxy(t, addr, ""), halt: r.stop, start: r.start, running: true}
+	return m
 }

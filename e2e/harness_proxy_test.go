@@ -126,6 +126,13 @@ func (p *mqttProxy) pause() {
 	}
 }
 
+// connections is how many connections the proxy has relayed so far.
+func (p *mqttProxy) connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns
+}
+
 // resume lets connections in again.
 func (p *mqttProxy) resume() { p.paused.Store(false) }
 
