@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -268,10 +269,16 @@ func startAedesUpstream(t *testing.T) upstream {
 
 // startEmbeddedUpstream is the embedded broker of a second agent, stopped
 // with SIGINT and started again. It keeps no log of what it publishes: the
-// collector's copies are judged against the packet trace alone.
+// collector's copies are judged against the packet trace alone. Its
+// max_inflight is raised to the most: the broker drops a QoS 1/2 message
+// for a subscriber that has max_inflight of them unacknowledged already
+// (mochi's "client store quota reached"), and the collector, one client
+// taking the results of a whole window at once, falls that far behind on
+// a busy machine.
 func startEmbeddedUpstream(t *testing.T) upstream {
 	addr := loopback.Addr(t)
-	r := newEmbeddedCrashRun(t, addr)
+	r := newCrashRun(t, strings.Replace(embeddedCrashConfig(addr), `listen = "`+addr+`" }`, `listen = "`+addr+`"`+"\n  max_inflight = 65535\n}", 1))
+	r.ready = func() bool { return healthzStatus(r.admin) == http.StatusOK }
 	r.start()
 	m := &memoryUpstream{t: t, url: "tcp://" + addr, proxy: startMQTTProxy(t, addr, ""), halt: r.stop, start: r.start, running: true}
 	return m
