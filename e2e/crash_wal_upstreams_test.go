@@ -277,7 +277,7 @@ func startAedesUpstream(t *testing.T) upstream {
 // a busy machine.
 func startEmbeddedUpstream(t *testing.T) upstream {
 	addr := loopback.Addr(t)
-	r := newCrashRun(t, strings.Replace(embeddedCrashConfig(addr), `listen = "`+addr+`" }`, `listen = "`+addr+`"`+"\n  max_inflight = 65535\n}", 1))
+	r := newCrashRun(t, strings.Replace(embeddedCrashConfig(addr), `broker { listen = "`+addr+`" }`, "broker {\n  listen       = \""+addr+"\"\n  max_inflight = 65535\n}", 1))
 	r.ready = func() bool { return healthzStatus(r.admin) == http.StatusOK }
 	r.start()
 	m := &memoryUpstream{t: t, url: "tcp://" + addr, proxy: startMQTTProxy(t, addr, ""), halt: r.stop, start: r.start, running: true}
