@@ -43,17 +43,19 @@ type Broker struct {
 	Port    int
 	cmd     *exec.Cmd
 	done    chan struct{}
-	publogs string // LogPublishes' topic prefix
+	publogs string // LogPublishes' topic filter
 }
 
 // Option changes how Start runs the broker.
 type Option func(*Broker)
 
-// LogPublishes makes the broker log every message a client publishes to a
-// topic starting with prefix, as aedes takes it (a QoS 2 message on
-// receipt, before its PUBREC): "published CLIENT TOPIC PAYLOAD", one line
-// each. It is the broker's own count of what it took, across restarts.
-func LogPublishes(prefix string) Option { return func(b *Broker) { b.publogs = prefix } }
+// LogPublishes makes the broker log every message published to a topic
+// that filter matches, as aedes routes it (a QoS 2 message on receipt,
+// before its PUBREC), before it writes it to any subscriber: "published
+// TOPIC PAYLOAD", one line each. It is the broker's own count of what it
+// delivered, across restarts (each process starts its part of the log with
+// "aedes listening on").
+func LogPublishes(filter string) Option { return func(b *Broker) { b.publogs = filter } }
 
 // ModulesDir is where scripts/install-deps.sh installs aedes:
 // $EDDY_AEDES_DIR, else $HOME/.cache/eddy/aedes; the modules are in its

@@ -2,11 +2,11 @@
 // listener on 127.0.0.1, aedes' default in-memory persistence (sessions and
 // their stored QoS 1/2 messages last as long as this process).
 //
-//   node broker.mjs NODE_MODULES_DIR PORT [PUBLISH_LOG_PREFIX]
+//   node broker.mjs NODE_MODULES_DIR PORT [PUBLISH_LOG_FILTER]
 //
-// With PUBLISH_LOG_PREFIX, every message a client publishes to a topic
-// starting with it is logged as aedes takes it: "published CLIENT TOPIC
-// PAYLOAD" (aedes publishes a QoS 2 message on receipt, before its PUBREC).
+// With PUBLISH_LOG_FILTER (a topic filter), every message published to a
+// matching topic is logged as aedes routes it: "published TOPIC PAYLOAD"
+// (aedes publishes a QoS 2 message on receipt, before its PUBREC).
 //
 // aedes is imported by path from NODE_MODULES_DIR: the modules are installed
 // in a cache folder (scripts/install-deps.sh), not next to this script.
@@ -30,10 +30,12 @@ broker.on('clientError', (c, err) => {
 })
 broker.on('subscribe', (subs, c) => log('subscribe', c && c.id, subs.map(s => s.topic + '@' + s.qos).join(' ')))
 if (publogs) {
-  broker.on('publish', (packet, c) => {
-    if (c && packet.topic.startsWith(publogs)) {
-      log('published', c.id, packet.topic, packet.payload.toString())
-    }
+  // A listener of the broker's own: aedes calls it as it routes the
+  // message, before it writes the message to any subscriber (its 'publish'
+  // event comes after, and a process stopped in between would not log it).
+  broker.subscribe(publogs, (packet, cb) => {
+    log('published', packet.topic, packet.payload.toString())
+    cb()
   })
 }
 const server = net.createServer(broker.handle)
