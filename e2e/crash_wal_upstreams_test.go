@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -189,7 +190,7 @@ func (m *memoryUpstream) flows() []sinkFlow {
 // broker's own log, if the collector's copies differ from what the broker
 // published. Every other repeat is a restarted broker taking a re-sent
 // flow it no longer knew: one per process beyond the first.
-func (m *memoryUpstream) brokerRepeats(t *testing.T, c *collector, device string) map[string]int {
+func (m *memoryUpstream) brokerRepeats(t reporter, c *collector, device string) map[string]int {
 	t.Helper()
 	errs := 0
 	fail := func(format string, a ...any) {
@@ -213,7 +214,8 @@ func (m *memoryUpstream) brokerRepeats(t *testing.T, c *collector, device string
 	}
 	repeats := map[string]int{}
 	n := 0
-	for id, ps := range m.collected(c) {
+	got := m.collected(c)
+	for id, ps := range got {
 		if !strings.HasPrefix(id, device+"/") {
 			continue
 		}
@@ -232,7 +234,7 @@ func (m *memoryUpstream) brokerRepeats(t *testing.T, c *collector, device string
 		n += len(ps) - 1
 	}
 	for id := range logged {
-		if strings.HasPrefix(id, device+"/") && c.receipts[id] == 0 {
+		if strings.HasPrefix(id, device+"/") && len(got[id]) == 0 {
 			fail("%s published by the broker, never at the collector", id)
 		}
 	}
@@ -293,4 +295,53 @@ func startEmbeddedUpstream(t *testing.T) upstream {
 	r.start()
 	m := &memoryUpstream{t: t, url: "tcp://" + addr, proxy: startMQTTProxy(t, addr, ""), halt: r.stop, start: r.start, running: true}
 	return m
+}
+
+// judgeRecord records what a judge reports.
+type judgeRecord struct{ errs []string }
+
+func (*judgeRecord) Helper()                     {}
+func (*judgeRecord) Logf(string, ...any)         {}
+func (j *judgeRecord) Errorf(f string, a ...any) { j.errs = append(j.errs, fmt.Sprintf(f, a...)) }
+
+// TestMemoryUpstream_JudgesRepeats: brokerRepeats allows a repeat only
+// from a restarted broker process the sink sent the unreleased flow to,
+// and fails the other cases, on a made-up trace: results a and b published
+// on connection 1 (process 1), a's PUBREC relayed and released; the broker
+// restarted; b published again on connection 2 (process 2).
+func TestMemoryUpstream_JudgesRepeats(t *testing.T) {
+	trace := []proxyEvent{
+		{conn: 1, kind: pktPublish, id: 1, result: "d/a"},
+		{conn: 1, kind: pktPublish, id: 2, result: "d/b"},
+		{conn: 1, kind: pktPubrec, toAgent: true, id: 1},
+		{conn: 1, kind: pktPubrel, id: 1},
+		{conn: 2, kind: pktPublish, id: 2, result: "d/b"},
+	}
+	for _, tc := range []struct {
+		name    string
+		order   []string // the collector's receipts; process 1's are the first two
+		extra   []proxyEvent
+		wantErr string
+		repeats int
+	}{
+		{name: "restart_repeat", order: []string{"d/a", "d/b", "d/b"}, repeats: 1},
+		{name: "once", order: []string{"d/a", "d/b"}},
+		{name: "twice_in_one_process", order: []string{"d/a", "d/a", "d/b"}, wantErr: "twice by broker process 1"},
+		{name: "from_a_process_not_sent_to", order: []string{"d/a", "d/b", "d/a"}, wantErr: "which the sink never sent it to"},
+		{name: "published_after_release", order: []string{"d/a", "d/b", "d/b"},
+			extra: []proxyEvent{{conn: 2, kind: pktPublish, id: 1, result: "d/a"}}, wantErr: "after the sink had released it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &memoryUpstream{proxy: &mqttProxy{events: append(slices.Clone(trace), tc.extra...)}, colMarks: []int{2}, connMarks: []int{1}}
+			c := &collector{receipts: map[string]int{}, order: tc.order}
+			var j judgeRecord
+			rep := m.brokerRepeats(&j, c, "d")
+			if tc.wantErr == "" && len(j.errs) > 0 || tc.wantErr != "" && !slices.ContainsFunc(j.errs, func(e string) bool { return strings.Contains(e, tc.wantErr) }) {
+				t.Fatalf("errors %q, want one containing %q", j.errs, tc.wantErr)
+			}
+			if n := rep["d/b"] + rep["d/a"]; tc.wantErr == "" && n != tc.repeats {
+				t.Fatalf("%d repeats allowed, want %d", n, tc.repeats)
+			}
+		})
+	}
 }
