@@ -34,7 +34,9 @@ import (
 // collector has every result the broker provably published, then stops
 // the broker; a start lets the sink in again once the collector has
 // subscribed to the new process. To the sink this is its broker gone and
-// back without its session.
+// back without its session. The collector connects once per process, so
+// aedes' reuse of packet ids across the connections of one session
+// (docs/upstream.md) does not reach it.
 type memoryUpstream struct {
 	t     *testing.T
 	url   string // the broker's own, for the collector
