@@ -23,31 +23,48 @@ import (
 // acks of messages the agent logged, and must send them again after the
 // resume (loseAcks). With a trace path it also writes every PUBLISH and PUBACK both
 // ways, one line each: time, connection, direction, packet, packet id,
-// DUP, the reading's seq.
+// DUP, the reading's seq. It also records a QoS 2 publisher's flows
+// (PUBLISH, PUBREC, PUBREL, PUBCOMP, with the result id a PUBLISH carries),
+// and can cut every connection and refuse new ones for a while (pause).
 type mqttProxy struct {
 	ln     net.Listener
 	broker string
 	toLose atomic.Int64 // PUBACKs still to swallow
 	held   atomic.Int64 // PUBACKs swallowed
+	paused atomic.Bool
 
 	mu     sync.Mutex
 	out    *bufio.Writer // nil: no trace file
 	conns  int
 	events []proxyEvent
+	live   map[net.Conn]bool // both sides of the open connections
 }
 
-// proxyEvent is a PUBLISH or PUBACK the proxy saw: conn numbers the
-// client's connections from 1; toAgent is the broker's side; lost marks a
-// PUBLISH the broker wrote after the agent's side had closed (it never
-// reached the agent); seq is the reading's (-1 for none).
+// proxyEvent is a PUBLISH, PUBACK, PUBREC, PUBREL or PUBCOMP the proxy
+// saw (kind: the packet type): conn numbers the client's connections from
+// 1; toAgent is the broker's side; lost marks a PUBLISH the broker wrote
+// after the agent's side had closed (it never reached the agent); seq is
+// the reading's (-1 for none), result the id of a result the agent
+// published ("" for none).
 type proxyEvent struct {
 	conn    int
+	kind    byte
 	toAgent bool
 	publish bool
 	lost    bool
 	id      uint16
 	seq     int
+	result  string
 }
+
+// MQTT control packet types the proxy records.
+const (
+	pktPublish = 3
+	pktPuback  = 4
+	pktPubrec  = 5
+	pktPubrel  = 6
+	pktPubcomp = 7
+)
 
 // startMQTTProxy listens on loopback and relays to broker (host:port). trace,
 // if not "", is the file the trace goes to.
@@ -57,7 +74,7 @@ func startMQTTProxy(t *testing.T, broker, trace string) *mqttProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &mqttProxy{ln: ln, broker: broker}
+	p := &mqttProxy{ln: ln, broker: broker, live: map[net.Conn]bool{}}
 	if trace != "" {
 		f, err := os.Create(trace)
 		if err != nil {
@@ -79,6 +96,10 @@ func (p *mqttProxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.paused.Load() {
+			c.Close()
+			continue
+		}
 		b, err := net.Dial("tcp", p.broker)
 		if err != nil {
 			c.Close()
@@ -87,13 +108,38 @@ func (p *mqttProxy) accept() {
 		p.mu.Lock()
 		p.conns++
 		n := p.conns
+		p.live[c], p.live[b] = true, true
 		p.mu.Unlock()
 		go p.relay(n, "B>A", b, c)
 		go p.relay(n, "A>B", c, b)
 	}
 }
 
-var traceSeq = regexp.MustCompile(`"seq":(-?\d+)`)
+// pause closes every connection the proxy relays and refuses new ones
+// until resume: the client sees its broker unreachable.
+func (p *mqttProxy) pause() {
+	p.paused.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.live {
+		c.Close()
+	}
+}
+
+// connections is how many connections the proxy has relayed so far.
+func (p *mqttProxy) connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conns
+}
+
+// resume lets connections in again.
+func (p *mqttProxy) resume() { p.paused.Store(false) }
+
+var (
+	traceSeq    = regexp.MustCompile(`"seq":(-?\d+)`)
+	traceResult = regexp.MustCompile(`"id":"([^"]*)"`)
+)
 
 // relay copies packets from one side to the other until either fails. When
 // the agent's side fails, what the broker still writes is read to its end
@@ -103,8 +149,14 @@ var traceSeq = regexp.MustCompile(`"seq":(-?\d+)`)
 func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
 	if dir == "B>A" {
 		// This side closes both connections, once the broker is done.
-		defer from.Close()
-		defer to.Close()
+		defer func() {
+			from.Close()
+			to.Close()
+			p.mu.Lock()
+			delete(p.live, from)
+			delete(p.live, to)
+			p.mu.Unlock()
+		}()
 	}
 	r := bufio.NewReaderSize(from, 1<<16)
 	lost := false
@@ -130,21 +182,24 @@ func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
 				if (pkt[0]>>1)&3 > 0 && len(rest) >= 2 {
 					id, rest = int(binary.BigEndian.Uint16(rest)), rest[2:]
 				}
-				seq := -1
+				seq, result := -1, ""
 				if m := traceSeq.FindSubmatch(rest); m != nil {
 					seq, _ = strconv.Atoi(string(m[1]))
 				}
-				p.record(proxyEvent{conn: n, toAgent: dir == "B>A", publish: true, lost: lost, id: uint16(id), seq: seq})
-				p.trace(n, dir, "PUBLISH", id, pkt[0]&8 != 0, lost, strconv.Itoa(seq))
+				if m := traceResult.FindSubmatch(rest); m != nil && dir == "A>B" {
+					result = string(m[1])
+				}
+				p.record(proxyEvent{conn: n, kind: pktPublish, toAgent: dir == "B>A", publish: true, lost: lost, id: uint16(id), seq: seq, result: result})
+				p.trace(n, dir, "PUBLISH", id, pkt[0]&8 != 0, lost, strconv.Itoa(seq)+" "+result)
 			}
-		case 4: // PUBACK
-			if dir == "A>B" && p.lose() {
+		case pktPuback, pktPubrec, pktPubrel, pktPubcomp:
+			if pkt[0]>>4 == pktPuback && dir == "A>B" && p.lose() {
 				continue
 			}
 			if len(body) >= 2 {
 				id := int(binary.BigEndian.Uint16(body))
-				p.record(proxyEvent{conn: n, toAgent: dir == "B>A", id: uint16(id), seq: -1})
-				p.trace(n, dir, "PUBACK", id, false, false, "")
+				p.record(proxyEvent{conn: n, kind: pkt[0] >> 4, toAgent: dir == "B>A", lost: lost, id: uint16(id), seq: -1})
+				p.trace(n, dir, [...]string{"PUBACK", "PUBREC", "PUBREL", "PUBCOMP"}[pkt[0]>>4-pktPuback], id, false, lost, "")
 			}
 		case 2: // CONNACK
 			if len(body) >= 2 {
@@ -356,7 +411,7 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 				k := [2]int{e.conn, int(e.id)}
 				pending[k] = append(pending[k], e.seq)
 			}
-		case !e.publish && !e.toAgent:
+		case e.kind == pktPuback && !e.toAgent:
 			k := [2]int{e.conn, int(e.id)}
 			if len(pending[k]) == 0 {
 				continue

@@ -18,7 +18,12 @@
 #     SIGKILLed 10 times, 100 of its acks lost with each killed process;
 #   - the WAL sink's and the file source's crash tests (e2e/crash_wal_test.go,
 #     e2e/crash_test.go: 1,200,000 readings from a file, SIGKILLed 10 times per
-#     pipeline).
+#     pipeline);
+#   - TestCrash_WALSinkExactlyOnce/aedes and /embedded: the exactly-once
+#     sink's kill test (200,000 readings, SIGKILLed 11 times, two upstream
+#     restarts and a 30 s outage) against aedes and against a second agent's
+#     embedded broker, which lose their sessions when restarted: each repeat
+#     proven a restarted broker's (e2e/crash_wal_upstreams_test.go).
 # CI runs smaller variants of each (TestCrash_MQTTStarvedCPU: 200,000
 # readings through scripts/faultbroker, which re-sends a DUP block of
 # 100,000 acknowledged messages after one kill).

@@ -38,12 +38,24 @@ var script []byte
 
 // Broker is a running aedes process.
 type Broker struct {
-	tb   testing.TB
-	dir  string
-	Port int
-	cmd  *exec.Cmd
-	done chan struct{}
+	tb      testing.TB
+	dir     string
+	Port    int
+	cmd     *exec.Cmd
+	done    chan struct{}
+	publogs string // LogPublishes' topic filter
 }
+
+// Option changes how Start runs the broker.
+type Option func(*Broker)
+
+// LogPublishes makes the broker log every message published to a topic
+// that filter matches, as aedes routes it (a QoS 2 message on receipt,
+// before its PUBREC), before it writes it to any subscriber: "published
+// TOPIC PAYLOAD", one line each. It is the broker's own count of what it
+// delivered, across restarts (each process starts its part of the log with
+// "aedes listening on").
+func LogPublishes(filter string) Option { return func(b *Broker) { b.publogs = filter } }
 
 // ModulesDir is where scripts/install-deps.sh installs aedes:
 // $EDDY_AEDES_DIR, else $HOME/.cache/eddy/aedes; the modules are in its
@@ -86,12 +98,15 @@ func installed() string {
 }
 
 // Start starts a broker; it is stopped with SIGTERM at test cleanup.
-func Start(tb testing.TB) *Broker {
+func Start(tb testing.TB, opts ...Option) *Broker {
 	tb.Helper()
 	if why := installed(); why != "" {
 		tb.Fatalf("%s: run scripts/install-deps.sh", why)
 	}
 	b := &Broker{tb: tb, dir: tb.TempDir(), Port: loopback.MustPort(tb)}
+	for _, o := range opts {
+		o(b)
+	}
 	if err := os.WriteFile(filepath.Join(b.dir, "broker.mjs"), script, 0o644); err != nil {
 		tb.Fatal(err)
 	}
@@ -136,7 +151,7 @@ func (b *Broker) start() {
 		b.tb.Fatal(err)
 	}
 	defer log.Close() // the child has its own descriptor
-	b.cmd = exec.Command(Node(), filepath.Join(b.dir, "broker.mjs"), filepath.Join(ModulesDir(), "node_modules"), strconv.Itoa(b.Port))
+	b.cmd = exec.Command(Node(), filepath.Join(b.dir, "broker.mjs"), filepath.Join(ModulesDir(), "node_modules"), strconv.Itoa(b.Port), b.publogs)
 	b.cmd.Dir = b.dir
 	b.cmd.Stdout, b.cmd.Stderr = log, log
 	if err := b.cmd.Start(); err != nil {
@@ -161,6 +176,15 @@ func (b *Broker) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Restart stops the broker if it runs and starts it again on the same port,
+// its log continued. The new process has none of the old one's sessions:
+// no subscriptions, no stored messages, no QoS 2 packet ids.
+func (b *Broker) Restart() {
+	b.tb.Helper()
+	b.Stop()
+	b.start()
 }
 
 // Stop stops the broker with SIGTERM (its in-memory sessions are lost) and

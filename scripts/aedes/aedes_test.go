@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,5 +86,55 @@ func TestBroker_ResumedSessionKeepsStoredMessages(t *testing.T) {
 	if c, err := net.Dial("tcp", b.Addr()); err == nil {
 		c.Close()
 		t.Fatalf("broker still listening on %s after Stop", b.Addr())
+	}
+}
+
+// TestBroker_LogPublishesAcrossRestart: with LogPublishes, a QoS 2 message
+// is in the log once it is acknowledged (aedes publishes on receipt), each
+// process's part of the log starts with its listening line, and Restart
+// starts a process that has forgotten every session.
+func TestBroker_LogPublishesAcrossRestart(t *testing.T) {
+	b := Start(t, LogPublishes("results/#"))
+	// connect connects a client with a persistent session, subscribed to
+	// results/#, and reports whether the broker had its session.
+	connect := func(id string) (paho.Client, bool) {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID(id).SetCleanSession(false))
+		tok := c.Connect()
+		if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("connect: %v", tok.Error())
+		}
+		if tok := c.Subscribe("results/#", 2, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatalf("subscribe: %v", tok.Error())
+		}
+		return c, tok.(*paho.ConnectToken).SessionPresent()
+	}
+	publish := func(payload string) (present bool) {
+		c, present := connect("pub")
+		defer c.Disconnect(100)
+		for _, topic := range []string{"results/x", "other/x"} {
+			if tok := c.Publish(topic, 2, false, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+		return present
+	}
+	publish("one")
+	if !strings.Contains(b.Log(), "published results/x one") {
+		t.Fatalf("not logged once acknowledged:\n%s", b.Log())
+	}
+	if !publish("two") {
+		t.Errorf("the first process forgot the session")
+	}
+	b.Restart()
+	if publish("three") {
+		t.Errorf("session present after Restart")
+	}
+	log := b.Log()
+	parts := strings.Split(log, "aedes listening on")
+	if len(parts) != 3 || !strings.Contains(parts[1], "results/x two") || !strings.Contains(parts[2], "published results/x three") {
+		t.Fatalf("want two processes' parts, the second with the third message:\n%s", log)
+	}
+	if strings.Count(log, "published ") != 3 {
+		t.Fatalf("want 3 messages logged (results/# only):\n%s", log)
 	}
 }

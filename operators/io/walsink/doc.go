@@ -125,7 +125,10 @@
 //   - A broker that loses its own QoS 2 state (mosquitto SIGKILLed, or
 //     persistence off; CONNACK says session present = 0) cannot be made up
 //     for by any client: flows it had received may be lost or, re-sent,
-//     delivered twice. The sink logs it.
+//     delivered twice. The sink logs it. A broker that delivers a QoS 2
+//     message on receipt and keeps sessions in memory (aedes, the embedded
+//     broker) loses none and delivers at most the flows open at its
+//     restart twice (e2e TestCrash_WALSinkExactlyOnce/aedes, /embedded).
 //   - mosquitto 2.0.11, restarted with SIGTERM while it drains a backlog to a
 //     subscriber, may itself re-send QoS 2 messages it had already delivered
 //     to that subscriber (DUP=1, same packet id and payload). These repeats
