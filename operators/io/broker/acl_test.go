@@ -11,6 +11,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -249,13 +250,13 @@ func TestBroker_SubscribeACL(t *testing.T) {
 	if tok := dev1.Publish("sensors/dev1/telemetry", 1, false, "{}"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
-	waitForCond(t, 10*time.Second, func() bool { return len(all.got()) == 1 })
+	await.True(t, 10*time.Second, `len(all.got()) == 1`, func() bool { return len(all.got()) == 1 })
 	if tok := dev2.Publish("sensors/dev2/telemetry", 1, false, "{}"); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
 	}
 	// dev2's own message comes after dev1's would have: the queue to dev2
 	// is in order.
-	waitForCond(t, 10*time.Second, func() bool { return len(mine.got()) == 1 })
+	await.True(t, 10*time.Second, `len(mine.got()) == 1`, func() bool { return len(mine.got()) == 1 })
 	// paho hands dev2's own message to every handler whose filter
 	// matches, refused or not: only dev1's and $SYS topics tell a leak.
 	for _, topic := range theirs.got() {
@@ -263,7 +264,7 @@ func TestBroker_SubscribeACL(t *testing.T) {
 			t.Errorf("dev2 received %s through a refused subscription", topic)
 		}
 	}
-	waitForCond(t, 10*time.Second, func() bool { return len(all.got()) == 2 && len(sys.got()) > 0 })
+	await.True(t, 10*time.Second, `len(all.got()) == 2 && len(sys.got()) > 0`, func() bool { return len(all.got()) == 2 && len(sys.got()) > 0 })
 	if n := b.Refused(RefusedACLSubscribe); n != 4 {
 		t.Errorf("Refused(acl_subscribe) = %d, want 4", n)
 	}
@@ -300,7 +301,7 @@ func TestBroker_ACLRefusalLogBounded(t *testing.T) {
 	for i := range refusals {
 		c := connect(t, b.URL(), "intruder", "dev2", "")
 		c.Publish("sensors/dev1/telemetry", 1, false, payload) // refused: no PUBACK
-		waitForCond(t, 10*time.Second, func() bool { return !c.IsConnectionOpen() && b.Refused(RefusedACLPublish) == uint64(i+1) })
+		await.True(t, 10*time.Second, `!c.IsConnectionOpen() && b.Refused(RefusedACLPublish) == uint64(i+1)`, func() bool { return !c.IsConnectionOpen() && b.Refused(RefusedACLPublish) == uint64(i+1) })
 	}
 	out := logs.String()
 	if len(out) > refusals*600 {
@@ -326,7 +327,7 @@ func TestBroker_PacketTooLargeCounted(t *testing.T) {
 	b, logs := startLogged(t, Options{MaxMessageSize: 1 << 10})
 	c := connect(t, b.URL(), "big-sender", "", "")
 	c.Publish("sensors/big", 1, false, strings.Repeat("x", 200<<10))
-	waitForCond(t, 10*time.Second, func() bool { return b.TooLarge() == 1 && !c.IsConnectionOpen() })
+	await.True(t, 10*time.Second, `b.TooLarge() == 1 && !c.IsConnectionOpen()`, func() bool { return b.TooLarge() == 1 && !c.IsConnectionOpen() })
 	out := logs.String()
 	if !strings.Contains(out, "client=big-sender") || !strings.Contains(out, "packet limit") {
 		t.Errorf("log does not name the client:\n%s", out)
@@ -344,21 +345,9 @@ func TestBroker_CredentialsRefusedCounted(t *testing.T) {
 		t.Fatal("connected with a wrong password")
 	}
 	// paho tries MQTT 3.1.1, then 3.1: one or two refusals.
-	waitForCond(t, 10*time.Second, func() bool { return b.Refused(RefusedCredentials) >= 1 })
+	await.True(t, 10*time.Second, `b.Refused(RefusedCredentials) >= 1`, func() bool { return b.Refused(RefusedCredentials) >= 1 })
 	out := logs.String()
 	if !strings.Contains(out, "client=guess") || strings.Contains(out, "hunter2") {
 		t.Errorf("log:\n%s", out)
-	}
-}
-
-// waitForCond polls cond until it holds; it fails the test after d.
-func waitForCond(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met in %v", d)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

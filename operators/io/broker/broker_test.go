@@ -18,6 +18,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -375,9 +376,7 @@ func TestBroker_MalformedSubscribeContained(t *testing.T) {
 	_, _ = io.Copy(io.Discard, conn) // the broker closes the connection
 	// The connection can close before the recover that counts the panic
 	// has run: wait for the count.
-	for deadline := time.Now().Add(10 * time.Second); b.Panics() != 1 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_ = await.Holds(10*time.Second, func() bool { return b.Panics() == 1 })
 	if b.Panics() != 1 {
 		t.Fatalf("Panics = %d, want the malformed packet's 1", b.Panics())
 	}

@@ -2,12 +2,14 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // heldPublish is a deferred publish the test has not completed yet.
@@ -76,23 +78,18 @@ func TestBroker_SubscribeDeferred_OneConnectionBatches(t *testing.T) {
 			t.Fatalf("publish %d not acknowledged after its Completion: %v", i, tok.Error())
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	await.Until(t, 20*time.Second, func() error {
 		mu.Lock()
-		r := append([]string(nil), routed...)
-		mu.Unlock()
-		if len(r) == n {
-			for i, p := range r {
-				if p != strconv.Itoa(i) {
-					t.Fatalf("routed %v: want 0..%d in order", r, n-1)
-				}
-			}
-			break
+		defer mu.Unlock()
+		if len(routed) != n {
+			return fmt.Errorf("MQTT subscriber got %v, want %d messages", routed, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("MQTT subscriber got %v, want %d messages", r, n)
+		return nil
+	})
+	for i, p := range routed {
+		if p != strconv.Itoa(i) {
+			t.Fatalf("routed %v: want 0..%d in order", routed, n-1)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if tok := pub.Publish("sensors/a", 1, false, "after"); tok.WaitTimeout(50 * time.Millisecond) {
 		t.Fatal("a later publish was acknowledged without its Completion")
