@@ -84,7 +84,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 		tick = tk.C
 	}
 	keepLate := p.late != nil
-	var lastLate, lastLateResumed, lastUnassigned int64
+	var lastLate, lastLateResumed, lastUnassigned, lastOverflowed int64
 	var keyedSeen keyedSeen
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
@@ -184,7 +184,21 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.m.unassigned.Add(int(d))
 			lastUnassigned = t.Unassigned
 		}
+		if d := t.Overflowed - lastOverflowed; d > 0 {
+			p.noteOverflow(t.LastOverflow, d)
+			lastOverflowed = t.Overflowed
+		}
 		p.keyedCounts(st, &keyedSeen)
+	}
+}
+
+// noteOverflow counts n result values that overflowed float64 (written as
+// null) and logs the latest, o, a few times a minute at most.
+func (p *pipeline) noteOverflow(o operators.Overflow, n int64) {
+	p.m.overflow.Add(int(n))
+	if p.overflowLog.allow(p.clk.wallMs()) {
+		p.log.Warn("result overflowed float64 and is written as null", "pipeline", p.name, "reason", "overflow",
+			"aggregate", o.Aggregate, "key", o.Key, "window_start", time.UnixMilli(o.Start).UTC(), "window_end", time.UnixMilli(o.End).UTC(), "values", n)
 	}
 }
 
