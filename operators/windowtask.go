@@ -45,9 +45,9 @@ type WindowTask struct {
 	LastOverflow Overflow
 }
 
-// Overflow describes one result value that overflowed float64.
+// Overflow describes the values of one result that overflowed float64.
 type Overflow struct {
-	Aggregate  string // its name in the aggregate block
+	Aggregates []string // their names in the aggregate block
 	Key        string
 	Start, End int64 // the window
 }
@@ -157,11 +157,15 @@ func (t *WindowTask) collect() {
 			Kind: f.Kind.String(), Firing: f.Seq, Names: t.names, Values: f.Values}
 		t.results.AddResult(t.deviceID, &t.res)
 		t.Fired++
+		var over []string
 		for j, v := range f.Values {
 			if math.IsInf(v, 0) && j < len(t.names) {
 				t.Overflowed++
-				t.LastOverflow = Overflow{Aggregate: t.names[j], Key: string(f.Key), Start: f.Window.Start, End: f.Window.End}
+				over = append(over, t.names[j])
 			}
+		}
+		if over != nil {
+			t.LastOverflow = Overflow{Aggregates: over, Key: string(f.Key), Start: f.Window.Start, End: f.Window.End}
 		}
 	}
 	t.out.Reset()
