@@ -223,7 +223,10 @@ func (s *Shipper) Stats() Stats {
 	st := s.stats
 	st.Pending = len(s.queue)
 	st.PendingObjects = len(s.queue)
-	missing := map[string]bool{}
+	var missing map[string]bool
+	if len(s.queue) > 0 {
+		missing = map[string]bool{}
+	}
 	for _, sh := range s.queue {
 		for _, f := range sh.files {
 			if !s.present[f.Name] && !missing[f.Name] {
