@@ -56,7 +56,9 @@ func (c *checkpointer) activity() uint64 {
 // forwarded anything and no exactly-once sink received output. The ticker
 // then leaves the coordinator alone, so an idle device writes nothing; the
 // next input makes the overdue checkpoint start at once. Savepoints and the
-// final checkpoint do not come through the ticker and are never skipped.
+// final checkpoint do not come through the ticker and are never skipped,
+// and while a requested savepoint waits (behind the checkpoint its request
+// started, say) the ticker goes on ticking.
 // State that changes without input or exactly-once output (TTL cleanup,
 // firings to at-least-once sinks) is checkpointed with the next change; a
 // restore meanwhile repeats that cleanup or at-least-once output.
@@ -67,7 +69,15 @@ func (c *checkpointer) activity() uint64 {
 // the log to its end. Skipping would wait for input that only a checkpoint
 // can let in.
 func (c *checkpointer) unchanged() bool {
-	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity && !c.ingestFull()
+	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity && !c.ingestFull() && !c.savepointWaits()
+}
+
+// savepointWaits reports whether a requested savepoint has not been
+// answered yet.
+func (c *checkpointer) savepointWaits() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiters) > 0
 }
 
 // ingestWaits reports whether a checkpoint now, rather than at the end of

@@ -374,5 +374,11 @@ func (in *introspection) uploadReport() *admin.UploadReport {
 	if u == nil {
 		return nil
 	}
-	return &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.vars())}
+	r := &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.vars())}
+	if st := a.upload.stats(); st != nil {
+		// What /readyz's upload check reports, as numbers.
+		checkpoints, files, lag := int64(st.Pending), int64(st.PendingObjects), st.RecoveryPointLag.Milliseconds()
+		r.BacklogCheckpoints, r.BacklogFiles, r.RecoveryPointLagMs = &checkpoints, &files, &lag
+	}
+	return r
 }

@@ -22,7 +22,10 @@ type pipelineMetrics struct {
 	duplicates *metrics.Counter // readings a dedup block dropped
 	late       *metrics.Counter
 	unassigned *metrics.Counter
-	watermark  atomic.Int64
+	// overflow counts result values written as null because they
+	// overflowed float64 (reason "overflow").
+	overflow  *metrics.Counter
+	watermark atomic.Int64
 
 	// lateResumed counts late readings that arrived just after the broker
 	// resumed the session (reason "resumed_backlog": its stored messages
@@ -50,6 +53,7 @@ func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
 		duplicates: set.NewCounter("eddy_readings_duplicate_total" + l),
 		late:       set.NewCounter(fmt.Sprintf(`eddy_readings_late_total{pipeline=%q,reason="late"}`, name)),
 		unassigned: set.NewCounter("eddy_readings_unassigned_total" + l),
+		overflow:   set.NewCounter(fmt.Sprintf(`eddy_result_values_null_total{pipeline=%q,reason="overflow"}`, name)),
 		dead:       map[string]*metrics.Counter{},
 	}
 	m.lateResumed = set.NewCounter(fmt.Sprintf(`eddy_readings_late_total{pipeline=%q,reason="resumed_backlog"}`, name))

@@ -70,6 +70,7 @@ type pipeline struct {
 	// too (a sink in to has max_payload).
 	resultDeadLetters bool
 	tooLargeLog       lockedRateLimiter
+	overflowLog       lockedRateLimiter
 	// keys bounds the live keys (max_keys); nil without a limit.
 	keys        *operators.KeyBudget
 	keyLimitLog lockedRateLimiter

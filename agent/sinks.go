@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/io/sink"
@@ -201,8 +202,12 @@ func (r *sinkRunner) fail(op string, err error) {
 	// An exactly-once sink that cannot write cannot keep its promise: the
 	// run stops and restarts from the last checkpoint (restart strategy).
 	// At-least-once sinks retry with the next batch; an uplink that is down
-	// is normal at the edge.
-	if (r.tx != nil || r.deadLetters) && r.fatal != nil {
+	// is normal at the edge. A full disk under an at-least-once file sink
+	// is not retried that way: the file sink is broken after a failed
+	// write, and what it lost (a torn line among it) is written again only
+	// by a restart from the last checkpoint, once the region has waited
+	// for space. The file is then cut back to its last whole line.
+	if (r.tx != nil || r.deadLetters || disk.IsNoSpace(err)) && r.fatal != nil {
 		r.fatal(fmt.Errorf("sink %q: %s: %w", r.name, op, err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -84,7 +85,15 @@ func (p *pipeline) runSubtask(st *subtask) {
 		tick = tk.C
 	}
 	keepLate := p.late != nil
-	var lastLate, lastLateResumed, lastUnassigned int64
+	var lastLate, lastLateResumed, lastUnassigned, lastOverflowed int64
+	// overflows counts result values that overflowed since the last call;
+	// processing-time firings come from the ticker too.
+	overflows := func() {
+		if d := t.Overflowed - lastOverflowed; d > 0 {
+			p.noteOverflow(t.LastOverflow, d)
+			lastOverflowed = t.Overflowed
+		}
+	}
 	var keyedSeen keyedSeen
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
@@ -113,6 +122,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 			case <-tick:
 				t.AdvanceProcessingTime(p.clk.monoMs())
 				p.emit(st)
+				overflows()
 				continue
 			}
 		}
@@ -184,7 +194,18 @@ func (p *pipeline) runSubtask(st *subtask) {
 			p.m.unassigned.Add(int(d))
 			lastUnassigned = t.Unassigned
 		}
+		overflows()
 		p.keyedCounts(st, &keyedSeen)
+	}
+}
+
+// noteOverflow counts n result values that overflowed float64 (written as
+// null) and logs the latest, o, a few times a minute at most.
+func (p *pipeline) noteOverflow(o operators.Overflow, n int64) {
+	p.m.overflow.Add(int(n))
+	if p.overflowLog.allow(p.clk.wallMs()) {
+		p.log.Warn("result overflowed float64 and is written as null", "pipeline", p.name, "reason", "overflow",
+			"aggregates", strings.Join(o.Aggregates, ","), "key", o.Key, "window_start", time.UnixMilli(o.Start).UTC(), "window_end", time.UnixMilli(o.End).UTC(), "values", n)
 	}
 }
 

@@ -176,7 +176,8 @@ type Failure struct {
 }
 
 // TriggerSavepoint requests a savepoint. It is triggered at once, or queued
-// until the checkpoint in progress ends. Request is echoed in the Trigger and
+// until the checkpoint in progress ends and then triggered as that one
+// completes or aborts, without waiting for a Tick. Request is echoed in the Trigger and
 // in the Completed or Aborted entry so the caller can answer the requester.
 type TriggerSavepoint struct {
 	Request uint64
@@ -757,16 +758,26 @@ func (c *Coordinator) abortCounting(reason error, count bool) {
 	if c.ready.Manifest == p.m {
 		c.ready.Manifest = nil
 	}
-	if p.trigger.Kind == KindSavepoint || !count || c.diskFull {
-		return
+	if p.trigger.Kind != KindSavepoint && count && !c.diskFull {
+		c.failures++
 	}
-	c.failures++
 	if c.failures > c.cfg.TolerableFailures && c.failed == nil {
 		c.failed = fmt.Errorf("%w: %d in a row (tolerable_failures = %d); last: %w", ErrTooManyFailures, c.failures, c.cfg.TolerableFailures, reason)
 		for _, req := range c.savepoints {
 			c.ready.Aborted = append(c.ready.Aborted, Aborted{Kind: KindSavepoint, SavepointRequest: req, Reason: fmt.Errorf("%w: %w", ErrCoordinatorFailed, c.failed)})
 		}
 		c.savepoints = nil
+	}
+	c.triggerWaitingSavepoint()
+}
+
+// triggerWaitingSavepoint triggers a requested savepoint that waited for
+// the checkpoint that just ended. It must not wait for the next Tick: on a
+// quiet device the agent stops ticking once nothing changes, so the
+// savepoint would wait for the next reading.
+func (c *Coordinator) triggerWaitingSavepoint() {
+	if len(c.savepoints) > 0 {
+		c.maybeTrigger()
 	}
 }
 
@@ -797,6 +808,7 @@ func (c *Coordinator) complete(p *pending) {
 	c.stats.LastDurationMs, c.stats.LastAlignmentMs = m.DurationMs, m.AlignmentMs
 	c.stats.LastSize, c.stats.LastChainSize = m.Size(), m.FullSize()
 	c.ready.Completed = append(c.ready.Completed, Completed{ID: m.ID, Kind: m.Kind, SavepointRequest: p.trigger.SavepointRequest, Manifest: m})
+	c.triggerWaitingSavepoint()
 }
 
 // HasReady reports whether Ready has work.

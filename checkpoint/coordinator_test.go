@@ -328,9 +328,9 @@ func TestCoordinator_Savepoint(t *testing.T) {
 		t.Fatalf("savepoint triggered during checkpoint 2: %+v", rd)
 	}
 	h.ackAll(2, KindIncremental)
-	h.ready()
-	// Due at once: neither the interval nor min_pause holds a savepoint.
-	wantTrigger(t, h.tick(21_000), Trigger{ID: 3, Kind: KindSavepoint, SavepointRequest: 77})
+	// Triggered as 2 completes: neither the interval nor min_pause holds a
+	// savepoint, nor does it wait for a Tick.
+	wantTrigger(t, h.ready().Triggers, Trigger{ID: 3, Kind: KindSavepoint, SavepointRequest: 77})
 	// A savepoint is self-contained: an incremental file breaks the protocol.
 	if err := h.c.Step(Ack{CheckpointID: 3, Task: "a", Files: []FileRef{file("a", 3, KindIncremental)}}); !errors.Is(err, ErrBadAck) {
 		t.Fatalf("incremental file in a savepoint: err = %v", err)
@@ -834,4 +834,124 @@ func TestCoordinator_Hurry(t *testing.T) {
 	wantTrigger(t, h.tick(18_100))
 	h.c.Stall(false)
 	wantTrigger(t, h.ready().Triggers, Trigger{ID: 5, Kind: KindFull}) // full: the increments outweigh the base
+}
+
+// A savepoint queued behind a checkpoint is triggered in the Ready that
+// follows the end of that checkpoint, whether it completed or aborted,
+// without another Tick: an agent on a quiet device stops ticking once
+// nothing changes, and its savepoint waited for the next reading. The
+// agent ticks before stepping the request, which starts an overdue
+// periodic checkpoint first.
+func TestCoordinator_SavepointAfterOverdueCheckpoint(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  func(*Config)
+		// end ends checkpoint 2, the overdue periodic one; it returns the
+		// Ready that follows.
+		end  func(h *harness) Ready
+		want []Trigger
+		// resume runs after end; the savepoint is then triggered in
+		// the Ready that follows it, not before.
+		resume func(h *harness)
+	}{
+		{
+			name: "completed",
+			end:  func(h *harness) Ready { h.ackAll(2, KindIncremental); return h.ready() },
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "completed with min_pause",
+			cfg:  func(c *Config) { c.MinPause = 5 * time.Second },
+			end:  func(h *harness) Ready { h.ackAll(2, KindIncremental); return h.ready() },
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "declined",
+			end: func(h *harness) Ready {
+				h.step(Decline{CheckpointID: 2, Task: "a", Reason: "busy"})
+				return h.ready()
+			},
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "task failed",
+			end: func(h *harness) Ready {
+				h.step(Failure{CheckpointID: 2, Task: "b", Err: errors.New("write failed")})
+				return h.ready()
+			},
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "manifest write failed",
+			end: func(h *harness) Ready {
+				for _, task := range h.c.cfg.Tasks {
+					h.step(Ack{CheckpointID: 2, Task: task, Files: []FileRef{file(task, 2, KindIncremental)}})
+				}
+				if rd := h.c.Ready(); rd.Manifest == nil {
+					h.t.Fatal("no manifest")
+				}
+				h.step(Failure{CheckpointID: 2, Err: errors.New("fsync: input/output error")})
+				h.c.Advance()
+				return h.ready()
+			},
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "disk full",
+			end: func(h *harness) Ready {
+				h.c.DiskFull(true)
+				h.step(Failure{CheckpointID: 2, Task: "a", Err: errors.New("no space left on device")})
+				return h.ready()
+			},
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "stalled",
+			end: func(h *harness) Ready {
+				h.c.Stall(true)
+				h.ackAll(2, KindIncremental)
+				return h.ready()
+			},
+			want: []Trigger{{ID: 3, Kind: KindSavepoint, SavepointRequest: 9}},
+		},
+		{
+			name: "suspended: waits for Resume",
+			end: func(h *harness) Ready {
+				h.c.Suspend(errors.New("region restarts"))
+				return h.ready()
+			},
+			want:   nil,
+			resume: func(h *harness) { h.c.Resume() },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("a", "b")
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			h := newHarness(t, cfg)
+			h.tick(0)
+			wantTrigger(t, h.tick(10_000), Trigger{ID: 1, Kind: KindFull})
+			h.ackAll(1, KindFull)
+			h.ready()
+			// Quiet: no Tick for long past the interval. Then the request,
+			// after the agent's Tick, which starts the overdue checkpoint.
+			wantTrigger(t, h.tick(60_000), Trigger{ID: 2, Kind: KindIncremental, Parent: 1})
+			h.step(TriggerSavepoint{Request: 9})
+			if rd := h.ready(); len(rd.Triggers) != 0 {
+				t.Fatalf("savepoint triggered while checkpoint 2 is in progress: %+v", rd.Triggers)
+			}
+			rd := tc.end(h)
+			ended := len(rd.Completed) + len(rd.Aborted)
+			if ended != 1 || (len(rd.Completed) == 1 && rd.Completed[0].ID != 2) || (len(rd.Aborted) == 1 && rd.Aborted[0].ID != 2) {
+				t.Fatalf("Ready after the end of checkpoint 2 = %+v, want it completed or aborted", rd)
+			}
+			wantTrigger(t, rd.Triggers, tc.want...)
+			if tc.resume != nil {
+				tc.resume(h)
+				wantTrigger(t, h.ready().Triggers, Trigger{ID: 3, Kind: KindSavepoint, SavepointRequest: 9})
+			}
+		})
+	}
 }

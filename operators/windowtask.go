@@ -1,6 +1,8 @@
 package operators
 
 import (
+	"math"
+
 	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/window"
@@ -36,6 +38,18 @@ type WindowTask struct {
 	// LateResumed counts the Late readings marked as arrived just after a
 	// resumed session (Batch.Resumed): the broker's stored backlog.
 	LateResumed int64
+	// Overflowed counts result values that overflowed float64 (±Inf, from
+	// window.Firing), which the sinks write as null; LastOverflow
+	// describes the latest, for the log.
+	Overflowed   int64
+	LastOverflow Overflow
+}
+
+// Overflow describes the values of one result that overflowed float64.
+type Overflow struct {
+	Aggregates []string // their names in the aggregate block
+	Key        string
+	Start, End int64 // the window
 }
 
 // Late-output details: why a reading went to the side output.
@@ -143,6 +157,16 @@ func (t *WindowTask) collect() {
 			Kind: f.Kind.String(), Firing: f.Seq, Names: t.names, Values: f.Values}
 		t.results.AddResult(t.deviceID, &t.res)
 		t.Fired++
+		var over []string
+		for j, v := range f.Values {
+			if math.IsInf(v, 0) && j < len(t.names) {
+				t.Overflowed++
+				over = append(over, t.names[j])
+			}
+		}
+		if over != nil {
+			t.LastOverflow = Overflow{Aggregates: over, Key: string(f.Key), Start: f.Window.Start, End: f.Window.End}
+		}
 	}
 	t.out.Reset()
 }

@@ -97,6 +97,10 @@ type Stats struct {
 	// Pending is the number of checkpoints queued, the one uploading
 	// included.
 	Pending int
+	// PendingObjects is how many objects those checkpoints still need in
+	// the bucket: their files not known to be there yet (a file two of
+	// them share counts once) and a manifest each.
+	PendingObjects int
 	// BytesUploaded is the bytes the Client has sent (compressed,
 	// encrypted, framed), files and manifests.
 	BytesUploaded int64
@@ -218,6 +222,19 @@ func (s *Shipper) Stats() Stats {
 	defer s.mu.Unlock()
 	st := s.stats
 	st.Pending = len(s.queue)
+	st.PendingObjects = len(s.queue)
+	var missing map[string]bool
+	if len(s.queue) > 0 {
+		missing = map[string]bool{}
+	}
+	for _, sh := range s.queue {
+		for _, f := range sh.files {
+			if !s.present[f.Name] && !missing[f.Name] {
+				missing[f.Name] = true
+				st.PendingObjects++
+			}
+		}
+	}
 	st.BytesUploaded = s.c.Stats().BytesUploaded
 	switch {
 	case !st.LastUploadedAt.IsZero():

@@ -166,6 +166,11 @@ func TestShipper_ServerDownThenCatchesUp(t *testing.T) {
 	if st.LastUploadedID != "cp-01" || st.Pending == 0 || st.LastError == "" {
 		t.Fatalf("stats while down %+v", st)
 	}
+	// Each waiting checkpoint needs its own file and its manifest; the
+	// base they share went up with cp-01.
+	if st.PendingObjects != 2*st.Pending {
+		t.Fatalf("stats while down %+v: want %d objects pending", st, 2*st.Pending)
+	}
 	t.Logf("while down: %+v", st)
 
 	env.srv.Restart()
@@ -173,7 +178,7 @@ func TestShipper_ServerDownThenCatchesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = s.Stats()
-	if st.LastUploadedID != "cp-06" || st.Pending != 0 || st.LastError != "" {
+	if st.LastUploadedID != "cp-06" || st.Pending != 0 || st.PendingObjects != 0 || st.LastError != "" {
 		t.Fatalf("stats after recovery %+v", st)
 	}
 	mu.Lock()

@@ -334,7 +334,7 @@ func (op *Operator) deleteTimers(w Window, early int64, popped Domain, poppedAt 
 func (op *Operator) emit(kg uint16, key []byte, w Window, kind Kind, st *WindowState, out *Output) {
 	f := out.add(kg, key, w, kind, st.Fired, len(op.funcs))
 	for i := range op.spec.Aggs {
-		f.Values[i] = st.Accs[i].Result(op.funcs[i], op.spec.Aggs[i].Q)
+		f.Values[i] = st.Accs[i].Value(op.funcs[i], op.spec.Aggs[i].Q)
 	}
 	st.Fired++
 	op.stats.Firings++

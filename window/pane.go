@@ -137,7 +137,7 @@ func (op *Operator) firePaned(kg uint16, key []byte, w Window, kind Kind, out *O
 	}
 	f := out.add(kg, key, w, kind, seq, len(op.funcs))
 	for i := range op.spec.Aggs {
-		f.Values[i] = op.merge[i].Result(op.funcs[i], op.spec.Aggs[i].Q)
+		f.Values[i] = op.merge[i].Value(op.funcs[i], op.spec.Aggs[i].Q)
 	}
 	op.stats.Firings++
 	cleanup := op.cleanupTime(w)

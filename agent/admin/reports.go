@@ -165,8 +165,14 @@ type UploadReport struct {
 	Endpoint string `json:"endpoint"`
 	Bucket   string `json:"bucket"`
 	Prefix   string `json:"prefix"`
-	// BacklogFiles and RecoveryPointLagMs are null while the uploader does
-	// not report them.
+	// BacklogCheckpoints are the completed checkpoints waiting for upload
+	// (the one uploading included), BacklogFiles the objects they still
+	// need in the bucket (files not known to be there, and a manifest
+	// each), RecoveryPointLagMs how much a device replaced now from the
+	// bucket would lose (eddy_upload_recovery_point_lag_seconds). All are
+	// null until the uploader has started (it first checks the bucket, for
+	// up to 10 s).
+	BacklogCheckpoints *int64 `json:"backlog_checkpoints"`
 	BacklogFiles       *int64 `json:"backlog_files"`
 	RecoveryPointLagMs *int64 `json:"recovery_point_lag_ms"`
 }

@@ -279,8 +279,8 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <h2 id="h-upload">Upload backlog</h2>
 <p id="upload">`)
 	if up := d.Agent.Upload; up != nil {
-		w("To ", esc(up.Endpoint), "/", esc(up.Bucket), "/", esc(up.Prefix), "; backlog ", optInt(up.BacklogFiles, "files"),
-			", recovery-point lag ", optMs(up.RecoveryPointLagMs), ".")
+		w("To ", esc(up.Endpoint), "/", esc(up.Bucket), "/", esc(up.Prefix), "; backlog ", optInt(up.BacklogCheckpoints, "checkpoints"),
+			" (", optInt(up.BacklogFiles, "files"), "), recovery-point lag ", optMs(up.RecoveryPointLagMs), ".")
 	} else {
 		w(none)
 	}

@@ -80,3 +80,15 @@ func TestServer_StatusPage(t *testing.T) {
 		}
 	}
 }
+
+// The upload backlog, once the uploader reports it, is on the page.
+func TestServer_StatusPageUploadBacklog(t *testing.T) {
+	a := newFakeAgent()
+	checkpoints, files, lag := int64(3), int64(11), int64(7_000)
+	a.report.Upload.BacklogCheckpoints, a.report.Upload.BacklogFiles, a.report.Upload.RecoveryPointLagMs = &checkpoints, &files, &lag
+	srv := testServer(t, a, Options{})
+	_, b, _ := do(t, srv, "GET", "/", "")
+	if want := `To minio.local:9000/eddy/; backlog 3 checkpoints (11 files), recovery-point lag 7.0 s.`; !strings.Contains(string(b), want) {
+		t.Errorf("page lacks %q", want)
+	}
+}

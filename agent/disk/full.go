@@ -112,7 +112,7 @@ func IngestPlace(source string) string { return "ingest/" + source }
 func (h *Holds) Rebuild(ctx context.Context, log *slog.Logger, stateDir string, id uint64, rebuild, serveReadyz func() error) error {
 	for {
 		err := rebuild()
-		if err == nil || !isNoSpace(err) {
+		if err == nil || !IsNoSpace(err) {
 			if err == nil && h.Release(StatePlace) {
 				log.Info("disk has room again: state rebuilt", "checkpoint", id, "path", stateDir)
 			}

@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// isNoSpace reports whether err says the file system is full: ENOSPC, or a
+// IsNoSpace reports whether err says the file system is full: ENOSPC, or a
 // quota (EDQUOT).
-func isNoSpace(err error) bool {
+func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
@@ -80,7 +80,7 @@ type Shortage struct {
 // that names no path. It looks at the file system now: call it before
 // anything removes files the failure left.
 func ShortageOf(err error, dataDir string) (Shortage, bool) {
-	if !isNoSpace(err) {
+	if !IsNoSpace(err) {
 		return Shortage{}, false
 	}
 	path := failedPath(err)

@@ -44,7 +44,7 @@ func NewWatch(dir string, log *slog.Logger, nowMs func() int64, setFull func(ful
 // measures against: its path's free space now, and Poll's next look a
 // second later. Any other err, nil included, changes nothing.
 func (w *Watch) Note(err error) {
-	if err == nil || !isNoSpace(err) {
+	if err == nil || !IsNoSpace(err) {
 		return
 	}
 	w.path = failedPath(err)

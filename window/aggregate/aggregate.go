@@ -229,6 +229,19 @@ func (a *Acc) CopyFrom(b *Acc) {
 	a.Sketch = s
 }
 
+// Value is Result for a firing: a result that overflowed float64 (a sum
+// beyond ±1.797e308, or a mean or variance computed from one) is ±Inf, and
+// an overflow whose sign is lost (+Inf − Inf is NaN) is +Inf too, so NaN
+// still means only that no value was seen. Sinks write both as null;
+// callers count ±Inf as an overflow.
+func (a *Acc) Value(f Func, q float64) float64 {
+	v := a.Result(f, q)
+	if math.IsNaN(v) && a.N > 0 && f != Median && f != Percentile {
+		return math.Inf(1)
+	}
+	return v
+}
+
 // Result returns the aggregate's value: NaN (null) when a has seen no
 // non-null value, except Count, which is 0 then. q is the quantile of
 // Percentile, in [0, 1]; Median ignores it.

@@ -76,6 +76,44 @@ func TestAcc_Result(t *testing.T) {
 	}
 }
 
+// Value is ±Inf for a result that overflowed float64, also when the
+// overflow lost its sign (NaN), and NaN only when no value was seen.
+func TestAcc_ValueOverflow(t *testing.T) {
+	const big = 1.797e308
+	inf := math.Inf(1)
+	tests := []struct {
+		name string
+		f    Func
+		in   []reading
+		want float64
+	}{
+		{"sum overflows", Sum, []reading{{big, 1}, {big, 2}}, inf},
+		{"negative sum overflows", Sum, []reading{{-big, 1}, {-big, 2}}, math.Inf(-1)},
+		{"avg of an overflowed sum", Avg, []reading{{big, 1}, {big, 2}}, inf},
+		{"variance overflows", Variance, []reading{{big, 1}, {-big, 2}}, inf},
+		{"stddev overflows", Stddev, []reading{{big, 1}, {-big, 2}}, inf},
+		{"max stays finite", Max, []reading{{big, 1}, {big, 2}}, big},
+		{"finite sum", Sum, []reading{{big, 1}, {-big, 2}}, 0},
+		{"empty sum is null", Sum, nil, nan},
+		{"empty avg is null", Avg, []reading{{nan, 1}}, nan},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := fold(tt.f, tt.in, false)
+			got := a.Value(tt.f, 0)
+			switch {
+			case math.IsInf(tt.want, 0) && (tt.f == Variance || tt.f == Stddev):
+				// The sign of an overflowed variance means nothing.
+				if !math.IsInf(got, 0) {
+					t.Fatalf("got %v, want ±Inf", got)
+				}
+			case got != tt.want && !(math.IsNaN(got) && math.IsNaN(tt.want)):
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 // Merging the accumulators of two halves equals folding the whole input, as
 // session window merges require.
 func TestAcc_Merge(t *testing.T) {

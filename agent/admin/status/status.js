@@ -157,8 +157,8 @@
     }));
     var u = a.upload;
     $("upload").textContent = !u ? "Not configured." :
-      "To " + u.endpoint + "/" + u.bucket + "/" + u.prefix + "; backlog " + nr(u.backlog_files, function (n) { return n + " files"; }) +
-      ", recovery-point lag " + nr(u.recovery_point_lag_ms, ms) + ".";
+      "To " + u.endpoint + "/" + u.bucket + "/" + u.prefix + "; backlog " + nr(u.backlog_checkpoints, function (n) { return n + " checkpoints"; }) +
+      " (" + nr(u.backlog_files, function (n) { return n + " files"; }) + "), recovery-point lag " + nr(u.recovery_point_lag_ms, ms) + ".";
     var dk = a.disk;
     $("disk-budget").textContent = !dk ? "Not configured." :
       "Using " + bytes(dk.components.reduce(function (n, c) { return n + c.bytes; }, 0)) + " of a budget of " +

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -46,8 +47,10 @@ const (
 // newline, through a 64 KiB buffer (Write hands data to the OS only when the
 // buffer fills; Flush always does).
 //
-// If the existing file does not end with a newline (a line torn by a crash),
-// a newline is written first so the torn line stays apart from new ones.
+// If the existing file does not end with a newline (a line torn by a crash
+// or by a write that met a full disk), it is cut back to its last newline,
+// so every line in it parses; an at-least-once writer writes that record
+// again.
 // Rotation renames Path.i to Path.i+1 from the oldest down, dropping what
 // falls past MaxFiles, then Path to Path.1, and creates a new Path. After a
 // write or rotation error the sink is broken: every later call returns that
@@ -91,7 +94,7 @@ type file struct {
 }
 
 // open opens (or creates) the live file and positions size at its end,
-// terminating a torn last line.
+// cutting off a torn last line.
 func (f *file) open() error {
 	fh, err := f.opts.FS.OpenFile(f.opts.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
 	if err != nil {
@@ -110,17 +113,48 @@ func (f *file) open() error {
 	}
 	f.f = fh
 	if f.size > 0 {
-		var last [1]byte
-		if _, err := fh.ReadAt(last[:], f.size-1); err != nil && err != io.EOF {
+		end, err := completeLinesEnd(fh, f.size)
+		if err != nil {
 			fh.Close()
 			return fmt.Errorf("sink: read end of %s: %w", f.opts.Path, err)
 		}
-		if last[0] != '\n' {
-			f.w.WriteByte('\n')
-			f.size++
+		if end < f.size {
+			// A torn last line (a crash, or a write that met a full disk):
+			// its record was never flushed whole, so it is written again
+			// (at least once) and the fragment is cut off, leaving every
+			// line whole.
+			if err := fh.Truncate(end); err != nil {
+				fh.Close()
+				return fmt.Errorf("sink: cut the torn last line of %s: %w", f.opts.Path, err)
+			}
+			if f.opts.Sync {
+				if err := fh.Sync(); err != nil {
+					fh.Close()
+					return fmt.Errorf("sink: sync %s: %w", f.opts.Path, err)
+				}
+			}
+			f.size = end
 		}
 	}
 	return nil
+}
+
+// completeLinesEnd returns the size of the file's complete lines: the
+// offset just past its last newline, 0 if it has none.
+func completeLinesEnd(r io.ReaderAt, size int64) (int64, error) {
+	var buf [4096]byte
+	for end := size; end > 0; {
+		start := max(end-int64(len(buf)), 0)
+		chunk := buf[:end-start]
+		if _, err := r.ReadAt(chunk, start); err != nil && err != io.EOF {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return 0, nil
 }
 
 func (f *file) Write(items []record.Item) error {

@@ -77,20 +77,37 @@ func TestFile_WriteFlushReopen(t *testing.T) {
 	}
 }
 
+// A line torn by a crash or a full disk is cut off at the next open, so
+// every line of the file parses; the at-least-once writer writes its
+// record again.
 func TestFile_ReopenAfterTornLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "out.jsonl")
-	if err := os.WriteFile(path, []byte("{\"n\":000}\n{\"n\":0"), 0o644); err != nil {
-		t.Fatal(err)
+	long := "{\"big\":\"" + strings.Repeat("x", 20_000) // longer than a read chunk
+	tests := []struct {
+		name, before, want string
+	}{
+		{"torn", "{\"n\":000}\n{\"n\":0", "{\"n\":000}\n{\"n\":001}\n"},
+		{"long torn line", "{\"n\":000}\n" + long, "{\"n\":000}\n{\"n\":001}\n"},
+		{"only a torn line", long, "{\"n\":001}\n"},
+		{"whole", "{\"n\":000}\n", "{\"n\":000}\n{\"n\":001}\n"},
+		{"empty", "", "{\"n\":001}\n"},
 	}
-	s := mustNewFile(t, FileOptions{Path: path})
-	if err := s.Write(lineItems(1, 2)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := mustRead(t, path), "{\"n\":000}\n{\"n\":0\n{\"n\":001}\n"; got != want {
-		t.Fatalf("got %q, want %q: the torn line must stay apart", got, want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out.jsonl")
+			if err := os.WriteFile(path, []byte(tc.before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s := mustNewFile(t, FileOptions{Path: path, Sync: true})
+			if err := s.Write(lineItems(1, 2)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustRead(t, path); got != tc.want {
+				t.Fatalf("got %q, want %q: the torn line must be cut off", got, tc.want)
+			}
+		})
 	}
 }
 
