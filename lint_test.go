@@ -34,6 +34,9 @@ func TestLint_PureCores(t *testing.T) {
 			why: "bad user input is a diagnostic or a RuntimeError"},
 		{dir: "agent/probe", files: []string{"decide.go"}, banned: []string{"time.Now", "time.Sleep", "go func", "chan ", `"net"`, `"os"`},
 			why: "the probe's verdict is a pure function of what it observed; upstream.go and source.go do the I/O"},
+		{dir: "operators/io/sparkplug", files: []string{"node.go", "payload.go", "topic.go", "datatype.go", "reader.go", "reader_state.go"},
+			banned: []string{"time.Now", "time.Sleep", "go func", "chan ", `"net"`, `"os"`, "panic("},
+			why:    "the Sparkplug codec, edge-node session and reader are pure; bdseq.go does the I/O, the sink and source the MQTT"},
 		{dir: "operators/io/ingest", banned: []string{"time.Now(", "time.Sleep(", "panic("},
 			why: "arrival times come from the caller (the background sync's ticker is the log's only timer); disk data never panics"},
 	} {

@@ -46,3 +46,17 @@ if [ "$have" != "$want" ]; then
   cp "$aedes_src/package.json" "$aedes_src/package-lock.json" "$aedes_dir/"
   (cd "$aedes_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+
+# sparkplug-payload, Cirrus Link's Sparkplug B codec (scripts/sparkplugjs),
+# the same way: pinned by its package-lock.json, installed into
+# $EDDY_SPARKPLUGJS_DIR (default ~/.cache/eddy/sparkplugjs).
+spjs_src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/sparkplugjs"
+spjs_dir="${EDDY_SPARKPLUGJS_DIR:-$HOME/.cache/eddy/sparkplugjs}"
+want=$(sed -n 's/.*"sparkplug-payload": *"\([^"]*\)".*/\1/p' "$spjs_src/package.json" | head -1)
+have=$(sed -n 's/^[[:space:]]*"version": *"\([^"]*\)".*/\1/p' "$spjs_dir/node_modules/sparkplug-payload/package.json" 2>/dev/null | head -1 || true)
+if [ "$have" != "$want" ]; then
+  echo "install-deps: installing sparkplug-payload $want into $spjs_dir" >&2
+  mkdir -p "$spjs_dir"
+  cp "$spjs_src/package.json" "$spjs_src/package-lock.json" "$spjs_dir/"
+  (cd "$spjs_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

@@ -1,0 +1,67 @@
+// Package sparkplug is the Eclipse Sparkplug B 3.0 protocol: the topic
+// namespace, the payload codec, the Sparkplug datatypes, the node's
+// sequence numbers, Node, the edge-node session, and Reader, a host's view
+// of edge nodes, both pure state machines.
+//
+// # Topics
+//
+// spBv1.0/GROUP/TYPE/NODE[/DEVICE], where TYPE is NBIRTH, NDEATH, NDATA,
+// NCMD, DBIRTH, DDEATH, DDATA or DCMD; and spBv1.0/STATE/HOST for a host
+// application's state. Group, node, device and host ids are non-empty and
+// hold none of '/', '+' and '#' (AppendTopic, ParseTopic).
+//
+// # Payloads
+//
+// AppendPayload and DecodePayload write and read the protobuf wire format
+// of the specification's Payload message directly with package protowire,
+// the field numbers taken from the specification, and no generated code:
+// generated message types allocate per message and per metric, and the
+// encode path runs once per window result. Decoded names, strings and
+// bytes alias the input. The
+// decoder follows protobuf's rules (unknown fields and fields of an
+// unexpected wire type are skipped; the last of a repeated scalar wins);
+// it rejects only malformed framing, with an error that says where.
+// Templates, data sets, properties and metadata are skipped: a metric
+// whose value is one of them decodes with KindUnsupported. The tests hold
+// the codec against hand-worked encodings and, in both directions, against
+// Cirrus Link's sparkplug-payload, an independent implementation.
+//
+// # Sequence numbers
+//
+// seq runs 0–255 over every message of a node's session after NBIRTH (which
+// carries 0) and wraps to 0; NDEATH carries none. bdSeq, 0–255 and
+// wrapping as well, grows by one with every MQTT CONNECT: NBIRTH and the
+// NDEATH registered as that connection's will carry the same value, so a
+// host can tell a stale will from the current session's. BdSeqFile keeps
+// it in the data directory so a restart does not reuse one.
+//
+// # The edge node
+//
+// Node decides what to publish from events (connecting, connected, the
+// primary host's STATE, an NCMD, a result for a key, disconnected) and
+// holds no socket, clock or goroutine: the caller passes the time and does
+// the MQTT I/O. Each key is one Sparkplug device; its DBIRTH precedes its
+// first DDATA and carries one Double metric per aggregate, with an alias
+// that its DDATAs use instead of the name. DDATA metrics still state their
+// datatype: Cirrus Link's decoders read a value by it and drop it without.
+// A metric's timestamp is the result's (the caller picks the window's
+// start or end); a NaN or infinite aggregate is sent as is_null.
+//
+// Node does not deliver: a result refused while the births are not out
+// (the broker or the primary host away) stays with the caller, to be sent
+// after the next births with historical = true. Data messages are QoS 0,
+// as the specification requires, so a host detects loss by a gap in seq
+// and answers it with an NCMD rebirth.
+//
+// # The host's view
+//
+// Reader reads edge nodes' messages as a host application does: it
+// resolves aliases from the births, checks that seq runs on by one over
+// every message of a node, refuses what it cannot read with a reason for
+// the dead letter (before_birth, seq_gap, unknown_alias, bad_payload,
+// not_sparkplug) and, on NDEATH or DDEATH, emits each metric's last value
+// marked stale. After a seq gap the node's data is refused until its next
+// NBIRTH. An NDEATH whose bdSeq is not the current NBIRTH's is an older
+// session's late will and changes nothing. AppendSnapshot and Restore
+// carry its state (sessions, aliases, last values) across a restart.
+package sparkplug
