@@ -121,14 +121,48 @@ func optConn(v *bool) string {
 
 // renderStatus writes the status page for d.
 func renderStatus(b *strings.Builder, d statusPageData) {
-	w := func(parts ...string) {
-		for _, p := range parts {
-			b.WriteString(p)
-		}
+	pg := &statusPage{b: b, d: d, none: "–"}
+	if d.Data {
+		pg.none = "Not configured."
 	}
-	u := func(n uint64) string { return strconv.FormatUint(n, 10) }
+	pg.header()
+	pg.w("<main>\n")
+	pg.pipelines()
+	pg.checkpoints()
+	pg.sources()
+	pg.ingest()
+	pg.wal()
+	pg.upload()
+	pg.disk()
+	pg.w(`</main>
+<script src="static/status.js"></script>
+</body>
+</html>
+`)
+}
+
+// statusPage writes the status page's HTML, one section per method, in the
+// order the page's script expects the ids.
+type statusPage struct {
+	b    *strings.Builder
+	d    statusPageData
+	none string // what a section without figures says
+}
+
+func (pg *statusPage) w(parts ...string) {
+	for _, p := range parts {
+		pg.b.WriteString(p)
+	}
+}
+
+// decimal writes n in base 10.
+func decimal(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// header writes the document's head, the health line and the token form.
+func (pg *statusPage) header() {
+	d := pg.d
 	dev := esc(d.DeviceID)
-	w(`<!doctype html>
+	pg.w(`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -154,7 +188,7 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 			}
 		}
 	}
-	w(`<p id="health" role="status" data-ready="`, ready, `">`, health, `</p>
+	pg.w(`<p id="health" role="status" data-ready="`, ready, `">`, health, `</p>
 <p class="meta">Updated <time id="updated">`, esc(d.Updated), `</time>. <span id="poll-error" role="alert"></span></p>
 <noscript><p>JavaScript is off: the figures are as of page load; reload to refresh them.</p></noscript>
 </header>
@@ -163,40 +197,47 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <input id="token" name="token" type="password" autocomplete="current-password" required>
 <button type="submit">Use token</button>
 </form>
-<main>
-<section aria-labelledby="h-pipelines">
+`)
+}
+
+func (pg *statusPage) pipelines() {
+	pg.w(`<section aria-labelledby="h-pipelines">
 <h2 id="h-pipelines">Pipelines</h2>
 <table id="pipelines">
 <caption>Rates are computed from successive polls; watermark lag is the device clock minus the watermark; state is as of the last checkpoint.</caption>
 <thead><tr><th scope="col">Pipeline</th><th scope="col">Readings in</th><th scope="col">Readings/s</th><th scope="col">Results out</th><th scope="col">Results/s</th><th scope="col">Watermark lag</th><th scope="col">Late</th><th scope="col">Dropped</th><th scope="col">Dead-lettered</th><th scope="col">Filtered</th><th scope="col">State</th><th scope="col">Subtasks</th></tr></thead>
 <tbody>`)
-	for _, p := range d.Pipelines {
+	for _, p := range pg.d.Pipelines {
 		n := esc(p.Name)
-		w("\n", `<tr data-pipeline="`, n, `"><th scope="row">`, n, `</th><td data-field="readings_in">`, u(p.ReadingsIn),
-			`</td><td data-field="readings_per_s">–</td><td data-field="results_out">`, u(p.ResultsOut),
+		pg.w("\n", `<tr data-pipeline="`, n, `"><th scope="row">`, n, `</th><td data-field="readings_in">`, decimal(p.ReadingsIn),
+			`</td><td data-field="readings_per_s">–</td><td data-field="results_out">`, decimal(p.ResultsOut),
 			`</td><td data-field="results_per_s">–</td><td data-field="watermark_lag">`, esc(lagText(p)),
-			`</td><td data-field="late">`, u(p.Late), `</td><td data-field="dropped">`, u(p.Dropped),
-			`</td><td data-field="dead_lettered">`, u(p.DeadLettered), `</td><td data-field="filtered">`, u(p.Filtered),
+			`</td><td data-field="late">`, decimal(p.Late), `</td><td data-field="dropped">`, decimal(p.Dropped),
+			`</td><td data-field="dead_lettered">`, decimal(p.DeadLettered), `</td><td data-field="filtered">`, decimal(p.Filtered),
 			`</td><td data-field="state">`, esc(stateText(p)),
 			`</td><td data-field="parallelism">`, strconv.Itoa(p.Parallelism), `</td></tr>`)
 	}
-	w(`
+	pg.w(`
 </tbody>
 </table>
 </section>
-<section aria-labelledby="h-checkpoints">
+`)
+}
+
+func (pg *statusPage) checkpoints() {
+	pg.w(`<section aria-labelledby="h-checkpoints">
 <h2 id="h-checkpoints">Checkpoints</h2>
 <dl id="ckpt-stats" class="stats">`)
-	if c := d.Checkpoints; c != nil {
-		w(`
-<div><dt>Completed</dt><dd data-field="completed">`, u(c.Completed), `</dd></div>
-<div><dt>Failed</dt><dd data-field="failed">`, u(c.Failed), `</dd></div>
+	if c := pg.d.Checkpoints; c != nil {
+		pg.w(`
+<div><dt>Completed</dt><dd data-field="completed">`, decimal(c.Completed), `</dd></div>
+<div><dt>Failed</dt><dd data-field="failed">`, decimal(c.Failed), `</dd></div>
 <div><dt>Failed in a row</dt><dd data-field="consecutive_failures">`, strconv.Itoa(c.ConsecutiveFailures), ` of `, strconv.Itoa(c.TolerableFailures), ` tolerated</dd></div>
 <div><dt>Last duration</dt><dd data-field="last_duration">`, formatMs(c.LastDurationMs), `</dd></div>
 <div><dt>Last size</dt><dd data-field="last_size">`, FormatBytes(c.LastSizeBytes), `</dd></div>
 <div><dt>Chain size</dt><dd data-field="last_full_size">`, FormatBytes(c.LastFullBytes), `</dd></div>`)
 	}
-	w(`
+	pg.w(`
 </dl>
 <figure>
 <svg id="ckpt-chart" role="img" aria-labelledby="ckpt-chart-title" viewBox="0 0 300 80" preserveAspectRatio="none"><title id="ckpt-chart-title">Size and duration of recent checkpoints</title></svg>
@@ -209,105 +250,118 @@ func renderStatus(b *strings.Builder, d statusPageData) {
 <caption>Most recent first.</caption>
 <thead><tr><th scope="col">ID</th><th scope="col">Kind</th><th scope="col">Time</th><th scope="col">Duration</th><th scope="col">Size</th><th scope="col">Chain size</th><th scope="col">Alignment</th><th scope="col">Result</th></tr></thead>
 <tbody>`)
-	for _, h := range d.History {
+	for _, h := range pg.d.History {
 		result := "completed"
 		if h.Aborted != "" {
 			result = "aborted: " + esc(h.Aborted)
 		}
-		w("\n<tr><td>", u(h.ID), "</td><td>", esc(h.Kind), "</td><td>", esc(seconds(h.Time)), "</td><td>", formatMs(h.DurationMs),
+		pg.w("\n<tr><td>", decimal(h.ID), "</td><td>", esc(h.Kind), "</td><td>", esc(seconds(h.Time)), "</td><td>", formatMs(h.DurationMs),
 			"</td><td>", FormatBytes(h.SizeBytes), "</td><td>", FormatBytes(h.FullBytes), "</td><td>", formatMs(h.AlignmentMs),
 			"</td><td>", result, "</td></tr>")
 	}
-	w(`
+	pg.w(`
 </tbody>
 </table>
 </section>
-<section aria-labelledby="h-sources">
+`)
+}
+
+func (pg *statusPage) sources() {
+	pg.w(`<section aria-labelledby="h-sources">
 <h2 id="h-sources">Sources</h2>
 <table id="sources">
 <thead><tr><th scope="col">Source</th><th scope="col">Kind</th><th scope="col">Connection</th></tr></thead>
 <tbody>`)
-	for _, src := range d.Agent.Sources {
-		w("\n", `<tr><th scope="row">`, esc(src.Name), "</th><td>", esc(src.Kind), "</td><td>", esc(connText(src)), "</td></tr>")
+	for _, src := range pg.d.Agent.Sources {
+		pg.w("\n", `<tr><th scope="row">`, esc(src.Name), "</th><td>", esc(src.Kind), "</td><td>", esc(connText(src)), "</td></tr>")
 	}
-	none := "–"
-	if d.Data {
-		none = "Not configured."
-	}
-	w(`
+	pg.w(`
 </tbody>
 </table>
 </section>
-<section aria-labelledby="h-ingest">
+`)
+}
+
+func (pg *statusPage) ingest() {
+	pg.w(`<section aria-labelledby="h-ingest">
 <h2 id="h-ingest">Ingest logs</h2>
 <div id="ingest">`)
-	if len(d.Agent.Ingest) > 0 {
-		w(`<table>
+	if in := pg.d.Agent.Ingest; len(in) > 0 {
+		pg.w(`<table>
 <thead><tr><th scope="col">Source</th><th scope="col">Size</th><th scope="col">Limit</th><th scope="col">Offsets</th><th scope="col">Lag</th></tr></thead>
 <tbody>`)
-		for _, in := range d.Agent.Ingest {
-			w(`<tr><th scope="row">`, esc(in.Source), "</th><td>", FormatBytes(in.SizeBytes), "</td><td>", FormatBytes(in.MaxDiskBytes),
-				"</td><td>", u(in.FirstOffset), "–", u(in.LastOffset), "</td><td>", u(in.LagRecords), "</td></tr>")
+		for _, in := range in {
+			pg.w(`<tr><th scope="row">`, esc(in.Source), "</th><td>", FormatBytes(in.SizeBytes), "</td><td>", FormatBytes(in.MaxDiskBytes),
+				"</td><td>", decimal(in.FirstOffset), "–", decimal(in.LastOffset), "</td><td>", decimal(in.LagRecords), "</td></tr>")
 		}
-		w(`</tbody>
+		pg.w(`</tbody>
 </table>`)
 	} else {
-		w("<p>", none, "</p>")
+		pg.w("<p>", pg.none, "</p>")
 	}
-	w(`</div>
+	pg.w(`</div>
 </section>
-<section aria-labelledby="h-wal">
+`)
+}
+
+func (pg *statusPage) wal() {
+	pg.w(`<section aria-labelledby="h-wal">
 <h2 id="h-wal">WAL backlog</h2>
 <div id="wal">`)
-	if len(d.Agent.WAL) > 0 {
-		w(`<table>
+	if wals := pg.d.Agent.WAL; len(wals) > 0 {
+		pg.w(`<table>
 <thead><tr><th scope="col">Sink</th><th scope="col">Backlog</th><th scope="col">Messages</th><th scope="col">Oldest</th><th scope="col">On disk</th><th scope="col">Limit</th><th scope="col">Uplink</th></tr></thead>
 <tbody>`)
-		for _, wl := range d.Agent.WAL {
-			w(`<tr><th scope="row">`, esc(wl.Sink), "</th><td>", optBytes(wl.BacklogBytes), "</td><td>", optInt(wl.BacklogMessages, ""),
+		for _, wl := range wals {
+			pg.w(`<tr><th scope="row">`, esc(wl.Sink), "</th><td>", optBytes(wl.BacklogBytes), "</td><td>", optInt(wl.BacklogMessages, ""),
 				"</td><td>", optSeconds(wl.OldestAgeS), "</td><td>", optBytes(wl.DiskBytes), "</td><td>", FormatBytes(wl.MaxDiskBytes),
 				"</td><td>", optConn(wl.Connected), "</td></tr>")
 		}
-		w(`</tbody>
+		pg.w(`</tbody>
 </table>`)
 	} else {
-		w("<p>", none, "</p>")
+		pg.w("<p>", pg.none, "</p>")
 	}
-	w(`</div>
+	pg.w(`</div>
 </section>
-<section aria-labelledby="h-upload">
+`)
+}
+
+func (pg *statusPage) upload() {
+	pg.w(`<section aria-labelledby="h-upload">
 <h2 id="h-upload">Upload backlog</h2>
 <p id="upload">`)
-	if up := d.Agent.Upload; up != nil {
-		w("To ", esc(up.Endpoint), "/", esc(up.Bucket), "/", esc(up.Prefix), "; backlog ", optInt(up.BacklogCheckpoints, "checkpoints"),
+	if up := pg.d.Agent.Upload; up != nil {
+		pg.w("To ", esc(up.Endpoint), "/", esc(up.Bucket), "/", esc(up.Prefix), "; backlog ", optInt(up.BacklogCheckpoints, "checkpoints"),
 			" (", optInt(up.BacklogFiles, "files"), "), recovery-point lag ", optMs(up.RecoveryPointLagMs), ".")
 	} else {
-		w(none)
+		pg.w(pg.none)
 	}
-	w(`</p>
+	pg.w(`</p>
 </section>
-<section aria-labelledby="h-disk">
+`)
+}
+
+func (pg *statusPage) disk() {
+	dk := pg.d.Agent.Disk
+	pg.w(`<section aria-labelledby="h-disk">
 <h2 id="h-disk">Disk</h2>
-<p id="disk-budget">`, diskBudgetText(d.Agent.Disk, none), `</p>
+<p id="disk-budget">`, diskBudgetText(dk, pg.none), `</p>
 <div id="disk">`)
-	if dk := d.Agent.Disk; dk != nil {
-		w(`<table>
+	if dk != nil {
+		pg.w(`<table>
 <thead><tr><th scope="col">Component</th><th scope="col">On disk</th></tr></thead>
 <tbody>`)
 		for _, c := range dk.Components {
-			w(`<tr><th scope="row">`, esc(c.Component), "</th><td>", FormatBytes(c.Bytes), "</td></tr>")
+			pg.w(`<tr><th scope="row">`, esc(c.Component), "</th><td>", FormatBytes(c.Bytes), "</td></tr>")
 		}
-		w(`</tbody>
+		pg.w(`</tbody>
 </table>`)
 	} else {
-		w("<p>", none, "</p>")
+		pg.w("<p>", pg.none, "</p>")
 	}
-	w(`</div>
+	pg.w(`</div>
 </section>
-</main>
-<script src="static/status.js"></script>
-</body>
-</html>
 `)
 }
 
