@@ -85,49 +85,20 @@ func (p *pipeline) runSubtask(st *subtask) {
 		tick = tk.C
 	}
 	keepLate := p.late != nil
-	var lastLate, lastLateResumed, lastUnassigned, lastOverflowed int64
-	// overflows counts result values that overflowed since the last call;
-	// processing-time firings come from the ticker too.
-	overflows := func() {
-		if d := t.Overflowed - lastOverflowed; d > 0 {
-			p.noteOverflow(t.LastOverflow, d)
-			lastOverflowed = t.Overflowed
-		}
-	}
-	var keyedSeen keyedSeen
+	var seen subtaskCounts
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
 	for {
-		var (
-			m  stream.Message
-			ok = true
-		)
-		select {
-		case m = <-e.Priority():
-		default:
-			if len(st.queue) > 0 {
-				// Read ahead by an overtaking barrier: these come first.
-				m = st.queue[0]
-				st.queue[0] = stream.Message{}
-				st.queue = st.queue[1:]
-				st.queued.Store(int64(len(st.queue)))
-				if len(st.queue) == 0 {
-					e.Gate(false) // the overtaken records are processed: the edge takes more
-				}
-				break
-			}
-			select {
-			case m = <-e.Priority():
-			case m, ok = <-e.C():
-			case <-tick:
-				t.AdvanceProcessingTime(p.clk.monoMs())
-				p.emit(st)
-				overflows()
-				continue
-			}
+		m, ok, ticked := st.next(e, tick)
+		if ticked {
+			// Processing-time firings come from the ticker.
+			t.AdvanceProcessingTime(p.clk.monoMs())
+			p.emit(st)
+			seen.overflows(p, t)
+			continue
 		}
 		if !ok {
-			break
+			return
 		}
 		if st.failed {
 			if m.Kind == stream.Records {
@@ -143,31 +114,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 		} else if m.Kind == stream.Barrier && m.Barrier.ID <= st.overtaken {
 			continue // taken already, ahead of the queue
 		}
-		switch m.Kind {
-		case stream.Records:
-			p.debugRecords(m.Batch)
-			t.Process(m.Batch, keepLate)
-			m.Batch.Release()
-		case stream.Watermark:
-			t.AdvanceWatermark(m.Watermark)
-		case stream.EndOfInput:
-			// A finished input flushes every window, event time and
-			// processing time alike.
-			t.AdvanceWatermark(math.MaxInt64)
-			t.AdvanceProcessingTime(math.MaxInt64)
-			p.emit(st)
-			if p.ordered {
-				p.releaseHeld(st)
-			}
-			st.sampleState()
-		case stream.Barrier:
-			if m.Barrier.Announcement {
-				break
-			}
-			st.announced, st.lastBarrier = nil, m.Barrier.ID
-			p.emit(st)
-			p.barrier(st, m.Barrier, nil)
-		}
+		p.handle(st, m, keepLate)
 		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.monoMs()) {
 			p.overtake(st)
 		}
@@ -181,22 +128,105 @@ func (p *pipeline) runSubtask(st *subtask) {
 				p.fatal(fmt.Errorf("pipeline %q subtask %d: %w", p.name, st.index, err))
 			}
 		}
-		if d := t.Late - lastLate; d > 0 {
-			r := t.LateResumed - lastLateResumed
-			p.m.late.Add(int(d - r))
-			if r > 0 {
-				p.m.lateResumed.Add(int(r))
-				p.burst.add(r)
-			}
-			lastLate, lastLateResumed = t.Late, t.LateResumed
-		}
-		if d := t.Unassigned - lastUnassigned; d > 0 {
-			p.m.unassigned.Add(int(d))
-			lastUnassigned = t.Unassigned
-		}
-		overflows()
-		p.keyedCounts(st, &keyedSeen)
+		seen.report(p, st)
 	}
+}
+
+// next returns the subtask's next message: one on the priority path
+// first, then those read ahead by an overtaking barrier, then the edge's;
+// or ticked when the processing-time ticker fired. ok is false once the
+// edge is closed.
+func (st *subtask) next(e *stream.Edge, tick <-chan time.Time) (m stream.Message, ok, ticked bool) {
+	select {
+	case m = <-e.Priority():
+		return m, true, false
+	default:
+	}
+	if len(st.queue) > 0 {
+		m = st.queue[0]
+		st.queue[0] = stream.Message{}
+		st.queue = st.queue[1:]
+		st.queued.Store(int64(len(st.queue)))
+		if len(st.queue) == 0 {
+			e.Gate(false) // the overtaken records are processed: the edge takes more
+		}
+		return m, true, false
+	}
+	select {
+	case m = <-e.Priority():
+		return m, true, false
+	case m, ok = <-e.C():
+		return m, ok, false
+	case <-tick:
+		return m, true, true
+	}
+}
+
+// handle applies one message to the subtask's window task.
+func (p *pipeline) handle(st *subtask, m stream.Message, keepLate bool) {
+	t := st.task
+	switch m.Kind {
+	case stream.Records:
+		p.debugRecords(m.Batch)
+		t.Process(m.Batch, keepLate)
+		m.Batch.Release()
+	case stream.Watermark:
+		t.AdvanceWatermark(m.Watermark)
+	case stream.EndOfInput:
+		// A finished input flushes every window, event time and
+		// processing time alike.
+		t.AdvanceWatermark(math.MaxInt64)
+		t.AdvanceProcessingTime(math.MaxInt64)
+		p.emit(st)
+		if p.ordered {
+			p.releaseHeld(st)
+		}
+		st.sampleState()
+	case stream.Barrier:
+		if m.Barrier.Announcement {
+			return
+		}
+		st.announced, st.lastBarrier = nil, m.Barrier.ID
+		p.emit(st)
+		p.barrier(st, m.Barrier, nil)
+	}
+}
+
+// subtaskCounts is what a subtask's counters were when last reported to
+// the pipeline's metrics, so each report adds only the difference.
+type subtaskCounts struct {
+	late, lateResumed, unassigned, overflowed int64
+	keyed                                     keyedSeen
+}
+
+// overflows reports result values that overflowed since the last call.
+func (c *subtaskCounts) overflows(p *pipeline, t *operators.WindowTask) {
+	if d := t.Overflowed - c.overflowed; d > 0 {
+		p.noteOverflow(t.LastOverflow, d)
+		c.overflowed = t.Overflowed
+	}
+}
+
+// report adds to the pipeline's metrics what the subtask counted since the
+// last call: late readings (those of a resumed session's burst apart),
+// unassigned ones, overflowed values, the keyed operator's counts.
+func (c *subtaskCounts) report(p *pipeline, st *subtask) {
+	t := st.task
+	if d := t.Late - c.late; d > 0 {
+		r := t.LateResumed - c.lateResumed
+		p.m.late.Add(int(d - r))
+		if r > 0 {
+			p.m.lateResumed.Add(int(r))
+			p.burst.add(r)
+		}
+		c.late, c.lateResumed = t.Late, t.LateResumed
+	}
+	if d := t.Unassigned - c.unassigned; d > 0 {
+		p.m.unassigned.Add(int(d))
+		c.unassigned = t.Unassigned
+	}
+	c.overflows(p, t)
+	p.keyedCounts(st, &c.keyed)
 }
 
 // noteOverflow counts n result values that overflowed float64 (written as
