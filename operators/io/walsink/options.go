@@ -89,6 +89,21 @@ type Options struct {
 	Immediate bool
 	// FS is the file system the WAL lives on. Nil: vfs.Default.
 	FS vfs.FS
+	// ProtocolVersion is the MQTT version of the session: 5 (default) or
+	// 4 (3.1.1). At 5 the sink honours what the broker announces in its
+	// CONNACK (Receive Maximum caps the window, Maximum QoS below QoS is
+	// named before any publish, a message over the Maximum Packet Size is
+	// dead-lettered too_large), reads the reason code of every answer,
+	// and publishes each result with its id as the user property "id" and
+	// the content type application/json. A broker that refuses MQTT 5 in
+	// its CONNACK is spoken to in 3.1.1 for the rest of the run.
+	ProtocolVersion byte
+	// OnReason, when set, is called by the publisher for every MQTT 5
+	// reason code other than success on a PUBACK, PUBREC or PUBCOMP, and
+	// for every DISCONNECT from the broker: the packet ("puback",
+	// "pubrec", "pubcomp", "disconnect") and the reason's name
+	// ("not_authorized", "no_matching_subscribers", …). For metrics.
+	OnReason func(packet, reason string)
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.
@@ -164,6 +179,13 @@ func (o *Options) normalize() error {
 	case 1, 2:
 	default:
 		return fmt.Errorf("walsink: options: qos %d (want 1 or 2)", o.QoS)
+	}
+	switch o.ProtocolVersion {
+	case 0:
+		o.ProtocolVersion = 5
+	case 4, 5:
+	default:
+		return fmt.Errorf("walsink: options: protocol version %d (want 4 for MQTT 3.1.1 or 5)", o.ProtocolVersion)
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
