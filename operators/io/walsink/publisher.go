@@ -41,6 +41,9 @@ func (s *Sink) runPublisher() {
 				"broker", s.opts.Broker)
 			continue
 		}
+		if err == nil {
+			s.version.Store(int32(info.version))
+		}
 		var refused *connackError
 		switch {
 		case errors.As(err, &refused):
@@ -184,7 +187,6 @@ func (s *Sink) refuseMaxQoS(info connackInfo) bool {
 // Packet Size bounds the messages published (fill). A 3.1.1 connection
 // announces nothing; the limits then stay those the probe learnt.
 func (s *Sink) applyLimits(info connackInfo) {
-	s.version.Store(int32(info.version))
 	if info.version != 5 {
 		s.maxPacket.Store(0)
 		return
