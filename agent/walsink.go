@@ -67,6 +67,10 @@ func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) 
 		return nil, err
 	}
 	opts.Username, opts.Password, opts.TLS = ep.Username, ep.Password, tc
+	set := a.metrics
+	opts.OnReason = func(packet, reason string) {
+		set.GetOrCreateCounter(fmt.Sprintf(`eddy_wal_mqtt_reasons_total{sink=%q,packet=%q,reason=%q}`, s.Name, packet, reason)).Inc()
+	}
 	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err
@@ -97,7 +101,7 @@ func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink
 	opts := walsink.Options{
 		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS),
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS), ProtocolVersion: byte(m.ProtocolVersion),
 		Immediate: m.Delivery == config.AtLeastOnce,
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
@@ -138,6 +142,8 @@ func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	set.NewGauge("eddy_wal_delivered_total"+l, func() float64 { return float64(stats().Delivered) })
 	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
 	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_wal_too_large_total"+l, func() float64 { return float64(stats().TooLarge) })
+	set.NewGauge("eddy_wal_protocol_version"+l, func() float64 { return float64(stats().ProtocolVersion) })
 	set.NewGauge("eddy_wal_write_blocked"+l, func() float64 {
 		if stats().WriteBlocked {
 			return 1
