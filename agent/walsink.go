@@ -42,6 +42,30 @@ func (w *walTx) Write(epoch uint64, items []sink.Item) error {
 	return w.s.Write(epoch, w.msgs)
 }
 
+// overPacketLimit reports, for a result it, the size of its MQTT 5
+// PUBLISH and the Maximum Packet Size the sink's broker announced, with
+// over set when the PUBLISH is larger: such a result would be dead-lettered
+// by the sink's publisher (never published); its pipeline dead-letters it
+// first, to its dead_letter sink (sendResults). It is safe for concurrent
+// use (the window subtasks call it) and cheap while no limit is announced.
+func (w *walTx) overPacketLimit(it sink.Item) (size, limit int64, over bool) {
+	limit = w.s.MaxPacketSize()
+	if limit <= 0 || 2*int64(len(it.Payload))+maxPublishOverhead <= limit {
+		// No limit, or the result is so far under it that no topic and
+		// properties can carry it over.
+		return 0, limit, false
+	}
+	var arr [256]byte
+	topic := w.topic.Append(arr[:0], w.deviceID, it.Result)
+	size = walsink.PublishSize(topic, it.Payload)
+	return size, limit, size > limit
+}
+
+// maxPublishOverhead bounds what an MQTT 5 PUBLISH adds to its payload
+// besides the id property (at most the payload's length): fixed header,
+// a topic of at most 65,535 bytes, packet id, properties.
+const maxPublishOverhead = 5 + 2 + 65535 + 2 + 64
+
 func (w *walTx) PreCommit(epoch uint64) error {
 	return w.s.PreCommit(epoch)
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -190,5 +192,69 @@ func TestWALSink_MQTT5Properties(t *testing.T) {
 				t.Errorf("the agent's log does not say it connected with %s", want)
 			}
 		})
+	}
+}
+
+// TestWALSink_MQTT5MaximumPacketSize: results whose MQTT 5 PUBLISH is
+// larger than the Maximum Packet Size the upstream broker announces
+// (mosquitto's max_packet_size) are never published: the run delivers every
+// other result and exits 0, and each oversized one is dead-lettered with
+// reason too_large: by its pipeline into the dead-letter file, whole, once
+// the sink knows the limit (its first CONNACK, normally before the first
+// result), or by the sink's publisher if it was in the WAL before.
+func TestWALSink_MQTT5MaximumPacketSize(t *testing.T) {
+	up := mosquitto.Start(t, mosquitto.DefaultInflight(), mosquitto.Conf("max_packet_size 3000"))
+	col := newCollector(t, up.URL(), "results/#")
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	const windows = 4
+	want := writeWindowReadings(t, in, 3, windows)
+	bigKey := "big-" + strings.Repeat("k", 2000)
+	b, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(in, []byte(strings.ReplaceAll(string(b), `"device":"dev-0"`, `"device":"`+bigKey+`"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for k := range want {
+		if strings.HasPrefix(k, "dev-0/") {
+			delete(want, k)
+		}
+	}
+	cfg := replaceAll(drainConfig,
+		"  to = [sink.mqtt.cloud]\n}", "  to = [sink.mqtt.cloud]\n  dead_letter = sink.file.dead\n}\nsink \"file\" \"dead\" { path = \"%DIR%/dead.jsonl\" }")
+	out, err := runEddy(t, "run", "-c", writeConfig(t, dir, cfg, "%UPSTREAM%", up.URL(), "%SINK%", ""))
+	if err != nil {
+		t.Fatalf("eddy run: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "not delivered upstream") {
+		t.Errorf("the run reported undelivered results:\n%s", out)
+	}
+	waitFor(t, 30*time.Second, func() bool { return len(col.windows("drain")) >= len(want) })
+	got := col.windows("drain")
+	if diff := differingWindows(t, want, got); diff > 0 || len(got) != len(want) {
+		t.Errorf("%d of %d windows differ; %d delivered", diff, len(want), len(got))
+	}
+	dead := 0
+	if b, err := os.ReadFile(filepath.Join(dir, "dead.jsonl")); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" {
+				continue
+			}
+			var dl struct{ Reason, Detail, Payload string }
+			var res struct{ Key string }
+			if json.Unmarshal([]byte(line), &dl) != nil || dl.Reason != "too_large" ||
+				!strings.Contains(dl.Detail, `larger than the Maximum Packet Size (3000 bytes) the broker of sink "cloud" announces`) ||
+				json.Unmarshal([]byte(dl.Payload), &res) != nil || res.Key != bigKey {
+				t.Errorf("dead letter %.300q: want reason too_large, the limit and the sink, and the whole result", line)
+			}
+			dead++
+		}
+	}
+	bySink := strings.Count(out, `msg="walsink: result dead-lettered" reason=too_large`)
+	t.Logf("dead-lettered: %d by the pipeline, %d by the sink's publisher", dead, bySink)
+	if dead+bySink != windows || dead == 0 {
+		t.Errorf("%d dead letters in the file and %d by the sink, want %d (one per oversized window), most in the file", dead, bySink, windows)
 	}
 }

@@ -787,6 +787,14 @@ func (s *Sink) WaitDelivered(ctx context.Context) (int64, error) {
 	}
 }
 
+// MaxPacketSize is the Maximum Packet Size the broker announced in the
+// CONNACK of the sink's MQTT 5 connection, in bytes (see PublishSize); 0
+// when none was announced, before the first connection, and at 3.1.1. A
+// message whose PUBLISH is larger is dead-lettered too_large by the
+// publisher; a caller can dead-letter such results before Write. Cheap:
+// for every result.
+func (s *Sink) MaxPacketSize() int64 { return s.maxPacket.Load() }
+
 // WriteBlocked reports whether a Write waits for room (when_full = block):
 // Stats().WriteBlocked without the rest of Stats' work, for polling.
 func (s *Sink) WriteBlocked() bool {

@@ -270,6 +270,11 @@ func publishSizeV5(topic, payload []byte) int64 {
 	return int64(1 + varintLen(rem) + rem)
 }
 
+// PublishSize is the size in bytes of the MQTT 5 PUBLISH the sink sends
+// for a message of topic and payload: what the broker's Maximum Packet Size
+// (Sink.MaxPacketSize) bounds.
+func PublishSize(topic, payload []byte) int64 { return publishSizeV5(topic, payload) }
+
 // publishSizeV4 is the size of the MQTT 3.1.1 PUBLISH (QoS 1 or 2).
 func publishSizeV4(topic, payload []byte) int64 {
 	rem := 2 + len(topic) + 2 + len(payload)
