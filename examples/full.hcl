@@ -171,6 +171,8 @@ sink "mqtt" "cloud" {
   qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
+  # 5: MQTT 5 (default; 3.1.1 for the run if the broker refuses it) | 4: MQTT 3.1.1
+  protocol_version = 5
   # QoS 2 flows in flight at most; fewer when the broker announces or
   # shows a lower limit (mosquitto: max_inflight_messages, default 20)
   max_inflight = 20
