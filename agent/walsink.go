@@ -25,6 +25,7 @@ import (
 // no ingest log truncation, until the uplink returns.
 type walTx struct {
 	s        *walsink.Sink
+	expiry   bool // message_expiry set: every PUBLISH carries a Message Expiry Interval
 	topic    *sink.Template
 	deviceID string
 	msgs     []walsink.Message
@@ -57,7 +58,7 @@ func (w *walTx) overPacketLimit(it sink.Item) (size, limit int64, over bool) {
 	}
 	var arr [256]byte
 	topic := w.topic.Append(arr[:0], w.deviceID, it.Result)
-	size = walsink.PublishSize(topic, it.Payload)
+	size = walsink.PublishSize(topic, it.Payload, w.expiry)
 	return size, limit, size > limit
 }
 
@@ -99,7 +100,7 @@ func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) 
 	if err != nil {
 		return nil, err
 	}
-	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID}
+	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID, expiry: opts.MessageExpiry > 0}
 	h := a.walSinks[s.Name]
 	if h == nil {
 		h = new(walHolder)
@@ -126,6 +127,7 @@ func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink
 		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
 		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS), ProtocolVersion: byte(m.ProtocolVersion),
+		MessageExpiry: m.MessageExpiry, SessionExpiry: m.SessionExpiry,
 		Immediate: m.Delivery == config.AtLeastOnce,
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
@@ -167,6 +169,7 @@ func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
 	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
 	set.NewGauge("eddy_wal_too_large_total"+l, func() float64 { return float64(stats().TooLarge) })
+	set.NewGauge("eddy_wal_expired_total"+l, func() float64 { return float64(stats().Expired) })
 	set.NewGauge("eddy_wal_protocol_version"+l, func() float64 { return float64(stats().ProtocolVersion) })
 	set.NewGauge("eddy_wal_write_blocked"+l, func() float64 {
 		if stats().WriteBlocked {

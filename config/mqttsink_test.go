@@ -155,3 +155,43 @@ func TestParse_MQTTSinkProtocolVersion(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_MQTTSinkExpiry(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		attrs            string
+		message, session time.Duration
+		pos, want        string // an error's "line:col" and a substring of its line
+	}{
+		{name: "defaults"},
+		{name: "set", attrs: "message_expiry = \"1h\"\nsession_expiry = \"720h\"", message: time.Hour, session: 720 * time.Hour},
+		{name: "message expiry at 3.1.1", attrs: "protocol_version = 4\nmessage_expiry = \"10m\"", message: 10 * time.Minute},
+		{name: "session expiry at 3.1.1", attrs: "protocol_version = 4\nsession_expiry = \"1h\"",
+			pos: "13:18", want: `Argument does not apply; "session_expiry" is MQTT 5's Session Expiry Interval`},
+		{name: "zero", attrs: `message_expiry = "0s"`,
+			pos: "12:18", want: `Value out of range; "message_expiry" must be at least "1s"`},
+		{name: "on a paho sink", attrs: "delivery = \"at_most_once\"\nqos = 0\nmessage_expiry = \"1h\"",
+			pos: "14:18", want: `Argument does not apply; "message_expiry" applies to a sink that publishes through its write-ahead log`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := mqttSinkBase + tt.attrs + "\n}\n"
+			cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+			if tt.want != "" {
+				out := FormatDiagnostics(diags)
+				prefix := "test.hcl:" + tt.pos + ": error: "
+				for _, line := range strings.Split(out, "\n") {
+					if strings.HasPrefix(line, prefix) && strings.Contains(line, tt.want) {
+						return
+					}
+				}
+				t.Fatalf("no %q at %s in:\n%s", tt.want, tt.pos, out)
+			}
+			if diags.HasErrors() {
+				t.Fatalf("Parse:\n%s", FormatDiagnostics(diags))
+			}
+			if m := cfg.Sinks[0].MQTT; m.MessageExpiry != tt.message || m.SessionExpiry != tt.session {
+				t.Errorf("message_expiry %v, session_expiry %v; want %v, %v", m.MessageExpiry, m.SessionExpiry, tt.message, tt.session)
+			}
+		})
+	}
+}

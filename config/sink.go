@@ -74,6 +74,13 @@ type MQTTSink struct {
 	// the broker refuses the version in its CONNACK; a sink that does not
 	// (paho's client) speaks 3.1.1 only.
 	ProtocolVersion int
+	// MessageExpiry, when set (a sink through its WAL), dead-letters with
+	// reason "expired" a result that waited longer in the WAL since its
+	// checkpoint; at MQTT 5 the others carry the expiry left. 0: none.
+	MessageExpiry time.Duration
+	// SessionExpiry is the MQTT 5 session's expiry after a disconnect;
+	// 0 (default): never.
+	SessionExpiry time.Duration
 	// MaxTopicLevels, when set, makes the loader warn about a topic
 	// template that can have more levels (or holds ${key}, whose values may
 	// add levels); 0 (default) = no check. AWS IoT
@@ -203,7 +210,7 @@ func (d *decoder) decodePartRotation(blocks hcl.Blocks, f *FileSink) {
 }
 
 func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQTTSink {
-	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout", "max_payload", "max_topic_levels", "protocol_version"},
+	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout", "max_payload", "max_topic_levels", "protocol_version", "message_expiry", "session_expiry"},
 		tlsBlock, hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "topic")
 	m := &MQTTSink{
@@ -225,6 +232,7 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		MaxTopicLevels: int(a.integer("max_topic_levels", 0, 1, 128)),
 	}
 	m.ProtocolVersion = d.protocolVersion(a, m)
+	d.decodeExpiry(a, m)
 	if a.has("max_payload") && (m.MaxPayload <= 0 || m.MaxPayload > maxMQTTPayload) {
 		d.errorf(a.rangeOf("max_payload"), "Value out of range",
 			"\"max_payload\" must be between 1 byte and MQTT's own limit, \"256MiB\" (AWS IoT Core: \"128KiB\"); remove it for no limit.")
@@ -292,6 +300,34 @@ func (d *decoder) protocolVersion(a attrs, m *MQTTSink) int {
 		return 4
 	}
 	return int(n)
+}
+
+// decodeExpiry decodes message_expiry and session_expiry of a sink that
+// uses its WAL; session_expiry only at MQTT 5.
+func (d *decoder) decodeExpiry(a attrs, m *MQTTSink) {
+	m.MessageExpiry = a.duration("message_expiry", 0)
+	m.SessionExpiry = a.duration("session_expiry", 0)
+	const maxInterval = (1<<32 - 2) * time.Second
+	for _, name := range []string{"message_expiry", "session_expiry"} {
+		if !a.has(name) {
+			continue
+		}
+		v := m.MessageExpiry
+		if name == "session_expiry" {
+			v = m.SessionExpiry
+		}
+		switch {
+		case !m.UsesWAL():
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q applies to a sink that publishes through its write-ahead log (exactly_once, and at_least_once on tcp:// or ssl:// brokers); remove it.", name)
+		case v < time.Second || v > maxInterval:
+			d.errorf(a.rangeOf(name), "Value out of range",
+				"%q must be at least \"1s\" (and below 136 years), e.g. %s = \"1h\"; remove it for none.", name, name)
+		case name == "session_expiry" && m.ProtocolVersion != 5:
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"\"session_expiry\" is MQTT 5's Session Expiry Interval; with protocol_version = 4 the session never expires. Remove it, or remove protocol_version = 4.")
+		}
+	}
 }
 
 // warnEmbeddedCredentials warns about each of username, password and tls

@@ -168,8 +168,11 @@ func handshakeV4(conn net.Conn, o *Options) (connackInfo, error) {
 // packetWriter encodes the session's packets with paho's codec into a
 // buffered writer, reusing the packet structs.
 type packetWriter struct {
-	bw      *bufio.Writer
-	v5      *v5Writer // MQTT 5: mochi's codec; nil at 3.1.1
+	bw *bufio.Writer
+	v5 *v5Writer // MQTT 5: mochi's codec; nil at 3.1.1
+	// expiry, when set (MQTT 5 with Options.MessageExpiry), is the
+	// Message Expiry Interval of message seq's PUBLISH now, in seconds.
+	expiry  func(seq uint64) uint32
 	publish *packets.PublishPacket
 	pubrel  *packets.PubrelPacket
 	ping    *packets.PingreqPacket
@@ -192,7 +195,7 @@ func newPacketWriter(conn net.Conn, version byte) *packetWriter {
 // writeQoS1 encodes a QoS 1 PUBLISH of m.
 func (w *packetWriter) writeQoS1(m *qos1Msg, dup bool) error {
 	if w.v5 != nil {
-		return w.v5.publish(w.bw, 1, m.id, dup, m.retain, m.topic, m.payload)
+		return w.v5.publish(w.bw, 1, m.id, dup, m.retain, m.topic, m.payload, w.expiryOf(m.seq))
 	}
 	w.publish.Qos, w.publish.Dup, w.publish.Retain = 1, dup, m.retain
 	w.publish.TopicName, w.publish.MessageID, w.publish.Payload = string(m.topic), m.id, m.payload
@@ -203,7 +206,7 @@ func (w *packetWriter) write(p qos2.Packet) error {
 	if w.v5 != nil {
 		switch p.Kind {
 		case qos2.PacketPublish:
-			return w.v5.publish(w.bw, 2, p.ID, p.Dup, p.Retain, p.Topic, p.Payload)
+			return w.v5.publish(w.bw, 2, p.ID, p.Dup, p.Retain, p.Topic, p.Payload, w.expiryOf(p.Seq))
 		case qos2.PacketPubrel:
 			return w.v5.pubrel(w.bw, p.ID)
 		case qos2.PacketPingreq:
@@ -223,6 +226,13 @@ func (w *packetWriter) write(p qos2.Packet) error {
 		return w.ping.Write(w.bw)
 	}
 	panic(fmt.Sprintf("walsink: packet kind %d", p.Kind))
+}
+
+func (w *packetWriter) expiryOf(seq uint64) uint32 {
+	if w.expiry == nil {
+		return 0
+	}
+	return w.expiry(seq)
 }
 
 // incoming is one packet (or the read error) from the broker.

@@ -1,10 +1,12 @@
 package walsink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -269,6 +271,9 @@ func (s *Sink) serve(conn net.Conn, version byte) error {
 		}
 	}()
 	pw := newPacketWriter(conn, version)
+	if version == 5 && s.opts.MessageExpiry > 0 {
+		pw.expiry = s.expiryInterval
+	}
 	s.sess.Connected(time.Now())
 	s.retried.Store(s.sess.Retried())
 	if s.q1 != nil {
@@ -568,13 +573,13 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 			s.cur.advance()
 			continue
 		}
-		if publishable && s.overMaxPacket(d.topic, d.payload) {
+		if reason, detail := s.deadReason(d.seq, d.topic, d.payload); publishable && reason != "" {
 			if s.sess.HasRecords() {
 				// Its drop record must follow the records of the flows
 				// started before it: the next event looks again.
 				return 0, nil
 			}
-			if err := s.dropTooLarge(d.seq, d.topic, d.payload); err != nil {
+			if err := s.deadLetter(d.seq, d.topic, d.payload, reason, detail); err != nil {
 				return 0, err
 			}
 			s.cur.advance()
@@ -594,22 +599,63 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 	return 0, nil
 }
 
-// overMaxPacket reports whether the PUBLISH of topic and payload would be
-// larger than the broker's Maximum Packet Size (MQTT 5 only).
-func (s *Sink) overMaxPacket(topic, payload []byte) bool {
-	limit := s.maxPacket.Load()
-	return limit > 0 && publishSizeV5(topic, payload) > limit
+// Reasons the publisher dead-letters a message with.
+const (
+	reasonTooLarge = "too_large"
+	reasonExpired  = "expired"
+)
+
+// deadReason says why message seq must not be published, if it must not:
+// its PUBLISH would be larger than the broker's Maximum Packet Size (MQTT
+// 5), or its wait since its commit passed Options.MessageExpiry.
+func (s *Sink) deadReason(seq uint64, topic, payload []byte) (reason, detail string) {
+	if limit := s.maxPacket.Load(); limit > 0 {
+		if size := publishSizeV5(topic, payload, s.opts.MessageExpiry > 0); size > limit {
+			return reasonTooLarge, fmt.Sprintf("its MQTT 5 PUBLISH of %d bytes is larger than the broker's Maximum Packet Size (%d bytes)", size, limit)
+		}
+	}
+	if s.opts.MessageExpiry > 0 {
+		if waited, ok := s.waited(seq); ok && waited >= s.opts.MessageExpiry {
+			return reasonExpired, fmt.Sprintf("it waited %v since its commit, message_expiry is %v", waited.Round(time.Second), s.opts.MessageExpiry)
+		}
+	}
+	return "", ""
 }
 
-// dropTooLarge dead-letters message seq, whose PUBLISH the broker's
-// Maximum Packet Size does not allow, with reason too_large: it is never
-// published (the broker would close the connection over it, on every
-// retry), counted (Stats.TooLarge), logged, and taken out of the backlog.
-// At QoS 2 a drop record, not synced, marks it (a crash before the record
-// is durable drops it again); at QoS 1 the acknowledged position moves
-// past it. The caller advances the cursor. curMu is held.
-func (s *Sink) dropTooLarge(seq uint64, topic, payload []byte) error {
-	size := publishSizeV5(topic, payload)
+// waited is how long message seq has waited since its commit (the commit
+// record that made it publishable); ok is false when that is not known.
+func (s *Sink) waited(seq uint64) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cts := s.st.commitTimes
+	i, _ := slices.BinarySearchFunc(cts, seq, func(c commitTime, seq uint64) int { return cmp.Compare(c.seq, seq) })
+	if i == len(cts) {
+		return 0, false
+	}
+	return time.Since(time.Unix(0, cts[i].unixNano)), true
+}
+
+// expiryInterval is the Message Expiry Interval of message seq's PUBLISH
+// now: Options.MessageExpiry less its wait since its commit, in whole
+// seconds, at least 1 (a message past it is dead-lettered before its first
+// PUBLISH; one already published goes out again, DUP, with what is left).
+func (s *Sink) expiryInterval(seq uint64) uint32 {
+	left := s.opts.MessageExpiry
+	if waited, ok := s.waited(seq); ok {
+		left -= waited
+	}
+	return uint32(max(1, (left+time.Second-1)/time.Second))
+}
+
+// deadLetter dead-letters message seq with reason (too_large: its PUBLISH
+// is larger than the broker's Maximum Packet Size, which would close the
+// connection over it on every retry; expired: it waited longer than
+// message_expiry): it is never published, counted (Stats.TooLarge,
+// Stats.Expired), logged, and taken out of the backlog. At QoS 2 a drop
+// record, not synced, marks it (a crash before the record is durable
+// dead-letters it again); at QoS 1 the acknowledged position moves past it.
+// The caller advances the cursor. curMu is held.
+func (s *Sink) deadLetter(seq uint64, topic, payload []byte, reason, detail string) error {
 	bytes := int64(len(topic) + len(payload))
 	s.mu.Lock()
 	if s.q1 == nil {
@@ -627,10 +673,12 @@ func (s *Sink) dropTooLarge(seq uint64, topic, payload []byte) error {
 		s.wakeWritersLocked()
 	}
 	s.mu.Unlock()
-	s.tooLarge.Add(1)
-	s.log.Warn("walsink: result dead-lettered", "reason", "too_large",
-		"detail", fmt.Sprintf("its MQTT 5 PUBLISH of %d bytes is larger than the broker's Maximum Packet Size (%d bytes)", size, s.maxPacket.Load()),
-		"topic", string(topic), "seq", seq)
+	if reason == reasonExpired {
+		s.expired.Add(1)
+	} else {
+		s.tooLarge.Add(1)
+	}
+	s.log.Warn("walsink: result dead-lettered", "reason", reason, "detail", detail, "topic", string(topic), "seq", seq)
 	return nil
 }
 

@@ -158,8 +158,8 @@ func (s *Sink) fillQoS1(rate *tokenBucket, conn net.Conn, pw *packetWriter) (tim
 		if !publishable {
 			break
 		}
-		if s.overMaxPacket(d.topic, d.payload) {
-			if err := s.dropTooLarge(d.seq, d.topic, d.payload); err != nil {
+		if reason, detail := s.deadReason(d.seq, d.topic, d.payload); reason != "" {
+			if err := s.deadLetter(d.seq, d.topic, d.payload, reason, detail); err != nil {
 				return 0, err
 			}
 			s.cur.advance()

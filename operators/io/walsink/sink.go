@@ -43,6 +43,9 @@ type Stats struct {
 	// TooLarge counts messages dead-lettered too_large since Open: larger
 	// than the broker's Maximum Packet Size, never published.
 	TooLarge uint64
+	// Expired counts messages dead-lettered expired since Open: they
+	// waited longer than Options.MessageExpiry, never published.
+	Expired uint64
 	// Reasons counts the MQTT 5 reason codes the broker answered with
 	// since Open (see Options.OnReason), by "packet/reason", e.g.
 	// "pubrec/no_matching_subscribers".
@@ -108,6 +111,7 @@ type Sink struct {
 	version    atomic.Int32 // of the last connection
 	maxPacket  atomic.Int64 // the broker's Maximum Packet Size; 0: none
 	tooLarge   atomic.Uint64
+	expired    atomic.Uint64
 	// loggedRecvMax is the Receive Maximum last logged as lowering the
 	// window (publisher's): the line is said once, not per connection.
 	loggedRecvMax int
@@ -757,6 +761,7 @@ func (s *Sink) Stats() Stats {
 	st.ProtocolVersion = int(s.version.Load())
 	st.MaxPacketSize = s.maxPacket.Load()
 	st.TooLarge = s.tooLarge.Load()
+	st.Expired = s.expired.Load()
 	return st
 }
 

@@ -41,10 +41,10 @@ const idUserProperty = "id"
 // 0x84 "unsupported protocol version"): the publisher falls back to 3.1.1.
 var errV5Refused = errors.New("walsink: the broker refuses MQTT 5 (CONNACK: unsupported protocol version)")
 
-// encodeConnectV5 encodes the sink's MQTT 5 CONNECT: clean start 0 and a session
-// that never expires (what 3.1.1's clean session 0 is: the session must
-// survive every reconnect and restart), the fixed client id, keepalive and
-// credentials.
+// encodeConnectV5 encodes the sink's MQTT 5 CONNECT: clean start 0 and a
+// session that never expires (what 3.1.1's clean session 0 is: the session
+// must survive every reconnect and restart), or expires after
+// Options.SessionExpiry; the fixed client id, keepalive and credentials.
 func encodeConnectV5(o *Options) []byte {
 	pk := mp.Packet{
 		FixedHeader:     mp.FixedHeader{Type: mp.Connect},
@@ -59,6 +59,9 @@ func encodeConnectV5(o *Options) []byte {
 			SessionExpiryInterval:     math.MaxUint32, // never expires
 			SessionExpiryIntervalFlag: true,
 		},
+	}
+	if o.SessionExpiry > 0 {
+		pk.Properties.SessionExpiryInterval = uint32(o.SessionExpiry / time.Second)
 	}
 	if o.Username != "" {
 		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(o.Username)
@@ -222,8 +225,9 @@ type v5Writer struct {
 }
 
 // publish encodes a PUBLISH of a result: its id (from the payload) as the
-// user property "id", and the content type application/json.
-func (w *v5Writer) publish(dst io.Writer, qos byte, id uint16, dup, retain bool, topic, payload []byte) error {
+// user property "id", the content type application/json, and the Message
+// Expiry Interval expiry in seconds (0: none).
+func (w *v5Writer) publish(dst io.Writer, qos byte, id uint16, dup, retain bool, topic, payload []byte, expiry uint32) error {
 	w.pk = mp.Packet{
 		FixedHeader:     mp.FixedHeader{Type: mp.Publish, Qos: qos, Dup: dup, Retain: retain},
 		ProtocolVersion: 5,
@@ -232,6 +236,7 @@ func (w *v5Writer) publish(dst io.Writer, qos byte, id uint16, dup, retain bool,
 		Payload:         payload,
 	}
 	w.pk.Properties.ContentType = contentTypeJSON
+	w.pk.Properties.MessageExpiryInterval = expiry
 	if rid, ok := resultID(payload); ok {
 		w.pk.Properties.User = []mp.UserProperty{{Key: idUserProperty, Val: rid}}
 	}
@@ -259,10 +264,14 @@ func (w *v5Writer) flush(dst io.Writer, encode func(*bytes.Buffer) error) error 
 }
 
 // publishSizeV5 is the size in bytes of the MQTT 5 PUBLISH (QoS 1 or 2)
-// that carries topic and payload as v5Writer.publish encodes it: what the
-// broker's Maximum Packet Size bounds.
-func publishSizeV5(topic, payload []byte) int64 {
+// that carries topic and payload as v5Writer.publish encodes it, with a
+// Message Expiry Interval when expiry: what the broker's Maximum Packet
+// Size bounds.
+func publishSizeV5(topic, payload []byte, expiry bool) int64 {
 	props := 1 + 2 + len(contentTypeJSON)
+	if expiry {
+		props += 1 + 4
+	}
 	if rid, ok := resultID(payload); ok {
 		props += 1 + 2 + len(idUserProperty) + 2 + len(rid)
 	}
@@ -271,9 +280,12 @@ func publishSizeV5(topic, payload []byte) int64 {
 }
 
 // PublishSize is the size in bytes of the MQTT 5 PUBLISH the sink sends
-// for a message of topic and payload: what the broker's Maximum Packet Size
-// (Sink.MaxPacketSize) bounds.
-func PublishSize(topic, payload []byte) int64 { return publishSizeV5(topic, payload) }
+// for a message of topic and payload, with a Message Expiry Interval when
+// expiry (Options.MessageExpiry set): what the broker's Maximum Packet
+// Size (Sink.MaxPacketSize) bounds.
+func PublishSize(topic, payload []byte, expiry bool) int64 {
+	return publishSizeV5(topic, payload, expiry)
+}
 
 // publishSizeV4 is the size of the MQTT 3.1.1 PUBLISH (QoS 1 or 2).
 func publishSizeV4(topic, payload []byte) int64 {

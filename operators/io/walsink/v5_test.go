@@ -49,6 +49,9 @@ func decodeV5(t *testing.T, b []byte) *mp.Packet {
 
 func TestV5_Connect(t *testing.T) {
 	o := &Options{ClientID: "eddy-gw-7-up", Username: "u", Password: "p", KeepAlive: 30 * time.Second}
+	if pk := decodeV5(t, encodeConnectV5(&Options{ClientID: "x", SessionExpiry: 7 * 24 * time.Hour})); pk.Properties.SessionExpiryInterval != 7*24*3600 {
+		t.Errorf("session_expiry 7 days: interval %d", pk.Properties.SessionExpiryInterval)
+	}
 	pk := decodeV5(t, encodeConnectV5(o))
 	c := pk.Connect
 	if string(c.ProtocolName) != "MQTT" || pk.ProtocolVersion != 5 {
@@ -204,11 +207,13 @@ func TestV5_Publish(t *testing.T) {
 		name    string
 		payload string
 		id      string // "" = no user property
+		expiry  uint32
 	}{
 		{name: "result", payload: `{"id":"gw-7/temp_1m/sensor-3/1795946400000-1795946460000/0","pipeline":"temp_1m"}`,
 			id: "gw-7/temp_1m/sensor-3/1795946400000-1795946460000/0"},
 		{name: "escaped id", payload: `{"id":"gw-7/p/a\"b\\c\u00e9/1-2/0","n":1}`, id: "gw-7/p/a\"b\\cé/1-2/0"},
 		{name: "no id", payload: `{"pipeline":"p"}`},
+		{name: "message expiry", payload: `{"id":"x","n":1}`, id: "x", expiry: 3599},
 		{name: "not json", payload: "raw bytes"},
 		{name: "unterminated", payload: `{"id":"abc`},
 		{name: "large", payload: `{"id":"x","pad":"` + string(bytes.Repeat([]byte("a"), 20000)) + `"}`, id: "x"},
@@ -217,10 +222,10 @@ func TestV5_Publish(t *testing.T) {
 			var w v5Writer
 			var out bytes.Buffer
 			topic := []byte("up/gw-7/temp")
-			if err := w.publish(&out, 2, 4242, true, true, topic, []byte(tt.payload)); err != nil {
+			if err := w.publish(&out, 2, 4242, true, true, topic, []byte(tt.payload), tt.expiry); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := publishSizeV5(topic, []byte(tt.payload)), int64(out.Len()); got != want {
+			if got, want := publishSizeV5(topic, []byte(tt.payload), tt.expiry > 0), int64(out.Len()); got != want {
 				t.Errorf("publishSizeV5 %d, encoded %d bytes", got, want)
 			}
 			pk := decodeV5(t, out.Bytes())
@@ -228,8 +233,8 @@ func TestV5_Publish(t *testing.T) {
 			if fh.Qos != 2 || !fh.Dup || !fh.Retain || pk.PacketID != 4242 || pk.TopicName != string(topic) || string(pk.Payload) != tt.payload {
 				t.Errorf("PUBLISH qos %d dup %v retain %v id %d topic %q payload %q", fh.Qos, fh.Dup, fh.Retain, pk.PacketID, pk.TopicName, pk.Payload)
 			}
-			if pk.Properties.ContentType != "application/json" {
-				t.Errorf("content type %q", pk.Properties.ContentType)
+			if pk.Properties.ContentType != "application/json" || pk.Properties.MessageExpiryInterval != tt.expiry {
+				t.Errorf("content type %q, message expiry %d; want application/json, %d", pk.Properties.ContentType, pk.Properties.MessageExpiryInterval, tt.expiry)
 			}
 			var users []mp.UserProperty
 			if tt.id != "" {
@@ -271,10 +276,10 @@ func TestV5_PublishSizeAtTheVarintEdges(t *testing.T) {
 		payload := bytes.Repeat([]byte("a"), n)
 		var w v5Writer
 		var out bytes.Buffer
-		if err := w.publish(&out, 1, 1, false, false, []byte("t"), payload); err != nil {
+		if err := w.publish(&out, 1, 1, false, false, []byte("t"), payload, 0); err != nil {
 			t.Fatal(err)
 		}
-		if got := publishSizeV5([]byte("t"), payload); got != int64(out.Len()) {
+		if got := publishSizeV5([]byte("t"), payload, false); got != int64(out.Len()) {
 			t.Errorf("payload %d: publishSizeV5 %d, encoded %d", n, got, out.Len())
 		}
 	}
