@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -322,5 +324,67 @@ func TestMQTT5_FallsBackTo311(t *testing.T) {
 	}
 	if n := strings.Count(lb.String(), "the broker refuses MQTT 5"); n != 1 {
 		t.Errorf("%d fallback lines; want one:\n%s", n, lb.String())
+	}
+}
+
+// TestMQTT5_MessageExpiry: results that waited longer than message_expiry
+// in the WAL (the uplink down) are dead-lettered expired, never published;
+// the fresher ones are published with the expiry left, as an MQTT 5
+// subscriber sees it.
+func TestMQTT5_MessageExpiry(t *testing.T) {
+	t.Parallel()
+	b := mosquitto.Start(t, mosquitto.DefaultInflight())
+	dir := t.TempDir()
+	const expiry = 2 * time.Second
+	down := "tcp://127.0.0.1:" + strconv.Itoa(loopback.MustPort(t))
+	s := mustOpen(t, dir, Options{Broker: down, ClientID: "walsink-expiry", MessageExpiry: expiry})
+	writeEpochs(t, s, 1, 1, 5)
+	waitFor(t, 10*time.Second, func() bool { return s.Stats().OldestAge > expiry })
+	fresh := writeEpochs(t, s, 2, 2, 5)
+	must(s.Close())
+	sub := startV5Subscriber(t, b, "up/#")
+	s, lb := openLogged(t, dir, Options{Broker: b.URL(), ClientID: "walsink-expiry", MessageExpiry: expiry})
+	must(s.Recover(2))
+	got := sub.waitFor(t, len(fresh), 10*time.Second)
+	waitDrained(t, s, 10*time.Second)
+	for i, pk := range got {
+		if id := payloadID(pk.Payload); id != fresh[i] {
+			t.Errorf("message %d: %s, want %s (the expired ones are not published)", i, id, fresh[i])
+		}
+		if e := pk.Properties.MessageExpiryInterval; e < 1 || e > 2 {
+			t.Errorf("message %d: message expiry %d s, want what is left of 2 s", i, e)
+		}
+	}
+	if st := s.Stats(); st.Expired != 5 || st.Delivered != 5 {
+		t.Errorf("stats %+v: want 5 expired, 5 delivered", st)
+	}
+	if n := strings.Count(lb.String(), "reason=expired"); n != 5 {
+		t.Errorf("%d expired lines, want 5:\n%s", n, lb.String())
+	}
+}
+
+// TestMQTT5_SessionExpiry: with session_expiry the broker drops the sink's
+// session that long after a disconnect (the next CONNACK says session
+// present = 0); without, it keeps it (present = 1).
+func TestMQTT5_SessionExpiry(t *testing.T) {
+	t.Parallel()
+	b := mosquitto.Start(t, mosquitto.DefaultInflight())
+	for _, tt := range []struct {
+		expiry  time.Duration
+		present bool
+	}{{time.Second, false}, {0, true}} {
+		id := fmt.Sprintf("walsink-session-%v", tt.expiry)
+		dir := t.TempDir()
+		s := mustOpen(t, dir, Options{Broker: b.URL(), ClientID: id, SessionExpiry: tt.expiry})
+		waitFor(t, 10*time.Second, func() bool { return s.Stats().Connected })
+		must(s.Close())
+		if tt.expiry > 0 {
+			waitFor(t, 10*time.Second, func() bool { return strings.Contains(b.Log(), "Expiring client "+id) })
+		}
+		s, lb := openLogged(t, dir, Options{Broker: b.URL(), ClientID: id, SessionExpiry: tt.expiry})
+		waitFor(t, 10*time.Second, func() bool { return s.Stats().Connected })
+		if want := fmt.Sprintf("session_present=%v", tt.present); !strings.Contains(lb.String(), want) {
+			t.Errorf("session_expiry %v: no %s in:\n%s", tt.expiry, want, lb.String())
+		}
 	}
 }
