@@ -178,10 +178,10 @@ type packetWriter struct {
 	ping    *packets.PingreqPacket
 }
 
-func newPacketWriter(conn net.Conn, version byte) *packetWriter {
+func newPacketWriter(conn net.Conn, version byte, aliasMax int) *packetWriter {
 	var v5 *v5Writer
 	if version == 5 {
-		v5 = new(v5Writer)
+		v5 = &v5Writer{aliasMax: uint16(aliasMax)}
 	}
 	return &packetWriter{
 		v5:      v5,

@@ -191,10 +191,12 @@ func (s *Sink) refuseMaxQoS(info connackInfo) bool {
 func (s *Sink) applyLimits(info connackInfo) {
 	if info.version != 5 {
 		s.maxPacket.Store(0)
+		s.aliasMax = 0
 		return
 	}
 	lim := info.limits
 	s.maxPacket.Store(lim.maxPacket)
+	s.aliasMax = lim.topicAliasMax
 	if s.q1 != nil {
 		s.q1.max = s.opts.MaxInflight
 		if lim.receiveMax > 0 {
@@ -270,7 +272,7 @@ func (s *Sink) serve(conn net.Conn, version byte) error {
 		case <-quit:
 		}
 	}()
-	pw := newPacketWriter(conn, version)
+	pw := newPacketWriter(conn, version, s.aliasMax)
 	if version == 5 && s.opts.MessageExpiry > 0 {
 		pw.expiry = s.expiryInterval
 	}
@@ -337,9 +339,16 @@ func (s *Sink) serve(conn net.Conn, version byte) error {
 				err = s.flushReady(conn, pw, &dead) // at QoS 1: keepalive only
 			}
 		}
+		again := s.fillAgain && holdC == nil
+		s.fillAgain = false
 		s.curMu.Unlock()
 		if err != nil {
 			return err
+		}
+		if again {
+			// fill stopped at a message to dead-letter behind records
+			// now written: go on at once, not at the next event.
+			continue
 		}
 		var rateC <-chan time.Time
 		if wait > 0 {
@@ -576,7 +585,8 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 		if reason, detail := s.deadReason(d.seq, d.topic, d.payload); publishable && reason != "" {
 			if s.sess.HasRecords() {
 				// Its drop record must follow the records of the flows
-				// started before it: the next event looks again.
+				// started before it: fill again once they are written.
+				s.fillAgain = true
 				return 0, nil
 			}
 			if err := s.deadLetter(d.seq, d.topic, d.payload, reason, detail); err != nil {

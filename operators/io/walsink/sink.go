@@ -112,6 +112,12 @@ type Sink struct {
 	maxPacket  atomic.Int64 // the broker's Maximum Packet Size; 0: none
 	tooLarge   atomic.Uint64
 	expired    atomic.Uint64
+	// fillAgain: fill stopped at a message to dead-letter until the
+	// session's pending records are written (publisher's).
+	fillAgain bool
+	// aliasMax is the Topic Alias Maximum of the current connection's
+	// broker (publisher's): its PUBLISHes use topic aliases up to it.
+	aliasMax int
 	// loggedRecvMax is the Receive Maximum last logged as lowering the
 	// window (publisher's): the line is said once, not per connection.
 	loggedRecvMax int

@@ -219,9 +219,16 @@ func reasonName(code byte) string {
 }
 
 // v5Writer encodes the session's packets at MQTT 5 with mochi's codec.
+// It belongs to one connection: topic aliases are the connection's.
 type v5Writer struct {
 	pk  mp.Packet
 	buf bytes.Buffer
+	// aliasMax is the broker's Topic Alias Maximum (0: no aliases);
+	// aliases maps the topics given one, first come first served, for
+	// the connection's life: the first PUBLISH of a topic carries it and
+	// its alias, the later ones the alias alone (an empty topic).
+	aliasMax uint16
+	aliases  map[string]uint16
 }
 
 // publish encodes a PUBLISH of a result: its id (from the payload) as the
@@ -232,8 +239,20 @@ func (w *v5Writer) publish(dst io.Writer, qos byte, id uint16, dup, retain bool,
 		FixedHeader:     mp.FixedHeader{Type: mp.Publish, Qos: qos, Dup: dup, Retain: retain},
 		ProtocolVersion: 5,
 		PacketID:        id,
-		TopicName:       string(topic),
 		Payload:         payload,
+	}
+	if a, ok := w.aliases[string(topic)]; ok {
+		w.pk.Properties.TopicAlias, w.pk.Properties.TopicAliasFlag = a, true
+	} else {
+		w.pk.TopicName = string(topic)
+		if n := len(w.aliases); n < int(w.aliasMax) {
+			if w.aliases == nil {
+				w.aliases = make(map[string]uint16, w.aliasMax)
+			}
+			a := uint16(n + 1)
+			w.aliases[w.pk.TopicName] = a
+			w.pk.Properties.TopicAlias, w.pk.Properties.TopicAliasFlag = a, true
+		}
 	}
 	w.pk.Properties.ContentType = contentTypeJSON
 	w.pk.Properties.MessageExpiryInterval = expiry

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -282,5 +283,57 @@ func TestV5_PublishSizeAtTheVarintEdges(t *testing.T) {
 		if got := publishSizeV5([]byte("t"), payload, false); got != int64(out.Len()) {
 			t.Errorf("payload %d: publishSizeV5 %d, encoded %d", n, got, out.Len())
 		}
+	}
+}
+
+// TestV5_TopicAliases: with the broker's Topic Alias Maximum, the first
+// PUBLISH of a topic carries it with a new alias, the later ones the alias
+// alone; topics beyond the maximum go out whole.
+func TestV5_TopicAliases(t *testing.T) {
+	w := v5Writer{aliasMax: 2}
+	type sent struct {
+		topic string
+		alias uint16
+	}
+	var got []sent
+	for _, topic := range []string{"a/1", "a/1", "b/2", "c/3", "a/1", "b/2", "c/3"} {
+		var out bytes.Buffer
+		if err := w.publish(&out, 2, 1, false, false, []byte(topic), []byte(`{"id":"x"}`), 0); err != nil {
+			t.Fatal(err)
+		}
+		pk := decodeV5(t, out.Bytes())
+		got = append(got, sent{pk.TopicName, pk.Properties.TopicAlias})
+	}
+	want := []sent{{"a/1", 1}, {"", 1}, {"b/2", 2}, {"c/3", 0}, {"", 1}, {"", 2}, {"c/3", 0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sent %v, want %v", got, want)
+	}
+}
+
+// TestV5_TopicAliasBytes measures the bytes on the wire per result with
+// and without a topic alias, for a typical topic template
+// ("sites/${device_id}/${pipeline}/${key}") and result (BENCHMARKS.md).
+func TestV5_TopicAliasBytes(t *testing.T) {
+	topic := []byte("sites/gw-berlin-0042/temp_1m/sensor-17")
+	payload := []byte(`{"id":"gw-berlin-0042/temp_1m/sensor-17/1795946400000-1795946460000/0","pipeline":"temp_1m","key":"sensor-17",` +
+		`"window_start":"2026-11-29T10:00:00.000Z","window_end":"2026-11-29T10:01:00.000Z","window_start_ms":1795946400000,` +
+		`"window_end_ms":1795946460000,"kind":"final","firing":0,"avg_temp":21.43,"max_temp":22.1,"n":12}`)
+	size := func(w *v5Writer) int {
+		var out bytes.Buffer
+		if err := w.publish(&out, 2, 1, false, false, topic, payload, 0); err != nil {
+			t.Fatal(err)
+		}
+		return out.Len()
+	}
+	plain := size(&v5Writer{})
+	aliased := &v5Writer{aliasMax: 10}
+	first := size(aliased)
+	later := size(aliased)
+	v311 := publishSizeV4(topic, payload)
+	// A QoS 2 flow adds PUBREC, PUBREL, PUBCOMP: 4 bytes each at success.
+	t.Logf("bytes per result (PUBLISH; + 12 for PUBREC, PUBREL, PUBCOMP): MQTT 3.1.1 %d; MQTT 5 %d without alias, %d with (first %d); topic %d bytes, payload %d",
+		v311, plain, later, first, len(topic), len(payload))
+	if later != plain-len(topic)+3 || first != plain+3 {
+		t.Errorf("aliased %d (first %d), plain %d: want the topic's %d bytes less, the alias's 3 more", later, first, plain, len(topic))
 	}
 }
