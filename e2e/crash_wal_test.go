@@ -132,10 +132,12 @@ type upstreamBroker struct {
 
 // upstreamBrokers: mosquitto as the README asks for throughput
 // (max_inflight_messages 1000) with the sink's window raised to 100, and
-// mosquitto as installed (20 in flight) with the sink's default window.
+// mosquitto as installed (20 in flight) with the sink's default window,
+// spoken to in MQTT 5 (the sink's default) and, as installed, in 3.1.1.
 var upstreamBrokers = []upstreamBroker{
 	{name: "upstream_max_inflight_messages_1000", window: "\n  max_inflight = 100"},
 	{name: "upstream_default_config", opts: []mosquitto.Option{mosquitto.DefaultInflight()}},
+	{name: "upstream_default_config_mqtt311", opts: []mosquitto.Option{mosquitto.DefaultInflight()}, window: "\n  protocol_version = 4"},
 }
 
 // withWindow adds u's window to a config made from walCrashConfig.

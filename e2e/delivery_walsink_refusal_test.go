@@ -17,14 +17,26 @@ import (
 // logs one error line that names it and says what to do, within seconds of
 // its first results, and /readyz reports the sink failing while the WAL
 // counts the backlog. Stopped with SIGTERM, the agent says how many results
-// it leaves undelivered in the WAL.
+// it leaves undelivered in the WAL. At MQTT 5 (the default) the CONNACK's
+// Maximum QoS names it before any publish; at 3.1.1 the closes do.
 func TestWALSink_BrokerRefusesQoS2(t *testing.T) {
+	for _, tt := range []struct {
+		name, sink, line string
+	}{
+		{"mqtt5", "", "the broker announces Maximum QoS 1 in its MQTT 5 CONNACK"},
+		{"mqtt311", "\n  protocol_version = 4", "the broker does not accept QoS 2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testWALSinkBrokerRefusesQoS2(t, tt.name, tt.sink, tt.line) })
+	}
+}
+
+func testWALSinkBrokerRefusesQoS2(t *testing.T, name, sink, line string) {
 	in := mosquitto.Start(t)
 	up := mosquitto.Start(t, mosquitto.Conf("max_qos 1"))
-	r := newCrashRun(t, walCrashConfig, "%DEVICE%", "refused", "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
+	const topic = `topic    = "results/${device_id}/${pipeline}/${key}"`
+	r := newCrashRun(t, strings.Replace(walCrashConfig, topic, topic+sink, 1), "%DEVICE%", "refused-"+name, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
 	r.start()
-	publishReadings(t, in.URL(), "pub-refused", 5000, 100, func(int) {})
-	const line = "the broker does not accept QoS 2"
+	publishReadings(t, in.URL(), "pub-refused-"+name, 5000, 100, func(int) {})
 	waitFor(t, 60*time.Second, func() bool { return metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`) > 0 })
 	start := time.Now()
 	if !r.p.waitLog(line, 15*time.Second) {
