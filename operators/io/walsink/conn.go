@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
@@ -130,6 +131,9 @@ func handshakeV5(conn net.Conn, o *Options) (connackInfo, error) {
 		return connackInfo{}, fmt.Errorf("walsink: send CONNECT: %w", err)
 	}
 	pk, err := readPacketV5(bufio.NewReaderSize(conn, 512), maxIncomingV5)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return connackInfo{}, fmt.Errorf("%w: %w", errV5Closed, err)
+	}
 	if err != nil {
 		return connackInfo{}, fmt.Errorf("walsink: read CONNACK: %w", err)
 	}

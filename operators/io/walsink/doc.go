@@ -230,7 +230,8 @@
 // (clean start 0, Session Expiry Interval 0xFFFFFFFF: what 3.1.1's clean
 // session 0 is). A broker that refuses the version in its CONNACK (a 3.1.1
 // broker's return code 1, or 0x84) gets MQTT 3.1.1 for the rest of the run,
-// said once. What an MQTT 5 CONNACK announces is honoured on every
+// said once; one that closes the MQTT 5 CONNECT unanswered (RabbitMQ's
+// MQTT plugin) is tried in 3.1.1 at once, kept for the run if it accepts. What an MQTT 5 CONNACK announces is honoured on every
 // connection, with no probe: Receive Maximum caps the window (and QoS 1's
 // window), said once at Info; a Maximum QoS below Options.QoS is a refusal
 // named at connect, before any publish (the connection is closed and tried

@@ -27,6 +27,9 @@ type fakeBroker struct {
 	// noSession: CONNACK says session present = 0 (aedes does so to a
 	// client without subscriptions); silent: PUBLISHes are not answered.
 	noSession, silent bool
+	// closeV5: an MQTT 5 CONNECT is closed unanswered (RabbitMQ's MQTT
+	// plugin does), not refused in a CONNACK.
+	closeV5 bool
 
 	mu        sync.Mutex
 	held      map[uint16][]byte // id → payload, received, not released
@@ -74,6 +77,9 @@ func (fb *fakeBroker) serve(c net.Conn) {
 	p, err := packets.ReadPacket(c)
 	cp, ok := p.(*packets.ConnectPacket)
 	if ok && cp.ProtocolVersion == 5 {
+		if fb.closeV5 {
+			return
+		}
 		// A 3.1.1 broker's answer to MQTT 5 (MQTT 3.1.1 §3.1.2.2).
 		ack := packets.NewControlPacket(packets.Connack).(*packets.ConnackPacket)
 		ack.ReturnCode = packets.ErrRefusedBadProtocolVersion

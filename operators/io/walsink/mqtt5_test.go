@@ -312,7 +312,15 @@ func TestMQTT5_ACLRefusal(t *testing.T) {
 // broker, as mosquitto 1.5 and RabbitMQ 3.10 do) gets MQTT 3.1.1, said
 // once, and every result.
 func TestMQTT5_FallsBackTo311(t *testing.T) {
-	fb := startFakeBroker(t, &fakeBroker{})
+	for _, closeV5 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("close_unanswered_%v", closeV5), func(t *testing.T) { testFallsBackTo311(t, closeV5) })
+	}
+}
+
+// With closeV5 the broker closes the MQTT 5 CONNECT without a CONNACK, as
+// RabbitMQ's MQTT plugin does.
+func testFallsBackTo311(t *testing.T, closeV5 bool) {
+	fb := startFakeBroker(t, &fakeBroker{closeV5: closeV5})
 	s, lb := openLogged(t, t.TempDir(), Options{Broker: fb.url(), ClientID: "fallback", ReconnectMin: 10 * time.Millisecond})
 	want := writeEpochs(t, s, 1, 2, 50)
 	waitDrained(t, s, 10*time.Second)
@@ -324,8 +332,12 @@ func TestMQTT5_FallsBackTo311(t *testing.T) {
 	if st := s.Stats(); st.ProtocolVersion != 4 {
 		t.Errorf("protocol version %d, want 4", st.ProtocolVersion)
 	}
-	if n := strings.Count(lb.String(), "the broker refuses MQTT 5"); n != 1 {
-		t.Errorf("%d fallback lines; want one:\n%s", n, lb.String())
+	line := "the broker refuses MQTT 5"
+	if closeV5 {
+		line = "the broker closed the MQTT 5 CONNECT without a CONNACK and accepts MQTT 3.1.1"
+	}
+	if n := strings.Count(lb.String(), line); n != 1 || strings.Contains(lb.String(), "level=ERROR") {
+		t.Errorf("%d fallback lines; want one, no error:\n%s", n, lb.String())
 	}
 }
 

@@ -43,6 +43,17 @@ func (s *Sink) runPublisher() {
 				"broker", s.opts.Broker)
 			continue
 		}
+		if errors.Is(err, errV5Closed) {
+			// A broker that closes an MQTT 5 CONNECT unanswered may not
+			// speak 5, or may be going down: 3.1.1 at once, kept for the
+			// run only if the broker accepts it.
+			if c4, info4, err4 := dial(ctx, &s.opts, 4); err4 == nil {
+				version = 4
+				s.log.Warn("walsink: the broker closed the MQTT 5 CONNECT without a CONNACK and accepts MQTT 3.1.1; speaking MQTT 3.1.1 to it for the rest of this run",
+					"broker", s.opts.Broker)
+				conn, info, err = c4, info4, nil
+			}
+		}
 		if err == nil {
 			s.version.Store(int32(info.version))
 		}

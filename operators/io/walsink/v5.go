@@ -41,6 +41,13 @@ const idUserProperty = "id"
 // 0x84 "unsupported protocol version"): the publisher falls back to 3.1.1.
 var errV5Refused = errors.New("walsink: the broker refuses MQTT 5 (CONNACK: unsupported protocol version)")
 
+// errV5Closed is dial's answer from a broker that closed the connection
+// after the MQTT 5 CONNECT without a CONNACK (RabbitMQ's MQTT plugin does,
+// for a version it does not speak; a broker restarting might too): the
+// publisher tries 3.1.1 at once, and keeps it only if the broker accepts
+// it.
+var errV5Closed = errors.New("walsink: the broker closed the connection after the MQTT 5 CONNECT, without a CONNACK")
+
 // encodeConnectV5 encodes the sink's MQTT 5 CONNECT: clean start 0 and a
 // session that never expires (what 3.1.1's clean session 0 is: the session
 // must survive every reconnect and restart), or expires after
