@@ -93,8 +93,17 @@ func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) 
 	}
 	opts.Username, opts.Password, opts.TLS = ep.Username, ep.Password, tc
 	set := a.metrics
+	// Called by the sink's publisher goroutine alone, per answer (a QoS 1
+	// sink whose results nobody subscribes to gets 0x10 on every PUBACK):
+	// the counters are looked up without allocating.
+	reasons := map[[2]string]*metrics.Counter{}
 	opts.OnReason = func(packet, reason string) {
-		set.GetOrCreateCounter(fmt.Sprintf(`eddy_wal_mqtt_reasons_total{sink=%q,packet=%q,reason=%q}`, s.Name, packet, reason)).Inc()
+		c := reasons[[2]string{packet, reason}]
+		if c == nil {
+			c = set.GetOrCreateCounter(fmt.Sprintf(`eddy_wal_mqtt_reasons_total{sink=%q,packet=%q,reason=%q}`, s.Name, packet, reason))
+			reasons[[2]string{packet, reason}] = c
+		}
+		c.Inc()
 	}
 	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
