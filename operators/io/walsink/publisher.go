@@ -519,9 +519,9 @@ func (s *Sink) countReason(packet string, code byte) {
 	name := reasonName(code)
 	s.mu.Lock()
 	if s.reasons == nil {
-		s.reasons = map[string]uint64{}
+		s.reasons = map[[2]string]uint64{}
 	}
-	s.reasons[packet+"/"+name]++
+	s.reasons[[2]string{packet, name}]++
 	s.mu.Unlock()
 	if s.opts.OnReason != nil {
 		s.opts.OnReason(packet, name)

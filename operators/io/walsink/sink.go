@@ -87,7 +87,7 @@ type Sink struct {
 	blocked      bool          // a Write waits on spaceCh
 	refusal      string        // Stats.Refusal
 	refusalKind  refusalKind
-	reasons      map[string]uint64 // Stats.Reasons
+	reasons      map[[2]string]uint64 // Stats.Reasons: packet, reason
 
 	sess     *qos2.Session   // owned by the publisher goroutine after Open
 	refusals refusalDetector // the publisher goroutine's
@@ -745,7 +745,7 @@ func (s *Sink) Stats() Stats {
 	if len(s.reasons) > 0 {
 		st.Reasons = make(map[string]uint64, len(s.reasons))
 		for k, v := range s.reasons {
-			st.Reasons[k] = v
+			st.Reasons[k[0]+"/"+k[1]] = v
 		}
 	}
 	if s.backlogMsgs > 0 {
