@@ -236,6 +236,7 @@ type v5Writer struct {
 	// its alias, the later ones the alias alone (an empty topic).
 	aliasMax uint16
 	aliases  map[string]uint16
+	user     [1]mp.UserProperty // the id property, reused
 }
 
 // publish encodes a PUBLISH of a result: its id (from the payload) as the
@@ -264,7 +265,8 @@ func (w *v5Writer) publish(dst io.Writer, qos byte, id uint16, dup, retain bool,
 	w.pk.Properties.ContentType = contentTypeJSON
 	w.pk.Properties.MessageExpiryInterval = expiry
 	if rid, ok := resultID(payload); ok {
-		w.pk.Properties.User = []mp.UserProperty{{Key: idUserProperty, Val: rid}}
+		w.user[0] = mp.UserProperty{Key: idUserProperty, Val: rid}
+		w.pk.Properties.User = w.user[:]
 	}
 	return w.flush(dst, w.pk.PublishEncode)
 }
