@@ -20,7 +20,8 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 	small, mid, big := strings.Repeat("s", 10), strings.Repeat("m", 100), strings.Repeat("b", 1000)
 	for _, tt := range []struct {
 		name      string
-		limits    []int // max_payload of each sink in to; 0 = none
+		limits    []int   // max_payload of each sink in to; 0 = none
+		packet    []int64 // the Maximum Packet Size its MQTT 5 broker announced (the PUBLISH taken as the payload + 10); 0 = none
 		deadSink  bool
 		payloads  []string
 		want      [][]string // what each sink gets
@@ -39,6 +40,10 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 			want: [][]string{{small, mid, big}, {small, mid}, {small}}, wantDead: []string{"s1", "s2", "s2"}, wantCount: 3},
 		{name: "no dead_letter sink: counted only", limits: []int{500}, payloads: []string{big, small},
 			want: [][]string{{small}}, wantCount: 1},
+		{name: "broker's packet size", limits: []int{0}, packet: []int64{500}, deadSink: true, payloads: []string{small, big, mid},
+			want: [][]string{{small, mid}}, wantDead: []string{"s0"}, wantCount: 1},
+		{name: "packet size and max_payload", limits: []int{0, 500}, packet: []int64{50, 0}, deadSink: true, payloads: []string{small, mid, big},
+			want: [][]string{{small}, {small, mid}}, wantDead: []string{"s0", "s0", "s1"}, wantCount: 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			set := metrics.NewSet()
@@ -46,6 +51,13 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 			for i, lim := range tt.limits {
 				s := newSinkRunner("s"+string(rune('0'+i)), p.log, func() {})
 				s.maxPayload = lim
+				if i < len(tt.packet) && tt.packet[i] > 0 {
+					limit := tt.packet[i]
+					s.packetLimit = func(it record.Item) (int64, int64, bool) {
+						size := int64(len(it.Payload)) + 10
+						return size, limit, size > limit
+					}
+				}
 				p.to = append(p.to, s)
 			}
 			if tt.deadSink {
@@ -83,10 +95,12 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 					if err := json.Unmarshal(it.Payload, &dl); err != nil {
 						t.Fatal(err)
 					}
-					if dl.Reason != "too_large" || len(dl.Payload) <= 5 || !strings.Contains(dl.Detail, "max_payload") {
+					if dl.Reason != "too_large" || len(dl.Payload) <= 5 || !strings.Contains(dl.Detail, "max_payload") &&
+						!strings.Contains(dl.Detail, "Maximum Packet Size") {
 						t.Errorf("dead letter %.200s", it.Payload)
 					}
 					_, sinkName, _ := strings.Cut(dl.Detail, "of sink ")
+					sinkName = strings.TrimSuffix(sinkName, " announces")
 					dead = append(dead, strings.Trim(sinkName, `"`))
 				}
 			}

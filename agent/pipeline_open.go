@@ -207,10 +207,11 @@ func (a *Agent) connectSinks(p *pipeline, pl *plan) error {
 			return err
 		}
 		// The prepare stage dead-letters readings; the window subtasks
-		// too, results larger than a sink's max_payload, and then they
+		// too, results larger than a sink's max_payload or its MQTT 5
+		// broker's Maximum Packet Size, and then they
 		// pass barriers to it like to any sink they write.
 		p.deadLetter = s
-		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 }) ||
+		p.resultDeadLetters = slices.ContainsFunc(p.to, func(r *sinkRunner) bool { return r.maxPayload > 0 || r.packetLimit != nil }) ||
 			p.subtasks[0].liveKeys != nil || // readings refused by max_keys
 			pl.keyed != nil // readings the keyed subtasks reject
 		n := 1

@@ -41,7 +41,13 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 		}
 		r.maxPayload = int(m.MaxPayload)
 		if m.UsesWAL() {
-			r.tx, err = a.openWALSink(s, ep, tc)
+			var w *walTx
+			if w, err = a.openWALSink(s, ep, tc); err == nil {
+				r.tx = w
+				if m.ProtocolVersion == 5 {
+					r.packetLimit = w.overPacketLimit
+				}
+			}
 			break
 		}
 		qos := byte(m.QoS)

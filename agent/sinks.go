@@ -71,6 +71,10 @@ type sinkRunner struct {
 	// maxPayload: results larger than this many bytes never reach the
 	// sink; their pipeline dead-letters them (sendResults). 0 = no limit.
 	maxPayload int
+	// packetLimit, set for an MQTT 5 sink through its WAL, reports a
+	// result whose PUBLISH is over the Maximum Packet Size its broker
+	// announced: its pipeline dead-letters it like one over maxPayload.
+	packetLimit func(record.Item) (size, limit int64, over bool)
 
 	txWrites atomic.Uint64 // writes to tx: the checkpointer does not skip while it moves
 }

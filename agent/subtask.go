@@ -311,15 +311,16 @@ func (st *subtask) stateErr() error {
 }
 
 // sendResults hands a window subtask's results of epoch to every sink in
-// to. A sink with max_payload gets only the results that fit: a larger one
-// would be refused by its broker on every retry. The others are counted
-// and dead-lettered with reason too_large, once per sink refusing them,
+// to. A sink with max_payload, or whose MQTT 5 broker announced a Maximum
+// Packet Size, gets only the results that fit: a larger one would be
+// refused by its broker on every retry. The others are counted and
+// dead-lettered with reason too_large, once per sink refusing them,
 // holding the whole result.
 func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
 	var dead *operators.Delivery
 	for _, s := range p.to {
 		out := d
-		if s.maxPayload > 0 {
+		if s.maxPayload > 0 || s.packetLimit != nil {
 			out = p.fitPayload(s, d, &dead)
 		}
 		if out.Len() > 0 {
@@ -332,23 +333,39 @@ func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
 }
 
 // fitPayload returns d, or, when some of its items are larger than s's
-// max_payload, a copy without them; those are counted, logged and added to
-// *dead (created on first use) when the pipeline has a dead_letter sink.
+// max_payload or its broker's Maximum Packet Size, a copy without them;
+// those are counted, logged and added to *dead (created on first use) when
+// the pipeline has a dead_letter sink.
 func (p *pipeline) fitPayload(s *sinkRunner, d *operators.Delivery, dead **operators.Delivery) *operators.Delivery {
 	items := d.Items()
-	if !slices.ContainsFunc(items, func(it record.Item) bool { return len(it.Payload) > s.maxPayload }) {
+	tooLarge := func(it record.Item) string {
+		if s.maxPayload > 0 && len(it.Payload) > s.maxPayload {
+			return fmt.Sprintf("result of %d bytes is larger than max_payload (%d bytes) of sink %q", len(it.Payload), s.maxPayload, s.name)
+		}
+		if s.packetLimit != nil {
+			if size, limit, over := s.packetLimit(it); over {
+				return fmt.Sprintf("result's MQTT 5 PUBLISH of %d bytes is larger than the Maximum Packet Size (%d bytes) the broker of sink %q announces", size, limit, s.name)
+			}
+		}
+		return ""
+	}
+	first := slices.IndexFunc(items, func(it record.Item) bool { return tooLarge(it) != "" })
+	if first < 0 {
 		return d
 	}
 	fit := new(operators.Delivery)
-	for _, it := range items {
+	for i, it := range items {
+		detail := ""
+		if i >= first {
+			detail = tooLarge(it)
+		}
 		switch {
-		case len(it.Payload) <= s.maxPayload && it.Result != nil:
+		case detail == "" && it.Result != nil:
 			fit.AddEncoded(it.Payload, it.Result)
-		case len(it.Payload) <= s.maxPayload:
+		case detail == "":
 			fit.AddRaw(it.Payload)
 		default:
 			p.m.deadLettered(operators.ReasonTooLarge).Inc()
-			detail := fmt.Sprintf("result of %d bytes is larger than max_payload (%d bytes) of sink %q", len(it.Payload), s.maxPayload, s.name)
 			if p.tooLargeLog.allow(p.clk.wallMs()) {
 				p.log.Warn("result dead-lettered", "pipeline", p.name, "reason", operators.ReasonTooLarge, "detail", detail)
 			}

@@ -26,6 +26,7 @@ import (
 // no ingest log truncation, until the uplink returns.
 type walTx struct {
 	s        *walsink.Sink
+	expiry   bool // message_expiry set: every PUBLISH carries a Message Expiry Interval
 	topic    *sink.Template
 	deviceID string
 	msgs     []walsink.Message
@@ -42,6 +43,30 @@ func (w *walTx) Write(epoch uint64, items []record.Item) error {
 	}
 	return w.s.Write(epoch, w.msgs)
 }
+
+// overPacketLimit reports, for a result it, the size of its MQTT 5
+// PUBLISH and the Maximum Packet Size the sink's broker announced, with
+// over set when the PUBLISH is larger: such a result would be dead-lettered
+// by the sink's publisher (never published); its pipeline dead-letters it
+// first, to its dead_letter sink (sendResults). It is safe for concurrent
+// use (the window subtasks call it) and cheap while no limit is announced.
+func (w *walTx) overPacketLimit(it record.Item) (size, limit int64, over bool) {
+	limit = w.s.MaxPacketSize()
+	if limit <= 0 || 2*int64(len(it.Payload))+maxPublishOverhead <= limit {
+		// No limit, or the result is so far under it that no topic and
+		// properties can carry it over.
+		return 0, limit, false
+	}
+	var arr [256]byte
+	topic := w.topic.Append(arr[:0], w.deviceID, it.Result)
+	size = walsink.PublishSize(topic, it.Payload, w.expiry)
+	return size, limit, size > limit
+}
+
+// maxPublishOverhead bounds what an MQTT 5 PUBLISH adds to its payload
+// besides the id property (at most the payload's length): fixed header,
+// a topic of at most 65,535 bytes, packet id, properties.
+const maxPublishOverhead = 5 + 2 + 65535 + 2 + 64
 
 func (w *walTx) PreCommit(epoch uint64) error {
 	return w.s.PreCommit(epoch)
@@ -68,11 +93,24 @@ func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) 
 		return nil, err
 	}
 	opts.Username, opts.Password, opts.TLS = ep.Username, ep.Password, tc
+	set := a.metrics
+	// Called by the sink's publisher goroutine alone, per answer (a QoS 1
+	// sink whose results nobody subscribes to gets 0x10 on every PUBACK):
+	// the counters are looked up without allocating.
+	reasons := map[[2]string]*metrics.Counter{}
+	opts.OnReason = func(packet, reason string) {
+		c := reasons[[2]string{packet, reason}]
+		if c == nil {
+			c = set.GetOrCreateCounter(fmt.Sprintf(`eddy_wal_mqtt_reasons_total{sink=%q,packet=%q,reason=%q}`, s.Name, packet, reason))
+			reasons[[2]string{packet, reason}] = c
+		}
+		c.Inc()
+	}
 	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err
 	}
-	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID}
+	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID, expiry: opts.MessageExpiry > 0}
 	h := a.walSinks[s.Name]
 	if h == nil {
 		h = new(walHolder)
@@ -98,7 +136,8 @@ func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink
 	opts := walsink.Options{
 		Broker: url, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password,
 		TLS: tc, MaxDiskBytes: m.Buffer.MaxDiskBytes, DrainRate: m.Buffer.DrainRate, Retain: m.Retain,
-		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS),
+		WhenFull: walsink.Block, MaxInflight: m.MaxInflight, QoS: byte(m.QoS), ProtocolVersion: byte(m.ProtocolVersion),
+		MessageExpiry: m.MessageExpiry, SessionExpiry: m.SessionExpiry,
 		Immediate: m.Delivery == config.AtLeastOnce,
 	}
 	if m.Buffer.WhenFull == "drop_oldest" {
@@ -139,6 +178,9 @@ func registerWALMetrics(set *metrics.Set, name string, h *walHolder) {
 	set.NewGauge("eddy_wal_delivered_total"+l, func() float64 { return float64(stats().Delivered) })
 	set.NewGauge("eddy_wal_retried_total"+l, func() float64 { return float64(stats().Retried) })
 	set.NewGauge("eddy_wal_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_wal_too_large_total"+l, func() float64 { return float64(stats().TooLarge) })
+	set.NewGauge("eddy_wal_expired_total"+l, func() float64 { return float64(stats().Expired) })
+	set.NewGauge("eddy_wal_protocol_version"+l, func() float64 { return float64(stats().ProtocolVersion) })
 	set.NewGauge("eddy_wal_write_blocked"+l, func() float64 {
 		if stats().WriteBlocked {
 			return 1

@@ -43,7 +43,7 @@ func TestLoad_DesignExample(t *testing.T) {
 
 	cloud := cfg.SinkByName("cloud").MQTT
 	wantCloud := &MQTTSink{Broker: "ssl://iot.example.com:8883", ClientID: "eddy-${device_id}-cloud", Topic: "sites/${device_id}/${pipeline}/${key}",
-		QoS: 2, Delivery: ExactlyOnce, Buffer: Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"}, MaxInflight: 20,
+		QoS: 2, Delivery: ExactlyOnce, Buffer: Buffer{MaxDiskBytes: 512 << 20, WhenFull: "block"}, MaxInflight: 20, ProtocolVersion: 5,
 		DrainTimeout: 30 * time.Second}
 	if !reflect.DeepEqual(cloud, wantCloud) {
 		t.Errorf("sink cloud = %+v, want %+v", cloud, wantCloud)

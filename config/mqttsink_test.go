@@ -111,3 +111,87 @@ func TestParse_MQTTSinkCloudLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_MQTTSinkProtocolVersion(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		attrs     string
+		version   int
+		pos, want string // an error's "line:col" and a substring of its line
+	}{
+		{name: "default", version: 5},
+		{name: "3.1.1", attrs: "protocol_version = 4", version: 4},
+		{name: "5", attrs: "protocol_version = 5", version: 5},
+		{name: "paho sink default", attrs: "delivery = \"at_most_once\"\nqos = 0", version: 4},
+		{name: "paho sink 3.1.1", attrs: "delivery = \"at_most_once\"\nqos = 0\nprotocol_version = 4", version: 4},
+		{name: "3", attrs: "protocol_version = 3",
+			pos: "12:20", want: `Invalid protocol version; "protocol_version" is 5 (MQTT 5, the default`},
+		{name: "5.0", attrs: "protocol_version = 5.5",
+			pos: "12:20", want: `Invalid protocol version; "protocol_version" is 5`},
+		{name: "string", attrs: `protocol_version = "v5"`,
+			pos: "12:20", want: `"protocol_version"`},
+		{name: "5 on a paho sink", attrs: "delivery = \"at_most_once\"\nqos = 0\nprotocol_version = 5",
+			pos: "14:20", want: `Protocol version not supported here; A sink that does not use its write-ahead log`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := mqttSinkBase + tt.attrs + "\n}\n"
+			cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+			if tt.want != "" {
+				out := FormatDiagnostics(diags)
+				prefix := "test.hcl:" + tt.pos + ": error: "
+				for _, line := range strings.Split(out, "\n") {
+					if strings.HasPrefix(line, prefix) && strings.Contains(line, tt.want) {
+						return
+					}
+				}
+				t.Fatalf("no %q at %s in:\n%s", tt.want, tt.pos, out)
+			}
+			if diags.HasErrors() {
+				t.Fatalf("Parse:\n%s", FormatDiagnostics(diags))
+			}
+			if v := cfg.Sinks[0].MQTT.ProtocolVersion; v != tt.version {
+				t.Errorf("protocol_version %d, want %d", v, tt.version)
+			}
+		})
+	}
+}
+
+func TestParse_MQTTSinkExpiry(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		attrs            string
+		message, session time.Duration
+		pos, want        string // an error's "line:col" and a substring of its line
+	}{
+		{name: "defaults"},
+		{name: "set", attrs: "message_expiry = \"1h\"\nsession_expiry = \"720h\"", message: time.Hour, session: 720 * time.Hour},
+		{name: "message expiry at 3.1.1", attrs: "protocol_version = 4\nmessage_expiry = \"10m\"", message: 10 * time.Minute},
+		{name: "session expiry at 3.1.1", attrs: "protocol_version = 4\nsession_expiry = \"1h\"",
+			pos: "13:18", want: `Argument does not apply; "session_expiry" is MQTT 5's Session Expiry Interval`},
+		{name: "zero", attrs: `message_expiry = "0s"`,
+			pos: "12:18", want: `Value out of range; "message_expiry" must be at least "1s"`},
+		{name: "on a paho sink", attrs: "delivery = \"at_most_once\"\nqos = 0\nmessage_expiry = \"1h\"",
+			pos: "14:18", want: `Argument does not apply; "message_expiry" applies to a sink that publishes through its write-ahead log`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := mqttSinkBase + tt.attrs + "\n}\n"
+			cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+			if tt.want != "" {
+				out := FormatDiagnostics(diags)
+				prefix := "test.hcl:" + tt.pos + ": error: "
+				for _, line := range strings.Split(out, "\n") {
+					if strings.HasPrefix(line, prefix) && strings.Contains(line, tt.want) {
+						return
+					}
+				}
+				t.Fatalf("no %q at %s in:\n%s", tt.want, tt.pos, out)
+			}
+			if diags.HasErrors() {
+				t.Fatalf("Parse:\n%s", FormatDiagnostics(diags))
+			}
+			if m := cfg.Sinks[0].MQTT; m.MessageExpiry != tt.message || m.SessionExpiry != tt.session {
+				t.Errorf("message_expiry %v, session_expiry %v; want %v, %v", m.MessageExpiry, m.SessionExpiry, tt.message, tt.session)
+			}
+		})
+	}
+}

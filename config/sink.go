@@ -69,6 +69,18 @@ type MQTTSink struct {
 	// result is never published: its pipeline dead-letters it with reason
 	// "too_large". AWS IoT Core's limit is 128 KB.
 	MaxPayload int64
+	// ProtocolVersion is the MQTT version the sink speaks: 5 (default) or
+	// 4 (3.1.1). At 5 a sink that uses its WAL falls back to 3.1.1 when
+	// the broker refuses the version in its CONNACK; a sink that does not
+	// (paho's client) speaks 3.1.1 only.
+	ProtocolVersion int
+	// MessageExpiry, when set (a sink through its WAL), dead-letters with
+	// reason "expired" a result that waited longer in the WAL since its
+	// checkpoint; at MQTT 5 the others carry the expiry left. 0: none.
+	MessageExpiry time.Duration
+	// SessionExpiry is the MQTT 5 session's expiry after a disconnect;
+	// 0 (default): never.
+	SessionExpiry time.Duration
 	// MaxTopicLevels, when set, makes the loader warn about a topic
 	// template that can have more levels (or holds ${key}, whose values may
 	// add levels); 0 (default) = no check. AWS IoT
@@ -198,7 +210,7 @@ func (d *decoder) decodePartRotation(blocks hcl.Blocks, f *FileSink) {
 }
 
 func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQTTSink {
-	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout", "max_payload", "max_topic_levels"},
+	a, c := d.content(b, []string{"broker", "client_id", "topic", "qos", "retain", "delivery", "username", "password", "max_inflight", "drain_timeout", "max_payload", "max_topic_levels", "protocol_version", "message_expiry", "session_expiry"},
 		tlsBlock, hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "topic")
 	m := &MQTTSink{
@@ -219,6 +231,8 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		MaxPayload:     a.size("max_payload", 0),
 		MaxTopicLevels: int(a.integer("max_topic_levels", 0, 1, 128)),
 	}
+	m.ProtocolVersion = d.protocolVersion(a, m)
+	d.decodeExpiry(a, m)
 	if a.has("max_payload") && (m.MaxPayload <= 0 || m.MaxPayload > maxMQTTPayload) {
 		d.errorf(a.rangeOf("max_payload"), "Value out of range",
 			"\"max_payload\" must be between 1 byte and MQTT's own limit, \"256MiB\" (AWS IoT Core: \"128KiB\"); remove it for no limit.")
@@ -258,6 +272,62 @@ func (d *decoder) decodeMQTTSink(b *hcl.Block, name string, broker *Broker) *MQT
 		}
 	}
 	return m
+}
+
+// protocolVersion decodes protocol_version: 4 (MQTT 3.1.1) or 5 (MQTT 5,
+// the default, falling back to 3.1.1 when the broker refuses it). A sink
+// publishing through paho (not UsesWAL) speaks 3.1.1 only.
+func (d *decoder) protocolVersion(a attrs, m *MQTTSink) int {
+	if !a.has("protocol_version") {
+		if !m.UsesWAL() {
+			return 4
+		}
+		return 5
+	}
+	f, ok := a.number("protocol_version", "5")
+	if !ok {
+		return 5
+	}
+	n, acc := f.Int64()
+	if !f.IsInt() || acc != 0 || (n != 4 && n != 5) {
+		d.errorf(a.rangeOf("protocol_version"), "Invalid protocol version",
+			"\"protocol_version\" is 5 (MQTT 5, the default: it falls back to 3.1.1 when the broker refuses it) or 4 (MQTT 3.1.1); got %s. Remove it, or set protocol_version = 4 for a broker that speaks 3.1.1 only.", f.Text('g', 10))
+		return 5
+	}
+	if n == 5 && !m.UsesWAL() {
+		d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
+			"A sink that does not use its write-ahead log (at_most_once, or a ws:// or wss:// broker) speaks MQTT 3.1.1 only; set protocol_version = 4 or remove it, or use delivery = \"exactly_once\" for MQTT 5.")
+		return 4
+	}
+	return int(n)
+}
+
+// decodeExpiry decodes message_expiry and session_expiry of a sink that
+// uses its WAL; session_expiry only at MQTT 5.
+func (d *decoder) decodeExpiry(a attrs, m *MQTTSink) {
+	m.MessageExpiry = a.duration("message_expiry", 0)
+	m.SessionExpiry = a.duration("session_expiry", 0)
+	const maxInterval = (1<<32 - 2) * time.Second
+	for _, name := range []string{"message_expiry", "session_expiry"} {
+		if !a.has(name) {
+			continue
+		}
+		v := m.MessageExpiry
+		if name == "session_expiry" {
+			v = m.SessionExpiry
+		}
+		switch {
+		case !m.UsesWAL():
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q applies to a sink that publishes through its write-ahead log (exactly_once, and at_least_once on tcp:// or ssl:// brokers); remove it.", name)
+		case v < time.Second || v > maxInterval:
+			d.errorf(a.rangeOf(name), "Value out of range",
+				"%q must be at least \"1s\" (and below 136 years), e.g. %s = \"1h\"; remove it for none.", name, name)
+		case name == "session_expiry" && m.ProtocolVersion != 5:
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"\"session_expiry\" is MQTT 5's Session Expiry Interval; with protocol_version = 4 the session never expires. Remove it, or remove protocol_version = 4.")
+		}
+	}
 }
 
 // warnEmbeddedCredentials warns about each of username, password and tls

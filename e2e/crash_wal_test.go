@@ -153,12 +153,14 @@ type upstreamBroker struct {
 
 // upstreamBrokers: mosquitto as the README asks for throughput
 // (max_inflight_messages 1000) with the sink's window raised to 100,
-// mosquitto as installed (20 in flight) with the sink's default window, and
+// mosquitto as installed (20 in flight) with the sink's default window,
+// spoken to in MQTT 5 (the sink's default) and, as installed, in 3.1.1, and
 // two that keep their sessions in memory only: aedes, and the embedded
 // broker of a second agent.
 var upstreamBrokers = []upstreamBroker{
 	{name: "upstream_max_inflight_messages_1000", window: "\n  max_inflight = 100"},
 	{name: "upstream_default_config", opts: []mosquitto.Option{mosquitto.DefaultInflight()}},
+	{name: "upstream_default_config_mqtt311", opts: []mosquitto.Option{mosquitto.DefaultInflight()}, window: "\n  protocol_version = 4"},
 	{name: "aedes", window: "\n  max_inflight = 100", start: startAedesUpstream},
 	{name: "embedded", window: "\n  max_inflight = 100", start: startEmbeddedUpstream},
 }

@@ -174,6 +174,13 @@ sink "mqtt" "cloud" {
   qos       = 2 # 1 for brokers without QoS 2 (AWS IoT Core, Azure IoT Hub): repeats only of the unacknowledged window, same ids
   retain    = false
   delivery  = "exactly_once" # | at_least_once | at_most_once
+  # 5: MQTT 5 (default; 3.1.1 for the run if the broker refuses it) | 4: MQTT 3.1.1
+  protocol_version = 5
+  # optional: results that waited longer in the WAL are dead-lettered (expired);
+  # at MQTT 5 the others carry the expiry left
+  message_expiry = "1h"
+  # optional, MQTT 5: the broker drops the session this long after a disconnect (default: never)
+  session_expiry = "720h"
   # QoS 2 flows in flight at most; fewer when the broker announces or
   # shows a lower limit (mosquitto: max_inflight_messages, default 20)
   max_inflight = 20

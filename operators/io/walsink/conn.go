@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/url"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
+	mp "github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
 )
@@ -21,11 +23,23 @@ import (
 // a non-zero return code.
 var errConnRefused = errors.New("walsink: broker refused the connection")
 
-// connackError is a CONNACK with a non-zero return code; it wraps
-// errConnRefused.
-type connackError struct{ code byte }
+// connackError is a CONNACK with a non-zero return code (an MQTT 5 reason
+// code ≥ 0x80 when v5, with the broker's reason string if it sent one); it
+// wraps errConnRefused.
+type connackError struct {
+	code   byte
+	v5     bool
+	reason string
+}
 
 func (e *connackError) Error() string {
+	if e.v5 {
+		msg := "walsink: broker refused the connection: " + connackMeaningV5(e.code)
+		if e.reason != "" {
+			msg += " (the broker says: " + e.reason + ")"
+		}
+		return msg
+	}
 	return "walsink: broker refused the connection: " + connackMeaning(e.code)
 }
 
@@ -85,17 +99,48 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// dial connects to the broker and sends CONNECT (MQTT 3.1.1, clean session
-// 0, the fixed client id), returning the connection and whether the broker
-// still had the session.
-func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
+// dial connects to the broker and sends CONNECT at the protocol version
+// asked for (4: MQTT 3.1.1, clean session 0; 5: MQTT 5, clean start 0 and
+// a session that never expires), with the fixed client id, and returns the
+// connection and what the CONNACK said. A broker that refuses MQTT 5 is
+// errV5Refused.
+func dial(ctx context.Context, o *Options, version byte) (net.Conn, connackInfo, error) {
 	conn, err := dialTransport(ctx, o)
 	if err != nil {
-		return nil, false, err
+		return nil, connackInfo{}, err
 	}
 	_ = conn.SetDeadline(time.Now().Add(o.DialTimeout))
 	// Close (ctx) ends a wait for a CONNACK that does not come at once.
 	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })()
+	var info connackInfo
+	if version == 5 {
+		info, err = handshakeV5(conn, o)
+	} else {
+		info, err = handshakeV4(conn, o)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, connackInfo{}, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return conn, info, nil
+}
+
+func handshakeV5(conn net.Conn, o *Options) (connackInfo, error) {
+	if _, err := conn.Write(encodeConnectV5(o)); err != nil {
+		return connackInfo{}, fmt.Errorf("walsink: send CONNECT: %w", err)
+	}
+	pk, err := readPacketV5(bufio.NewReaderSize(conn, 512), maxIncomingV5)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return connackInfo{}, fmt.Errorf("%w: %w", errV5Closed, err)
+	}
+	if err != nil {
+		return connackInfo{}, fmt.Errorf("walsink: read CONNACK: %w", err)
+	}
+	return connackV5(pk)
+}
+
+func handshakeV4(conn net.Conn, o *Options) (connackInfo, error) {
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 	cp.ProtocolName, cp.ProtocolVersion = "MQTT", 4
 	cp.CleanSession = false
@@ -108,38 +153,42 @@ func dial(ctx context.Context, o *Options) (net.Conn, bool, error) {
 		cp.PasswordFlag, cp.Password = true, []byte(o.Password)
 	}
 	if err := cp.Write(conn); err != nil {
-		conn.Close()
-		return nil, false, fmt.Errorf("walsink: send CONNECT: %w", err)
+		return connackInfo{}, fmt.Errorf("walsink: send CONNECT: %w", err)
 	}
 	pkt, err := packets.ReadPacket(conn)
 	if err != nil {
-		conn.Close()
-		return nil, false, fmt.Errorf("walsink: read CONNACK: %w", err)
+		return connackInfo{}, fmt.Errorf("walsink: read CONNACK: %w", err)
 	}
 	ack, ok := pkt.(*packets.ConnackPacket)
 	if !ok {
-		conn.Close()
-		return nil, false, fmt.Errorf("walsink: expected CONNACK, got %s", pkt)
+		return connackInfo{}, fmt.Errorf("walsink: expected CONNACK, got %s", pkt)
 	}
 	if ack.ReturnCode != packets.Accepted {
-		conn.Close()
-		return nil, false, &connackError{code: ack.ReturnCode}
+		return connackInfo{}, &connackError{code: ack.ReturnCode}
 	}
-	_ = conn.SetDeadline(time.Time{})
-	return conn, ack.SessionPresent, nil
+	return connackInfo{present: ack.SessionPresent, version: 4, limits: brokerLimits{maxQoS: 2}}, nil
 }
 
 // packetWriter encodes the session's packets with paho's codec into a
 // buffered writer, reusing the packet structs.
 type packetWriter struct {
-	bw      *bufio.Writer
+	bw *bufio.Writer
+	v5 *v5Writer // MQTT 5: mochi's codec; nil at 3.1.1
+	// expiry, when set (MQTT 5 with Options.MessageExpiry), is the
+	// Message Expiry Interval of message seq's PUBLISH now, in seconds.
+	expiry  func(seq uint64) uint32
 	publish *packets.PublishPacket
 	pubrel  *packets.PubrelPacket
 	ping    *packets.PingreqPacket
 }
 
-func newPacketWriter(conn net.Conn) *packetWriter {
+func newPacketWriter(conn net.Conn, version byte, aliasMax int) *packetWriter {
+	var v5 *v5Writer
+	if version == 5 {
+		v5 = &v5Writer{aliasMax: uint16(aliasMax)}
+	}
 	return &packetWriter{
+		v5:      v5,
 		bw:      bufio.NewWriterSize(conn, 64<<10),
 		publish: packets.NewControlPacket(packets.Publish).(*packets.PublishPacket),
 		pubrel:  packets.NewControlPacket(packets.Pubrel).(*packets.PubrelPacket),
@@ -149,12 +198,26 @@ func newPacketWriter(conn net.Conn) *packetWriter {
 
 // writeQoS1 encodes a QoS 1 PUBLISH of m.
 func (w *packetWriter) writeQoS1(m *qos1Msg, dup bool) error {
+	if w.v5 != nil {
+		return w.v5.publish(w.bw, 1, m.id, dup, m.retain, m.topic, m.payload, w.expiryOf(m.seq))
+	}
 	w.publish.Qos, w.publish.Dup, w.publish.Retain = 1, dup, m.retain
 	w.publish.TopicName, w.publish.MessageID, w.publish.Payload = string(m.topic), m.id, m.payload
 	return w.publish.Write(w.bw)
 }
 
 func (w *packetWriter) write(p qos2.Packet) error {
+	if w.v5 != nil {
+		switch p.Kind {
+		case qos2.PacketPublish:
+			return w.v5.publish(w.bw, 2, p.ID, p.Dup, p.Retain, p.Topic, p.Payload, w.expiryOf(p.Seq))
+		case qos2.PacketPubrel:
+			return w.v5.pubrel(w.bw, p.ID)
+		case qos2.PacketPingreq:
+			return w.v5.pingreq(w.bw)
+		}
+		panic(fmt.Sprintf("walsink: packet kind %d", p.Kind))
+	}
 	switch p.Kind {
 	case qos2.PacketPublish:
 		w.publish.Qos, w.publish.Dup, w.publish.Retain = 2, p.Dup, p.Retain
@@ -169,12 +232,23 @@ func (w *packetWriter) write(p qos2.Packet) error {
 	panic(fmt.Sprintf("walsink: packet kind %d", p.Kind))
 }
 
+func (w *packetWriter) expiryOf(seq uint64) uint32 {
+	if w.expiry == nil {
+		return 0
+	}
+	return w.expiry(seq)
+}
+
 // incoming is one packet (or the read error) from the broker.
 type incoming struct {
 	typ    qos2.PacketType
 	puback bool // a PUBACK (QoS 1 mode); typ is then invalid
 	id     uint16
-	err    error
+	// reason is an MQTT 5 reason code (0 at 3.1.1); hasReason says the
+	// packet came from an MQTT 5 connection.
+	reason    byte
+	hasReason bool
+	err       error
 }
 
 // readClock records when the last read from the broker returned bytes,
@@ -211,9 +285,13 @@ func (r clockedReader) Read(p []byte) (int, error) {
 // last, setting dead first; it stops early when quit closes. Every read
 // that returns bytes is recorded in clock, also while the publisher has
 // not taken the packets yet.
-func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool, clock *readClock) {
+func readPackets(conn net.Conn, version byte, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool, clock *readClock) {
 	br := bufio.NewReaderSize(clockedReader{conn, clock}, 64<<10)
 	acked := ackPromptly(conn)
+	if version == 5 {
+		readPacketsV5(br, acked, out, quit, dead)
+		return
+	}
 	for {
 		pkt, err := packets.ReadPacket(br)
 		if br.Buffered() == 0 {
@@ -249,4 +327,61 @@ func readPackets(conn net.Conn, out chan<- incoming, quit <-chan struct{}, dead 
 			return
 		}
 	}
+}
+
+// readPacketsV5 is readPackets at MQTT 5: each answer carries its reason
+// code; a DISCONNECT from the broker ends the connection with its reason.
+func readPacketsV5(br *bufio.Reader, acked func(), out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
+	for {
+		pk, err := readPacketV5(br, maxIncomingV5)
+		if br.Buffered() == 0 {
+			acked()
+		}
+		var in incoming
+		switch {
+		case err != nil:
+			in.err = fmt.Errorf("walsink: read from broker: %w", err)
+		case pk.FixedHeader.Type == mp.Pubrec:
+			in.typ, in.id = qos2.Pubrec, pk.PacketID
+		case pk.FixedHeader.Type == mp.Pubcomp:
+			in.typ, in.id = qos2.Pubcomp, pk.PacketID
+		case pk.FixedHeader.Type == mp.Puback:
+			in.puback, in.id = true, pk.PacketID
+		case pk.FixedHeader.Type == mp.Pingresp:
+			in.typ = qos2.Pingresp
+		case pk.FixedHeader.Type == mp.Disconnect:
+			in.err = &disconnectError{code: pk.ReasonCode, reason: pk.Properties.ReasonString}
+		default:
+			in.err = fmt.Errorf("walsink: unexpected packet type %d from broker", pk.FixedHeader.Type)
+		}
+		if err == nil {
+			in.reason, in.hasReason = pk.ReasonCode, true
+		}
+		if in.err != nil {
+			dead.Store(true)
+		}
+		select {
+		case out <- in:
+		case <-quit:
+			return
+		}
+		if in.err != nil {
+			return
+		}
+	}
+}
+
+// disconnectError is an MQTT 5 DISCONNECT from the broker: its reason code
+// by name, and the reason string it sent, if any.
+type disconnectError struct {
+	code   byte
+	reason string
+}
+
+func (e *disconnectError) Error() string {
+	msg := fmt.Sprintf("walsink: the broker disconnected: %s (%#02x)", reasonName(e.code), e.code)
+	if e.reason != "" {
+		msg += ": " + e.reason
+	}
+	return msg
 }

@@ -16,11 +16,12 @@ import (
 )
 
 const (
-	helperEnvDir    = "WALSINK_HELPER_DIR"
-	helperEnvBroker = "WALSINK_HELPER_BROKER"
-	helperEnvWindow = "WALSINK_HELPER_MAX_INFLIGHT"
-	helperEpochs    = 100
-	helperPerEpoch  = 100
+	helperEnvDir     = "WALSINK_HELPER_DIR"
+	helperEnvBroker  = "WALSINK_HELPER_BROKER"
+	helperEnvWindow  = "WALSINK_HELPER_MAX_INFLIGHT"
+	helperEnvVersion = "WALSINK_HELPER_PROTOCOL_VERSION"
+	helperEpochs     = 100
+	helperPerEpoch   = 100
 )
 
 // TestHelperSinkProcess is not a test: TestSink_CrashRecovery runs the test
@@ -35,9 +36,10 @@ func TestHelperSinkProcess(t *testing.T) {
 		t.Skip("helper process for TestSink_CrashRecovery")
 	}
 	window, _ := strconv.Atoi(os.Getenv(helperEnvWindow))
+	version, _ := strconv.Atoi(os.Getenv(helperEnvVersion))
 	s, err := Open(filepath.Join(dir, "wal"), Options{Broker: os.Getenv(helperEnvBroker), ClientID: "walsink-crash",
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, SegmentBytes: 64 << 10, DrainRate: 2000,
-		MaxInflight: window}, testLogger(t))
+		MaxInflight: window, ProtocolVersion: byte(version)}, testLogger(t))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper: open:", err)
 		os.Exit(2)
@@ -115,7 +117,8 @@ func TestSink_CrashRecovery(t *testing.T) {
 	forUpstreams(t, testCrashRecovery)
 }
 
-func testCrashRecovery(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testCrashRecovery(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("WALSINK_CRASH_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)
@@ -131,7 +134,7 @@ func testCrashRecovery(t *testing.T, b *mosquitto.Broker, maxInflight int) {
 		}
 		cmd := exec.Command(os.Args[0], args...)
 		cmd.Env = append(os.Environ(), helperEnvDir+"="+dir, helperEnvBroker+"="+b.URL(),
-			helperEnvWindow+"="+strconv.Itoa(maxInflight))
+			helperEnvWindow+"="+strconv.Itoa(maxInflight), helperEnvVersion+"="+strconv.Itoa(int(u.version)))
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

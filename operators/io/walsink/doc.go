@@ -225,6 +225,35 @@
 // Open flows restored from a run with a larger MaxInflight resume
 // MaxInflight (or the window) at a time.
 //
+// # MQTT 5
+//
+// Options.ProtocolVersion 5, the default, speaks MQTT 5 (v5.go; mochi's
+// packets codec frames the packets, the session logic stays in package qos2
+// and the publisher). The CONNECT asks for a session that never expires
+// (clean start 0, Session Expiry Interval 0xFFFFFFFF: what 3.1.1's clean
+// session 0 is). A broker that refuses the version in its CONNACK (a 3.1.1
+// broker's return code 1, or 0x84) gets MQTT 3.1.1 for the rest of the run,
+// said once; one that closes the MQTT 5 CONNECT unanswered (RabbitMQ's
+// MQTT plugin) is tried in 3.1.1 at once, kept for the run if it accepts. What an MQTT 5 CONNACK announces is honoured on every
+// connection, with no probe: Receive Maximum caps the window (and QoS 1's
+// window), said once at Info; a Maximum QoS below Options.QoS is a refusal
+// named at connect, before any publish (the connection is closed and tried
+// again with backoff); a committed message whose PUBLISH would exceed the
+// Maximum Packet Size is dead-lettered too_large: never published, logged,
+// counted (Stats.TooLarge) and taken out of the backlog with a drop record
+// (at QoS 2 written only after the records of the flows started before it,
+// so a crash cannot skip those). Every answer's reason code is counted by
+// name (Stats.Reasons, Options.OnReason); 0x10 "no matching subscribers" is
+// success. A PUBACK or PUBREC of 0x80 or above (not authorized, quota
+// exceeded, …) is a refusal named by the reason's name; the connection is
+// dropped so the flow is published again after the backoff, never lost
+// (the broker forgets a refused id, so the same id is a new message). A
+// DISCONNECT from the broker ends the connection with its reason's name.
+// Each PUBLISH carries the result's id (the payload's first member) as the
+// user property "id" and the content type application/json. The 3.1.1
+// guesses (window halving at closes, ErrQoS2Refused from closes) apply to
+// 3.1.1 connections only.
+//
 // # A broker that refuses
 //
 // Stats.Refusal names a broker that refuses the session, and the publisher
@@ -260,7 +289,9 @@
 //
 // Write encodes into a reused buffer and does not allocate. Publishing costs
 // an fsync per batch of flow steps, a few allocations per message inside
-// paho's packets codec, and one read of each message back from the WAL.
+// the packets codec (paho's at 3.1.1, mochi's at MQTT 5, which also
+// allocates each answer it reads), and one read of each message back from
+// the WAL.
 // Open reads the backlog once. Group commit makes the batches large: while
 // the broker's answers to packets already sent are on their way, the
 // publisher holds the records it has (at most 20 ms) and writes and syncs

@@ -12,8 +12,9 @@ import (
 // for what no real broker at hand does. It keeps the client's session
 // across connections (incoming QoS 2 ids until PUBREL), delivers a QoS 2
 // message at its PUBREL, answers a repeated PUBLISH of an id it holds
-// with PUBREC and no second delivery, and closes MQTT 5 connections (it
-// announces no limits). Its behaviour at the edges is set by its fields.
+// with PUBREC and no second delivery, and refuses MQTT 5 connections as a
+// 3.1.1 broker does (CONNACK "unacceptable protocol version"; it announces
+// no limits). Its behaviour at the edges is set by its fields.
 type fakeBroker struct {
 	ln net.Listener
 	// limit > 0: a QoS 2 PUBLISH arriving while limit are held is dropped
@@ -26,6 +27,9 @@ type fakeBroker struct {
 	// noSession: CONNACK says session present = 0 (aedes does so to a
 	// client without subscriptions); silent: PUBLISHes are not answered.
 	noSession, silent bool
+	// closeV5: an MQTT 5 CONNECT is closed unanswered (RabbitMQ's MQTT
+	// plugin does), not refused in a CONNACK.
+	closeV5 bool
 
 	mu        sync.Mutex
 	held      map[uint16][]byte // id → payload, received, not released
@@ -72,6 +76,16 @@ func (fb *fakeBroker) serve(c net.Conn) {
 	defer c.Close()
 	p, err := packets.ReadPacket(c)
 	cp, ok := p.(*packets.ConnectPacket)
+	if ok && cp.ProtocolVersion == 5 {
+		if fb.closeV5 {
+			return
+		}
+		// A 3.1.1 broker's answer to MQTT 5 (MQTT 3.1.1 §3.1.2.2).
+		ack := packets.NewControlPacket(packets.Connack).(*packets.ConnackPacket)
+		ack.ReturnCode = packets.ErrRefusedBadProtocolVersion
+		_ = ack.Write(c)
+		return
+	}
 	if err != nil || !ok || cp.ProtocolVersion != 4 {
 		return
 	}

@@ -14,11 +14,12 @@ import (
 // the backlog drains and nothing is lost (the disk-budget test).
 func TestSink_Offline_Block(t *testing.T) { forUpstreams(t, testOfflineBlock) }
 
-func testOfflineBlock(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testOfflineBlock(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	c := startCollector(t, b.URL(), "up/#")
 	b.Stop()
 	const maxDisk = 256 << 10
-	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight,
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight, ProtocolVersion: u.version,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 		MaxDiskBytes: maxDisk, SegmentBytes: 32 << 10, WhenFull: Block})
 	type result struct {
@@ -69,11 +70,12 @@ func testOfflineBlock(t *testing.T, b *mosquitto.Broker, maxInflight int) {
 // dropped: received + dropped = written, no duplicates, order kept.
 func TestSink_Offline_DropOldest(t *testing.T) { forUpstreams(t, testOfflineDropOldest) }
 
-func testOfflineDropOldest(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testOfflineDropOldest(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	c := startCollector(t, b.URL(), "up/#")
 	b.Stop()
 	const maxDisk = 256 << 10
-	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight,
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight, ProtocolVersion: u.version,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond,
 		MaxDiskBytes: maxDisk, SegmentBytes: 32 << 10, WhenFull: DropOldest})
 	want := writeEpochs(t, s, 1, 40, 100)
@@ -105,11 +107,12 @@ func testOfflineDropOldest(t *testing.T, b *mosquitto.Broker, maxInflight int) {
 // messages per second (with a tenth of a second's burst).
 func TestSink_DrainRate(t *testing.T) { forUpstreams(t, testDrainRate) }
 
-func testDrainRate(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testDrainRate(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	c := startCollector(t, b.URL(), "up/#")
 	b.Stop()
 	const rate = 1000
-	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight,
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight, ProtocolVersion: u.version,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 50 * time.Millisecond, DrainRate: rate})
 	want := writeEpochs(t, s, 1, 3, 500)
 	b.Restart()

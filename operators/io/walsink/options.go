@@ -3,6 +3,7 @@ package walsink
 import (
 	"crypto/tls"
 	"fmt"
+	"math"
 	"net/url"
 	"time"
 
@@ -89,6 +90,35 @@ type Options struct {
 	Immediate bool
 	// FS is the file system the WAL lives on. Nil: vfs.Default.
 	FS vfs.FS
+	// ProtocolVersion is the MQTT version of the session: 5 (default) or
+	// 4 (3.1.1). At 5 the sink honours what the broker announces in its
+	// CONNACK (Receive Maximum caps the window, Maximum QoS below QoS is
+	// named before any publish, a message over the Maximum Packet Size is
+	// dead-lettered too_large), reads the reason code of every answer,
+	// and publishes each result with its id as the user property "id" and
+	// the content type application/json. A broker that refuses MQTT 5 in
+	// its CONNACK is spoken to in 3.1.1 for the rest of the run.
+	ProtocolVersion byte
+	// MessageExpiry, when set, bounds how long a result may wait: one
+	// whose wait since its commit (its epoch's checkpoint) passed it is
+	// dead-lettered expired, never published; at MQTT 5 the others are
+	// published with the Message Expiry Interval left after their wait,
+	// so the broker does not deliver them later than that either. 0: no
+	// expiry. At most 2^32-1 seconds.
+	MessageExpiry time.Duration
+	// SessionExpiry is the MQTT 5 Session Expiry Interval of the sink's
+	// persistent session: how long the broker keeps it after a
+	// disconnect (a device replaced or gone leaves no session behind for
+	// ever). 0: never expires (3.1.1's clean session 0). A session that
+	// expires during an outage loses the broker's QoS 2 state of open
+	// flows (the CONNACK then says session present = 0). At least 1s.
+	SessionExpiry time.Duration
+	// OnReason, when set, is called by the publisher for every MQTT 5
+	// reason code other than success on a PUBACK, PUBREC or PUBCOMP, and
+	// for every DISCONNECT from the broker: the packet ("puback",
+	// "pubrec", "pubcomp", "disconnect") and the reason's name
+	// ("not_authorized", "no_matching_subscribers", …). For metrics.
+	OnReason func(packet, reason string)
 
 	// onComplete, for tests and benchmarks, is called by the publisher for
 	// every PUBCOMP with the message's seq.
@@ -164,6 +194,19 @@ func (o *Options) normalize() error {
 	case 1, 2:
 	default:
 		return fmt.Errorf("walsink: options: qos %d (want 1 or 2)", o.QoS)
+	}
+	switch o.ProtocolVersion {
+	case 0:
+		o.ProtocolVersion = 5
+	case 4, 5:
+	default:
+		return fmt.Errorf("walsink: options: protocol version %d (want 4 for MQTT 3.1.1 or 5)", o.ProtocolVersion)
+	}
+	if o.MessageExpiry < 0 || o.MessageExpiry > math.MaxUint32*time.Second {
+		return fmt.Errorf("walsink: options: message expiry %v out of 0..%ds", o.MessageExpiry, uint32(math.MaxUint32))
+	}
+	if o.SessionExpiry != 0 && (o.SessionExpiry < time.Second || o.SessionExpiry >= math.MaxUint32*time.Second) {
+		return fmt.Errorf("walsink: options: session expiry %v out of 1s..%ds", o.SessionExpiry, uint32(math.MaxUint32-1))
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second

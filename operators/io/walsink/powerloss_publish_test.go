@@ -85,7 +85,8 @@ func TestSink_PowerLossWhilePublishing(t *testing.T) {
 	forUpstreams(t, testPowerLossWhilePublishing)
 }
 
-func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	const epochs, perEpoch = 60, 50
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -97,7 +98,7 @@ func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, maxInflight
 	run := func(p *cutProxy) (*Sink, chan struct{}) {
 		s, err := Open("/data/wal/out", Options{Broker: p.url(), ClientID: "walsink-powerloss",
 			ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, SegmentBytes: 16 << 10,
-			MaxInflight: maxInflight, FS: disk}, testLogger(t))
+			MaxInflight: maxInflight, ProtocolVersion: u.version, FS: disk}, testLogger(t))
 		if err != nil {
 			t.Fatalf("Open after the power cut: %v", err)
 		}

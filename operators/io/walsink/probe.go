@@ -14,6 +14,10 @@ import (
 type brokerLimits struct {
 	receiveMax int // Receive Maximum: QoS 1 and 2 PUBLISHes in flight it takes; 0: none announced (65535)
 	maxQoS     int // Maximum QoS; 2 when not announced
+	// maxPacket is the Maximum Packet Size, in bytes; 0: none announced.
+	maxPacket int64
+	// topicAliasMax is the Topic Alias Maximum; 0: none.
+	topicAliasMax int
 }
 
 // errNoMQTT5 is probeLimits' answer from a broker that does not speak MQTT
@@ -23,8 +27,10 @@ var errNoMQTT5 = errors.New("walsink: the broker does not speak MQTT 5")
 // probeLimits asks the broker for its limits: it connects as MQTT 5 with
 // client id ClientID+"-limits", clean start and no session expiry (the
 // broker keeps nothing of it), reads the CONNACK's properties and
-// disconnects. The sink's own session stays MQTT 3.1.1, which announces no
-// limits; the probe never touches it (another client id).
+// disconnects. It serves a sink whose own session speaks MQTT 3.1.1 (set
+// so, or fallen back to it), which announces no limits; the probe never
+// touches that session (another client id). An MQTT 5 session learns the
+// limits from its own CONNACK.
 func probeLimits(ctx context.Context, o *Options) (brokerLimits, error) {
 	conn, err := dialTransport(ctx, o)
 	if err != nil {

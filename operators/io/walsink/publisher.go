@@ -1,10 +1,12 @@
 package walsink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,25 +29,52 @@ func (s *Sink) runPublisher() {
 	}()
 	backoff := s.opts.ReconnectMin
 	probed := s.q1 != nil // the window is the QoS 2 session's
+	version := s.opts.ProtocolVersion
 	for {
-		if !probed {
+		if !probed && version == 4 {
 			probed = s.learnLimits(ctx)
 		}
-		conn, present, err := dial(ctx, &s.opts)
+		conn, info, err := dial(ctx, &s.opts, version)
+		if errors.Is(err, errV5Refused) {
+			// Said once: the rest of the run speaks 3.1.1, at once.
+			version = 4
+			s.version.Store(4)
+			s.log.Warn("walsink: the broker refuses MQTT 5 (its CONNACK: unsupported protocol version); speaking MQTT 3.1.1 to it for the rest of this run",
+				"broker", s.opts.Broker)
+			continue
+		}
+		if errors.Is(err, errV5Closed) {
+			// A broker that closes an MQTT 5 CONNECT unanswered may not
+			// speak 5, or may be going down: 3.1.1 at once, kept for the
+			// run only if the broker accepts it.
+			if c4, info4, err4 := dial(ctx, &s.opts, 4); err4 == nil {
+				version = 4
+				s.log.Warn("walsink: the broker closed the MQTT 5 CONNECT without a CONNACK and accepts MQTT 3.1.1; speaking MQTT 3.1.1 to it for the rest of this run",
+					"broker", s.opts.Broker)
+				conn, info, err = c4, info4, nil
+			}
+		}
+		if err == nil {
+			s.version.Store(int32(info.version))
+		}
 		var refused *connackError
 		switch {
 		case errors.As(err, &refused):
 			s.setRefusal(refusalConnack, refused.Error())
+		case err == nil && s.refuseMaxQoS(info):
+			conn.Close()
+			err = errMaxQoS
 		case err == nil:
-			s.logSession(present)
+			s.logSession(info.present)
 			s.setRefusal(refusalConnack, "")
+			s.applyLimits(info)
 			s.connected.Store(true)
-			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", present)
+			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", info.present, "protocol_version", info.version)
 			started := time.Now()
 			s.refusals.connected()
 			window := s.sess.Window()
 			s.answers = 0
-			err = s.serve(conn)
+			err = s.serve(conn, info.version)
 			conn.Close()
 			open := s.sess.Inflight()
 			unreleased := s.sess.Unreleased()
@@ -55,7 +84,10 @@ func (s *Sink) runPublisher() {
 				backoff = s.opts.ReconnectMin
 			}
 			closedByBroker := err != nil && !errors.Is(err, errFatal) && !s.closing()
-			if closedByBroker && s.q1 == nil && s.win.closed(open, s.answers) {
+			// MQTT 5 names its limits and refusals (CONNACK, reason
+			// codes): the guesses below are 3.1.1's.
+			v311 := info.version == 4
+			if closedByBroker && v311 && s.q1 == nil && s.win.closed(open, s.answers) {
 				s.sess.SetWindow(s.win.cur)
 				s.window.Store(int64(s.win.cur))
 				s.log.Warn("walsink: the broker closed the connection with flows open; in-flight window lowered (MQTT 3.1.1 announces no limit)",
@@ -64,7 +96,7 @@ func (s *Sink) runPublisher() {
 			}
 			// At QoS 2, a refusal is named only once a window of one
 			// flow fails too: closes with more open may be a limit.
-			if closedByBroker && (s.q1 != nil || window == 1) && s.refusals.closed(time.Now()) {
+			if closedByBroker && v311 && (s.q1 != nil || window == 1) && s.refusals.closed(time.Now()) {
 				if s.q1 == nil {
 					s.setRefusal(refusalQoS, ErrQoS2Refused.Error()+
 						`; results stay in the WAL, undelivered: set qos = 1 on this sink (exactly once with ids: no loss, order per key, repeats only of the unacknowledged window, each with the same id), or allow QoS 2 on the broker`)
@@ -138,6 +170,70 @@ func (s *Sink) learnLimits(ctx context.Context) bool {
 	return true
 }
 
+// errMaxQoS ends a connection whose broker announced a Maximum QoS below
+// the sink's QoS: nothing is published on it (the refusal says why).
+var errMaxQoS = errors.New("walsink: the broker's Maximum QoS is below the sink's QoS")
+
+// refuseMaxQoS names, at connect time and before any publish, a broker
+// whose MQTT 5 CONNACK announces a Maximum QoS below the sink's QoS, and
+// reports whether it did. The connection is then closed and tried again
+// with backoff (the broker's settings may change); the refusal is logged
+// once, when it begins.
+func (s *Sink) refuseMaxQoS(info connackInfo) bool {
+	if info.version != 5 || info.limits.maxQoS >= int(s.opts.QoS) {
+		return false
+	}
+	msg := fmt.Sprintf("walsink: the broker announces Maximum QoS %d in its MQTT 5 CONNACK and this sink publishes at qos = %d: nothing is published; results stay in the WAL, undelivered",
+		info.limits.maxQoS, s.opts.QoS)
+	if info.limits.maxQoS == 1 {
+		msg += ": set qos = 1 on this sink (exactly once with ids: no loss, order per key, repeats only of the unacknowledged window, each with the same id), or allow QoS 2 on the broker (mosquitto: max_qos 2)"
+	} else {
+		msg += ": allow QoS 1 or 2 on the broker (mosquitto: max_qos)"
+	}
+	s.setRefusal(refusalConnack, msg)
+	return true
+}
+
+// applyLimits takes what an MQTT 5 CONNACK announced: its Receive Maximum
+// caps the window (max_inflight above it is lowered, said once: not again
+// per connection while the broker announces the same), and its Maximum
+// Packet Size bounds the messages published (fill). A 3.1.1 connection
+// announces nothing; the limits then stay those the probe learnt.
+func (s *Sink) applyLimits(info connackInfo) {
+	if info.version != 5 {
+		s.maxPacket.Store(0)
+		s.aliasMax = 0
+		return
+	}
+	lim := info.limits
+	s.maxPacket.Store(lim.maxPacket)
+	s.aliasMax = lim.topicAliasMax
+	if s.q1 != nil {
+		s.q1.max = s.opts.MaxInflight
+		if lim.receiveMax > 0 {
+			s.q1.max = min(s.q1.max, lim.receiveMax)
+		}
+		s.window.Store(int64(s.q1.max))
+		if s.q1.max < s.opts.MaxInflight && lim.receiveMax != s.loggedRecvMax {
+			s.loggedRecvMax = lim.receiveMax
+			s.log.Info("walsink: in-flight window lowered to the broker's Receive Maximum (MQTT 5 CONNACK), below max_inflight",
+				"window", s.q1.max, "max_inflight", s.opts.MaxInflight)
+		}
+		return
+	}
+	if s.win.announce(lim.receiveMax) {
+		s.sess.SetWindow(s.win.cur)
+		s.window.Store(int64(s.win.cur))
+	}
+	if lim.receiveMax > 0 && lim.receiveMax < s.opts.MaxInflight && lim.receiveMax != s.loggedRecvMax {
+		s.loggedRecvMax = lim.receiveMax
+		s.log.Info("walsink: in-flight window lowered to the broker's Receive Maximum (MQTT 5 CONNACK), below max_inflight",
+			"window", s.win.cur, "receive_maximum", lim.receiveMax, "max_inflight", s.opts.MaxInflight)
+	}
+	s.log.Debug("walsink: broker limits", "receive_maximum", lim.receiveMax, "maximum_qos", lim.maxQoS,
+		"maximum_packet_size", lim.maxPacket, "topic_alias_maximum", lim.topicAliasMax)
+}
+
 // logSession says what a CONNACK's session present flag means for the
 // open flows: the broker kept their state (present = 1), or it answers
 // present = 0 — harmless with no flow open (some brokers, aedes among
@@ -171,13 +267,13 @@ func (s *Sink) logSession(present bool) {
 var errFatal = errors.New("walsink: WAL failed")
 
 // serve runs one connection until it fails or the sink closes.
-func (s *Sink) serve(conn net.Conn) error {
+func (s *Sink) serve(conn net.Conn, version byte) error {
 	in := make(chan incoming, 256)
 	quit := make(chan struct{})
 	defer close(quit)
 	var dead atomic.Bool
 	clock := newReadClock()
-	go readPackets(conn, in, quit, &dead, clock)
+	go readPackets(conn, version, in, quit, &dead, clock)
 	go func() {
 		// Close ends a write blocked on a broker that stopped reading at
 		// once, rather than after the write deadline (the keepalive).
@@ -187,7 +283,10 @@ func (s *Sink) serve(conn net.Conn) error {
 		case <-quit:
 		}
 	}()
-	pw := newPacketWriter(conn)
+	pw := newPacketWriter(conn, version, s.aliasMax)
+	if version == 5 && s.opts.MessageExpiry > 0 {
+		pw.expiry = s.expiryInterval
+	}
 	s.sess.Connected(time.Now())
 	s.retried.Store(s.sess.Retried())
 	if s.q1 != nil {
@@ -251,9 +350,16 @@ func (s *Sink) serve(conn net.Conn) error {
 				err = s.flushReady(conn, pw, &dead) // at QoS 1: keepalive only
 			}
 		}
+		again := s.fillAgain && holdC == nil
+		s.fillAgain = false
 		s.curMu.Unlock()
 		if err != nil {
 			return err
+		}
+		if again {
+			// fill stopped at a message to dead-letter behind records
+			// now written: go on at once, not at the next event.
+			continue
 		}
 		var rateC <-chan time.Time
 		if wait > 0 {
@@ -339,7 +445,16 @@ func (s *Sink) stepQueued(in <-chan incoming) (int, error) {
 
 func (s *Sink) step(ev incoming) error {
 	if ev.err != nil {
+		var de *disconnectError
+		if errors.As(ev.err, &de) {
+			s.countReason("disconnect", de.code)
+		}
 		return ev.err
+	}
+	if ev.hasReason && ev.reason != 0 {
+		if err := s.answerReason(ev); err != nil {
+			return err
+		}
 	}
 	if ev.puback || ev.typ == qos2.Pubrec || ev.typ == qos2.Pubcomp {
 		s.answers++
@@ -367,6 +482,50 @@ func (s *Sink) step(ev incoming) error {
 		return nil
 	}
 	return s.sess.Step(ev.typ, ev.id)
+}
+
+// answerReason counts and logs the reason code of an MQTT 5 PUBACK, PUBREC
+// or PUBCOMP other than success. One of 0x80 and above on a PUBACK or
+// PUBREC is the broker refusing the message (not authorized, quota
+// exceeded, packet too large, …): it is named as the sink's refusal, and
+// the connection dropped, so the message stays in the WAL and is published
+// again after the reconnect's backoff, never lost. 0x10 "no matching
+// subscribers" is success: the broker took the message.
+func (s *Sink) answerReason(ev incoming) error {
+	packet := "pubcomp"
+	switch {
+	case ev.puback:
+		packet = "puback"
+	case ev.typ == qos2.Pubrec:
+		packet = "pubrec"
+	case ev.typ != qos2.Pubcomp:
+		return nil
+	}
+	s.countReason(packet, ev.reason)
+	name := reasonName(ev.reason)
+	if ev.reason < 0x80 || packet == "pubcomp" {
+		// 0x10 on PUBACK or PUBREC, or 0x92 "packet identifier not
+		// found" on a PUBCOMP (a flow the broker had finished): no error.
+		s.log.Debug("walsink: broker answer", "packet", packet, "reason", name, "id", ev.id)
+		return nil
+	}
+	s.setRefusal(refusalQoS, fmt.Sprintf("walsink: the broker refuses this sink's publishes: %s reason %s (%#02x); results stay in the WAL, undelivered, and are published again after a reconnect: check the broker's policy for this client id and topic, and its limits", packet, name, ev.reason))
+	return fmt.Errorf("walsink: the broker refused a publish: %s reason %s (%#02x)", packet, name, ev.reason)
+}
+
+// countReason counts an MQTT 5 reason code in Stats.Reasons and reports it
+// to Options.OnReason.
+func (s *Sink) countReason(packet string, code byte) {
+	name := reasonName(code)
+	s.mu.Lock()
+	if s.reasons == nil {
+		s.reasons = map[[2]string]uint64{}
+	}
+	s.reasons[[2]string{packet, name}]++
+	s.mu.Unlock()
+	if s.opts.OnReason != nil {
+		s.opts.OnReason(packet, name)
+	}
 }
 
 // refusalKind is what a refusal is about: each kind is cleared by its own
@@ -434,6 +593,19 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 			s.cur.advance()
 			continue
 		}
+		if reason, detail := s.deadReason(d.seq, d.topic, d.payload); publishable && reason != "" {
+			if s.sess.HasRecords() {
+				// Its drop record must follow the records of the flows
+				// started before it: fill again once they are written.
+				s.fillAgain = true
+				return 0, nil
+			}
+			if err := s.deadLetter(d.seq, d.topic, d.payload, reason, detail); err != nil {
+				return 0, err
+			}
+			s.cur.advance()
+			continue
+		}
 		if !publishable || !s.sess.CanPublishSeq(d.seq) {
 			// Not committed yet, or its packet id is still held by an
 			// open flow: the next event looks again.
@@ -446,6 +618,89 @@ func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {
 		s.cur.advance()
 	}
 	return 0, nil
+}
+
+// Reasons the publisher dead-letters a message with.
+const (
+	reasonTooLarge = "too_large"
+	reasonExpired  = "expired"
+)
+
+// deadReason says why message seq must not be published, if it must not:
+// its PUBLISH would be larger than the broker's Maximum Packet Size (MQTT
+// 5), or its wait since its commit passed Options.MessageExpiry.
+func (s *Sink) deadReason(seq uint64, topic, payload []byte) (reason, detail string) {
+	if limit := s.maxPacket.Load(); limit > 0 {
+		if size := publishSizeV5(topic, payload, s.opts.MessageExpiry > 0); size > limit {
+			return reasonTooLarge, fmt.Sprintf("its MQTT 5 PUBLISH of %d bytes is larger than the broker's Maximum Packet Size (%d bytes)", size, limit)
+		}
+	}
+	if s.opts.MessageExpiry > 0 {
+		if waited, ok := s.waited(seq); ok && waited >= s.opts.MessageExpiry {
+			return reasonExpired, fmt.Sprintf("it waited %v since its commit, message_expiry is %v", waited.Round(time.Second), s.opts.MessageExpiry)
+		}
+	}
+	return "", ""
+}
+
+// waited is how long message seq has waited since its commit (the commit
+// record that made it publishable); ok is false when that is not known.
+func (s *Sink) waited(seq uint64) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cts := s.st.commitTimes
+	i, _ := slices.BinarySearchFunc(cts, seq, func(c commitTime, seq uint64) int { return cmp.Compare(c.seq, seq) })
+	if i == len(cts) {
+		return 0, false
+	}
+	return time.Since(time.Unix(0, cts[i].unixNano)), true
+}
+
+// expiryInterval is the Message Expiry Interval of message seq's PUBLISH
+// now: Options.MessageExpiry less its wait since its commit, in whole
+// seconds, at least 1 (a message past it is dead-lettered before its first
+// PUBLISH; one already published goes out again, DUP, with what is left).
+func (s *Sink) expiryInterval(seq uint64) uint32 {
+	left := s.opts.MessageExpiry
+	if waited, ok := s.waited(seq); ok {
+		left -= waited
+	}
+	return uint32(max(1, (left+time.Second-1)/time.Second))
+}
+
+// deadLetter dead-letters message seq with reason (too_large: its PUBLISH
+// is larger than the broker's Maximum Packet Size, which would close the
+// connection over it on every retry; expired: it waited longer than
+// message_expiry): it is never published, counted (Stats.TooLarge,
+// Stats.Expired), logged, and taken out of the backlog. At QoS 2 a drop
+// record, not synced, marks it (a crash before the record is durable
+// dead-letters it again); at QoS 1 the acknowledged position moves past it.
+// The caller advances the cursor. curMu is held.
+func (s *Sink) deadLetter(seq uint64, topic, payload []byte, reason, detail string) error {
+	bytes := int64(len(topic) + len(payload))
+	s.mu.Lock()
+	if s.q1 == nil {
+		s.buf = appendWords(s.buf[:0], kindDrop, seq, seq, 1, uint64(bytes))
+		if _, err := s.appendLocked(s.buf); err != nil {
+			s.failLocked(err)
+			s.mu.Unlock()
+			return fmt.Errorf("%w: %w", errFatal, err)
+		}
+		s.st.nextAssign = max(s.st.nextAssign, seq+1)
+	}
+	s.backlogMsgs--
+	s.backlogBytes -= bytes
+	if s.backlogMsgs <= 0 {
+		s.wakeWritersLocked()
+	}
+	s.mu.Unlock()
+	if reason == reasonExpired {
+		s.expired.Add(1)
+	} else {
+		s.tooLarge.Add(1)
+	}
+	s.log.Warn("walsink: result dead-lettered", "reason", reason, "detail", detail, "topic", string(topic), "seq", seq)
+	return nil
 }
 
 // flushReady persists the session's records (one write, one fsync when

@@ -158,6 +158,14 @@ func (s *Sink) fillQoS1(rate *tokenBucket, conn net.Conn, pw *packetWriter) (tim
 		if !publishable {
 			break
 		}
+		if reason, detail := s.deadReason(d.seq, d.topic, d.payload); reason != "" {
+			if err := s.deadLetter(d.seq, d.topic, d.payload, reason, detail); err != nil {
+				return 0, err
+			}
+			s.cur.advance()
+			s.q1next = d.seq + 1
+			continue
+		}
 		if wait = rate.take(time.Now()); wait > 0 {
 			break
 		}

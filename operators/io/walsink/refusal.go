@@ -78,3 +78,22 @@ func connackMeaning(code byte) string {
 	}
 	return fmt.Sprintf("return code %d, not defined by MQTT 3.1.1", code)
 }
+
+// connackMeaningV5 says what an MQTT 5 CONNACK reason code means for this
+// sink and what to do about it.
+func connackMeaningV5(code byte) string {
+	name := fmt.Sprintf("%s (%#02x)", reasonName(code), code)
+	switch code {
+	case 0x85:
+		return name + ": the broker does not accept the client id; set client_id to one it allows"
+	case 0x86:
+		return name + ": check the sink's username and password"
+	case 0x87:
+		return name + ": the broker does not let this client connect: check the sink's credentials and the broker's access rules for this client id"
+	case 0x88, 0x89, 0x8B, 0x9F:
+		return name + ": the broker cannot take the connection now; retrying"
+	case 0x8A:
+		return name + ": the broker bans this client"
+	}
+	return name
+}

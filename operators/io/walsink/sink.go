@@ -34,6 +34,22 @@ type Stats struct {
 	Dropped         uint64        // dropped by drop_oldest since Open
 	Connected       bool
 	WriteBlocked    bool // a Write waits for room (when_full = block)
+	// ProtocolVersion is the MQTT version of the last connection: 5, or 4
+	// (3.1.1, asked for or fallen back to); 0 before the first.
+	ProtocolVersion int
+	// MaxPacketSize is the broker's Maximum Packet Size from its MQTT 5
+	// CONNACK; 0: none announced (or 3.1.1).
+	MaxPacketSize int64
+	// TooLarge counts messages dead-lettered too_large since Open: larger
+	// than the broker's Maximum Packet Size, never published.
+	TooLarge uint64
+	// Expired counts messages dead-lettered expired since Open: they
+	// waited longer than Options.MessageExpiry, never published.
+	Expired uint64
+	// Reasons counts the MQTT 5 reason codes the broker answered with
+	// since Open (see Options.OnReason), by "packet/reason", e.g.
+	// "pubrec/no_matching_subscribers".
+	Reasons map[string]uint64
 	// Refusal says why the broker refuses this sink's session while it
 	// does (a CONNACK return code, or QoS 2: ErrQoS2Refused), with what to
 	// do; empty otherwise. Nothing is delivered meanwhile; the backlog
@@ -71,6 +87,7 @@ type Sink struct {
 	blocked      bool          // a Write waits on spaceCh
 	refusal      string        // Stats.Refusal
 	refusalKind  refusalKind
+	reasons      map[[2]string]uint64 // Stats.Reasons: packet, reason
 
 	sess     *qos2.Session   // owned by the publisher goroutine after Open
 	refusals refusalDetector // the publisher goroutine's
@@ -91,6 +108,19 @@ type Sink struct {
 	inflight   atomic.Int64
 	window     atomic.Int64
 	connected  atomic.Bool
+	version    atomic.Int32 // of the last connection
+	maxPacket  atomic.Int64 // the broker's Maximum Packet Size; 0: none
+	tooLarge   atomic.Uint64
+	expired    atomic.Uint64
+	// fillAgain: fill stopped at a message to dead-letter until the
+	// session's pending records are written (publisher's).
+	fillAgain bool
+	// aliasMax is the Topic Alias Maximum of the current connection's
+	// broker (publisher's): its PUBLISHes use topic aliases up to it.
+	aliasMax int
+	// loggedRecvMax is the Receive Maximum last logged as lowering the
+	// window (publisher's): the line is said once, not per connection.
+	loggedRecvMax int
 }
 
 // Open opens (or creates) the WAL in dir, rebuilds the publish session it
@@ -712,6 +742,12 @@ func (s *Sink) Stats() Stats {
 		WriteBlocked:    s.blocked,
 		Refusal:         s.refusal,
 	}
+	if len(s.reasons) > 0 {
+		st.Reasons = make(map[string]uint64, len(s.reasons))
+		for k, v := range s.reasons {
+			st.Reasons[k[0]+"/"+k[1]] = v
+		}
+	}
 	if s.backlogMsgs > 0 {
 		oldest := s.oldestLocked()
 		for _, c := range s.st.commitTimes {
@@ -728,6 +764,10 @@ func (s *Sink) Stats() Stats {
 	st.Retried = s.retried.Load()
 	st.Dropped = s.dropped.Load()
 	st.Connected = s.connected.Load()
+	st.ProtocolVersion = int(s.version.Load())
+	st.MaxPacketSize = s.maxPacket.Load()
+	st.TooLarge = s.tooLarge.Load()
+	st.Expired = s.expired.Load()
 	return st
 }
 
@@ -757,6 +797,14 @@ func (s *Sink) WaitDelivered(ctx context.Context) (int64, error) {
 		}
 	}
 }
+
+// MaxPacketSize is the Maximum Packet Size the broker announced in the
+// CONNACK of the sink's MQTT 5 connection, in bytes (see PublishSize); 0
+// when none was announced, before the first connection, and at 3.1.1. A
+// message whose PUBLISH is larger is dead-lettered too_large by the
+// publisher; a caller can dead-letter such results before Write. Cheap:
+// for every result.
+func (s *Sink) MaxPacketSize() int64 { return s.maxPacket.Load() }
 
 // WriteBlocked reports whether a Write waits for room (when_full = block):
 // Stats().WriteBlocked without the rest of Stats' work, for polling.

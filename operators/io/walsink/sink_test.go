@@ -83,21 +83,25 @@ type upstream struct {
 	// brokerWindow is the broker's max_inflight_messages: what it may have
 	// in flight to a subscriber, and re-send out of order after a restart.
 	brokerWindow int
+	// version is the sink's MQTT protocol version (0: the default, 5).
+	version byte
 }
 
 // upstreams: mosquitto set up as the README asks for throughput
 // (max_inflight_messages 1000, the sink with 100 in flight) and as
 // installed (max_inflight_messages unset: 20 in flight, the sink's
-// default window).
+// default window), spoken to in MQTT 5 (the default); and as installed
+// again in MQTT 3.1.1, so every delivery test runs in both versions.
 var upstreams = []upstream{
 	{name: "max_inflight_messages_1000", maxInflight: 100, brokerWindow: 1000},
 	{name: "default_config", opts: []mosquitto.Option{mosquitto.DefaultInflight()}, brokerWindow: 20},
+	{name: "default_config_mqtt311", opts: []mosquitto.Option{mosquitto.DefaultInflight()}, brokerWindow: 20, version: 4},
 }
 
 // forUpstreams runs fn as a subtest per upstream, with its broker started.
-func forUpstreams(t *testing.T, fn func(t *testing.T, b *mosquitto.Broker, maxInflight int)) {
+func forUpstreams(t *testing.T, fn func(t *testing.T, b *mosquitto.Broker, u upstream)) {
 	for _, u := range upstreams {
-		t.Run(u.name, func(t *testing.T) { fn(t, mosquitto.Start(t, u.opts...), u.maxInflight) })
+		t.Run(u.name, func(t *testing.T) { fn(t, mosquitto.Start(t, u.opts...), u) })
 	}
 }
 
@@ -105,11 +109,12 @@ func TestSink_PublishesExactlyOnceInOrder(t *testing.T) {
 	forUpstreams(t, testPublishesExactlyOnceInOrder)
 }
 
-func testPublishesExactlyOnceInOrder(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testPublishesExactlyOnceInOrder(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	c := startCollector(t, b.URL(), "up/#")
 	dir := t.TempDir()
 	s := mustOpen(t, dir, Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), SegmentBytes: 256 << 10,
-		MaxInflight: maxInflight})
+		MaxInflight: maxInflight, ProtocolVersion: u.version})
 	want := writeEpochs(t, s, 1, 20, 500)
 	got := c.waitFor(t, len(want), 60*time.Second)
 	checkExactlyOnce(t, got, want)
@@ -129,9 +134,10 @@ func TestSink_UncommittedIsNotPublished(t *testing.T) {
 	forUpstreams(t, testUncommittedIsNotPublished)
 }
 
-func testUncommittedIsNotPublished(t *testing.T, b *mosquitto.Broker, maxInflight int) {
+func testUncommittedIsNotPublished(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight := u.maxInflight
 	c := startCollector(t, b.URL(), "up/#")
-	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight})
+	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()), MaxInflight: maxInflight, ProtocolVersion: u.version})
 	want := writeEpochs(t, s, 1, 1, 10)
 	if err := s.Write(2, []Message{{Topic: "up/test", Payload: testPayload(nil, 2, 0)}}); err != nil {
 		t.Fatal(err)
@@ -192,16 +198,17 @@ func waitDelivered(t testing.TB, s *Sink, n uint64, timeout time.Duration) {
 func TestSink_BrokerRestartsMidDrain(t *testing.T) {
 	for _, u := range upstreams {
 		t.Run(u.name, func(t *testing.T) {
-			testBrokerRestartsMidDrain(t, mosquitto.Start(t, u.opts...), u.maxInflight, u.brokerWindow)
+			testBrokerRestartsMidDrain(t, mosquitto.Start(t, u.opts...), u)
 		})
 	}
 }
 
-func testBrokerRestartsMidDrain(t *testing.T, b *mosquitto.Broker, maxInflight, brokerWindow int) {
+func testBrokerRestartsMidDrain(t *testing.T, b *mosquitto.Broker, u upstream) {
+	maxInflight, brokerWindow := u.maxInflight, u.brokerWindow
 	c := startCollector(t, b.URL(), "up/#")
 	s := mustOpen(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()),
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond, SegmentBytes: 256 << 10,
-		MaxInflight: maxInflight})
+		MaxInflight: maxInflight, ProtocolVersion: u.version})
 	want := writeEpochs(t, s, 1, 40, 500)
 	waitDelivered(t, s, 4000, 30*time.Second)
 	b.Restart()

@@ -133,33 +133,41 @@ func openLogged(t testing.TB, dir string, opts Options) (*Sink, *logBuffer) {
 // TestSink_LearnsBrokerWindow: a QoS 2 sink whose max_inflight exceeds
 // the limit of a mosquitto with stock settings (20 in flight; mosquitto
 // answers PUBREC for a QoS 2 PUBLISH over it and drops the message, with
-// no close) learns the limit from the broker (its MQTT 5 Receive Maximum)
+// no close) learns the limit from the broker (its MQTT 5 Receive Maximum:
+// in the CONNACK of its own MQTT 5 session, or, at 3.1.1, of a probe)
 // before its first flow, says so, and delivers 20,000 results, each exactly
 // once, in order, to a QoS 2 subscriber.
 //
 // max_inflight 20, the window set right, is the baseline of the delivery
 // rate the subtests log (BENCHMARKS.md has the figures).
 func TestSink_LearnsBrokerWindow(t *testing.T) {
-	for _, maxInflight := range []int{1000, 100, 20} {
-		t.Run(fmt.Sprintf("max_inflight_%d", maxInflight), func(t *testing.T) {
+	for _, tt := range []struct {
+		maxInflight int
+		version     byte
+	}{{1000, 5}, {100, 5}, {20, 5}, {1000, 4}, {20, 4}} {
+		maxInflight := tt.maxInflight
+		t.Run(fmt.Sprintf("max_inflight_%d_v%d", maxInflight, tt.version), func(t *testing.T) {
 			b := mosquitto.Start(t, mosquitto.DefaultInflight())
 			c := startCollector(t, b.URL(), "up/#")
 			s, lb := openLogged(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-" + sanitize(t.Name()),
-				SegmentBytes: 256 << 10, MaxInflight: maxInflight})
+				SegmentBytes: 256 << 10, MaxInflight: maxInflight, ProtocolVersion: tt.version})
 			start := time.Now()
 			want := writeEpochs(t, s, 1, 20, 1000)
 			got := c.waitFor(t, len(want), 60*time.Second)
 			elapsed := time.Since(start)
 			checkExactlyOnce(t, got, want)
 			waitDrained(t, s, 10*time.Second)
-			if st := s.Stats(); st.Window != 20 || st.Delivered != uint64(len(want)) {
-				t.Errorf("window %d, delivered %d; want 20, %d", st.Window, st.Delivered, len(want))
+			if st := s.Stats(); st.Window != 20 || st.Delivered != uint64(len(want)) || st.ProtocolVersion != int(tt.version) {
+				t.Errorf("window %d, delivered %d, version %d; want 20, %d, %d", st.Window, st.Delivered, st.ProtocolVersion, len(want), tt.version)
 			}
-			if learnt := maxInflight > 20; learnt && (!strings.Contains(lb.String(), "in-flight window set to the broker's announced limit") ||
-				!strings.Contains(lb.String(), "window=20")) {
-				t.Errorf("the learned window is not in the log:\n%s", lb.String())
+			line := "in-flight window set to the broker's announced limit"
+			if tt.version == 5 {
+				line = "in-flight window lowered to the broker's Receive Maximum (MQTT 5 CONNACK)"
 			}
-			t.Logf("max_inflight %d: %d results in %v (%.0f/s), window %d", maxInflight, len(want), elapsed.Round(time.Millisecond),
+			if learnt := maxInflight > 20; learnt && (strings.Count(lb.String(), line) != 1 || !strings.Contains(lb.String(), "window=20")) {
+				t.Errorf("the learned window is not in the log once:\n%s", lb.String())
+			}
+			t.Logf("MQTT %d, max_inflight %d: %d results in %v (%.0f/s), window %d", tt.version, maxInflight, len(want), elapsed.Round(time.Millisecond),
 				float64(len(want))/elapsed.Seconds(), s.Stats().Window)
 		})
 	}
@@ -262,7 +270,7 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 func TestSink_SessionPresentZero(t *testing.T) {
 	fb := startFakeBroker(t, &fakeBroker{noSession: true, silent: true})
 	s, lb := openLogged(t, t.TempDir(), Options{Broker: fb.url(), ClientID: "nosession", MaxInflight: 5,
-		ReconnectMin: 10 * time.Millisecond})
+		ReconnectMin: 10 * time.Millisecond, ProtocolVersion: 4})
 	waitFor(t, 5*time.Second, func() bool { return s.Stats().Connected })
 	if log := lb.String(); !strings.Contains(log, "level=INFO msg=\"walsink: the broker answered session present = 0; no flow was open") ||
 		strings.Contains(log, "level=WARN") {

@@ -1,0 +1,370 @@
+package walsink
+
+// The MQTT 5 framing of the sink's connection.
+//
+// The packets of MQTT 5 (CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC,
+// PUBREL, PUBCOMP, DISCONNECT and their properties) are encoded and decoded
+// with mochi-mqtt's packets package, the embedded broker's own codec and so
+// already a dependency, which covers every MQTT 5 packet and property.
+// paho.golang, the Eclipse MQTT 5 client, is not usable here: it is a
+// whole client that owns its session, its packet ids and its in-flight
+// state, where this sink must keep its own (package qos2: the ids are the
+// WAL's sequence numbers, and each step is written to the WAL before the
+// packet it guards leaves). The session logic stays in package qos2 and the
+// publisher; this file only frames its packets. MQTT 3.1.1 keeps paho's
+// packets codec (conn.go), byte for byte as before.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	mp "github.com/mochi-mqtt/server/v2/packets"
+)
+
+// contentTypeJSON is the Content Type property of every result published
+// at MQTT 5: the results are JSON objects.
+const contentTypeJSON = "application/json"
+
+// idUserProperty is the user property that carries a result's id, so a
+// consumer can drop repeats without parsing the payload.
+const idUserProperty = "id"
+
+// errV5Refused is dial's answer from a broker that refuses MQTT 5 in its
+// CONNACK (a 3.1.1 broker's "unacceptable protocol version", or MQTT 5's
+// 0x84 "unsupported protocol version"): the publisher falls back to 3.1.1.
+var errV5Refused = errors.New("walsink: the broker refuses MQTT 5 (CONNACK: unsupported protocol version)")
+
+// errV5Closed is dial's answer from a broker that closed the connection
+// after the MQTT 5 CONNECT without a CONNACK (RabbitMQ's MQTT plugin does,
+// for a version it does not speak; a broker restarting might too): the
+// publisher tries 3.1.1 at once, and keeps it only if the broker accepts
+// it.
+var errV5Closed = errors.New("walsink: the broker closed the connection after the MQTT 5 CONNECT, without a CONNACK")
+
+// encodeConnectV5 encodes the sink's MQTT 5 CONNECT: clean start 0 and a
+// session that never expires (what 3.1.1's clean session 0 is: the session
+// must survive every reconnect and restart), or expires after
+// Options.SessionExpiry; the fixed client id, keepalive and credentials.
+func encodeConnectV5(o *Options) []byte {
+	pk := mp.Packet{
+		FixedHeader:     mp.FixedHeader{Type: mp.Connect},
+		ProtocolVersion: 5,
+		Connect: mp.ConnectParams{
+			ProtocolName:     []byte("MQTT"),
+			Clean:            false,
+			ClientIdentifier: o.ClientID,
+			Keepalive:        uint16(o.KeepAlive / time.Second),
+		},
+		Properties: mp.Properties{
+			SessionExpiryInterval:     math.MaxUint32, // never expires
+			SessionExpiryIntervalFlag: true,
+		},
+	}
+	if o.SessionExpiry > 0 {
+		pk.Properties.SessionExpiryInterval = uint32(o.SessionExpiry / time.Second)
+	}
+	if o.Username != "" {
+		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(o.Username)
+	}
+	if o.Password != "" {
+		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(o.Password)
+	}
+	var buf bytes.Buffer
+	_ = pk.ConnectEncode(&buf) // fails only on a PUBLISH without id
+	return buf.Bytes()
+}
+
+// connackInfo is what a CONNACK told the sink.
+type connackInfo struct {
+	present bool
+	version byte // the protocol version the connection speaks: 4 or 5
+	limits  brokerLimits
+}
+
+// readPacketV5 reads one MQTT 5 packet: the fixed header, the remaining
+// length, and the rest, decoded by mochi's codec. maxBody bounds the
+// remaining length (the broker's packets to a publisher are small).
+func readPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) {
+	hb, err := r.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	pk := &mp.Packet{ProtocolVersion: 5}
+	if err := pk.FixedHeader.Decode(hb); err != nil {
+		return nil, fmt.Errorf("fixed header %#x: %w", hb, err)
+	}
+	n, _, err := mp.DecodeLength(r)
+	if err != nil {
+		return nil, fmt.Errorf("remaining length: %w", err)
+	}
+	if n > maxBody {
+		return nil, fmt.Errorf("packet type %d of %d bytes, more than the %d a broker sends a publisher", pk.FixedHeader.Type, n, maxBody)
+	}
+	pk.FixedHeader.Remaining = n
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	switch pk.FixedHeader.Type {
+	case mp.Connack:
+		if n == 2 {
+			// A 3.1.1 CONNACK: no properties.
+			pk.ProtocolVersion = 4
+		}
+		err = pk.ConnackDecode(body)
+	case mp.Puback:
+		err = pk.PubackDecode(body)
+	case mp.Pubrec:
+		err = pk.PubrecDecode(body)
+	case mp.Pubcomp:
+		err = pk.PubcompDecode(body)
+	case mp.Pingresp:
+	case mp.Disconnect:
+		err = pk.DisconnectDecode(body)
+	default:
+		return nil, fmt.Errorf("unexpected packet type %d from the broker", pk.FixedHeader.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode packet type %d: %w", pk.FixedHeader.Type, err)
+	}
+	return pk, nil
+}
+
+// maxIncomingV5 bounds the packets read from the broker: acks, PINGRESP,
+// DISCONNECT and CONNACK, whose properties (reason strings, user
+// properties) are short.
+const maxIncomingV5 = 64 << 10
+
+// connackV5 interprets an MQTT 5 CONNACK (or the 3.1.1 one a broker that
+// does not speak 5 answers with).
+func connackV5(pk *mp.Packet) (connackInfo, error) {
+	if pk.FixedHeader.Type != mp.Connack {
+		return connackInfo{}, fmt.Errorf("walsink: expected CONNACK, got packet type %d", pk.FixedHeader.Type)
+	}
+	if pk.ProtocolVersion == 4 {
+		// A 3.1.1 broker answers an MQTT 5 CONNECT with return code 1,
+		// "unacceptable protocol version" (MQTT 3.1.1 §3.1.2.2); one that
+		// accepted it in a 3.1.1 CONNACK does not speak 5 either.
+		if pk.ReasonCode == 0 || pk.ReasonCode == mp.Err3UnsupportedProtocolVersion.Code {
+			return connackInfo{}, errV5Refused
+		}
+		return connackInfo{}, &connackError{code: pk.ReasonCode}
+	}
+	switch {
+	case pk.ReasonCode == mp.ErrUnsupportedProtocolVersion.Code:
+		return connackInfo{}, errV5Refused
+	case pk.ReasonCode >= 0x80:
+		return connackInfo{}, &connackError{code: pk.ReasonCode, v5: true, reason: pk.Properties.ReasonString}
+	}
+	p := &pk.Properties
+	lim := brokerLimits{receiveMax: int(p.ReceiveMaximum), maxQoS: 2, maxPacket: int64(p.MaximumPacketSize),
+		topicAliasMax: int(p.TopicAliasMaximum)}
+	if p.MaximumQosFlag {
+		lim.maxQoS = int(p.MaximumQos)
+	}
+	return connackInfo{present: pk.SessionPresent, version: 5, limits: lim}, nil
+}
+
+// reasonNames are the MQTT 5 reason codes of the packets the broker sends
+// a publisher (CONNACK, PUBACK, PUBREC, PUBCOMP, DISCONNECT), by the names
+// the specification gives them, in the style of a metric label.
+var reasonNames = map[byte]string{
+	0x00: "success",
+	0x04: "disconnect_with_will_message",
+	0x10: "no_matching_subscribers",
+	0x80: "unspecified_error",
+	0x81: "malformed_packet",
+	0x82: "protocol_error",
+	0x83: "implementation_specific_error",
+	0x84: "unsupported_protocol_version",
+	0x85: "client_identifier_not_valid",
+	0x86: "bad_user_name_or_password",
+	0x87: "not_authorized",
+	0x88: "server_unavailable",
+	0x89: "server_busy",
+	0x8A: "banned",
+	0x8B: "server_shutting_down",
+	0x8C: "bad_authentication_method",
+	0x8D: "keep_alive_timeout",
+	0x8E: "session_taken_over",
+	0x8F: "topic_filter_invalid",
+	0x90: "topic_name_invalid",
+	0x91: "packet_identifier_in_use",
+	0x92: "packet_identifier_not_found",
+	0x93: "receive_maximum_exceeded",
+	0x94: "topic_alias_invalid",
+	0x95: "packet_too_large",
+	0x96: "message_rate_too_high",
+	0x97: "quota_exceeded",
+	0x98: "administrative_action",
+	0x99: "payload_format_invalid",
+	0x9A: "retain_not_supported",
+	0x9B: "qos_not_supported",
+	0x9C: "use_another_server",
+	0x9D: "server_moved",
+	0x9E: "shared_subscriptions_not_supported",
+	0x9F: "connection_rate_exceeded",
+	0xA0: "maximum_connect_time",
+	0xA1: "subscription_identifiers_not_supported",
+	0xA2: "wildcard_subscriptions_not_supported",
+}
+
+// reasonName is code's name, e.g. "not_authorized", or "reason_0xNN" for a
+// code MQTT 5 does not define.
+func reasonName(code byte) string {
+	if n, ok := reasonNames[code]; ok {
+		return n
+	}
+	return fmt.Sprintf("reason_%#02x", code)
+}
+
+// v5Writer encodes the session's packets at MQTT 5 with mochi's codec.
+// It belongs to one connection: topic aliases are the connection's.
+type v5Writer struct {
+	pk  mp.Packet
+	buf bytes.Buffer
+	// aliasMax is the broker's Topic Alias Maximum (0: no aliases);
+	// aliases maps the topics given one, first come first served, for
+	// the connection's life: the first PUBLISH of a topic carries it and
+	// its alias, the later ones the alias alone (an empty topic).
+	aliasMax uint16
+	aliases  map[string]uint16
+	user     [1]mp.UserProperty // the id property, reused
+}
+
+// publish encodes a PUBLISH of a result: its id (from the payload) as the
+// user property "id", the content type application/json, and the Message
+// Expiry Interval expiry in seconds (0: none).
+func (w *v5Writer) publish(dst io.Writer, qos byte, id uint16, dup, retain bool, topic, payload []byte, expiry uint32) error {
+	w.pk = mp.Packet{
+		FixedHeader:     mp.FixedHeader{Type: mp.Publish, Qos: qos, Dup: dup, Retain: retain},
+		ProtocolVersion: 5,
+		PacketID:        id,
+		Payload:         payload,
+	}
+	if a, ok := w.aliases[string(topic)]; ok {
+		w.pk.Properties.TopicAlias, w.pk.Properties.TopicAliasFlag = a, true
+	} else {
+		w.pk.TopicName = string(topic)
+		if n := len(w.aliases); n < int(w.aliasMax) {
+			if w.aliases == nil {
+				w.aliases = make(map[string]uint16, w.aliasMax)
+			}
+			a := uint16(n + 1)
+			w.aliases[w.pk.TopicName] = a
+			w.pk.Properties.TopicAlias, w.pk.Properties.TopicAliasFlag = a, true
+		}
+	}
+	w.pk.Properties.ContentType = contentTypeJSON
+	w.pk.Properties.MessageExpiryInterval = expiry
+	if rid, ok := resultID(payload); ok {
+		w.user[0] = mp.UserProperty{Key: idUserProperty, Val: rid}
+		w.pk.Properties.User = w.user[:]
+	}
+	return w.flush(dst, w.pk.PublishEncode)
+}
+
+// pubrel encodes a PUBREL (the only acknowledgement a publisher sends).
+func (w *v5Writer) pubrel(dst io.Writer, id uint16) error {
+	w.pk = mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Pubrel, Qos: 1}, ProtocolVersion: 5, PacketID: id}
+	return w.flush(dst, w.pk.PubrelEncode)
+}
+
+func (w *v5Writer) pingreq(dst io.Writer) error {
+	w.pk = mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Pingreq}, ProtocolVersion: 5}
+	return w.flush(dst, w.pk.PingreqEncode)
+}
+
+func (w *v5Writer) flush(dst io.Writer, encode func(*bytes.Buffer) error) error {
+	w.buf.Reset()
+	if err := encode(&w.buf); err != nil {
+		return err
+	}
+	_, err := dst.Write(w.buf.Bytes())
+	return err
+}
+
+// publishSizeV5 is the size in bytes of the MQTT 5 PUBLISH (QoS 1 or 2)
+// that carries topic and payload as v5Writer.publish encodes it, with a
+// Message Expiry Interval when expiry: what the broker's Maximum Packet
+// Size bounds.
+func publishSizeV5(topic, payload []byte, expiry bool) int64 {
+	props := 1 + 2 + len(contentTypeJSON)
+	if expiry {
+		props += 1 + 4
+	}
+	if rid, ok := resultID(payload); ok {
+		props += 1 + 2 + len(idUserProperty) + 2 + len(rid)
+	}
+	rem := 2 + len(topic) + 2 + varintLen(props) + props + len(payload)
+	return int64(1 + varintLen(rem) + rem)
+}
+
+// PublishSize is the size in bytes of the MQTT 5 PUBLISH the sink sends
+// for a message of topic and payload, with a Message Expiry Interval when
+// expiry (Options.MessageExpiry set): what the broker's Maximum Packet
+// Size (Sink.MaxPacketSize) bounds.
+func PublishSize(topic, payload []byte, expiry bool) int64 {
+	return publishSizeV5(topic, payload, expiry)
+}
+
+// publishSizeV4 is the size of the MQTT 3.1.1 PUBLISH (QoS 1 or 2).
+func publishSizeV4(topic, payload []byte) int64 {
+	rem := 2 + len(topic) + 2 + len(payload)
+	return int64(1 + varintLen(rem) + rem)
+}
+
+// varintLen is the length of n as an MQTT variable byte integer.
+func varintLen(n int) int {
+	switch {
+	case n < 128:
+		return 1
+	case n < 16384:
+		return 2
+	case n < 2097152:
+		return 3
+	}
+	return 4
+}
+
+// resultID returns the "id" of a result: the payload's first member, as
+// Eddy's output record writes it ({"id":"…", …}). Payloads of another
+// shape have none.
+func resultID(payload []byte) (string, bool) {
+	const head = `{"id":"`
+	if !bytes.HasPrefix(payload, []byte(head)) {
+		return "", false
+	}
+	rest := payload[len(head):]
+	end, escaped := -1, false
+	for i := 0; i < len(rest); i++ {
+		switch rest[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			end = i
+		}
+		if end >= 0 {
+			break
+		}
+	}
+	if end < 0 {
+		return "", false
+	}
+	if !escaped {
+		return string(rest[:end]), true
+	}
+	var s string
+	if json.Unmarshal(payload[len(head)-1:len(head)+end+1], &s) != nil {
+		return "", false
+	}
+	return s, !strings.ContainsRune(s, 0)
+}
