@@ -54,14 +54,15 @@ type Clock[V any] struct {
 }
 
 type clockSlot[V any] struct {
-	// The hash and the key first: a lookup reads them.
+	// The hash and the key first: a lookup reads them; then the value, which
+	// a hit reads next (and a small one fills the padding after flags).
 	hash  uint64
 	short [clockInlineKey]byte // the key, if at most clockInlineKey bytes
 	klen  int32
 	flags uint8
+	val   V
 	long  []byte // the key, if longer; its buffer is kept for the slot's next key
 	bytes int    // charged for the slot
-	val   V
 }
 
 const (
