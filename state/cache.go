@@ -13,6 +13,12 @@ import (
 // Hot keys cost no allocation: the per-bucket maps are looked up with
 // string(key) conversions the compiler does not allocate for, and an update
 // reuses the entry's value buffer when it fits.
+//
+// It is not a Clock, though both evict by CLOCK: a Clock's owner writes a
+// victim back at once, but a dirty entry here can only go out in a batched
+// bbolt transaction, so eviction passes over dirty entries; and its entries
+// (raw bytes by bucket and key) are also the change tracking's record of
+// what the next snapshot copies.
 type cache struct {
 	index   []map[string]int32 // by Bucket: key → entries index
 	entries []entry

@@ -15,6 +15,12 @@
 // (CLOCK), after a write-back if too many are dirty. A hot key set costs no
 // allocation per Get or Put.
 //
+// Operators keep decoded state of their recently used keys in front of a
+// Backend in a Clock, a generic object cache: CLOCK eviction of whole keys
+// within a byte budget, dirty keys written back by their owner when evicted
+// or flushed. Unlike the write-back cache, it may evict dirty keys, since
+// its owner can write one back at once (into the Backend).
+//
 // # Key layout
 //
 // Keyed state: keyGroup (2 bytes, big-endian) | key | namespace, so the

@@ -82,6 +82,7 @@ type StateStore struct {
 	tried      bool      // admitting the current key was tried (once per SetCurrentKey)
 	kg         uint16
 	key        []byte
+	hash       uint64 // of key (state.Clock.Hash)
 
 	st       WindowState // scratch for windows of keys not cached (and once failed)
 	kbuf     []byte
@@ -186,25 +187,24 @@ func (s *StateStore) Flush() error {
 		return s.err
 	}
 	s.storeTimers()
-	c := &s.objs
-	for _, slot := range c.listed {
-		k := &c.keys[slot]
-		k.listed = false
-		if !k.dirty {
-			continue
-		}
-		k.dirty = false
-		for i := range k.wins {
-			if ow := &k.wins[i]; ow.dirty {
-				s.write(k, ow)
-			}
-		}
-		if k.setDirty {
-			s.writeSet(k)
+	_ = s.objs.Flush(s.writeKey) // writeKey keeps its errors in s.err
+	return s.err
+}
+
+// writeKey writes the dirty windows and merging set of the key in slot
+// into the backend. A failure is kept in s.err, not returned: the other
+// keys are written all the same, as before the first error.
+func (s *StateStore) writeKey(slot int32) error {
+	k := s.objs.Val(slot)
+	for i := range k.wins {
+		if ow := &k.wins[i]; ow.dirty {
+			s.write(slot, ow)
 		}
 	}
-	c.listed = c.listed[:0]
-	return s.err
+	if k.setDirty {
+		s.writeSet(slot)
+	}
+	return nil
 }
 
 // storeTimers writes the front's new timers into the backend (they stay in
@@ -238,9 +238,9 @@ func (s *StateStore) backendOnly(d Domain) bool {
 	return s.queues[d].Len() > s.front.stored[d]
 }
 
-// write encodes a cached window state into the backend.
-func (s *StateStore) write(k *objKey, ow *objWin) {
-	s.kbuf = AppendWindowKey(s.kbuf[:0], k.kg, k.key, ow.w)
+// write encodes a cached window state of the key in slot into the backend.
+func (s *StateStore) write(slot int32, ow *objWin) {
+	s.kbuf = AppendWindowKey(s.kbuf[:0], s.objs.Val(slot).kg, s.objs.Key(slot), ow.w)
 	s.vbuf = AppendWindowState(s.vbuf[:0], s.funcs, &ow.st)
 	if err := s.be.Put(s.bucket, s.kbuf, s.vbuf); err != nil {
 		s.fail(err)
@@ -253,27 +253,19 @@ func (s *StateStore) write(k *objKey, ow *objWin) {
 // key), and reports whether the cache is then within its budget.
 func (s *StateStore) makeRoom() bool {
 	c := &s.objs
-	for c.bytes > c.budget && c.dropSpare() {
+	for c.Over() && c.dropSpare() {
 	}
-	if c.bytes <= c.budget {
+	if !c.Over() {
 		return true
 	}
-	slot, ok := c.step(s.cur)
+	slot, ok := c.Step(s.cur)
 	if !ok {
 		return false
 	}
-	k := &c.keys[slot]
-	for i := range k.wins {
-		if ow := &k.wins[i]; ow.dirty {
-			s.write(k, ow)
-		}
-	}
-	if k.setDirty {
-		s.writeSet(k)
-	}
-	s.outside += len(k.wins)
+	_ = s.writeKey(slot) // kept in s.err
+	s.outside += len(c.Val(slot).wins)
 	c.drop(slot)
-	return c.bytes <= c.budget
+	return !c.Over()
 }
 
 // cached reports whether the current key is cached, admitting it if there is
@@ -291,7 +283,7 @@ func (s *StateStore) cached() bool {
 	if !s.makeRoom() {
 		return false
 	}
-	s.cur = s.objs.admit(s.kg, s.key)
+	s.cur = s.objs.admit(s.hash, s.kg, s.key)
 	return true
 }
 
@@ -360,19 +352,15 @@ func splitStateKey(k []byte) (key []byte, tag byte, err error) {
 
 // SetCurrentKey implements Store.
 func (s *StateStore) SetCurrentKey(keyGroup uint16, key []byte) {
-	if s.cur >= 0 {
-		k := &s.objs.keys[s.cur]
-		if k.kg == keyGroup && bytes.Equal(k.key, key) {
-			return
-		}
+	if s.cur >= 0 && s.objs.Val(s.cur).kg == keyGroup && bytes.Equal(s.objs.Key(s.cur), key) {
+		return
 	}
 	s.kg = keyGroup
 	s.key = append(s.key[:0], key...)
+	s.hash = s.objs.Hash(key)
 	s.tried = false
 	s.fk, s.fkLooked = nil, false
-	if s.cur = s.objs.lookup(key); s.cur >= 0 {
-		s.objs.keys[s.cur].ref = true
-	}
+	s.cur = s.objs.Lookup(s.hash, key)
 }
 
 // Window implements Store.
@@ -381,7 +369,7 @@ func (s *StateStore) Window(w Window) *WindowState {
 		return nil
 	}
 	if s.cur >= 0 {
-		k := &s.objs.keys[s.cur]
+		k := s.objs.Val(s.cur)
 		if i := k.findNear(w, s.lastWin); i >= 0 {
 			s.lastWin = i
 			return &k.wins[i].st
@@ -418,7 +406,7 @@ func (s *StateStore) Window(w Window) *WindowState {
 		return nil
 	}
 	ow.stored = true
-	s.objs.charge(ow)
+	s.objs.charge(s.cur, ow)
 	s.outside--
 	return &ow.st
 }
@@ -429,7 +417,7 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 		panic(fmt.Sprintf("window: CreateWindow with %d accumulators, the store has %d funcs", nAccs, len(s.funcs)))
 	}
 	ok := s.refresh()
-	if ok && s.cur >= 0 && s.objs.bytes > s.objs.budget {
+	if ok && s.cur >= 0 && s.objs.Over() {
 		s.makeRoom() // a cached key's windows grow the cache too
 	}
 	if !ok || !s.cached() {
@@ -449,7 +437,7 @@ func (s *StateStore) CreateWindow(w Window, nAccs int) *WindowState {
 	}
 	slot := s.cur
 	s.objs.addWin(slot, w)
-	k := &s.objs.keys[slot]
+	k := s.objs.Val(slot)
 	s.objs.markDirty(slot, len(k.wins)-1)
 	s.windows++
 	s.lastWin = len(k.wins) - 1
@@ -468,11 +456,11 @@ func (s *StateStore) PutWindow(w Window, st *WindowState) {
 		return
 	}
 	if s.cur >= 0 {
-		k := &s.objs.keys[s.cur]
+		k := s.objs.Val(s.cur)
 		if i := k.findFrom(w, s.lastWin); i >= 0 && &k.wins[i].st == st {
 			s.objs.markDirty(s.cur, i)
 			if s.objs.sketchy {
-				s.objs.charge(&k.wins[i])
+				s.objs.charge(s.cur, &k.wins[i])
 			}
 			return
 		}
@@ -515,7 +503,7 @@ func (s *StateStore) MoveWindow(from, to Window) bool {
 		s.put(to, st)
 		return s.err == nil
 	}
-	k := &s.objs.keys[s.cur]
+	k := s.objs.Val(s.cur)
 	i := k.find(from)
 	ow := &k.wins[i]
 	if ow.stored {
@@ -537,7 +525,7 @@ func (s *StateStore) DeleteWindow(w Window) {
 		return
 	}
 	if s.cur >= 0 {
-		k := &s.objs.keys[s.cur]
+		k := s.objs.Val(s.cur)
 		if i := k.find(w); i >= 0 {
 			if k.wins[i].stored {
 				s.kbuf = AppendWindowKey(s.kbuf[:0], s.kg, s.key, w)
@@ -572,7 +560,7 @@ func (s *StateStore) MergingWindows(dst []Window) []Window {
 		return dst
 	}
 	if s.cur >= 0 {
-		if k := &s.objs.keys[s.cur]; k.setKnown {
+		if k := s.objs.Val(s.cur); k.setKnown {
 			return append(dst, k.set...)
 		}
 	}
@@ -609,9 +597,11 @@ func (s *StateStore) PutMergingWindows(ws []Window) {
 	s.putSet(s.kg, s.key, ws)
 }
 
-// writeSet writes the cached merging set of k into the backend.
-func (s *StateStore) writeSet(k *objKey) {
-	s.putSet(k.kg, k.key, k.set)
+// writeSet writes the cached merging set of the key in slot into the
+// backend.
+func (s *StateStore) writeSet(slot int32) {
+	k := s.objs.Val(slot)
+	s.putSet(k.kg, s.objs.Key(slot), k.set)
 	k.setDirty = false
 }
 
@@ -706,7 +696,7 @@ func (s *StateStore) AddTimer(d Domain, time int64, w Window) {
 		// The front's memory does not shrink (reset keeps it): the
 		// window states get what the largest front left.
 		s.frontHigh = s.front.n
-		s.objs.budget = max(s.cacheBytes-s.frontHigh*frontTimerBytes, s.cacheBytes/2)
+		s.objs.SetBudget(max(s.cacheBytes-s.frontHigh*frontTimerBytes, s.cacheBytes/2))
 	}
 	if s.front.n > s.frontLimit {
 		s.spillTimers()
@@ -792,7 +782,7 @@ func (s *StateStore) PopTimer(d Domain, upTo int64) (Timer, bool) {
 // to StateStoreOptions.CacheBytes: its decoded window states and merging
 // sets and its timer front.
 func (s *StateStore) MemoryBytes() int64 {
-	return int64(s.objs.bytes + s.frontHigh*frontTimerBytes)
+	return int64(s.objs.Bytes() + s.frontHigh*frontTimerBytes)
 }
 
 // Counts implements Store.

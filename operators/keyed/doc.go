@@ -61,7 +61,7 @@
 // The per-key function state of a key is one value holding every call's
 // state, whatever the number of calls. It and the blocks' states are
 // CachedValues: they stay decoded in the operator's object cache between
-// readings (one map lookup per reading for all of a key's states), and go
+// readings (one state.Clock lookup per reading for all of a key's states), and go
 // to the backend, encoded, at Flush (a checkpoint) or when their key is
 // evicted; the cache is bounded by Options.CacheBytes and passes keys
 // through to the backend when full. With a TTL it follows Flink's

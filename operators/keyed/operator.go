@@ -118,7 +118,7 @@ type Operator struct {
 	curKnown bool
 	saveKey  []byte // the current key while a slot is written back
 	// hashKey, while release runs it, is the released reading's key, and
-	// hash its hash (keyIndex.hash), taken from the buffer.
+	// hash its hash (state.Clock.Hash), taken from the buffer.
 	hashKey []byte
 	hash    uint64
 	compact []byte // scratch of funcState.compact
@@ -154,7 +154,7 @@ func New(be state.Backend, opts Options) (*Operator, error) {
 		opts.CacheBytes = DefaultCacheBytes
 	}
 	o.opts.CacheBytes = opts.CacheBytes
-	o.objs = objCache{index: newKeyIndex(), budget: opts.CacheBytes, gen: be.Generation()}
+	o.objs = objCache{Clock: state.NewClock[objSlot](opts.CacheBytes), gen: be.Generation()}
 	o.cur = -1
 	dec := &funcState{}
 	dec.reset(len(opts.Calls))
@@ -200,7 +200,7 @@ func (o *Operator) StateTTL() state.TTLConfig {
 // MemoryBytes is what the operator holds in memory: the buffer (its runs,
 // heap and arenas) and the object cache of per-key states.
 func (o *Operator) MemoryBytes() int64 {
-	return int64(o.index.memoryBytes()) + int64(o.objs.bytes)
+	return int64(o.index.memoryBytes()) + int64(o.objs.Bytes())
 }
 
 // CacheBudget returns the bound of the object cache (Options.CacheBytes).
@@ -238,7 +238,7 @@ func (o *Operator) Process(r *Reading, wm int64, h Handler) (Outcome, error) {
 	if o.opts.Control {
 		payload = o.withControl(r)
 	}
-	o.index.push(r.Time, r.Seq, o.objs.index.hash(r.Key), o.key, payload, false)
+	o.index.push(r.Time, r.Seq, o.objs.Hash(r.Key), o.key, payload, false)
 	if o.index.live > maxPendingBytes {
 		// Memory is short: the buffer goes to the backend, whose cache
 		// writes it back to the working file as it fills.
@@ -537,7 +537,7 @@ func (o *Operator) sync() error {
 				bad = errBuffer
 				return false
 			}
-			o.index.push(t, binary.BigEndian.Uint64(k[8:]), o.objs.index.hash(k[bufferKeyHead:]), k, nil, true)
+			o.index.push(t, binary.BigEndian.Uint64(k[8:]), o.objs.Hash(k[bufferKeyHead:]), k, nil, true)
 			return true
 		})
 		if err == nil {

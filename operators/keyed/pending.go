@@ -72,7 +72,7 @@ type pendingRun struct {
 type pendingEntry struct {
 	time   int64
 	seq    uint64
-	hash   uint64 // of the reading's key (keyIndex.hash)
+	hash   uint64 // of the reading's key (state.Clock.Hash)
 	off    int    // the key, then the payload, in the arena
 	n      int    // key bytes
 	pn     int    // payload bytes; -1: not in memory (read it from the backend)

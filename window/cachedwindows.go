@@ -1,6 +1,7 @@
 package window
 
 import (
+	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window/aggregate"
 )
 
@@ -9,35 +10,26 @@ import (
 // re-encoding the window's bytes. It is pure memory bookkeeping: StateStore
 // decides what to read from and write back to the backend.
 //
-// Layout: one objKey per resident key (found without allocating through
-// map[string]int32 indexed by string(key)), holding the key's resident
-// windows in a small slice scanned linearly. Keys are evicted whole, chosen
-// by the CLOCK algorithm, when the approximate memory exceeds the budget.
-// Accumulator slices of deleted windows are kept (and charged) for reuse,
-// so a steady state of windows opening and closing does not allocate.
+// Layout: a state.Clock keeps the resident keys (found without allocating),
+// evicted whole by CLOCK when the approximate memory exceeds the budget;
+// each holds its resident windows in a small slice scanned linearly.
+// Accumulator slices of deleted windows are kept (and charged, to no key)
+// for reuse, so a steady state of windows opening and closing does not
+// allocate.
 type objCache struct {
-	index  map[string]int32 // key → keys index
-	keys   []objKey
-	free   []int32 // unused keys slots
-	listed []int32 // slots with a dirty window (objKey.listed), in no order
-	hand   int     // CLOCK hand
+	*state.Clock[objKey]
 
 	nAccs   int
 	sketchy bool // some func keeps a sketch: window sizes change as it grows
 
-	spare  [][]aggregate.Acc // accumulators of deleted windows, for reuse
-	bytes  int               // approximate memory held, spares included
-	budget int
+	spare [][]aggregate.Acc // accumulators of deleted windows, for reuse
 }
 
+// objKey is what the cache keeps of a resident key besides the key itself.
+// Its slot in the Clock is charged its windows' bytes and its merging set's.
 type objKey struct {
-	kg     uint16
-	key    []byte // the index key's bytes; kept (for reuse) in a free slot
-	wins   []objWin
-	used   bool // the slot holds a key
-	ref    bool // CLOCK reference bit
-	dirty  bool // some window, or the merging set, is dirty
-	listed bool // the slot is in objCache.listed
+	kg   uint16
+	wins []objWin
 
 	// The key's merging set (sessions), when setKnown; else only the
 	// backend knows it. setDirty: it differs from the backend.
@@ -54,48 +46,28 @@ type objWin struct {
 	stored bool // the backend holds a version of w (maybe an older one)
 }
 
-// Memory charged besides keys' and accumulators' bytes: an objKey with its
-// map entry, and an objWin.
+// Memory charged besides accumulators' bytes: an objWin, an accumulator
+// and a merging set's window.
 const (
-	objKeyOverhead = 160
 	objWinOverhead = 96
 	accBytes       = 40 // unsafe.Sizeof(aggregate.Acc{})
 	setWindowBytes = 16 // unsafe.Sizeof(Window{})
 )
 
 func newObjCache(budget int, funcs []aggregate.Func) objCache {
-	c := objCache{index: make(map[string]int32), nAccs: len(funcs), budget: budget}
+	c := objCache{Clock: state.NewClock[objKey](budget), nAccs: len(funcs)}
 	for _, f := range funcs {
 		c.sketchy = c.sketchy || f.UsesSketch()
 	}
 	return c
 }
 
-// lookup returns the slot of key, or -1.
-func (c *objCache) lookup(key []byte) int32 {
-	i, ok := c.index[string(key)]
-	if !ok {
-		return -1
-	}
-	return i
-}
-
-// admit makes key resident (it must not be) and returns its slot.
-func (c *objCache) admit(kg uint16, key []byte) int32 {
-	var i int32
-	if n := len(c.free); n > 0 {
-		i = c.free[n-1]
-		c.free = c.free[:n-1]
-	} else {
-		i = int32(len(c.keys))
-		c.keys = append(c.keys, objKey{})
-	}
-	k := &c.keys[i]
-	k.kg, k.key = kg, append(k.key[:0], key...)
-	k.used, k.ref = true, true
-	c.index[string(k.key)] = i
-	c.bytes += objKeyOverhead + 2*len(key)
-	return i
+// admit makes key, whose hash is h, resident (it must not be) and returns
+// its slot.
+func (c *objCache) admit(h uint64, kg uint16, key []byte) int32 {
+	slot := c.Admit(h, key, 0)
+	c.Val(slot).kg = kg // drop left the rest empty
+	return slot
 }
 
 // find returns the index of w among k's windows, or -1.
@@ -135,24 +107,25 @@ func (c *objCache) addWin(slot int32, w Window) *objWin {
 		accs = c.spare[n-1]
 		c.spare[n-1] = nil
 		c.spare = c.spare[:n-1]
-		c.bytes -= c.accsBytes(accs)
+		c.AddShared(-c.accsBytes(accs))
 		for i := range accs {
 			accs[i].Reset()
 		}
 	} else {
 		accs = make([]aggregate.Acc, c.nAccs)
 	}
-	k := &c.keys[slot]
+	k := c.Val(slot)
 	k.wins = append(k.wins, objWin{w: w, st: WindowState{NextEarly: NoTimer, Accs: accs}})
 	ow := &k.wins[len(k.wins)-1]
-	c.charge(ow)
+	c.charge(slot, ow)
 	return ow
 }
 
-// charge updates the memory charged for ow (a sketch may have grown).
-func (c *objCache) charge(ow *objWin) {
+// charge updates the memory charged for ow, a window of the key in slot (a
+// sketch may have grown).
+func (c *objCache) charge(slot int32, ow *objWin) {
 	n := objWinOverhead + c.accsBytes(ow.st.Accs)
-	c.bytes += n - ow.bytes
+	c.AddSlotBytes(slot, n-ow.bytes)
 	ow.bytes = n
 }
 
@@ -171,39 +144,33 @@ func (c *objCache) accsBytes(accs []aggregate.Acc) int {
 // markDirty records that window i of the key in slot differs from the
 // backend.
 func (c *objCache) markDirty(slot int32, i int) {
-	k := &c.keys[slot]
-	k.wins[i].dirty = true
-	k.dirty = true
-	if !k.listed {
-		k.listed = true
-		c.listed = append(c.listed, slot)
-	}
+	c.Val(slot).wins[i].dirty = true
+	c.MarkDirty(slot)
 }
 
 // putSet makes ws the cached merging set of the key in slot; dirty says it
 // differs from the backend.
 func (c *objCache) putSet(slot int32, ws []Window, dirty bool) {
-	k := &c.keys[slot]
+	k := c.Val(slot)
 	k.set = append(k.set[:0], ws...)
 	k.setKnown = true
-	c.bytes -= k.setBytes
-	k.setBytes = setWindowBytes * cap(k.set)
-	c.bytes += k.setBytes
+	n := setWindowBytes * cap(k.set)
+	c.AddSlotBytes(slot, n-k.setBytes)
+	k.setBytes = n
 	if dirty {
-		k.setDirty, k.dirty = true, true
-		if !k.listed {
-			k.listed = true
-			c.listed = append(c.listed, slot)
-		}
+		k.setDirty = true
+		c.MarkDirty(slot)
 	}
 }
 
 // removeWin deletes window i of the key in slot, keeping its accumulators
 // for reuse.
 func (c *objCache) removeWin(slot int32, i int) {
-	k := &c.keys[slot]
+	k := c.Val(slot)
 	ow := &k.wins[i]
-	c.bytes -= ow.bytes - c.accsBytes(ow.st.Accs) // the accumulators stay, as a spare
+	accs := c.accsBytes(ow.st.Accs)
+	c.AddSlotBytes(slot, -ow.bytes)
+	c.AddShared(accs) // the accumulators stay, as a spare
 	c.spare = append(c.spare, ow.st.Accs)
 	last := len(k.wins) - 1
 	k.wins[i] = k.wins[last]
@@ -217,65 +184,30 @@ func (c *objCache) dropSpare() bool {
 	if n == 0 {
 		return false
 	}
-	c.bytes -= c.accsBytes(c.spare[n-1])
+	c.AddShared(-c.accsBytes(c.spare[n-1]))
 	c.spare[n-1] = nil
 	c.spare = c.spare[:n-1]
 	return true
 }
 
-// step moves the CLOCK hand by one resident key other than skip: it clears
-// the key's reference bit, or, if the key was not used since the hand last
-// passed, returns its slot for eviction.
-func (c *objCache) step(skip int32) (int32, bool) {
-	if len(c.index) == 0 || len(c.index) == 1 && skip >= 0 {
-		return -1, false
-	}
-	for {
-		if c.hand >= len(c.keys) {
-			c.hand = 0
-		}
-		i := int32(c.hand)
-		k := &c.keys[i]
-		c.hand++
-		if !k.used || i == skip {
-			continue
-		}
-		if k.ref {
-			k.ref = false
-			return -1, false
-		}
-		return i, true
-	}
-}
-
 // drop forgets the key in slot and its windows (the caller wrote back what
 // had to be written).
 func (c *objCache) drop(slot int32) {
-	k := &c.keys[slot]
-	for i := range k.wins {
-		c.bytes -= k.wins[i].bytes
-	}
+	k := c.Val(slot)
 	clear(k.wins)
 	k.wins = k.wins[:0]
-	k.set, k.setKnown, k.setDirty = k.set[:0], false, false
-	c.bytes -= k.setBytes
-	k.setBytes = 0
-	delete(c.index, string(k.key))
-	c.bytes -= objKeyOverhead + 2*len(k.key)
-	k.used, k.ref, k.dirty = false, false, false // listed stays: the slot is still in c.listed
-	c.free = append(c.free, slot)
+	k.set, k.setKnown, k.setDirty, k.setBytes = k.set[:0], false, false, 0
+	c.Drop(slot) // its charge goes, the windows' and the set's with it
 }
 
 // reset forgets everything (after a Backend.Restore).
 func (c *objCache) reset() {
-	for i := range c.keys {
-		if c.keys[i].used {
+	for i := range c.Slots() {
+		if c.Resident(int32(i)) {
 			c.drop(int32(i))
 		}
-		c.keys[i].listed = false
 	}
-	c.listed = c.listed[:0]
+	c.Reset()
 	for c.dropSpare() {
 	}
-	c.hand = 0
 }

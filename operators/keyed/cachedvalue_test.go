@@ -48,10 +48,10 @@ func TestObjectCache_AnySizeSameOutput(t *testing.T) {
 				if err := got.ops[0].Flush(); err != nil {
 					t.Fatal(err)
 				}
-				if tc.bytes > 1 && got.ops[0].objs.bytes == 0 {
+				if tc.bytes > 1 && got.ops[0].objs.Bytes() == 0 {
 					t.Fatal("nothing cached: the test would not cover the cache")
 				}
-				if n := got.ops[0].objs.bytes; n > tc.bytes {
+				if n := got.ops[0].objs.Bytes(); n > tc.bytes {
 					t.Fatalf("the cache holds %d bytes, over its budget of %d", n, tc.bytes)
 				}
 				snap, err := be.Snapshot(true)
@@ -127,7 +127,7 @@ func TestObjectCache_ExpiredNeverReturned(t *testing.T) {
 	if fmt.Sprint(h.out) != fmt.Sprint(want) {
 		t.Fatalf("outputs %q, want %q", h.out, want)
 	}
-	if h.ops[0].objs.bytes == 0 {
+	if h.ops[0].objs.Bytes() == 0 {
 		t.Fatal("the key was not cached: the test would not cover the cache")
 	}
 }

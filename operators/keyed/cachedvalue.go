@@ -12,8 +12,8 @@ import (
 // a reading of a resident key costs one lookup for all its states, no
 // backend access, decoding or encoding. A changed state is encoded into the
 // backend only when it must leave memory: at a checkpoint (Operator.Flush)
-// or when its key is evicted. It is pure bookkeeping of slots; the
-// CachedValue states hold the values, one entry per slot.
+// or when its key is evicted. The state.Clock keeps the keys and their
+// slots; the CachedValue states hold the values, one entry per slot.
 //
 // Memory is bounded by Options.CacheBytes. When it is full, a key is
 // admitted only if one step of the CLOCK hand frees room (a key unused for
@@ -22,60 +22,22 @@ import (
 // keeps the part that fits (cyclic access would evict every key before its
 // next use under plain CLOCK), and cold keys still age out.
 type objCache struct {
-	index  keyIndex // key → slots index
-	slots  []objSlot
-	free   []int32 // unused slots
-	listed []int32 // slots with a dirty state (objSlot.listed), in no order
-	hand   int     // CLOCK hand
+	*state.Clock[objSlot]
 	states []cachedState
 	// perSlot is the memory of one slot's entries of every state, besides
-	// what cachedState.extraBytes reports.
+	// what cachedState.extraBytes reports: the Clock's charge for a slot.
 	perSlot int
-	bytes   int // approximate memory held
-	budget  int
 	gen     uint64 // the backend's Generation the cache is of
 	touched uint64 // what touch read: stored, so its loads are not optimized away
-	// touchSlots is touch's scratch: the slots of the keys it touches.
-	touchSlots []int32
+	// touchSlots and touchHashes are touch's scratch.
+	touchSlots  []int32
+	touchHashes []uint64
 }
 
+// objSlot is what the Clock keeps of a key besides the key itself.
 type objSlot struct {
-	short  [maxShortKey]byte // the key, if it is at most maxShortKey bytes
-	long   string            // else the key
-	hash   uint64            // of the key (keyIndex)
-	klen   int32
-	kg     uint16
-	used   bool // the slot holds a key
-	ref    bool // CLOCK reference bit
-	dirty  bool // some state's entry differs from the backend
-	listed bool // the slot is in objCache.listed
-	bytes  int  // memory charged for the slot
+	kg uint16
 }
-
-// objSlotOverhead approximates the memory of a slot besides a long key's
-// bytes and its states' entries: the objSlot and two to four index words.
-const objSlotOverhead = 104
-
-// maxShortKey is the longest key an objSlot holds inline.
-const maxShortKey = 24
-
-// key returns the slot's key, valid while the slot holds it.
-func (s *objSlot) key() []byte {
-	if s.klen <= maxShortKey {
-		return s.short[:s.klen]
-	}
-	return unsafe.Slice(unsafe.StringData(s.long), len(s.long))
-}
-
-func (s *objSlot) hasKey(key []byte) bool {
-	if len(key) <= maxShortKey {
-		return int(s.klen) == len(key) && string(s.short[:len(key)]) == string(key)
-	}
-	return s.long == string(key)
-}
-
-// longBytes is the memory of the slot's key outside the slot.
-func (s *objSlot) longBytes() int { return len(s.long) }
 
 // DefaultCacheBytes is Options.CacheBytes when it is 0: about 36,000 keys
 // of one per-key function's state (a slot and a 128-byte entry).
@@ -97,58 +59,20 @@ type cachedState interface {
 	touch(slots []int32) uint64
 }
 
-// admit makes key, whose hash is h, resident (it must not be) and
-// returns its slot.
-func (c *objCache) admit(h uint64, kg uint16, key []byte) int32 {
-	var i int32
-	if n := len(c.free); n > 0 {
-		i = c.free[n-1]
-		c.free = c.free[:n-1]
-	} else {
-		i = int32(len(c.slots))
-		c.slots = append(c.slots, objSlot{})
-	}
-	s := &c.slots[i]
-	*s = objSlot{hash: h, klen: int32(len(key)), kg: kg, ref: true, listed: s.listed}
-	if len(key) <= maxShortKey {
-		copy(s.short[:], key)
-	} else {
-		s.long = string(key)
-	}
-	s.bytes = objSlotOverhead + s.longBytes() + c.perSlot
-	c.index.insert(h, i, c.slots) // before used: a growing index puts the used slots back
-	s.used = true
-	c.bytes += s.bytes
-	return i
-}
-
 // touch reads the index words, the slots and the states' entries of the
-// keys of es ahead of their lookups. Past the CPU caches (100,000 keys) a
-// reading's lookup and state are a chain of cache misses in turn (index
-// word, slot, entry, the entry's own memory); loads issued together here,
-// one link of the chain for every key at a time, wait for memory together,
-// so the lookups and steps that follow find the lines cached (Go has no
-// prefetch).
+// keys of es ahead of their lookups (state.Clock.ReadAhead): past the CPU
+// caches (100,000 keys) a reading's lookup and state are a chain of cache
+// misses, and taken together for a group of readings they overlap.
 func (c *objCache) touch(es []pendingEntry) {
-	t := c.index.table
-	if c.index.n < touchMinKeys {
+	if c.Len() < touchMinKeys {
 		return
 	}
-	mask := uint64(len(t) - 1)
-	var sum uint64
+	hs := c.touchHashes[:0]
 	for i := range es {
-		sum += t[es[i].hash&mask]
+		hs = append(hs, es[i].hash)
 	}
-	slots := c.touchSlots[:0]
-	for i := range es {
-		// The key's first probe: its slot unless it collided, and then
-		// only this read is wasted.
-		if s := uint32(t[es[i].hash&mask]); s != 0 && int(s) <= len(c.slots) {
-			sl := &c.slots[s-1]
-			sum += sl.hash + uint64(sl.short[0]) // an objSlot may straddle two lines
-			slots = append(slots, int32(s-1))
-		}
-	}
+	c.touchHashes = hs
+	slots, sum := c.ReadAhead(hs, c.touchSlots[:0])
 	c.touchSlots = slots
 	for _, st := range c.states {
 		sum += st.touch(slots)
@@ -161,77 +85,34 @@ func (c *objCache) touch(es []pendingEntry) {
 // caches, so there is no miss to overlap.
 const touchMinKeys = 4096
 
-// markDirty records that a state's entry of slot differs from the backend.
-func (c *objCache) markDirty(slot int32) {
-	s := &c.slots[slot]
-	s.dirty = true
-	if !s.listed {
-		s.listed = true
-		c.listed = append(c.listed, slot)
-	}
-}
-
 // recharge updates the memory charged for slot after a state's entry grew
 // or shrank.
 func (c *objCache) recharge(slot int32) {
-	s := &c.slots[slot]
-	n := objSlotOverhead + s.longBytes() + c.perSlot
+	n := c.perSlot
 	for _, st := range c.states {
 		n += st.extraBytes(slot)
 	}
-	c.bytes += n - s.bytes
-	s.bytes = n
-}
-
-// step moves the CLOCK hand by one resident key: it clears the key's
-// reference bit, or, if the key was not used since the hand last passed,
-// returns its slot for eviction. It never returns skip.
-func (c *objCache) step(skip int32) (int32, bool) {
-	if c.index.n == 0 || c.index.n == 1 && skip >= 0 {
-		return -1, false
-	}
-	for {
-		if c.hand >= len(c.slots) {
-			c.hand = 0
-		}
-		i := int32(c.hand)
-		s := &c.slots[i]
-		c.hand++
-		if !s.used || i == skip {
-			continue
-		}
-		if s.ref {
-			s.ref = false
-			return -1, false
-		}
-		return i, true
-	}
+	c.Recharge(slot, n)
 }
 
 // drop forgets the key in slot and its entries (the caller wrote back what
 // had to be written).
 func (c *objCache) drop(slot int32) {
-	s := &c.slots[slot]
 	for _, st := range c.states {
 		st.forget(slot)
 	}
-	c.index.remove(s.hash, slot, c.slots)
-	c.bytes -= s.bytes
-	s.long, s.used, s.ref, s.dirty, s.bytes = "", false, false, false, 0 // listed stays: the slot is still in c.listed
-	c.free = append(c.free, slot)
+	c.Drop(slot)
 }
 
 // reset forgets every key without writing anything back (the backend was
 // restored).
 func (c *objCache) reset() {
-	for i := range c.slots {
-		if c.slots[i].used {
+	for i := range c.Slots() {
+		if c.Resident(int32(i)) {
 			c.drop(int32(i))
 		}
-		c.slots[i].listed = false
 	}
-	c.listed = c.listed[:0]
-	c.hand = 0
+	c.Reset()
 }
 
 // slot returns the cache slot of the context's current key, admitting the
@@ -247,7 +128,7 @@ func (o *Operator) slot() (int32, error) {
 	kg, key := o.kc.CurrentKey()
 	if o.curKnown && kg == o.curKG && string(key) == string(o.curKey) {
 		if o.cur >= 0 {
-			c.slots[o.cur].ref = true
+			c.Use(o.cur)
 		}
 		return o.cur, nil
 	}
@@ -256,30 +137,25 @@ func (o *Operator) slot() (int32, error) {
 	if o.hashKey != nil && string(key) == string(o.hashKey) {
 		h = o.hash
 	} else {
-		h = c.index.hash(key)
+		h = c.Hash(key)
 	}
-	o.cur = c.index.find(h, key, c.slots)
-	if o.cur >= 0 {
-		c.slots[o.cur].ref = true
+	if o.cur = c.Lookup(h, key); o.cur >= 0 {
 		return o.cur, nil
 	}
-	need := objSlotOverhead + c.perSlot
-	if len(key) > maxShortKey {
-		need += len(key)
-	}
-	if c.bytes+need > c.budget {
-		victim, ok := c.step(-1)
+	if need := c.Cost(len(key), c.perSlot); c.Bytes()+need > c.Budget() {
+		victim, ok := c.Step(-1)
 		if !ok {
 			return -1, nil
 		}
 		if err := o.evict(victim); err != nil {
 			return -1, err
 		}
-		if c.bytes+need > c.budget {
+		if c.Bytes()+need > c.Budget() {
 			return -1, nil
 		}
 	}
-	o.cur = c.admit(h, o.curKG, o.curKey)
+	o.cur = c.Admit(h, o.curKey, c.perSlot)
+	c.Val(o.cur).kg = o.curKG
 	return o.cur, nil
 }
 
@@ -287,8 +163,8 @@ func (o *Operator) slot() (int32, error) {
 // key's entry grew), for at most two turns of the CLOCK hand.
 func (o *Operator) trim(keep int32) error {
 	c := &o.objs
-	for steps := 0; c.bytes > c.budget && steps < 2*len(c.slots); steps++ {
-		if victim, ok := c.step(keep); ok {
+	for steps := 0; c.Over() && steps < 2*c.Slots(); steps++ {
+		if victim, ok := c.Step(keep); ok {
 			if err := o.evict(victim); err != nil {
 				return err
 			}
@@ -299,8 +175,10 @@ func (o *Operator) trim(keep int32) error {
 
 // evict writes slot's dirty entries back and drops it.
 func (o *Operator) evict(slot int32) error {
-	if err := o.writeBack(slot); err != nil {
-		return err
+	if o.objs.Clean(slot) {
+		if err := o.writeBack(slot); err != nil {
+			return err
+		}
 	}
 	o.objs.drop(slot)
 	return nil
@@ -310,14 +188,9 @@ func (o *Operator) evict(slot int32) error {
 // slot's key current for the time being.
 func (o *Operator) writeBack(slot int32) error {
 	c := &o.objs
-	s := &c.slots[slot]
-	if !s.dirty {
-		return nil
-	}
-	s.dirty = false
 	kg, key := o.kc.CurrentKey()
 	o.saveKey = append(o.saveKey[:0], key...)
-	o.kc.SetCurrentKey(s.kg, s.key())
+	o.kc.SetCurrentKey(c.Val(slot).kg, c.Key(slot))
 	var err error
 	for _, st := range c.states {
 		if err = st.writeBack(slot); err != nil {
@@ -337,14 +210,7 @@ func (o *Operator) flushCache() error {
 		o.curKey, o.curKnown = o.curKey[:0], false
 		return nil
 	}
-	for _, slot := range c.listed {
-		c.slots[slot].listed = false
-		if err := o.writeBack(slot); err != nil {
-			return err
-		}
-	}
-	c.listed = c.listed[:0]
-	return nil
+	return c.Flush(o.writeBack)
 }
 
 // CachedValue is a per-key value state of an Operator (the pipeline's
@@ -469,7 +335,7 @@ func (c *CachedValue[T]) written(e *cachedEntry[T], slot int32) error {
 	}
 	if !e.dirty {
 		e.dirty = true
-		c.op.objs.markDirty(slot)
+		c.op.objs.MarkDirty(slot)
 	}
 	if c.extra != nil {
 		c.op.objs.recharge(slot)
