@@ -32,6 +32,7 @@ type mqttProxy struct {
 	toLose atomic.Int64 // PUBACKs still to swallow
 	held   atomic.Int64 // PUBACKs swallowed
 	paused atomic.Bool
+	last   atomic.Int64 // when the last event was recorded (Unix ns)
 
 	mu     sync.Mutex
 	out    *bufio.Writer // nil: no trace file
@@ -243,6 +244,13 @@ func (p *mqttProxy) record(e proxyEvent) {
 	p.mu.Lock()
 	p.events = append(p.events, e)
 	p.mu.Unlock()
+	p.last.Store(time.Now().UnixNano())
+}
+
+// quiet is how long the proxy has relayed no PUBLISH and no PUBACK (or
+// PUBREC, PUBREL, PUBCOMP), either way.
+func (p *mqttProxy) quiet() time.Duration {
+	return time.Since(time.Unix(0, p.last.Load()))
 }
 
 // Events returns what the proxy saw so far, in order.
