@@ -434,8 +434,8 @@ func sameAedesWindows(t *testing.T, f brokerFaults, readings, devices, rate int,
 		sameWindows(t, pacedWindows(readings, devices, rate), got, kills)
 		return
 	}
-	t.Logf("aedes, by the packet trace: %d acks taken for another message with the same packet id, %d readings removed from the session by them (%d never reached the agent at all); %d sent again on the connection their ack had reached; %d readings allowed a second copy",
-		f.collisions, f.removed, f.undelivered, f.again, f.kept)
+	t.Logf("aedes, by the packet trace: %d acks taken for another message with the same packet id, %d readings removed from the session by them (%d readings never reached the agent at all); %d sent again on the connection their ack had reached; %d sent again on a later connection with the id of an ack aedes had read (that ack removed a message whose id never reached the wire); %d readings allowed a second copy",
+		f.collisions, f.removed, f.undelivered, f.again, f.unseen, f.kept)
 	rng := rand.New(rand.NewPCG(21, 22))
 	want := map[string]*windowBounds{}
 	for j := 0; j < readings; j++ {

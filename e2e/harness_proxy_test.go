@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -46,13 +47,17 @@ type mqttProxy struct {
 // 1; toAgent is the broker's side; lost marks a PUBLISH the broker wrote
 // after the agent's side had closed (it never reached the agent); seq is
 // the reading's (-1 for none), result the id of a result the agent
-// published ("" for none).
+// published ("" for none). kind pktEnd marks where one side's input of a
+// connection ended: toAgent for the broker's side (eof: the broker closed
+// the socket with nothing of the agent's left unread; else a reset, or the
+// proxy stopped waiting), else the agent's.
 type proxyEvent struct {
 	conn    int
 	kind    byte
 	toAgent bool
 	publish bool
 	lost    bool
+	eof     bool
 	id      uint16
 	seq     int
 	result  string
@@ -65,6 +70,7 @@ const (
 	pktPubrec  = 5
 	pktPubrel  = 6
 	pktPubcomp = 7
+	pktEnd     = 16 // not an MQTT packet: one side's input ended
 )
 
 // startMQTTProxy listens on loopback and relays to broker (host:port). trace,
@@ -164,6 +170,7 @@ func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
 	for {
 		pkt, err := readPacket(r)
 		if err != nil {
+			p.record(proxyEvent{conn: n, kind: pktEnd, toAgent: dir == "B>A", eof: errors.Is(err, io.EOF), seq: -1})
 			if dir == "A>B" {
 				// The agent is gone: the broker sees the end of its
 				// input, and the other side reads what it still sends.
@@ -370,6 +377,13 @@ type brokerFaults struct {
 	// the agent's PUBACK for them had reached it there: a new publication
 	// by MQTT's rules (§4.3.2), aedes' duplicate.
 	again int
+	// unseen counts readings aedes sent again on a later connection, with
+	// the packet id of their PUBACK, after it had read that PUBACK: the
+	// trace shows no other message holding the id, so the ack removed one
+	// whose id aedes gave but never wrote (on a connection it went on
+	// numbering messages for after their bytes could no longer leave, see
+	// unwritten), and aedes kept the one acknowledged. Allowed once more.
+	unseen int
 }
 
 // aedesFaults replays the trace against aedes' session store as aedes 1.2.0
@@ -393,6 +407,14 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 	delivered := map[int]bool{}   // reached the agent at least once
 	ackedOn := map[int]int{}      // reading → connection its ack was relayed on
 	removedBy := map[int]bool{}   // removed from the store by another reading's ack
+	lastSent := map[int]int{}     // reading → index of its last PUBLISH
+	tookAck := map[int]proxyAck{} // reading → its ack, which removed no other reading the trace shows
+	var acks []proxyAck           // every PUBACK matched to the reading it was meant for
+	type resent struct {
+		seq int
+		ack proxyAck
+	}
+	var again []resent // sent again on a later connection, same id, after such an ack
 	drop := func(id uint16, seq int) {
 		o := owners[id]
 		if i := slices.Index(o, seq); i >= 0 {
@@ -400,9 +422,10 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 		}
 		delete(owned, seq)
 	}
-	for _, e := range events {
+	for i, e := range events {
 		switch {
 		case e.publish && e.toAgent && e.seq >= 0:
+			lastSent[e.seq] = i
 			if id, ok := owned[e.seq]; ok {
 				drop(id, e.seq)
 			}
@@ -414,7 +437,10 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 				if ackedOn[e.seq] == e.conn {
 					f.hi[e.seq]++
 					f.again++
+				} else if a, ok := tookAck[e.seq]; ok && a.id == e.id {
+					again = append(again, resent{e.seq, a})
 				}
+				delete(tookAck, e.seq)
 				delivered[e.seq] = true
 				k := [2]int{e.conn, int(e.id)}
 				pending[k] = append(pending[k], e.seq)
@@ -426,6 +452,7 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 			}
 			meant := pending[k][0]
 			pending[k] = pending[k][1:]
+			acks = append(acks, proxyAck{conn: e.conn, at: i, id: e.id, seq: meant})
 			o := owners[e.id]
 			if len(o) == 0 {
 				continue
@@ -437,7 +464,19 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 				f.collisions++
 				removedBy[victim] = true
 				f.hi[meant]++ // aedes keeps it: one more copy later
+			} else {
+				tookAck[meant] = acks[len(acks)-1]
 			}
+		}
+	}
+	// A reading aedes sent again on a later connection with the id of an
+	// ack it had read: it kept the reading, so that ack removed another
+	// message with the id, one the trace never shows with it.
+	read := readUpTo(events, acks, lastSent)
+	for _, r := range again {
+		if r.ack.at <= read[r.ack.conn] {
+			f.hi[r.seq]++
+			f.unseen++
 		}
 	}
 	for s := range readings {
@@ -463,6 +502,70 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 		}
 	}
 	return f
+}
+
+// proxyAck is a PUBACK the agent sent (at: its index in the events) and
+// the reading it was meant for.
+type proxyAck struct {
+	conn, at int
+	id       uint16
+	seq      int
+}
+
+// readUpTo maps each connection to the index of its last event that aedes
+// provably read (-1 if none), acks processing in order:
+//   - a connection whose agent side ended first and whose broker side then
+//     ended with EOF was read to its end: the proxy ends aedes' input after
+//     everything the agent sent, aedes closes the connection when its input
+//     ends, which comes only after every byte before it was read, and a
+//     socket closed with bytes unread resets instead (a connection aedes
+//     closed first, on a client error, may have left acks unread);
+//   - a PUBACK was read if the reading it was meant for is never sent
+//     again (once aedes is done sending: the tests wait for that) and no
+//     other PUBACK with its id followed its last sending: nothing else
+//     could remove it from the session. aedes reads a connection in order,
+//     so every PUBACK before it there was read too.
+func readUpTo(events []proxyEvent, acks []proxyAck, lastSent map[int]int) map[int]int {
+	read := map[int]int{}
+	ended := map[int]bool{} // the agent's side ended, the broker's not yet
+	decided := map[int]bool{}
+	for i, e := range events {
+		if _, ok := read[e.conn]; !ok {
+			read[e.conn] = -1
+		}
+		if e.kind != pktEnd || decided[e.conn] {
+			continue
+		}
+		switch {
+		case !e.toAgent:
+			ended[e.conn] = true
+		case ended[e.conn] && e.eof:
+			read[e.conn] = i
+			decided[e.conn] = true
+		default:
+			decided[e.conn] = true
+		}
+	}
+	ackedAt := map[uint16][]int{} // id → indexes of its PUBACKs
+	for _, a := range acks {
+		ackedAt[a.id] = append(ackedAt[a.id], a.at)
+	}
+	for _, a := range acks {
+		if lastSent[a.seq] > a.at || a.at <= read[a.conn] {
+			continue
+		}
+		alone := true
+		for _, j := range ackedAt[a.id] {
+			if j != a.at && j > lastSent[a.seq] {
+				alone = false
+				break
+			}
+		}
+		if alone {
+			read[a.conn] = a.at
+		}
+	}
+	return read
 }
 
 // unwritten adds to events the ids aedes gave readings on a dead connection
