@@ -408,6 +408,7 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 	ackedOn := map[int]int{}      // reading → connection its ack was relayed on
 	removedBy := map[int]bool{}   // removed from the store by another reading's ack
 	lastSent := map[int]int{}     // reading → index of its last PUBLISH
+	firstSent := map[[2]int]int{} // (reading, id) → index of its first PUBLISH with the id
 	tookAck := map[int]proxyAck{} // reading → its ack, which removed no other reading the trace shows
 	var acks []proxyAck           // every PUBACK matched to the reading it was meant for
 	type resent struct {
@@ -426,6 +427,9 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 		switch {
 		case e.publish && e.toAgent && e.seq >= 0:
 			lastSent[e.seq] = i
+			if _, ok := firstSent[[2]int{e.seq, int(e.id)}]; !ok {
+				firstSent[[2]int{e.seq, int(e.id)}] = i
+			}
 			if id, ok := owned[e.seq]; ok {
 				drop(id, e.seq)
 			}
@@ -472,7 +476,7 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 	// A reading aedes sent again on a later connection with the id of an
 	// ack it had read: it kept the reading, so that ack removed another
 	// message with the id, one the trace never shows with it.
-	read := readUpTo(events, acks, lastSent)
+	read := readUpTo(events, acks, lastSent, firstSent)
 	for _, r := range again {
 		if r.ack.at <= read[r.ack.conn] {
 			f.hi[r.seq]++
@@ -521,11 +525,15 @@ type proxyAck struct {
 //     socket closed with bytes unread resets instead (a connection aedes
 //     closed first, on a client error, may have left acks unread);
 //   - a PUBACK was read if the reading it was meant for is never sent
-//     again (once aedes is done sending: the tests wait for that) and no
-//     other PUBACK with its id followed its last sending: nothing else
-//     could remove it from the session. aedes reads a connection in order,
-//     so every PUBACK before it there was read too.
-func readUpTo(events []proxyEvent, acks []proxyAck, lastSent map[int]int) map[int]int {
+//     again (once aedes is done sending: the tests wait for that), and so
+//     is none of the readings of the k other PUBACKs with its id that
+//     followed that reading's last sending, each first sent with the id
+//     after it: those k+1 readings held the id in the session after that
+//     point (aedes writes no message it no longer holds), all are gone,
+//     and only those k+1 acks could remove them, one each; so each was
+//     read, this one too. aedes reads a connection in order, so every
+//     PUBACK before it there was read too.
+func readUpTo(events []proxyEvent, acks []proxyAck, lastSent map[int]int, firstSent map[[2]int]int) map[int]int {
 	read := map[int]int{}
 	ended := map[int]bool{} // the agent's side ended, the broker's not yet
 	decided := map[int]bool{}
@@ -546,22 +554,35 @@ func readUpTo(events []proxyEvent, acks []proxyAck, lastSent map[int]int) map[in
 			decided[e.conn] = true
 		}
 	}
-	ackedAt := map[uint16][]int{} // id → indexes of its PUBACKs
+	byIndex := map[int]proxyAck{}
 	for _, a := range acks {
-		ackedAt[a.id] = append(ackedAt[a.id], a.at)
+		byIndex[a.at] = a
+	}
+	ackedAt := map[uint16][]int{} // id → indexes of all its PUBACKs, matched or not
+	for i, e := range events {
+		if e.kind == pktPuback && !e.toAgent {
+			ackedAt[e.id] = append(ackedAt[e.id], i)
+		}
 	}
 	for _, a := range acks {
 		if lastSent[a.seq] > a.at || a.at <= read[a.conn] {
 			continue
 		}
-		alone := true
+		// Every reading acked with this id since a's was last sent is
+		// gone too, and was sent after it (it held the id only then):
+		// these readings needed as many removals as there are acks.
+		proven := true
 		for _, j := range ackedAt[a.id] {
-			if j != a.at && j > lastSent[a.seq] {
-				alone = false
+			if j == a.at || j <= lastSent[a.seq] {
+				continue
+			}
+			o, ok := byIndex[j]
+			if !ok || lastSent[o.seq] > j || firstSent[[2]int{o.seq, int(a.id)}] <= lastSent[a.seq] {
+				proven = false
 				break
 			}
 		}
-		if alone {
+		if proven {
 			read[a.conn] = a.at
 		}
 	}
