@@ -270,8 +270,8 @@ func aedesCrash(t *testing.T, hold string, readings, devices, rate, kills int, s
 	// output. aedes decides when it sends its stored messages (under load,
 	// tens of seconds after the live ones), and a reading it has not sent
 	// yet is not one it lost: first wait until it has sent nothing for
-	// aedesQuiet and the agent has acknowledged nothing for as long (what
-	// it received is logged), then until the results hold every reading
+	// aedesQuiet to the connected agent, and the agent has acknowledged
+	// nothing for as long (what it received is logged), then until the results hold every reading
 	// the packet trace does not prove aedes lost. (The windows' n are last
 	// firings, so a window's late updates are in them.)
 	total := func() int {
@@ -286,8 +286,10 @@ func aedesCrash(t *testing.T, hold string, readings, devices, rate, kills int, s
 		return n
 	}
 	settled := func() error {
-		if q := proxy.quiet(); q < aedesQuiet {
-			return fmt.Errorf("aedes and the agent still exchanging messages (%v ago)", q.Round(time.Millisecond))
+		if q := proxy.quiet(); q < aedesQuiet || !proxy.open() {
+			// Quiet only counts with the agent connected: aedes sends
+			// nothing to a session without a connection.
+			return fmt.Errorf("aedes and the agent exchanged messages %v ago (connected: %v)", q.Round(time.Millisecond), proxy.open())
 		}
 		need := aedesFaults(proxy.Events(), readings).countedAtLeast(readings)
 		if got := total(); got < need {

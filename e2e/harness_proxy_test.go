@@ -140,6 +140,14 @@ func (p *mqttProxy) connections() int {
 	return p.conns
 }
 
+// open reports whether a connection is being relayed (the client is
+// connected to the broker through the proxy).
+func (p *mqttProxy) open() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.live) > 0
+}
+
 // resume lets connections in again.
 func (p *mqttProxy) resume() { p.paused.Store(false) }
 
