@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,7 @@ type mqttProxy struct {
 	toLose atomic.Int64 // PUBACKs still to swallow
 	held   atomic.Int64 // PUBACKs swallowed
 	paused atomic.Bool
+	last   atomic.Int64 // when the last event was recorded (Unix ns)
 
 	mu     sync.Mutex
 	out    *bufio.Writer // nil: no trace file
@@ -45,13 +47,17 @@ type mqttProxy struct {
 // 1; toAgent is the broker's side; lost marks a PUBLISH the broker wrote
 // after the agent's side had closed (it never reached the agent); seq is
 // the reading's (-1 for none), result the id of a result the agent
-// published ("" for none).
+// published ("" for none). kind pktEnd marks where one side's input of a
+// connection ended: toAgent for the broker's side (eof: the broker closed
+// the socket with nothing of the agent's left unread; else a reset, or the
+// proxy stopped waiting), else the agent's.
 type proxyEvent struct {
 	conn    int
 	kind    byte
 	toAgent bool
 	publish bool
 	lost    bool
+	eof     bool
 	id      uint16
 	seq     int
 	result  string
@@ -64,6 +70,7 @@ const (
 	pktPubrec  = 5
 	pktPubrel  = 6
 	pktPubcomp = 7
+	pktEnd     = 16 // not an MQTT packet: one side's input ended
 )
 
 // startMQTTProxy listens on loopback and relays to broker (host:port). trace,
@@ -133,6 +140,14 @@ func (p *mqttProxy) connections() int {
 	return p.conns
 }
 
+// open reports whether a connection is being relayed (the client is
+// connected to the broker through the proxy).
+func (p *mqttProxy) open() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.live) > 0
+}
+
 // resume lets connections in again.
 func (p *mqttProxy) resume() { p.paused.Store(false) }
 
@@ -163,6 +178,7 @@ func (p *mqttProxy) relay(n int, dir string, from, to net.Conn) {
 	for {
 		pkt, err := readPacket(r)
 		if err != nil {
+			p.record(proxyEvent{conn: n, kind: pktEnd, toAgent: dir == "B>A", eof: errors.Is(err, io.EOF), seq: -1})
 			if dir == "A>B" {
 				// The agent is gone: the broker sees the end of its
 				// input, and the other side reads what it still sends.
@@ -243,6 +259,13 @@ func (p *mqttProxy) record(e proxyEvent) {
 	p.mu.Lock()
 	p.events = append(p.events, e)
 	p.mu.Unlock()
+	p.last.Store(time.Now().UnixNano())
+}
+
+// quiet is how long the proxy has relayed no PUBLISH and no PUBACK (or
+// PUBREC, PUBREL, PUBCOMP), either way.
+func (p *mqttProxy) quiet() time.Duration {
+	return time.Since(time.Unix(0, p.last.Load()))
 }
 
 // Events returns what the proxy saw so far, in order.
@@ -362,6 +385,13 @@ type brokerFaults struct {
 	// the agent's PUBACK for them had reached it there: a new publication
 	// by MQTT's rules (§4.3.2), aedes' duplicate.
 	again int
+	// unseen counts readings aedes sent again on a later connection, with
+	// the packet id of their PUBACK, after it had read that PUBACK: the
+	// trace shows no other message holding the id, so the ack removed one
+	// whose id aedes gave but never wrote (on a connection it went on
+	// numbering messages for after their bytes could no longer leave, see
+	// unwritten), and aedes kept the one acknowledged. Allowed once more.
+	unseen int
 }
 
 // aedesFaults replays the trace against aedes' session store as aedes 1.2.0
@@ -385,6 +415,15 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 	delivered := map[int]bool{}   // reached the agent at least once
 	ackedOn := map[int]int{}      // reading → connection its ack was relayed on
 	removedBy := map[int]bool{}   // removed from the store by another reading's ack
+	lastSent := map[int]int{}     // reading → index of its last PUBLISH
+	firstSent := map[[2]int]int{} // (reading, id) → index of its first PUBLISH with the id
+	tookAck := map[int]proxyAck{} // reading → its ack, which removed no other reading the trace shows
+	var acks []proxyAck           // every PUBACK matched to the reading it was meant for
+	type resent struct {
+		seq int
+		ack proxyAck
+	}
+	var again []resent // sent again on a later connection, same id, after such an ack
 	drop := func(id uint16, seq int) {
 		o := owners[id]
 		if i := slices.Index(o, seq); i >= 0 {
@@ -392,9 +431,13 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 		}
 		delete(owned, seq)
 	}
-	for _, e := range events {
+	for i, e := range events {
 		switch {
 		case e.publish && e.toAgent && e.seq >= 0:
+			lastSent[e.seq] = i
+			if _, ok := firstSent[[2]int{e.seq, int(e.id)}]; !ok {
+				firstSent[[2]int{e.seq, int(e.id)}] = i
+			}
 			if id, ok := owned[e.seq]; ok {
 				drop(id, e.seq)
 			}
@@ -406,7 +449,10 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 				if ackedOn[e.seq] == e.conn {
 					f.hi[e.seq]++
 					f.again++
+				} else if a, ok := tookAck[e.seq]; ok && a.id == e.id {
+					again = append(again, resent{e.seq, a})
 				}
+				delete(tookAck, e.seq)
 				delivered[e.seq] = true
 				k := [2]int{e.conn, int(e.id)}
 				pending[k] = append(pending[k], e.seq)
@@ -418,6 +464,7 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 			}
 			meant := pending[k][0]
 			pending[k] = pending[k][1:]
+			acks = append(acks, proxyAck{conn: e.conn, at: i, id: e.id, seq: meant})
 			o := owners[e.id]
 			if len(o) == 0 {
 				continue
@@ -429,7 +476,19 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 				f.collisions++
 				removedBy[victim] = true
 				f.hi[meant]++ // aedes keeps it: one more copy later
+			} else {
+				tookAck[meant] = acks[len(acks)-1]
 			}
+		}
+	}
+	// A reading aedes sent again on a later connection with the id of an
+	// ack it had read: it kept the reading, so that ack removed another
+	// message with the id, one the trace never shows with it.
+	read := readUpTo(events, acks, lastSent, firstSent)
+	for _, r := range again {
+		if r.ack.at <= read[r.ack.conn] {
+			f.hi[r.seq]++
+			f.unseen++
 		}
 	}
 	for s := range readings {
@@ -455,6 +514,87 @@ func aedesFaults(events []proxyEvent, readings int) brokerFaults {
 		}
 	}
 	return f
+}
+
+// proxyAck is a PUBACK the agent sent (at: its index in the events) and
+// the reading it was meant for.
+type proxyAck struct {
+	conn, at int
+	id       uint16
+	seq      int
+}
+
+// readUpTo maps each connection to the index of its last event that aedes
+// provably read (-1 if none), acks processing in order:
+//   - a connection whose agent side ended first and whose broker side then
+//     ended with EOF was read to its end: the proxy ends aedes' input after
+//     everything the agent sent, aedes closes the connection when its input
+//     ends, which comes only after every byte before it was read, and a
+//     socket closed with bytes unread resets instead (a connection aedes
+//     closed first, on a client error, may have left acks unread);
+//   - a PUBACK was read if the reading it was meant for is never sent
+//     again (once aedes is done sending: the tests wait for that), and so
+//     is none of the readings of the k other PUBACKs with its id that
+//     followed that reading's last sending, each first sent with the id
+//     after it: those k+1 readings held the id in the session after that
+//     point (aedes writes no message it no longer holds), all are gone,
+//     and only those k+1 acks could remove them, one each; so each was
+//     read, this one too. aedes reads a connection in order, so every
+//     PUBACK before it there was read too.
+func readUpTo(events []proxyEvent, acks []proxyAck, lastSent map[int]int, firstSent map[[2]int]int) map[int]int {
+	read := map[int]int{}
+	ended := map[int]bool{} // the agent's side ended, the broker's not yet
+	decided := map[int]bool{}
+	for i, e := range events {
+		if _, ok := read[e.conn]; !ok {
+			read[e.conn] = -1
+		}
+		if e.kind != pktEnd || decided[e.conn] {
+			continue
+		}
+		switch {
+		case !e.toAgent:
+			ended[e.conn] = true
+		case ended[e.conn] && e.eof:
+			read[e.conn] = i
+			decided[e.conn] = true
+		default:
+			decided[e.conn] = true
+		}
+	}
+	byIndex := map[int]proxyAck{}
+	for _, a := range acks {
+		byIndex[a.at] = a
+	}
+	ackedAt := map[uint16][]int{} // id → indexes of all its PUBACKs, matched or not
+	for i, e := range events {
+		if e.kind == pktPuback && !e.toAgent {
+			ackedAt[e.id] = append(ackedAt[e.id], i)
+		}
+	}
+	for _, a := range acks {
+		if lastSent[a.seq] > a.at || a.at <= read[a.conn] {
+			continue
+		}
+		// Every reading acked with this id since a's was last sent is
+		// gone too, and was sent after it (it held the id only then):
+		// these readings needed as many removals as there are acks.
+		proven := true
+		for _, j := range ackedAt[a.id] {
+			if j == a.at || j <= lastSent[a.seq] {
+				continue
+			}
+			o, ok := byIndex[j]
+			if !ok || lastSent[o.seq] > j || firstSent[[2]int{o.seq, int(a.id)}] <= lastSent[a.seq] {
+				proven = false
+				break
+			}
+		}
+		if proven {
+			read[a.conn] = a.at
+		}
+	}
+	return read
 }
 
 // unwritten adds to events the ids aedes gave readings on a dead connection

@@ -10,9 +10,13 @@
 #     SIGKILLed 20 times, the upstream broker restarted 6 times, results
 #     delivered upstream by the exactly-once MQTT sink, and no loss of the
 #     source's connection but to the kills;
-#   - TestCrash_Aedes*: 200,000 readings at 10,000/s through aedes, SIGKILLed
-#     5 times, whose resumed sessions send their backlog behind live readings
-#     (e2e/crash_aedes_test.go);
+#   - TestCrash_AedesResumedBacklogLate and ...Hold: 200,000 readings at
+#     10,000/s through aedes, SIGKILLed 5 times, whose resumed sessions send
+#     their backlog behind live readings, judged against a packet trace of
+#     what aedes itself lost or sent again after an ack it read, the Hold
+#     test holding for 10 s (e2e/crash_aedes_test.go; a loaded aedes sends
+#     its backlog up to a minute late); TestCrash_AedesRedeliveries keeps its one
+#     size (30,000 readings at 1,000/s, 5 kills, acks lost before each);
 #   - TestCrash_RabbitMQSource: 200,000 readings at QoS 1 from 1,000 devices
 #     through RabbitMQ 3.10's MQTT plugin (mqtt.prefetch = 1000), the agent
 #     SIGKILLed 10 times, 100 of its acks lost with each killed process;
