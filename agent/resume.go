@@ -16,15 +16,17 @@ import (
 // live traffic of the restored subscription). The prepare stage follows each
 // resume with a watermark.Resume (logged arrival times, so a replay repeats
 // it); readings dropped as late in its episode are counted under their own
-// reason and reported in one WARN per burst (lateBurst); with
+// reason and reported in one WARN per burst, at its start (lateBurst); with
 // watermark { hold_after_resume } the watermark waits for them instead.
 
-// lateBurstQuiet ends a burst of late readings after a resume: the WARN is
-// logged once no more have been dropped for this long.
+// lateBurstQuiet ends a burst of late readings after a resume: its total
+// is logged once no more have been dropped for this long.
 const lateBurstQuiet = 2 * time.Second
 
 // lateBurst gathers the late readings of a resume's backlog from every
-// subtask of a pipeline into one WARN per burst.
+// subtask of a pipeline: one WARN when the burst starts, so that the log
+// says it even when the process is killed during the burst, and one INFO
+// with its total when it ends.
 type lateBurst struct {
 	log      *slog.Logger
 	pipeline string
@@ -38,28 +40,18 @@ type lateBurst struct {
 	timer *time.Timer
 }
 
-// add counts n late readings of a resumed session's backlog; the WARN
-// follows lateBurstQuiet after the last.
+// add counts n late readings of a resumed session's backlog: the first of
+// a burst logs the WARN at once; the total follows lateBurstQuiet after
+// the last.
 func (b *lateBurst) add(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n += n
 	b.last = time.Now()
-	if b.timer == nil {
-		b.timer = time.AfterFunc(lateBurstQuiet, b.flush)
-	}
-}
-
-func (b *lateBurst) flush() {
-	b.mu.Lock()
-	if wait := lateBurstQuiet - time.Since(b.last); wait > 0 {
-		b.timer.Reset(wait)
-		b.mu.Unlock()
+	if b.timer != nil {
 		return
 	}
-	n := b.n
-	b.n, b.timer = 0, nil
-	b.mu.Unlock()
+	b.timer = time.AfterFunc(lateBurstQuiet, b.flush)
 	where := "dropped (counted)"
 	if b.lateOut {
 		where = "sent to late_output"
@@ -70,6 +62,21 @@ func (b *lateBurst) flush() {
 	}
 	b.log.Warn("readings late after the broker resumed the session: it sent its stored messages after newer ones",
 		"pipeline", b.pipeline, "source", b.source, "late", n, "outcome", where, "remedy", remedy)
+}
+
+// flush ends the burst once it has been quiet for lateBurstQuiet.
+func (b *lateBurst) flush() {
+	b.mu.Lock()
+	if wait := lateBurstQuiet - time.Since(b.last); wait > 0 {
+		b.timer.Reset(wait)
+		b.mu.Unlock()
+		return
+	}
+	n := b.n
+	b.n, b.timer = 0, nil
+	b.mu.Unlock()
+	b.log.Info("burst of late readings after the resumed session ended",
+		"pipeline", b.pipeline, "source", b.source, "late", n)
 }
 
 // holdsAfterResume reports whether the pipeline holds its watermark after a
