@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // orderTransport records the object keys of PUT requests in order.
@@ -154,14 +156,12 @@ func TestShipper_ServerDownThenCatchesUp(t *testing.T) {
 			t.Fatalf("Ship blocked for %v while the server was down", d)
 		}
 	}
-	// Wait (without sleeping blindly) until attempts have failed.
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats().Failures < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed attempts while the server is down: %+v", s.Stats())
+	await.Until(t, 30*time.Second, func() error {
+		if st := s.Stats(); st.Failures < 3 {
+			return fmt.Errorf("not 3 failed attempts while the server is down: %+v", st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	st := s.Stats()
 	if st.LastUploadedID != "cp-01" || st.Pending == 0 || st.LastError == "" {
 		t.Fatalf("stats while down %+v", st)

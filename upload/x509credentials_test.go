@@ -17,6 +17,7 @@ import (
 
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/iotcredentials"
 	"github.com/eddy-edge/eddy/scripts/testpki"
 )
@@ -90,17 +91,6 @@ func (l *lockedBuffer) count(s string) int {
 	return strings.Count(l.b.String(), s)
 }
 
-func waitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
-	}
-}
-
 // TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage: a Shipper whose
 // credentials come from an AWS IoT credentials endpoint (loopback HTTPS
 // with a client-certificate check) valid for 3 s uploads to versitygw over
@@ -144,7 +134,7 @@ func TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage(t *testing.T) {
 	// Several lifetimes of uploads.
 	for fetches, _ := iot.Counts(); fetches < 4; fetches, _ = iot.Counts() {
 		ship()
-		waitCond(t, "checkpoint shipped", func() bool { return shipped.Load() == int64(len(ids)) })
+		await.True(t, 90*time.Second, "checkpoint shipped", func() bool { return shipped.Load() == int64(len(ids)) })
 	}
 	at, expires := iot.Fetches()
 	for i := 1; i < len(at); i++ {
@@ -159,16 +149,16 @@ func TestAWSIoTCredentials_RefreshedBeforeExpiryAndOutage(t *testing.T) {
 
 	// The endpoint goes down past the credentials' expiry.
 	iot.SetDown(true)
-	waitCond(t, "credentials expired during the outage", func() bool { return time.Now().After(lastExp) })
+	await.True(t, 90*time.Second, "credentials expired during the outage", func() bool { return time.Now().After(lastExp) })
 	before := len(ids)
 	ship()
 	ship()
-	waitCond(t, "two more refused fetches", func() bool { _, r := iot.Counts(); return r >= 3 })
+	await.True(t, 90*time.Second, "two more refused fetches", func() bool { _, r := iot.Counts(); return r >= 3 })
 	if got := shipped.Load(); got != int64(before) {
 		t.Fatalf("%d checkpoints shipped while the credentials were expired, want %d (paused)", got, before)
 	}
 	iot.SetDown(false)
-	waitCond(t, "every checkpoint shipped after the outage", func() bool { return shipped.Load() == int64(len(ids)) })
+	await.True(t, 90*time.Second, "every checkpoint shipped after the outage", func() bool { return shipped.Load() == int64(len(ids)) })
 
 	if st := s.Stats(); st.Failures != 0 {
 		t.Errorf("%d failed uploads, want 0 (uploads wait for credentials): %s", st.Failures, st.LastError)
