@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // TestCorrupt_CheckpointSkipped damages the newest checkpoint of a stopped
@@ -53,7 +55,7 @@ func TestCorrupt_CheckpointSkipped(t *testing.T) {
 			// Run until at least two checkpoints exist, then kill.
 			p := startEddy(t, "run", "-c", path)
 			root := filepath.Join(dir, "data", "checkpoints")
-			waitFor(t, 30*time.Second, func() bool {
+			await.True(t, 30*time.Second, `len(manifests(root)) >= 2`, func() bool {
 				if p.exited() {
 					t.Fatal("the job ended before two checkpoints: make the input longer")
 				}

@@ -8,6 +8,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -45,7 +46,7 @@ func TestCheckpoint_SavepointOnQuietDevice(t *testing.T) {
 	cfg := dir + "/agent.hcl"
 
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("sensor-1"))
-	waitFor(t, 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, `tok.WaitTimeout(2*time.Second) && tok.Error() == nil`, func() bool {
 		tok := pub.Connect()
 		return tok.WaitTimeout(2*time.Second) && tok.Error() == nil
 	})
@@ -56,7 +57,7 @@ func TestCheckpoint_SavepointOnQuietDevice(t *testing.T) {
 		}
 	}
 	pub.Disconnect(100)
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `len(st) == 1 && st[0].ReadingsIn == 20`, func() bool {
 		st := p.status(t)
 		return len(st) == 1 && st[0].ReadingsIn == 20
 	})
@@ -65,7 +66,7 @@ func TestCheckpoint_SavepointOnQuietDevice(t *testing.T) {
 	// the next periodic one is overdue and nothing triggers it.
 	var last uint64
 	var since time.Time
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `time.Since(since) >= 3*time.Second`, func() bool {
 		trig, done, ok := p.checkpointIDs()
 		if !ok || trig != done || done == 0 {
 			since = time.Time{}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -32,12 +33,12 @@ restart {
 }
 `, "  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"20us\"\n}")
 	p := startEddy(t, "run", "-c", path)
-	waitFor(t, 20*time.Second, func() bool { return p.logContains("checkpoint completed") })
+	await.True(t, 20*time.Second, `p.logContains("checkpoint completed")`, func() bool { return p.logContains("checkpoint completed") })
 	// Replace the sink's directory by a file: every part file write fails.
 	out := filepath.Join(dir, "out")
 	os.RemoveAll(out)
 	os.WriteFile(out, []byte("not a directory"), 0o644)
-	waitFor(t, 20*time.Second, func() bool { return p.logContains("restarting from the last checkpoint") })
+	await.True(t, 20*time.Second, `p.logContains("restarting from the last checkpoint")`, func() bool { return p.logContains("restarting from the last checkpoint") })
 	os.Remove(out) // the disk is fine again
 	if !p.wait(60 * time.Second) {
 		t.Fatal("the job did not finish after the restart")
@@ -166,7 +167,7 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 		heal   func(dir string)
 	}{
 		{name: "sink fails", inject: func(t *testing.T, dir string, p *eddyProc) {
-			waitFor(t, 30*time.Second, func() bool { return p.logContains("checkpoint completed") })
+			await.True(t, 30*time.Second, `p.logContains("checkpoint completed")`, func() bool { return p.logContains("checkpoint completed") })
 			out := filepath.Join(dir, "out")
 			os.RemoveAll(out) // nothing is committed yet: sums releases its results at the end of its input
 			os.WriteFile(out, []byte("not a directory"), 0o644)
@@ -195,7 +196,7 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 				t.Errorf("pipeline live wrote nothing while sums was down (%d lines at the failure, %d at the restart)", atFailure, atRestart)
 			}
 			out := filepath.Join(dir, "out")
-			if !waitUntil(60*time.Second, func() bool {
+			if !await.Holds(60*time.Second, func() bool {
 				return fileLines(live) >= liveReadings && len(committedRecords(t, out)) >= len(want)
 			}) {
 				t.Fatalf("the jobs did not finish: %d of %d live lines, %d of %d results",
@@ -325,7 +326,7 @@ func TestRestart_RegionReplaysIngestLog(t *testing.T) {
 	dir := t.TempDir()
 	p := startEddy(t, "run", "-c", writeConfig(t, dir, ingestRegionConfig, "%BROKER%", loopback.Addr(t)))
 	out := filepath.Join(dir, "out")
-	if !waitUntil(120*time.Second, func() bool { return len(committedRecords(t, out)) >= 80 }) {
+	if !await.Holds(120*time.Second, func() bool { return len(committedRecords(t, out)) >= 80 }) {
 		t.Fatalf("%d of 80 windows committed", len(committedRecords(t, out)))
 	}
 	p.stop(os.Interrupt, 60*time.Second)

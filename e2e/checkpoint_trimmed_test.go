@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
 
@@ -66,10 +67,10 @@ func TestCorrupt_TrimmedLogRefusesEmptyStart(t *testing.T) {
 			g.publish(t, b, 0, first, 4000)
 			waitAcked(t, b, client, first, 60*time.Second)
 			// Checkpoints have trimmed the log: its first reading is gone.
-			waitFor(t, 60*time.Second, func() bool { return oldestLogged(t, data) > 1 })
+			await.True(t, 60*time.Second, `oldestLogged(t, data) > 1`, func() bool { return oldestLogged(t, data) > 1 })
 			if uploads {
 				remote := filepath.Join(s3.Dir, "eddy", "crash", "manifests", "*.json")
-				waitFor(t, 60*time.Second, func() bool {
+				await.True(t, 60*time.Second, `len(names) > 0`, func() bool {
 					names, _ := filepath.Glob(remote)
 					return len(names) > 0
 				})
@@ -92,7 +93,7 @@ func TestCorrupt_TrimmedLogRefusesEmptyStart(t *testing.T) {
 
 			if !uploads {
 				p := startEddy(t, "run", "-c", run.cfg)
-				waitFor(t, 60*time.Second, func() bool { return p.exited() || p.logContains("eddy started") })
+				await.True(t, 60*time.Second, `p.exited() || p.logContains("eddy started")`, func() bool { return p.exited() || p.logContains("eddy started") })
 				if !p.exited() {
 					t.Fatal("the agent started empty over a trimmed ingest log")
 				}

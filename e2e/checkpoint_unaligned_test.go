@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // unalignedConfig is crashConfig through a deliberately slow window
@@ -71,7 +73,7 @@ func TestUnaligned_SlowOperator(t *testing.T) {
 	t.Run("aligned times out", func(t *testing.T) {
 		_, path := unalignedRun(t, src, "1ms", "")
 		p := startEddy(t, "run", "-c", path)
-		if !waitUntil(60*time.Second, func() bool { return strings.Count(p.output(), "timed out after 2s") >= 2 }) {
+		if !await.Holds(60*time.Second, func() bool { return strings.Count(p.output(), "timed out after 2s") >= 2 }) {
 			t.Fatal("aligned checkpoints did not time out behind the slow operator")
 		}
 		p.kill()

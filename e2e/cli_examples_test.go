@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // selfContained reports whether cfg runs on this machine alone: its sources
@@ -83,7 +84,7 @@ func TestExamples_ValidateAndRun(t *testing.T) {
 				}
 				return strings.Contains(out, " final#") || strings.Contains(out, `"kind":"final"`)
 			}
-			waitFor(t, 2*time.Minute, func() bool { return p.exited() || result() })
+			await.True(t, 2*time.Minute, `p.exited() || result()`, func() bool { return p.exited() || result() })
 			if !p.exited() {
 				p.signal(syscall.SIGTERM)
 				if !p.wait(time.Minute) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -59,7 +60,7 @@ func TestReload_SIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	brokerAddr := loopback.Addr(t)
 	ag := startAgent(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", "300ms", "%EXTRA%", "")
-	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl")); return len(b) > 0 })
+	await.True(t, 15*time.Second, `len(b) > 0`, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl")); return len(b) > 0 })
 
 	// The same admin address as the running agent's.
 	rewrite := func(size, extra string) {
@@ -67,20 +68,20 @@ func TestReload_SIGHUP(t *testing.T) {
 	}
 	rewrite("300ms", reloadExtra)
 	ag.signal(syscall.SIGHUP)
-	waitFor(t, 20*time.Second, func() bool { return ag.logContains("configuration reloaded") })
+	await.True(t, 20*time.Second, `ag.logContains("configuration reloaded")`, func() bool { return ag.logContains("configuration reloaded") })
 	// The reload is logged before the rebuilt pipelines restore.
-	waitFor(t, 20*time.Second, func() bool { return ag.logContains("restored checkpoint") })
-	waitFor(t, 15*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "two.jsonl")); return len(b) > 0 })
+	await.True(t, 20*time.Second, `ag.logContains("restored checkpoint")`, func() bool { return ag.logContains("restored checkpoint") })
+	await.True(t, 15*time.Second, `len(b) > 0`, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "two.jsonl")); return len(b) > 0 })
 
 	rewrite("1s", reloadExtra) // p1's window changes: its state would not fit
 	ag.signal(syscall.SIGHUP)
-	waitFor(t, 10*time.Second, func() bool { return ag.logContains("configuration reload refused") })
+	await.True(t, 10*time.Second, `ag.logContains("configuration reload refused")`, func() bool { return ag.logContains("configuration reload refused") })
 	if !ag.logContains(`pipeline \"p1\": the window changed`) && !ag.logContains(`pipeline "p1": the window changed`) {
 		t.Fatal("the refusal does not say why")
 	}
 	// Still running on the previous configuration.
 	before, _ := os.ReadFile(filepath.Join(dir, "two.jsonl"))
-	waitFor(t, 10*time.Second, func() bool {
+	await.True(t, 10*time.Second, `len(after) > len(before)`, func() bool {
 		after, _ := os.ReadFile(filepath.Join(dir, "two.jsonl"))
 		return len(after) > len(before)
 	})

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -109,7 +110,7 @@ checkpoint { interval = "1s" }
 		return s
 	}
 	var first statusSnapshot
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `first.Polls >= 2 && count(p["readings_in"]) > 0 && rateOf(p["readings_per_s"]) > 0 && count(p["dead_lettered"]) > 0 && first.Bars > 0 && p["state"] != "" && !strings.HasPrefix(p["state"], "0 ")`, func() bool {
 		first = snap()
 		p := first.Pipelines["temps"]
 		return first.Polls >= 2 && count(p["readings_in"]) > 0 && rateOf(p["readings_per_s"]) > 0 &&
@@ -150,7 +151,7 @@ checkpoint { interval = "1s" }
 
 	// The same page, a few polls later: the figures moved.
 	var second statusSnapshot
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `second.Polls >= first.Polls+2 && count(second.Stats["completed"]) > count(first.Stats["completed"])`, func() bool {
 		second = snap()
 		return second.Polls >= first.Polls+2 && count(second.Stats["completed"]) > count(first.Stats["completed"])
 	})
@@ -165,7 +166,7 @@ checkpoint { interval = "1s" }
 	// The savepoint button posts to the API and shows the id.
 	var ignored json.RawMessage
 	b.call(t, att.SessionID, "Runtime.evaluate", map[string]any{"expression": `document.querySelector("#savepoint button").click()`}, &ignored)
-	waitFor(t, 30*time.Second, func() bool { return strings.HasPrefix(snap().Savepoint, "Savepoint ") })
+	await.True(t, 30*time.Second, `strings.HasPrefix(snap().Savepoint, "Savepoint ")`, func() bool { return strings.HasPrefix(snap().Savepoint, "Savepoint ") })
 	if s := snap().Savepoint; !regexp.MustCompile(`^Savepoint \d+ taken\.$`).MatchString(s) {
 		t.Errorf("savepoint result %q", s)
 	}

@@ -252,14 +252,14 @@ func aedesCrash(t *testing.T, hold string, readings, devices, rate, kills int, s
 	began := time.Now()
 	go func() { published <- sendPaced(b.URL(), readings, devices, rate, &sent) }()
 	for _, at := range killAt {
-		waitFor(t, 120*time.Second, func() bool { return sent.Load() >= int64(at) })
+		await.True(t, 120*time.Second, `sent.Load() >= int64(at)`, func() bool { return sent.Load() >= int64(at) })
 		if sample != nil {
 			sample(r, proxy, false)
 		}
 		r.kill()
 		proxy.toLose.Store(0) // the next process's acks reach the broker
 		logs.WriteString(r.p.output())
-		waitFor(t, 120*time.Second, func() bool { return sent.Load() >= int64(at+outage) })
+		await.True(t, 120*time.Second, `sent.Load() >= int64(at+outage)`, func() bool { return sent.Load() >= int64(at+outage) })
 		r.start()
 	}
 	if err := <-published; err != nil {
@@ -411,7 +411,7 @@ func TestCrash_AedesRedeliveries(t *testing.T) {
 		if !final {
 			from := p.held.Load()
 			p.loseAcks(100)
-			waitFor(t, 30*time.Second, func() bool { return p.held.Load() >= from+100 })
+			await.True(t, 30*time.Second, `p.held.Load() >= from+100`, func() bool { return p.held.Load() >= from+100 })
 		}
 		if v := metricValue(t, r.admin, metric); v > 0 {
 			dropped += v

@@ -12,6 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
@@ -121,7 +122,7 @@ func (r *mqttCrashRun) start() {
 	if ready == nil {
 		ready = func() bool { return sourceConnected(r.admin, "sensors") }
 	}
-	waitFor(r.t, 15*time.Second, ready)
+	await.True(r.t, 15*time.Second, `the condition`, ready)
 }
 
 func (r *mqttCrashRun) kill() { r.p.kill() }

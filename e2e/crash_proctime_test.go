@@ -20,6 +20,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -284,7 +285,7 @@ func TestCrash_ProcessingTimeAbsence(t *testing.T) {
 	// The last silences come a timeout after the last round; the agents
 	// are stopped once both have committed as many as the schedule gives.
 	for _, r := range []*mqttCrashRun{clean, crashed} {
-		waitUntil(60*time.Second, func() bool {
+		await.Holds(60*time.Second, func() bool {
 			return countTransitions(absTransitions(t, r.dir)) >= countTransitions(want) && len(lastFirings(t, filepath.Join(r.dir, "out"))) >= wantWindows
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/rabbitmq"
 )
 
@@ -233,10 +234,10 @@ func TestCrash_RabbitMQSource(t *testing.T) {
 	segment := readings / (kills + 1)
 	for k := 1; k <= kills; k++ {
 		at := float64(k*segment + rng.IntN(segment/2) - segment/4)
-		waitFor(t, 120*time.Second, func() bool { return metricValue(t, r.admin, offsetMetric) >= at })
+		await.True(t, 120*time.Second, `metricValue(t, r.admin, offsetMetric) >= at`, func() bool { return metricValue(t, r.admin, offsetMetric) >= at })
 		from := proxy.held.Load()
 		proxy.loseAcks(swallowed)
-		waitFor(t, 60*time.Second, func() bool { return proxy.held.Load() >= from+swallowed })
+		await.True(t, 60*time.Second, `proxy.held.Load() >= from+swallowed`, func() bool { return proxy.held.Load() >= from+swallowed })
 		sample()
 		r.kill()
 		r.start()

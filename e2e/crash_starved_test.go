@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/cpuhog"
 	"github.com/eddy-edge/eddy/scripts/faultbroker"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
@@ -137,7 +138,7 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 	}
 
 	settle := func(device string) map[string]string {
-		waitFor(t, 5*time.Minute, func() bool { return len(col.windows(device)) >= len(want) })
+		await.True(t, 5*time.Minute, `len(col.windows(device)) >= len(want)`, func() bool { return len(col.windows(device)) >= len(want) })
 		return col.windows(device)
 	}
 	var lost []string // "mqtt source: connection lost" lines, from every process

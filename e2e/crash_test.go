@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // committedRecords reads the committed part files of an exactly-once file
@@ -150,7 +152,7 @@ func killDelay(t *testing.T, p *eddyProc, n int, rng *rand.Rand, cleanRun time.D
 	if len(waitFor) > 0 {
 		line = waitFor[n/2%len(waitFor)]
 	}
-	if !waitUntil(60*time.Second, func() bool { return p.exited() || p.logContains(line) }) {
+	if !await.Holds(60*time.Second, func() bool { return p.exited() || p.logContains(line) }) {
 		t.Fatalf("run logged no %q within 60 s", line)
 	}
 	return time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
@@ -469,7 +471,7 @@ func rescaleThrough(t *testing.T, tmpl string, parallelisms ...string) {
 		}
 		before := newest()
 		p := startEddy(t, "run", "-c", path)
-		waitFor(t, 30*time.Second, func() bool {
+		await.True(t, 30*time.Second, `p.exited() || newest() >= before+2`, func() bool {
 			return p.exited() || newest() >= before+2 // exited: the job reached its end first, nothing to kill
 		})
 		p.kill()

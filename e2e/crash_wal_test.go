@@ -12,6 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -256,7 +257,7 @@ func testCrashWALSink(t *testing.T, u upstreamBroker) {
 	// wait for as many as the readings make.
 	windows := len(expectedWindows(readings, devices))
 	settle := func(device string) map[string]string {
-		waitFor(t, 3*time.Minute, func() bool { return len(col.windows(device)) >= windows })
+		await.True(t, 3*time.Minute, `len(col.windows(device)) >= windows`, func() bool { return len(col.windows(device)) >= windows })
 		return col.windows(device)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/scripts/aedes"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -69,7 +70,7 @@ func (m *memoryUpstream) stop(c *collector) {
 		return
 	}
 	m.proxy.pause()
-	if !waitUntil(60*time.Second, func() bool { return m.caughtUp(c) }) {
+	if !await.Holds(60*time.Second, func() bool { return m.caughtUp(c) }) {
 		m.t.Errorf("the collector did not get every result the broker published within 60 s")
 	}
 	m.halt()
@@ -91,7 +92,7 @@ func (m *memoryUpstream) restart(c *collector) {
 		defer c.mu.Unlock()
 		return c.subscribed > len(m.colMarks)
 	}
-	if !waitUntil(60*time.Second, subscribed) {
+	if !await.Holds(60*time.Second, subscribed) {
 		m.t.Errorf("the collector did not subscribe again within 60 s")
 	}
 	m.proxy.resume()

@@ -13,6 +13,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -81,7 +82,7 @@ pipeline "counts" {
 	}
 
 	ag := startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 	publish("producer", 0, first)
 	publish("producer-reconnected", 0, resent) // the same ids again, no DUP flag
 	noID := `{"device":"dev-0","v":-1}`        // no id: kept, even when identical
@@ -95,22 +96,22 @@ pipeline "counts" {
 		}
 	}
 	publish2.Disconnect(100)
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `len(st) == 1 && st[0].ReadingsIn == first+2 && dropped(ag) == resent`, func() bool {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn == first+2 && dropped(ag) == resent
 	})
-	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= first+2 }) // every 500 ms window fires
+	await.True(t, 60*time.Second, `sumOf(out, "n") >= first+2`, func() bool { return sumOf(out, "n") >= first+2 }) // every 500 ms window fires
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	ag = startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 	publish("producer-after-restart", first-later, first+later) // 100 known ids, 100 new
-	waitFor(t, 60*time.Second, func() bool { return dropped(ag) == later })
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `dropped(ag) == later`, func() bool { return dropped(ag) == later })
+	await.True(t, 60*time.Second, `len(st) == 1 && st[0].ReadingsIn >= later`, func() bool {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn >= later
 	})
-	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= first+2+later })
+	await.True(t, 60*time.Second, `sumOf(out, "n") >= first+2+later`, func() bool { return sumOf(out, "n") >= first+2+later })
 	if d := dropped(ag); d != later {
 		t.Errorf("after the restart %v repeats dropped, want %d", d, later)
 	}

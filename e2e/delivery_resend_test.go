@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/faultbroker"
 )
 
@@ -90,7 +91,7 @@ func (g readingGen) publish(t *testing.T, b *faultbroker.Broker, from, to, perSe
 // messages acknowledged.
 func waitAcked(t *testing.T, b *faultbroker.Broker, client string, n int, d time.Duration) {
 	t.Helper()
-	waitFor(t, d, func() bool { return b.SessionStats(client).Acked >= n })
+	await.True(t, d, `b.SessionStats(client).Acked >= n`, func() bool { return b.SessionStats(client).Acked >= n })
 }
 
 // withoutFlush drops the flush reading's window.
@@ -184,7 +185,7 @@ func TestResend_BlockOlderThanLogUnmatched(t *testing.T) {
 	waitAcked(t, b, client, first, 90*time.Second)
 	// The broker's delivery sequence is the log's offset here (one
 	// connection, nothing dropped): wait until the log has let the block go.
-	waitFor(t, 60*time.Second, func() bool { return oldestLogged(t, filepath.Join(run.dir, "data")) > 2*block })
+	await.True(t, 60*time.Second, `oldestLogged(t, filepath.Join(run.dir, "data")) > 2*block`, func() bool { return oldestLogged(t, filepath.Join(run.dir, "data")) > 2*block })
 	run.kill()
 
 	b.ResendOnReconnect(client, faultbroker.Resend{From: 1, Count: block, Dup: true})

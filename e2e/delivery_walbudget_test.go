@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -104,7 +105,7 @@ ingest { max_disk = "2MiB" }
 	const budget = 1 << 20
 	var readIn float64
 	stableSince := time.Now()
-	waitFor(t, 5*time.Minute, func() bool { // a bound for a hung run; a loaded machine takes minutes
+	await.True(t, 5*time.Minute, `time.Since(stableSince) >= 2*time.Second`, func() bool { // a bound for a hung run; a loaded machine takes minutes
 		n := metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`)
 		if n != readIn || metricValue(t, admin, `eddy_wal_backlog_bytes{sink="cloud"}`) <= budget/2 {
 			readIn, stableSince = n, time.Now()
@@ -202,13 +203,13 @@ func testDiskBudgetDropsOldest(t *testing.T, u upstreamBroker) {
 	publishReadings(t, in.URL(), "pub-drop", readings, devices, func(int) {})
 	want := expectedWindows(readings, devices)
 	// Everything is processed although the uplink is down.
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, "metricValue(t, admin, `eddy_readings_in_total{pipeline=\"sums\"}`) >= readings+1", func() bool {
 		return metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`) >= readings+1
 	})
-	waitFor(t, 30*time.Second, func() bool { return metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`) > 0 })
+	await.True(t, 30*time.Second, "metricValue(t, admin, `eddy_wal_dropped_total{sink=\"cloud\"}`) > 0", func() bool { return metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`) > 0 })
 	up.Restart()
 	var dropped float64
-	waitFor(t, 120*time.Second, func() bool {
+	await.True(t, 120*time.Second, `float64(len(col.windows("drop")))+dropped >= float64(len(want))`, func() bool {
 		dropped = metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
 		return float64(len(col.windows("drop")))+dropped >= float64(len(want))
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -29,10 +30,10 @@ func TestWALSink_AtLeastOnceBuffersOutage(t *testing.T) {
 	r.start()
 	publishReadings(t, in.URL(), "pub-alo", readings, devices, func(int) {})
 	want := expectedWindows(readings, devices)
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, "metricValue(t, r.admin, `eddy_readings_in_total{pipeline=\"sums\"}`) >= readings+1", func() bool {
 		return metricValue(t, r.admin, `eddy_readings_in_total{pipeline="sums"}`) >= readings+1
 	})
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, "metricValue(t, r.admin, `eddy_wal_backlog_messages{sink=\"cloud\"}`) >= float64(len(want))", func() bool {
 		return metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`) >= float64(len(want))
 	})
 	// Hold the outage; the agent stays up and nothing restarts.
@@ -50,7 +51,7 @@ func TestWALSink_AtLeastOnceBuffersOutage(t *testing.T) {
 	t.Logf("after %v down: %v results in the WAL (%v bytes)", outage,
 		metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`), metricValue(t, r.admin, `eddy_wal_disk_bytes{sink="cloud"}`))
 	up.Restart()
-	waitFor(t, 120*time.Second, func() bool { return len(col.windows("alo")) >= len(want) })
+	await.True(t, 120*time.Second, `len(col.windows("alo")) >= len(want)`, func() bool { return len(col.windows("alo")) >= len(want) })
 	r.stop()
 	if diff := differingWindows(t, want, col.windows("alo")); diff > 0 {
 		t.Errorf("%d of %d windows differ", diff, len(want))

@@ -16,6 +16,7 @@ import (
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
@@ -62,7 +63,7 @@ type mqtt5Sub struct {
 func startMQTT5Sub(t *testing.T, addr, filter string) *mqtt5Sub {
 	t.Helper()
 	var c net.Conn
-	waitFor(t, 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, `err == nil`, func() bool {
 		var err error
 		c, err = net.Dial("tcp", addr)
 		return err == nil
@@ -170,7 +171,7 @@ func TestWALSink_MQTT5Properties(t *testing.T) {
 			}
 			ag := startAgent(t, dir, mqtt5Config, "%BROKER%", brokerAddr, "%UPSTREAM%", upstream, "%SINK%", tt.sink)
 			sub := startMQTT5Sub(t, subAddr, "results/#")
-			waitFor(t, 30*time.Second, func() bool { return len(sub.received()) >= 10 })
+			await.True(t, 30*time.Second, `len(sub.received()) >= 10`, func() bool { return len(sub.received()) >= 10 })
 			for _, pk := range sub.received() {
 				var res struct{ ID string }
 				if err := json.Unmarshal(pk.Payload, &res); err != nil || res.ID == "" {
@@ -231,7 +232,7 @@ func TestWALSink_MQTT5MaximumPacketSize(t *testing.T) {
 	if strings.Contains(out, "not delivered upstream") {
 		t.Errorf("the run reported undelivered results:\n%s", out)
 	}
-	waitFor(t, 30*time.Second, func() bool { return len(col.windows("drain")) >= len(want) })
+	await.True(t, 30*time.Second, `len(col.windows("drain")) >= len(want)`, func() bool { return len(col.windows("drain")) >= len(want) })
 	got := col.windows("drain")
 	if diff := differingWindows(t, want, got); diff > 0 || len(got) != len(want) {
 		t.Errorf("%d of %d windows differ; %d delivered", diff, len(want), len(got))

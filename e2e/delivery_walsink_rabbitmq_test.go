@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/rabbitmq"
 )
 
@@ -44,7 +45,7 @@ func testRabbitMQDowngrade(t *testing.T, delivery string) {
 	}
 	t.Logf("downgrade named %v after the start", time.Since(start).Round(time.Millisecond))
 	delivered := func() float64 { return metricValue(t, p.admin, `eddy_wal_delivered_total{sink="cloud"}`) }
-	waitFor(t, 10*time.Second, func() bool {
+	await.True(t, 10*time.Second, `n > 0 && len(col.byID) >= int(n)`, func() bool {
 		n := delivered()
 		col.mu.Lock()
 		defer col.mu.Unlock()
@@ -52,7 +53,7 @@ func testRabbitMQDowngrade(t *testing.T, delivery string) {
 	})
 	n := delivered()
 	// A loop would publish again within this observation.
-	if waitUntil(2*time.Second, func() bool {
+	if await.Holds(2*time.Second, func() bool {
 		col.mu.Lock()
 		defer col.mu.Unlock()
 		return len(col.byID) > int(n) || len(col.duplicates) > 0 || delivered() > n
@@ -105,7 +106,7 @@ func TestWALSink_RabbitMQQoS1UnderKills(t *testing.T) {
 	for k := 1; k <= kills; k++ {
 		p := startEddy(t, "run", "-c", cfg)
 		at := k * len(want) / (kills + 2)
-		waitFor(t, 120*time.Second, func() bool { return received() >= at || p.exited() })
+		await.True(t, 120*time.Second, `received() >= at || p.exited()`, func() bool { return received() >= at || p.exited() })
 		p.kill()
 		t.Logf("kill %d at %d results received", k, received())
 	}
@@ -116,7 +117,7 @@ func TestWALSink_RabbitMQQoS1UnderKills(t *testing.T) {
 	if p.err != nil {
 		t.Fatalf("the last run: %v", p.err)
 	}
-	waitFor(t, 60*time.Second, func() bool { return len(col.windows("rabbit-q1")) >= len(want) })
+	await.True(t, 60*time.Second, `len(col.windows("rabbit-q1")) >= len(want)`, func() bool { return len(col.windows("rabbit-q1")) >= len(want) })
 	if diff := differingWindows(t, want, col.windows("rabbit-q1")); diff > 0 {
 		t.Errorf("%d of %d windows differ", diff, len(want))
 	}

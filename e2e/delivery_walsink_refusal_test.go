@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -39,7 +40,7 @@ func testWALSinkBrokerRefusesQoS2(t *testing.T, name, sink, line string) {
 	r := newCrashRun(t, strings.Replace(walCrashConfig, topic, topic+sink, 1), "%DEVICE%", "refused-"+name, "%BROKER%", in.URL(), "%UPSTREAM%", up.URL())
 	r.start()
 	publishReadings(t, in.URL(), "pub-refused-"+name, 5000, 100, func(int) {})
-	waitFor(t, 60*time.Second, func() bool { return metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`) > 0 })
+	await.True(t, 60*time.Second, "metricValue(t, r.admin, `eddy_wal_backlog_messages{sink=\"cloud\"}`) > 0", func() bool { return metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`) > 0 })
 	start := time.Now()
 	if !r.p.waitLog(line, 15*time.Second) {
 		t.Fatalf("no %q line 15 s after results were committed", line)
@@ -86,7 +87,7 @@ func TestWALSink_MQTT5ACLRefusal(t *testing.T) {
 	r.start()
 	publishReadings(t, in.URL(), "pub-acl", 5000, 100, func(int) {})
 	const metric = `eddy_wal_mqtt_reasons_total{sink="cloud",packet="pubrec",reason="not_authorized"}`
-	waitFor(t, 60*time.Second, func() bool { return metricValue(t, r.admin, metric) > 0 })
+	await.True(t, 60*time.Second, `metricValue(t, r.admin, metric) > 0`, func() bool { return metricValue(t, r.admin, metric) > 0 })
 	const line = "the broker refuses this sink's publishes: pubrec reason not_authorized (0x87)"
 	if !r.p.waitLog(line, 10*time.Second) {
 		t.Fatalf("no %q line", line)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
@@ -98,7 +99,7 @@ func TestDiskFull_CheckpointsWaitForSpace(t *testing.T) {
 func waitDiskFull(t *testing.T, ag *eddyProc, want string) string {
 	t.Helper()
 	var detail string
-	if !waitUntil(60*time.Second, func() bool {
+	if !await.Holds(60*time.Second, func() bool {
 		code, ok, d := readyzCheck(ag.admin, "disk")
 		detail = d
 		return ag.exited() || (code == http.StatusServiceUnavailable && !ok && strings.Contains(d, "disk_full") && strings.Contains(d, want))

@@ -18,7 +18,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -155,7 +155,7 @@ func (p *eddyProc) logContains(s string) bool { return strings.Contains(p.output
 // waitLog waits up to d for s to appear in the output and reports whether
 // it did.
 func (p *eddyProc) waitLog(s string, d time.Duration) bool {
-	return waitUntil(d, func() bool { return p.logContains(s) })
+	return await.Holds(d, func() bool { return p.logContains(s) })
 }
 
 // exited reports, without waiting, whether the process has exited and been
@@ -214,7 +214,7 @@ func startAgent(t testing.TB, dir, tmpl string, kv ...string) *eddyProc {
 	path := writeConfig(t, dir, tmpl, append(kv[:len(kv):len(kv)], "%ADMIN%", admin)...)
 	p := startEddy(t, "run", "-c", path)
 	p.admin = admin
-	if !waitUntil(15*time.Second, func() bool { return healthzStatus(admin) != 0 }) {
+	if !await.Holds(15*time.Second, func() bool { return healthzStatus(admin) != 0 }) {
 		t.Fatal("agent did not become healthy")
 	}
 	return p
@@ -294,31 +294,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond every 50 ms until it holds; it fails the test if it
-// does not within d.
-func waitFor(t testing.TB, d time.Duration, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("condition not met within %v", d)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// waitUntil polls cond every 20 ms for up to d and reports whether it held.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return false
-}
-
 // checkpointIDs returns the last triggered and last completed checkpoint
 // ids from the agent's /api/checkpoints; ok is false if it does not answer.
 func (p *eddyProc) checkpointIDs() (triggered, completed uint64, ok bool) {
@@ -344,13 +319,13 @@ func (p *eddyProc) checkpointIDs() (triggered, completed uint64, ok bool) {
 func (p *eddyProc) waitCheckpointAfter(t *testing.T, d time.Duration, nudge func()) {
 	t.Helper()
 	var before uint64
-	waitFor(t, d, func() bool {
+	await.True(t, d, `ok`, func() bool {
 		var ok bool
 		before, _, ok = p.checkpointIDs()
 		return ok
 	})
 	nudge()
-	waitFor(t, d, func() bool {
+	await.True(t, d, `done > before`, func() bool {
 		_, done, _ := p.checkpointIDs()
 		return done > before
 	})

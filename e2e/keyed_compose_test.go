@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -288,15 +289,15 @@ func TestKeyedControl_DeadbandChangedByReload(t *testing.T) {
 		}
 		return seq0, later
 	}
-	waitFor(t, 15*time.Second, func() bool { s, _ := reports(); return len(s) == 3 })
-	waitFor(t, 15*time.Second, func() bool { return ag.logContains("checkpoint completed") })
+	await.True(t, 15*time.Second, `len(s) == 3`, func() bool { s, _ := reports(); return len(s) == 3 })
+	await.True(t, 15*time.Second, `ag.logContains("checkpoint completed")`, func() bool { return ag.logContains("checkpoint completed") })
 	if _, later := reports(); later != 0 {
 		t.Fatalf("%d reports after the first ones with a deadband of 1000", later)
 	}
 	writeConfig(t, dir, reloadReportConfig, "%BROKER%", brokerAddr, "%SIZE%", "0", "%EXTRA%", "", "%ADMIN%", ag.admin)
 	ag.signal(syscall.SIGHUP)
-	waitFor(t, 20*time.Second, func() bool { return ag.logContains("configuration reloaded") })
-	waitFor(t, 20*time.Second, func() bool { _, later := reports(); return later >= 30 })
+	await.True(t, 20*time.Second, `ag.logContains("configuration reloaded")`, func() bool { return ag.logContains("configuration reloaded") })
+	await.True(t, 20*time.Second, `later >= 30`, func() bool { _, later := reports(); return later >= 30 })
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 	seq0, later := reports()
 	for key, ids := range seq0 {

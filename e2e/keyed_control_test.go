@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -46,7 +47,7 @@ pipeline "alerts" {
 checkpoint { interval = "200ms" }
 `
 	ag := startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") && ag.connected(t, "thresholds") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors") && ag.connected(t, "thresholds")`, func() bool { return ag.connected(t, "sensors") && ag.connected(t, "thresholds") })
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("ctl-pub"))
 	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
@@ -71,7 +72,7 @@ checkpoint { interval = "200ms" }
 	send("control/thresholds", `{"threshold":{"a":20,"b":80}}`)
 	// The control stream is its own input: the thresholds are in the
 	// control state before the readings are sent.
-	waitFor(t, 10*time.Second, func() bool {
+	await.True(t, 10*time.Second, "metricValue(t, ag.admin, `eddy_control_keys{pipeline=\"alerts\"}`) > 0", func() bool {
 		return metricValue(t, ag.admin, `eddy_control_keys{pipeline="alerts"}`) > 0
 	})
 	for i, temp := range []int{30, 60, 90} {
@@ -79,18 +80,18 @@ checkpoint { interval = "200ms" }
 		send("sensors/b", fmt.Sprintf(`{"device":"b","temp":%d,"n":%d}`, temp, i)) // only 90 above 80
 		send("sensors/c", fmt.Sprintf(`{"device":"c","temp":%d,"n":%d}`, temp, i)) // default 50: 60 and 90
 	}
-	waitFor(t, 10*time.Second, func() bool { return len(hot()) == 6 })
+	await.True(t, 10*time.Second, `len(hot()) == 6`, func() bool { return len(hot()) == 6 })
 	// A checkpoint holds the thresholds (the nudge is below c's default).
 	ag.waitCheckpointAfter(t, 10*time.Second, func() { send("sensors/c", `{"device":"c","temp":0,"n":8}`) })
 	ag.kill()
 
 	ag2 := startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag2.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag2.connected(t, "sensors")`, func() bool { return ag2.connected(t, "sensors") })
 	send("sensors/b", `{"device":"b","temp":70,"n":9}`) // below b's restored threshold
 	send("sensors/a", `{"device":"a","temp":25,"n":9}`) // above a's restored threshold
 	// b's reading went in first: had it passed the filter, it would be
 	// the 7th line.
-	waitFor(t, 10*time.Second, func() bool { return len(hot()) >= 7 })
+	await.True(t, 10*time.Second, `len(hot()) >= 7`, func() bool { return len(hot()) >= 7 })
 	got := hot()
 	if len(got) != 7 || !strings.Contains(got[6], `"device":"a","temp":25`) {
 		t.Fatalf("after the restart the thresholds were not applied:\n%s", strings.Join(got, "\n"))
@@ -147,7 +148,7 @@ pipeline "alerts" {
 }
 `
 		ag := startAgent(t, dir, cfg)
-		waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") && ag.connected(t, "limits") })
+		await.True(t, 10*time.Second, `ag.connected(t, "sensors") && ag.connected(t, "limits")`, func() bool { return ag.connected(t, "sensors") && ag.connected(t, "limits") })
 		pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("ctl-pub"))
 		if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 			t.Fatal(tok.Error())
@@ -168,14 +169,14 @@ pipeline "alerts" {
 			return func() bool { return metricValue(t, ag.admin, `eddy_readings_in_total{pipeline="alerts"}`) == n }
 		}
 		send("control/limits", `{"limit":50}`)
-		waitFor(t, 10*time.Second, controlKeys(1))
-		reading("a", 10, 60)                      // 60 > 50
-		reading("a", 8, 45)                       // 45 > 50: no, though 45 > 40 when it is released
-		reading("b", 9, 55)                       // 55 > 50
-		reading("a", 11, 48)                      // 48 > 50: no, though 48 > 40
-		waitFor(t, 10*time.Second, readingsIn(4)) // prepared under limit 50
+		await.True(t, 10*time.Second, `the condition`, controlKeys(1))
+		reading("a", 10, 60)                                          // 60 > 50
+		reading("a", 8, 45)                                           // 45 > 50: no, though 45 > 40 when it is released
+		reading("b", 9, 55)                                           // 55 > 50
+		reading("a", 11, 48)                                          // 48 > 50: no, though 48 > 40
+		await.True(t, 10*time.Second, `the condition`, readingsIn(4)) // prepared under limit 50
 		send("control/limits", `{"limit":40,"rev":2}`)
-		waitFor(t, 10*time.Second, controlKeys(2))
+		await.True(t, 10*time.Second, `the condition`, controlKeys(2))
 		reading("a", 9, 45) // 45 > 40
 		reading("b", 7, 45) // 45 > 40
 		reading("z", 60, 0) // moves the watermark past the others
@@ -183,7 +184,7 @@ pipeline "alerts" {
 			data, _ := os.ReadFile(filepath.Join(dir, "alarms.jsonl"))
 			return strings.Split(strings.TrimSpace(string(data)), "\n")
 		}
-		waitFor(t, 10*time.Second, func() bool { return len(lines()) >= len(want) })
+		await.True(t, 10*time.Second, `len(lines()) >= len(want)`, func() bool { return len(lines()) >= len(want) })
 		ag.stop(syscall.SIGTERM, 20*time.Second)
 		pub.Disconnect(100)
 		if got := lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -10,6 +10,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -91,7 +92,7 @@ func TestMaxKeys_FloodOfNewKeys(t *testing.T) {
 	connect()
 	good(100)
 	flood(0, 100, 200) // f0, f1 taken; 98 refused
-	waitFor(t, 30*time.Second, func() bool { return deadLettered(ag) == 98 })
+	await.True(t, 30*time.Second, `deadLettered(ag) == 98`, func() bool { return deadLettered(ag) == 98 })
 	pub.Disconnect(100)
 	ag.stop(syscall.SIGTERM, 60*time.Second)
 	if n := fileLines(filepath.Join(dir, "out.jsonl")); n != 0 {
@@ -99,18 +100,18 @@ func TestMaxKeys_FloodOfNewKeys(t *testing.T) {
 	}
 
 	ag = startAgent(t, dir, keyLimitConfig, "%BROKER%", brokerAddr)
-	waitFor(t, 10*time.Second, func() bool {
+	await.True(t, 10*time.Second, "metricValue(t, ag.admin, `eddy_window_keys{pipeline=\"p\"}`) == 5", func() bool {
 		return metricValue(t, ag.admin, `eddy_window_keys{pipeline="p"}`) == 5
 	})
 	connect()
 	defer pub.Disconnect(100)
 	flood(100, 150, 300) // the restored 5 keys fill the limit: all 50 refused
-	waitFor(t, 30*time.Second, func() bool { return deadLettered(ag) == 50 })
+	await.True(t, 30*time.Second, `deadLettered(ag) == 50`, func() bool { return deadLettered(ag) == 50 })
 	send("g1", 400) // a live key: taken
 	good(1100)      // closes window 0: its 5 keys are purged, g1..g3 open window 1
 	flood(200, 300, 1200)
 	good(2100) // closes window 1
-	waitFor(t, 30*time.Second, func() bool { return deadLettered(ag) == 50+98 && fileLines(filepath.Join(dir, "out.jsonl")) == 10 })
+	await.True(t, 30*time.Second, `deadLettered(ag) == 50+98 && fileLines(filepath.Join(dir, "out.jsonl")) == 10`, func() bool { return deadLettered(ag) == 50+98 && fileLines(filepath.Join(dir, "out.jsonl")) == 10 })
 	if n := metricValue(t, ag.admin, `eddy_window_keys{pipeline="p"}`); n != 3 {
 		t.Errorf("eddy_window_keys = %v, want 3 (g1..g3 in window 2)", n)
 	}

@@ -16,6 +16,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -124,17 +125,17 @@ func TestKeyed_AbsenceProcessingTimeThroughBroker(t *testing.T) {
 	dir := t.TempDir()
 	cfg := replaceAll(procTimeConfig, "%BROKER%", b.URL(), "%BLOCK%", `absence { timeout = "1s" }`)
 	ag := startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 	pub := publisher(t, b, "absence-pub")
 
 	pub("a", 1)
 	pub("b", 1)
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `countKind(recs, "a", "silent") == 1 && countKind(recs, "b", "silent") == 1`, func() bool {
 		recs := committedSignals(t, dir)
 		return countKind(recs, "a", "silent") == 1 && countKind(recs, "b", "silent") == 1
 	})
 	pub("a", 2)
-	waitFor(t, 30*time.Second, func() bool { return countKind(committedSignals(t, dir), "a", "silent") == 2 })
+	await.True(t, 30*time.Second, `countKind(committedSignals(t, dir), "a", "silent") == 2`, func() bool { return countKind(committedSignals(t, dir), "a", "silent") == 2 })
 
 	// c's timer is in a checkpoint; the process dies before it fires.
 	ag.waitCheckpointAfter(t, 30*time.Second, func() { pub("c", 1) })
@@ -145,7 +146,7 @@ func TestKeyed_AbsenceProcessingTimeThroughBroker(t *testing.T) {
 		t.Log("c went silent before the kill")
 	}
 	ag = startAgent(t, dir, cfg)
-	waitFor(t, 30*time.Second, func() bool { return countKind(committedSignals(t, dir), "c", "silent") == 1 })
+	await.True(t, 30*time.Second, `countKind(committedSignals(t, dir), "c", "silent") == 1`, func() bool { return countKind(committedSignals(t, dir), "c", "silent") == 1 })
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	recs := committedSignals(t, dir)
@@ -188,13 +189,13 @@ func TestKeyed_ReportHeartbeatProcessingTimeThroughBroker(t *testing.T) {
     time      = "processing"
   }`)
 	ag := startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 	pub := publisher(t, b, "report-pub")
 
 	pub("a", 10)
-	waitFor(t, 30*time.Second, func() bool { return countKind(committedSignals(t, dir), "a", "heartbeat") >= 2 })
+	await.True(t, 30*time.Second, `countKind(committedSignals(t, dir), "a", "heartbeat") >= 2`, func() bool { return countKind(committedSignals(t, dir), "a", "heartbeat") >= 2 })
 	pub("a", 30)
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `countKind(recs, "a", "report") == 2 && last.Kind == "heartbeat" && last.Value != nil && *last.Value == 30`, func() bool {
 		recs := committedSignals(t, dir)
 		last := recs[len(recs)-1]
 		return countKind(recs, "a", "report") == 2 && last.Kind == "heartbeat" && last.Value != nil && *last.Value == 30

@@ -19,6 +19,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -71,7 +72,7 @@ pipeline "totals" {
 
 	// Wait for the agent's subscription so QoS 1 messages are not dropped
 	// for want of a subscriber (the session is persistent from then on).
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 
 	want := map[string]*totals{}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -106,12 +107,12 @@ pipeline "totals" {
 		}
 	}
 
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `len(st) == 1 && st[0].ReadingsIn == devices*perDevice+1`, func() bool {
 		st := ag.status(t)
 		return len(st) == 1 && st[0].ReadingsIn == devices*perDevice+1
 	})
 	// Windows are 500ms of processing time: wait until every one has fired.
-	waitFor(t, 60*time.Second, func() bool { return sumOf(out, "n") >= devices*perDevice })
+	await.True(t, 60*time.Second, `sumOf(out, "n") >= devices*perDevice`, func() bool { return sumOf(out, "n") >= devices*perDevice })
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	got := map[string]*totals{}
@@ -263,7 +264,7 @@ pipeline "p" {
 }
 `
 	ag := startAgent(t, dir, cfg)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("e2e-idle-pub"))
 	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("publisher connect: %v", tok.Error())
@@ -298,7 +299,7 @@ pipeline "p" {
 	if fired()[5000] {
 		t.Fatal("[4000,5000) fired while b still held the watermark")
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, `fired()[5000]`, func() bool {
 		send("a/1", "a", 5000)
 		return fired()[5000]
 	})

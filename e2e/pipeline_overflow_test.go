@@ -10,6 +10,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -54,7 +55,7 @@ func TestPipeline_OverflowingSumIsReported(t *testing.T) {
 	p := startAgent(t, dir, overflowConfig, "%BROKER%", brokerAddr)
 
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("sensor-big"))
-	waitFor(t, 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, `tok.WaitTimeout(2*time.Second) && tok.Error() == nil`, func() bool {
 		tok := pub.Connect()
 		return tok.WaitTimeout(2*time.Second) && tok.Error() == nil
 	})
@@ -73,7 +74,7 @@ func TestPipeline_OverflowingSumIsReported(t *testing.T) {
 	pub.Disconnect(100)
 
 	var results []map[string]any
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `len(results) > 0`, func() bool {
 		results = readResults(t, filepath.Join(dir, "out.jsonl"))
 		return len(results) > 0
 	})
@@ -81,7 +82,7 @@ func TestPipeline_OverflowingSumIsReported(t *testing.T) {
 		t.Fatalf("results %v: want one for dev-big with n 2, max 1.797e308, sum and avg null", results)
 	}
 	metric := `eddy_result_values_null_total{pipeline="p",reason="overflow"}`
-	waitFor(t, 10*time.Second, func() bool { return metricValue(t, p.admin, metric) == 2 })
+	await.True(t, 10*time.Second, `metricValue(t, p.admin, metric) == 2`, func() bool { return metricValue(t, p.admin, metric) == 2 })
 	if !p.waitLog("result overflowed float64 and is written as null", 10*time.Second) {
 		t.Fatal("no log line about the overflow")
 	}

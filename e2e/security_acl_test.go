@@ -8,6 +8,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/testpki"
 )
@@ -139,11 +140,11 @@ func TestEmbeddedBroker_SubscribeOutsideACL(t *testing.T) {
 		t.Fatalf("ops subscribing to sensors/#: SUBACK %#x", code)
 	}
 	publish(dev1, "sensors/dev1/telemetry")
-	waitFor(t, 10*time.Second, func() bool { return len(all.list()) == 1 })
+	await.True(t, 10*time.Second, `len(all.list()) == 1`, func() bool { return len(all.list()) == 1 })
 	// The broker's queue to dev2 is in order: its own message arrives after
 	// dev1's would have.
 	publish(dev2, "sensors/dev2/telemetry")
-	waitFor(t, 10*time.Second, func() bool { return len(own.list()) == 1 && len(all.list()) == 2 })
+	await.True(t, 10*time.Second, `len(own.list()) == 1 && len(all.list()) == 2`, func() bool { return len(own.list()) == 1 && len(all.list()) == 2 })
 	// paho hands dev2's own message to every handler whose filter matches
 	// it, refused or not: only another topic tells a leak.
 	for _, topic := range refused.list() {
@@ -161,7 +162,7 @@ func TestEmbeddedBroker_SubscribeOutsideACL(t *testing.T) {
 	if _, err := connect("dev3", other); err == nil {
 		t.Fatal("a certificate of another CA got in")
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	await.True(t, 10*time.Second, "metricValue(t, ag.admin, `eddy_broker_refused_total{reason=\"tls\"}`) >= 1", func() bool {
 		return metricValue(t, ag.admin, `eddy_broker_refused_total{reason="tls"}`) >= 1
 	})
 }
@@ -190,7 +191,7 @@ func TestEmbeddedBroker_RefusedPublishFloodLogBounded(t *testing.T) {
 				t.Fatalf("connect: %v", tok.Error())
 			}
 			c.Publish("sensors/dev1/telemetry", 1, false, payload) // refused: no PUBACK, disconnected
-			waitFor(t, 10*time.Second, func() bool { return refusals() == before+1 && !c.IsConnectionOpen() })
+			await.True(t, 10*time.Second, `refusals() == before+1 && !c.IsConnectionOpen()`, func() bool { return refusals() == before+1 && !c.IsConnectionOpen() })
 			c.Disconnect(0)
 		}
 	}
@@ -239,7 +240,7 @@ func TestEmbeddedBroker_PacketOverLimitCounted(t *testing.T) {
 	defer c.Disconnect(0)
 	start := len(ag.output())
 	c.Publish("sensors/dev1/telemetry", 1, false, strings.Repeat("Q", 5<<20))
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `metricValue(t, ag.admin, "eddy_broker_too_large_total") == 1 && ag.logContains("big-sender")`, func() bool {
 		return metricValue(t, ag.admin, "eddy_broker_too_large_total") == 1 && ag.logContains("big-sender")
 	})
 	grown := ag.output()[start:]

@@ -8,6 +8,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/testpki"
 )
@@ -84,7 +85,7 @@ func TestEmbeddedTLS_InternalClients(t *testing.T) {
 	if tok := c.Subscribe("results/#", 1, nil); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribe: %v", tok.Error())
 	}
-	if !waitUntil(60*time.Second, func() bool {
+	if !await.Holds(60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return got["once"] >= 2 && got["fast"] >= 2

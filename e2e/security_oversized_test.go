@@ -12,6 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
@@ -50,7 +51,7 @@ pipeline "p" {
   dead_letter = sink.file.dead
 }
 `)
-	waitFor(t, 10*time.Second, func() bool { return ag.connected(t, "sensors") })
+	await.True(t, 10*time.Second, `ag.connected(t, "sensors")`, func() bool { return ag.connected(t, "sensors") })
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("sensor-big"))
 	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("connect: %v", tok.Error())
@@ -76,9 +77,9 @@ pipeline "p" {
 		}
 		return n
 	}
-	waitFor(t, 30*time.Second, func() bool { return in() == before+1+after })
+	await.True(t, 30*time.Second, `in() == before+1+after`, func() bool { return in() == before+1+after })
 	deadPath := filepath.Join(dir, "dead.jsonl")
-	waitFor(t, 30*time.Second, func() bool { b, _ := os.ReadFile(deadPath); return len(b) > 0 })
+	await.True(t, 30*time.Second, `len(b) > 0`, func() bool { b, _ := os.ReadFile(deadPath); return len(b) > 0 })
 	dead, err := os.ReadFile(deadPath)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ pipeline "p" {
 		}
 		return n
 	}
-	waitFor(t, 60*time.Second, func() bool { return in() >= sensors*each && offenderLost.Load() >= 2 })
+	await.True(t, 60*time.Second, `in() >= sensors*each && offenderLost.Load() >= 2`, func() bool { return in() >= sensors*each && offenderLost.Load() >= 2 })
 	close(stop)
 	wg.Wait()
 	if got := in(); got != sensors*each {

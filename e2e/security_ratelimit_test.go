@@ -9,6 +9,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -88,7 +89,7 @@ pipeline "flood" {
 	// plus the rate over the time since it started (an upper bound: load
 	// on the machine only lowers it).
 	var over string
-	waitFor(t, 120*time.Second, func() bool {
+	await.True(t, 120*time.Second, `n >= floods && in("sensors") >= sensors*each`, func() bool {
 		n := in("flood")
 		if allowed := burst + rate*time.Since(start).Seconds(); float64(n) > allowed && over == "" {
 			over = fmt.Sprintf("%d flood readings after %v, more than the %v allowed", n, time.Since(start), allowed)

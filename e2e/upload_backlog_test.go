@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
@@ -80,7 +81,7 @@ func TestS3_AgentReportsUploadBacklog(t *testing.T) {
 	if !ag.waitLog("checkpoint completed", 30*time.Second) {
 		t.Fatal("no checkpoint completed")
 	}
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `ok && u.Checkpoints != nil && u.Files != nil && u.LagMs != nil`, func() bool {
 		u, ok := agentUpload(ag.admin)
 		return ok && u.Checkpoints != nil && u.Files != nil && u.LagMs != nil
 	})
@@ -90,7 +91,7 @@ func TestS3_AgentReportsUploadBacklog(t *testing.T) {
 		t.Fatal("no upload attempt failed while the S3 server was down")
 	}
 	var u uploadBacklog
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `ok && u.Checkpoints != nil && *u.Checkpoints > 0 && u.Files != nil && *u.Files > *u.Checkpoints && u.LagMs != nil && *u.LagMs >= 1000`, func() bool {
 		var ok bool
 		u, ok = agentUpload(ag.admin)
 		return ok && u.Checkpoints != nil && *u.Checkpoints > 0 && u.Files != nil && *u.Files > *u.Checkpoints &&
@@ -109,7 +110,7 @@ func TestS3_AgentReportsUploadBacklog(t *testing.T) {
 	}
 
 	s3.Restart()
-	waitFor(t, 90*time.Second, func() bool {
+	await.True(t, 90*time.Second, `ok && u.Checkpoints != nil && *u.Checkpoints <= 1 && u.LagMs != nil && *u.LagMs < 5000`, func() bool {
 		u, ok := agentUpload(ag.admin)
 		return ok && u.Checkpoints != nil && *u.Checkpoints <= 1 && u.LagMs != nil && *u.LagMs < 5000
 	})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
@@ -74,12 +75,12 @@ upload "s3" {
 	}
 
 	// Processing and local checkpoints go on; uploads fail and queue up.
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `metric("eddy_checkpoints_completed_total") >= 5 && metric("eddy_upload_failures_total") >= 2 && metric("eddy_upload_pending_checkpoints") >= 2`, func() bool {
 		return metric("eddy_checkpoints_completed_total") >= 5 && metric("eddy_upload_failures_total") >= 2 &&
 			metric("eddy_upload_pending_checkpoints") >= 2
 	})
 	lag0, ckpt0, in0 := metric("eddy_upload_recovery_point_lag_seconds"), metric("eddy_checkpoints_completed_total"), readings()
-	if !waitUntil(60*time.Second, func() bool {
+	if !await.Holds(60*time.Second, func() bool {
 		return metric("eddy_upload_recovery_point_lag_seconds") > lag0 && metric("eddy_checkpoints_completed_total") > ckpt0 && readings() > in0
 	}) {
 		t.Errorf("within 60 s: recovery point lag %v s (was %v), local checkpoints %v (were %v), readings %d (were %d): want all growing",
@@ -134,7 +135,7 @@ upload "s3" {
 
 	// Credentials fixed: the next start ships the newest local checkpoint.
 	ag = startAgent(t, dir, config(s3.SecretKey))
-	waitFor(t, 60*time.Second, func() bool { return metric("eddy_upload_last_id") > 0 })
+	await.True(t, 60*time.Second, `metric("eddy_upload_last_id") > 0`, func() bool { return metric("eddy_upload_last_id") > 0 })
 	ag.stop(syscall.SIGTERM, 20*time.Second)
 
 	// A device replaced from the bucket gets at least the checkpoint the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/s3server"
 )
 
@@ -67,7 +68,7 @@ func TestS3_ReplacedDeviceRestores(t *testing.T) {
 	// Stopped once an upload went through after the outage (or, on a machine
 	// fast enough, when the job is already over: the final checkpoint is
 	// shipped at shutdown).
-	if !waitUntil(60*time.Second, func() bool { return first.logContains("upload: shipping recovered") || first.exited() }) {
+	if !await.Holds(60*time.Second, func() bool { return first.logContains("upload: shipping recovered") || first.exited() }) {
 		t.Fatal("uploads did not recover within 60 s of the uplink's return")
 	}
 	first.signal(syscall.SIGTERM)

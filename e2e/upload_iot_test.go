@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/iotcredentials"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/s3server"
@@ -72,7 +73,7 @@ upload "s3" {
 	metric := func(name string) float64 { return metricValue(t, ag.admin, name) }
 
 	// Several lifetimes of uploads.
-	waitFor(t, 90*time.Second, func() bool { f, _ := iot.Counts(); return f >= 4 && metric("eddy_upload_last_id") > 0 })
+	await.True(t, 90*time.Second, `f >= 4 && metric("eddy_upload_last_id") > 0`, func() bool { f, _ := iot.Counts(); return f >= 4 && metric("eddy_upload_last_id") > 0 })
 	at, expires := iot.Fetches()
 	for i := 1; i < len(at); i++ {
 		if !at[i].Before(expires[i-1]) {
@@ -86,13 +87,13 @@ upload "s3" {
 	// The endpoint down past the keys' expiry: uploads pause.
 	iot.SetDown(true)
 	_, expires = iot.Fetches()
-	waitFor(t, 60*time.Second, func() bool {
+	await.True(t, 60*time.Second, `time.Now().After(expires[len(expires)-1]) && refused >= 3`, func() bool {
 		_, refused := iot.Counts()
 		return time.Now().After(expires[len(expires)-1]) && refused >= 3
 	})
 	paused := metric("eddy_upload_last_id")
 	iot.SetDown(false)
-	waitFor(t, 90*time.Second, func() bool { return metric("eddy_upload_last_id") > paused })
+	await.True(t, 90*time.Second, `metric("eddy_upload_last_id") > paused`, func() bool { return metric("eddy_upload_last_id") > paused })
 	if n := metric("eddy_upload_failures_total"); n != 0 {
 		t.Errorf("%v failed uploads, want 0: uploads wait for keys", n)
 	}
