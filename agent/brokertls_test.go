@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/testpki"
 
 	"crypto/tls"
@@ -92,7 +93,7 @@ func TestBrokerTLS_ClientCertificates(t *testing.T) {
 	}
 	// paho tries MQTT 3.1.1, then 3.1: a refused client shakes hands twice.
 	// The broker counts after its side of the handshake has failed.
-	waitForCond(t, 10*time.Second, func() bool { return b.Refused(broker.RefusedTLS) >= refusals })
+	await.True(t, 10*time.Second, `b.Refused(broker.RefusedTLS) >= refusals`, func() bool { return b.Refused(broker.RefusedTLS) >= refusals })
 	if n := b.Refused(broker.RefusedTLS); n > 2*refusals {
 		t.Errorf("Refused(tls) = %d, want a refusal per failed handshake (%d clients refused)", n, refusals)
 	}
@@ -176,7 +177,7 @@ func TestBrokerACL_ClientCertificates(t *testing.T) {
 	if topic := <-got; topic != "sensors/s2/telemetry" {
 		t.Fatalf("got %s, want only s2's own publish", topic)
 	}
-	waitForCond(t, 10*time.Second, func() bool { return !s1.IsConnectionOpen() })
+	await.True(t, 10*time.Second, `!s1.IsConnectionOpen()`, func() bool { return !s1.IsConnectionOpen() })
 	publish(s2, "sensors/s2/more")
 	if topic := <-got; topic != "sensors/s2/more" {
 		t.Fatalf("got %s", topic)
@@ -185,17 +186,5 @@ func TestBrokerACL_ClientCertificates(t *testing.T) {
 	case topic := <-got:
 		t.Fatalf("unexpected %s", topic)
 	default:
-	}
-}
-
-// waitForCond polls cond until it holds; it fails the test after d.
-func waitForCond(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met in %v", d)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/tmpfs"
 )
 
@@ -51,7 +52,7 @@ func TestIngest_NoSpaceAtRollHoldsAndResumes(t *testing.T) {
 	for i := range n {
 		toks[i] = c.Publish("sensors/s1/telemetry", 1, false, payload(i))
 	}
-	waitForCond(t, 30*time.Second, func() bool { return holds.Reason(disk.IngestPlace("s")) != "" })
+	await.True(t, 30*time.Second, `holds.Reason(disk.IngestPlace("s")) != ""`, func() bool { return holds.Reason(disk.IngestPlace("s")) != "" })
 	reason := holds.Reason(disk.IngestPlace("s"))
 	if !strings.HasPrefix(reason, dir+": ") || !strings.Contains(reason, "no space left on device") {
 		t.Errorf("hold %q does not name %s and the full disk", reason, dir)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // TestEmbeddedIntake_OversizedCostsItsSenderOnly: one sensor keeps sending
@@ -84,7 +85,7 @@ func TestEmbeddedIntake_OversizedCostsItsSenderOnly(t *testing.T) {
 					}
 				})
 			}
-			waitForCond(t, 30*time.Second, func() bool { return offenderLost.Load() >= 2 })
+			await.True(t, 30*time.Second, `offenderLost.Load() >= 2`, func() bool { return offenderLost.Load() >= 2 })
 			close(stop)
 			wg.Wait()
 

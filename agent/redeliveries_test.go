@@ -19,6 +19,7 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/operators/io/source"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -312,7 +313,7 @@ func TestMQTTIntake_ResumedSessionFlagged(t *testing.T) {
 	wg.Go(func() { mqttIntake(src, in, slog.New(slog.DiscardHandler), "s", func(error) {})(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	stats := src.(source.StatsReporter)
-	waitForCond(t, 30*time.Second, func() bool { return stats.Stats().Connected })
+	await.True(t, 30*time.Second, `stats.Stats().Connected`, func() bool { return stats.Stats().Connected })
 
 	publish := func(from, to int) {
 		t.Helper()
@@ -328,11 +329,11 @@ func TestMQTTIntake_ResumedSessionFlagged(t *testing.T) {
 		}
 	}
 	publish(0, 10)
-	waitForCond(t, 30*time.Second, func() bool { return in.log.LastOffset() >= 10 })
+	await.True(t, 30*time.Second, `in.log.LastOffset() >= 10`, func() bool { return in.log.LastOffset() >= 10 })
 	mq.Restart()
-	waitForCond(t, 30*time.Second, func() bool { return stats.Stats().Reconnects >= 1 && stats.Stats().Connected })
+	await.True(t, 30*time.Second, `stats.Stats().Reconnects >= 1 && stats.Stats().Connected`, func() bool { return stats.Stats().Reconnects >= 1 && stats.Stats().Connected })
 	publish(10, 20)
-	waitForCond(t, 30*time.Second, func() bool { return in.log.LastOffset() >= 20 })
+	await.True(t, 30*time.Second, `in.log.LastOffset() >= 20`, func() bool { return in.log.LastOffset() >= 20 })
 
 	checkLogHolds(t, in.log, 20, func(i int) string { return fmt.Sprintf(`{"seq":%d}`, i) })
 	r, err := in.log.Reader(0)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/faultbroker"
 )
 
@@ -36,7 +37,7 @@ func TestSink_KeepaliveWhileAcksFlow(t *testing.T) {
 			id := fmt.Sprintf("walsink-keepalive-qos%d", qos)
 			s, lb := openLogged(t, t.TempDir(), Options{Broker: b.URL(), ClientID: id, QoS: qos, KeepAlive: keepAlive,
 				ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond, DialTimeout: keepAlive})
-			waitFor(t, 5*time.Second, func() bool { return s.Stats().Connected })
+			await.True(t, 5*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
 
 			b.SetPingDelay(pingDelay)
 			var want []string
@@ -45,7 +46,7 @@ func TestSink_KeepaliveWhileAcksFlow(t *testing.T) {
 				// Idle: the sink sends a PINGREQ after a keepalive without
 				// sending, and the broker holds the answer back.
 				pings := b.SessionStats(id).Pings
-				waitFor(t, 5*keepAlive, func() bool { return b.SessionStats(id).Pings > pings })
+				await.True(t, 5*keepAlive, `b.SessionStats(id).Pings > pings`, func() bool { return b.SessionStats(id).Pings > pings })
 				pinged := time.Now()
 				tick := time.NewTicker(20 * time.Millisecond) // 50 results/s, each answered
 				for time.Since(pinged) < stream {
@@ -71,14 +72,14 @@ func TestSink_KeepaliveWhileAcksFlow(t *testing.T) {
 			silent := time.Now()
 			// The bound is 2.5 s (2 × keepalive, and two ticks of 250 ms);
 			// the rest is slack for a loaded machine.
-			waitFor(t, 4*keepAlive+2*time.Second, func() bool { return !s.Stats().Connected })
+			await.True(t, 4*keepAlive+2*time.Second, `!s.Stats().Connected`, func() bool { return !s.Stats().Connected })
 			dropped := time.Since(silent)
 			if !strings.Contains(lb.String(), "keepalive expired") {
 				t.Fatalf("dropped %v after the broker went silent, but not by the keepalive", dropped)
 			}
 			t.Logf("silent broker: connection dropped after %v", dropped.Round(time.Millisecond))
 			b.SetSilent(id, false)
-			waitFor(t, 10*time.Second, func() bool { return s.Stats().Connected && b.SessionStats(id).Connected })
+			await.True(t, 10*time.Second, `s.Stats().Connected && b.SessionStats(id).Connected`, func() bool { return s.Stats().Connected && b.SessionStats(id).Connected })
 		})
 	}
 }

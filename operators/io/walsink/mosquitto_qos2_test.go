@@ -8,6 +8,7 @@ import (
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -98,7 +99,7 @@ func TestMosquitto_QoS2Behaviour(t *testing.T) {
 			t.Fatalf("subscriber got %d of 25: %v", len(seen), seen)
 		}
 	}
-	if waitUntil(300*time.Millisecond, func() bool { return len(got) > 0 }) {
+	if await.Holds(300*time.Millisecond, func() bool { return len(got) > 0 }) {
 		t.Errorf("a message delivered twice: %v then %q", seen, <-got)
 	}
 	for m, n := range seen {

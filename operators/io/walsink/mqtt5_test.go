@@ -16,6 +16,7 @@ import (
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
@@ -187,17 +188,17 @@ func TestMQTT5_ReceiveMaximumCapsTheWindow(t *testing.T) {
 	b := mosquitto.Start(t, mosquitto.DefaultInflight())
 	s, lb := openLogged(t, t.TempDir(), Options{Broker: b.URL(), ClientID: "walsink-recvmax", MaxInflight: 1000,
 		ReconnectMin: 10 * time.Millisecond})
-	waitFor(t, 10*time.Second, func() bool { return s.Stats().Connected })
+	await.True(t, 10*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
 	if st := s.Stats(); st.Window != 20 || st.ProtocolVersion != 5 {
 		t.Fatalf("window %d, version %d before any publish; want 20, 5", st.Window, st.ProtocolVersion)
 	}
 	b.Stop()
-	waitFor(t, 10*time.Second, func() bool { return !s.Stats().Connected })
+	await.True(t, 10*time.Second, `!s.Stats().Connected`, func() bool { return !s.Stats().Connected })
 	b.Restart()
-	waitFor(t, 20*time.Second, func() bool { return s.Stats().Connected })
+	await.True(t, 20*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
 	writeEpochs(t, s, 1, 2, 500)
 	maxInflight := 0
-	waitFor(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, `st.BacklogMessages == 0`, func() bool {
 		st := s.Stats()
 		maxInflight = max(maxInflight, st.Inflight)
 		return st.BacklogMessages == 0
@@ -226,7 +227,7 @@ func TestMQTT5_MaximumQoSNamedAtConnect(t *testing.T) {
 	}
 	want := writeEpochs(t, s, 1, 1, 10)
 	// Several reconnects (backoff 10..50 ms) within this observation.
-	waitFor(t, 5*time.Second, func() bool { return strings.Count(b.Log(), "walsink-maxqos") >= 10 })
+	await.True(t, 5*time.Second, `strings.Count(b.Log(), "walsink-maxqos") >= 10`, func() bool { return strings.Count(b.Log(), "walsink-maxqos") >= 10 })
 	st := s.Stats()
 	if st.Delivered != 0 || st.BacklogMessages != int64(len(want)) || st.Inflight != 0 {
 		t.Errorf("stats %+v: want nothing published, %d in the backlog", st, len(want))
@@ -328,7 +329,7 @@ func testFallsBackTo311(t *testing.T, closeV5 bool) {
 		t.Errorf("delivered %d distinct, %d repeated; want %d, 0", distinct, repeated, len(want))
 	}
 	fb.dropAll()
-	waitFor(t, 10*time.Second, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.conns >= 2 })
+	await.True(t, 10*time.Second, `fb.conns >= 2`, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return fb.conns >= 2 })
 	if st := s.Stats(); st.ProtocolVersion != 4 {
 		t.Errorf("protocol version %d, want 4", st.ProtocolVersion)
 	}
@@ -353,7 +354,7 @@ func TestMQTT5_MessageExpiry(t *testing.T) {
 	down := "tcp://127.0.0.1:" + strconv.Itoa(loopback.MustPort(t))
 	s := mustOpen(t, dir, Options{Broker: down, ClientID: "walsink-expiry", MessageExpiry: expiry})
 	writeEpochs(t, s, 1, 1, 5)
-	waitFor(t, 10*time.Second, func() bool { return s.Stats().OldestAge > expiry })
+	await.True(t, 10*time.Second, `s.Stats().OldestAge > expiry`, func() bool { return s.Stats().OldestAge > expiry })
 	fresh := writeEpochs(t, s, 2, 2, 5)
 	must(s.Close())
 	sub := startV5Subscriber(t, b, "up/#")
@@ -390,13 +391,13 @@ func TestMQTT5_SessionExpiry(t *testing.T) {
 		id := fmt.Sprintf("walsink-session-%v", tt.expiry)
 		dir := t.TempDir()
 		s := mustOpen(t, dir, Options{Broker: b.URL(), ClientID: id, SessionExpiry: tt.expiry})
-		waitFor(t, 10*time.Second, func() bool { return s.Stats().Connected })
+		await.True(t, 10*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
 		must(s.Close())
 		if tt.expiry > 0 {
-			waitFor(t, 10*time.Second, func() bool { return strings.Contains(b.Log(), "Expiring client "+id) })
+			await.True(t, 10*time.Second, `strings.Contains(b.Log(), "Expiring client "+id)`, func() bool { return strings.Contains(b.Log(), "Expiring client "+id) })
 		}
 		s, lb := openLogged(t, dir, Options{Broker: b.URL(), ClientID: id, SessionExpiry: tt.expiry})
-		waitFor(t, 10*time.Second, func() bool { return s.Stats().Connected })
+		await.True(t, 10*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
 		if want := fmt.Sprintf("session_present=%v", tt.present); !strings.Contains(lb.String(), want) {
 			t.Errorf("session_expiry %v: no %s in:\n%s", tt.expiry, want, lb.String())
 		}

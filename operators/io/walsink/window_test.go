@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -219,11 +220,11 @@ func TestSink_BrokerDowngradesQoS2(t *testing.T) {
 			writeEpochs(t, s, 1, 5, 100)
 			waitRefusal(t, s, "the broker downgrades QoS 2 to 1: set qos = 1", 10*time.Second)
 			// Whatever is still in flight is answered; then nothing moves.
-			waitFor(t, 5*time.Second, func() bool { return s.Stats().Inflight == 0 })
+			await.True(t, 5*time.Second, `s.Stats().Inflight == 0`, func() bool { return s.Stats().Inflight == 0 })
 			before := s.Stats()
 			_, _, publishesBefore := fb.counts()
 			// A loop would publish again within this observation.
-			if waitUntil(500*time.Millisecond, func() bool { _, _, p := fb.counts(); return p > publishesBefore }) {
+			if await.Holds(500*time.Millisecond, func() bool { _, _, p := fb.counts(); return p > publishesBefore }) {
 				t.Error("the sink publishes again after the downgrade")
 			}
 			st := s.Stats()
@@ -242,27 +243,6 @@ func TestSink_BrokerDowngradesQoS2(t *testing.T) {
 	}
 }
 
-func waitFor(t testing.TB, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v", d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitUntil polls cond until it holds (true) or d passes (false).
-func waitUntil(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestSink_SessionPresentZero: a CONNACK with session present = 0 is said
 // for what it is: at INFO when no flow was open (nothing at stake; aedes
 // answers so to a client without subscriptions), at WARN with what the
@@ -271,15 +251,15 @@ func TestSink_SessionPresentZero(t *testing.T) {
 	fb := startFakeBroker(t, &fakeBroker{noSession: true, silent: true})
 	s, lb := openLogged(t, t.TempDir(), Options{Broker: fb.url(), ClientID: "nosession", MaxInflight: 5,
 		ReconnectMin: 10 * time.Millisecond, ProtocolVersion: 4})
-	waitFor(t, 5*time.Second, func() bool { return s.Stats().Connected })
+	await.True(t, 5*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
 	if log := lb.String(); !strings.Contains(log, "level=INFO msg=\"walsink: the broker answered session present = 0; no flow was open") ||
 		strings.Contains(log, "level=WARN") {
 		t.Errorf("no flow open: want one INFO line, no warning:\n%s", log)
 	}
 	writeEpochs(t, s, 1, 1, 3)
-	waitFor(t, 5*time.Second, func() bool { _, _, p := fb.counts(); return p == 3 })
+	await.True(t, 5*time.Second, `p == 3`, func() bool { _, _, p := fb.counts(); return p == 3 })
 	fb.dropAll()
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(lb.String(), "session present = 0 with") })
+	await.True(t, 5*time.Second, `strings.Contains(lb.String(), "session present = 0 with")`, func() bool { return strings.Contains(lb.String(), "session present = 0 with") })
 	if log := lb.String(); !strings.Contains(log, "session present = 0 with flows open") ||
 		!strings.Contains(log, "published_again=3 released_again=0") {
 		t.Errorf("flows open: want a warning naming what is re-sent:\n%s", log)
