@@ -201,6 +201,20 @@ func (mosquittoUpstream) brokerRepeats(reporter, *collector, string) map[string]
 	return nil
 }
 
+// mosquittoUpstreams are the two mosquitto configurations of
+// upstreamBrokers in the sink's default protocol: what the WAL's own
+// behaviour (its disk budget) is tested against, the broker and its
+// protocol version being the crash matrix's concern.
+func mosquittoUpstreams() []upstreamBroker {
+	var us []upstreamBroker
+	for _, u := range upstreamBrokers {
+		if u.start == nil && !strings.Contains(u.window, "protocol_version") {
+			us = append(us, u)
+		}
+	}
+	return us
+}
+
 // withWindow adds u's window to a config made from walCrashConfig.
 func (u upstreamBroker) withWindow(tmpl string) string {
 	const topic = `topic    = "results/${device_id}/${pipeline}/${key}"`

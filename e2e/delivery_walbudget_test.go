@@ -66,7 +66,7 @@ func metricValue(t *testing.T, admin, name string) float64 {
 // in three under load: see TestSink_BlockNeverWaitsOnUncommittedOnly
 // and TestSinkRunner_HoldsEarlyEpochs for the mechanism.)
 func TestWALSink_DiskBudgetBlocks(t *testing.T) {
-	for _, u := range upstreamBrokers {
+	for _, u := range mosquittoUpstreams() {
 		t.Run(u.name, func(t *testing.T) { testDiskBudgetBlocks(t, u) })
 	}
 }
@@ -181,7 +181,7 @@ ingest { max_disk = "2MiB" }
 // dropped and counted, exactly: delivered + dropped = produced, and every
 // delivered result is right and arrives once.
 func TestWALSink_DiskBudgetDropsOldest(t *testing.T) {
-	for _, u := range upstreamBrokers {
+	for _, u := range mosquittoUpstreams() {
 		t.Run(u.name, func(t *testing.T) { testDiskBudgetDropsOldest(t, u) })
 	}
 }
