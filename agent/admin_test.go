@@ -72,14 +72,14 @@ func mustBuildAgent(t testing.TB, src string, checkpoints bool) *Agent {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, be := range a.backends {
+		for _, be := range a.flow.backends {
 			_ = be.Close()
 		}
-		for _, l := range a.logs {
+		for _, l := range a.flow.logs {
 			_ = l.Close()
 		}
-		if a.broker != nil {
-			_ = a.broker.Close()
+		if a.flow.broker != nil {
+			_ = a.flow.broker.Close()
 		}
 	})
 	if checkpoints {
@@ -308,7 +308,7 @@ func TestAdmin_Pipelines(t *testing.T) {
 		got[0]["event_time"] != true || got[0]["late_output"] != false {
 		t.Fatalf("before any reading: %v", got)
 	}
-	p := a.pipelines[0]
+	p := a.flow.pipelines[0]
 	wm := ta.now.UnixMilli() - 2_500
 	p.m.watermark.Store(wm)
 	p.m.in.Add(10)
@@ -412,7 +412,7 @@ func TestAdmin_Metrics(t *testing.T) {
 
 func TestStatusPage(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
-	a.pipelines[0].m.in.Add(42)
+	a.flow.pipelines[0].m.in.Add(42)
 	a.ckpt.record(checkpointRecord{ID: 7, Kind: "full", Time: "2026-01-02T03:04:05.123456789Z", DurationMs: 1500, SizeBytes: 3 << 20})
 	ta := newTestAdmin(t, a, "")
 	code, b, h := ta.do(t, "GET", "/", "")
@@ -517,7 +517,7 @@ func TestAdmin_WAL(t *testing.T) {
 	cfg = strings.Replace(cfg, "to = [sink.file.out]", "to = [sink.mqtt.out]", 1)
 	a := mustBuildAgent(t, cfg, true)
 	defer func() {
-		for _, s := range a.sinks {
+		for _, s := range a.flow.sinks {
 			if s.tx != nil {
 				_ = s.tx.Close()
 			}

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,10 +19,6 @@ import (
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/operators/io/broker"
-	"github.com/eddy-edge/eddy/operators/io/ingest"
-	"github.com/eddy-edge/eddy/operators/io/source"
-	"github.com/eddy-edge/eddy/state"
 )
 
 // Options are the run-time settings that do not come from the config file.
@@ -53,45 +48,31 @@ type Options struct {
 	ClockStatus clocksync.Source
 }
 
-// Agent is a running configuration.
+// Agent is a running configuration: it runs the job graph its
+// configuration opened (flow) through the run phases (run.go), with the
+// checkpointer, the failover regions and the admin endpoint.
 type Agent struct {
-	cfg       *config.Config
-	src       []byte // the configuration's text (state shapes compare expressions by it)
-	deviceID  string
-	log       *slog.Logger
-	metrics   *metrics.Set
-	clk       clock
-	broker    *broker.Broker
-	sources   map[string]*sourceRunner
-	sims      []*source.Simulator
-	sinks     map[string]*sinkRunner
-	pipelines []*pipeline
-	adminSrv  *admin.Server // nil when agent { admin } is off
+	cfg      *config.Config
+	deviceID string
+	log      *slog.Logger
+	metrics  *metrics.Set
+	clk      clock
+	flow     *dataflow
+	adminSrv *admin.Server // nil when agent { admin } is off
 	// closeAdminSrv stops the endpoint and its sampling (startAdminOnce).
 	closeAdminSrv func()
 	intro         *introspection
-	stdout        io.Writer
-	backends      []state.Backend
 	memory        memoryBudget
-	logs          []*ingest.Log
 	ckpt          *checkpointer
-	from          string     // --from: the checkpoint to restore
 	failed        chan error // a component that cannot go on; run stops
 	upload        uploader
 	restorer      *restorer
-	// retained serves truncateIngest (on the checkpointer's goroutine).
-	retained retainedPositions
 
 	// failover holds the failover regions: a failure restarts only its own.
-	failover *failover
-	// mu guards pipelines, sources and sinks, which a region restart
-	// replaces while the admin endpoint reads them.
-	mu          sync.Mutex
-	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
-	walSinks    map[string]*walHolder       // kept across region restarts
-	diskMeter   atomic.Pointer[disk.Meter]  // the eddy_disk_* gauges; set by run while the admin endpoint may read it
-	diskHolds   disk.Holds                  // what waits for disk space, for /readyz
-	restoredID  uint64                      // the checkpoint restored at start, 0 if none
+	failover   *failover
+	diskMeter  atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
+	diskHolds  disk.Holds                 // what waits for disk space, for /readyz
+	restoredID uint64                     // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -186,9 +167,8 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 // starting them.
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
-	a := &Agent{cfg: cfg, src: lc.src, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: newClock().withStatus(opts.ClockStatus, log), failed: make(chan error, 1),
-		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
-		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
+	clk := newClock().withStatus(opts.ClockStatus, log)
+	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: clk, failed: make(chan error, 1)}
 	var diags hcl.Diagnostics
 	var plans []*plan
 	for _, p := range cfg.Pipelines {
@@ -203,27 +183,20 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	if diags.HasErrors() {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	a.stdout = opts.Stdout
-	a.from = opts.From
 	a.upload.log = log
-	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, maxKeyGroups: cfg.Agent.MaxKeyGroups}
+	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, maxKeyGroups: cfg.Agent.MaxKeyGroups,
+		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
+	a.flow = newDataflow(cfg, lc.src, log, a.metrics, clk)
+	a.flow.stateCache, a.flow.stdout, a.flow.fail, a.flow.holds = a.memory.stateCache, opts.Stdout, a.fail, &a.diskHolds
 	for _, p := range plans {
-		if err := a.addPipeline(p); err != nil {
+		if err := a.flow.addPipeline(p); err != nil {
 			return nil, err
 		}
 	}
 	a.failover = newFailover(a)
 	a.intro = newIntrospection(a)
 	return a, nil
-}
-
-func (a *Agent) vars(extra ...string) map[string]string {
-	v := map[string]string{"device_id": a.deviceID}
-	for i := 0; i+1 < len(extra); i += 2 {
-		v[extra[i]] = extra[i+1]
-	}
-	return v
 }
 
 // fail stops the agent with err (the first one wins).

@@ -8,27 +8,27 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/broker"
 )
 
-func (a *Agent) embeddedBroker() (*broker.Broker, error) {
-	if a.broker != nil {
-		return a.broker, nil
+func (df *dataflow) embeddedBroker() (*broker.Broker, error) {
+	if df.broker != nil {
+		return df.broker, nil
 	}
-	bc := a.cfg.Broker
+	bc := df.cfg.Broker
 	tc, err := brokerTLSConfig(bc.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("agent: broker: %w", err)
 	}
-	b, err := broker.Start(brokerOptions(bc, tc, a.vars()), a.log)
+	b, err := broker.Start(brokerOptions(bc, tc, df.vars()), df.log)
 	if err != nil {
 		return nil, err
 	}
-	a.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
-	a.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
-	a.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
-	a.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
+	df.metrics.NewGauge("eddy_broker_too_large_total", func() float64 { return float64(b.TooLarge()) })
+	df.metrics.NewGauge("eddy_broker_rejected_total", func() float64 { return float64(b.Rejected()) })
+	df.metrics.NewGauge("eddy_broker_contained_panics_total", func() float64 { return float64(b.Panics()) })
+	df.metrics.NewGauge("eddy_broker_throttled_total", func() float64 { return float64(b.Throttled()) })
 	for _, r := range broker.Refusals {
-		a.metrics.NewGauge(fmt.Sprintf(`eddy_broker_refused_total{reason=%q}`, r), func() float64 { return float64(b.Refused(r)) })
+		df.metrics.NewGauge(fmt.Sprintf(`eddy_broker_refused_total{reason=%q}`, r), func() float64 { return float64(b.Refused(r)) })
 	}
-	a.broker = b
+	df.broker = b
 	return b, nil
 }
 
@@ -37,9 +37,9 @@ func (a *Agent) embeddedBroker() (*broker.Broker, error) {
 // broker the broker's internal listener (broker.Broker.Internal), whatever
 // TLS or credentials the broker's own listener asks of sensors; the sink's
 // username, password and tls then do not apply.
-func (a *Agent) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Config, error) {
+func (df *dataflow) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Config, error) {
 	if m.Broker == config.Embedded {
-		b, err := a.embeddedBroker()
+		b, err := df.embeddedBroker()
 		if err != nil {
 			return broker.Endpoint{}, nil, err
 		}

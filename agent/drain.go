@@ -26,12 +26,12 @@ var ErrUndelivered = errors.New("results not delivered upstream")
 // drain_timeout, or signalDrainBound once ctx ends (a signal, before or
 // during the wait), and says what is left: results still in a WAL are
 // delivered by the next start. It returns how many are left.
-func (a *Agent) drainWALSinks(ctx context.Context) int64 {
+func (df *dataflow) drainWALSinks(ctx context.Context) int64 {
 	var (
 		wg   sync.WaitGroup
 		left atomic.Int64
 	)
-	for name, h := range a.walSinks {
+	for name, h := range df.walSinks {
 		s := h.s.Load()
 		if s == nil {
 			continue
@@ -49,13 +49,13 @@ func (a *Agent) drainWALSinks(ctx context.Context) int64 {
 			})
 			defer stop()
 			if st := s.Stats(); st.BacklogMessages > 0 {
-				a.log.Info("waiting for upstream delivery", "sink", name, "backlog", st.BacklogMessages,
+				df.log.Info("waiting for upstream delivery", "sink", name, "backlog", st.BacklogMessages,
 					"drain_timeout", h.drainTimeout, "on_signal", signalDrainBound)
 			}
 			n, _ := s.WaitDelivered(wctx)
 			if n == 0 {
 				if d := time.Since(start); d > 100*time.Millisecond {
-					a.log.Info("upstream delivery complete", "sink", name, "waited", d.Round(time.Millisecond))
+					df.log.Info("upstream delivery complete", "sink", name, "waited", d.Round(time.Millisecond))
 				}
 				return
 			}
@@ -65,7 +65,7 @@ func (a *Agent) drainWALSinks(ctx context.Context) int64 {
 			if st.Refusal != "" {
 				args = append(args, "refusal", st.Refusal)
 			}
-			a.log.Warn("results not delivered upstream yet: they stay in the WAL and the next start delivers them", args...)
+			df.log.Warn("results not delivered upstream yet: they stay in the WAL and the next start delivers them", args...)
 		}()
 	}
 	wg.Wait()
@@ -81,13 +81,13 @@ func undeliveredError(n int64) error {
 // watchDrained returns a channel closed once every source has ended and
 // forwarded its messages (file sources), polling since a region restart
 // replaces what there is to wait for.
-func (a *Agent) watchDrained(ctx context.Context) <-chan struct{} {
+func (df *dataflow) watchDrained(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		tk := time.NewTicker(50 * time.Millisecond)
 		defer tk.Stop()
 		for {
-			if a.allDrained() {
+			if df.allDrained() {
 				close(ch)
 				return
 			}
@@ -101,10 +101,10 @@ func (a *Agent) watchDrained(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-func (a *Agent) allDrained() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range a.sources {
+func (df *dataflow) allDrained() bool {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	for _, s := range df.sources {
 		select {
 		case <-s.drained:
 		default:
@@ -115,19 +115,19 @@ func (a *Agent) allDrained() bool {
 }
 
 // waitIdle waits, at most d, until no pipeline has queued input.
-func (a *Agent) waitIdle(d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end) && !a.allIdle(); time.Sleep(20 * time.Millisecond) {
+func (df *dataflow) waitIdle(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end) && !df.allIdle(); time.Sleep(20 * time.Millisecond) {
 	}
 }
 
 // watchIdle returns a channel closed once no pipeline has queued input, or
 // after a minute and twice the checkpoint timeout.
-func (a *Agent) watchIdle(ctx context.Context) <-chan struct{} {
+func (df *dataflow) watchIdle(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		end := time.Now().Add(time.Minute + 2*a.cfg.Checkpoint.Timeout)
-		for time.Now().Before(end) && !a.allIdle() {
+		end := time.Now().Add(time.Minute + 2*df.cfg.Checkpoint.Timeout)
+		for time.Now().Before(end) && !df.allIdle() {
 			select {
 			case <-time.After(20 * time.Millisecond):
 			case <-ctx.Done():
@@ -138,10 +138,10 @@ func (a *Agent) watchIdle(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
-func (a *Agent) allIdle() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, p := range a.pipelines {
+func (df *dataflow) allIdle() bool {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	for _, p := range df.pipelines {
 		if !p.idle() {
 			return false
 		}
@@ -150,8 +150,8 @@ func (a *Agent) allIdle() bool {
 }
 
 // waitDrained waits until every source has forwarded what it took in.
-func (a *Agent) waitDrained() {
-	for !a.allDrained() {
+func (df *dataflow) waitDrained() {
+	for !df.allDrained() {
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -86,10 +86,10 @@ func TestTruncateIngest_FullLogShrinksToNewestCheckpoint(t *testing.T) {
 				}
 			}
 			var out strings.Builder
-			a := &Agent{log: slog.New(slog.NewTextHandler(&out, nil)), retained: retainedPositions{},
+			df := &dataflow{log: slog.New(slog.NewTextHandler(&out, nil)), retained: retainedPositions{},
 				sources: map[string]*sourceRunner{"s": {name: "s", ilog: l}}}
 			size := l.SizeBytes()
-			a.truncateIngest(store, checkpoint.Completed{ID: 4, Kind: checkpoint.KindIncremental, Manifest: ms[3]})
+			df.truncateIngest(store, checkpoint.Completed{ID: 4, Kind: checkpoint.KindIncremental, Manifest: ms[3]})
 			first := l.FirstOffset()
 			switch {
 			case full && (first <= last/2+1 || l.SizeBytes() >= size):

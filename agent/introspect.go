@@ -89,7 +89,7 @@ func (in *introspection) Savepoint(ctx context.Context) (uint64, error) {
 func (in *introspection) registerMetrics() {
 	a := in.a
 	set := a.metrics
-	for _, p := range a.pipelines {
+	for _, p := range a.flow.pipelines {
 		l := fmt.Sprintf(`{pipeline=%q}`, p.name)
 		if p.eventTime {
 			set.GetOrCreateGauge("eddy_watermark_lag_ms"+l, func() float64 {
@@ -148,10 +148,10 @@ func (in *introspection) registerMetrics() {
 
 // PipelineStatus reports each pipeline's counters.
 func (a *Agent) PipelineStatus() []admin.PipelineStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.flow.mu.Lock()
+	defer a.flow.mu.Unlock()
 	var out []admin.PipelineStatus
-	for _, p := range a.pipelines {
+	for _, p := range a.flow.pipelines {
 		st := admin.PipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
 			Filtered: p.m.filtered.Get(), Late: p.m.lateTotal(), Unassigned: p.m.unassigned.Get(),
 			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.subtasks)}
@@ -168,11 +168,11 @@ func (a *Agent) PipelineStatus() []admin.PipelineStatus {
 func (in *introspection) pipelineReports(wallMs int64) []admin.PipelineReport {
 	a := in.a
 	base := a.PipelineStatus()
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.flow.mu.Lock()
+	defer a.flow.mu.Unlock()
 	out := make([]admin.PipelineReport, 0, len(base))
 	for i, st := range base {
-		p := a.pipelines[i]
+		p := a.flow.pipelines[i]
 		if p.name != st.Name {
 			panic(fmt.Sprintf("agent: pipeline %d is %q in the status, %q in the agent", i, st.Name, p.name))
 		}
@@ -252,7 +252,7 @@ func (in *introspection) sourceReports() []admin.SourceReport {
 	}
 	var out []admin.SourceReport
 	g := newGaugeReader(a.metrics)
-	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
+	for _, name := range slices.Sorted(maps.Keys(a.flow.sources)) {
 		r := admin.SourceReport{Name: name}
 		switch s := byName[name]; {
 		case s == nil:
@@ -279,13 +279,13 @@ func (in *introspection) walReports() []admin.WALReport {
 	a := in.a
 	var out []admin.WALReport
 	g := newGaugeReader(a.metrics)
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.flow.mu.Lock()
+	defer a.flow.mu.Unlock()
 	for _, s := range a.cfg.Sinks {
 		if s.MQTT == nil || !s.MQTT.UsesWAL() {
 			continue
 		}
-		if _, used := a.sinks[s.Name]; !used {
+		if _, used := a.flow.sinks[s.Name]; !used {
 			continue
 		}
 		l := fmt.Sprintf(`{sink=%q}`, s.Name)
@@ -298,7 +298,7 @@ func (in *introspection) walReports() []admin.WALReport {
 		if v, ok := g.value("eddy_wal_oldest_age_seconds" + l); ok {
 			r.OldestAgeS = &v
 		}
-		if h := a.walSinks[s.Name]; h != nil {
+		if h := a.flow.walSinks[s.Name]; h != nil {
 			if ws := h.s.Load(); ws != nil {
 				r.Refusal = ws.Stats().Refusal
 			}
@@ -313,8 +313,8 @@ func (in *introspection) walReports() []admin.WALReport {
 func (in *introspection) ingestReports() []admin.IngestReport {
 	a := in.a
 	var out []admin.IngestReport
-	for _, name := range slices.Sorted(maps.Keys(a.sources)) {
-		s := a.sources[name]
+	for _, name := range slices.Sorted(maps.Keys(a.flow.sources)) {
+		s := a.flow.sources[name]
 		l := s.ilog
 		if l == nil {
 			continue
@@ -374,7 +374,7 @@ func (in *introspection) uploadReport() *admin.UploadReport {
 	if u == nil {
 		return nil
 	}
-	r := &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.vars())}
+	r := &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.flow.vars())}
 	if st := a.upload.stats(); st != nil {
 		// What /readyz's upload check reports, as numbers.
 		checkpoints, files, lag := int64(st.Pending), int64(st.PendingObjects), st.RecoveryPointLag.Milliseconds()

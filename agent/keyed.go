@@ -172,8 +172,8 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 // attachKeyed puts the keyed stage in front of subtask st's window (or in
 // place of one): its operator keeps its state in st.backend, and its
 // decoded per-key states within cacheBytes, their part of the subtask's
-// share of state { cache } (stateShare).
-func (a *Agent) attachKeyed(pl *plan, st *subtask, cacheBytes int64) error {
+// share of state { cache } (stateShare); processing time is clk's.
+func attachKeyed(pl *plan, st *subtask, cacheBytes int64, clk clock) error {
 	k := pl.keyed
 	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: int(cacheBytes), Control: k.eval.Control != nil})
 	if err != nil {
@@ -186,7 +186,7 @@ func (a *Agent) attachKeyed(pl *plan, st *subtask, cacheBytes int64) error {
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
 	if k.processing {
-		stage.SetProcessingClock(a.clk.monoMs)
+		stage.SetProcessingClock(clk.monoMs)
 	}
 	for _, b := range k.blocks {
 		switch {

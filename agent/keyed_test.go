@@ -113,7 +113,7 @@ func TestKeyed_ControlCaptured(t *testing.T) {
 // prepare stage only decodes, stamps and keys), in event-time order.
 func TestKeyed_PlanMovesExpressions(t *testing.T) {
 	a := mustBuildAgent(t, strings.Replace(keyedAgentConfig, "event.device", "event.d", 1), false)
-	p := a.pipelines[0]
+	p := a.flow.pipelines[0]
 	if !p.eventTime || p.shape == nil {
 		t.Fatalf("pipeline: event time %v, shape %s", p.eventTime, p.shape)
 	}

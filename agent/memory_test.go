@@ -112,7 +112,7 @@ pipeline "p" {
 `, tt.parallelism, tt.backend, tt.cache, tt.stage)
 			a := mustBuildAgent(t, src, false)
 			share := a.cfg.State.CacheBytes / int64(tt.parallelism)
-			subtasks := a.pipelines[0].subtasks
+			subtasks := a.flow.pipelines[0].subtasks
 			if len(subtasks) != tt.parallelism {
 				t.Fatalf("%d subtasks, want %d", len(subtasks), tt.parallelism)
 			}

@@ -20,27 +20,27 @@ import (
 
 // addPipeline creates the runtime of one plan and registers it with its
 // source and sinks.
-func (a *Agent) addPipeline(pl *plan) error {
-	p, err := a.newPipeline(pl)
+func (df *dataflow) addPipeline(pl *plan) error {
+	p, err := df.newPipeline(pl)
 	if err != nil {
 		return err
 	}
-	a.pipelines = append(a.pipelines, p)
+	df.pipelines = append(df.pipelines, p)
 	return nil
 }
 
 // newPipeline creates the runtime of one plan, registered with its source
 // and sinks (created on first use).
-func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
+func (df *dataflow) newPipeline(pl *plan) (*pipeline, error) {
 	name := pl.cfg.Name
-	pm := a.pipeMetrics[name]
+	pm := df.pipeMetrics[name]
 	if pm == nil {
-		pm = newPipelineMetrics(a.metrics, name)
-		a.pipeMetrics[name] = pm
+		pm = newPipelineMetrics(df.metrics, name)
+		df.pipeMetrics[name] = pm
 	}
 	p := &pipeline{
 		cfg:        pl.cfg,
-		fatal:      a.fail,
+		fatal:      df.fail,
 		epoch:      1, // dead letters before barrier 1
 		ordered:    (pl.window != nil || pl.keyed != nil) && pl.cfg.From.Source.File != nil && pl.cfg.From.Source.File.Path != "-",
 		bound:      pl.bound,
@@ -51,29 +51,29 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 		eventTime:  pl.eventTime,
 		tickEvery:  100 * time.Millisecond,
 		m:          pm,
-		log:        a.log,
-		clk:        a.clk,
+		log:        df.log,
+		clk:        df.clk,
 		done:       make(chan struct{}),
 		debugDelay: pl.cfg.DebugDelayPerRecord,
-		align: checkpoint.AlignmentPolicy{Unaligned: a.cfg.Checkpoint.Unaligned,
-			AlignedTimeoutMs: a.cfg.Checkpoint.AlignedTimeout.Milliseconds()},
+		align: checkpoint.AlignmentPolicy{Unaligned: df.cfg.Checkpoint.Unaligned,
+			AlignedTimeoutMs: df.cfg.Checkpoint.AlignedTimeout.Milliseconds()},
 		panicAt: pl.cfg.DebugPanicAtOffset,
 	}
 	if pl.eventTime {
-		if err := a.setWatermarks(p, pl); err != nil {
+		if err := df.setWatermarks(p, pl); err != nil {
 			return nil, fmt.Errorf("agent: pipeline %q: %w", name, err)
 		}
 	}
-	if err := a.newSubtasks(p, pl); err != nil {
+	if err := df.newSubtasks(p, pl); err != nil {
 		return nil, err
 	}
-	if err := a.connectSinks(p, pl); err != nil {
+	if err := df.connectSinks(p, pl); err != nil {
 		return nil, err
 	}
 	if p.subtasks[0].liveKeys != nil {
 		p.limitKeys(pl.cfg.MaxKeys)
 	}
-	if err := a.connectSources(p, pl); err != nil {
+	if err := df.connectSources(p, pl); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -82,16 +82,16 @@ func (a *Agent) newPipeline(pl *plan) (*pipeline, error) {
 // setWatermarks gives an event-time pipeline its watermark generator
 // (punctuated, one per topic filter, or one bounded out-of-orderness), its
 // hold after a resumed session, and its processing-time tick.
-func (a *Agent) setWatermarks(p *pipeline, pl *plan) error {
+func (df *dataflow) setWatermarks(p *pipeline, pl *plan) error {
 	src := pl.cfg.From.Source
 	if pl.prep.Punctuation != nil {
 		p.wm = &punctuatedWatermark{wm: watermark.Min}
 	} else if src.MQTT != nil && len(src.MQTT.Topics) > 1 {
 		topics := make([]string, len(src.MQTT.Topics))
 		for i, t := range src.MQTT.Topics {
-			topics[i] = config.Expand(t, a.vars())
+			topics[i] = config.Expand(t, df.vars())
 		}
-		w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), a.clk.monoMs())
+		w, err := newInputWatermarks(topics, pl.bound, src.Watermark.IdleTimeout.Milliseconds(), df.clk.monoMs())
 		if err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func (a *Agent) setWatermarks(p *pipeline, pl *plan) error {
 		p.wm = g
 	}
 	p.resume = watermark.NewResume(src.Watermark.HoldAfterResume.Milliseconds())
-	p.burst = &lateBurst{log: a.log, pipeline: p.name, source: src.Name, hold: src.Watermark.HoldAfterResume}
+	p.burst = &lateBurst{log: df.log, pipeline: p.name, source: src.Name, hold: src.Watermark.HoldAfterResume}
 	p.tickEvery = 0
 	if pl.window != nil && pl.window.EarlyEvery > 0 || pl.keyed != nil && pl.keyed.processing {
 		p.tickEvery = 100 * time.Millisecond // processing-time timers
@@ -114,16 +114,16 @@ func (a *Agent) setWatermarks(p *pipeline, pl *plan) error {
 
 // newSubtasks opens the pipeline's parallel subtasks: each one's state
 // backend (keyed pipelines), window operator and keyed operator.
-func (a *Agent) newSubtasks(p *pipeline, pl *plan) error {
+func (df *dataflow) newSubtasks(p *pipeline, pl *plan) error {
 	name := p.name
 	pm := p.m
-	p.maxKeyGroups = a.cfg.Agent.MaxKeyGroups
+	p.maxKeyGroups = df.cfg.Agent.MaxKeyGroups
 	keyedState := pl.window != nil || pl.keyed != nil // the subtasks keep state
 	if pl.window != nil {
 		p.windowState = windowStateName(*pl.window)
 	}
 	if keyedState {
-		p.shape, _ = json.Marshal(pipelineShape(a.src, pl.cfg)) // strings only: cannot fail
+		p.shape, _ = json.Marshal(pipelineShape(df.src, pl.cfg)) // strings only: cannot fail
 	}
 	p.merge.done = make(chan struct{})
 	var usage []stateUsage
@@ -131,14 +131,14 @@ func (a *Agent) newSubtasks(p *pipeline, pl *plan) error {
 		usage = make([]stateUsage, pl.parallelism)
 		pm.state.Store(&usage)
 	}
-	objectCache, writeBackCache := stateShare(a.memory.stateCache/int64(a.totalSubtasks()),
-		pl.keyed != nil, pl.window != nil, a.cfg.State.Backend != "memory")
+	objectCache, writeBackCache := stateShare(df.stateCache/int64(totalSubtasks(df.cfg)),
+		pl.keyed != nil, pl.window != nil, df.cfg.State.Backend != "memory")
 	for i := 0; i < pl.parallelism; i++ {
 		p.edges = append(p.edges, stream.NewEdge(16))
 		st := &subtask{index: i, epoch: 1, replayWM: math.MinInt64} // epoch n: output before barrier n
 		var op *window.Operator
 		if keyedState {
-			be, err := a.openBackend(name, i, writeBackCache)
+			be, err := df.openBackend(name, i, writeBackCache)
 			if err != nil {
 				return err
 			}
@@ -168,9 +168,9 @@ func (a *Agent) newSubtasks(p *pipeline, pl *plan) error {
 				return fmt.Errorf("agent: pipeline %q: %w", name, err)
 			}
 		}
-		st.task = operators.NewWindowTask(name, a.deviceID, pl.names, op)
+		st.task = operators.NewWindowTask(name, df.deviceID, pl.names, op)
 		if pl.keyed != nil {
-			if err := a.attachKeyed(pl, st, objectCache); err != nil {
+			if err := attachKeyed(pl, st, objectCache, df.clk); err != nil {
 				return err
 			}
 		}
@@ -181,9 +181,9 @@ func (a *Agent) newSubtasks(p *pipeline, pl *plan) error {
 
 // connectSinks makes the pipeline a producer of its sinks: its outputs, its
 // late output and its dead letters.
-func (a *Agent) connectSinks(p *pipeline, pl *plan) error {
+func (df *dataflow) connectSinks(p *pipeline, pl *plan) error {
 	for _, ref := range pl.cfg.To {
-		s, err := a.sink(ref.Sink)
+		s, err := df.sink(ref.Sink)
 		if err != nil {
 			return err
 		}
@@ -191,7 +191,7 @@ func (a *Agent) connectSinks(p *pipeline, pl *plan) error {
 		p.to = append(p.to, s)
 	}
 	if ref := pl.cfg.LateOutput; ref != nil {
-		s, err := a.sink(ref.Sink)
+		s, err := df.sink(ref.Sink)
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (a *Agent) connectSinks(p *pipeline, pl *plan) error {
 		}
 	}
 	if ref := pl.cfg.DeadLetter; ref != nil {
-		s, err := a.sink(ref.Sink)
+		s, err := df.sink(ref.Sink)
 		if err != nil {
 			return err
 		}
@@ -226,23 +226,23 @@ func (a *Agent) connectSinks(p *pipeline, pl *plan) error {
 
 // connectSources makes the pipeline a consumer of its source and of its
 // control stream.
-func (a *Agent) connectSources(p *pipeline, pl *plan) error {
+func (df *dataflow) connectSources(p *pipeline, pl *plan) error {
 	name := p.name
 	pm := p.m
-	sr, err := a.source(pl.cfg.From.Source)
+	sr, err := df.source(pl.cfg.From.Source)
 	if err != nil {
 		return err
 	}
 	sr.outs = append(sr.outs, p.in)
 	if ref := pl.cfg.Control; ref != nil {
-		cr, err := a.source(ref.Source)
+		cr, err := df.source(ref.Source)
 		if err != nil {
 			return err
 		}
 		p.control = pl.control
 		p.controlIn = make(chan *rawBatch, 4)
 		cr.outs = append(cr.outs, p.controlIn)
-		a.metrics.GetOrCreateGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(pm.controlKeys.Load()) })
+		df.metrics.GetOrCreateGauge(fmt.Sprintf(`eddy_control_keys{pipeline=%q}`, name), func() float64 { return float64(pm.controlKeys.Load()) })
 	}
 	return nil
 }
@@ -251,16 +251,16 @@ func (a *Agent) connectSources(p *pipeline, pl *plan) error {
 // an earlier run is discarded, never trusted: state comes from the last
 // checkpoint (docs/architecture.md "State"). cacheBytes is bbolt's part of
 // the subtask's share of state { cache } (stateShare).
-func (a *Agent) openBackend(pipeline string, subtask int, cacheBytes int64) (state.Backend, error) {
-	st := a.cfg.State
+func (df *dataflow) openBackend(pipeline string, subtask int, cacheBytes int64) (state.Backend, error) {
+	st := df.cfg.State
 	if st.Backend == "memory" {
 		return state.NewMemory(), nil
 	}
-	dir := filepath.Join(a.cfg.Agent.DataDir, "state")
+	dir := filepath.Join(df.cfg.Agent.DataDir, "state")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent: create %s: %w", dir, err)
 	}
-	n := a.totalSubtasks()
+	n := totalSubtasks(df.cfg)
 	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
 		MaxSize:    int(st.MaxSizeBytes / int64(n)),
 		CacheBytes: int(cacheBytes),
@@ -268,23 +268,23 @@ func (a *Agent) openBackend(pipeline string, subtask int, cacheBytes int64) (sta
 	if err != nil {
 		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)
 	}
-	a.backends = append(a.backends, be)
+	df.backends = append(df.backends, be)
 	return be, nil
 }
 
 // totalSubtasks counts the subtasks with state (a window, per-key
-// functions) of the configuration, which
+// functions) of cfg, which
 // share the state budget (cache and max_size).
-func (a *Agent) totalSubtasks() int {
+func totalSubtasks(cfg *config.Config) int {
 	n := 0
-	for _, p := range a.cfg.Pipelines {
+	for _, p := range cfg.Pipelines {
 		if p.Window == nil && !p.Keyed() {
 			continue
 		}
 		if p.Parallelism > 0 {
 			n += p.Parallelism
 		} else {
-			n += a.cfg.Agent.Parallelism
+			n += cfg.Agent.Parallelism
 		}
 	}
 	return max(n, 1)

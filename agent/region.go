@@ -30,7 +30,7 @@ import (
 // everyone's output.
 type region struct {
 	name     string
-	pipes    []int    // indexes into Agent.pipelines
+	pipes    []int    // indexes into dataflow.pipelines
 	sources  []string // source names
 	sinks    []string // sink names
 	strategy *restartStrategy
@@ -41,7 +41,7 @@ type region struct {
 
 // failover restarts a failed region while the others run on. It owns the
 // regions and the channel their failures arrive on; the pipelines, sources
-// and sinks it stops and rebuilds are the agent's (under a.mu where the
+// and sinks it stops and rebuilds are the dataflow's (under its mu where the
 // admin endpoint reads them). Its methods run on the agent's run goroutine,
 // except the failure callbacks route installs, which any goroutine calls.
 type failover struct {
@@ -90,7 +90,7 @@ func (fo *failover) carryRestarts(s *restartStrategy, restarts int) int {
 // of "shares a source or a sink".
 func newFailover(a *Agent) *failover {
 	fo := &failover{a: a, failed: make(chan regionFailure, 16)}
-	n := len(a.pipelines)
+	n := len(a.flow.pipelines)
 	parent := make([]int, n)
 	for i := range parent {
 		parent[i] = i
@@ -110,13 +110,13 @@ func newFailover(a *Agent) *failover {
 		}
 		owner[part] = i
 	}
-	for i, p := range a.pipelines {
+	for i, p := range a.flow.pipelines {
 		for _, part := range pipelineParts(p) {
 			link(i, part)
 		}
 	}
 	byRoot := map[int]*region{}
-	for i, p := range a.pipelines {
+	for i, p := range a.flow.pipelines {
 		root := find(i)
 		r := byRoot[root]
 		if r == nil {
@@ -138,7 +138,7 @@ func newFailover(a *Agent) *failover {
 	for _, r := range fo.regions {
 		var names []string
 		for _, i := range r.pipes {
-			p := a.pipelines[i]
+			p := a.flow.pipelines[i]
 			names = append(names, p.name)
 			r.counters = append(r.counters, a.metrics.GetOrCreateCounter(fmt.Sprintf(`eddy_pipeline_restarts_total{pipeline=%q}`, p.name)))
 		}
@@ -178,10 +178,10 @@ func (fo *failover) route(r *region) {
 		}
 	}
 	for _, i := range r.pipes {
-		a.pipelines[i].fatal = fail
+		a.flow.pipelines[i].fatal = fail
 	}
 	for _, name := range r.sinks {
-		a.sinks[name].fatal = fail
+		a.flow.sinks[name].fatal = fail
 	}
 }
 
@@ -262,11 +262,11 @@ func (fo *failover) stop(r *region, reason error) {
 	a := fo.a
 	var srcs []*sourceRunner
 	for _, name := range r.sources {
-		srcs = append(srcs, a.sources[name])
+		srcs = append(srcs, a.flow.sources[name])
 	}
 	var txs []*sinkRunner
 	for _, name := range r.sinks {
-		if s := a.sinks[name]; s.tx != nil {
+		if s := a.flow.sinks[name]; s.tx != nil {
 			txs = append(txs, s)
 		}
 	}
@@ -276,29 +276,29 @@ func (fo *failover) stop(r *region, reason error) {
 		s.stop()
 	}
 	for _, i := range r.pipes {
-		<-a.pipelines[i].done
+		<-a.flow.pipelines[i].done
 	}
 	for _, name := range r.sinks {
-		a.sinks[name].closeWhenProducersDone()
+		a.flow.sinks[name].closeWhenProducersDone()
 	}
-	a.mu.Lock()
+	a.flow.mu.Lock()
 	for _, name := range r.sinks {
-		delete(a.sinks, name) // closed: shutdown must not close it again
+		delete(a.flow.sinks, name) // closed: shutdown must not close it again
 	}
-	a.mu.Unlock()
+	a.flow.mu.Unlock()
 	// Snapshot writes of the aborted checkpoint may still read the state.
 	a.ckpt.writers.Wait()
-	a.mu.Lock()
+	a.flow.mu.Lock()
 	for _, i := range r.pipes {
-		for _, st := range a.pipelines[i].subtasks {
+		for _, st := range a.flow.pipelines[i].subtasks {
 			if st.backend == nil {
 				continue
 			}
 			_ = st.backend.Close()
-			a.backends = slices.DeleteFunc(a.backends, func(b state.Backend) bool { return b == st.backend })
+			a.flow.backends = slices.DeleteFunc(a.flow.backends, func(b state.Backend) bool { return b == st.backend })
 		}
 	}
-	a.mu.Unlock()
+	a.flow.mu.Unlock()
 }
 
 // start rebuilds region r from the configuration, restores its part
@@ -319,7 +319,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 	ck := a.ckpt
 	var txs []*sinkRunner
 	for _, name := range r.sinks {
-		s := a.sinks[name]
+		s := a.flow.sinks[name]
 		s.ckpt = ck
 		if s.tx != nil {
 			txs = append(txs, s)
@@ -327,7 +327,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 	}
 	var srcs []*sourceRunner
 	for _, name := range r.sources {
-		s := a.sources[name]
+		s := a.flow.sources[name]
 		s.acks = ck.send
 		srcs = append(srcs, s)
 	}
@@ -354,7 +354,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 		}
 		mine := map[string]*sourceRunner{}
 		for _, name := range r.sources {
-			mine[name] = a.sources[name]
+			mine[name] = a.flow.sources[name]
 		}
 		rewind(m, mine)
 		restored = m.ID
@@ -366,7 +366,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 		}
 	}
 	for _, name := range r.sinks {
-		go a.sinks[name].run()
+		go a.flow.sinks[name].run()
 	}
 	for _, p := range fresh {
 		p.start(pipeWG)
@@ -382,20 +382,20 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 // each pipeline as it is made) and resets its sources.
 func (fo *failover) build(r *region, fresh *[]*pipeline) error {
 	a := fo.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.flow.mu.Lock()
+	defer a.flow.mu.Unlock()
 	for _, name := range r.sources {
-		a.sources[name].reset()
+		a.flow.sources[name].reset()
 	}
 	for _, name := range r.sinks {
-		delete(a.sinks, name) // created again by newPipeline
+		delete(a.flow.sinks, name) // created again by newPipeline
 	}
 	for _, i := range r.pipes {
-		pl, diags := compile(a.cfg, a.pipelines[i].cfg)
+		pl, diags := compile(a.cfg, a.flow.pipelines[i].cfg)
 		if diags.HasErrors() {
 			return fmt.Errorf("agent: pipeline %q: %s", pl.cfg.Name, diags.Error())
 		}
-		p, err := a.newPipeline(pl)
+		p, err := a.flow.newPipeline(pl)
 		if p != nil {
 			*fresh = append(*fresh, p)
 		}
@@ -404,7 +404,7 @@ func (fo *failover) build(r *region, fresh *[]*pipeline) error {
 		}
 	}
 	for k, i := range r.pipes {
-		a.pipelines[i] = (*fresh)[k]
+		a.flow.pipelines[i] = (*fresh)[k]
 	}
 	return nil
 }
@@ -413,10 +413,10 @@ func (fo *failover) build(r *region, fresh *[]*pipeline) error {
 // next attempt starts clean. Nothing of it was started.
 func (fo *failover) discard(r *region, fresh []*pipeline) {
 	a := fo.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.flow.mu.Lock()
+	defer a.flow.mu.Unlock()
 	for _, name := range r.sinks {
-		s, ok := a.sinks[name]
+		s, ok := a.flow.sinks[name]
 		if !ok {
 			continue
 		}
@@ -425,17 +425,17 @@ func (fo *failover) discard(r *region, fresh []*pipeline) {
 		} else if s.plain != nil {
 			_ = s.plain.Close()
 		}
-		delete(a.sinks, name) // shutdown must not wait for it
+		delete(a.flow.sinks, name) // shutdown must not wait for it
 	}
 	for _, name := range r.sources {
-		close(a.sources[name].drained) // never started: nothing to forward
-		a.sources[name].stopped = true
+		close(a.flow.sources[name].drained) // never started: nothing to forward
+		a.flow.sources[name].stopped = true
 	}
 	for _, p := range fresh {
 		for _, st := range p.subtasks {
 			if st.backend != nil {
 				_ = st.backend.Close()
-				a.backends = slices.DeleteFunc(a.backends, func(b state.Backend) bool { return b == st.backend })
+				a.flow.backends = slices.DeleteFunc(a.flow.backends, func(b state.Backend) bool { return b == st.backend })
 			}
 		}
 	}

@@ -33,17 +33,17 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	}
 	var tasks []string
 	var sources []*sourceRunner
-	for _, s := range a.sources {
+	for _, s := range a.flow.sources {
 		tasks = append(tasks, s.taskID())
 		sources = append(sources, s)
 	}
-	for _, p := range a.pipelines {
+	for _, p := range a.flow.pipelines {
 		for _, st := range p.subtasks {
 			tasks = append(tasks, st.taskID(p.name))
 		}
 	}
 	var txSinks []*sinkRunner
-	for _, s := range a.sinks {
+	for _, s := range a.flow.sinks {
 		if s.tx != nil {
 			tasks = append(tasks, s.taskID())
 			txSinks = append(txSinks, s)
@@ -61,19 +61,19 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		s.acks = ck.send
 	}
 	if cc.Unaligned || cc.AlignedTimeout > 0 {
-		ck.announce = a.announce
+		ck.announce = a.flow.announce
 	}
-	for _, p := range a.pipelines {
+	for _, p := range a.flow.pipelines {
 		p.ckpt = ck
 	}
-	for _, s := range a.sinks {
+	for _, s := range a.flow.sinks {
 		s.ckpt = ck
 	}
 	a.ckpt = ck
-	a.retained = retainedPositions{}
-	ck.onCompleted(func(done checkpoint.Completed) { a.truncateIngest(store, done) })
+	a.flow.retained = retainedPositions{}
+	ck.onCompleted(func(done checkpoint.Completed) { a.flow.truncateIngest(store, done) })
 
-	sel, err := a.selectRestore(ctx, store)
+	sel, err := a.restorer.selectRestore(ctx, store, a.flow.sources)
 	var restored uint64
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
@@ -83,7 +83,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
-		rebuild := func() error { return a.restorer.restore(sel, a.pipelines, a.sources) }
+		rebuild := func() error { return a.restorer.restore(sel, a.flow.pipelines, a.flow.sources) }
 		err := a.diskHolds.Rebuild(ctx, a.log, filepath.Join(a.cfg.Agent.DataDir, "state"), sel.Manifest.ID, rebuild, a.startAdminOnce)
 		if err != nil {
 			return err
@@ -121,14 +121,18 @@ func coordinatorConfig(cfg *config.Config, tasks []string) checkpoint.Config {
 	return ccfg
 }
 
-// restorer loads a checkpoint into pipelines that were just built and not
-// started, and rewinds their sources to the checkpoint's positions: at
-// start for every pipeline (restore), after a region restart for the
+// restorer chooses the checkpoint a start restores (selectRestore,
+// restoreselect.go), loads a checkpoint into pipelines that were just built
+// and not started, and rewinds their sources to the checkpoint's positions:
+// at start for every pipeline (restore), after a region restart for the
 // region's (restorePipeline, rewind). It keeps nothing between restores;
 // the pipelines and sources it is given are its caller's, and must not run
 // while it restores them.
 type restorer struct {
 	log *slog.Logger
+	cfg *config.Config // its upload block, to fetch an uploaded checkpoint
+	// from is --from: the checkpoint to restore ("" for the newest).
+	from string
 	// allowNonRestored: see Options.AllowNonRestoredState.
 	allowNonRestored bool
 	// maxKeyGroups is agent { max_key_groups }, which maps key groups to
@@ -387,32 +391,32 @@ func (p *pipeline) restoreGenerator(wm int64) {
 // be skipped as idle). The newest checkpoint is the one a restart
 // restores; an older one, restored only when the newer ones fail to
 // verify, then resumes from the oldest reading kept, and says so.
-func (a *Agent) truncateIngest(store *checkpoint.Store, done checkpoint.Completed) {
+func (df *dataflow) truncateIngest(store *checkpoint.Store, done checkpoint.Completed) {
 	ids, err := store.ManifestIDs()
 	if err != nil {
-		a.log.Warn("ingest truncation skipped", "err", err)
+		df.log.Warn("ingest truncation skipped", "err", err)
 		return
 	}
-	a.retained.note(done)
-	oldest := a.retained.oldest(store, ids)
+	df.retained.note(done)
+	oldest := df.retained.oldest(store, ids)
 	for name, pos := range oldest {
-		s, ok := a.sources[name]
+		s, ok := df.sources[name]
 		if !ok || s.ilog == nil {
 			continue
 		}
 		below := pos + 1
-		newest, id, ok := a.retained.newest(name)
+		newest, id, ok := df.retained.newest(name)
 		full := ok && newest > pos && s.ilog.Full()
 		if full {
 			below = newest + 1
 		}
 		first := s.ilog.FirstOffset()
 		if err := s.ilog.Truncate(below); err != nil {
-			a.log.Warn("ingest truncation failed", "source", name, "err", err)
+			df.log.Warn("ingest truncation failed", "source", name, "err", err)
 			continue
 		}
 		if kept := s.ilog.FirstOffset(); full && kept > pos+1 && kept > first {
-			a.log.Info("ingest log full: shrunk to what the newest checkpoint has not processed; older checkpoints would resume from the oldest reading kept",
+			df.log.Info("ingest log full: shrunk to what the newest checkpoint has not processed; older checkpoints would resume from the oldest reading kept",
 				"source", name, "checkpoint", id, "position", newest, "first_kept", kept, "bytes", s.ilog.SizeBytes())
 		}
 	}

@@ -40,71 +40,72 @@ const uploadCheckTimeout = 15 * time.Second
 //     --allow-non-restored-state to start empty without that state).
 //
 // The Selection and error are SelectRestore's otherwise; with
-// checkpoint.ErrNoCheckpoint the start is empty.
-func (a *Agent) selectRestore(ctx context.Context, store *checkpoint.Store) (checkpoint.Selection, error) {
+// checkpoint.ErrNoCheckpoint the start is empty. sources are the ones just
+// opened, whose ingest logs tell whether state existed.
+func (r *restorer) selectRestore(ctx context.Context, store *checkpoint.Store, sources map[string]*sourceRunner) (checkpoint.Selection, error) {
 	logged := map[uint64]bool{}
-	sel, err := a.selectLogged(store, logged)
+	sel, err := r.selectLogged(store, logged)
 	if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return sel, err
 	}
-	if a.from != "" { // a checkpoint directory without one
-		a.log.Info("no checkpoint to restore: starting empty", "from", a.from)
+	if r.from != "" { // a checkpoint directory without one
+		r.log.Info("no checkpoint to restore: starting empty", "from", r.from)
 		return sel, err
 	}
-	trimmed := a.trimmedIngest()
+	trimmed := trimmedIngest(sources)
 	if len(sel.Skipped) == 0 && len(trimmed) == 0 {
-		a.log.Info("no checkpoint to restore: starting empty")
+		r.log.Info("no checkpoint to restore: starting empty")
 		return sel, err
 	}
-	if a.cfg.Upload != nil {
-		id, ferr := a.fetchUploaded(ctx)
+	if r.cfg.Upload != nil {
+		id, ferr := r.fetchUploaded(ctx)
 		switch {
 		case ferr == nil:
-			a.log.Warn("no local checkpoint verifies: fetched the newest uploaded checkpoint that does", "id", id)
-			sel, err = a.selectLogged(store, logged)
+			r.log.Warn("no local checkpoint verifies: fetched the newest uploaded checkpoint that does", "id", id)
+			sel, err = r.selectLogged(store, logged)
 			if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 				return sel, err
 			}
 		case ctx.Err() != nil:
 			return sel, fmt.Errorf("agent: stopped while fetching the uploaded checkpoint: %w", ctx.Err())
 		default:
-			a.log.Warn("no local checkpoint verifies, and no uploaded one could be fetched", "err", ferr)
+			r.log.Warn("no local checkpoint verifies, and no uploaded one could be fetched", "err", ferr)
 		}
 	}
 	switch {
 	case len(trimmed) == 0:
-		a.log.Warn("no checkpoint verifies: starting empty; every ingest log reaches back to its start, so replaying the input rebuilds the state",
+		r.log.Warn("no checkpoint verifies: starting empty; every ingest log reaches back to its start, so replaying the input rebuilds the state",
 			"skipped", len(sel.Skipped))
 		return sel, err
-	case a.restorer.allowNonRestored:
-		a.log.Warn("no checkpoint verifies and the ingest log no longer reaches its start: starting empty without the state of the readings it dropped (--allow-non-restored-state)",
+	case r.allowNonRestored:
+		r.log.Warn("no checkpoint verifies and the ingest log no longer reaches its start: starting empty without the state of the readings it dropped (--allow-non-restored-state)",
 			"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped))
 		return sel, err
 	}
-	a.log.Error("refusing to start empty: no checkpoint verifies and the ingest log no longer reaches its start, so the state of the readings it dropped would be lost; "+
+	r.log.Error("refusing to start empty: no checkpoint verifies and the ingest log no longer reaches its start, so the state of the readings it dropped would be lost; "+
 		"restore a checkpoint with `eddy restore --from s3://BUCKET/PREFIX/`, or start with --allow-non-restored-state to start empty without that state",
-		"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped), "uploads", a.cfg.Upload != nil)
+		"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped), "uploads", r.cfg.Upload != nil)
 	return sel, errNotRestored
 }
 
-// selectLogged is store.SelectRestore(a.from) with a warning per skipped
+// selectLogged is store.SelectRestore(r.from) with a warning per skipped
 // checkpoint not in logged yet (then added).
-func (a *Agent) selectLogged(store *checkpoint.Store, logged map[uint64]bool) (checkpoint.Selection, error) {
-	sel, err := store.SelectRestore(a.from)
+func (r *restorer) selectLogged(store *checkpoint.Store, logged map[uint64]bool) (checkpoint.Selection, error) {
+	sel, err := store.SelectRestore(r.from)
 	for _, sk := range sel.Skipped {
 		if !logged[sk.ID] {
 			logged[sk.ID] = true
-			a.log.Warn("checkpoint skipped: it does not verify", "id", sk.ID, "reason", sk.Reason)
+			r.log.Warn("checkpoint skipped: it does not verify", "id", sk.ID, "reason", sk.Reason)
 		}
 	}
 	return sel, err
 }
 
-// trimmedIngest lists the ingest logs that no longer hold their first
-// reading (offset 1), as "source from offset N", sorted.
-func (a *Agent) trimmedIngest() []string {
+// trimmedIngest lists the ingest logs of sources that no longer hold their
+// first reading (offset 1), as "source from offset N", sorted.
+func trimmedIngest(sources map[string]*sourceRunner) []string {
 	var out []string
-	for name, s := range a.sources {
+	for name, s := range sources {
 		if s.ilog == nil {
 			continue
 		}
@@ -119,10 +120,10 @@ func (a *Agent) trimmedIngest() []string {
 // fetchUploaded downloads the newest uploaded checkpoint that verifies
 // (under the upload block's prefix for this device) into the local store,
 // and returns its id. Uploaded checkpoints it skips are logged.
-func (a *Agent) fetchUploaded(ctx context.Context) (uint64, error) {
-	u := a.cfg.Upload
-	prefix := config.Expand(u.Prefix, map[string]string{"device_id": a.deviceID})
-	client, err := newUploadClient(a.cfg, vfs.Default, "", prefix, a.log, nil)
+func (r *restorer) fetchUploaded(ctx context.Context) (uint64, error) {
+	u := r.cfg.Upload
+	prefix := config.Expand(u.Prefix, map[string]string{"device_id": r.cfg.Agent.DeviceID})
+	client, err := newUploadClient(r.cfg, vfs.Default, "", prefix, r.log, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -134,10 +135,10 @@ func (a *Agent) fetchUploaded(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	where := "s3://" + u.Bucket + "/" + prefix
-	rf := remoteFetch{fsys: vfs.Default, client: client, dataDir: a.cfg.Agent.DataDir, where: where,
-		w: func(line string) { a.log.Info("upload: " + strings.TrimSpace(line)) },
+	rf := remoteFetch{fsys: vfs.Default, client: client, dataDir: r.cfg.Agent.DataDir, where: where,
+		w: func(line string) { r.log.Info("upload: " + strings.TrimSpace(line)) },
 		skipped: func(sk checkpoint.Skipped) {
-			a.log.Warn("uploaded checkpoint skipped: it does not verify", "id", sk.ID, "from", where, "reason", sk.Reason)
+			r.log.Warn("uploaded checkpoint skipped: it does not verify", "id", sk.ID, "from", where, "reason", sk.Reason)
 		}}
 	return rf.restore(ctx, 0)
 }

@@ -291,11 +291,11 @@ func TestRemoteCorruption(t *testing.T) {
 	}
 }
 
-// selectAgent is an Agent with what selectRestore reads: the
-// configuration, a logger into buf, and source "s" reading an ingest log
-// in dataDir that holds 200 readings, trimmed below offset trimBelow (0:
-// not trimmed).
-func selectAgent(t *testing.T, cfg *config.Config, buf *bytes.Buffer, allow bool, trimBelow uint64) *Agent {
+// selectRestorer is a restorer with what selectRestore reads: the
+// configuration and a logger into buf; and the sources, "s" reading an
+// ingest log in dataDir that holds 200 readings, trimmed below offset
+// trimBelow (0: not trimmed).
+func selectRestorer(t *testing.T, cfg *config.Config, buf *bytes.Buffer, allow bool, trimBelow uint64) (*restorer, map[string]*sourceRunner) {
 	t.Helper()
 	l, err := ingest.Open(filepath.Join(cfg.Agent.DataDir, "ingest", "s"), ingest.Options{SegmentBytes: 4096, MaxDiskBytes: 1 << 20})
 	if err != nil {
@@ -317,8 +317,8 @@ func selectAgent(t *testing.T, cfg *config.Config, buf *bytes.Buffer, allow bool
 	}
 	r := newSourceRunner("s", nil)
 	r.ilog = l
-	return &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: slog.New(slog.NewTextHandler(buf, nil)),
-		sources: map[string]*sourceRunner{"s": r}, restorer: &restorer{allowNonRestored: allow}}
+	return &restorer{cfg: cfg, log: slog.New(slog.NewTextHandler(buf, nil)), allowNonRestored: allow},
+		map[string]*sourceRunner{"s": r}
 }
 
 // TestSelectRestore_NoCheckpointVerifies: what a start does when no local
@@ -391,8 +391,8 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 			if tc.trimmed {
 				trim = 150
 			}
-			a := selectAgent(t, &cfg, &buf, tc.allow, trim)
-			sel, err := a.selectRestore(context.Background(), store)
+			r, sources := selectRestorer(t, &cfg, &buf, tc.allow, trim)
+			sel, err := r.selectRestore(context.Background(), store, sources)
 			log := buf.String()
 			switch {
 			case tc.refused:

@@ -101,7 +101,7 @@ func TestResume_LateBacklogAndHold(t *testing.T) {
 			}
 			cfg := strings.NewReplacer("%BROKER%", loopback.Addr(t), "%WATERMARK%", tt.watermark).Replace(resumeConfig)
 			a := startAgent(t, dir, cfg)
-			m := a.pipelines[0].m
+			m := a.flow.pipelines[0].m
 			deadline := time.Now().Add(30 * time.Second)
 			var out []byte
 			for {
@@ -133,7 +133,7 @@ func TestResume_LateBacklogAndHold(t *testing.T) {
 			if !tt.warn {
 				// Nothing was late after the resume, so no burst is open
 				// and no WARN can follow.
-				b := a.pipelines[0].burst
+				b := a.flow.pipelines[0].burst
 				b.mu.Lock()
 				open := b.timer != nil || b.n != 0
 				b.mu.Unlock()

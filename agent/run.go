@@ -12,8 +12,8 @@ import (
 
 func (a *Agent) run(ctx context.Context, opts Options) error {
 	defer a.closeStores()
-	if a.broker != nil {
-		a.broker.Open() // every embedded source has subscribed (build)
+	if a.flow.broker != nil {
+		a.flow.broker.Open() // every embedded source has subscribed (build)
 	}
 	defer a.closeAdmin()
 	if err := a.setupCheckpoints(ctx); err != nil {
@@ -29,13 +29,13 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 		return err
 	}
 	a.log.Info("eddy started", "version", opts.Version, "device_id", a.deviceID,
-		"pipelines", len(a.pipelines), "sources", len(a.sources), "sinks", len(a.sinks))
+		"pipelines", len(a.flow.pipelines), "sources", len(a.flow.sources), "sinks", len(a.flow.sinks))
 	if opts.Ready != nil {
 		opts.Ready(a)
 	}
 	runErr, gaveUp := a.supervise(ctx, r)
 	r.stopIntake()
-	a.waitDrained()
+	a.flow.waitDrained()
 	if runErr == nil {
 		runErr = a.commitFinal(ctx)
 	}
@@ -48,15 +48,15 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 // closeStores closes, when run returns, what build opened: the embedded
 // broker, the state backends and the ingest logs.
 func (a *Agent) closeStores() {
-	if a.broker != nil {
-		_ = a.broker.Close()
+	if a.flow.broker != nil {
+		_ = a.flow.broker.Close()
 	}
-	a.mu.Lock()
-	for _, be := range a.backends {
+	a.flow.mu.Lock()
+	for _, be := range a.flow.backends {
 		_ = be.Close()
 	}
-	a.mu.Unlock()
-	for _, l := range a.logs {
+	a.flow.mu.Unlock()
+	for _, l := range a.flow.logs {
 		_ = l.Close()
 	}
 }
@@ -64,7 +64,7 @@ func (a *Agent) closeStores() {
 // startDiskMeter starts the eddy_disk_* gauges and the budget's sampling;
 // the returned func stops the sampling.
 func (a *Agent) startDiskMeter() (stop func()) {
-	meter := disk.NewMeter(a.cfg.Agent.DataDir, a.fileSinkPaths(), disk.FileSystemStats, &a.diskHolds, a.log)
+	meter := disk.NewMeter(a.cfg.Agent.DataDir, fileSinkPaths(a.cfg), disk.FileSystemStats, &a.diskHolds, a.log)
 	meter.Start(a.cfg.Agent.MaxDiskBytes, a.cfg.DiskShares())
 	meter.Register(a.metrics)
 	a.diskMeter.Store(meter)
@@ -101,20 +101,20 @@ func (r *stages) cancel() {
 // simulators, then the uploader and the checkpoint loop.
 func (a *Agent) startStages() (*stages, error) {
 	r := &stages{ckptErr: make(chan error, 1), ckptDone: make(chan struct{})}
-	for _, s := range a.sinks {
+	for _, s := range a.flow.sinks {
 		go s.run()
 	}
-	for _, p := range a.pipelines {
+	for _, p := range a.flow.pipelines {
 		p.start(&r.pipeWG)
 	}
 	r.srcCtx, r.stopSources = context.WithCancel(context.Background())
-	for _, s := range a.sources {
+	for _, s := range a.flow.sources {
 		s.startIntake(r.srcCtx)
 		s.start(r.srcCtx, a.log, &r.srcWG)
 	}
 	var simCtx context.Context
 	simCtx, r.stopSims = context.WithCancel(r.srcCtx)
-	for _, sim := range a.sims {
+	for _, sim := range a.flow.sims {
 		go func() {
 			if err := sim.Run(simCtx); err != nil && simCtx.Err() == nil {
 				a.log.Error("simulator stopped", "err", err)
@@ -136,8 +136,8 @@ func (a *Agent) startStages() (*stages, error) {
 		// embedded broker acks sensors in its publish hook, so it closes
 		// first, or it would ack readings no pipeline is left to take.
 		r.stopSims()
-		if a.broker != nil {
-			_ = a.broker.Close()
+		if a.flow.broker != nil {
+			_ = a.flow.broker.Close()
 		}
 		r.stopSources()
 	})
@@ -149,7 +149,7 @@ func (a *Agent) startStages() (*stages, error) {
 // why the run stops: nil for the end of input or a signal; gaveUp when a
 // region's restarts ran out.
 func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp bool) {
-	drained := a.watchDrained(ctx)
+	drained := a.flow.watchDrained(ctx)
 	var idle <-chan struct{}
 	for {
 		select {
@@ -159,7 +159,7 @@ func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp 
 		case <-drained:
 			// Every source has ended: wait for the queues to drain (a
 			// failure meanwhile restarts its region, as before the end).
-			drained, idle = nil, a.watchIdle(ctx)
+			drained, idle = nil, a.flow.watchIdle(ctx)
 		case <-idle:
 			// A failure reported as the input ended is handled first.
 			if len(a.failover.failed) == 0 {
@@ -176,7 +176,7 @@ func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp 
 			if err := a.failover.restart(ctx, f, r.srcCtx, &r.srcWG, &r.pipeWG); err != nil {
 				return err, true
 			}
-			drained, idle = a.watchDrained(ctx), nil
+			drained, idle = a.flow.watchDrained(ctx), nil
 		}
 	}
 }
@@ -193,7 +193,7 @@ func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp 
 func (a *Agent) commitFinal(ctx context.Context) error {
 	// The final checkpoint is aligned: let the queues drain first, so a
 	// slow operator does not make it time out behind them.
-	a.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
+	a.flow.waitIdle(time.Minute + 2*a.cfg.Checkpoint.Timeout)
 	tries := 1
 	if ctx.Err() == nil {
 		tries = finalCheckpointTries
@@ -231,9 +231,9 @@ func (a *Agent) shutdown(ctx context.Context, r *stages) (undelivered int64) {
 	<-r.ckptDone
 	// The final checkpoint committed the last results to the WAL sinks:
 	// a run whose input ended is complete once they are upstream.
-	undelivered = a.drainWALSinks(ctx)
+	undelivered = a.flow.drainWALSinks(ctx)
 	a.upload.flush()
-	for _, s := range a.sources {
+	for _, s := range a.flow.sources {
 		if !s.stopped { // a region that gave up is stopped already
 			close(s.ctrl)
 		}
@@ -241,7 +241,7 @@ func (a *Agent) shutdown(ctx context.Context, r *stages) (undelivered int64) {
 	r.srcWG.Wait()
 	r.pipeWG.Wait()
 	var sinkWG sync.WaitGroup
-	for _, s := range a.sinks {
+	for _, s := range a.flow.sinks {
 		sinkWG.Add(1)
 		go func() { defer sinkWG.Done(); s.closeWhenProducersDone() }()
 	}
@@ -265,7 +265,7 @@ func (a *Agent) exitError(ctx context.Context, runErr error, gaveUp bool, undeli
 		}
 		errs = append(errs, rf)
 	}
-	for _, s := range a.sources {
+	for _, s := range a.flow.sources {
 		if s.err != nil {
 			errs = append(errs, fmt.Errorf("source %q: %w", s.name, s.err))
 		}

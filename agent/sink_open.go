@@ -11,13 +11,13 @@ import (
 )
 
 // sink returns the runner of s, creating it on first use.
-func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
-	if r, ok := a.sinks[s.Name]; ok {
+func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
+	if r, ok := df.sinks[s.Name]; ok {
 		return r, nil
 	}
-	failures := a.metrics.GetOrCreateCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
-	r := newSinkRunner(s.Name, a.log, failures.Inc)
-	r.fatal = a.fail
+	failures := df.metrics.GetOrCreateCounter(fmt.Sprintf(`eddy_sink_failures_total{sink=%q}`, s.Name))
+	r := newSinkRunner(s.Name, df.log, failures.Inc)
+	r.fatal = df.fail
 	var (
 		sk  sink.Sink
 		err error
@@ -25,24 +25,24 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	switch {
 	case s.File != nil && s.File.Delivery == config.ExactlyOnce:
 		var tf *sink.TwoPhaseFile
-		if tf, err = sink.OpenTwoPhaseFile(vfs.Default, a.dataPath(s.File.Path)); err == nil {
+		if tf, err = sink.OpenTwoPhaseFile(vfs.Default, dataPath(df.cfg, s.File.Path)); err == nil {
 			tf.SetRetention(sink.PartRetention{MaxFiles: s.File.MaxFiles, MaxAge: s.File.MaxAge})
 			r.tx = tf
 		}
 	case s.Stdout != nil:
-		sk = sink.NewStdout(a.stdout, s.Stdout.Format == "pretty")
+		sk = sink.NewStdout(df.stdout, s.Stdout.Format == "pretty")
 	case s.File != nil:
-		sk, err = sink.NewFile(sink.FileOptions{Path: a.dataPath(s.File.Path), RotateSize: s.File.RotateSizeBytes})
+		sk, err = sink.NewFile(sink.FileOptions{Path: dataPath(df.cfg, s.File.Path), RotateSize: s.File.RotateSizeBytes})
 	case s.MQTT != nil:
 		m := s.MQTT
-		ep, tc, eerr := a.sinkEndpoint(m)
+		ep, tc, eerr := df.sinkEndpoint(m)
 		if eerr != nil {
 			return nil, fmt.Errorf("agent: sink %q: %w", s.Name, eerr)
 		}
 		r.maxPayload = int(m.MaxPayload)
 		if m.UsesWAL() {
 			var w *walTx
-			if w, err = a.openWALSink(s, ep, tc); err == nil {
+			if w, err = df.openWALSink(s, ep, tc); err == nil {
 				r.tx = w
 				if m.ProtocolVersion == 5 {
 					r.packetLimit = w.overPacketLimit
@@ -57,9 +57,9 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 		if m.Delivery == config.AtMostOnce {
 			qos = 0
 		}
-		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: ep.URL, ClientID: config.Expand(m.ClientID, a.vars()),
+		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: ep.URL, ClientID: config.Expand(m.ClientID, df.vars()),
 			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: ep.Username, Password: ep.Password, TLS: tc,
-			DeviceID: a.deviceID}, a.log)
+			DeviceID: df.deviceID}, df.log)
 	default:
 		err = errors.New("unknown sink type")
 	}
@@ -69,26 +69,26 @@ func (a *Agent) sink(s *config.Sink) (*sinkRunner, error) {
 	if r.tx == nil {
 		r.plain = sk
 	}
-	a.sinks[s.Name] = r
+	df.sinks[s.Name] = r
 	return r, nil
 }
 
 // dataPath resolves a path from the configuration: relative paths are
 // under data_dir, so a service started from / writes where its state is.
-func (a *Agent) dataPath(p string) string {
+func dataPath(cfg *config.Config, p string) string {
 	if filepath.IsAbs(p) {
 		return p
 	}
-	return filepath.Join(a.cfg.Agent.DataDir, p)
+	return filepath.Join(cfg.Agent.DataDir, p)
 }
 
-// fileSinkPaths are the outputs of the file sinks (dataPath), whose bytes
-// count towards the disk budget.
-func (a *Agent) fileSinkPaths() []string {
+// fileSinkPaths are the outputs of cfg's file sinks (dataPath), whose
+// bytes count towards the disk budget.
+func fileSinkPaths(cfg *config.Config) []string {
 	var out []string
-	for _, s := range a.cfg.Sinks {
+	for _, s := range cfg.Sinks {
 		if s.File != nil {
-			out = append(out, a.dataPath(s.File.Path))
+			out = append(out, dataPath(cfg, s.File.Path))
 		}
 	}
 	return out

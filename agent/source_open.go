@@ -14,8 +14,8 @@ import (
 
 // source returns the runner of src, creating it on first use: pipelines that
 // read one source share its connection.
-func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
-	if r, ok := a.sources[src.Name]; ok {
+func (df *dataflow) source(src *config.Source) (*sourceRunner, error) {
+	if r, ok := df.sources[src.Name]; ok {
 		return r, nil
 	}
 	r := newSourceRunner(src.Name, nil)
@@ -28,26 +28,26 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 		m := src.MQTT
 		topics := make([]string, len(m.Topics))
 		for i, t := range m.Topics {
-			topics[i] = config.Expand(t, a.vars())
+			topics[i] = config.Expand(t, df.vars())
 		}
 		if m.Broker == config.Embedded {
-			b, err := a.embeddedBroker()
+			b, err := df.embeddedBroker()
 			if err != nil {
 				return nil, err
 			}
-			in, err := a.openIngest(src.Name, dedupOptions(m))
+			in, err := df.openIngest(src.Name, dedupOptions(m))
 			if err != nil {
 				return nil, err
 			}
 			r.ilog, r.intake = in.log, embeddedIntake(b, topics, in)
 			break
 		}
-		mopts, err := mqttSourceOptions(m, a.vars())
+		mopts, err := mqttSourceOptions(m, df.vars())
 		if err != nil {
 			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
 		}
-		connected := a.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
-		reconnects := a.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
+		connected := df.metrics.NewGauge(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, src.Name), nil)
+		reconnects := df.metrics.NewCounter(fmt.Sprintf(`eddy_mqtt_reconnects_total{source=%q}`, src.Name))
 		first := true
 		mopts.OnConnectionChange = func(up bool) {
 			if up {
@@ -60,43 +60,43 @@ func (a *Agent) source(src *config.Source) (*sourceRunner, error) {
 				connected.Set(0)
 			}
 		}
-		r.src, _ = newMQTTSource(m, mopts, a.log) // its Run makes the check
-		in, err := a.openIngest(src.Name, dedupOptions(m))
+		r.src, _ = newMQTTSource(m, mopts, df.log) // its Run makes the check
+		in, err := df.openIngest(src.Name, dedupOptions(m))
 		if err != nil {
 			return nil, err
 		}
-		r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
+		r.ilog, r.intake = in.log, mqttIntake(r.src, in, df.log, src.Name, func(err error) { r.err = err })
 	case src.Simulator != nil:
 		s := src.Simulator
 		ep := broker.Endpoint{URL: s.Broker}
 		if s.Broker == config.Embedded {
-			b, err := a.embeddedBroker()
+			b, err := df.embeddedBroker()
 			if err != nil {
 				return nil, err
 			}
 			ep = b.Internal() // see broker.Broker.Internal
-			in, err := a.openIngest(src.Name, ingest.DedupOptions{})
+			in, err := df.openIngest(src.Name, ingest.DedupOptions{})
 			if err != nil {
 				return nil, err
 			}
 			r.ilog, r.intake = in.log, embeddedIntake(b, []string{s.SubscribeFilter()}, in)
 		} else {
-			r.src = source.NewMQTT(source.MQTTOptions{Broker: ep.URL, ClientID: "eddy-" + a.deviceID + "-" + src.Name + "-in",
-				Topics: []string{s.SubscribeFilter()}, QoS: 1}, a.log)
-			in, err := a.openIngest(src.Name, ingest.DedupOptions{MaxInflight: config.DefaultMaxInflight})
+			r.src = source.NewMQTT(source.MQTTOptions{Broker: ep.URL, ClientID: "eddy-" + df.deviceID + "-" + src.Name + "-in",
+				Topics: []string{s.SubscribeFilter()}, QoS: 1}, df.log)
+			in, err := df.openIngest(src.Name, ingest.DedupOptions{MaxInflight: config.DefaultMaxInflight})
 			if err != nil {
 				return nil, err
 			}
-			r.ilog, r.intake = in.log, mqttIntake(r.src, in, a.log, src.Name, func(err error) { r.err = err })
+			r.ilog, r.intake = in.log, mqttIntake(r.src, in, df.log, src.Name, func(err error) { r.err = err })
 		}
-		a.sims = append(a.sims, source.NewSimulator(simulatorOptions(src.Name, a.deviceID, ep, s), a.log))
+		df.sims = append(df.sims, source.NewSimulator(simulatorOptions(src.Name, df.deviceID, ep, s), df.log))
 	default:
 		return nil, fmt.Errorf("agent: source %q has no known type", src.Name)
 	}
 	if r.ilog != nil {
-		a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_lag_records{source=%q}`, src.Name), func() float64 { return float64(r.ingestLag()) })
+		df.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_lag_records{source=%q}`, src.Name), func() float64 { return float64(r.ingestLag()) })
 	}
-	a.sources[src.Name] = r
+	df.sources[src.Name] = r
 	return r, nil
 }
 
@@ -141,9 +141,9 @@ func simulatorOptions(name, deviceID string, ep broker.Endpoint, s *config.Simul
 
 // openIngest opens the ingest log of a source under data_dir/ingest, with
 // its redelivery filter rebuilt from the log's tail.
-func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
-	ic := a.cfg.Ingest
-	l, err := ingest.Open(filepath.Join(a.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, a.log))
+func (df *dataflow) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, error) {
+	ic := df.cfg.Ingest
+	l, err := ingest.Open(filepath.Join(df.cfg.Agent.DataDir, "ingest", name), ingestOptions(ic, df.log))
 	if err != nil {
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
@@ -155,19 +155,19 @@ func (a *Agent) openIngest(name string, dopts ingest.DedupOptions) (*logIntake, 
 		return nil, fmt.Errorf("agent: source %q: %w", name, err)
 	}
 	if st := d.Stats(); st.Indexed > 0 {
-		a.log.Info("ingest: redelivery index rebuilt from the log", "source", name, "entries", st.Indexed,
+		df.log.Info("ingest: redelivery index rebuilt from the log", "source", name, "entries", st.Indexed,
 			"from_offset", st.IndexFirst, "log_first_offset", l.FirstOffset(), "took", time.Since(start).Round(time.Millisecond))
 	}
-	a.logs = append(a.logs, l)
-	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
-	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
-	in := &logIntake{log: l, dedup: d, logger: a.log, name: name, linger: ic.Linger, holds: &a.diskHolds}
+	df.logs = append(df.logs, l)
+	df.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_bytes{source=%q}`, name), func() float64 { return float64(l.SizeBytes()) })
+	df.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_log_last_offset{source=%q}`, name), func() float64 { return float64(l.LastOffset()) })
+	in := &logIntake{log: l, dedup: d, logger: df.log, name: name, linger: ic.Linger, holds: df.holds}
 	in.indexed.Store(int64(d.Len()))
-	a.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_dedup_indexed_entries{source=%q}`, name), func() float64 { return float64(in.indexed.Load()) })
-	in.redelivered = redeliveries{logger: a.log, source: name,
-		dropped:   a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name)),
-		unmatched: a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_unmatched_total{source=%q}`, name))}
-	in.commitsMetric = a.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
+	df.metrics.NewGauge(fmt.Sprintf(`eddy_ingest_dedup_indexed_entries{source=%q}`, name), func() float64 { return float64(in.indexed.Load()) })
+	in.redelivered = redeliveries{logger: df.log, source: name,
+		dropped:   df.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_dropped_total{source=%q}`, name)),
+		unmatched: df.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_redeliveries_unmatched_total{source=%q}`, name))}
+	in.commitsMetric = df.metrics.NewCounter(fmt.Sprintf(`eddy_ingest_commits_total{source=%q}`, name))
 	return in, nil
 }
 

@@ -216,14 +216,14 @@ func inflightSummary(m *checkpoint.Manifest) (tasks int, records uint64) {
 // every pipeline with unaligned checkpoints (savepoints stay aligned, as in
 // Flink). It never blocks: a subtask that misses one takes that barrier
 // aligned.
-func (a *Agent) announce(tr checkpoint.Trigger) {
+func (df *dataflow) announce(tr checkpoint.Trigger) {
 	if tr.Kind == checkpoint.KindSavepoint {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	df.mu.Lock()
+	defer df.mu.Unlock()
 	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Announcement: true}
-	for _, p := range a.pipelines {
+	for _, p := range df.pipelines {
 		if !p.align.Announces() {
 			continue
 		}

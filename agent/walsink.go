@@ -87,13 +87,13 @@ func (w *walTx) writeBlocked() bool { return w.s.WriteBlocked() }
 
 // openWALSink opens the exactly-once MQTT sink of s under data_dir/wal and
 // exposes its backlog on /metrics.
-func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) (*walTx, error) {
-	opts, tmpl, err := walOptions(s.MQTT, ep.URL, a.vars())
+func (df *dataflow) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) (*walTx, error) {
+	opts, tmpl, err := walOptions(s.MQTT, ep.URL, df.vars())
 	if err != nil {
 		return nil, err
 	}
 	opts.Username, opts.Password, opts.TLS = ep.Username, ep.Password, tc
-	set := a.metrics
+	set := df.metrics
 	// Called by the sink's publisher goroutine alone, per answer (a QoS 1
 	// sink whose results nobody subscribes to gets 0x10 on every PUBACK):
 	// the counters are looked up without allocating.
@@ -106,16 +106,16 @@ func (a *Agent) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Config) 
 		}
 		c.Inc()
 	}
-	ws, err := walsink.Open(filepath.Join(a.cfg.Agent.DataDir, "wal", s.Name), opts, a.log.With("mqtt_sink", s.Name))
+	ws, err := walsink.Open(filepath.Join(df.cfg.Agent.DataDir, "wal", s.Name), opts, df.log.With("mqtt_sink", s.Name))
 	if err != nil {
 		return nil, err
 	}
-	w := &walTx{s: ws, topic: tmpl, deviceID: a.deviceID, expiry: opts.MessageExpiry > 0}
-	h := a.walSinks[s.Name]
+	w := &walTx{s: ws, topic: tmpl, deviceID: df.deviceID, expiry: opts.MessageExpiry > 0}
+	h := df.walSinks[s.Name]
 	if h == nil {
 		h = new(walHolder)
-		a.walSinks[s.Name] = h
-		registerWALMetrics(a.metrics, s.Name, h)
+		df.walSinks[s.Name] = h
+		registerWALMetrics(df.metrics, s.Name, h)
 	}
 	h.s.Store(ws)
 	h.drainTimeout = s.MQTT.DrainTimeout

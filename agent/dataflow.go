@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/operators/io/source"
+	"github.com/eddy-edge/eddy/state"
+)
+
+// dataflow is the job graph a configuration opened: the embedded broker,
+// the sources, sinks and pipelines, and what they keep on disk (state
+// backends, ingest logs, WALs). It opens them (pipeline_open.go,
+// source_open.go, sink_open.go, broker.go), connecting each pipeline to the
+// sources and sinks it shares with others, and tells when they have drained
+// (drain.go). The agent runs and checkpoints what it holds; a region
+// restart replaces parts of it (newPipeline under mu).
+type dataflow struct {
+	// What opening needs, set once by build.
+	cfg        *config.Config
+	src        []byte // the configuration's text (state shapes compare expressions by it)
+	deviceID   string
+	log        *slog.Logger
+	metrics    *metrics.Set
+	clk        clock
+	stateCache int64     // state { cache } (memoryBudget), shared by the stateful subtasks
+	stdout     io.Writer // where stdout sinks write
+	fail       func(error)
+	holds      *disk.Holds // the ingest intakes wait for disk space there
+
+	broker *broker.Broker // nil until a source or sink uses it
+	// mu guards pipelines, sources and sinks, which a region restart
+	// replaces while the admin endpoint reads them.
+	mu          sync.Mutex
+	sources     map[string]*sourceRunner
+	sinks       map[string]*sinkRunner
+	pipelines   []*pipeline
+	sims        []*source.Simulator
+	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
+	walSinks    map[string]*walHolder       // kept across region restarts
+	backends    []state.Backend
+	logs        []*ingest.Log
+	// retained serves truncateIngest (on the checkpointer's goroutine).
+	retained retainedPositions
+}
+
+// newDataflow is an empty job graph that opens what it is asked for with
+// these settings.
+func newDataflow(cfg *config.Config, src []byte, log *slog.Logger, set *metrics.Set, clk clock) *dataflow {
+	return &dataflow{cfg: cfg, src: src, deviceID: cfg.Agent.DeviceID, log: log, metrics: set, clk: clk,
+		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
+		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
+}
+
+// vars are the variables configuration strings expand (${device_id}).
+func (df *dataflow) vars() map[string]string {
+	return map[string]string{"device_id": df.deviceID}
+}
