@@ -22,8 +22,16 @@
 // (SIGHUP, reload.go) ends the run with a final checkpoint and starts the
 // new configuration from it.
 //
-// The Agent composes one type per concern, each owning its state:
+// The Agent runs the phases of a run (run.go) and composes one type per
+// concern, each owning its state:
 //
+//   - dataflow (dataflow.go): the job graph the configuration opened — the
+//     embedded broker (broker.go), the sources, sinks and pipelines, their
+//     state backends, ingest logs and WALs — under the lock a region
+//     restart takes to replace parts of it. It opens them (pipeline_open.go,
+//     source_open.go, sink_open.go), says when they have drained or gone
+//     idle and waits for the WAL sinks' delivery (drain.go), and trims the
+//     ingest logs to what retained checkpoints need.
 //   - pipeline (pipeline.go): one pipeline block's stages — the prepare
 //     stage (prepare.go), the window subtasks (subtask.go) or the keyed
 //     subtasks of per-key functions (keyed.go), their aligned and unaligned
@@ -36,8 +44,9 @@
 //     retention, savepoints, and the checkpoints a full ingest log needs
 //     to shrink (checkpoint_pacing.go); its store's full disk is a
 //     disk.Watch.
-//   - restorer (restore.go): loads a checkpoint into pipelines just built
-//     and rewinds their sources, at start and for a restarted region.
+//   - restorer (restore.go): chooses the checkpoint a start restores
+//     (restoreselect.go), loads a checkpoint into pipelines just built and
+//     rewinds their sources, at start and for a restarted region.
 //   - failover (region.go): the failover regions; stops, rebuilds, restores
 //     and starts the one that failed while the others run on, and records
 //     the ones whose restart strategy gave up (restartlimit.go).
