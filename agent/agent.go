@@ -187,8 +187,10 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, maxKeyGroups: cfg.Agent.MaxKeyGroups,
 		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
-	a.flow = newDataflow(cfg, lc.src, log, a.metrics, clk)
-	a.flow.stateCache, a.flow.stdout, a.flow.fail, a.flow.holds = a.memory.stateCache, opts.Stdout, a.fail, &a.diskHolds
+	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,
+		stateCache: a.memory.stateCache, stdout: opts.Stdout, fail: a.fail, holds: &a.diskHolds,
+		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
+		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 	for _, p := range plans {
 		if err := a.flow.addPipeline(p); err != nil {
 			return nil, err

@@ -19,9 +19,11 @@ import (
 // the sources, sinks and pipelines, and what they keep on disk (state
 // backends, ingest logs, WALs). It opens them (pipeline_open.go,
 // source_open.go, sink_open.go, broker.go), connecting each pipeline to the
-// sources and sinks it shares with others, and tells when they have drained
-// (drain.go). The agent runs and checkpoints what it holds; a region
-// restart replaces parts of it (newPipeline under mu).
+// sources and sinks it shares with others; it tells when they have drained
+// and waits for the WAL sinks' delivery (drain.go), sends unaligned
+// barriers ahead (announce) and trims the ingest logs (truncateIngest).
+// The agent runs and checkpoints what it holds; a region restart replaces
+// parts of it (newPipeline under mu).
 type dataflow struct {
 	// What opening needs, set once by build.
 	cfg        *config.Config
@@ -30,9 +32,9 @@ type dataflow struct {
 	log        *slog.Logger
 	metrics    *metrics.Set
 	clk        clock
-	stateCache int64     // state { cache } (memoryBudget), shared by the stateful subtasks
-	stdout     io.Writer // where stdout sinks write
-	fail       func(error)
+	stateCache int64       // state { cache } (memoryBudget), shared by the stateful subtasks
+	stdout     io.Writer   // where stdout sinks write
+	fail       func(error) // stops the run (Agent.fail) until failover routes a region's own
 	holds      *disk.Holds // the ingest intakes wait for disk space there
 
 	broker *broker.Broker // nil until a source or sink uses it
@@ -49,14 +51,6 @@ type dataflow struct {
 	logs        []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions
-}
-
-// newDataflow is an empty job graph that opens what it is asked for with
-// these settings.
-func newDataflow(cfg *config.Config, src []byte, log *slog.Logger, set *metrics.Set, clk clock) *dataflow {
-	return &dataflow{cfg: cfg, src: src, deviceID: cfg.Agent.DeviceID, log: log, metrics: set, clk: clk,
-		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
-		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
 }
 
 // vars are the variables configuration strings expand (${device_id}).
