@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
@@ -74,7 +75,7 @@ type Agent struct {
 	backends      []state.Backend
 	memory        memoryBudget
 	logs          []*ingest.Log
-	ckpt          *checkpointer
+	ckpt          *checkpointing.Driver
 	from          string     // --from: the checkpoint to restore
 	failed        chan error // a component that cannot go on; run stops
 	upload        uploader
