@@ -60,9 +60,9 @@ func (c *Driver) activity() uint64 {
 // restore meanwhile repeats that cleanup or at-least-once output.
 //
 // A full ingest log is never unchanged: its intake holds messages until a
-// checkpoint lets the log shrink (the agent truncates it on each completed checkpoint), and holding them is what
-// keeps the sources from forwarding anything once the pipelines have read
-// the log to its end. Skipping would wait for input that only a checkpoint
+// checkpoint lets the log shrink (the agent truncates it on each completed
+// checkpoint), and holding them is what keeps the sources from forwarding
+// anything once the pipelines have read the log to its end. Skipping would wait for input that only a checkpoint
 // can let in.
 func (c *Driver) unchanged() bool {
 	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity && !c.ingestFull() && !c.savepointWaits()
@@ -79,9 +79,9 @@ func (c *Driver) savepointWaits() bool {
 // ingestWaits reports whether a checkpoint now, rather than at the end of
 // the interval, is what the pipelines wait for: a source's ingest log is
 // full and its reader has forwarded everything in it. Only a checkpoint
-// lets that log shrink (below the newest checkpoint while
-// it is full); without this a burst larger than ingest { max_disk } would
-// pass at one log's worth per interval, the device idle in between.
+// lets that log shrink (below the newest checkpoint while it is full);
+// without this a burst larger than ingest { max_disk } would pass at one
+// log's worth per interval, the device idle in between.
 //
 // It asks when something was forwarded since the last checkpoint was
 // triggered, so the next holds a newer position. With nothing forwarded it
@@ -90,7 +90,7 @@ func (c *Driver) savepointWaits() bool {
 // position, completing while the log is full, truncates below itself. Once
 // that is done a log that stays full (its batch does not fit even then)
 // gets one checkpoint per interval (unchanged), not one per tick. Called
-// on run's goroutine only.
+// on Run's goroutine only.
 func (c *Driver) ingestWaits() bool {
 	waits := false
 	for _, s := range c.sources {
