@@ -215,24 +215,24 @@ func (ta *testAdmin) getJSON(t *testing.T, path string, wantCode int, v any) {
 }
 
 func TestConsecutiveFailures(t *testing.T) {
-	ok := checkpointRecord{Kind: "full"}
-	bad := checkpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
-	spOK := checkpointRecord{Kind: "savepoint"}
-	spBad := checkpointRecord{Kind: "savepoint", Aborted: "x"}
-	noSpace := checkpointRecord{Kind: "incremental", Aborted: "no space left on device", DiskFull: true}
+	ok := admin.CheckpointRecord{Kind: "full"}
+	bad := admin.CheckpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
+	spOK := admin.CheckpointRecord{Kind: "savepoint"}
+	spBad := admin.CheckpointRecord{Kind: "savepoint", Aborted: "x"}
+	noSpace := admin.CheckpointRecord{Kind: "incremental", Aborted: "no space left on device", DiskFull: true}
 	tests := []struct {
 		name string
-		h    []checkpointRecord
+		h    []admin.CheckpointRecord
 		want int
 	}{
 		{"empty", nil, 0},
-		{"all completed", []checkpointRecord{ok, ok}, 0},
-		{"trailing failures", []checkpointRecord{bad, ok, bad, bad}, 2},
-		{"completed resets", []checkpointRecord{bad, bad, ok}, 0},
+		{"all completed", []admin.CheckpointRecord{ok, ok}, 0},
+		{"trailing failures", []admin.CheckpointRecord{bad, ok, bad, bad}, 2},
+		{"completed resets", []admin.CheckpointRecord{bad, bad, ok}, 0},
 		// The coordinator neither counts savepoints nor lets one reset.
-		{"savepoints skipped", []checkpointRecord{bad, spOK, bad, spBad}, 2},
+		{"savepoints skipped", []admin.CheckpointRecord{bad, spOK, bad, spBad}, 2},
 		// Nor failures while the disk was full.
-		{"disk full skipped", []checkpointRecord{bad, noSpace, noSpace, bad}, 2},
+		{"disk full skipped", []admin.CheckpointRecord{bad, noSpace, noSpace, bad}, 2},
 	}
 	for _, tt := range tests {
 		if got := consecutiveFailures(tt.h); got != tt.want {
@@ -288,14 +288,14 @@ func TestAdmin_Readyz_CheckpointFailures(t *testing.T) {
 	ta := newTestAdmin(t, a, "")
 	a.intro.maxDisconnected = time.Hour
 	var rd admin.Readiness
-	a.ckpt.record(checkpointRecord{ID: 1, Kind: "full", Aborted: "checkpoint: timed out"})
+	a.ckpt.Record(admin.CheckpointRecord{ID: 1, Kind: "full", Aborted: "checkpoint: timed out"})
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
-	a.ckpt.record(checkpointRecord{ID: 2, Kind: "full", Aborted: "checkpoint: timed out"})
+	a.ckpt.Record(admin.CheckpointRecord{ID: 2, Kind: "full", Aborted: "checkpoint: timed out"})
 	ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
 	if !hasFailed(rd, "checkpoints") {
 		t.Errorf("readyz = %+v, want checkpoints failing", rd)
 	}
-	a.ckpt.record(checkpointRecord{ID: 3, Kind: "full"})
+	a.ckpt.Record(admin.CheckpointRecord{ID: 3, Kind: "full"})
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 }
 
@@ -331,8 +331,8 @@ func TestAdmin_Pipelines(t *testing.T) {
 func TestAdmin_Checkpoints(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	a.ckpt.record(checkpointRecord{ID: 1, Kind: "full", DurationMs: 12, SizeBytes: 2048})
-	a.ckpt.record(checkpointRecord{ID: 2, Kind: "incremental", Aborted: "checkpoint: timed out"})
+	a.ckpt.Record(admin.CheckpointRecord{ID: 1, Kind: "full", DurationMs: 12, SizeBytes: 2048})
+	a.ckpt.Record(admin.CheckpointRecord{ID: 2, Kind: "incremental", Aborted: "checkpoint: timed out"})
 	var rep admin.CheckpointReport
 	ta.getJSON(t, "/api/checkpoints", http.StatusOK, &rep)
 	if len(rep.History) != 2 || rep.History[0].ID != 1 || rep.History[1].Aborted == "" {
@@ -413,7 +413,7 @@ func TestAdmin_Metrics(t *testing.T) {
 func TestStatusPage(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	a.flow.pipelines[0].m.in.Add(42)
-	a.ckpt.record(checkpointRecord{ID: 7, Kind: "full", Time: "2026-01-02T03:04:05.123456789Z", DurationMs: 1500, SizeBytes: 3 << 20})
+	a.ckpt.Record(admin.CheckpointRecord{ID: 7, Kind: "full", Time: "2026-01-02T03:04:05.123456789Z", DurationMs: 1500, SizeBytes: 3 << 20})
 	ta := newTestAdmin(t, a, "")
 	code, b, h := ta.do(t, "GET", "/", "")
 	if code != http.StatusOK || h.Get("Content-Type") != "text/html; charset=utf-8" {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
@@ -63,7 +64,7 @@ type Agent struct {
 	closeAdminSrv func()
 	intro         *introspection
 	memory        memoryBudget
-	ckpt          *checkpointer
+	ckpt          *checkpointing.Driver
 	failed        chan error // a component that cannot go on; run stops
 	upload        uploader
 	restorer      *restorer

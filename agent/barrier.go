@@ -35,7 +35,7 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 		extra[k] = v
 	}
 	if st.backend == nil {
-		p.ckpt.send(checkpoint.Ack{CheckpointID: b.ID, Task: task, Extra: extra})
+		p.ckpt.Send(checkpoint.Ack{CheckpointID: b.ID, Task: task, Extra: extra})
 		return
 	}
 	full := b.Full || st.lastSnap == 0 || b.Parent != st.lastSnap
@@ -49,17 +49,17 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 		err = st.stateErr() // the state lacks a result: never checkpoint it
 	}
 	if err != nil {
-		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
+		p.ckpt.Send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
 		return
 	}
 	snap, err := st.backend.Snapshot(full)
 	if err != nil {
-		p.ckpt.send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
+		p.ckpt.Send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
 		return
 	}
 	snap = keyedSnapshot(st, snap)
 	st.lastSnap = b.ID
-	p.ckpt.writeSnapshot(b.ID, task, p.name, snap, extra)
+	p.ckpt.WriteSnapshot(b.ID, task, p.name, snap, extra)
 	st.sampleState()
 }
 

@@ -1,14 +1,14 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/agent/checkpointing"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -57,15 +57,9 @@ ingest { linger = "0s" }
 			}
 		}
 	}
-	completed := func() uint64 { return a.ckpt.lastDone.Load() }
+	completed := func() uint64 { return a.ckpt.LastCompleted() }
 	waitCompleted := func(after uint64) uint64 {
-		deadline := time.Now().Add(30 * time.Second)
-		for completed() <= after {
-			if time.Now().After(deadline) {
-				t.Fatalf("no checkpoint completed after %d within 30 s", after)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		await.True(t, 30*time.Second, fmt.Sprintf("a checkpoint to complete after %d", after), func() bool { return completed() > after })
 		return completed()
 	}
 
@@ -73,15 +67,14 @@ ingest { linger = "0s" }
 	quiet := waitCompleted(0)
 	// 20 intervals (100 ms) of idle ticks with nothing arriving, however
 	// long they take.
-	const idleTicks = uint64(20 * 100 * time.Millisecond / checkpointTick)
-	idle := a.ckpt.idleTicks.Load()
-	deadline := time.Now().Add(60 * time.Second)
-	for a.ckpt.idleTicks.Load() < idle+idleTicks && completed() <= quiet+1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d idle ticks within 60 s, want %d", a.ckpt.idleTicks.Load()-idle, idleTicks)
+	const idleTicks = uint64(20 * 100 * time.Millisecond / checkpointing.Tick)
+	idle := a.ckpt.Stats().IdleTicks
+	await.Until(t, 60*time.Second, func() error {
+		if n := a.ckpt.Stats().IdleTicks - idle; n < idleTicks && completed() <= quiet+1 {
+			return fmt.Errorf("%d idle ticks, want %d", n, idleTicks)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// One more may follow if the readings straddled the first barrier.
 	if got := completed(); got > quiet+1 {
 		t.Fatalf("checkpoints went from %d to %d over 20 intervals with nothing arriving: want them skipped", quiet, got)
@@ -101,25 +94,4 @@ func connectSensor(t *testing.T, addr string) paho.Client {
 	}
 	t.Cleanup(func() { c.Disconnect(100) })
 	return c
-}
-
-// TestCheckpointer_FinalBoundedWhenLoopEnded: final forces a checkpoint
-// through the coordinator's loop; once that loop has ended (checkpoints
-// kept failing, so the agent is stopping) nothing answers, and final must
-// still return when its context ends (a SIGTERM while checkpoints kept
-// failing used to hang the agent here for good).
-func TestCheckpointer_FinalBoundedWhenLoopEnded(t *testing.T) {
-	a := mustBuildAgent(t, testConfig, true) // the checkpointer's loop does not run
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.ckpt.final(ctx) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("final = %v, want the context's deadline", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("final did not return after its context ended")
-	}
 }

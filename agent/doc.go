@@ -39,11 +39,12 @@
 //     the ordered output of file sources (ordered.go).
 //   - sourceRunner and sinkRunner (source.go, sinks.go): a source's reader
 //     with its ingest log (ingest.go), and a sink with its two-phase commit.
-//   - checkpointer (checkpointing.go): drives checkpoint.Coordinator and
-//     does its I/O — barriers, snapshot files, manifests, sink commits,
-//     retention, savepoints, and the checkpoints a full ingest log needs
-//     to shrink (checkpoint_pacing.go); its store's full disk is a
-//     disk.Watch.
+//   - the checkpoint driver (package agent/checkpointing): drives
+//     checkpoint.Coordinator and does its I/O — barriers, snapshot files,
+//     manifests, sink commits, retention, savepoints, and the checkpoints a
+//     full ingest log needs to shrink; its store's full disk is a
+//     disk.Watch. restore.go sets it up; the runners serve it through
+//     checkpointing.Source and TxSink (checkpoint_runners.go).
 //   - restorer (restore.go): chooses the checkpoint a start restores
 //     (restoreselect.go), loads a checkpoint into pipelines just built and
 //     rewinds their sources, at start and for a restarted region.

@@ -36,15 +36,19 @@ func fillLog(t *testing.T, full bool) (*ingest.Log, uint64) {
 	return l, l.LastOffset()
 }
 
-// TestCheckpointer_FullIngestLogIsNotIdle: a checkpointer with nothing
-// forwarded since its last checkpoint skips the periodic one, except while
-// a source's ingest log is full: only a checkpoint can let that log shrink
-// and its messages in.
-func TestCheckpointer_FullIngestLogIsNotIdle(t *testing.T) {
+// TestSourceRunner_Ingest: the checkpoint driver sees a source's ingest
+// log as full while it refuses appends, and read to its end once the
+// runner forwarded its last entry; a source without one is never full.
+func TestSourceRunner_Ingest(t *testing.T) {
 	l, last := fillLog(t, true)
-	c := &checkpointer{sources: []*sourceRunner{{name: "s", ilog: l}}}
-	if c.unchanged() {
-		t.Fatal("unchanged() = true while the ingest log is full: the checkpoint that lets it shrink would be skipped")
+	s := &sourceRunner{name: "s", ilog: l}
+	s.pos.Store(last - 1)
+	if got := s.Ingest(); !got.Full || got.ReadToEnd {
+		t.Fatalf("Ingest() = %+v with the log full and the reader behind its end", got)
+	}
+	s.pos.Store(last)
+	if got := s.Ingest(); !got.Full || !got.ReadToEnd {
+		t.Fatalf("Ingest() = %+v with the log full and read to its end", got)
 	}
 	if err := l.Truncate(last + 1); err != nil {
 		t.Fatal(err)
@@ -52,8 +56,11 @@ func TestCheckpointer_FullIngestLogIsNotIdle(t *testing.T) {
 	if _, _, err := l.Append([]ingest.Entry{{Payload: []byte("y")}}); err != nil {
 		t.Fatal(err)
 	}
-	if !c.unchanged() {
-		t.Fatal("unchanged() = false with nothing forwarded and the log taking appends again")
+	if got := s.Ingest(); got.Full {
+		t.Fatalf("Ingest() = %+v with the log taking appends again", got)
+	}
+	if got := (&sourceRunner{name: "file"}).Ingest(); got.Full {
+		t.Fatalf("Ingest() = %+v without an ingest log", got)
 	}
 }
 
@@ -101,35 +108,6 @@ func TestTruncateIngest_FullLogShrinksToNewestCheckpoint(t *testing.T) {
 				t.Errorf("log kept from offset %d; want it kept from the oldest retained checkpoint's position 2", first)
 			}
 		})
-	}
-}
-
-// TestCheckpointer_IngestWaits: a full ingest log whose reader has
-// forwarded everything asks for a checkpoint at once when something was
-// forwarded since the last trigger, or, with nothing forwarded, when the
-// last checkpoint completed before the log filled (it truncated only below
-// the oldest retained one); not while the reader is behind, and not again
-// once a checkpoint completed with the log full.
-func TestCheckpointer_IngestWaits(t *testing.T) {
-	l, last := fillLog(t, true)
-	s := &sourceRunner{name: "s", ilog: l}
-	c := &checkpointer{sources: []*sourceRunner{s}}
-	s.pos.Store(last - 1)
-	s.sent.Add(1)
-	if c.ingestWaits() {
-		t.Fatal("ingestWaits() = true with the reader behind the log's end")
-	}
-	s.pos.Store(last)
-	if !c.ingestWaits() {
-		t.Fatal("ingestWaits() = false: full log read to its end, something forwarded since the last trigger")
-	}
-	c.trigActivity = c.activity()
-	if !c.ingestWaits() {
-		t.Fatal("ingestWaits() = false: nothing forwarded, but the last checkpoint completed before the log filled")
-	}
-	c.fullAtDone = true
-	if c.ingestWaits() {
-		t.Fatal("ingestWaits() = true: nothing forwarded and the last checkpoint completed with the log full")
 	}
 }
 

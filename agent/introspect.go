@@ -212,12 +212,13 @@ func (in *introspection) Checkpoints() (admin.CheckpointReport, bool) {
 	}
 	cc := a.cfg.Checkpoint
 	h := c.History()
+	st := c.Stats()
 	return admin.CheckpointReport{
 		IntervalMs: cc.Interval.Milliseconds(), Retain: cc.Retain, TolerableFailures: cc.TolerableFailures,
-		Completed: c.mCompleted.Get(), Failed: c.mFailures.Get(), ConsecutiveFailures: consecutiveFailures(h),
-		LastCompletedID: c.lastDone.Load(), LastTriggeredID: c.lastTrig.Load(),
-		LastDurationMs: c.lastDurMs.Load(), LastSizeBytes: c.lastSize.Load(), LastFullBytes: c.lastFull.Load(),
-		LastAlignmentMs: c.lastAlign.Load(), History: h,
+		Completed: st.Completed, Failed: st.Failed, ConsecutiveFailures: consecutiveFailures(h),
+		LastCompletedID: st.LastCompletedID, LastTriggeredID: st.LastTriggeredID,
+		LastDurationMs: st.LastDurationMs, LastSizeBytes: st.LastSizeBytes, LastFullBytes: st.LastFullBytes,
+		LastAlignmentMs: st.LastAlignmentMs, History: h,
 	}, true
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
@@ -86,10 +87,10 @@ type pipeline struct {
 	control   *control.State
 	controlIn chan *rawBatch
 
-	ckpt  *checkpointer // nil: no checkpoints
-	fatal func(error)   // fails the pipeline's region, which restarts
-	done  chan struct{} // closed when run returns
-	epoch uint64        // the prepare stage's epoch (dead letters)
+	ckpt  *checkpointing.Driver // nil: no checkpoints
+	fatal func(error)           // fails the pipeline's region, which restarts
+	done  chan struct{}         // closed when run returns
+	epoch uint64                // the prepare stage's epoch (dead letters)
 
 	m   *pipelineMetrics
 	log *slog.Logger

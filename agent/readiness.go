@@ -197,5 +197,5 @@ func (a *Agent) checkpointDiskFull() string {
 	if a.ckpt == nil {
 		return ""
 	}
-	return a.ckpt.full.Reason()
+	return a.ckpt.DiskFullReason()
 }

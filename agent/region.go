@@ -270,8 +270,8 @@ func (fo *failover) stop(r *region, reason error) {
 			txs = append(txs, s)
 		}
 	}
-	a.ckpt.changeRegions(regionChange{suspend: true, reason: fmt.Errorf("checkpoint: pipelines %s restarting: %w", r.name, reason),
-		sources: srcs, txSinks: txs})
+	a.ckpt.SuspendRegion(fmt.Errorf("checkpoint: pipelines %s restarting: %w", r.name, reason),
+		checkpointSources(srcs), checkpointTxSinks(txs))
 	for _, s := range srcs {
 		s.stop()
 	}
@@ -287,7 +287,7 @@ func (fo *failover) stop(r *region, reason error) {
 	}
 	a.flow.mu.Unlock()
 	// Snapshot writes of the aborted checkpoint may still read the state.
-	a.ckpt.writers.Wait()
+	a.ckpt.WaitWriters()
 	a.flow.mu.Lock()
 	for _, i := range r.pipes {
 		for _, st := range a.flow.pipelines[i].subtasks {
@@ -328,7 +328,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 	var srcs []*sourceRunner
 	for _, name := range r.sources {
 		s := a.flow.sources[name]
-		s.acks = ck.send
+		s.acks = ck.Send
 		srcs = append(srcs, s)
 	}
 	for _, p := range fresh {
@@ -336,7 +336,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 	}
 
 	var restored uint64
-	sel, err := ck.store.SelectRestore("")
+	sel, err := ck.Store().SelectRestore("")
 	for _, sk := range sel.Skipped {
 		a.log.Warn("checkpoint skipped: it does not verify", "id", sk.ID, "reason", sk.Reason)
 	}
@@ -374,7 +374,7 @@ func (fo *failover) start(r *region, srcCtx context.Context, srcWG, pipeWG *sync
 	for _, s := range srcs {
 		s.start(srcCtx, a.log, srcWG)
 	}
-	ck.changeRegions(regionChange{sources: srcs, txSinks: txs})
+	ck.ResumeRegion(checkpointSources(srcs), checkpointTxSinks(txs))
 	return nil
 }
 

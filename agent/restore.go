@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
@@ -53,15 +54,15 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	ck := newCheckpointer(coord, store, cc.Retain, cc.Interval, a.log, a.clk, a.metrics)
-	ck.timeout = cc.Timeout
-	ck.maxSavepoints = cc.MaxSavepoints
-	ck.sources, ck.txSinks = sources, txSinks
-	for _, s := range sources {
-		s.acks = ck.send
-	}
+	ckc := checkpointing.Config{Store: store, Retain: cc.Retain, Interval: cc.Interval, Timeout: cc.Timeout,
+		MaxSavepoints: cc.MaxSavepoints, Log: a.log, MonoMs: a.clk.monoMs, Metrics: a.metrics,
+		Sources: checkpointSources(sources), TxSinks: checkpointTxSinks(txSinks), InFlight: inflightSummary}
 	if cc.Unaligned || cc.AlignedTimeout > 0 {
-		ck.announce = a.flow.announce
+		ckc.Announce = a.flow.announce
+	}
+	ck := checkpointing.New(coord, ckc)
+	for _, s := range sources {
+		s.acks = ck.Send
 	}
 	for _, p := range a.flow.pipelines {
 		p.ckpt = ck
@@ -71,7 +72,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	}
 	a.ckpt = ck
 	a.flow.retained = retainedPositions{}
-	ck.onCompleted(func(done checkpoint.Completed) { a.flow.truncateIngest(store, done) })
+	ck.OnCompleted(func(done checkpoint.Completed) { a.flow.truncateIngest(store, done) })
 
 	sel, err := a.restorer.selectRestore(ctx, store, a.flow.sources)
 	var restored uint64
@@ -94,7 +95,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	if err := coord.Restore(sel.NewestID); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	ck.collectGarbage()
+	ck.CollectGarbage()
 	for _, s := range txSinks {
 		if err := s.tx.Recover(restored); err != nil {
 			return fmt.Errorf("agent: sink %q: recover: %w", s.name, err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/disk"
 )
 
@@ -130,7 +131,7 @@ func (a *Agent) startStages() (*stages, error) {
 			return r, err
 		}
 	}
-	go func() { r.ckptErr <- a.ckpt.run(ckptCtx); close(r.ckptDone) }()
+	go func() { r.ckptErr <- a.ckpt.Run(ckptCtx); close(r.ckptDone) }()
 	r.stopIntake = sync.OnceFunc(func() {
 		// Stop taking readings in before letting go of the sources: the
 		// embedded broker acks sensors in its publish hook, so it closes
@@ -246,8 +247,8 @@ func (a *Agent) shutdown(ctx context.Context, r *stages) (undelivered int64) {
 		go func() { defer sinkWG.Done(); s.closeWhenProducersDone() }()
 	}
 	sinkWG.Wait()
-	a.ckpt.writers.Wait()
-	a.ckpt.collectGarbage()
+	a.ckpt.WaitWriters()
+	a.ckpt.CollectGarbage()
 	return undelivered
 }
 
@@ -300,7 +301,7 @@ func (a *Agent) finalCheckpoint() (late *regionFailure, err error) {
 		case <-watchDone:
 		}
 	}()
-	err = a.ckpt.final(fctx)
+	err = a.ckpt.Final(fctx)
 	close(watchDone)
 	<-watchExited
 	select {
@@ -353,27 +354,27 @@ func (f *runFailure) Unwrap() error { return f.err }
 // and returns true: no final checkpoint is tried (it would fail the same
 // way), and the agent exits cleanly.
 func (a *Agent) finalOnFullDisk(ctx context.Context) bool {
-	reason := a.ckpt.full.Reason()
+	reason := a.ckpt.DiskFullReason()
 	if reason == "" {
 		return false
 	}
 	if ctx.Err() == nil {
 		a.log.Warn("disk full: the final checkpoint waits until space frees", "err", reason)
-		t := time.NewTicker(checkpointTick)
+		t := time.NewTicker(checkpointing.Tick)
 		defer t.Stop()
 		for reason != "" && ctx.Err() == nil {
 			select {
 			case <-t.C:
 			case <-ctx.Done():
 			}
-			reason = a.ckpt.full.Reason()
+			reason = a.ckpt.DiskFullReason()
 		}
 		if reason == "" {
 			return false
 		}
 	}
 	next := "starts empty (no checkpoint completed)"
-	if id := max(a.ckpt.lastDone.Load(), a.restoredID); id > 0 {
+	if id := max(a.ckpt.LastCompleted(), a.restoredID); id > 0 {
 		next = fmt.Sprintf("restores checkpoint %d, the last that completed", id)
 	}
 	a.log.Warn("stopping with the disk full: no final checkpoint; the next start "+next, "err", reason)

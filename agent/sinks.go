@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
@@ -59,7 +60,7 @@ type sinkRunner struct {
 	nProducers int
 	arrived    map[uint64]int // barrier id → producers past it, until all are
 	held       []sinkMsg      // early deliveries, in arrival order
-	ckpt       *checkpointer
+	ckpt       *checkpointing.Driver
 
 	done     chan struct{}
 	failures func()      // counts a failed write
@@ -191,12 +192,12 @@ func (r *sinkRunner) onBarrier(id uint64) {
 	if err := r.tx.PreCommit(id); err != nil {
 		r.fail("pre-commit", err)
 		if r.ckpt != nil {
-			r.ckpt.send(checkpoint.Failure{CheckpointID: id, Task: r.taskID(), Err: err})
+			r.ckpt.Send(checkpoint.Failure{CheckpointID: id, Task: r.taskID(), Err: err})
 		}
 		return
 	}
 	if r.ckpt != nil {
-		r.ckpt.send(checkpoint.Ack{CheckpointID: id, Task: r.taskID()})
+		r.ckpt.Send(checkpoint.Ack{CheckpointID: id, Task: r.taskID()})
 	}
 }
 

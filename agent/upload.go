@@ -22,6 +22,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -135,8 +136,8 @@ func (u *uploader) stats() *upload.Stats {
 // start ships every checkpoint ck completes from now on, and the newest
 // one already in its store, until ctx ends. A check of the bucket that
 // fails is logged, not returned: checkpoints stay local and uploads retry.
-func (u *uploader) start(ctx context.Context, cfg *config.Config, ck *checkpointer, set *metrics.Set) error {
-	store := ck.store
+func (u *uploader) start(ctx context.Context, cfg *config.Config, ck *checkpointing.Driver, set *metrics.Set) error {
+	store := ck.Store()
 	client, err := uploadClient(cfg, vfs.Default, "", "", u.log, nil)
 	if err != nil {
 		return err
@@ -158,11 +159,11 @@ func (u *uploader) start(ctx context.Context, cfg *config.Config, ck *checkpoint
 			u.log.Error("upload stopped", "err", err)
 		}
 	}()
-	ck.onCompleted(func(done checkpoint.Completed) { u.ship(store, done) })
+	ck.OnCompleted(func(done checkpoint.Completed) { u.ship(store, done) })
 	// Local checkpoints stay until uploaded (the newest uploaded one too),
 	// within a budget: past it the oldest unshipped give way, with a warning.
 	const maxUnshipped = 32
-	ck.keepUnshipped = func() int {
+	ck.KeepUnshipped(func() int {
 		ids, err := store.ManifestIDs()
 		if err != nil {
 			return 0
@@ -179,7 +180,7 @@ func (u *uploader) start(ctx context.Context, cfg *config.Config, ck *checkpoint
 			n = maxUnshipped
 		}
 		return n
-	}
+	})
 	// The shipper's queue does not survive a restart: ship the newest local
 	// checkpoint again (files already in the bucket are not re-sent).
 	if ids, err := store.ManifestIDs(); err == nil && len(ids) > 0 {

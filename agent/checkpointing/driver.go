@@ -1,4 +1,4 @@
-package agent
+package checkpointing
 
 import (
 	"context"
@@ -12,30 +12,34 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/checkpoint"
 )
 
-// checkpointer drives the checkpoint coordinator (a pure state machine) and
+// Driver drives the checkpoint coordinator (a pure state machine) and
 // does its I/O: it injects barriers at the sources, writes snapshot files
 // asynchronously as subtasks hand over their state views, writes manifests,
-// tells sinks to commit, and applies retention. One goroutine (run) owns the
-// coordinator; tasks talk to it through send.
-type checkpointer struct {
+// tells sinks to commit, and applies retention. One goroutine (Run) owns the
+// coordinator; tasks talk to it through Send.
+type Driver struct {
 	coord   *checkpoint.Coordinator
 	store   *checkpoint.Store
 	retain  int
-	msgs    chan any // checkpoint.Message, savepointRequest or forceCheckpoint
-	sources []*sourceRunner
-	txSinks []*sinkRunner
+	msgs    chan any // checkpoint.Message, savepointRequest, forceCheckpoint or regionChange
+	sources []Source
+	txSinks []TxSink
 	// announce, if set, sends each trigger ahead to the window subtasks
 	// (unaligned checkpoints), before the sources inject the barrier.
 	announce func(checkpoint.Trigger)
+	// inFlight counts the unaligned subtasks of a completed checkpoint and
+	// their in-flight records, for its log line and history record.
+	inFlight func(*checkpoint.Manifest) (tasks int, records uint64)
 	// finalizing: the final checkpoint is aligned, so that it holds
 	// everything taken in processed, with no in-flight records left over.
 	finalizing atomic.Bool
 	log        *slog.Logger
-	clk        clock
+	monoMs     func() int64
 
 	// offsetMs is added to the clock the coordinator sees: a final
 	// checkpoint is forced by moving its time on by one interval.
@@ -58,15 +62,15 @@ type checkpointer struct {
 	full *disk.Watch
 
 	writers sync.WaitGroup // snapshot writes and chain merges in flight
-	// runCtx is run's context: chain merges stop when it ends.
+	// runCtx is Run's context: chain merges stop when it ends.
 	runCtx context.Context
 
 	// trigActivity is activity() when the last checkpoint was triggered
-	// (run's goroutine only).
+	// (Run's goroutine only).
 	trigActivity uint64
 	// fullAtDone: an ingest log was full when the last checkpoint
-	// completed, so truncateIngest shrank it below that checkpoint (run's
-	// goroutine only; see ingestWaits).
+	// completed, so the ingest log's truncation shrank it below that
+	// checkpoint (Run's goroutine only; see ingestWaits).
 	fullAtDone bool
 
 	mu         sync.Mutex
@@ -81,7 +85,7 @@ type checkpointer struct {
 	// checkpoints retention must keep so that none waiting for upload
 	// loses its files.
 	keepUnshipped func() int
-	history       []checkpointRecord
+	history       []admin.CheckpointRecord
 
 	mFailures  *metrics.Counter
 	mCompleted *metrics.Counter
@@ -91,15 +95,52 @@ type checkpointer struct {
 	lastAlign  atomic.Int64
 }
 
-func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, retain int, interval time.Duration,
-	log *slog.Logger, clk clock, set *metrics.Set) *checkpointer {
-	c := &checkpointer{coord: coord, store: store, retain: retain, interval: interval,
-		msgs: make(chan any, 1024), log: log, clk: clk,
+// Config is what a Driver is handed. Store, Log, MonoMs and Metrics are
+// required; the rest may be zero.
+type Config struct {
+	Store *checkpoint.Store
+	// Retain is how many of the newest checkpoints retention keeps
+	// (checkpoint { retain }); savepoints are never removed.
+	Retain int
+	// Interval is checkpoint { interval }: a final checkpoint is forced by
+	// moving the coordinator's clock on by one.
+	Interval time.Duration
+	// Timeout is checkpoint { timeout }: a sink blocked for half of it is
+	// logged once.
+	Timeout time.Duration
+	// MaxSavepoints is checkpoint { max_savepoints }; 0 means no limit.
+	MaxSavepoints int
+	Log           *slog.Logger
+	// MonoMs is the monotonic clock in ms, which the coordinator runs on.
+	MonoMs func() int64
+	// Metrics gets the eddy_checkpoint* metrics.
+	Metrics *metrics.Set
+	// Sources get every barrier; TxSinks commit each completed checkpoint.
+	// Both may change later with SuspendRegion and ResumeRegion.
+	Sources []Source
+	TxSinks []TxSink
+	// Announce, if set, gets each trigger, except the final checkpoint's,
+	// before the sources do (unaligned checkpoints); it must not block.
+	Announce func(checkpoint.Trigger)
+	// InFlight, if set, counts the subtasks of a completed checkpoint that
+	// took its barrier unaligned and the in-flight records they stored.
+	InFlight func(*checkpoint.Manifest) (tasks int, records uint64)
+}
+
+// New returns a Driver of coord, which it owns from now on, and registers
+// its metrics in cfg.Metrics. Nothing runs until Run.
+func New(coord *checkpoint.Coordinator, cfg Config) *Driver {
+	c := &Driver{coord: coord, store: cfg.Store, retain: cfg.Retain, interval: cfg.Interval,
+		timeout: cfg.Timeout, maxSavepoints: cfg.MaxSavepoints,
+		sources: slices.Clone(cfg.Sources), txSinks: slices.Clone(cfg.TxSinks),
+		announce: cfg.Announce, inFlight: cfg.InFlight,
+		msgs: make(chan any, 1024), log: cfg.Log, monoMs: cfg.MonoMs,
 		waiters: map[uint64]chan error{}, completeCh: make(chan uint64, 16)}
-	c.full = disk.NewWatch(store.Dir(), log, clk.monoMs, func(full bool) {
+	c.full = disk.NewWatch(c.store.Dir(), c.log, c.monoMs, func(full bool) {
 		c.coord.Tick(c.now())
 		c.coord.DiskFull(full)
 	})
+	set := cfg.Metrics
 	c.mFailures = set.NewCounter("eddy_checkpoint_failures_total")
 	c.mCompleted = set.NewCounter("eddy_checkpoints_completed_total")
 	set.NewGauge("eddy_checkpoint_last_duration_ms", func() float64 { return float64(c.lastDurMs.Load()) })
@@ -110,25 +151,35 @@ func newCheckpointer(coord *checkpoint.Coordinator, store *checkpoint.Store, ret
 	return c
 }
 
-// send delivers a task's message to the coordinator. Safe for concurrent
-// use.
-func (c *checkpointer) send(m checkpoint.Message) { c.msgs <- m }
+// Send delivers a task's message (an acknowledgement or a failure) to the
+// coordinator. It blocks only while 1024 messages wait for Run. Safe for
+// concurrent use.
+func (c *Driver) Send(m checkpoint.Message) { c.msgs <- m }
 
-// onCompleted registers fn to run (on the checkpointer's goroutine) after
-// each completed checkpoint.
-func (c *checkpointer) onCompleted(fn func(checkpoint.Completed)) {
+// OnCompleted registers fn to run on Run's goroutine after each completed
+// checkpoint, after the sinks committed it and retention ran, in the order
+// registered. Call it before Run.
+func (c *Driver) OnCompleted(fn func(checkpoint.Completed)) {
 	c.completed = append(c.completed, fn)
 }
 
-// checkpointTick is how often run offers the coordinator the time, which
-// triggers a checkpoint once the interval has passed.
-const checkpointTick = 50 * time.Millisecond
+// KeepUnshipped makes retention keep at least fn() of the newest
+// checkpoints (uploads: none waiting for upload loses its files). Call it
+// before Run; fn runs on Run's goroutine.
+func (c *Driver) KeepUnshipped(fn func() int) { c.keepUnshipped = fn }
 
-// run drives the coordinator until ctx ends. It returns the coordinator's
-// failure (too many failed checkpoints in a row), or nil.
-func (c *checkpointer) run(ctx context.Context) error {
+// Store is the checkpoint store the Driver writes to.
+func (c *Driver) Store() *checkpoint.Store { return c.store }
+
+// Tick is how often Run offers the coordinator the time, which triggers a
+// checkpoint once the interval has passed.
+const Tick = 50 * time.Millisecond
+
+// Run drives the coordinator until ctx ends. It returns the coordinator's
+// failure (too many failed checkpoints in a row), or nil. Call it once.
+func (c *Driver) Run(ctx context.Context) error {
 	c.runCtx = ctx
-	tick := time.NewTicker(checkpointTick)
+	tick := time.NewTicker(Tick)
 	defer tick.Stop()
 	for {
 		var forced chan struct{}
@@ -192,9 +243,9 @@ func (c *checkpointer) run(ctx context.Context) error {
 	}
 }
 
-func (c *checkpointer) now() int64 { return c.clk.monoMs() + c.offsetMs }
+func (c *Driver) now() int64 { return c.monoMs() + c.offsetMs }
 
-func (c *checkpointer) handle(rd checkpoint.Ready) {
+func (c *Driver) handle(rd checkpoint.Ready) {
 	for _, tr := range rd.Triggers {
 		c.lastTrig.Store(tr.ID)
 		// Before the barriers go out: what is counted after this belongs
@@ -206,7 +257,7 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 			c.announce(tr) // first: a source may be blocked behind backpressure
 		}
 		for _, s := range c.sources {
-			s.ctrl <- tr
+			s.InjectBarrier(tr)
 		}
 	}
 	if m := rd.Manifest; m != nil {
@@ -231,19 +282,17 @@ func (c *checkpointer) handle(rd checkpoint.Ready) {
 			c.mFailures.Inc()
 		}
 		c.log.Warn("checkpoint aborted", "id", ab.ID, "kind", ab.Kind, "reason", ab.Reason, "disk_full", full)
-		c.record(checkpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error(), DiskFull: full})
+		c.Record(admin.CheckpointRecord{ID: ab.ID, Kind: ab.Kind.String(), Time: time.Now().UTC().Format(time.RFC3339Nano), Aborted: ab.Reason.Error(), DiskFull: full})
 		c.answer(ab.SavepointRequest, fmt.Errorf("savepoint %d aborted: %w", ab.ID, ab.Reason))
 		c.notify(ab.ID)
 	}
 }
 
-func (c *checkpointer) complete(done checkpoint.Completed) {
+func (c *Driver) complete(done checkpoint.Completed) {
 	m := done.Manifest
 	// The commit phase: output of epochs ≤ id becomes visible.
 	for _, s := range c.txSinks {
-		if err := s.tx.Commit(done.ID); err != nil {
-			s.fail("commit", err)
-		}
+		s.Commit(done.ID)
 	}
 	c.mCompleted.Inc()
 	if done.Kind != checkpoint.KindSavepoint {
@@ -254,10 +303,14 @@ func (c *checkpointer) complete(done checkpoint.Completed) {
 	c.lastSize.Store(m.Size())
 	c.lastFull.Store(m.FullSize())
 	c.lastAlign.Store(m.AlignmentMs)
-	unaligned, inflight := inflightSummary(m)
+	var unaligned int
+	var inflight uint64
+	if c.inFlight != nil {
+		unaligned, inflight = c.inFlight(m)
+	}
 	c.log.Info("checkpoint completed", "id", done.ID, "kind", done.Kind, "duration_ms", m.DurationMs,
 		"bytes", m.Size(), "chain_bytes", m.FullSize(), "unaligned_tasks", unaligned, "inflight_records", inflight)
-	c.record(checkpointRecord{ID: done.ID, Kind: done.Kind.String(), Time: m.Time.Format(time.RFC3339Nano),
+	c.Record(admin.CheckpointRecord{ID: done.ID, Kind: done.Kind.String(), Time: m.Time.Format(time.RFC3339Nano),
 		SizeBytes: m.Size(), FullBytes: m.FullSize(), DurationMs: m.DurationMs, AlignmentMs: m.AlignmentMs, Files: len(m.Files),
 		UnalignedTasks: unaligned, InFlightRecords: inflight})
 	retain := c.retain
@@ -276,7 +329,7 @@ func (c *checkpointer) complete(done checkpoint.Completed) {
 	c.notify(done.ID)
 }
 
-func (c *checkpointer) notify(id uint64) {
+func (c *Driver) notify(id uint64) {
 	select {
 	case c.completeCh <- id:
 	default:
@@ -292,18 +345,18 @@ type forceCheckpoint struct{ done chan struct{} }
 type regionChange struct {
 	suspend bool
 	reason  error
-	sources []*sourceRunner
-	txSinks []*sinkRunner
+	sources []Source
+	txSinks []TxSink
 	done    chan struct{}
 }
 
 // changeRegion applies rc on the run goroutine.
-func (c *checkpointer) changeRegion(rc regionChange) {
+func (c *Driver) changeRegion(rc regionChange) {
 	if rc.suspend {
 		c.coord.Tick(c.now())
 		c.coord.Suspend(rc.reason)
-		c.sources = slices.DeleteFunc(c.sources, func(s *sourceRunner) bool { return slices.Contains(rc.sources, s) })
-		c.txSinks = slices.DeleteFunc(c.txSinks, func(s *sinkRunner) bool { return slices.Contains(rc.txSinks, s) })
+		c.sources = slices.DeleteFunc(c.sources, func(s Source) bool { return slices.Contains(rc.sources, s) })
+		c.txSinks = slices.DeleteFunc(c.txSinks, func(s TxSink) bool { return slices.Contains(rc.txSinks, s) })
 		return
 	}
 	c.sources = append(c.sources, rc.sources...)
@@ -312,17 +365,34 @@ func (c *checkpointer) changeRegion(rc regionChange) {
 	c.coord.Resume()
 }
 
+// SuspendRegion stops checkpoints while a failover region restarts: the
+// checkpoint in progress is aborted with reason (the region's tasks will
+// not acknowledge it), none is triggered until ResumeRegion, and sources
+// and txSinks (the region's) get no more barriers or commits. It returns
+// once Run has applied it; Run must be running.
+func (c *Driver) SuspendRegion(reason error, sources []Source, txSinks []TxSink) {
+	c.changeRegions(regionChange{suspend: true, reason: reason, sources: sources, txSinks: txSinks})
+}
+
+// ResumeRegion attaches a restarted region's sources and txSinks and
+// resumes checkpoints. It returns once Run has applied it; Run must be
+// running.
+func (c *Driver) ResumeRegion(sources []Source, txSinks []TxSink) {
+	c.changeRegions(regionChange{sources: sources, txSinks: txSinks})
+}
+
 // changeRegions hands rc to the run goroutine and waits until it is done.
-func (c *checkpointer) changeRegions(rc regionChange) {
+func (c *Driver) changeRegions(rc regionChange) {
 	rc.done = make(chan struct{})
 	c.msgs <- rc
 	<-rc.done
 }
 
-// final takes one more checkpoint, triggered now, and waits until it (or a
-// later one) completes. Used at shutdown and at the end of input, after the
-// sources have stopped, so the checkpoint holds everything taken in.
-func (c *checkpointer) final(ctx context.Context) error {
+// Final takes one more checkpoint, triggered now and aligned, and waits
+// until it (or a later one) completes, ctx ends, or twice the interval
+// plus a minute passes. Used at shutdown and at the end of input, after
+// the sources have stopped, so the checkpoint holds everything taken in.
+func (c *Driver) Final(ctx context.Context) error {
 	c.finalizing.Store(true)
 	want := c.lastTrig.Load() + 1
 	deadline := time.After(2*c.interval + time.Minute)

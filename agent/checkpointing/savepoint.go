@@ -1,4 +1,4 @@
-package agent
+package checkpointing
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/admin"
 )
 
-func (c *checkpointer) answer(req uint64, err error) {
+func (c *Driver) answer(req uint64, err error) {
 	if req == 0 {
 		return
 	}
@@ -30,10 +30,12 @@ type savepointRequest struct {
 var ErrTooManySavepoints = admin.ErrTooManySavepoints
 
 // Savepoint takes a savepoint and waits for it: a full checkpoint that
-// retention never deletes. With maxSavepoints kept already it is refused
+// retention never deletes. It returns the savepoint's id, the savepoint's
+// abort, or ctx's error. With max_savepoints kept already it is refused
 // with ErrTooManySavepoints; requests are taken one at a time, so
-// concurrent ones cannot pass the limit together.
-func (c *checkpointer) Savepoint(ctx context.Context) (uint64, error) {
+// concurrent ones cannot pass the limit together. Safe for concurrent use;
+// only a running Run answers.
+func (c *Driver) Savepoint(ctx context.Context) (uint64, error) {
 	c.savepointSlots.Lock()
 	defer c.savepointSlots.Unlock()
 	if c.maxSavepoints > 0 {

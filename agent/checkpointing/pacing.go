@@ -1,27 +1,23 @@
-package agent
+package checkpointing
 
 import (
 	"time"
 )
-
-// budgetBlocked is a transactional sink that can wait in Write for room
-// (the WAL sink with when_full = "block").
-type budgetBlocked interface{ writeBlocked() bool }
 
 // holdWhileBlocked stalls the coordinator while an exactly-once sink waits
 // for its uplink with a full buffer (checkpoint.Coordinator.Stall): the
 // checkpoint in flight then waits for the uplink instead of timing out and,
 // after tolerable_failures, failing the run, which cannot bring the uplink
 // back. It logs once a stall has lasted half the checkpoint timeout.
-func (c *checkpointer) holdWhileBlocked() {
+func (c *Driver) holdWhileBlocked() {
 	blocked := false
 	for _, s := range c.txSinks {
-		if b, ok := s.tx.(budgetBlocked); ok && b.writeBlocked() {
+		if s.WriteBlocked() {
 			blocked = true
 			break
 		}
 	}
-	now := c.clk.monoMs()
+	now := c.monoMs()
 	if blocked != c.coord.Stalled() {
 		c.coord.Tick(c.now())
 		c.coord.Stall(blocked)
@@ -40,13 +36,13 @@ func (c *checkpointer) holdWhileBlocked() {
 
 // activity counts what the sources have forwarded and the exactly-once
 // sinks have been given; it only grows.
-func (c *checkpointer) activity() uint64 {
+func (c *Driver) activity() uint64 {
 	var n uint64
 	for _, s := range c.sources {
-		n += s.sent.Load()
+		n += s.Forwarded()
 	}
 	for _, s := range c.txSinks {
-		n += s.txWrites.Load()
+		n += s.Written()
 	}
 	return n
 }
@@ -64,17 +60,17 @@ func (c *checkpointer) activity() uint64 {
 // restore meanwhile repeats that cleanup or at-least-once output.
 //
 // A full ingest log is never unchanged: its intake holds messages until a
-// checkpoint lets the log shrink (truncateIngest), and holding them is what
-// keeps the sources from forwarding anything once the pipelines have read
-// the log to its end. Skipping would wait for input that only a checkpoint
+// checkpoint lets the log shrink (the agent truncates it on each completed
+// checkpoint), and holding them is what keeps the sources from forwarding
+// anything once the pipelines have read the log to its end. Skipping would wait for input that only a checkpoint
 // can let in.
-func (c *checkpointer) unchanged() bool {
+func (c *Driver) unchanged() bool {
 	return c.lastTrig.Load() == c.lastDone.Load() && c.activity() == c.trigActivity && !c.ingestFull() && !c.savepointWaits()
 }
 
 // savepointWaits reports whether a requested savepoint has not been
 // answered yet.
-func (c *checkpointer) savepointWaits() bool {
+func (c *Driver) savepointWaits() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.waiters) > 0
@@ -83,9 +79,9 @@ func (c *checkpointer) savepointWaits() bool {
 // ingestWaits reports whether a checkpoint now, rather than at the end of
 // the interval, is what the pipelines wait for: a source's ingest log is
 // full and its reader has forwarded everything in it. Only a checkpoint
-// lets that log shrink (truncateIngest, below the newest checkpoint while
-// it is full); without this a burst larger than ingest { max_disk } would
-// pass at one log's worth per interval, the device idle in between.
+// lets that log shrink (below the newest checkpoint while it is full);
+// without this a burst larger than ingest { max_disk } would pass at one
+// log's worth per interval, the device idle in between.
 //
 // It asks when something was forwarded since the last checkpoint was
 // triggered, so the next holds a newer position. With nothing forwarded it
@@ -94,11 +90,11 @@ func (c *checkpointer) savepointWaits() bool {
 // position, completing while the log is full, truncates below itself. Once
 // that is done a log that stays full (its batch does not fit even then)
 // gets one checkpoint per interval (unchanged), not one per tick. Called
-// on run's goroutine only.
-func (c *checkpointer) ingestWaits() bool {
+// on Run's goroutine only.
+func (c *Driver) ingestWaits() bool {
 	waits := false
 	for _, s := range c.sources {
-		if s.ilog != nil && s.ilog.Full() && s.pos.Load() >= s.ilog.LastOffset() {
+		if in := s.Ingest(); in.Full && in.ReadToEnd {
 			waits = true
 			break
 		}
@@ -114,9 +110,9 @@ func (c *checkpointer) ingestWaits() bool {
 
 // ingestFull reports whether a source's ingest log refuses appends because
 // it is full (ingest.Log.Full).
-func (c *checkpointer) ingestFull() bool {
+func (c *Driver) ingestFull() bool {
 	for _, s := range c.sources {
-		if s.ilog != nil && s.ilog.Full() {
+		if s.Ingest().Full {
 			return true
 		}
 	}

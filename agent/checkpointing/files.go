@@ -1,4 +1,4 @@
-package agent
+package checkpointing
 
 import (
 	"maps"
@@ -9,9 +9,11 @@ import (
 	"github.com/eddy-edge/eddy/state"
 )
 
-// writeSnapshot writes snap as a snapshot file of checkpoint id in the
-// background, then acknowledges for task. It owns snap and closes it.
-func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte) {
+// WriteSnapshot writes snap as a snapshot file of checkpoint id for task
+// (of pipeline) in the background, then acknowledges it with extra, or
+// reports the write's failure. It owns snap from the call on and closes it.
+// WaitWriters waits for it.
+func (c *Driver) WriteSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte) {
 	c.writers.Add(1)
 	go func() {
 		defer c.writers.Done()
@@ -22,10 +24,10 @@ func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap stat
 		}
 		ref, err := c.store.WriteSnapshot(task, pipeline, kind, id, snap.Entries)
 		if err != nil {
-			c.send(checkpoint.Failure{CheckpointID: id, Task: task, Err: err})
+			c.Send(checkpoint.Failure{CheckpointID: id, Task: task, Err: err})
 			return
 		}
-		c.send(checkpoint.Ack{CheckpointID: id, Task: task, Files: []checkpoint.FileRef{ref}, Extra: extra})
+		c.Send(checkpoint.Ack{CheckpointID: id, Task: task, Files: []checkpoint.FileRef{ref}, Extra: extra})
 	}()
 }
 
@@ -34,7 +36,7 @@ func (c *checkpointer) writeSnapshot(id uint64, task, pipeline string, snap stat
 // task's merge fails, the bases merged for the others are discarded too:
 // the next checkpoint is full instead, and no file is left that no manifest
 // will reference.
-func (c *checkpointer) mergeChains(cp *checkpoint.Compaction) {
+func (c *Driver) mergeChains(cp *checkpoint.Compaction) {
 	ctx := c.runCtx
 	c.writers.Add(1)
 	go func() {
@@ -70,15 +72,16 @@ func (c *checkpointer) mergeChains(cp *checkpoint.Compaction) {
 			c.log.Info("checkpoint chains merged into a new base", "through", cp.Through, "tasks", len(res.Files),
 				"read_bytes", read, "bytes", written, "duration_ms", time.Since(start).Milliseconds())
 		}
-		c.send(res)
+		c.Send(res)
 	}()
 }
 
-// collectGarbage removes the snapshot files no manifest references: those
+// CollectGarbage removes the snapshot files no manifest references: those
 // of checkpoints that never completed and bases merged too late to be used,
-// left by a crash or by the run that ends. Only while no checkpoint or
-// merge is in flight: at start, before the first trigger, and at stop.
-func (c *checkpointer) collectGarbage() {
+// left by a crash or by the run that ends. Call it only while no checkpoint
+// or merge is in flight: at start, before the first trigger, and at stop
+// after WaitWriters.
+func (c *Driver) CollectGarbage() {
 	removed, err := c.store.CollectGarbage()
 	if err != nil {
 		c.log.Warn("removing unreferenced checkpoint files failed", "err", err)
@@ -86,3 +89,7 @@ func (c *checkpointer) collectGarbage() {
 		c.log.Info("removed checkpoint files no checkpoint references", "files", len(removed))
 	}
 }
+
+// WaitWriters waits until no snapshot write or chain merge is in flight:
+// after it, no snapshot a subtask handed over is read any more.
+func (c *Driver) WaitWriters() { c.writers.Wait() }
