@@ -19,6 +19,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -66,7 +67,7 @@ type Agent struct {
 	memory        memoryBudget
 	ckpt          *checkpointing.Driver
 	failed        chan error // a component that cannot go on; run stops
-	upload        uploader
+	upload        offsite.Uploader
 	restorer      *restorer
 
 	// failover holds the failover regions: a failure restarts only its own.
@@ -184,7 +185,6 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	if diags.HasErrors() {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	a.upload.log = log
 	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, maxKeyGroups: cfg.Agent.MaxKeyGroups,
 		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 
+	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -99,4 +102,21 @@ func fileOwner(fi fs.FileInfo) (ids, bool) {
 		return ids{}, false
 	}
 	return ids{uid: int(uid.Uint()), gid: int(gid.Uint())}, true
+}
+
+// openDataDir is Run's first use of data_dir: checkDataDir, then the
+// removal of a staging directory an interrupted restore left (one log
+// line when there was one), so its partial files never outlive a start.
+func openDataDir(dir string, log *slog.Logger) error {
+	if err := checkDataDir(dir); err != nil {
+		return err
+	}
+	removed, err := offsite.RemoveStaging(vfs.Default, dir)
+	if err != nil {
+		return fmt.Errorf("agent: remove an interrupted restore's %s: %w", filepath.Join(dir, offsite.StagingDir), err)
+	}
+	if removed {
+		log.Info("removed an interrupted restore's staging directory", "path", filepath.Join(dir, offsite.StagingDir))
+	}
+	return nil
 }

@@ -1,11 +1,16 @@
 package agent
 
 import (
+	"bytes"
+	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/agent/offsite"
 )
 
 func TestDataDirProblem(t *testing.T) {
@@ -121,5 +126,38 @@ func TestFileOwner(t *testing.T) {
 	}
 	if owner.uid != os.Geteuid() || owner.gid != os.Getegid() {
 		t.Fatalf("owner %+v of a directory we created, want uid %d gid %d", owner, os.Geteuid(), os.Getegid())
+	}
+}
+
+// TestOpenDataDir_RemovesLeftoverStaging: `eddy run` opening its data_dir
+// removes an interrupted restore's staging directory and logs one line;
+// without one it logs nothing about it.
+func TestOpenDataDir_RemovesLeftoverStaging(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dataDir, dataDirMode); err != nil {
+		t.Fatal(err)
+	}
+	staging := filepath.Join(dataDir, offsite.StagingDir)
+	const line = "removed an interrupted restore's staging directory"
+	for i, want := range []int{1, 0} { // the second open finds none
+		if want == 1 {
+			// What an interrupted restore leaves: a partial download.
+			if err := os.MkdirAll(filepath.Join(staging, "files"), 0o750); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(staging, "files", "t0-1.snap.partial"), []byte("half a download"), 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var logs bytes.Buffer
+		if err := openDataDir(dataDir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(staging); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("open %d: %s after the open: %v", i+1, offsite.StagingDir, err)
+		}
+		if got := strings.Count(logs.String(), line); got != want {
+			t.Errorf("open %d: %d log lines %q, want %d:\n%s", i+1, got, line, want, logs.String())
+		}
 	}
 }

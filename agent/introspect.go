@@ -376,7 +376,7 @@ func (in *introspection) uploadReport() *admin.UploadReport {
 		return nil
 	}
 	r := &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.flow.vars())}
-	if st := a.upload.stats(); st != nil {
+	if st := a.upload.Stats(); st != nil {
 		// What /readyz's upload check reports, as numbers.
 		checkpoints, files, lag := int64(st.Pending), int64(st.PendingObjects), st.RecoveryPointLag.Milliseconds()
 		r.BacklogCheckpoints, r.BacklogFiles, r.RecoveryPointLagMs = &checkpoints, &files, &lag

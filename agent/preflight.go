@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
@@ -120,7 +121,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 	if cfg.Upload != nil {
 		// Builds the client only: no request, and the configured device id
 		// (validate reads nothing in data_dir).
-		_, err := newUploadClient(cfg, vfs.Default, "", config.Expand(cfg.Upload.Prefix, vars), nil, nil)
+		_, err := offsite.NewClient(offsite.Target{Upload: cfg.Upload, DeviceID: cfg.Agent.DeviceID, Prefix: config.Expand(cfg.Upload.Prefix, vars)}, vfs.Default, nil, nil)
 		report(cfg.Upload.DeclRange, "Invalid upload", err,
 			"endpoint is host:port, prefix is relative (no leading \"/\"), ca_file is a readable PEM file and needs secure = true.")
 	}

@@ -182,7 +182,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 func (in *introspection) Readiness() admin.Readiness {
 	ri := readinessInput{sources: in.observeSources(), maxDisconnectedMs: in.maxDisconnected.Milliseconds(),
 		ingest: in.ingestReports(), wal: in.walReports(), restartLimits: in.a.failover.limits.list()}
-	ri.upload = in.a.upload.stats()
+	ri.upload = in.a.upload.Stats()
 	if rep, ok := in.Checkpoints(); ok {
 		ri.checkpoints = true
 		ri.consecutiveFails, ri.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/state/vfs"
 )
 
 // errNotRestored is Run's error when no checkpoint verifies and an ingest
@@ -18,11 +17,6 @@ import (
 // state that log's trimmed part built. The log line before it names the
 // ways out.
 var errNotRestored = errors.New("agent: refusing to start empty: no checkpoint verifies and the ingest log is trimmed (see the error logged above)")
-
-// uploadCheckTimeout bounds the check of the bucket before a start fetches
-// uploaded checkpoints: an unreachable S3 server must not hold the start
-// for long.
-const uploadCheckTimeout = 15 * time.Second
 
 // selectRestore chooses the checkpoint a start restores: the one --from
 // names, or the newest local one that verifies, logging each one skipped.
@@ -121,24 +115,7 @@ func trimmedIngest(sources map[string]*sourceRunner) []string {
 // (under the upload block's prefix for this device) into the local store,
 // and returns its id. Uploaded checkpoints it skips are logged.
 func (r *restorer) fetchUploaded(ctx context.Context) (uint64, error) {
-	u := r.cfg.Upload
-	prefix := config.Expand(u.Prefix, map[string]string{"device_id": r.cfg.Agent.DeviceID})
-	client, err := newUploadClient(r.cfg, vfs.Default, "", prefix, r.log, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer client.Close()
-	cctx, cancel := context.WithTimeout(ctx, uploadCheckTimeout)
-	err = client.Check(cctx)
-	cancel()
-	if err != nil {
-		return 0, err
-	}
-	where := "s3://" + u.Bucket + "/" + prefix
-	rf := remoteFetch{fsys: vfs.Default, client: client, dataDir: r.cfg.Agent.DataDir, where: where,
-		w: func(line string) { r.log.Info("upload: " + strings.TrimSpace(line)) },
-		skipped: func(sk checkpoint.Skipped) {
-			r.log.Warn("uploaded checkpoint skipped: it does not verify", "id", sk.ID, "from", where, "reason", sk.Reason)
-		}}
-	return rf.restore(ctx, 0)
+	prefix := config.Expand(r.cfg.Upload.Prefix, map[string]string{"device_id": r.cfg.Agent.DeviceID})
+	t := offsite.Target{Upload: r.cfg.Upload, DeviceID: r.cfg.Agent.DeviceID, Prefix: prefix}
+	return offsite.FetchNewest(ctx, t, r.cfg.Agent.DataDir, r.log)
 }

@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
@@ -25,12 +26,10 @@ import (
 // (device d1, data_dir under the test's directory) whose upload block
 // points at it.
 type s3Fixture struct {
-	s3      *s3server.Server
-	dir     string
-	dataDir string
-	cfgPath string
-	cfg     *config.Config
-	client  *upload.Client // prefix d1/, the device's
+	s3     *s3server.Server
+	dir    string
+	cfg    *config.Config
+	client *upload.Client // prefix d1/, the device's
 }
 
 func newS3Fixture(t *testing.T) *s3Fixture {
@@ -38,9 +37,8 @@ func newS3Fixture(t *testing.T) *s3Fixture {
 	s3 := s3server.Start(t)
 	s3.MakeBucket("eddy")
 	f := &s3Fixture{s3: s3, dir: t.TempDir()}
-	f.dataDir = filepath.Join(f.dir, "data")
-	f.cfgPath = filepath.Join(f.dir, "eddy.hcl")
-	text := strings.NewReplacer("%DATA%", f.dataDir, "%AGENT%", "").Replace(preflightBase+preflightPipeline) +
+	cfgPath := filepath.Join(f.dir, "eddy.hcl")
+	text := strings.NewReplacer("%DATA%", filepath.Join(f.dir, "data"), "%AGENT%", "").Replace(preflightBase+preflightPipeline) +
 		`upload "s3" {
   endpoint   = "` + s3.Endpoint() + `"
   bucket     = "eddy"
@@ -50,15 +48,16 @@ func newS3Fixture(t *testing.T) *s3Fixture {
   secret_key = "` + s3.SecretKey + `"
 }
 `
-	if err := os.WriteFile(f.cfgPath, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := config.Load(f.cfgPath)
+	cfg, diags := config.Load(cfgPath)
 	if diags.HasErrors() {
 		t.Fatal(config.FormatDiagnostics(diags))
 	}
 	f.cfg = cfg
-	client, err := newUploadClient(cfg, vfs.Default, "eddy", "d1/", slog.New(slog.DiscardHandler), nil)
+	client, err := offsite.NewClient(offsite.Target{Upload: cfg.Upload, DeviceID: cfg.Agent.DeviceID, Bucket: "eddy", Prefix: "d1/"},
+		vfs.Default, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +84,10 @@ func writeCheckpoint(t *testing.T, store *checkpoint.Store, id uint64, value str
 	return m
 }
 
+// manifestObject is the name agent/offsite gives checkpoint id's uploaded
+// manifest, below <prefix>manifests/.
+func manifestObject(id uint64) string { return fmt.Sprintf("%020d.json", id) }
+
 // ship uploads checkpoint m of store as the agent does: files, then the
 // manifest.
 func (f *s3Fixture) ship(t *testing.T, store *checkpoint.Store, m *checkpoint.Manifest) {
@@ -103,12 +106,6 @@ func (f *s3Fixture) ship(t *testing.T, store *checkpoint.Store, m *checkpoint.Ma
 	if err := f.client.PutManifest(ctx, manifestObject(m.ID), data); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// object is the path of object key (below the device's prefix) in the
-// server's backing directory.
-func (f *s3Fixture) object(key string) string {
-	return filepath.Join(f.s3.Dir, "eddy", "d1", filepath.FromSlash(key))
 }
 
 // empty removes every object below the device's prefix (an upload skips
@@ -130,164 +127,6 @@ func flipByte(t *testing.T, p string) {
 	b[len(b)/2] ^= 0x40
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestRestoreFromS3_SkipsWhatDoesNotVerify: with checkpoints 1 to 3 in the
-// bucket and the newest damaged in each way an object can be (a garbled or
-// planted manifest, a manifest that is not one, a damaged or missing
-// file), `eddy restore --from s3://…/d1/` restores checkpoint 2 and says
-// that 3 was skipped and why; with 2 damaged too, checkpoint 1. Named by
-// its id, a damaged checkpoint is an error, not a fallback; with every one
-// damaged the restore fails.
-func TestRestoreFromS3_SkipsWhatDoesNotVerify(t *testing.T) {
-	f := newS3Fixture(t)
-	src, err := checkpoint.OpenStore(vfs.Default, filepath.Join(f.dir, "src"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ms []*checkpoint.Manifest
-	for id := uint64(1); id <= 3; id++ {
-		ms = append(ms, writeCheckpoint(t, src, id, strings.Repeat("v", int(id)*1000)))
-	}
-	ctx := context.Background()
-	manifestKey := func(id uint64) string { return "manifests/" + manifestObject(id) }
-	fileKey := func(id uint64) string { return "files/" + path.Base(ms[id-1].Files[0].Name) }
-	cases := []struct {
-		name    string
-		damage  func(t *testing.T)
-		from    string
-		want    uint64 // 0: the restore fails
-		skipped []uint64
-		reason  string // in the skip's line, or the error
-	}{
-		{"intact", func(t *testing.T) {}, "s3://eddy/d1/", 3, nil, ""},
-		{"garbled manifest", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, "corrupt"},
-		{"planted manifest", func(t *testing.T) {
-			data, _ := checkpoint.MarshalManifest(ms[0])
-			if err := f.client.PutManifest(ctx, manifestObject(3), data); err != nil {
-				t.Fatal(err)
-			}
-		}, "s3://eddy/d1/", 2, []uint64{3}, "holds checkpoint 1"},
-		{"not a manifest", func(t *testing.T) {
-			if err := f.client.PutManifest(ctx, manifestObject(3), []byte("{not json")); err != nil {
-				t.Fatal(err)
-			}
-		}, "s3://eddy/d1/", 2, []uint64{3}, "decode manifest"},
-		{"damaged file", func(t *testing.T) { flipByte(t, f.object(fileKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, fileKey(3)},
-		{"missing file", func(t *testing.T) {
-			if err := os.Remove(f.object(fileKey(3))); err != nil {
-				t.Fatal(err)
-			}
-		}, "s3://eddy/d1/", 2, []uint64{3}, "not found"},
-		{"two damaged", func(t *testing.T) {
-			flipByte(t, f.object(manifestKey(3)))
-			flipByte(t, f.object(fileKey(2)))
-		}, "s3://eddy/d1/", 1, []uint64{3, 2}, "corrupt"},
-		{"named and damaged", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/3", 0, nil, "corrupt"},
-		{"named and absent", func(t *testing.T) {}, "s3://eddy/d1/9", 0, nil, "checkpoint 9 is not in s3://eddy/d1/"},
-		{"empty prefix", func(t *testing.T) { f.empty(t) }, "s3://eddy/d1/", 0, nil, "holds no manifest"},
-		{"all damaged", func(t *testing.T) {
-			for id := uint64(1); id <= 3; id++ {
-				flipByte(t, f.object(fileKey(id)))
-			}
-		}, "s3://eddy/d1/", 0, []uint64{3, 2, 1}, "no restorable checkpoint"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f.empty(t)
-			for _, m := range ms {
-				f.ship(t, src, m)
-			}
-			tc.damage(t)
-			disk := vfs.NewCrashableMem()
-			var out []string
-			id, err := restoreFromS3(ctx, disk, f.cfgPath, tc.from, slog.New(slog.DiscardHandler),
-				func(s string) { out = append(out, s) }, nil)
-			text := strings.Join(out, "\n")
-			if tc.want == 0 {
-				if err == nil || !strings.Contains(err.Error(), tc.reason) {
-					t.Fatalf("restore = %d, %v; want an error saying %q\n%s", id, err, tc.reason, text)
-				}
-			} else {
-				if err != nil || id != tc.want {
-					t.Fatalf("restore = %d, %v; want checkpoint %d\n%s", id, err, tc.want, text)
-				}
-				store, err := checkpoint.OpenStore(disk, filepath.Join(f.dataDir, "checkpoints"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if sel, err := store.SelectRestore(""); err != nil || sel.Manifest.ID != tc.want {
-					t.Fatalf("local selection after the restore: %+v, %v", sel.Manifest, err)
-				}
-			}
-			var skips []string
-			for _, l := range out {
-				if strings.Contains(l, "skipped") {
-					skips = append(skips, l)
-				}
-			}
-			if len(skips) != len(tc.skipped) {
-				t.Fatalf("%d skip lines, want %d (checkpoints %v):\n%s", len(skips), len(tc.skipped), tc.skipped, text)
-			}
-			for i, id := range tc.skipped {
-				if want := "checkpoint " + strconv.FormatUint(id, 10) + " skipped"; !strings.HasPrefix(skips[i], want) {
-					t.Errorf("skip line %d: %q, want it to start %q", i, skips[i], want)
-				}
-			}
-			if len(skips) > 0 && tc.want != 0 && !strings.Contains(skips[0], tc.reason) {
-				t.Errorf("skip line %q does not say %q", skips[0], tc.reason)
-			}
-			if _, err := disk.Stat(filepath.Join(f.dataDir, restoreStagingDir)); err == nil {
-				t.Errorf("%s left behind", restoreStagingDir)
-			}
-		})
-	}
-}
-
-// TestRemoteManifestID: only the names the agent gives manifests are
-// taken for checkpoints.
-func TestRemoteManifestID(t *testing.T) {
-	cases := []struct {
-		name string
-		id   uint64
-		ok   bool
-	}{
-		{"00000000000000000042.json", 42, true},
-		{"00000000000000000000.json", 0, false},
-		{"42.json", 0, false},
-		{"0000000000000000004x.json", 0, false},
-		{"00000000000000000042.json.tmp", 0, false},
-		{"zzzzzzzzzzzzzzzzzzzz.json", 0, false},
-	}
-	for _, c := range cases {
-		if id, ok := remoteManifestID(c.name); id != c.id || ok != c.ok {
-			t.Errorf("remoteManifestID(%q) = %d, %v; want %d, %v", c.name, id, ok, c.id, c.ok)
-		}
-	}
-}
-
-// TestRemoteCorruption: the faults of an uploaded checkpoint itself lead to
-// the one before it; the network's, the credentials' and the disk's stop
-// the restore.
-func TestRemoteCorruption(t *testing.T) {
-	cases := []struct {
-		err  error
-		want bool
-	}{
-		{&upload.ObjectError{Op: "get", Kind: upload.ErrCorrupt}, true},
-		{&upload.ObjectError{Op: "get", Kind: upload.ErrWrongKey}, true},
-		{&upload.ObjectError{Op: "get", Kind: upload.ErrNotFound}, true},
-		{checkpoint.ErrCorrupt, true},
-		{&upload.ObjectError{Op: "get", Kind: upload.ErrCredentials}, false},
-		{&upload.ObjectError{Op: "get", Kind: upload.ErrAccessDenied}, false},
-		{&upload.ObjectError{Op: "get", Err: context.DeadlineExceeded}, false},
-		{os.ErrPermission, false},
-	}
-	for _, c := range cases {
-		if got := remoteCorruption(c.err); got != c.want {
-			t.Errorf("remoteCorruption(%v) = %v, want %v", c.err, got, c.want)
-		}
 	}
 }
 

@@ -127,7 +127,11 @@ func (a *Agent) startStages() (*stages, error) {
 	var upCtx context.Context
 	upCtx, r.stopUpload = context.WithCancel(context.Background())
 	if a.cfg.Upload != nil {
-		if err := a.upload.start(upCtx, a.cfg, a.ckpt, a.metrics); err != nil {
+		t, err := uploadTarget(a.cfg, "", "")
+		if err != nil {
+			return r, err
+		}
+		if err := a.upload.Start(upCtx, t, a.ckpt.Store(), a.ckpt, a.metrics, a.log); err != nil {
 			return r, err
 		}
 	}
@@ -233,7 +237,7 @@ func (a *Agent) shutdown(ctx context.Context, r *stages) (undelivered int64) {
 	// The final checkpoint committed the last results to the WAL sinks:
 	// a run whose input ended is complete once they are upstream.
 	undelivered = a.flow.drainWALSinks(ctx)
-	a.upload.flush()
+	a.upload.Flush()
 	for _, s := range a.flow.sources {
 		if !s.stopped { // a region that gave up is stopped already
 			close(s.ctrl)

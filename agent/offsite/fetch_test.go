@@ -1,7 +1,6 @@
-package agent
+package offsite
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -9,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +20,116 @@ import (
 	"github.com/eddy-edge/eddy/upload"
 )
 
+// s3Fixture is a versitygw server with bucket "eddy", the upload block
+// that points at it, and a client below device d1's prefix.
+type s3Fixture struct {
+	s3      *s3server.Server
+	dir     string
+	dataDir string
+	target  Target         // device d1's prefix, "d1/"
+	client  *upload.Client // prefix d1/, the device's
+}
+
+func newS3Fixture(t *testing.T) *s3Fixture {
+	t.Helper()
+	s3 := s3server.Start(t)
+	s3.MakeBucket("eddy")
+	f := &s3Fixture{s3: s3, dir: t.TempDir()}
+	f.dataDir = filepath.Join(f.dir, "data")
+	f.target = Target{Upload: &config.Upload{Type: "s3", Endpoint: s3.Endpoint(), Bucket: "eddy", Prefix: "${device_id}/",
+		PathStyle: true, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey}, DeviceID: "d1", Prefix: "d1/"}
+	client, err := NewClient(f.target, vfs.Default, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	f.client = client
+	return f
+}
+
+// restore is `eddy restore --from from` into the fixture's data_dir,
+// written through fsys, with w receiving the progress lines.
+func (f *s3Fixture) restore(ctx context.Context, fsys vfs.FS, from string, w func(string)) (uint64, error) {
+	loc, err := ParseS3(from)
+	if err != nil {
+		return 0, err
+	}
+	t := f.target
+	t.Bucket, t.Prefix = loc.Bucket, loc.Prefix
+	return RestoreFromS3(ctx, fsys, t, loc, f.dataDir, slog.New(slog.DiscardHandler), w, nil)
+}
+
+// writeCheckpoint writes full checkpoint id, whose one snapshot holds
+// key k = value, into store.
+func writeCheckpoint(t *testing.T, store *checkpoint.Store, id uint64, value string) *checkpoint.Manifest {
+	t.Helper()
+	ref, err := store.WriteSnapshot("t0", "p", checkpoint.KindFull, id, func(fn func(bucket, key, value []byte, deleted bool) error) error {
+		return fn([]byte("b"), []byte("k"), []byte(value), false)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &checkpoint.Manifest{FormatVersion: checkpoint.ManifestVersion, ID: id, Time: time.Unix(int64(id), 0).UTC(),
+		Kind: checkpoint.KindFull, Files: []checkpoint.FileRef{ref}}
+	if err := store.WriteManifest(m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// ship uploads checkpoint m of store as the Uploader does: files, then
+// the manifest.
+func (f *s3Fixture) ship(t *testing.T, store *checkpoint.Store, m *checkpoint.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ref := range m.Files {
+		if err := f.client.PutFileRef(ctx, upload.FileRef{Name: path.Base(ref.Name), LocalPath: filepath.Join(store.Dir(), ref.Name),
+			SHA256: ref.SHA256, Size: ref.Size}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := checkpoint.MarshalManifest(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.PutManifest(ctx, manifestObject(m.ID), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// object is the path of object key (below the device's prefix) in the
+// server's backing directory.
+func (f *s3Fixture) object(key string) string {
+	return filepath.Join(f.s3.Dir, "eddy", "d1", filepath.FromSlash(key))
+}
+
+// empty removes every object below the device's prefix (an upload skips
+// a file whose object exists, damaged or not).
+func (f *s3Fixture) empty(t *testing.T) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(f.s3.Dir, "eddy", "d1")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipByte damages the file at p in its middle.
+func flipByte(t *testing.T, p string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x40
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // plantStaging leaves what an interrupted restore leaves in dataDir: the
 // staging directory with a partial download in it.
 func plantStaging(t *testing.T, fsys vfs.FS, dataDir string) {
 	t.Helper()
-	files := filepath.Join(dataDir, restoreStagingDir, "files")
+	files := filepath.Join(dataDir, StagingDir, "files")
 	if err := vfs.MkdirAllSynced(fsys, files, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +153,8 @@ func plantStaging(t *testing.T, fsys vfs.FS, dataDir string) {
 
 func stagingGone(t *testing.T, fsys vfs.FS, dataDir string) {
 	t.Helper()
-	if _, err := fsys.Stat(filepath.Join(dataDir, restoreStagingDir)); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("%s after removal: %v", restoreStagingDir, err)
+	if _, err := fsys.Stat(filepath.Join(dataDir, StagingDir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after removal: %v", StagingDir, err)
 	}
 }
 
@@ -61,59 +166,14 @@ func stagingGone(t *testing.T, fsys vfs.FS, dataDir string) {
 // also when the restore created data_dir (a fresh device). Every file of the restore goes
 // through the FS it is given: nothing appears on the real disk.
 func TestRestoreFromS3_RemovesLeftoverStaging(t *testing.T) {
-	s3 := s3server.Start(t)
-	s3.MakeBucket("eddy")
-	dir := t.TempDir()
-	dataDir := filepath.Join(dir, "data")
-	cfgPath := filepath.Join(dir, "eddy.hcl")
-	text := strings.NewReplacer("%DATA%", dataDir, "%AGENT%", "").Replace(preflightBase+preflightPipeline) +
-		`upload "s3" {
-  endpoint   = "` + s3.Endpoint() + `"
-  bucket     = "eddy"
-  secure     = false
-  path_style = true
-  access_key = "` + s3.AccessKey + `"
-  secret_key = "` + s3.SecretKey + `"
-}
-`
-	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, diags := config.Load(cfgPath)
-	if diags.HasErrors() {
-		t.Fatal(config.FormatDiagnostics(diags))
-	}
-
+	f := newS3Fixture(t)
 	// A checkpoint in the bucket, as the agent ships one.
-	src, err := checkpoint.OpenStore(vfs.Default, filepath.Join(dir, "src"))
+	src, err := checkpoint.OpenStore(vfs.Default, filepath.Join(f.dir, "src"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := src.WriteSnapshot("t0", "p", checkpoint.KindFull, 1, func(fn func(bucket, key, value []byte, deleted bool) error) error {
-		return fn([]byte("b"), []byte("k"), []byte("v"), false)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &checkpoint.Manifest{FormatVersion: checkpoint.ManifestVersion, ID: 1, Time: time.Unix(1, 0).UTC(),
-		Kind: checkpoint.KindFull, Files: []checkpoint.FileRef{ref}}
-	data, err := checkpoint.MarshalManifest(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := newUploadClient(cfg, vfs.Default, "eddy", "gw-1/", slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	f.ship(t, src, writeCheckpoint(t, src, 1, "v"))
 	ctx := context.Background()
-	if err := client.PutFileRef(ctx, upload.FileRef{Name: path.Base(ref.Name), LocalPath: filepath.Join(src.Dir(), ref.Name),
-		SHA256: ref.SHA256, Size: ref.Size}); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.PutManifest(ctx, manifestObject(1), data); err != nil {
-		t.Fatal(err)
-	}
 
 	for _, tc := range []struct {
 		name     string
@@ -125,11 +185,10 @@ func TestRestoreFromS3_RemovesLeftoverStaging(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			disk := vfs.NewCrashableMem()
 			if tc.leftover {
-				plantStaging(t, disk, dataDir)
+				plantStaging(t, disk, f.dataDir)
 			}
 			var out []string
-			id, err := restoreFromS3(ctx, disk, cfgPath, "s3://eddy/gw-1/", slog.New(slog.DiscardHandler),
-				func(s string) { out = append(out, s) }, nil)
+			id, err := f.restore(ctx, disk, "s3://eddy/d1/", func(s string) { out = append(out, s) })
 			if err != nil {
 				t.Fatalf("restore: %v\n%s", err, strings.Join(out, "\n"))
 			}
@@ -142,8 +201,8 @@ func TestRestoreFromS3_RemovesLeftoverStaging(t *testing.T) {
 			}
 			afterCut := disk.CrashClone(vfs.CrashOptions{})
 			for name, fsys := range map[string]vfs.FS{"now": disk, "after a power cut": afterCut} {
-				stagingGone(t, fsys, dataDir)
-				store, err := checkpoint.OpenStore(fsys, filepath.Join(dataDir, "checkpoints"))
+				stagingGone(t, fsys, f.dataDir)
+				store, err := checkpoint.OpenStore(fsys, filepath.Join(f.dataDir, "checkpoints"))
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -153,29 +212,174 @@ func TestRestoreFromS3_RemovesLeftoverStaging(t *testing.T) {
 			}
 		})
 	}
-	if _, err := os.Stat(dataDir); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the restore wrote to the real disk (stat %s: %v)", dataDir, err)
+	if _, err := os.Stat(f.dataDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the restore wrote to the real disk (stat %s: %v)", f.dataDir, err)
 	}
 }
 
-// TestOpenDataDir_RemovesLeftoverStaging: `eddy run` opening its data_dir
-// removes an interrupted restore's staging directory and logs one line;
-// without one it logs nothing about it.
-func TestOpenDataDir_RemovesLeftoverStaging(t *testing.T) {
-	dataDir := filepath.Join(t.TempDir(), "data")
-	if err := os.Mkdir(dataDir, dataDirMode); err != nil {
+// TestRestoreFromS3_SkipsWhatDoesNotVerify: with checkpoints 1 to 3 in the
+// bucket and the newest damaged in each way an object can be (a garbled or
+// planted manifest, a manifest that is not one, a damaged or missing
+// file), `eddy restore --from s3://…/d1/` restores checkpoint 2 and says
+// that 3 was skipped and why; with 2 damaged too, checkpoint 1. Named by
+// its id, a damaged checkpoint is an error, not a fallback; with every one
+// damaged the restore fails.
+func TestRestoreFromS3_SkipsWhatDoesNotVerify(t *testing.T) {
+	f := newS3Fixture(t)
+	src, err := checkpoint.OpenStore(vfs.Default, filepath.Join(f.dir, "src"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	plantStaging(t, vfs.Default, dataDir)
-	const line = "removed an interrupted restore's staging directory"
-	for i, want := range []int{1, 0} { // the second open finds none
-		var logs bytes.Buffer
-		if err := openDataDir(dataDir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
-			t.Fatal(err)
+	var ms []*checkpoint.Manifest
+	for id := uint64(1); id <= 3; id++ {
+		ms = append(ms, writeCheckpoint(t, src, id, strings.Repeat("v", int(id)*1000)))
+	}
+	ctx := context.Background()
+	manifestKey := func(id uint64) string { return "manifests/" + manifestObject(id) }
+	fileKey := func(id uint64) string { return "files/" + path.Base(ms[id-1].Files[0].Name) }
+	cases := []struct {
+		name    string
+		damage  func(t *testing.T)
+		from    string
+		want    uint64 // 0: the restore fails
+		skipped []uint64
+		reason  string // in the skip's line, or the error
+	}{
+		{"intact", func(t *testing.T) {}, "s3://eddy/d1/", 3, nil, ""},
+		{"garbled manifest", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, "corrupt"},
+		{"planted manifest", func(t *testing.T) {
+			data, _ := checkpoint.MarshalManifest(ms[0])
+			if err := f.client.PutManifest(ctx, manifestObject(3), data); err != nil {
+				t.Fatal(err)
+			}
+		}, "s3://eddy/d1/", 2, []uint64{3}, "holds checkpoint 1"},
+		{"not a manifest", func(t *testing.T) {
+			if err := f.client.PutManifest(ctx, manifestObject(3), []byte("{not json")); err != nil {
+				t.Fatal(err)
+			}
+		}, "s3://eddy/d1/", 2, []uint64{3}, "decode manifest"},
+		{"damaged file", func(t *testing.T) { flipByte(t, f.object(fileKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, fileKey(3)},
+		{"missing file", func(t *testing.T) {
+			if err := os.Remove(f.object(fileKey(3))); err != nil {
+				t.Fatal(err)
+			}
+		}, "s3://eddy/d1/", 2, []uint64{3}, "not found"},
+		{"two damaged", func(t *testing.T) {
+			flipByte(t, f.object(manifestKey(3)))
+			flipByte(t, f.object(fileKey(2)))
+		}, "s3://eddy/d1/", 1, []uint64{3, 2}, "corrupt"},
+		{"named and damaged", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/3", 0, nil, "corrupt"},
+		{"named and absent", func(t *testing.T) {}, "s3://eddy/d1/9", 0, nil, "checkpoint 9 is not in s3://eddy/d1/"},
+		{"empty prefix", func(t *testing.T) { f.empty(t) }, "s3://eddy/d1/", 0, nil, "holds no manifest"},
+		{"all damaged", func(t *testing.T) {
+			for id := uint64(1); id <= 3; id++ {
+				flipByte(t, f.object(fileKey(id)))
+			}
+		}, "s3://eddy/d1/", 0, []uint64{3, 2, 1}, "no restorable checkpoint"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f.empty(t)
+			for _, m := range ms {
+				f.ship(t, src, m)
+			}
+			tc.damage(t)
+			disk := vfs.NewCrashableMem()
+			var out []string
+			id, err := f.restore(ctx, disk, tc.from, func(s string) { out = append(out, s) })
+			text := strings.Join(out, "\n")
+			if tc.want == 0 {
+				if err == nil || !strings.Contains(err.Error(), tc.reason) {
+					t.Fatalf("restore = %d, %v; want an error saying %q\n%s", id, err, tc.reason, text)
+				}
+			} else {
+				if err != nil || id != tc.want {
+					t.Fatalf("restore = %d, %v; want checkpoint %d\n%s", id, err, tc.want, text)
+				}
+				store, err := checkpoint.OpenStore(disk, filepath.Join(f.dataDir, "checkpoints"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sel, err := store.SelectRestore(""); err != nil || sel.Manifest.ID != tc.want {
+					t.Fatalf("local selection after the restore: %+v, %v", sel.Manifest, err)
+				}
+			}
+			var skips []string
+			for _, l := range out {
+				if strings.Contains(l, "skipped") {
+					skips = append(skips, l)
+				}
+			}
+			if len(skips) != len(tc.skipped) {
+				t.Fatalf("%d skip lines, want %d (checkpoints %v):\n%s", len(skips), len(tc.skipped), tc.skipped, text)
+			}
+			for i, id := range tc.skipped {
+				if want := "checkpoint " + strconv.FormatUint(id, 10) + " skipped"; !strings.HasPrefix(skips[i], want) {
+					t.Errorf("skip line %d: %q, want it to start %q", i, skips[i], want)
+				}
+			}
+			if len(skips) > 0 && tc.want != 0 && !strings.Contains(skips[0], tc.reason) {
+				t.Errorf("skip line %q does not say %q", skips[0], tc.reason)
+			}
+			if _, err := disk.Stat(filepath.Join(f.dataDir, StagingDir)); err == nil {
+				t.Errorf("%s left behind", StagingDir)
+			}
+		})
+	}
+}
+
+// TestRemoteManifestID: only the names the agent gives manifests are
+// taken for checkpoints.
+func TestRemoteManifestID(t *testing.T) {
+	cases := []struct {
+		name string
+		id   uint64
+		ok   bool
+	}{
+		{"00000000000000000042.json", 42, true},
+		{"00000000000000000000.json", 0, false},
+		{"42.json", 0, false},
+		{"0000000000000000004x.json", 0, false},
+		{"00000000000000000042.json.tmp", 0, false},
+		{"zzzzzzzzzzzzzzzzzzzz.json", 0, false},
+	}
+	for _, c := range cases {
+		if id, ok := remoteManifestID(c.name); id != c.id || ok != c.ok {
+			t.Errorf("remoteManifestID(%q) = %d, %v; want %d, %v", c.name, id, ok, c.id, c.ok)
 		}
-		stagingGone(t, vfs.Default, dataDir)
-		if got := strings.Count(logs.String(), line); got != want {
-			t.Errorf("open %d: %d log lines %q, want %d:\n%s", i+1, got, line, want, logs.String())
+	}
+}
+
+// TestRemoteCorruption: the faults of an uploaded checkpoint itself lead to
+// the one before it; the network's, the credentials' and the disk's stop
+// the restore.
+func TestRemoteCorruption(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{&upload.ObjectError{Op: "get", Kind: upload.ErrCorrupt}, true},
+		{&upload.ObjectError{Op: "get", Kind: upload.ErrWrongKey}, true},
+		{&upload.ObjectError{Op: "get", Kind: upload.ErrNotFound}, true},
+		{checkpoint.ErrCorrupt, true},
+		{&upload.ObjectError{Op: "get", Kind: upload.ErrCredentials}, false},
+		{&upload.ObjectError{Op: "get", Kind: upload.ErrAccessDenied}, false},
+		{&upload.ObjectError{Op: "get", Err: context.DeadlineExceeded}, false},
+		{os.ErrPermission, false},
+	}
+	for _, c := range cases {
+		if got := remoteCorruption(c.err); got != c.want {
+			t.Errorf("remoteCorruption(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	half := progressBar(upload.Progress{Op: "download", Name: "0123456789abcdef.snap", Done: 3 << 20, Total: 6 << 20})
+	if !strings.HasPrefix(half, "\r  download 0123456789ab…: [###############               ]  50% 3.0/6.0 MiB") || strings.HasSuffix(half, "\n") {
+		t.Fatalf("half: %q", half)
+	}
+	if done := progressBar(upload.Progress{Op: "download", Name: "x", Done: 10, Total: 10}); !strings.HasSuffix(done, "\n") || !strings.Contains(done, "100%") {
+		t.Fatalf("done: %q", done)
 	}
 }

@@ -1,21 +1,6 @@
-package agent
+package offsite
 
-import (
-	"strings"
-	"testing"
-
-	"github.com/eddy-edge/eddy/upload"
-)
-
-func TestProgressBar(t *testing.T) {
-	half := progressBar(upload.Progress{Op: "download", Name: "0123456789abcdef.snap", Done: 3 << 20, Total: 6 << 20})
-	if !strings.HasPrefix(half, "\r  download 0123456789ab…: [###############               ]  50% 3.0/6.0 MiB") || strings.HasSuffix(half, "\n") {
-		t.Fatalf("half: %q", half)
-	}
-	if done := progressBar(upload.Progress{Op: "download", Name: "x", Done: 10, Total: 10}); !strings.HasSuffix(done, "\n") || !strings.Contains(done, "100%") {
-		t.Fatalf("done: %q", done)
-	}
-}
+import "testing"
 
 func TestParseS3(t *testing.T) {
 	cases := []struct {
