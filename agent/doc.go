@@ -56,7 +56,17 @@
 //     file system (disk.Holds: the ingest intakes, the state's rebuild in
 //     restore.go, the failover regions), and whether a write failed on a
 //     full disk (disk.ShortageOf). The agent only wires them.
-//   - uploader (upload.go): ships completed checkpoints to S3.
+//   - the off-device copy (package agent/offsite): ships completed
+//     checkpoints to S3 (offsite.Uploader, started in run.go) and fetches
+//     the newest uploaded one that verifies for the restorer when no local
+//     one does (restoreselect.go). The agent hands it plain values
+//     (offsite.Target, resolved in offsite.go from the upload block and
+//     data_dir's device id), the checkpoint store and the
+//     checkpointing.Driver, which are offsite.Store and
+//     offsite.Checkpointer as they are. The CLI's checkpoint commands
+//     (checkpointcmds.go: restore --from s3://…, checkpoints ls and show,
+//     savepoint; savepoints.go: savepoint rm) stay here: they load the
+//     configuration file and, for S3, settle the device id.
 //   - introspection (introspect.go, readiness.go): the agent as the admin
 //     endpoint sees it (admin.Agent): reports, readiness, derived metrics.
 //     The endpoint itself is package agent/admin (endpoint.go starts it).
