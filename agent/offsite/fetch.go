@@ -69,10 +69,11 @@ const checkTimeout = 15 * time.Second
 
 // FetchNewest downloads the newest checkpoint in t (t.Prefix: this
 // device's) that verifies into dataDir's checkpoint store, and returns its
-// id: what a start does when no local checkpoint verifies. It gives up
-// after 15 seconds when the bucket does not answer. Progress and the
-// uploaded checkpoints it skips are logged to log; with none that
-// verifies it returns an error wrapping checkpoint.ErrNoCheckpoint.
+// id: what a start does when no local checkpoint verifies. It checks the
+// bucket first, for at most 15 seconds, so that an unreachable S3 server
+// does not hold the start for long. Progress and the uploaded checkpoints
+// it skips are logged to log; with none that verifies it returns an error
+// wrapping checkpoint.ErrNoCheckpoint.
 func FetchNewest(ctx context.Context, t Target, dataDir string, log *slog.Logger) (uint64, error) {
 	client, err := NewClient(t, vfs.Default, log, nil)
 	if err != nil {

@@ -58,8 +58,8 @@ type Uploader struct {
 	seen atomic.Pointer[upload.Shipper]
 }
 
-// Stats are the shipper's figures; nil before Start (or without an upload
-// block, when there is none). Safe for concurrent use.
+// Stats are the shipper's figures; nil before Start (which the agent
+// never calls without an upload block). Safe for concurrent use.
 func (u *Uploader) Stats() *upload.Stats {
 	ship := u.seen.Load()
 	if ship == nil {
