@@ -34,25 +34,6 @@ func ClientTLS(t *config.TLS) (*tls.Config, error) {
 	return tc, nil
 }
 
-// serverTLSConfig is a listener's TLS config with certFile and keyFile;
-// with clientCA, a client certificate issued by it is required and
-// verified.
-func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
-	c, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load certificate: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pool, err := readCAPool(clientCA)
-		if err != nil {
-			return nil, err
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return tc, nil
-}
-
 // readCAPool reads a PEM CA bundle.
 func readCAPool(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)
@@ -64,14 +45,4 @@ func readCAPool(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("no certificate in %s", path)
 	}
 	return pool, nil
-}
-
-// adminTLSConfig is the admin listener's TLS config, or nil without
-// admin_tls. With a client CA a client certificate issued by it is
-// required.
-func adminTLSConfig(t *config.AdminTLS) (*tls.Config, error) {
-	if t == nil {
-		return nil, nil
-	}
-	return serverTLSConfig(t.Cert, t.Key, t.ClientCA)
 }
