@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 )
@@ -45,7 +46,7 @@ func (a *Agent) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Config, 
 		}
 		return b.Internal(), nil, nil
 	}
-	tc, err := ClientTLS(m.TLS)
+	tc, err := identity.ClientTLS(m.TLS)
 	return broker.Endpoint{URL: m.Broker, Username: m.Username, Password: m.Password}, tc, err
 }
 

@@ -4,8 +4,13 @@ import (
 	"crypto/tls"
 	"fmt"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 )
+
+// The listeners' TLS (the embedded broker's, the admin endpoint's) is the
+// agent's alone; the clients' is package identity's, which eddy probe
+// shares.
 
 // serverTLSConfig is a listener's TLS config with certFile and keyFile;
 // with clientCA, a client certificate issued by it is required and
@@ -17,7 +22,7 @@ func serverTLSConfig(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
 	if clientCA != "" {
-		pool, err := readCAPool(clientCA)
+		pool, err := identity.CAPool(clientCA)
 		if err != nil {
 			return nil, err
 		}

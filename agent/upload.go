@@ -22,6 +22,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -35,7 +36,7 @@ func uploadClient(cfg *config.Config, fsys vfs.FS, bucket, prefix string, log *s
 		// The data_dir's recorded id, as the agent runs under (read only:
 		// a mismatch is for `eddy run` to report).
 		c := *cfg
-		if err := settleDeviceID(&c, false, false); err != nil {
+		if err := identity.SettleDeviceID(&c, false, false); err != nil {
 			return nil, err
 		}
 		prefix = config.Expand(cfg.Upload.Prefix, map[string]string{"device_id": c.Agent.DeviceID})

@@ -1,4 +1,4 @@
-package agent
+package identity
 
 import (
 	"crypto/tls"
@@ -18,7 +18,7 @@ func ClientTLS(t *config.TLS) (*tls.Config, error) {
 	}
 	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
 	if t.CA != "" {
-		pool, err := readCAPool(t.CA)
+		pool, err := CAPool(t.CA)
 		if err != nil {
 			return nil, err
 		}
@@ -34,8 +34,8 @@ func ClientTLS(t *config.TLS) (*tls.Config, error) {
 	return tc, nil
 }
 
-// readCAPool reads a PEM CA bundle.
-func readCAPool(path string) (*x509.CertPool, error) {
+// CAPool reads a PEM CA bundle: the authorities a tls block trusts.
+func CAPool(path string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read CA: %w", err)
