@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/eddy-edge/eddy/agent"
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -23,7 +23,7 @@ func cmdID(args []string, stdout, stderr io.Writer) int {
 	if *path == "" {
 		id, err = config.MachineDeviceID()
 	} else {
-		id, err = agent.DeviceID(*path)
+		id, err = identity.DeviceID(*path)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "eddy: id: %v\n", err)

@@ -81,7 +81,7 @@ func TestLint_PureCores(t *testing.T) {
 // on its line.
 func TestLint_TestsAwaitNotSleep(t *testing.T) {
 	// Folders whose tests still wait their own way; this list only shrinks.
-	notYet := []string{"agent/", "e2e/", "operators/io/walsink/"}
+	notYet := []string{"agent/"}
 	banned := []string{"time.Sleep(", "deadline := time.Now().Add(", "end := time.Now().Add("}
 	for _, f := range trackedFiles(t, "_test.go") {
 		if strings.HasPrefix(f, "scripts/await/") || f == "lint_test.go" || slices.ContainsFunc(notYet, func(d string) bool { return strings.HasPrefix(f, d) }) {

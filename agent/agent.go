@@ -19,6 +19,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/config"
 )
@@ -99,7 +100,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if err := openDataDir(cfg.Agent.DataDir, log); err != nil {
 			return err
 		}
-		if err := settleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
+		if err := identity.SettleDeviceID(cfg, opts.AllowNewDeviceID, true); err != nil {
 			return err
 		}
 		a, err := build(lc, log, opts)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 )
@@ -45,7 +46,7 @@ func (df *dataflow) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Conf
 		}
 		return b.Internal(), nil, nil
 	}
-	tc, err := ClientTLS(m.TLS)
+	tc, err := identity.ClientTLS(m.TLS)
 	return broker.Endpoint{URL: m.Broker, Username: m.Username, Password: m.Password}, tc, err
 }
 

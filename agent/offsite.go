@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/config"
 )
@@ -12,7 +13,7 @@ import (
 func uploadTarget(cfg *config.Config, bucket, prefix string) (offsite.Target, error) {
 	if cfg.Upload != nil && prefix == "" {
 		c := *cfg
-		if err := settleDeviceID(&c, false, false); err != nil {
+		if err := identity.SettleDeviceID(&c, false, false); err != nil {
 			return offsite.Target{}, err
 		}
 		prefix = config.Expand(cfg.Upload.Prefix, map[string]string{"device_id": c.Agent.DeviceID})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
@@ -56,7 +57,7 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		if t == nil {
 			return true
 		}
-		_, err := ClientTLS(t)
+		_, err := identity.ClientTLS(t)
 		return tlsFiles(t.DeclRange, err)
 	}
 	vars := map[string]string{"device_id": cfg.Agent.DeviceID}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/scripts/testpki"
 )
 
@@ -304,7 +305,7 @@ func TestValidate_ReadsNothingInDataDir(t *testing.T) {
 	if err := os.MkdirAll(data, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(data, deviceIDFile), []byte("another-device\n"), 0o640); err != nil {
+	if err := os.WriteFile(filepath.Join(data, identity.DeviceIDFile), []byte("another-device\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "agent.hcl")

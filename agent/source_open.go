@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
@@ -103,7 +104,7 @@ func (df *dataflow) source(src *config.Source) (*sourceRunner, error) {
 // mqttSourceOptions are the client options of the MQTT source m, without a
 // connection callback.
 func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQTTOptions, error) {
-	tc, err := ClientTLS(m.TLS)
+	tc, err := identity.ClientTLS(m.TLS)
 	if err != nil {
 		return source.MQTTOptions{}, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/sink"
@@ -125,7 +126,7 @@ func (df *dataflow) openWALSink(s *config.Sink, ep broker.Endpoint, tc *tls.Conf
 // walOptions are the options of the exactly-once MQTT sink m publishing to
 // the broker at url, and its topic template.
 func walOptions(m *config.MQTTSink, url string, vars map[string]string) (walsink.Options, *sink.Template, error) {
-	tc, err := ClientTLS(m.TLS)
+	tc, err := identity.ClientTLS(m.TLS)
 	if err != nil {
 		return walsink.Options{}, nil, err
 	}

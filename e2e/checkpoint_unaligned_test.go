@@ -95,13 +95,11 @@ func TestUnaligned_SlowOperator(t *testing.T) {
 				if kills < 3 {
 					// Kill once an unaligned checkpoint with in-flight records
 					// completed in this run, or let it end.
+					await.Holds(90*time.Second, func() bool { return p.exited() || unalignedWithRecords(p.output()) > 0 })
 					killed := false
-					for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && !p.exited(); time.Sleep(20 * time.Millisecond) {
-						if unalignedWithRecords(p.output()) > 0 {
-							p.kill()
-							killed = true
-							break
-						}
+					if !p.exited() && unalignedWithRecords(p.output()) > 0 {
+						p.kill()
+						killed = true
 					}
 					if killed {
 						kills++

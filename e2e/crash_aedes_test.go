@@ -137,7 +137,7 @@ func sendPaced(url string, readings, devices, rate int, sent *atomic.Int64) erro
 		toks = append(toks, pub.Publish("sensors/"+strconv.Itoa(d)+"/telemetry", 1, false, payload))
 		if (j+1)%perTick == 0 {
 			if due := start.Add(time.Duration(j+1) * time.Second / time.Duration(rate)); time.Until(due) > 0 {
-				time.Sleep(time.Until(due)) // the publisher's pace, not a wait on the agent
+				time.Sleep(time.Until(due)) // pacing: the publisher's rate, not a wait on the agent
 			}
 		}
 		if (j+1)%1000 == 0 {

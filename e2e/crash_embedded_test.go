@@ -12,6 +12,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -50,27 +51,27 @@ func newReconnectingSensor(url, id string) *reconnectingSensor {
 	return &reconnectingSensor{url: url, id: id, store: paho.NewMemoryStore()}
 }
 
-// connect connects a new client, retrying for up to a minute.
+// connect connects a new client, retrying for up to a minute (the agent
+// may be restarting).
 func (s *reconnectingSensor) connect() error {
-	deadline := time.Now().Add(time.Minute)
-	for {
+	return await.Within(time.Minute, func() error {
 		lost := make(chan struct{})
 		o := paho.NewClientOptions().AddBroker(s.url).SetClientID(s.id).SetCleanSession(false).
 			SetAutoReconnect(false).SetStore(s.store).SetMaxResumePubInFlight(1000).
 			SetConnectionLostHandler(func(paho.Client, error) { close(lost) })
 		c := paho.NewClient(o)
 		tok := c.Connect()
-		if tok.WaitTimeout(10*time.Second) && tok.Error() == nil {
-			s.mu.Lock()
-			s.c, s.lost = c, lost
-			s.mu.Unlock()
-			return nil
+		if !tok.WaitTimeout(10 * time.Second) {
+			return errors.New("connect not answered within 10 s")
 		}
-		if time.Now().After(deadline) {
-			return tok.Error()
+		if err := tok.Error(); err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		s.mu.Lock()
+		s.c, s.lost = c, lost
+		s.mu.Unlock()
+		return nil
+	})
 }
 
 // publish publishes a batch and waits for its acknowledgements. When the

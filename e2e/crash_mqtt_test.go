@@ -136,16 +136,13 @@ func (r *mqttCrashRun) stop() {
 func (r *mqttCrashRun) waitResults(want int) map[string]string {
 	r.t.Helper()
 	var got map[string]string
-	deadline := time.Now().Add(120 * time.Second)
-	for time.Now().Before(deadline) {
-		got = lastFirings(r.t, filepath.Join(r.dir, "out"))
-		if len(got) >= want {
-			return got
+	await.Until(r.t, 120*time.Second, func() error {
+		if got = lastFirings(r.t, filepath.Join(r.dir, "out")); len(got) < want {
+			return fmt.Errorf("only %d of %d windows committed", len(got), want)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	r.t.Fatalf("only %d of %d windows committed", len(got), want)
-	return nil
+		return nil
+	})
+	return got
 }
 
 // finalResults waits until the committed output holds n windows, stops the
@@ -263,7 +260,7 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 	}
 	publishReadings(t, b.URL(), "pub-crashed", readings, devices, func(i int) {
 		if killAt[i] {
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // pacing: a random kill moment
 			crashed.kill()
 			crashed.start()
 		}

@@ -115,7 +115,7 @@ func absPublish(url string, start time.Time) error {
 	defer pub.Disconnect(100)
 	send := func(topic, payload string) paho.Token { return pub.Publish(topic, 1, false, payload) }
 	for r := 0; r < absRounds; r++ {
-		time.Sleep(time.Until(start.Add(time.Duration(r) * absRound))) // the schedule itself, not a wait for a condition
+		time.Sleep(time.Until(start.Add(time.Duration(r) * absRound))) // pacing: the schedule itself, not a wait for a condition
 		var toks []paho.Token
 		for d := 0; d < absDevices; d++ {
 			if absSpeaks(d, r) {
@@ -267,7 +267,7 @@ func TestCrash_ProcessingTimeAbsence(t *testing.T) {
 	var slowest time.Duration // from a kill to the next run's connection
 	var down [][2]int64       // from each kill to the next run's connection, Unix ms
 	for _, at := range killAt {
-		time.Sleep(time.Until(start.Add(at))) // a kill moment of the schedule
+		time.Sleep(time.Until(start.Add(at))) // pacing: a kill moment of the schedule
 		killed := time.Now()
 		crashed.kill()
 		if crashed.p.logContains("restored checkpoint") {

@@ -96,7 +96,7 @@ func publishPaced(t *testing.T, p readingPublisher, g readingGen, n int, between
 			t.Fatal(err)
 		}
 		if d := time.Duration(i+1000)*time.Second/starvedRate - time.Since(start); d > 0 {
-			time.Sleep(d) // pacing the sensors
+			time.Sleep(d) // pacing: the sensors' rate
 		}
 		between(i)
 	}
@@ -188,7 +188,7 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 		if i == resendAt {
 			waitAcked(t, fb, client, block, 60*time.Second)
 		}
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // pacing: a random kill moment
 		redelivered.add(t, crashed.admin)
 		crashed.kill()
 		lost = append(lost, sourceLost(crashed.p)...)

@@ -314,21 +314,21 @@ func testCrashWALSink(t *testing.T, u upstreamBroker) {
 			upMu.Unlock()
 			go func() {
 				defer close(outageOver)
-				time.Sleep(outage)
+				time.Sleep(outage) // pacing: the outage's length
 				upMu.Lock()
 				up.restart(col)
 				upMu.Unlock()
 			}()
 		}
 		if killAt[i] {
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // pacing: a random kill moment
 			crashed.kill()
 			crashed.start()
 		}
 	})
 	<-outageOver
 	// One more kill while the backlog drains.
-	time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+	time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond) // pacing: a random kill moment
 	crashed.kill()
 	crashed.start()
 	got := settle("crashed")

@@ -81,7 +81,7 @@ func (g readingGen) publish(t *testing.T, b *faultbroker.Broker, from, to, perSe
 		}
 		if perSec > 0 {
 			if d := time.Duration(i+batch-from) * time.Second / time.Duration(perSec); d > time.Since(start) {
-				time.Sleep(d - time.Since(start)) // pacing the publisher
+				time.Sleep(d - time.Since(start)) // pacing: the publisher's rate
 			}
 		}
 	}

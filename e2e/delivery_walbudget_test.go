@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -128,38 +129,42 @@ ingest { max_disk = "2MiB" }
 	t.Logf("blocked: WAL %v bytes, %v of %d readings processed, ingest log %v bytes", walBytes, readIn, readings,
 		metricValue(t, admin, `eddy_ingest_log_bytes{source="sensors"}`))
 
-	time.Sleep(8 * time.Second) // longer than the 2 × 3 s the checkpoints would tolerate
-	if r.p.logContains("checkpoints keep failing") {
-		t.Fatal("checkpoints failed during the outage instead of waiting for the uplink")
-	}
+	// Longer than the 2 × 3 s the checkpoints would tolerate.
+	await.Never(t, 8*time.Second, func() error {
+		if r.p.logContains("checkpoints keep failing") {
+			return errors.New("checkpoints failed during the outage instead of waiting for the uplink")
+		}
+		return nil
+	})
 	up.Restart() // the uplink returns
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
 	want := expectedWindows(readings, devices)
-	deadline := time.Now().Add(3 * time.Minute)
-	for len(col.windows("budget")) < len(want) {
-		if time.Now().After(deadline) {
-			got := col.windows("budget")
-			var missing []string
-			for k := range want {
-				if _, ok := got[k]; !ok && len(missing) < 10 {
-					missing = append(missing, k)
-				}
-			}
-			t.Logf("missing (up to 10): %v", missing)
-			for _, m := range []string{"eddy_wal_delivered_total", "eddy_wal_backlog_messages", "eddy_wal_inflight",
-				"eddy_wal_write_blocked", "eddy_wal_connected"} {
-				t.Logf("%s = %v", m, metricValue(t, admin, m+`{sink="cloud"}`))
-			}
-			t.Logf("eddy_readings_in_total = %v, eddy_results_out_total = %v", metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`),
-				metricValue(t, admin, `eddy_results_out_total{pipeline="sums"}`))
-			// A goroutine dump in the log shows where the pipeline waits.
-			r.p.signal(syscall.SIGQUIT)
-			<-r.p.done
-			t.Fatalf("%d of %d results after the uplink returned", len(got), len(want))
+	if err := await.Within(3*time.Minute, func() error {
+		if n := len(col.windows("budget")); n < len(want) {
+			return fmt.Errorf("%d of %d results after the uplink returned", n, len(want))
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	}); err != nil {
+		got := col.windows("budget")
+		var missing []string
+		for k := range want {
+			if _, ok := got[k]; !ok && len(missing) < 10 {
+				missing = append(missing, k)
+			}
+		}
+		t.Logf("missing (up to 10): %v", missing)
+		for _, m := range []string{"eddy_wal_delivered_total", "eddy_wal_backlog_messages", "eddy_wal_inflight",
+			"eddy_wal_write_blocked", "eddy_wal_connected"} {
+			t.Logf("%s = %v", m, metricValue(t, admin, m+`{sink="cloud"}`))
+		}
+		t.Logf("eddy_readings_in_total = %v, eddy_results_out_total = %v", metricValue(t, admin, `eddy_readings_in_total{pipeline="sums"}`),
+			metricValue(t, admin, `eddy_results_out_total{pipeline="sums"}`))
+		// A goroutine dump in the log shows where the pipeline waits.
+		r.p.signal(syscall.SIGQUIT)
+		<-r.p.done
+		t.Fatal(err)
 	}
 	r.stop()
 	got := col.windows("budget")
@@ -213,7 +218,18 @@ func testDiskBudgetDropsOldest(t *testing.T, u upstreamBroker) {
 		dropped = metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
 		return float64(len(col.windows("drop")))+dropped >= float64(len(want))
 	})
-	time.Sleep(time.Second) // nothing more may arrive
+	// Nothing more may arrive: no repeat, and no result beyond those
+	// counted as delivered or dropped.
+	await.Never(t, time.Second, func() error {
+		col.mu.Lock()
+		dups := len(col.duplicates)
+		col.mu.Unlock()
+		n := float64(len(col.windows("drop"))) + metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
+		if dups > 0 || n > float64(len(want)) {
+			return fmt.Errorf("after all %d results were delivered or dropped: %d duplicated, %v delivered + dropped", len(want), dups, n)
+		}
+		return nil
+	})
 	got := col.windows("drop")
 	dropped = metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
 	r.stop()

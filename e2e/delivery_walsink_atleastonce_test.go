@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +38,12 @@ func TestWALSink_AtLeastOnceBuffersOutage(t *testing.T) {
 		return metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`) >= float64(len(want))
 	})
 	// Hold the outage; the agent stays up and nothing restarts.
-	for time.Since(down) < outage {
+	await.Never(t, time.Until(down.Add(outage)), func() error {
 		if r.p.exited() {
-			t.Fatal("the agent exited during the outage")
+			return errors.New("the agent exited during the outage")
 		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 	for _, bad := range []string{"pipelines failed", "stopping after a failure", "sink write failed"} {
 		if r.p.logContains(bad) {
 			t.Errorf("%q in the log during a %v outage", bad, outage)

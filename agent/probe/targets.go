@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/eddy-edge/eddy/agent"
+	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/record"
@@ -25,7 +25,7 @@ type Plan struct {
 // Load reads the configuration at path (as `eddy run` would, with the
 // device id it would run under) and returns the probe plan.
 func Load(path string) (*Plan, error) {
-	id, err := agent.DeviceID(path)
+	id, err := identity.DeviceID(path)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func Load(path string) (*Plan, error) {
 			p.Skipped = append(p.Skipped, fmt.Sprintf("sink %q: %s", s.Name, why))
 			continue
 		}
-		tc, err := agent.ClientTLS(m.TLS)
+		tc, err := identity.ClientTLS(m.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
 		}
@@ -71,7 +71,7 @@ func Load(path string) (*Plan, error) {
 			p.Skipped = append(p.Skipped, fmt.Sprintf("source %q: %s", s.Name, why))
 			continue
 		}
-		tc, err := agent.ClientTLS(m.TLS)
+		tc, err := identity.ClientTLS(m.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("source %q: %w", s.Name, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -79,12 +80,10 @@ func BenchmarkSink_Mosquitto(b *testing.B) {
 				}
 				total += bc.perEpoch
 				if bc.pause > 0 {
-					time.Sleep(bc.pause)
+					time.Sleep(bc.pause) // pacing: the paced cases' commit interval
 				}
 			}
-			for s.Stats().Delivered < uint64(total) {
-				time.Sleep(time.Millisecond)
-			}
+			await.True(b, 10*time.Minute, "every message delivered", func() bool { return s.Stats().Delivered >= uint64(total) })
 			elapsed := time.Since(start)
 			b.StopTimer()
 			mu.Lock()

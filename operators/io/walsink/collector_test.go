@@ -9,6 +9,8 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // collector is the tests' upstream consumer: a paho subscriber with a fixed
@@ -30,12 +32,11 @@ type collector struct {
 	// published in.
 	retransmitted map[string]bool
 	client        mqtt.Client
-	changed       chan struct{}
 }
 
 func startCollector(t testing.TB, broker, topic string) *collector {
 	t.Helper()
-	c := &collector{seen: map[string][]byte{}, retransmitted: map[string]bool{}, changed: make(chan struct{}, 1)}
+	c := &collector{seen: map[string][]byte{}, retransmitted: map[string]bool{}}
 	opts := mqtt.NewClientOptions().AddBroker(broker).SetClientID("collector-" + sanitize(t.Name())).
 		SetCleanSession(false).SetOrderMatters(true).SetAutoReconnect(true).
 		SetConnectRetry(true).SetConnectRetryInterval(50 * time.Millisecond).
@@ -79,10 +80,6 @@ func (c *collector) receive(m mqtt.Message) {
 	if m.Duplicate() {
 		c.retransmitted[id] = true
 	}
-	select {
-	case c.changed <- struct{}{}:
-	default:
-	}
 }
 
 // payloadID extracts the "id" field of a test payload {"id":"...",...}.
@@ -99,25 +96,43 @@ func payloadID(p []byte) string {
 	return string(rest[:end])
 }
 
-// waitFor waits until n ids arrived (or timeout), returning what arrived.
+// waitFor waits until n ids arrived (or timeout), returning what arrived;
+// on a timeout it reports an error and returns what came, so the caller's
+// exactly-once check can say what is missing.
 func (c *collector) waitFor(t testing.TB, n int, timeout time.Duration) []string {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		c.mu.Lock()
-		got := len(c.ids)
-		c.mu.Unlock()
-		if got >= n {
-			break
-		}
-		select {
-		case <-c.changed:
-		case <-deadline:
-			t.Errorf("collector: %d of %d messages after %v", got, n, timeout)
-			return c.received()
-		}
+	if err := await.Within(timeout, c.atLeast(n)); err != nil {
+		t.Errorf("collector: %v", err)
 	}
 	return c.received()
+}
+
+// atLeast is the condition that n ids arrived.
+func (c *collector) atLeast(n int) func() error {
+	return func() error {
+		if got := c.count(); got < n {
+			return fmt.Errorf("%d of %d messages", got, n)
+		}
+		return nil
+	}
+}
+
+// noMoreThan checks over d that no more than n ids arrive: after the
+// expected ones came, a late repeat or a wrong publish shows as one more.
+func (c *collector) noMoreThan(t testing.TB, n int, d time.Duration) {
+	t.Helper()
+	await.Never(t, d, func() error {
+		if got := c.received(); len(got) > n {
+			return fmt.Errorf("collector: %d messages, want %d; the ones beyond: %v", len(got), n, got[n:])
+		}
+		return nil
+	})
+}
+
+func (c *collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ids)
 }
 
 func (c *collector) received() []string {

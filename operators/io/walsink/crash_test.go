@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -67,11 +68,15 @@ func TestHelperSinkProcess(t *testing.T) {
 		must(s.PreCommit(e))
 		writeCompleted(dir, e)
 		must(s.Commit(e))
-		time.Sleep(20 * time.Millisecond) // a checkpoint interval, so kills land in every phase
+		time.Sleep(20 * time.Millisecond) // pacing: a checkpoint interval, so kills land in every phase
 	}
-	for s.Stats().BacklogMessages > 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Drained, or killed meanwhile; the parent bounds the final run.
+	must(await.Within(2*time.Minute, func() error {
+		if n := s.Stats().BacklogMessages; n > 0 {
+			return fmt.Errorf("backlog of %d messages", n)
+		}
+		return nil
+	}))
 	must(s.Close())
 	fmt.Println("HELPER-DONE")
 	os.Exit(0)
@@ -178,7 +183,7 @@ rounds:
 		}
 	}
 	c.waitFor(t, len(want), 30*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	c.noMoreThan(t, len(want), 300*time.Millisecond)
 	checkExactlyOnce(t, c.received(), want)
 	t.Logf("broker-side DUP repeats ignored by the collector: %d", c.brokerDups)
 }

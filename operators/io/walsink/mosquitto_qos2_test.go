@@ -1,6 +1,7 @@
 package walsink
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -90,15 +91,17 @@ func TestMosquitto_QoS2Behaviour(t *testing.T) {
 		}
 	}
 	seen := map[string]int{}
-	deadline := time.After(10 * time.Second)
-	for len(seen) < 25 {
-		select {
-		case m := <-got:
-			seen[m]++
-		case <-deadline:
-			t.Fatalf("subscriber got %d of 25: %v", len(seen), seen)
+	await.Until(t, 10*time.Second, func() error {
+		for len(seen) < 25 {
+			select {
+			case m := <-got:
+				seen[m]++
+			default:
+				return fmt.Errorf("subscriber got %d of 25: %v", len(seen), seen)
+			}
 		}
-	}
+		return nil
+	})
 	if await.Holds(300*time.Millisecond, func() bool { return len(got) > 0 }) {
 		t.Errorf("a message delivered twice: %v then %q", seen, <-got)
 	}

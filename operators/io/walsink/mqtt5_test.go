@@ -27,7 +27,6 @@ import (
 type v5Subscriber struct {
 	mu   sync.Mutex
 	msgs []*mp.Packet
-	ch   chan struct{}
 }
 
 func startV5Subscriber(t *testing.T, b *mosquitto.Broker, filter string) *v5Subscriber {
@@ -55,7 +54,7 @@ func startV5Subscriber(t *testing.T, b *mosquitto.Broker, filter string) *v5Subs
 	if pk := readAnyV5(t, br); pk.FixedHeader.Type != mp.Suback {
 		t.Fatalf("SUBSCRIBE answered type %d", pk.FixedHeader.Type)
 	}
-	s := &v5Subscriber{ch: make(chan struct{}, 1)}
+	s := &v5Subscriber{}
 	go func() {
 		for {
 			pk, err := readV5Any(br)
@@ -68,10 +67,6 @@ func startV5Subscriber(t *testing.T, b *mosquitto.Broker, filter string) *v5Subs
 			s.mu.Lock()
 			s.msgs = append(s.msgs, pk)
 			s.mu.Unlock()
-			select {
-			case s.ch <- struct{}{}:
-			default:
-			}
 			if pk.FixedHeader.Qos == 1 {
 				var buf bytes.Buffer
 				ack := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Puback}, ProtocolVersion: 5, PacketID: pk.PacketID}
@@ -85,20 +80,17 @@ func startV5Subscriber(t *testing.T, b *mosquitto.Broker, filter string) *v5Subs
 
 func (s *v5Subscriber) waitFor(t *testing.T, n int, timeout time.Duration) []*mp.Packet {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
+	var got []*mp.Packet
+	await.Until(t, timeout, func() error {
 		s.mu.Lock()
-		got := append([]*mp.Packet(nil), s.msgs...)
+		got = append([]*mp.Packet(nil), s.msgs...)
 		s.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("v5 subscriber: %d of %d messages", len(got), n)
 		}
-		select {
-		case <-s.ch:
-		case <-deadline:
-			t.Fatalf("v5 subscriber: %d of %d messages after %v", len(got), n, timeout)
-		}
-	}
+		return nil
+	})
+	return got
 }
 
 func readAnyV5(t *testing.T, br *bufio.Reader) *mp.Packet {

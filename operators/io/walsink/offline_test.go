@@ -3,9 +3,11 @@ package walsink
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -28,22 +30,20 @@ func testOfflineBlock(t *testing.T, b *mosquitto.Broker, u upstream) {
 	done := make(chan result, 1)
 	go func() { done <- result{writeEpochs(t, s, 1, 40, 100)} }() // ~560 KiB of output
 	// Wait until Write is blocked on the full WAL.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st := s.Stats()
-		if st.WALBytes > maxDisk-8<<10 {
-			break
+	await.Until(t, 20*time.Second, func() error {
+		if st := s.Stats(); st.WALBytes <= maxDisk-8<<10 {
+			return fmt.Errorf("WAL never filled: %+v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("WAL never filled: %+v", st)
+		return nil
+	})
+	await.Never(t, 300*time.Millisecond, func() error {
+		select {
+		case <-done:
+			return errors.New("writes finished with the broker down and the WAL full: no backpressure")
+		default:
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	select {
-	case <-done:
-		t.Fatal("writes finished with the broker down and the WAL full: no backpressure")
-	case <-time.After(300 * time.Millisecond):
-	}
+	})
 	st := s.Stats()
 	if st.WALBytes > maxDisk {
 		t.Errorf("WAL %d bytes over max_disk %d while blocked", st.WALBytes, maxDisk)
@@ -61,7 +61,7 @@ func testOfflineBlock(t *testing.T, b *mosquitto.Broker, u upstream) {
 	}
 	c.waitFor(t, len(want), 60*time.Second)
 	waitDrained(t, s, 10*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	c.noMoreThan(t, len(want), 200*time.Millisecond)
 	checkExactlyOnce(t, c.received(), want)
 }
 
@@ -93,7 +93,7 @@ func testOfflineDropOldest(t *testing.T, b *mosquitto.Broker, u upstream) {
 	n := len(want) - int(st.Dropped)
 	c.waitFor(t, n, 60*time.Second)
 	waitDrained(t, s, 10*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	c.noMoreThan(t, n, 300*time.Millisecond)
 	got := c.received()
 	if len(got) != n {
 		t.Errorf("received %d, want %d written - %d dropped = %d", len(got), len(want), st.Dropped, n)

@@ -129,7 +129,7 @@ func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, u upstream)
 				if s.Commit(e) != nil {
 					return
 				}
-				time.Sleep(10 * time.Millisecond) // a checkpoint interval
+				time.Sleep(10 * time.Millisecond) // pacing: a checkpoint interval
 			}
 		}()
 		return s, done
@@ -137,7 +137,7 @@ func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, u upstream)
 	for round := range 10 {
 		p := newCutProxy(t, b.Addr())
 		s, done := run(p)
-		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond) // the moment of the cut
+		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond) // pacing: the moment of the cut
 		p.stop()
 		before := completed.Load()
 		opts := vfs.CrashOptions{}
@@ -162,7 +162,7 @@ func testPowerLossWhilePublishing(t *testing.T, b *mosquitto.Broker, u upstream)
 		}
 	}
 	c.waitFor(t, len(want), 30*time.Second)
-	time.Sleep(300 * time.Millisecond) // a late duplicate would arrive by now
+	c.noMoreThan(t, len(want), 300*time.Millisecond) // a late duplicate would arrive by now
 	checkExactlyOnce(t, c.received(), want)
 	s.Close()
 }

@@ -266,14 +266,55 @@ func (s *Sink) logSession(present bool) {
 // so nothing more may be sent.
 var errFatal = errors.New("walsink: WAL failed")
 
-// serve runs one connection until it fails or the sink closes.
+// serve runs one connection until it fails or the sink closes: it sends
+// what the session has ready (sendReady), then waits for the next event
+// (awaitEvent), and again.
 func (s *Sink) serve(conn net.Conn, version byte) error {
-	in := make(chan incoming, 256)
 	quit := make(chan struct{})
 	defer close(quit)
-	var dead atomic.Bool
-	clock := newReadClock()
-	go readPackets(conn, version, in, quit, &dead, clock)
+	l, err := s.openLink(conn, version, quit)
+	if err != nil {
+		return err
+	}
+	defer l.stopTimers()
+	for {
+		wait, holdC, again, err := s.sendReady(l)
+		if err != nil {
+			return err
+		}
+		if again {
+			// fill stopped at a message to dead-letter behind records
+			// now written: go on at once, not at the next event.
+			continue
+		}
+		if closed, err := s.awaitEvent(l, wait, holdC); closed || err != nil {
+			return err
+		}
+	}
+}
+
+// link is what serve keeps of one connection: the packets read from it,
+// its writer, and the timers of the keepalive, the drain rate and the
+// group commit.
+type link struct {
+	conn       net.Conn
+	pw         *packetWriter
+	in         chan incoming
+	dead       *atomic.Bool
+	clock      *readClock
+	tick       *time.Ticker
+	rate       *tokenBucket
+	rateTimer  *time.Timer
+	holdTimer  *time.Timer
+	holdUntil  time.Time // zero: records are not being held
+	lastAnswer time.Time // of the last packet from the broker
+}
+
+// openLink starts reading conn (until quit closes), tells the session it
+// is connected, re-sends the QoS 1 window, and starts the timers.
+func (s *Sink) openLink(conn net.Conn, version byte, quit chan struct{}) (*link, error) {
+	l := &link{conn: conn, in: make(chan incoming, 256), dead: new(atomic.Bool), clock: newReadClock()}
+	go readPackets(conn, version, l.in, quit, l.dead, l.clock)
 	go func() {
 		// Close ends a write blocked on a broker that stopped reading at
 		// once, rather than after the write deadline (the keepalive).
@@ -283,139 +324,143 @@ func (s *Sink) serve(conn net.Conn, version byte) error {
 		case <-quit:
 		}
 	}()
-	pw := newPacketWriter(conn, version, s.aliasMax)
+	l.pw = newPacketWriter(conn, version, s.aliasMax)
 	if version == 5 && s.opts.MessageExpiry > 0 {
-		pw.expiry = s.expiryInterval
+		l.pw.expiry = s.expiryInterval
 	}
 	s.sess.Connected(time.Now())
 	s.retried.Store(s.sess.Retried())
 	if s.q1 != nil {
-		if err := s.resendQoS1(pw); err != nil {
-			return fmt.Errorf("walsink: send: %w", err)
+		if err := s.resendQoS1(l.pw); err != nil {
+			return nil, fmt.Errorf("walsink: send: %w", err)
 		}
 	}
 
-	tick := time.NewTicker(max(s.opts.KeepAlive/4, 100*time.Millisecond))
-	defer tick.Stop()
-	rate := newTokenBucket(s.opts.DrainRate, time.Now())
-	rateTimer := time.NewTimer(time.Hour)
-	defer rateTimer.Stop()
-	holdTimer := time.NewTimer(time.Hour)
-	defer holdTimer.Stop()
-	var holdUntil time.Time  // zero: records are not being held
-	lastAnswer := time.Now() // of the last packet from the broker
-	for {
-		// curMu spans both: a flow started by fill must reach the state
-		// (flushReady) before drop_oldest or segment deletion looks at it.
-		s.curMu.Lock()
-		var (
-			wait time.Duration
-			err  error
-		)
-		switch {
-		case s.q1 != nil:
-			wait, err = s.fillQoS1(rate, conn, pw)
-		case s.sess.Releasing() > 0 && time.Since(lastAnswer) < groupCommitHold:
-			// PUBRELs are out: new flows wait for their PUBCOMPs, so the
-			// window's flows start together and their PUBRECs share one
-			// fsync. Flows started as each slot frees would split the
-			// window into groups in opposite phases, each with its own
-			// fsync (twice the fsyncs at 20 in flight). A broker that
-			// stops answering holds them back by at most the bound
-			// (checked again at the next event or tick).
-		default:
-			wait, err = s.fill(rate)
+	l.tick = time.NewTicker(max(s.opts.KeepAlive/4, 100*time.Millisecond))
+	l.rate = newTokenBucket(s.opts.DrainRate, time.Now())
+	l.rateTimer = time.NewTimer(time.Hour)
+	l.holdTimer = time.NewTimer(time.Hour)
+	l.lastAnswer = time.Now()
+	return l, nil
+}
+
+func (l *link) stopTimers() {
+	l.tick.Stop()
+	l.rateTimer.Stop()
+	l.holdTimer.Stop()
+}
+
+// sendReady starts the flows the window and the drain rate allow and
+// writes their records, or holds the records for the group commit. It
+// returns how long the drain rate makes the next message wait (0: none
+// waits), the hold's timer channel (nil: not holding), and whether to go
+// on at once.
+func (s *Sink) sendReady(l *link) (wait time.Duration, holdC <-chan time.Time, again bool, err error) {
+	// curMu spans both: a flow started by fill must reach the state
+	// (flushReady) before drop_oldest or segment deletion looks at it.
+	s.curMu.Lock()
+	defer s.curMu.Unlock()
+	switch {
+	case s.q1 != nil:
+		wait, err = s.fillQoS1(l.rate, l.conn, l.pw)
+	case s.sess.Releasing() > 0 && time.Since(l.lastAnswer) < groupCommitHold:
+		// PUBRELs are out: new flows wait for their PUBCOMPs, so the
+		// window's flows start together and their PUBRECs share one
+		// fsync. Flows started as each slot frees would split the
+		// window into groups in opposite phases, each with its own
+		// fsync (twice the fsyncs at 20 in flight). A broker that
+		// stops answering holds them back by at most the bound
+		// (checked again at the next event or tick).
+	default:
+		wait, err = s.fill(l.rate)
+	}
+	if err == nil {
+		// Group commit: while answers to packets already out are on
+		// their way, hold the records (at most groupCommitHold) so one
+		// write and one fsync take the whole window's steps. Records
+		// that need no fsync (new flows' PUBLISH steps after PUBCOMPs)
+		// are held too: the window's flows then move in step, and its
+		// PUBRECs come back together, to share one fsync.
+		now := time.Now()
+		if s.q1 == nil && s.sess.HasRecords() && s.sess.Awaiting() > 0 {
+			if l.holdUntil.IsZero() {
+				l.holdUntil = now.Add(groupCommitHold)
+			}
+		} else {
+			l.holdUntil = time.Time{}
 		}
-		var holdC <-chan time.Time
-		if err == nil {
-			// Group commit: while answers to packets already out are on
-			// their way, hold the records (at most groupCommitHold) so one
-			// write and one fsync take the whole window's steps. Records
-			// that need no fsync (new flows' PUBLISH steps after PUBCOMPs)
-			// are held too: the window's flows then move in step, and its
-			// PUBRECs come back together, to share one fsync.
-			now := time.Now()
-			if s.q1 == nil && s.sess.HasRecords() && s.sess.Awaiting() > 0 {
-				if holdUntil.IsZero() {
-					holdUntil = now.Add(groupCommitHold)
-				}
-			} else {
-				holdUntil = time.Time{}
-			}
-			if !holdUntil.IsZero() && now.Before(holdUntil) {
-				holdTimer.Reset(holdUntil.Sub(now))
-				holdC = holdTimer.C
-			} else {
-				holdUntil = time.Time{}
-				err = s.flushReady(conn, pw, &dead) // at QoS 1: keepalive only
-			}
-		}
-		again := s.fillAgain && holdC == nil
-		s.fillAgain = false
-		s.curMu.Unlock()
-		if err != nil {
-			return err
-		}
-		if again {
-			// fill stopped at a message to dead-letter behind records
-			// now written: go on at once, not at the next event.
-			continue
-		}
-		var rateC <-chan time.Time
-		if wait > 0 {
-			rateTimer.Reset(wait)
-			rateC = rateTimer.C
-		}
-		select {
-		case ev := <-in:
-			lastAnswer = time.Now()
-			if err := s.step(ev); err != nil {
-				return err
-			}
-			// Take every packet already here, so their steps share one
-			// WAL write and fsync.
-			if _, err := s.stepQueued(in); err != nil {
-				return err
-			}
-			if !holdUntil.IsZero() {
-				// Answers are coming: hold on for the rest (at most one
-				// bound per answer still awaited, since nothing new is
-				// sent while holding).
-				holdUntil = time.Now().Add(groupCommitHold)
-			}
-		case <-tick.C:
-			// The keepalive rule: any bytes from the broker prove it
-			// alive, not only a PINGRESP (package qos2, Tick). Packets
-			// already read are taken first (select may pick the tick over
-			// them), and the reader's clock counts bytes not yet taken:
-			// the broker's answers waiting here must not look like
-			// silence.
-			if n, err := s.stepQueued(in); err != nil {
-				return err
-			} else if n > 0 {
-				lastAnswer = time.Now()
-			}
-			s.sess.Received(clock.latest())
-			s.sess.Tick(time.Now())
-		case <-s.work:
-		case <-rateC:
-		case <-holdC:
-		case <-s.closeCh:
-			return nil
-		}
-		if wait > 0 && !rateTimer.Stop() {
-			select {
-			case <-rateTimer.C:
-			default:
-			}
-		}
-		if holdC != nil && !holdTimer.Stop() {
-			select {
-			case <-holdTimer.C:
-			default:
-			}
+		if !l.holdUntil.IsZero() && now.Before(l.holdUntil) {
+			l.holdTimer.Reset(l.holdUntil.Sub(now))
+			holdC = l.holdTimer.C
+		} else {
+			l.holdUntil = time.Time{}
+			err = s.flushReady(l.conn, l.pw, l.dead) // at QoS 1: keepalive only
 		}
 	}
+	again = s.fillAgain && holdC == nil
+	s.fillAgain = false
+	return wait, holdC, again, err
+}
+
+// awaitEvent waits for the next thing to act on: a packet from the
+// broker, the keepalive's tick, new work, the drain rate's or the hold's
+// timer, or Close (closed). It steps the packets read.
+func (s *Sink) awaitEvent(l *link, wait time.Duration, holdC <-chan time.Time) (closed bool, err error) {
+	var rateC <-chan time.Time
+	if wait > 0 {
+		l.rateTimer.Reset(wait)
+		rateC = l.rateTimer.C
+	}
+	select {
+	case ev := <-l.in:
+		l.lastAnswer = time.Now()
+		if err := s.step(ev); err != nil {
+			return false, err
+		}
+		// Take every packet already here, so their steps share one
+		// WAL write and fsync.
+		if _, err := s.stepQueued(l.in); err != nil {
+			return false, err
+		}
+		if !l.holdUntil.IsZero() {
+			// Answers are coming: hold on for the rest (at most one
+			// bound per answer still awaited, since nothing new is
+			// sent while holding).
+			l.holdUntil = time.Now().Add(groupCommitHold)
+		}
+	case <-l.tick.C:
+		// The keepalive rule: any bytes from the broker prove it
+		// alive, not only a PINGRESP (package qos2, Tick). Packets
+		// already read are taken first (select may pick the tick over
+		// them), and the reader's clock counts bytes not yet taken:
+		// the broker's answers waiting here must not look like
+		// silence.
+		if n, err := s.stepQueued(l.in); err != nil {
+			return false, err
+		} else if n > 0 {
+			l.lastAnswer = time.Now()
+		}
+		s.sess.Received(l.clock.latest())
+		s.sess.Tick(time.Now())
+	case <-s.work:
+	case <-rateC:
+	case <-holdC:
+	case <-s.closeCh:
+		return true, nil
+	}
+	if wait > 0 && !l.rateTimer.Stop() {
+		select {
+		case <-l.rateTimer.C:
+		default:
+		}
+	}
+	if holdC != nil && !l.holdTimer.Stop() {
+		select {
+		case <-l.holdTimer.C:
+		default:
+		}
+	}
+	return false, nil
 }
 
 // groupCommitHold bounds how long flow records wait for the next answer to
@@ -570,7 +615,7 @@ func (s *Sink) setRefusal(kind refusalKind, msg string) {
 }
 
 // fill starts flows for committed messages while the session and the drain
-// rate allow (the caller holds it back while PUBRELs are out: see serve). It returns how long to wait for the next token when the rate
+// rate allow (the caller holds it back while PUBRELs are out: see sendReady). It returns how long to wait for the next token when the rate
 // stopped it with work left. curMu is held; the state learns of the new
 // flows when flushReady applies their records.
 func (s *Sink) fill(rate *tokenBucket) (time.Duration, error) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // offline opens a sink whose broker never answers, so the WAL's state can
@@ -161,13 +163,8 @@ func TestSink_BlockedWrite_ContextAndClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Write(1000, msgs(1000, 100)) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.WriteBlocked() { // Close must find the Write waiting
-		if time.Now().After(deadline) {
-			t.Fatal("Write did not block on the full WAL")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// Close must find the Write waiting.
+	await.True(t, 10*time.Second, "the Write to block on the full WAL", s.WriteBlocked)
 	s.Close()
 	if err := <-done; !errors.Is(err, ErrClosed) {
 		t.Errorf("blocked Write after Close = %v, want ErrClosed", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -72,12 +73,12 @@ func TestConnackMeaning(t *testing.T) {
 func waitRefusal(t *testing.T, s *Sink, want string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !strings.Contains(s.Stats().Refusal, want) {
-		if time.Since(start) > timeout {
-			t.Fatalf("no refusal %q after %v: stats %+v", want, timeout, s.Stats())
+	await.Until(t, timeout, func() error {
+		if st := s.Stats(); !strings.Contains(st.Refusal, want) {
+			return fmt.Errorf("no refusal %q: stats %+v", want, st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	return time.Since(start)
 }
 

@@ -3,12 +3,14 @@ package walsink
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
 
@@ -66,13 +68,12 @@ func writeEpochs(t testing.TB, s *Sink, first, last uint64, perEpoch int) []stri
 
 func waitDrained(t testing.TB, s *Sink, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for s.Stats().BacklogMessages > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("backlog not drained: %+v", s.Stats())
+	await.Until(t, timeout, func() error {
+		if st := s.Stats(); st.BacklogMessages > 0 {
+			return fmt.Errorf("backlog not drained: %+v", st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // upstream is a broker configuration every delivery test runs against.
@@ -147,7 +148,7 @@ func testUncommittedIsNotPublished(t *testing.T, b *mosquitto.Broker, u upstream
 	}
 	c.waitFor(t, len(want), 10*time.Second)
 	waitDrained(t, s, 10*time.Second)
-	time.Sleep(200 * time.Millisecond) // give a wrong publish the chance to show
+	c.noMoreThan(t, len(want), 200*time.Millisecond) // epoch 2, pre-committed only, must not come
 	checkExactlyOnce(t, c.received(), want)
 }
 
@@ -179,13 +180,12 @@ func TestSink_EpochOrder(t *testing.T) {
 
 func waitDelivered(t testing.TB, s *Sink, n uint64, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for s.Stats().Delivered < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered %d, waiting for %d", s.Stats().Delivered, n)
+	await.Until(t, timeout, func() error {
+		if d := s.Stats().Delivered; d < n {
+			return fmt.Errorf("delivered %d, waiting for %d", d, n)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestSink_BrokerRestartsMidDrain: the broker (persistence on) is restarted
@@ -216,7 +216,7 @@ func testBrokerRestartsMidDrain(t *testing.T, b *mosquitto.Broker, u upstream) {
 	b.Restart()
 	c.waitFor(t, len(want), 60*time.Second)
 	waitDrained(t, s, 10*time.Second)
-	time.Sleep(300 * time.Millisecond) // late repeats would show now
+	c.noMoreThan(t, len(want), 300*time.Millisecond) // late repeats would show by now
 	got := c.received()
 	c.mu.Lock()
 	retransmitted := maps.Clone(c.retransmitted)
@@ -309,9 +309,7 @@ func TestSink_BlockNeverWaitsOnUncommittedOnly(t *testing.T) {
 	// All publishable flows start at once (MaxInflight 100), so when none
 	// is open every publishable message has been delivered.
 	waitDelivered(t, s, 20, 30*time.Second)
-	for s.Stats().Inflight > 0 {
-		time.Sleep(2 * time.Millisecond)
-	}
+	await.True(t, 30*time.Second, `s.Stats().Inflight == 0`, func() bool { return s.Stats().Inflight == 0 })
 	if st := s.Stats(); st.Delivered != 20 || st.BacklogMessages != 0 {
 		t.Errorf("after Commit(1) drained: %+v; want exactly epoch 1 (20) delivered and no backlog", st)
 	}

@@ -1,4 +1,4 @@
-package agent
+package identity
 
 import (
 	"errors"
@@ -48,22 +48,22 @@ func TestSettleDeviceID(t *testing.T) {
 		return &config.Config{Agent: config.Agent{DataDir: dir, DeviceID: id}}
 	}
 	c := cfg("gw-1")
-	if err := settleDeviceID(c, false, true); err != nil || c.Agent.DeviceID != "gw-1" {
+	if err := SettleDeviceID(c, false, true); err != nil || c.Agent.DeviceID != "gw-1" {
 		t.Fatalf("first start: %q, %v", c.Agent.DeviceID, err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, deviceIDFile)); strings.TrimSpace(string(b)) != "gw-1" {
+	if b, _ := os.ReadFile(filepath.Join(dir, DeviceIDFile)); strings.TrimSpace(string(b)) != "gw-1" {
 		t.Fatalf("recorded %q", b)
 	}
-	if err := settleDeviceID(cfg("gw-1"), false, true); err != nil {
+	if err := SettleDeviceID(cfg("gw-1"), false, true); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
-	if err := settleDeviceID(cfg("gw-2"), false, true); !errors.Is(err, errDeviceIDChanged) {
+	if err := SettleDeviceID(cfg("gw-2"), false, true); !errors.Is(err, errDeviceIDChanged) {
 		t.Fatalf("changed id: %v, want refused", err)
 	}
-	if err := settleDeviceID(cfg("gw-2"), true, true); err != nil {
+	if err := SettleDeviceID(cfg("gw-2"), true, true); err != nil {
 		t.Fatalf("changed id, allowed: %v", err)
 	}
-	if err := settleDeviceID(cfg("gw-2"), false, true); err != nil {
+	if err := SettleDeviceID(cfg("gw-2"), false, true); err != nil {
 		t.Fatalf("restart after adopting the new id: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package identity
 
 import (
 	"errors"
@@ -12,11 +12,11 @@ import (
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
-// deviceIDFile holds, in data_dir, the device id the directory's data was
+// DeviceIDFile holds, in data_dir, the device id the directory's data was
 // made under: client ids, topics, output ids and the S3 prefix follow from
 // it, so a data_dir keeps its id across upgrades and config edits unless
 // the operator says otherwise.
-const deviceIDFile = "device_id"
+const DeviceIDFile = "device_id"
 
 // deviceIDFacts is what settles the device id of a start.
 type deviceIDFacts struct {
@@ -48,12 +48,12 @@ func decideDeviceID(f deviceIDFacts) (id string, record bool, err error) {
 		errDeviceIDChanged, f.stored, f.configured, f.stored, f.configured)
 }
 
-// settleDeviceID decides the device id for cfg's data_dir (decideDeviceID),
+// SettleDeviceID decides the device id for cfg's data_dir (decideDeviceID),
 // records it there when write is set, and sets it as cfg.Agent.DeviceID.
-func settleDeviceID(cfg *config.Config, allowNew, write bool) error {
+func SettleDeviceID(cfg *config.Config, allowNew, write bool) error {
 	dir := cfg.Agent.DataDir
 	f := deviceIDFacts{configured: cfg.Agent.DeviceID, allowNew: allowNew}
-	b, err := os.ReadFile(filepath.Join(dir, deviceIDFile))
+	b, err := os.ReadFile(filepath.Join(dir, DeviceIDFile))
 	switch {
 	case err == nil:
 		f.stored = strings.TrimSpace(string(b))
@@ -65,7 +65,7 @@ func settleDeviceID(cfg *config.Config, allowNew, write bool) error {
 		return err
 	}
 	if record && write {
-		if err := writeFileSynced(filepath.Join(dir, deviceIDFile), []byte(id+"\n")); err != nil {
+		if err := writeFileSynced(filepath.Join(dir, DeviceIDFile), []byte(id+"\n")); err != nil {
 			return fmt.Errorf("agent: record the device id in data_dir: %w", err)
 		}
 	}
@@ -99,13 +99,13 @@ func writeFileSynced(path string, data []byte) error {
 }
 
 // DeviceID returns the device id the agent of the configuration at cfgPath
-// runs under (`eddy id -c`), without recording anything.
+// runs under (`eddy id -c`, `eddy probe`), without recording anything.
 func DeviceID(cfgPath string) (string, error) {
 	cfg, diags := config.Load(cfgPath)
 	if diags.HasErrors() {
 		return "", errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	if err := settleDeviceID(cfg, false, false); err != nil {
+	if err := SettleDeviceID(cfg, false, false); err != nil {
 		return "", err
 	}
 	return cfg.Agent.DeviceID, nil
