@@ -3,8 +3,9 @@
 // A test never sleeps to let something happen; it awaits it, so it runs as
 // fast as the machine allows and fails with a reason when it cannot.
 //
-// Conditions are polled at once, then every Poll; each call of a condition
-// runs on the caller's goroutine, never concurrently with another.
+// Conditions are polled at once, then after Poll, the pause doubling up to
+// MaxPoll; each call of a condition runs on the caller's goroutine, never
+// concurrently with another.
 package await
 
 import (
@@ -14,16 +15,32 @@ import (
 	"time"
 )
 
-// Poll is the time between two calls of a condition: short enough that a
-// test ends soon after its condition holds, long enough that polling an
-// HTTP endpoint or a file costs the machine little.
+// Poll is the first pause between two calls of a condition: a condition
+// that holds soon is seen soon.
 const Poll = 10 * time.Millisecond
+
+// MaxPoll bounds the pause as it doubles: a test ends at most MaxPoll after
+// its condition holds, and a long wait on a large output file or an HTTP
+// endpoint does not take the CPU from the processes under test (the suites
+// run tests in parallel on two cores).
+const MaxPoll = 100 * time.Millisecond
+
+// pauses returns the next pause each time it is called.
+func pauses() func() time.Duration {
+	next := Poll
+	return func() time.Duration {
+		d := next
+		next = min(2*next, MaxPoll)
+		return d
+	}
+}
 
 // Within calls cond until it returns nil, and returns nil then; when d
 // passes first it returns cond's last error, wrapped with how long it
 // waited. It is for a test that goes on either way.
 func Within(d time.Duration, cond func() error) error {
 	deadline := time.Now().Add(d)
+	pause := pauses()
 	for {
 		err := cond()
 		if err == nil {
@@ -32,7 +49,7 @@ func Within(d time.Duration, cond func() error) error {
 		if !time.Now().Before(deadline) {
 			return fmt.Errorf("not within %v: %w", d, err)
 		}
-		time.Sleep(min(Poll, time.Until(deadline)))
+		time.Sleep(min(pause(), time.Until(deadline)))
 	}
 }
 
@@ -65,6 +82,7 @@ func Holds(d time.Duration, cond func() bool) bool {
 func Never(t testing.TB, d time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)
+	pause := pauses()
 	for {
 		if err := cond(); err != nil {
 			t.Fatal(err)
@@ -72,7 +90,7 @@ func Never(t testing.TB, d time.Duration, cond func() error) {
 		if !time.Now().Before(deadline) {
 			return
 		}
-		time.Sleep(min(Poll, time.Until(deadline)))
+		time.Sleep(min(pause(), time.Until(deadline)))
 	}
 }
 
