@@ -19,6 +19,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
@@ -83,7 +84,7 @@ type Agent struct {
 	retained retainedPositions
 
 	// failover holds the failover regions: a failure restarts only its own.
-	failover *failover
+	failover *failover.Failover
 	// mu guards pipelines, sources and sinks, which a region restart
 	// replaces while the admin endpoint reads them.
 	mu          sync.Mutex
@@ -108,7 +109,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	clk := newClock()
-	strategy := &restartStrategy{cfg: lc.cfg.Restart}
+	strategy := failover.NewStrategy(lc.cfg.Restart)
 	restarts := 0
 	for {
 		cfg := lc.cfg
@@ -123,7 +124,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if err != nil {
 			return err
 		}
-		a.failover.inheritRestarts(strategy, restarts)
+		a.failover.InheritRestarts(strategy, restarts)
 		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
@@ -132,7 +133,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		}
 		err = a.run(runCtx, opts)
 		stop()
-		restarts = a.failover.carryRestarts(strategy, restarts)
+		restarts = a.failover.CarryRestarts(strategy, restarts)
 		select {
 		case nl := <-next:
 			if err == nil && ctx.Err() == nil {
@@ -140,7 +141,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 				// restores; pipelines the reload removed drop their state.
 				lc = nl
 				opts.From, opts.AllowNonRestoredState = "", true
-				strategy.cfg = nl.cfg.Restart
+				strategy.Reconfigure(nl.cfg.Restart)
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
 				continue
 			}
@@ -155,7 +156,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			opts.From = ""
 			continue
 		}
-		delay, giveUp := strategy.next(clk.monoMs(), rand.Float64())
+		delay, giveUp := strategy.Next(clk.monoMs(), rand.Float64())
 		if giveUp {
 			log.Error("restart strategy gives up: exiting", "strategy", cfg.Restart.Strategy, "err", f.err)
 			return err

@@ -1,56 +1,42 @@
 package failover
 
 import (
+	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/state"
 )
 
-// TestRestartLimit_ShowsInReadiness: a region failing with a full state
-// store, under fixed_delay with 2 attempts, is restarted twice; at the third
-// failure the strategy gives up and /readyz turns not ready with a check
-// naming the pipeline, the limit and the last error on one line.
-func TestRestartLimit_ShowsInReadiness(t *testing.T) {
-	a := mustBuildAgent(t, testConfig, true)
-	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
-	r := a.failover.regions[0]
-	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartFixedDelay, Attempts: 2, Delay: 10 * time.Millisecond}}
-	failure := fmt.Errorf("pipeline %q subtask 0: window: state store: %w\n\tat the next line", r.name, state.ErrFull)
-	now := int64(1000)
+// errFull stands for a full state store.
+var errFull = errors.New("state store full")
+
+// TestRestartLimit_Reached: a region failing with a full state store, under
+// fixed_delay with 2 attempts, is restarted twice; at the third failure the
+// strategy gives up and the limit names the pipeline, the limit and the
+// last error on one line.
+func TestRestartLimit_Reached(t *testing.T) {
+	tf := newTestFailover(t, config.Restart{Strategy: config.RestartFixedDelay, Attempts: 2, Delay: 10 * time.Millisecond})
+	failure := fmt.Errorf("pipeline %q subtask 0: window: %w\n\tat the next line", "x", errFull)
 	for i := 0; i < 3; i++ {
-		var rd admin.Readiness
-		ta.getJSON(t, "/readyz", http.StatusOK, &rd)
-		_, giveUp := a.failover.nextRestart(r, now, 0.5, failure)
-		if giveUp != (i == 2) {
-			t.Fatalf("failure %d: giveUp = %v", i+1, giveUp)
+		if l := tf.Limits(); len(l) != 0 {
+			t.Fatalf("failure %d: limits %+v while the region runs", i+1, l)
 		}
-		if !giveUp {
-			r.restarts++ // as failover.restart counts a restart
-			now += 1500
-			a.failover.limits.setUp(r.name) // as failover.restart once the region runs
+		err := tf.failAndRestart(t, "x", failure)
+		if errors.Is(err, ErrGaveUp) != (i == 2) {
+			t.Fatalf("failure %d: %v", i+1, err)
 		}
+		tf.now += 1500
 	}
-	var rd admin.Readiness
-	ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
-	name := "restarts/" + r.name
-	if !hasFailed(rd, name) {
-		t.Fatalf("readyz = %+v, want %s failing", rd, name)
+	l := tf.Limits()
+	if len(l) != 1 || l[0].Pipelines != "x" {
+		t.Fatalf("limits %+v, want one for x", l)
 	}
-	for _, c := range rd.Checks {
-		if c.Name != name {
-			continue
-		}
-		want := fmt.Sprintf("pipelines %s: restart limit reached: 2 restarts in 3s (strategy fixed_delay); last error: ", r.name)
-		if !strings.HasPrefix(c.Detail, want) || !strings.Contains(c.Detail, state.ErrFull.Error()) || strings.Contains(c.Detail, "\n") {
-			t.Errorf("detail %q, want one line starting %q with the error", c.Detail, want)
-		}
+	want := "pipelines x: restart limit reached: 2 restarts in 3s (strategy fixed_delay); last error: "
+	if d := l[0].Detail(); !strings.HasPrefix(d, want) || !strings.Contains(d, errFull.Error()) || strings.Contains(d, "\n") {
+		t.Errorf("detail %q, want one line starting %q with the error", d, want)
 	}
 }
 
@@ -69,10 +55,10 @@ func TestRestartStrategy_Span(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := restartStrategy{cfg: tt.cfg}
+			r := NewStrategy(tt.cfg)
 			var giveUp bool
 			for _, f := range tt.fails {
-				_, giveUp = r.next(f, 0.5)
+				_, giveUp = r.Next(f, 0.5)
 			}
 			if !giveUp {
 				t.Fatal("the strategy did not give up")
@@ -84,42 +70,26 @@ func TestRestartStrategy_Span(t *testing.T) {
 	}
 }
 
-// TestRestartLoop_ShowsInReadiness: under exponential_delay, which never
-// gives up, a region waiting for its next restart is not ready, with a
-// check saying when it restarts and why it failed; once it runs again the
-// agent is ready.
-func TestRestartLoop_ShowsInReadiness(t *testing.T) {
-	a := mustBuildAgent(t, testConfig, true)
-	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
-	r := a.failover.regions[0]
-	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: time.Second,
-		MaxBackoff: time.Minute, BackoffMultiplier: 2, ResetBackoffThreshold: time.Hour}}
-	failure := fmt.Errorf("pipeline %q subtask 0: window: state store: %w", r.name, state.ErrFull)
-	name := "restarts/" + r.name
-	now := int64(1000)
+// TestRestartLoop_Down: under exponential_delay, which never gives up, a
+// region waiting for its next restart has a limit saying when it restarts
+// and why it failed; once it runs again it has none.
+func TestRestartLoop_Down(t *testing.T) {
+	tf := newTestFailover(t, config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: time.Second,
+		MaxBackoff: time.Minute, BackoffMultiplier: 2, ResetBackoffThreshold: time.Hour})
+	failure := fmt.Errorf("pipeline %q subtask 0: window: %w", "x", errFull)
 	for i, wantNext := range []string{"1s", "2s", "4s"} {
-		if _, giveUp := a.failover.nextRestart(r, now, 0.5, failure); giveUp {
-			t.Fatal("exponential_delay gave up")
+		var during []Limit
+		tf.onWait = func(time.Duration) { during = tf.Limits() }
+		if err := tf.failAndRestart(t, "x", failure); err != nil {
+			t.Fatalf("exponential_delay: %v", err)
 		}
-		var rd admin.Readiness
-		ta.getJSON(t, "/readyz", http.StatusServiceUnavailable, &rd)
-		want := fmt.Sprintf("pipelines %s: down, restarting in %s: %d restarts in", r.name, wantNext, i+1)
-		found := false
-		for _, c := range rd.Checks {
-			if c.Name == name && !c.OK {
-				found = true
-				if !strings.HasPrefix(c.Detail, want) || !strings.Contains(c.Detail, state.ErrFull.Error()) {
-					t.Errorf("failure %d: detail %q, want it to start %q and carry the error", i+1, c.Detail, want)
-				}
-			}
+		want := fmt.Sprintf("pipelines x: down, restarting in %s: %d restarts in", wantNext, i+1)
+		if len(during) != 1 || !strings.HasPrefix(during[0].Detail(), want) || !strings.Contains(during[0].Detail(), errFull.Error()) {
+			t.Errorf("failure %d: limits while waiting %+v, want one starting %q and carrying the error", i+1, during, want)
 		}
-		if !found {
-			t.Fatalf("failure %d: readyz = %+v, want %s failing", i+1, rd, name)
+		if l := tf.Limits(); len(l) != 0 {
+			t.Errorf("failure %d: limits %+v once it runs again", i+1, l)
 		}
-		r.restarts++
-		a.failover.limits.setUp(r.name)
-		ta.getJSON(t, "/readyz", http.StatusOK, &rd)
-		now += 500
+		tf.now += 500
 	}
 }

@@ -6,83 +6,50 @@ import (
 	"testing"
 )
 
-// TestFailoverRegions: pipelines that share a source (read or control) or
-// a sink (to, late_output, dead_letter) form one region, with those sources
-// and sinks; pipelines sharing nothing are each their own region.
-func TestFailoverRegions(t *testing.T) {
-	const head = `
-agent {
-  data_dir = "%DATA%"
-  admin    = ""
-}
-source "file" "a" { path = "/dev/null" }
-source "file" "b" { path = "/dev/null" }
-source "file" "c" { path = "/dev/null" }
-sink "stdout" "one" {}
-sink "stdout" "two" {}
-sink "stdout" "three" {}
-`
+// TestRegions: pipelines that share a source (read or control) or a sink
+// (to, late_output, dead_letter) form one region, with those sources and
+// sinks; pipelines sharing nothing are each their own region.
+func TestRegions(t *testing.T) {
+	pipe := func(name string, sources []string, sinks ...string) Pipeline {
+		return Pipeline{Name: name, Sources: sources, Sinks: sinks}
+	}
+	src := func(names ...string) []string { return names }
 	for _, tc := range []struct {
-		name, pipelines string
-		want            []string // "pipelines sources sinks", sorted
+		name  string
+		pipes []Pipeline
+		want  []string // "pipelines sources sinks", sorted
 	}{
-		{"separate", `
-pipeline "x" {
-  from = source.file.a
-  to   = [sink.stdout.one]
-}
-pipeline "y" {
-  from = source.file.b
-  to   = [sink.stdout.two]
-}`, []string{"x a one", "y b two"}},
-		{"shared source", `
-pipeline "x" {
-  from = source.file.a
-  to   = [sink.stdout.one]
-}
-pipeline "y" {
-  from = source.file.a
-  to   = [sink.stdout.two]
-}
-pipeline "z" {
-  from = source.file.b
-  to   = [sink.stdout.three]
-}`, []string{"x,y a one,two", "z b three"}},
-		{"shared sink", `
-pipeline "x" {
-  from = source.file.a
-  to   = [sink.stdout.one]
-}
-pipeline "y" {
-  from = source.file.b
-  to   = [sink.stdout.one]
-}`, []string{"x,y a,b one"}},
-		{"control source and dead letters", `
-pipeline "x" {
-  from = source.file.a
-  to   = [sink.stdout.one]
-}
-pipeline "y" {
-  from    = source.file.b
-  control = source.file.a
-  to      = [sink.stdout.two]
-}
-pipeline "z" {
-  from        = source.file.c
-  to          = [sink.stdout.three]
-  dead_letter = sink.stdout.two
-}`, []string{"x,y,z a,b,c one,three,two"}},
+		{"separate", []Pipeline{pipe("x", src("a"), "one"), pipe("y", src("b"), "two")},
+			[]string{"x a one", "y b two"}},
+		{"shared source", []Pipeline{pipe("x", src("a"), "one"), pipe("y", src("a"), "two"), pipe("z", src("b"), "three")},
+			[]string{"x,y a one,two", "z b three"}},
+		{"shared sink", []Pipeline{pipe("x", src("a"), "one"), pipe("y", src("b"), "one")},
+			[]string{"x,y a,b one"}},
+		// y's control source is x's source; z's dead letters go to y's sink.
+		{"control source and dead letters", []Pipeline{pipe("x", src("a"), "one"), pipe("y", src("b", "a"), "two"), pipe("z", src("c"), "three", "two")},
+			[]string{"x,y,z a,b,c one,three,two"}},
+		{"a source and a sink of the same name", []Pipeline{pipe("x", src("a"), "one"), pipe("y", src("b"), "a")},
+			[]string{"x a one", "y b a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := mustBuildAgent(t, head+tc.pipelines, false)
 			var got []string
-			for _, r := range a.failover.regions {
-				srcs, sinks := slices.Sorted(slices.Values(r.sources)), slices.Sorted(slices.Values(r.sinks))
-				got = append(got, r.name+" "+strings.Join(srcs, ",")+" "+strings.Join(sinks, ","))
+			seen := map[int]bool{}
+			for _, r := range Regions(tc.pipes) {
+				for _, i := range r.Pipes {
+					if seen[i] {
+						t.Fatalf("pipeline %d in two regions", i)
+					}
+					seen[i] = true
+				}
+				srcs, sinks := slices.Sorted(slices.Values(r.Sources)), slices.Sorted(slices.Values(r.Sinks))
+				got = append(got, r.Name+" "+strings.Join(srcs, ",")+" "+strings.Join(sinks, ","))
 			}
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("regions %q, want %q", got, tc.want)
+			}
+			if len(seen) != len(tc.pipes) {
+				t.Fatalf("%d of %d pipelines in a region", len(seen), len(tc.pipes))
 			}
 		})
 	}
