@@ -47,7 +47,8 @@ type Options struct {
 	Log     *slog.Logger
 	// Metrics gets eddy_pipeline_restarts_total{pipeline} for each pipeline.
 	Metrics *metrics.Set
-	// NowMs is the monotonic time in ms the strategies count failures by.
+	// NowMs is the monotonic time in ms the strategies count failures by;
+	// required, and never 0 (0 stands for "no failure yet").
 	NowMs func() int64
 	// Rand returns a number in [0, 1) for the strategies' jitter; nil is
 	// math/rand/v2.Float64.
