@@ -19,6 +19,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/config"
@@ -72,7 +73,7 @@ type Agent struct {
 	restorer      *restorer
 
 	// failover holds the failover regions: a failure restarts only its own.
-	failover   *failover
+	failover   *failover.Failover
 	diskMeter  atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
 	diskHolds  disk.Holds                 // what waits for disk space, for /readyz
 	restoredID uint64                     // the checkpoint restored at start, 0 if none
@@ -92,7 +93,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		return err
 	}
 	clk := newClock()
-	strategy := &restartStrategy{cfg: lc.cfg.Restart}
+	strategy := failover.NewStrategy(lc.cfg.Restart)
 	restarts := 0
 	for {
 		cfg := lc.cfg
@@ -107,7 +108,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if err != nil {
 			return err
 		}
-		a.failover.inheritRestarts(strategy, restarts)
+		a.failover.InheritRestarts(strategy, restarts)
 		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
@@ -116,7 +117,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 		}
 		err = a.run(runCtx, opts)
 		stop()
-		restarts = a.failover.carryRestarts(strategy, restarts)
+		restarts = a.failover.CarryRestarts(strategy, restarts)
 		select {
 		case nl := <-next:
 			if err == nil && ctx.Err() == nil {
@@ -124,7 +125,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 				// restores; pipelines the reload removed drop their state.
 				lc = nl
 				opts.From, opts.AllowNonRestoredState = "", true
-				strategy.cfg = nl.cfg.Restart
+				strategy.Reconfigure(nl.cfg.Restart)
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
 				continue
 			}
@@ -139,7 +140,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			opts.From = ""
 			continue
 		}
-		delay, giveUp := strategy.next(clk.monoMs(), rand.Float64())
+		delay, giveUp := strategy.Next(clk.monoMs(), rand.Float64())
 		if giveUp {
 			log.Error("restart strategy gives up: exiting", "strategy", cfg.Restart.Strategy, "err", f.err)
 			return err

@@ -18,7 +18,7 @@
 // and sinks (drain.go), a final checkpoint commits it, and Run returns. A
 // file source that reaches its end flushes every window and, when every
 // source has ended, Run returns without a signal. A run that fails as a
-// whole is run again by the restart strategy (restart.go); a reload
+// whole is run again by the restart strategy (agent/failover); a reload
 // (SIGHUP, reload.go) ends the run with a final checkpoint and starts the
 // new configuration from it.
 //
@@ -48,9 +48,11 @@
 //   - restorer (restore.go): chooses the checkpoint a start restores
 //     (restoreselect.go), loads a checkpoint into pipelines just built and
 //     rewinds their sources, at start and for a restarted region.
-//   - failover (region.go): the failover regions; stops, rebuilds, restores
-//     and starts the one that failed while the others run on, and records
-//     the ones whose restart strategy gave up (restartlimit.go).
+//   - failover regions (package agent/failover): groups the pipelines into
+//     regions, decides each restart by its strategy and records the
+//     regions that gave up or wait to restart; regionHost (regions.go)
+//     stops, rebuilds, restores and starts the region that failed while
+//     the others run on.
 //   - the disk (package agent/disk): the budget and the eddy_disk_* gauges
 //     (disk.Meter, built in run.go), what waits for disk space and on which
 //     file system (disk.Holds: the ingest intakes, the state's rebuild in

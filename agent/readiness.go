@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/upload"
 )
 
@@ -78,7 +79,7 @@ type readinessInput struct {
 	diskFull string
 	// restartLimits: regions whose restart strategy gave up (the agent is
 	// stopping).
-	restartLimits []restartLimit
+	restartLimits []failover.Limit
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -125,7 +126,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 		add("disk", false, in.diskFull)
 	}
 	for _, l := range in.restartLimits {
-		add("restarts/"+l.pipelines, false, l.detail())
+		add("restarts/"+l.Pipelines, false, l.Detail())
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -181,7 +182,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 // Readiness implements admin.Agent: readiness now.
 func (in *introspection) Readiness() admin.Readiness {
 	ri := readinessInput{sources: in.observeSources(), maxDisconnectedMs: in.maxDisconnected.Milliseconds(),
-		ingest: in.ingestReports(), wal: in.walReports(), restartLimits: in.a.failover.limits.list()}
+		ingest: in.ingestReports(), wal: in.walReports(), restartLimits: in.a.failover.Limits()}
 	ri.upload = in.a.upload.Stats()
 	if rep, ok := in.Checkpoints(); ok {
 		ri.checkpoints = true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/upload"
 )
 
@@ -44,7 +45,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
-			restartLimits: []restartLimit{{pipelines: "p", restarts: 2, span: time.Second, strategy: "fixed_delay", err: "state store full"}}}, false, "restarts/p"},
+			restartLimits: []failover.Limit{{Pipelines: "p", Restarts: 2, Span: time.Second, Strategy: "fixed_delay", Err: "state store full"}}}, false, "restarts/p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/failover"
 )
 
 func (a *Agent) run(ctx context.Context, opts Options) error {
@@ -167,7 +168,7 @@ func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp 
 			drained, idle = nil, a.flow.watchIdle(ctx)
 		case <-idle:
 			// A failure reported as the input ended is handled first.
-			if len(a.failover.failed) == 0 {
+			if len(a.failover.Failed()) == 0 {
 				return nil, false
 			}
 			idle = nil
@@ -177,8 +178,8 @@ func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp 
 		case err := <-a.failed:
 			a.log.Error("stopping after a failure; the next start restores the last checkpoint", "err", err)
 			return err, false
-		case f := <-a.failover.failed:
-			if err := a.failover.restart(ctx, f, r.srcCtx, &r.srcWG, &r.pipeWG); err != nil {
+		case f := <-a.failover.Failed():
+			if err := a.failover.Restart(ctx, regionHost{a: a, st: r}, f); err != nil {
 				return err, true
 			}
 			drained, idle = a.flow.watchDrained(ctx), nil
@@ -291,15 +292,15 @@ const finalCheckpointTries = 3
 // last windows fire) never acknowledges it: the wait stops at once and
 // late is that failure. Too late to restart the region here; the run
 // counts as failed (the next start restores; see lateFailure).
-func (a *Agent) finalCheckpoint() (late *regionFailure, err error) {
+func (a *Agent) finalCheckpoint() (late *failover.Failure, err error) {
 	fctx, cancel := context.WithTimeout(context.Background(), 2*a.cfg.Checkpoint.Timeout)
 	defer cancel()
-	lateCh := make(chan regionFailure, 1)
+	lateCh := make(chan failover.Failure, 1)
 	watchDone, watchExited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watchExited)
 		select {
-		case f := <-a.failover.failed:
+		case f := <-a.failover.Failed():
 			lateCh <- f
 			cancel()
 		case <-watchDone:
@@ -311,7 +312,7 @@ func (a *Agent) finalCheckpoint() (late *regionFailure, err error) {
 	select {
 	case f := <-lateCh:
 		late = &f
-	case f := <-a.failover.failed:
+	case f := <-a.failover.Failed():
 		late = &f
 	default:
 	}
@@ -325,16 +326,16 @@ func (a *Agent) finalCheckpoint() (late *regionFailure, err error) {
 // restart strategy, and the restart restores the last checkpoint and
 // produces its output again. Anything else (or a stop while waiting) is
 // an ordinary failure.
-func (a *Agent) lateFailure(ctx context.Context, f *regionFailure) error {
-	short, full := disk.ShortageOf(f.err, a.cfg.Agent.DataDir)
+func (a *Agent) lateFailure(ctx context.Context, f *failover.Failure) error {
+	short, full := disk.ShortageOf(f.Err, a.cfg.Agent.DataDir)
 	if !full || ctx.Err() != nil {
-		return f.err
+		return f.Err
 	}
-	a.diskHolds.WaitRegion(ctx, a.log, f.r.name, short, f.err)
+	a.diskHolds.WaitRegion(ctx, a.log, f.Region().Name, short, f.Err)
 	if ctx.Err() != nil {
-		return f.err
+		return f.Err
 	}
-	return &runFailure{err: f.err, waitedForSpace: true}
+	return &runFailure{err: f.Err, waitedForSpace: true}
 }
 
 // runFailure is a run that stopped because something failed (not a signal

@@ -1,4 +1,4 @@
-package agent
+package failover
 
 import (
 	"testing"
@@ -36,9 +36,9 @@ func TestRestartStrategy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base
 			cfg.Strategy = c.strategy
-			r := &restartStrategy{cfg: cfg}
+			r := NewStrategy(cfg)
 			for i, s := range c.steps {
-				d, give := r.next(s.atMs, 0.5) // rnd 0.5: no jitter
+				d, give := r.Next(s.atMs, 0.5) // rnd 0.5: no jitter
 				if d != s.delay || give != s.giveUp {
 					t.Fatalf("step %d: (%v, %v), want (%v, %v)", i, d, give, s.delay, s.giveUp)
 				}
@@ -48,13 +48,13 @@ func TestRestartStrategy(t *testing.T) {
 }
 
 func TestRestartStrategy_Jitter(t *testing.T) {
-	r := &restartStrategy{cfg: config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: 10 * time.Second,
-		MaxBackoff: time.Minute, BackoffMultiplier: 2, JitterFactor: 0.1, ResetBackoffThreshold: time.Hour}}
-	if d, _ := r.next(1, 0); d != 9*time.Second {
+	r := NewStrategy(config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: 10 * time.Second,
+		MaxBackoff: time.Minute, BackoffMultiplier: 2, JitterFactor: 0.1, ResetBackoffThreshold: time.Hour})
+	if d, _ := r.Next(1, 0); d != 9*time.Second {
 		t.Fatalf("low jitter: %v", d)
 	}
-	r = &restartStrategy{cfg: r.cfg}
-	if d, _ := r.next(1, 0.9999999); d < 10999*time.Millisecond {
+	r = NewStrategy(r.cfg)
+	if d, _ := r.Next(1, 0.9999999); d < 10999*time.Millisecond {
 		t.Fatalf("high jitter: %v", d)
 	}
 }

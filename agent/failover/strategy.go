@@ -1,4 +1,4 @@
-package agent
+package failover
 
 import (
 	"slices"
@@ -7,10 +7,12 @@ import (
 	"github.com/eddy-edge/eddy/config"
 )
 
-// restartStrategy decides, after a failure, whether the agent restarts its
+// Strategy decides, after a failure, whether the agent restarts its
 // pipelines (from the last completed checkpoint) and after how long, with
 // Flink's strategies. It is pure: time and randomness come in as arguments.
-type restartStrategy struct {
+// Each region has one; the agent has one more for runs that fail as a
+// whole.
+type Strategy struct {
 	cfg      config.Restart
 	attempts int
 	backoff  time.Duration
@@ -19,16 +21,23 @@ type restartStrategy struct {
 	failures []int64 // ms of recent failures (failure_rate)
 }
 
+// NewStrategy returns the strategy cfg configures, before any failure.
+func NewStrategy(cfg config.Restart) *Strategy { return &Strategy{cfg: cfg} }
+
+// Reconfigure makes r follow cfg from its next failure on; the failures
+// it counted so far still count (a reload keeps them).
+func (r *Strategy) Reconfigure(cfg config.Restart) { r.cfg = cfg }
+
 // clone returns a copy that shares no memory with r.
-func (r *restartStrategy) clone() restartStrategy {
+func (r *Strategy) clone() Strategy {
 	c := *r
 	c.failures = slices.Clone(r.failures)
 	return c
 }
 
-// next is called with the monotonic time of a failure (ms) and a random
+// Next is called with the monotonic time of a failure (ms) and a random
 // number in [0, 1); it returns the delay before restarting, or giveUp.
-func (r *restartStrategy) next(nowMs int64, rnd float64) (delay time.Duration, giveUp bool) {
+func (r *Strategy) Next(nowMs int64, rnd float64) (delay time.Duration, giveUp bool) {
 	c := r.cfg
 	if r.first == 0 {
 		r.first = nowMs
