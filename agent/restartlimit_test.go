@@ -19,7 +19,7 @@ import (
 func TestRestartLimit_ShowsInReadiness(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
+	a.intro.MaxDisconnected = time.Hour
 	r := a.failover.regions[0]
 	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartFixedDelay, Attempts: 2, Delay: 10 * time.Millisecond}}
 	failure := fmt.Errorf("pipeline %q subtask 0: window: state store: %w\n\tat the next line", r.name, state.ErrFull)
@@ -91,7 +91,7 @@ func TestRestartStrategy_Span(t *testing.T) {
 func TestRestartLoop_ShowsInReadiness(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
+	a.intro.MaxDisconnected = time.Hour
 	r := a.failover.regions[0]
 	*r.strategy = restartStrategy{cfg: config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: time.Second,
 		MaxBackoff: time.Minute, BackoffMultiplier: 2, ResetBackoffThreshold: time.Hour}}

@@ -1,10 +1,10 @@
-package agent
+package introspect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -16,45 +16,59 @@ import (
 	"github.com/eddy-edge/eddy/config"
 )
 
-// introspection is the running agent as the admin endpoint sees it: it
-// implements admin.Agent with read-only views of the agent, times how long
-// sources stay disconnected, and registers the metrics derived from the
-// agent's state. Everything it reads is fixed at build time or safe to read
-// concurrently (metrics counters, atomics, the checkpointer's history under
-// its lock, the pipelines under the agent's mu); the one thing it changes
-// is by Savepoint.
-type introspection struct {
-	a *Agent
-	// now is the wall clock (watermark lag, disconnection times); tests
-	// replace it.
-	now func() time.Time
-	// maxDisconnected: see defaultMaxDisconnected.
-	maxDisconnected time.Duration
+// View is the running agent as the admin endpoint sees it: it implements
+// admin.Agent from its Setup and Running, times how long sources stay
+// disconnected, and registers the metrics derived from the agent's state.
+// It changes nothing in the agent but by Savepoint.
+type View struct {
+	// Now is the wall clock (watermark lag, disconnection times). Tests
+	// replace it before serving.
+	Now func() time.Time
+	// MaxDisconnected is how long an MQTT source on an outside broker may
+	// stay disconnected before the agent reports not ready; it starts at
+	// DefaultMaxDisconnected.
+	MaxDisconnected time.Duration
+
+	setup Setup
+	run   Running
 
 	mu        sync.Mutex
 	downSince map[string]time.Time // tracked source → first sample seen disconnected
 }
 
-func newIntrospection(a *Agent) *introspection {
-	return &introspection{a: a, now: time.Now, maxDisconnected: defaultMaxDisconnected, downSince: map[string]time.Time{}}
+// New returns the view of the agent set up as s and running as r.
+func New(s Setup, r Running) *View {
+	return &View{Now: time.Now, MaxDisconnected: DefaultMaxDisconnected, setup: s, run: r, downSince: map[string]time.Time{}}
 }
 
-var _ admin.Agent = (*introspection)(nil)
+var _ admin.Agent = (*View)(nil)
+
+// Listen registers the derived metrics, serves the admin endpoint with opts
+// and times source disconnections; stop ends both.
+func (v *View) Listen(opts admin.Options) (srv *admin.Server, stop func(), err error) {
+	v.RegisterMetrics()
+	srv, err = admin.Listen(v, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stopSampling := context.WithCancel(context.Background())
+	go v.sampleSources(ctx)
+	return srv, func() { stopSampling(); srv.Close() }, nil
+}
 
 // DeviceID implements admin.Agent.
-func (in *introspection) DeviceID() string { return in.a.deviceID }
+func (v *View) DeviceID() string { return v.setup.DeviceID }
 
 // Pipelines implements admin.Agent: watermark lags are measured against
 // the wall clock now.
-func (in *introspection) Pipelines() []admin.PipelineReport {
-	return in.pipelineReports(in.now().UnixMilli())
+func (v *View) Pipelines() []admin.PipelineReport {
+	return v.pipelineReports(v.Now().UnixMilli())
 }
 
 // Report implements admin.Agent. Empty lists are [], not null.
-func (in *introspection) Report() admin.AgentReport {
-	a := in.a
-	return admin.AgentReport{DeviceID: a.deviceID, Sources: in.observeSources(), Ingest: nonNil(in.ingestReports()),
-		WAL: nonNil(in.walReports()), Upload: in.uploadReport(), Disk: a.diskMeter.Load().Report()}
+func (v *View) Report() admin.AgentReport {
+	return admin.AgentReport{DeviceID: v.setup.DeviceID, Sources: v.observeSources(), Ingest: nonNil(v.run.Ingest()),
+		WAL: nonNil(v.walReports()), Upload: v.uploadReport(), Disk: v.run.Disk()}
 }
 
 // nonNil makes an empty list encode as [] rather than null.
@@ -69,49 +83,37 @@ func nonNil[T any](s []T) []T {
 // process's own figures (process_resident_memory_bytes,
 // process_cpu_seconds_total, go_*): on a device nobody logs in to, the
 // agent's footprint is only seen there.
-func (in *introspection) WriteMetrics(w io.Writer) {
-	in.a.metrics.WritePrometheus(w)
+func (v *View) WriteMetrics(w io.Writer) {
+	v.setup.Metrics.WritePrometheus(w)
 	metrics.WriteProcessMetrics(w)
 }
 
 // Savepoint implements admin.Agent.
-func (in *introspection) Savepoint(ctx context.Context) (uint64, error) {
-	c := in.a.ckpt
-	if c == nil {
-		return 0, admin.ErrNotStarted
-	}
-	return c.Savepoint(ctx)
-}
+func (v *View) Savepoint(ctx context.Context) (uint64, error) { return v.run.Savepoint(ctx) }
 
-// registerMetrics adds the metrics derived from the agent's state: the
-// admin endpoint serves them. GetOrCreate keeps it idempotent; the gauges
-// read the agent when scraped, so there is no cost between scrapes.
-func (in *introspection) registerMetrics() {
-	a := in.a
-	set := a.metrics
-	for _, p := range a.flow.pipelines {
-		l := fmt.Sprintf(`{pipeline=%q}`, p.name)
-		if p.eventTime {
+// RegisterMetrics adds the metrics derived from the agent's state to the
+// metric set: the admin endpoint serves them. GetOrCreate keeps it
+// idempotent; the gauges read the agent when scraped, so there is no cost
+// between scrapes.
+func (v *View) RegisterMetrics() {
+	set := v.setup.Metrics
+	for _, p := range v.setup.Pipelines {
+		l := fmt.Sprintf(`{pipeline=%q}`, p.Name)
+		if p.EventTime {
 			set.GetOrCreateGauge("eddy_watermark_lag_ms"+l, func() float64 {
-				if wm := p.m.watermark.Load(); wm != -1<<63 {
-					return float64(in.now().UnixMilli() - wm)
+				if wm := p.Counters.Status().WatermarkMs; wm != nil {
+					return float64(v.Now().UnixMilli() - *wm)
 				}
 				return 0
 			})
 		}
-		hasLate := p.late != nil
 		set.GetOrCreateGauge("eddy_readings_dropped_total"+l, func() float64 {
-			n := p.m.unassigned.Get()
-			if !hasLate {
-				n += p.m.lateTotal()
-			}
-			return float64(n)
+			return float64(dropped(p.Counters.Status(), p.LateOutput))
 		})
-		set.GetOrCreateGauge(fmt.Sprintf(`eddy_pipeline_parallelism{pipeline=%q}`, p.name), func() float64 {
-			return float64(len(p.subtasks))
+		set.GetOrCreateGauge(fmt.Sprintf(`eddy_pipeline_parallelism{pipeline=%q}`, p.Name), func() float64 {
+			return float64(p.Parallelism)
 		})
-		if p.shape != nil { // the subtasks keep state: a window, per-key functions
-			pm := p.m // kept across region restarts, unlike p
+		if p.Stateful {
 			for name, field := range map[string]func(*admin.StateReport) int64{
 				"eddy_state_keys":         func(r *admin.StateReport) int64 { return r.Keys },
 				"eddy_state_file_bytes":   func(r *admin.StateReport) int64 { return r.FileBytes },
@@ -120,7 +122,7 @@ func (in *introspection) registerMetrics() {
 				"eddy_state_timers":       func(r *admin.StateReport) int64 { return r.Timers },
 			} {
 				set.GetOrCreateGauge(name+l, func() float64 {
-					if r := pm.stateTotals(); r != nil {
+					if r := p.Counters.State(); r != nil {
 						return float64(field(r))
 					}
 					return 0
@@ -129,59 +131,43 @@ func (in *introspection) registerMetrics() {
 		}
 	}
 	set.GetOrCreateGauge("eddy_checkpoint_consecutive_failures", func() float64 {
-		rep, _ := in.Checkpoints()
+		rep, _ := v.Checkpoints()
 		return float64(rep.ConsecutiveFailures)
 	})
 	set.GetOrCreateGauge("eddy_ready", func() float64 {
-		if in.Readiness().Ready {
+		if v.Readiness().Ready {
 			return 1
 		}
 		return 0
 	})
 	set.GetOrCreateGauge("eddy_clock_synchronized", func() float64 {
-		if a.clk.wallSynced() {
+		if v.run.ClockSynchronized() {
 			return 1
 		}
 		return 0
 	})
 }
 
-// PipelineStatus reports each pipeline's counters.
-func (a *Agent) PipelineStatus() []admin.PipelineStatus {
-	a.flow.mu.Lock()
-	defer a.flow.mu.Unlock()
-	var out []admin.PipelineStatus
-	for _, p := range a.flow.pipelines {
-		st := admin.PipelineStatus{Name: p.name, ReadingsIn: p.m.in.Get(), ResultsOut: p.m.out.Get(),
-			Filtered: p.m.filtered.Get(), Late: p.m.lateTotal(), Unassigned: p.m.unassigned.Get(),
-			DeadLettered: p.m.deadLetteredTotal(), Parallelism: len(p.subtasks)}
-		if wm := p.m.watermark.Load(); wm != -1<<63 {
-			st.WatermarkMs = &wm
-		}
-		out = append(out, st)
+// dropped is what a pipeline lost: readings no window took, and late ones
+// unless late_output keeps them.
+func dropped(st admin.PipelineStatus, lateOutput bool) uint64 {
+	n := st.Unassigned
+	if !lateOutput {
+		n += st.Late
 	}
-	return out
+	return n
 }
 
 // pipelineReports returns one report per pipeline, in configuration order,
 // with watermark lags measured against wallMs.
-func (in *introspection) pipelineReports(wallMs int64) []admin.PipelineReport {
-	a := in.a
-	base := a.PipelineStatus()
-	a.flow.mu.Lock()
-	defer a.flow.mu.Unlock()
-	out := make([]admin.PipelineReport, 0, len(base))
-	for i, st := range base {
-		p := a.flow.pipelines[i]
-		if p.name != st.Name {
-			panic(fmt.Sprintf("agent: pipeline %d is %q in the status, %q in the agent", i, st.Name, p.name))
-		}
-		r := admin.PipelineReport{PipelineStatus: st, EventTime: p.eventTime, LateOutput: p.late != nil,
-			DeadLetteredByReason: p.m.deadLetteredByReason(), State: p.m.stateTotals()}
-		r.Dropped = st.Unassigned
-		if !r.LateOutput {
-			r.Dropped += st.Late
-		}
+func (v *View) pipelineReports(wallMs int64) []admin.PipelineReport {
+	out := make([]admin.PipelineReport, 0, len(v.setup.Pipelines))
+	for _, p := range v.setup.Pipelines {
+		st := p.Counters.Status()
+		st.Name, st.Parallelism = p.Name, p.Parallelism
+		r := admin.PipelineReport{PipelineStatus: st, EventTime: p.EventTime, LateOutput: p.LateOutput,
+			DeadLetteredByReason: p.Counters.DeadLetteredByReason(), State: p.Counters.State(),
+			Dropped: dropped(st, p.LateOutput)}
 		if st.WatermarkMs != nil {
 			lag := wallMs - *st.WatermarkMs
 			r.WatermarkLagMs = &lag
@@ -191,35 +177,15 @@ func (in *introspection) pipelineReports(wallMs int64) []admin.PipelineReport {
 	return out
 }
 
-// deadLetteredByReason returns a copy of the dead-letter counts by reason.
-func (m *pipelineMetrics) deadLetteredByReason() map[string]uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]uint64, len(m.dead))
-	for reason, c := range m.dead {
-		out[reason] = c.Get()
-	}
-	return out
-}
-
 // Checkpoints implements admin.Agent: the checkpointer's statistics and
 // history, or ok=false when checkpoints are not set up (before Run).
-func (in *introspection) Checkpoints() (admin.CheckpointReport, bool) {
-	a := in.a
-	c := a.ckpt
-	if c == nil {
+func (v *View) Checkpoints() (admin.CheckpointReport, bool) {
+	rep, ok := v.run.Checkpoints()
+	if !ok {
 		return admin.CheckpointReport{}, false
 	}
-	cc := a.cfg.Checkpoint
-	h := c.History()
-	st := c.Stats()
-	return admin.CheckpointReport{
-		IntervalMs: cc.Interval.Milliseconds(), Retain: cc.Retain, TolerableFailures: cc.TolerableFailures,
-		Completed: st.Completed, Failed: st.Failed, ConsecutiveFailures: consecutiveFailures(h),
-		LastCompletedID: st.LastCompletedID, LastTriggeredID: st.LastTriggeredID,
-		LastDurationMs: st.LastDurationMs, LastSizeBytes: st.LastSizeBytes, LastFullBytes: st.LastFullBytes,
-		LastAlignmentMs: st.LastAlignmentMs, History: h,
-	}, true
+	rep.ConsecutiveFailures = consecutiveFailures(rep.History)
+	return rep, true
 }
 
 // consecutiveFailures counts the aborted checkpoints at the end of history
@@ -245,19 +211,13 @@ func consecutiveFailures(history []admin.CheckpointRecord) int {
 // sourceReports lists the sources pipelines read, sorted by name. The
 // connection state comes from the eddy_mqtt_connected gauge, which the
 // source's connection callback sets.
-func (in *introspection) sourceReports() []admin.SourceReport {
-	a := in.a
-	byName := map[string]*config.Source{}
-	for _, s := range a.cfg.Sources {
-		byName[s.Name] = s
-	}
+func (v *View) sourceReports() []admin.SourceReport {
+	srcs := slices.SortedFunc(slices.Values(v.setup.Sources), func(a, b *config.Source) int { return cmp.Compare(a.Name, b.Name) })
 	var out []admin.SourceReport
-	g := newGaugeReader(a.metrics)
-	for _, name := range slices.Sorted(maps.Keys(a.flow.sources)) {
-		r := admin.SourceReport{Name: name}
-		switch s := byName[name]; {
-		case s == nil:
-			r.Kind = "unknown"
+	g := newGaugeReader(v.setup.Metrics)
+	for _, s := range srcs {
+		r := admin.SourceReport{Name: s.Name}
+		switch {
 		case s.File != nil:
 			r.Kind = admin.SourceKindFile
 		case s.Simulator != nil:
@@ -266,7 +226,7 @@ func (in *introspection) sourceReports() []admin.SourceReport {
 			r.Kind = admin.SourceKindEmbedded
 		case s.MQTT != nil:
 			r.Kind = admin.SourceKindMQTT
-			r.Connected = g.bool(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, name))
+			r.Connected = g.bool(fmt.Sprintf(`eddy_mqtt_connected{source=%q}`, s.Name))
 			r.Tracked = r.Connected != nil
 		}
 		out = append(out, r)
@@ -276,17 +236,11 @@ func (in *introspection) sourceReports() []admin.SourceReport {
 
 // walReports lists the WALs of the exactly-once MQTT sinks in
 // configuration order; empty when there is none.
-func (in *introspection) walReports() []admin.WALReport {
-	a := in.a
+func (v *View) walReports() []admin.WALReport {
 	var out []admin.WALReport
-	g := newGaugeReader(a.metrics)
-	a.flow.mu.Lock()
-	defer a.flow.mu.Unlock()
-	for _, s := range a.cfg.Sinks {
+	g := newGaugeReader(v.setup.Metrics)
+	for _, s := range v.setup.Sinks {
 		if s.MQTT == nil || !s.MQTT.UsesWAL() {
-			continue
-		}
-		if _, used := a.flow.sinks[s.Name]; !used {
 			continue
 		}
 		l := fmt.Sprintf(`{sink=%q}`, s.Name)
@@ -295,33 +249,12 @@ func (in *introspection) walReports() []admin.WALReport {
 			BacklogBytes:    g.int("eddy_wal_backlog_bytes" + l),
 			BacklogMessages: g.int("eddy_wal_backlog_messages" + l),
 			Connected:       g.bool("eddy_wal_connected" + l),
+			Refusal:         v.run.WALRefusal(s.Name),
 		}
-		if v, ok := g.value("eddy_wal_oldest_age_seconds" + l); ok {
-			r.OldestAgeS = &v
-		}
-		if h := a.flow.walSinks[s.Name]; h != nil {
-			if ws := h.s.Load(); ws != nil {
-				r.Refusal = ws.Stats().Refusal
-			}
+		if age, ok := g.value("eddy_wal_oldest_age_seconds" + l); ok {
+			r.OldestAgeS = &age
 		}
 		out = append(out, r)
-	}
-	return out
-}
-
-// ingestReports lists the ingest logs (sources that cannot replay), sorted
-// by source name. Log methods are safe for concurrent use.
-func (in *introspection) ingestReports() []admin.IngestReport {
-	a := in.a
-	var out []admin.IngestReport
-	for _, name := range slices.Sorted(maps.Keys(a.flow.sources)) {
-		s := a.flow.sources[name]
-		l := s.ilog
-		if l == nil {
-			continue
-		}
-		out = append(out, admin.IngestReport{Source: name, SizeBytes: l.SizeBytes(), MaxDiskBytes: a.cfg.Ingest.MaxDiskBytes,
-			FirstOffset: l.FirstOffset(), LastOffset: l.LastOffset(), LagRecords: s.ingestLag()})
 	}
 	return out
 }
@@ -369,17 +302,17 @@ func (g gaugeReader) bool(name string) *bool {
 	return &b
 }
 
-func (in *introspection) uploadReport() *admin.UploadReport {
-	a := in.a
-	u := a.cfg.Upload
-	if u == nil {
+// uploadReport is the upload block's destination with the uploader's
+// backlog; nil without an upload block.
+func (v *View) uploadReport() *admin.UploadReport {
+	if v.setup.Upload == nil {
 		return nil
 	}
-	r := &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.flow.vars())}
-	if st := a.upload.Stats(); st != nil {
+	r := *v.setup.Upload
+	if st := v.run.UploadStats(); st != nil {
 		// What /readyz's upload check reports, as numbers.
 		checkpoints, files, lag := int64(st.Pending), int64(st.PendingObjects), st.RecoveryPointLag.Milliseconds()
 		r.BacklogCheckpoints, r.BacklogFiles, r.RecoveryPointLagMs = &checkpoints, &files, &lag
 	}
-	return r
+	return &r
 }
