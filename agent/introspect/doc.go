@@ -16,10 +16,11 @@
 //   - Every admin.Agent method is safe for concurrent use, and so are the
 //     gauges RegisterMetrics adds; each reads Setup and Running when called,
 //     so nothing is computed between requests or scrapes.
-//   - Nothing in the agent changes but by Savepoint; the only state of its
-//     own is when it first saw each tracked source disconnected, updated by
-//     every report, every readiness check and, while Listen's endpoint
-//     runs, a sample every second.
+//   - Nothing in the agent changes but by Savepoint, and RegisterMetrics
+//     (also called by Listen) adds gauges to its metric set, idempotently.
+//     The only state of its own is when it first saw each tracked source
+//     disconnected, updated by every report, every readiness check and,
+//     while Listen's endpoint runs, a sample every second.
 //   - Readiness (what /readyz answers) is decided by evaluateReadiness, a
 //     pure function of the samples: the rules are in its doc.
 //   - Lists are in configuration order (pipelines, WALs) or sorted by name

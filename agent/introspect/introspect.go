@@ -19,7 +19,8 @@ import (
 // View is the running agent as the admin endpoint sees it: it implements
 // admin.Agent from its Setup and Running, times how long sources stay
 // disconnected, and registers the metrics derived from the agent's state.
-// It changes nothing in the agent but by Savepoint.
+// It changes nothing in the agent but by Savepoint (and the gauges
+// RegisterMetrics adds).
 type View struct {
 	// Now is the wall clock (watermark lag, disconnection times). Tests
 	// replace it before serving.
