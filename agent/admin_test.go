@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
+	"github.com/eddy-edge/eddy/agent/introspect"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
@@ -162,8 +163,8 @@ type testAdmin struct {
 func newTestAdmin(t testing.TB, a *Agent, token string, edit ...func(*admin.Options)) *testAdmin {
 	t.Helper()
 	ta := &testAdmin{now: time.UnixMilli(1_700_000_000_000)}
-	a.intro.now = func() time.Time { return ta.now }
-	opts, err := a.adminOptions()
+	a.intro.Now = func() time.Time { return ta.now }
+	opts, err := adminOptions(a.cfg, a.log, a.intro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func newTestAdmin(t testing.TB, a *Agent, token string, edit ...func(*admin.Opti
 	for _, e := range edit {
 		e(&opts)
 	}
-	a.intro.registerMetrics()
+	a.intro.RegisterMetrics()
 	ta.srv = httptest.NewServer(admin.New(a.intro, opts).Handler())
 	t.Cleanup(ta.srv.Close)
 	return ta
@@ -214,33 +215,6 @@ func (ta *testAdmin) getJSON(t *testing.T, path string, wantCode int, v any) {
 	}
 }
 
-func TestConsecutiveFailures(t *testing.T) {
-	ok := admin.CheckpointRecord{Kind: "full"}
-	bad := admin.CheckpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
-	spOK := admin.CheckpointRecord{Kind: "savepoint"}
-	spBad := admin.CheckpointRecord{Kind: "savepoint", Aborted: "x"}
-	noSpace := admin.CheckpointRecord{Kind: "incremental", Aborted: "no space left on device", DiskFull: true}
-	tests := []struct {
-		name string
-		h    []admin.CheckpointRecord
-		want int
-	}{
-		{"empty", nil, 0},
-		{"all completed", []admin.CheckpointRecord{ok, ok}, 0},
-		{"trailing failures", []admin.CheckpointRecord{bad, ok, bad, bad}, 2},
-		{"completed resets", []admin.CheckpointRecord{bad, bad, ok}, 0},
-		// The coordinator neither counts savepoints nor lets one reset.
-		{"savepoints skipped", []admin.CheckpointRecord{bad, spOK, bad, spBad}, 2},
-		// Nor failures while the disk was full.
-		{"disk full skipped", []admin.CheckpointRecord{bad, noSpace, noSpace, bad}, 2},
-	}
-	for _, tt := range tests {
-		if got := consecutiveFailures(tt.h); got != tt.want {
-			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestAdmin_Healthz(t *testing.T) {
 	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
 	var h map[string]any
@@ -256,7 +230,7 @@ func TestAdmin_Readyz_SourceDisconnected(t *testing.T) {
 	ta := newTestAdmin(t, mustBuildAgent(t, testConfig, true), "")
 	var rd admin.Readiness
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
-	ta.now = ta.now.Add(defaultMaxDisconnected - time.Millisecond)
+	ta.now = ta.now.Add(introspect.DefaultMaxDisconnected - time.Millisecond)
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
 	ta.now = ta.now.Add(time.Millisecond)
 	for _, path := range []string{"/readyz", "/healthz?ready=1"} {
@@ -286,7 +260,7 @@ func hasFailed(rd admin.Readiness, name string) bool {
 func TestAdmin_Readyz_CheckpointFailures(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
+	a.intro.MaxDisconnected = time.Hour
 	var rd admin.Readiness
 	a.ckpt.Record(admin.CheckpointRecord{ID: 1, Kind: "full", Aborted: "checkpoint: timed out"})
 	ta.getJSON(t, "/readyz", http.StatusOK, &rd)
@@ -559,8 +533,8 @@ func BenchmarkAdmin(b *testing.B) {
 	for _, path := range []string{"/api/pipelines", "/api/checkpoints", "/readyz", "/metrics", "/"} {
 		b.Run("GET "+path, func(b *testing.B) {
 			a := mustBuildAgent(b, testConfig, true)
-			a.intro.maxDisconnected = time.Hour
-			opts, err := a.adminOptions()
+			a.intro.MaxDisconnected = time.Hour
+			opts, err := adminOptions(a.cfg, a.log, a.intro)
 			if err != nil {
 				b.Fatal(err)
 			}

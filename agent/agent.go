@@ -14,13 +14,13 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/eddy-edge/eddy/agent/admin"
 	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/clocksync"
 	"github.com/eddy-edge/eddy/agent/devicemem"
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/agent/identity"
+	"github.com/eddy-edge/eddy/agent/introspect"
 	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/config"
 )
@@ -62,15 +62,13 @@ type Agent struct {
 	metrics  *metrics.Set
 	clk      clock
 	flow     *dataflow
-	adminSrv *admin.Server // nil when agent { admin } is off
-	// closeAdminSrv stops the endpoint and its sampling (startAdminOnce).
-	closeAdminSrv func()
-	intro         *introspection
-	memory        memoryBudget
-	ckpt          *checkpointing.Driver
-	failed        chan error // a component that cannot go on; run stops
-	upload        offsite.Uploader
-	restorer      *restorer
+	intro    *introspect.View
+	endpoint *adminEndpoint
+	memory   memoryBudget
+	ckpt     *checkpointing.Driver
+	failed   chan error // a component that cannot go on; run stops
+	upload   offsite.Uploader
+	restorer *restorer
 
 	// failover holds the failover regions: a failure restarts only its own.
 	failover   *failover.Failover
@@ -201,6 +199,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	}
 	a.failover = newFailover(a)
 	a.intro = newIntrospection(a)
+	a.endpoint = &adminEndpoint{cfg: cfg, log: log, view: a.intro}
 	return a, nil
 }
 
@@ -213,9 +212,4 @@ func (a *Agent) fail(err error) {
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.
-func (a *Agent) AdminAddr() string {
-	if a.adminSrv == nil {
-		return ""
-	}
-	return a.adminSrv.Addr()
-}
+func (a *Agent) AdminAddr() string { return a.endpoint.addr() }

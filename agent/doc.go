@@ -69,7 +69,9 @@
 //     (checkpointcmds.go: restore --from s3://…, checkpoints ls and show,
 //     savepoint; savepoints.go: savepoint rm) stay here: they load the
 //     configuration file and, for S3, settle the device id.
-//   - introspection (introspect.go, readiness.go): the agent as the admin
-//     endpoint sees it (admin.Agent): reports, readiness, derived metrics.
-//     The endpoint itself is package agent/admin (endpoint.go starts it).
+//   - the admin endpoint's view (package agent/introspect): reports,
+//     readiness and derived metrics from an introspect.Setup built once and
+//     the introspect.Running the agent implements (introspection.go);
+//     adminEndpoint (endpoint.go) starts and stops the endpoint, which is
+//     package agent/admin.
 package agent

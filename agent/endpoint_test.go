@@ -23,11 +23,15 @@ func TestAdmin_HTTPS(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	a.cfg.Agent.Admin = "127.0.0.1:0"
 	a.cfg.Agent.AdminTLS = &config.AdminTLS{Cert: cert, Key: key, ClientCA: ca.CAFile}
-	srv, err := a.startAdmin()
+	opts, err := adminOptions(a.cfg, a.log, a.intro)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
+	srv, stop, err := a.intro.Listen(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
 	url := "https://" + srv.Addr() + "/healthz"
 
 	clientCert, clientKey := ca.Issue(t, "operator")

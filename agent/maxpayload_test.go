@@ -107,7 +107,7 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 			if strings.Join(dead, ",") != strings.Join(tt.wantDead, ",") {
 				t.Errorf("dead letters for sinks %v, want %v", dead, tt.wantDead)
 			}
-			if got := p.m.deadLetteredByReason()["too_large"]; got != tt.wantCount {
+			if got := p.m.DeadLetteredByReason()["too_large"]; got != tt.wantCount {
 				t.Errorf("counted %d too_large, want %d", got, tt.wantCount)
 			}
 		})

@@ -139,7 +139,7 @@ restart {
 			t.Errorf("%s = %v (present: %v), want at least %v", name, v, ok, min)
 		}
 	}
-	reps := a.intro.pipelineReports(time.Now().UnixMilli())
+	reps := a.intro.Pipelines()
 	if len(reps) != 1 || reps[0].State == nil || reps[0].State.Windows != devices || reps[0].State.FileBytes != int64(m[`eddy_state_file_bytes{pipeline="p"}`]) {
 		t.Errorf("/api/pipelines state = %+v", reps[0].State)
 	}

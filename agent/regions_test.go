@@ -142,7 +142,7 @@ func withFailover(a *Agent, cfg config.Restart, now *int64, onWait func()) *regi
 func TestRestartLimit_ShowsInReadiness(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
+	a.intro.MaxDisconnected = time.Hour
 	now := int64(1000)
 	h := withFailover(a, config.Restart{Strategy: config.RestartFixedDelay, Attempts: 2, Delay: 10 * time.Millisecond}, &now, nil)
 	r := a.failover.Regions()[0]
@@ -181,7 +181,7 @@ func TestRestartLimit_ShowsInReadiness(t *testing.T) {
 func TestRestartLoop_ShowsInReadiness(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
 	ta := newTestAdmin(t, a, "")
-	a.intro.maxDisconnected = time.Hour
+	a.intro.MaxDisconnected = time.Hour
 	now := int64(1000)
 	var waiting admin.Readiness
 	h := withFailover(a, config.Restart{Strategy: config.RestartExponentialDelay, InitialBackoff: time.Second,

@@ -85,7 +85,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
 		rebuild := func() error { return a.restorer.restore(sel, a.flow.pipelines, a.flow.sources) }
-		err := a.diskHolds.Rebuild(ctx, a.log, filepath.Join(a.cfg.Agent.DataDir, "state"), sel.Manifest.ID, rebuild, a.startAdminOnce)
+		err := a.diskHolds.Rebuild(ctx, a.log, filepath.Join(a.cfg.Agent.DataDir, "state"), sel.Manifest.ID, rebuild, a.endpoint.startOnce)
 		if err != nil {
 			return err
 		}

@@ -17,12 +17,12 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 	if a.flow.broker != nil {
 		a.flow.broker.Open() // every embedded source has subscribed (build)
 	}
-	defer a.closeAdmin()
+	defer a.endpoint.close()
 	if err := a.setupCheckpoints(ctx); err != nil {
 		return err
 	}
 	defer a.startDiskMeter()()
-	if err := a.startAdminOnce(); err != nil {
+	if err := a.endpoint.startOnce(); err != nil {
 		return err
 	}
 	r, err := a.startStages()

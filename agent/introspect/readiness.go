@@ -1,4 +1,4 @@
-package agent
+package introspect
 
 import (
 	"context"
@@ -6,16 +6,15 @@ import (
 	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
-	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/upload"
 )
 
 // Readiness defaults.
 const (
-	// defaultMaxDisconnected is how long an MQTT source on an outside broker
+	// DefaultMaxDisconnected is how long an MQTT source on an outside broker
 	// may stay disconnected before the agent reports not ready. Not
 	// configurable yet.
-	defaultMaxDisconnected = time.Minute
+	DefaultMaxDisconnected = time.Minute
 	// sourceSampleEvery is how often connection states are sampled to time
 	// disconnections.
 	sourceSampleEvery = time.Second
@@ -24,11 +23,11 @@ const (
 // sampleSources times disconnections until ctx ends: the connection
 // callback keeps only the current state, so the agent notes when it first
 // sees a source down.
-func (in *introspection) sampleSources(ctx context.Context) {
+func (v *View) sampleSources(ctx context.Context) {
 	tk := time.NewTicker(sourceSampleEvery)
 	defer tk.Stop()
 	for {
-		in.observeSources()
+		v.observeSources()
 		select {
 		case <-ctx.Done():
 			return
@@ -39,24 +38,24 @@ func (in *introspection) sampleSources(ctx context.Context) {
 
 // observeSources samples every tracked source's connection state now and
 // returns the source reports with DisconnectedMs filled in.
-func (in *introspection) observeSources() []admin.SourceReport {
-	now := in.now()
-	srcs := in.sourceReports()
-	in.mu.Lock()
-	defer in.mu.Unlock()
+func (v *View) observeSources() []admin.SourceReport {
+	now := v.Now()
+	srcs := v.sourceReports()
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	for i := range srcs {
 		s := &srcs[i]
 		if !s.Tracked {
 			continue
 		}
 		if *s.Connected {
-			delete(in.downSince, s.Name)
+			delete(v.downSince, s.Name)
 			continue
 		}
-		since, ok := in.downSince[s.Name]
+		since, ok := v.downSince[s.Name]
 		if !ok {
 			since = now
-			in.downSince[s.Name] = now
+			v.downSince[s.Name] = now
 		}
 		d := now.Sub(since).Milliseconds()
 		s.DisconnectedMs = &d
@@ -78,8 +77,8 @@ type readinessInput struct {
 	// place waits for disk space.
 	diskFull string
 	// restartLimits: regions whose restart strategy gave up (the agent is
-	// stopping).
-	restartLimits []failover.Limit
+	// stopping) or that wait for their next restart.
+	restartLimits []RestartLimit
 }
 
 // fullFraction of its max_disk makes an ingest log or WAL count as full:
@@ -126,7 +125,7 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 		add("disk", false, in.diskFull)
 	}
 	for _, l := range in.restartLimits {
-		add("restarts/"+l.Pipelines, false, l.Detail())
+		add("restarts/"+l.Pipelines, false, l.Detail)
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {
@@ -180,23 +179,14 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 }
 
 // Readiness implements admin.Agent: readiness now.
-func (in *introspection) Readiness() admin.Readiness {
-	ri := readinessInput{sources: in.observeSources(), maxDisconnectedMs: in.maxDisconnected.Milliseconds(),
-		ingest: in.ingestReports(), wal: in.walReports(), restartLimits: in.a.failover.Limits()}
-	ri.upload = in.a.upload.Stats()
-	if rep, ok := in.Checkpoints(); ok {
+func (v *View) Readiness() admin.Readiness {
+	ri := readinessInput{sources: v.observeSources(), maxDisconnectedMs: v.MaxDisconnected.Milliseconds(),
+		ingest: v.run.Ingest(), wal: v.walReports(), restartLimits: v.run.RestartLimits()}
+	ri.upload = v.run.UploadStats()
+	if rep, ok := v.Checkpoints(); ok {
 		ri.checkpoints = true
 		ri.consecutiveFails, ri.tolerableFailures = rep.ConsecutiveFailures, rep.TolerableFailures
 	}
-	ri.diskFull = in.a.diskHolds.Detail(in.a.checkpointDiskFull())
+	ri.diskFull = v.run.DiskFull()
 	return evaluateReadiness(ri)
-}
-
-// checkpointDiskFull is why the checkpoint store's disk counts as full, or
-// "" (also before checkpoints are set up).
-func (a *Agent) checkpointDiskFull() string {
-	if a.ckpt == nil {
-		return ""
-	}
-	return a.ckpt.DiskFullReason()
 }

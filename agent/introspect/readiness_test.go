@@ -1,12 +1,10 @@
-package agent
+package introspect
 
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eddy-edge/eddy/agent/admin"
-	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/upload"
 )
 
@@ -45,7 +43,7 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"upload failing: a warning, still ready", readinessInput{upload: &upload.Stats{Pending: 3, LastError: "upload: S3 rejected the credentials"}}, true, ""},
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
-			restartLimits: []failover.Limit{{Pipelines: "p", Restarts: 2, Span: time.Second, Strategy: "fixed_delay", Err: "state store full"}}}, false, "restarts/p"},
+			restartLimits: []RestartLimit{{Pipelines: "p", Detail: "pipelines p: restart limit reached: 2 restarts in 1s (strategy fixed_delay); last error: state store full"}}}, false, "restarts/p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,5 +61,32 @@ func TestEvaluateReadiness(t *testing.T) {
 				t.Errorf("failed checks %q, want %q", got, tt.failed)
 			}
 		})
+	}
+}
+
+func TestConsecutiveFailures(t *testing.T) {
+	ok := admin.CheckpointRecord{Kind: "full"}
+	bad := admin.CheckpointRecord{Kind: "incremental", Aborted: "checkpoint: timed out"}
+	spOK := admin.CheckpointRecord{Kind: "savepoint"}
+	spBad := admin.CheckpointRecord{Kind: "savepoint", Aborted: "x"}
+	noSpace := admin.CheckpointRecord{Kind: "incremental", Aborted: "no space left on device", DiskFull: true}
+	tests := []struct {
+		name string
+		h    []admin.CheckpointRecord
+		want int
+	}{
+		{"empty", nil, 0},
+		{"all completed", []admin.CheckpointRecord{ok, ok}, 0},
+		{"trailing failures", []admin.CheckpointRecord{bad, ok, bad, bad}, 2},
+		{"completed resets", []admin.CheckpointRecord{bad, bad, ok}, 0},
+		// The coordinator neither counts savepoints nor lets one reset.
+		{"savepoints skipped", []admin.CheckpointRecord{bad, spOK, bad, spBad}, 2},
+		// Nor failures while the disk was full.
+		{"disk full skipped", []admin.CheckpointRecord{bad, noSpace, noSpace, bad}, 2},
+	}
+	for _, tt := range tests {
+		if got := consecutiveFailures(tt.h); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }
