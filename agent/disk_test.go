@@ -14,6 +14,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -115,25 +116,19 @@ checkpoint { interval = "100ms" }
 			t.Fatalf("publish: %v", tok.Error())
 		}
 	}
-	deadline := time.Now().Add(3*disk.SampleInterval + 30*time.Second)
-	for {
-		m := scrapeMetrics(t, a)
-		if m[`eddy_disk_bytes{component="ingest"}`] > 0 && m[`eddy_disk_bytes{component="checkpoints"}`] > 0 &&
-			m[`eddy_disk_bytes{component="sink"}`] > 0 && m["eddy_disk_budget_bytes"] == 3<<30 && m["eddy_disk_free_bytes"] > 0 {
-			_, wal := m[`eddy_disk_bytes{component="wal"}`]
-			_, st := m[`eddy_disk_bytes{component="state"}`]
-			t.Logf("ingest %v, checkpoints %v, sink %v, wal %v, state %v bytes; budget %v, free %v", m[`eddy_disk_bytes{component="ingest"}`],
-				m[`eddy_disk_bytes{component="checkpoints"}`], m[`eddy_disk_bytes{component="sink"}`], m[`eddy_disk_bytes{component="wal"}`],
-				m[`eddy_disk_bytes{component="state"}`], m["eddy_disk_budget_bytes"], m["eddy_disk_free_bytes"])
-			if !wal || !st {
-				t.Errorf("the wal and state components are missing (the pipeline has neither, but every component is reported): %v", m)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("disk gauges not as expected: %v", m)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var m map[string]float64
+	await.True(t, 3*disk.SampleInterval+30*time.Second, "every disk gauge reported", func() bool {
+		m = scrapeMetrics(t, a)
+		return m[`eddy_disk_bytes{component="ingest"}`] > 0 && m[`eddy_disk_bytes{component="checkpoints"}`] > 0 &&
+			m[`eddy_disk_bytes{component="sink"}`] > 0 && m["eddy_disk_budget_bytes"] == 3<<30 && m["eddy_disk_free_bytes"] > 0
+	})
+	_, wal := m[`eddy_disk_bytes{component="wal"}`]
+	_, st := m[`eddy_disk_bytes{component="state"}`]
+	t.Logf("ingest %v, checkpoints %v, sink %v, wal %v, state %v bytes; budget %v, free %v", m[`eddy_disk_bytes{component="ingest"}`],
+		m[`eddy_disk_bytes{component="checkpoints"}`], m[`eddy_disk_bytes{component="sink"}`], m[`eddy_disk_bytes{component="wal"}`],
+		m[`eddy_disk_bytes{component="state"}`], m["eddy_disk_budget_bytes"], m["eddy_disk_free_bytes"])
+	if !wal || !st {
+		t.Errorf("the wal and state components are missing (the pipeline has neither, but every component is reported): %v", m)
 	}
 }
 

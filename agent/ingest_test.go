@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
+	"github.com/eddy-edge/eddy/scripts/await"
 )
 
 // startEmbeddedIntake starts an embedded broker on a free loopback port and
@@ -109,10 +111,10 @@ func TestEmbeddedIntake_WaitingSenderNotHeldByLinger(t *testing.T) {
 	}
 	defer c.Disconnect(100)
 	const n = 20
-	deadline := time.Now().Add(60 * time.Second)
+	start := time.Now()
 	for i := range n {
 		tok := c.Publish("sensors/s1/telemetry", 1, false, `{"seq":`+strconv.Itoa(i)+`}`)
-		if !tok.WaitTimeout(time.Until(deadline)) || tok.Error() != nil {
+		if !tok.WaitTimeout(time.Minute-time.Since(start)) || tok.Error() != nil {
 			t.Fatalf("publish %d not acknowledged within the test's minute (the linger held a waiting sender): %v", i, tok.Error())
 		}
 	}
@@ -143,24 +145,22 @@ func TestEmbeddedIntake_QoS0SharesCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; i < n; {
-		e, err := r.Next()
-		if err == io.EOF {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d QoS 0 readings in the log after a minute", i, n)
+	i := 0
+	await.Until(t, time.Minute, func() error {
+		for ; i < n; i++ {
+			e, err := r.Next()
+			if err == io.EOF {
+				return fmt.Errorf("%d of %d QoS 0 readings in the log", i, n)
 			}
-			time.Sleep(5 * time.Millisecond) // polling the log for the condition
-			continue
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `{"seq":` + strconv.Itoa(i) + `}`; string(e.Payload) != want {
+				t.Fatalf("entry %d = %s, want %s", i, e.Payload, want)
+			}
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := `{"seq":` + strconv.Itoa(i) + `}`; string(e.Payload) != want {
-			t.Fatalf("entry %d = %s, want %s", i, e.Payload, want)
-		}
-		i++
-	}
+		return nil
+	})
 	commits := in.commits.Load()
 	t.Logf("%d QoS 0 readings from one connection in %d commits", n, commits)
 	if commits > n/4 {
