@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -80,11 +79,9 @@ func TestLint_PureCores(t *testing.T) {
 // rate, a moment to cut the power at) says so with a "// pacing:" comment
 // on its line.
 func TestLint_TestsAwaitNotSleep(t *testing.T) {
-	// Folders whose tests still wait their own way; this list only shrinks.
-	notYet := []string{"agent/"}
 	banned := []string{"time.Sleep(", "deadline := time.Now().Add(", "end := time.Now().Add("}
 	for _, f := range trackedFiles(t, "_test.go") {
-		if strings.HasPrefix(f, "scripts/await/") || f == "lint_test.go" || slices.ContainsFunc(notYet, func(d string) bool { return strings.HasPrefix(f, d) }) {
+		if strings.HasPrefix(f, "scripts/await/") || f == "lint_test.go" {
 			continue
 		}
 		b, err := os.ReadFile(f)

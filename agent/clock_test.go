@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -68,13 +69,12 @@ ingest { linger = "0s" }
 	const future = `eddy_readings_dead_lettered_total{pipeline="p",reason="future_timestamp"}`
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30 s; metrics %v", what, scrapeMetrics(t, a))
+		await.Until(t, 30*time.Second, func() error {
+			if cond() {
+				return nil
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return fmt.Errorf("%s: metrics %v", what, scrapeMetrics(t, a))
+		})
 	}
 	logText := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, "agent.log"))

@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
@@ -107,19 +108,15 @@ restart {
 	}()
 	const stateWindows = `eddy_state_windows{pipeline="p"}`
 	var m map[string]float64
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() error {
 		m = scrapeMetrics(t, a)
 		maxLag = max(maxLag, m[lag])
 		if m[`eddy_ingest_log_last_offset{source="s"}`] == readings && m[lag] == 0 &&
 			m[`eddy_pipeline_restarts_total{pipeline="p"}`] == 1 && m[stateWindows] == devices {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not caught up within 60 s: %v", m)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("not caught up: %v", m)
+	})
 	<-done
 	t.Logf("ingest lag peaked at %v readings; state: %v keys, %v windows, %v timers, %v file bytes, %v memory bytes", maxLag,
 		m[`eddy_state_keys{pipeline="p"}`], m[stateWindows], m[`eddy_state_timers{pipeline="p"}`],

@@ -102,19 +102,15 @@ func TestResume_LateBacklogAndHold(t *testing.T) {
 			cfg := strings.NewReplacer("%BROKER%", loopback.Addr(t), "%WATERMARK%", tt.watermark).Replace(resumeConfig)
 			a := startAgent(t, dir, cfg)
 			m := a.flow.pipelines[0].m
-			deadline := time.Now().Add(30 * time.Second)
 			var out []byte
-			for {
+			await.Until(t, 30*time.Second, func() error {
 				out, _ = os.ReadFile(filepath.Join(dir, "out.jsonl"))
 				// The window [8000, 9000) fires last, when 9,000 is read.
 				if strings.Contains(string(out), `"window_start_ms":7000`) && m.lateTotal() == tt.lateResumed+tt.lateOrd {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("within 30 s: late %d+%d, output:\n%s", m.lateResumed.Get(), m.late.Get(), out)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return fmt.Errorf("late %d+%d, output:\n%s", m.lateResumed.Get(), m.late.Get(), out)
+			})
 			if got, got2 := m.lateResumed.Get(), m.late.Get(); got != tt.lateResumed || got2 != tt.lateOrd {
 				t.Fatalf("late: resumed_backlog %d, late %d; want %d, %d", got, got2, tt.lateResumed, tt.lateOrd)
 			}
