@@ -1,4 +1,4 @@
-package agent
+package stages
 
 import (
 	"github.com/eddy-edge/eddy/operators/io/broker"
