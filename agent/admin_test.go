@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -275,6 +277,12 @@ func TestAdmin_Readyz_CheckpointFailures(t *testing.T) {
 
 func TestAdmin_Pipelines(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
+	// The counters as the pipeline's stages leave them (the stages' own
+	// tests check what they count and how Status reports it).
+	c := &fixedCounters{}
+	s := introspectSetup(a)
+	s.Pipelines[0].Counters = c
+	a.intro = introspect.New(s, introspection{a})
 	ta := newTestAdmin(t, a, "")
 	var got []map[string]any
 	ta.getJSON(t, "/api/pipelines", http.StatusOK, &got)
@@ -282,13 +290,8 @@ func TestAdmin_Pipelines(t *testing.T) {
 		got[0]["event_time"] != true || got[0]["late_output"] != false {
 		t.Fatalf("before any reading: %v", got)
 	}
-	p := a.flow.pipelines[0]
 	wm := ta.now.UnixMilli() - 2_500
-	p.m.watermark.Store(wm)
-	p.m.in.Add(10)
-	p.m.late.Add(3)
-	p.m.unassigned.Add(2)
-	p.m.deadLettered("bad_json").Add(4)
+	c.set(admin.PipelineStatus{ReadingsIn: 10, Late: 3, Unassigned: 2, DeadLettered: 4, WatermarkMs: &wm}, map[string]uint64{"bad_json": 4})
 	ta.getJSON(t, "/api/pipelines", http.StatusOK, &got)
 	want := map[string]any{"readings_in": 10.0, "late": 3.0, "unassigned": 2.0, "dropped": 5.0, "dead_lettered": 4.0,
 		"watermark_ms": float64(wm), "watermark_lag_ms": 2500.0, "parallelism": 1.0}
@@ -301,6 +304,33 @@ func TestAdmin_Pipelines(t *testing.T) {
 		t.Errorf("dead_lettered_by_reason = %v", got[0]["dead_lettered_by_reason"])
 	}
 }
+
+// fixedCounters are a pipeline's counters with values the test sets.
+type fixedCounters struct {
+	mu     sync.Mutex // the admin server reads them
+	status admin.PipelineStatus
+	dead   map[string]uint64
+}
+
+func (c *fixedCounters) set(st admin.PipelineStatus, dead map[string]uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.status, c.dead = st, dead
+}
+
+func (c *fixedCounters) Status() admin.PipelineStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+func (c *fixedCounters) DeadLetteredByReason() map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.dead)
+}
+
+func (c *fixedCounters) State() *admin.StateReport { return nil }
 
 func TestAdmin_Checkpoints(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
@@ -386,7 +416,7 @@ func TestAdmin_Metrics(t *testing.T) {
 
 func TestStatusPage(t *testing.T) {
 	a := mustBuildAgent(t, testConfig, true)
-	a.flow.pipelines[0].m.in.Add(42)
+	a.metrics.GetOrCreateCounter(`eddy_readings_in_total{pipeline="temps"}`).Add(42) // the pipeline's own counter
 	a.ckpt.Record(admin.CheckpointRecord{ID: 7, Kind: "full", Time: "2026-01-02T03:04:05.123456789Z", DurationMs: 1500, SizeBytes: 3 << 20})
 	ta := newTestAdmin(t, a, "")
 	code, b, h := ta.do(t, "GET", "/", "")

@@ -22,6 +22,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/agent/introspect"
 	"github.com/eddy-edge/eddy/agent/offsite"
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/config"
 )
 
@@ -138,7 +139,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			opts.From = ""
 			continue
 		}
-		delay, giveUp := strategy.Next(clk.monoMs(), rand.Float64())
+		delay, giveUp := strategy.Next(clk.MonoMs(), rand.Float64())
 		if giveUp {
 			log.Error("restart strategy gives up: exiting", "strategy", cfg.Restart.Strategy, "err", f.err)
 			return err
@@ -172,9 +173,9 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	clk := newClock().withStatus(opts.ClockStatus, log)
 	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: clk, failed: make(chan error, 1)}
 	var diags hcl.Diagnostics
-	var plans []*plan
+	var plans []*stages.Plan
 	for _, p := range cfg.Pipelines {
-		pl, d := compile(cfg, p)
+		pl, d := stages.Compile(cfg, p)
 		diags = append(diags, d...)
 		plans = append(plans, pl)
 	}
@@ -185,13 +186,13 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	if diags.HasErrors() {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, maxKeyGroups: cfg.Agent.MaxKeyGroups,
+	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState,
 		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,
 		stateCache: a.memory.stateCache, stdout: opts.Stdout, fail: a.fail, holds: &a.diskHolds,
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
-		pipeMetrics: map[string]*pipelineMetrics{}, walSinks: map[string]*walHolder{}}
+		pipeMetrics: map[string]*stages.Metrics{}, walSinks: map[string]*walHolder{}}
 	for _, p := range plans {
 		if err := a.flow.addPipeline(p); err != nil {
 			return nil, err

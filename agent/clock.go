@@ -42,16 +42,16 @@ func (c clock) withStatus(src clocksync.Source, log *slog.Logger) clock {
 	return c
 }
 
-// monoMs is processing time in ms: the wall time at start plus the
+// MonoMs is processing time in ms: the wall time at start plus the
 // monotonic time elapsed since, so it reads like a timestamp but never jumps.
-func (c clock) monoMs() int64 { return c.startMs + time.Since(c.start).Milliseconds() }
+func (c clock) MonoMs() int64 { return c.startMs + time.Since(c.start).Milliseconds() }
 
-// wallMs is the wall clock in ms.
-func (c clock) wallMs() int64 { return time.Now().UnixMilli() }
+// WallMs is the wall clock in ms.
+func (c clock) WallMs() int64 { return time.Now().UnixMilli() }
 
-// wallSynced reports whether the wall clock is synchronised (NTP): until
+// WallSynced reports whether the wall clock is synchronised (NTP): until
 // it is, a device without a real-time clock may read 1970 or the time it
 // shut down, and its wall clock is no reference for readings' timestamps.
-func (c clock) wallSynced() bool {
-	return c.status == nil || c.status.Synchronized(c.monoMs())
+func (c clock) WallSynced() bool {
+	return c.status == nil || c.status.Synchronized(c.MonoMs())
 }

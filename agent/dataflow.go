@@ -8,6 +8,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/stages"
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
@@ -43,10 +45,10 @@ type dataflow struct {
 	mu          sync.Mutex
 	sources     map[string]*sourceRunner
 	sinks       map[string]*sinkRunner
-	pipelines   []*pipeline
+	pipelines   []*stages.Pipeline
 	sims        []*source.Simulator
-	pipeMetrics map[string]*pipelineMetrics // kept across region restarts
-	walSinks    map[string]*walHolder       // kept across region restarts
+	pipeMetrics map[string]*stages.Metrics // kept across region restarts
+	walSinks    map[string]*walHolder      // kept across region restarts
 	backends    []state.Backend
 	logs        []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
@@ -56,4 +58,14 @@ type dataflow struct {
 // vars are the variables configuration strings expand (${device_id}).
 func (df *dataflow) vars() map[string]string {
 	return map[string]string{"device_id": df.deviceID}
+}
+
+// announce sends trigger tr ahead of the queues to the window subtasks of
+// every pipeline with unaligned checkpoints (stages.Pipeline.Announce).
+func (df *dataflow) announce(tr checkpoint.Trigger) {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	for _, p := range df.pipelines {
+		p.Announce(tr)
+	}
 }

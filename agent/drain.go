@@ -142,7 +142,7 @@ func (df *dataflow) allIdle() bool {
 	df.mu.Lock()
 	defer df.mu.Unlock()
 	for _, p := range df.pipelines {
-		if !p.idle() {
+		if !p.Idle() {
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
@@ -675,8 +676,8 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 		}
 		if len(msgs) > 0 {
 			s.pos.Store(msgs[len(msgs)-1].Offset)
-			rb := &rawBatch{msgs: msgs}
-			rb.refs.Store(int32(len(s.outs)))
+			rb := &stages.SourceBatch{Msgs: msgs}
+			rb.Share(len(s.outs))
 			s.send(rb)
 			select {
 			case tr, ok := <-s.ctrl:

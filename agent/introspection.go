@@ -15,10 +15,15 @@ import (
 // fixed, as plain values, and a's live state through introspection. Called
 // once build has added every pipeline, source and sink.
 func newIntrospection(a *Agent) *introspect.View {
+	return introspect.New(introspectSetup(a), introspection{a})
+}
+
+// introspectSetup is what build fixed of a, as the view takes it.
+func introspectSetup(a *Agent) introspect.Setup {
 	s := introspect.Setup{DeviceID: a.deviceID, Metrics: a.metrics}
 	for _, p := range a.flow.pipelines {
-		s.Pipelines = append(s.Pipelines, introspect.Pipeline{Name: p.name, EventTime: p.eventTime, LateOutput: p.late != nil,
-			Stateful: p.shape != nil, Parallelism: len(p.subtasks), Counters: p.m})
+		s.Pipelines = append(s.Pipelines, introspect.Pipeline{Name: p.Name(), EventTime: p.EventTime(), LateOutput: p.Config().LateOutput != nil,
+			Stateful: p.Stateful(), Parallelism: p.Parallelism(), Counters: a.flow.pipeMetrics[p.Name()]})
 	}
 	for _, src := range a.cfg.Sources {
 		if _, used := a.flow.sources[src.Name]; used {
@@ -33,7 +38,7 @@ func newIntrospection(a *Agent) *introspect.View {
 	if u := a.cfg.Upload; u != nil {
 		s.Upload = &admin.UploadReport{Endpoint: u.Endpoint, Bucket: u.Bucket, Prefix: config.Expand(u.Prefix, a.flow.vars())}
 	}
-	return introspect.New(s, introspection{a})
+	return s
 }
 
 // introspection reads the running agent for the view (introspect.Running).
@@ -104,7 +109,7 @@ func (in introspection) RestartLimits() []introspect.RestartLimit {
 	return out
 }
 
-func (in introspection) ClockSynchronized() bool { return in.a.clk.wallSynced() }
+func (in introspection) ClockSynchronized() bool { return in.a.clk.WallSynced() }
 
 func (in introspection) Savepoint(ctx context.Context) (uint64, error) {
 	c := in.a.ckpt
@@ -113,27 +118,3 @@ func (in introspection) Savepoint(ctx context.Context) (uint64, error) {
 	}
 	return c.Savepoint(ctx)
 }
-
-// Status implements introspect.Counters.
-func (m *pipelineMetrics) Status() admin.PipelineStatus {
-	st := admin.PipelineStatus{ReadingsIn: m.in.Get(), ResultsOut: m.out.Get(), Filtered: m.filtered.Get(),
-		Late: m.lateTotal(), Unassigned: m.unassigned.Get(), DeadLettered: m.deadLetteredTotal()}
-	if wm := m.watermark.Load(); wm != -1<<63 {
-		st.WatermarkMs = &wm
-	}
-	return st
-}
-
-// DeadLetteredByReason implements introspect.Counters.
-func (m *pipelineMetrics) DeadLetteredByReason() map[string]uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]uint64, len(m.dead))
-	for reason, c := range m.dead {
-		out[reason] = c.Get()
-	}
-	return out
-}
-
-// State implements introspect.Counters.
-func (m *pipelineMetrics) State() *admin.StateReport { return m.stateTotals() }

@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"runtime/debug"
 	"testing"
 
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/state"
 )
 
 func TestMemoryBudget(t *testing.T) {
@@ -55,86 +53,5 @@ func TestMemoryBudget_Apply(t *testing.T) {
 	memoryBudget{goLimit: 100 << 20}.apply(log)
 	if got := debug.SetMemoryLimit(-1); got != 100<<20 {
 		t.Fatalf("configured limit %d, want %d", got, 100<<20)
-	}
-}
-
-// TestMemoryBudget_StateCacheShare checks that the caches holding a
-// subtask's state in memory (the keyed stage's decoded per-key states and
-// bbolt's write-back cache) together get exactly the subtask's share of
-// state { cache }, never that share each, and how it is split.
-func TestMemoryBudget_StateCacheShare(t *testing.T) {
-	const (
-		keyedOnly   = "  filter = changed(event.s)\n"
-		windowOnly  = "  window \"tumbling\" { size = \"1m\" }\n  aggregate { n = count() }\n"
-		keyedWindow = keyedOnly + windowOnly
-	)
-	tests := []struct {
-		name        string
-		stage       string
-		parallelism int
-		cache       string // state { cache }
-		backend     string
-		keyed       bool
-		// The object cache's part of the share (the rest is bbolt's).
-		objects func(share int64) int64
-	}{
-		{"keyed and window, parallelism 1", keyedWindow, 1, "24MiB", "bbolt", true, func(s int64) int64 { return s - s/2 }},
-		{"keyed and window, parallelism 3", keyedWindow, 3, "24MiB", "bbolt", true, func(s int64) int64 { return s - s/2 }},
-		{"keyed only, parallelism 1", keyedOnly, 1, "24MiB", "bbolt", true, func(s int64) int64 { return s - s/8 }},
-		{"keyed only, parallelism 3", keyedOnly, 3, "24MiB", "bbolt", true, func(s int64) int64 { return s - s/8 }},
-		{"keyed only, bbolt's floor", keyedOnly, 3, "2MiB", "bbolt", true, func(s int64) int64 { return s - s/2 }},
-		{"window only, parallelism 1", windowOnly, 1, "24MiB", "bbolt", false, func(int64) int64 { return 0 }},
-		{"window only, parallelism 3", windowOnly, 3, "24MiB", "bbolt", false, func(int64) int64 { return 0 }},
-		{"keyed on the memory backend", keyedOnly, 3, "24MiB", "memory", true, func(s int64) int64 { return s }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := fmt.Sprintf(`
-agent {
-  data_dir    = "%%DATA%%"
-  admin       = ""
-  parallelism = %d
-}
-state {
-  backend = %q
-  cache   = %q
-}
-source "file" "in" {
-  path = "in.jsonl"
-  timestamp { field = "ts" }
-}
-sink "stdout" "out" {}
-pipeline "p" {
-  from = source.file.in
-  key  = event.device
-%s  to   = [sink.stdout.out]
-}
-`, tt.parallelism, tt.backend, tt.cache, tt.stage)
-			a := mustBuildAgent(t, src, false)
-			share := a.cfg.State.CacheBytes / int64(tt.parallelism)
-			subtasks := a.flow.pipelines[0].subtasks
-			if len(subtasks) != tt.parallelism {
-				t.Fatalf("%d subtasks, want %d", len(subtasks), tt.parallelism)
-			}
-			for _, st := range subtasks {
-				var objects, writeBack int64
-				if k := st.task.Keyed(); k != nil {
-					objects = int64(k.Operator().CacheBudget())
-				} else if tt.keyed {
-					t.Fatalf("subtask %d has no keyed stage", st.index)
-				}
-				if b, ok := st.backend.(*state.Bolt); ok {
-					writeBack = int64(b.CacheBudget())
-				} else if tt.backend == "bbolt" {
-					t.Fatalf("subtask %d: backend %T, want bbolt", st.index, st.backend)
-				}
-				if objects+writeBack != share {
-					t.Errorf("subtask %d: object cache %d + write-back cache %d = %d, want the share %d", st.index, objects, writeBack, objects+writeBack, share)
-				}
-				if want := tt.objects(share); objects != want {
-					t.Errorf("subtask %d: object cache %d, want %d of the share %d", st.index, objects, want, share)
-				}
-			}
-		})
 	}
 }

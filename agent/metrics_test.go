@@ -11,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
@@ -51,7 +52,7 @@ func TestMetrics_StateAndIngestLag(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an agent")
 	}
-	debugPanicked.Store(false) // debug_panic_at_offset fires once per process
+	stages.RearmDebugPanic() // debug_panic_at_offset fires once per process
 	const devices, readings = 10, 20_000
 	dir := t.TempDir()
 	brokerAddr := loopback.Addr(t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eddy-edge/eddy/agent/identity"
 	"github.com/eddy-edge/eddy/agent/offsite"
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
@@ -21,7 +22,7 @@ import (
 func checkConfig(cfg *config.Config) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, p := range cfg.Pipelines {
-		_, d := compile(cfg, p)
+		_, d := stages.Compile(cfg, p)
 		diags = append(diags, d...)
 	}
 	return append(diags, preflight(cfg)...)

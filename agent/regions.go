@@ -8,6 +8,7 @@ import (
 
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/agent/failover"
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/state"
@@ -19,16 +20,16 @@ func newFailover(a *Agent) *failover.Failover {
 	for i, p := range a.flow.pipelines {
 		descs[i] = describePipeline(p)
 	}
-	fo := failover.New(descs, failover.Options{Restart: a.cfg.Restart, Log: a.log, Metrics: a.metrics, NowMs: a.clk.monoMs})
+	fo := failover.New(descs, failover.Options{Restart: a.cfg.Restart, Log: a.log, Metrics: a.metrics, NowMs: a.clk.MonoMs})
 	fo.Route(regionHost{a: a})
 	return fo
 }
 
 // describePipeline names the sources pipeline p reads (from, control) and
 // the sinks it writes (to, late_output, dead_letter).
-func describePipeline(p *pipeline) failover.Pipeline {
-	pc := p.cfg
-	d := failover.Pipeline{Name: p.name, Sources: []string{pc.From.Source.Name}}
+func describePipeline(p *stages.Pipeline) failover.Pipeline {
+	pc := p.Config()
+	d := failover.Pipeline{Name: p.Name(), Sources: []string{pc.From.Source.Name}}
 	if pc.Control != nil {
 		d.Sources = append(d.Sources, pc.Control.Source.Name)
 	}
@@ -49,14 +50,14 @@ func describePipeline(p *pipeline) failover.Pipeline {
 // restarted parts join; nil before run, when it only routes.
 type regionHost struct {
 	a  *Agent
-	st *stages
+	st *started
 }
 
 // Route implements failover.Host.
 func (h regionHost) Route(r failover.Region, fail func(error)) {
 	a := h.a
 	for _, i := range r.Pipes {
-		a.flow.pipelines[i].fatal = fail
+		a.flow.pipelines[i].SetFail(fail)
 	}
 	for _, name := range r.Sinks {
 		a.flow.sinks[name].fatal = fail
@@ -94,7 +95,7 @@ func (h regionHost) StopRegion(r failover.Region, reason error) {
 		s.stop()
 	}
 	for _, i := range r.Pipes {
-		<-a.flow.pipelines[i].done
+		<-a.flow.pipelines[i].Done()
 	}
 	for _, name := range r.Sinks {
 		a.flow.sinks[name].closeWhenProducersDone()
@@ -108,12 +109,9 @@ func (h regionHost) StopRegion(r failover.Region, reason error) {
 	a.ckpt.WaitWriters()
 	a.flow.mu.Lock()
 	for _, i := range r.Pipes {
-		for _, st := range a.flow.pipelines[i].subtasks {
-			if st.backend == nil {
-				continue
-			}
-			_ = st.backend.Close()
-			a.flow.backends = slices.DeleteFunc(a.flow.backends, func(b state.Backend) bool { return b == st.backend })
+		for _, be := range a.flow.pipelines[i].Backends() {
+			_ = be.Close()
+			a.flow.backends = slices.DeleteFunc(a.flow.backends, func(b state.Backend) bool { return b == be })
 		}
 	}
 	a.flow.mu.Unlock()
@@ -124,7 +122,7 @@ func (h regionHost) StopRegion(r failover.Region, reason error) {
 // starts it.
 func (h regionHost) StartRegion(r failover.Region, fail func(error)) (err error) {
 	a := h.a
-	var fresh []*pipeline
+	var fresh []*stages.Pipeline
 	defer func() {
 		if err != nil {
 			h.discard(r, fresh)
@@ -150,7 +148,7 @@ func (h regionHost) StartRegion(r failover.Region, fail func(error)) (err error)
 		srcs = append(srcs, s)
 	}
 	for _, p := range fresh {
-		p.ckpt = ck
+		p.SetCheckpoints(ck)
 	}
 
 	var restored uint64
@@ -187,7 +185,7 @@ func (h regionHost) StartRegion(r failover.Region, fail func(error)) (err error)
 		go a.flow.sinks[name].run()
 	}
 	for _, p := range fresh {
-		p.start(&h.st.pipeWG)
+		p.Start(&h.st.pipeWG)
 	}
 	for _, s := range srcs {
 		s.start(h.st.srcCtx, a.log, &h.st.srcWG)
@@ -198,7 +196,7 @@ func (h regionHost) StartRegion(r failover.Region, fail func(error)) (err error)
 
 // build creates region r's sinks and pipelines afresh (fresh gets
 // each pipeline as it is made) and resets its sources.
-func (h regionHost) build(r failover.Region, fresh *[]*pipeline) error {
+func (h regionHost) build(r failover.Region, fresh *[]*stages.Pipeline) error {
 	a := h.a
 	a.flow.mu.Lock()
 	defer a.flow.mu.Unlock()
@@ -209,9 +207,9 @@ func (h regionHost) build(r failover.Region, fresh *[]*pipeline) error {
 		delete(a.flow.sinks, name) // created again by newPipeline
 	}
 	for _, i := range r.Pipes {
-		pl, diags := compile(a.cfg, a.flow.pipelines[i].cfg)
+		pl, diags := stages.Compile(a.cfg, a.flow.pipelines[i].Config())
 		if diags.HasErrors() {
-			return fmt.Errorf("agent: pipeline %q: %s", pl.cfg.Name, diags.Error())
+			return fmt.Errorf("agent: pipeline %q: %s", pl.Config().Name, diags.Error())
 		}
 		p, err := a.flow.newPipeline(pl)
 		if p != nil {
@@ -229,7 +227,7 @@ func (h regionHost) build(r failover.Region, fresh *[]*pipeline) error {
 
 // discard closes what a failed build or restore opened, so the
 // next attempt starts clean. Nothing of it was started.
-func (h regionHost) discard(r failover.Region, fresh []*pipeline) {
+func (h regionHost) discard(r failover.Region, fresh []*stages.Pipeline) {
 	a := h.a
 	a.flow.mu.Lock()
 	defer a.flow.mu.Unlock()
@@ -250,11 +248,9 @@ func (h regionHost) discard(r failover.Region, fresh []*pipeline) {
 		a.flow.sources[name].stopped = true
 	}
 	for _, p := range fresh {
-		for _, st := range p.subtasks {
-			if st.backend != nil {
-				_ = st.backend.Close()
-				a.flow.backends = slices.DeleteFunc(a.flow.backends, func(b state.Backend) bool { return b == st.backend })
-			}
+		for _, be := range p.Backends() {
+			_ = be.Close()
+			a.flow.backends = slices.DeleteFunc(a.flow.backends, func(b state.Backend) bool { return b == be })
 		}
 	}
 }

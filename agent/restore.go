@@ -2,23 +2,16 @@ package agent
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/eddy-edge/eddy/agent/checkpointing"
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
-	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/state/vfs"
-	"github.com/eddy-edge/eddy/window"
-	"github.com/eddy-edge/eddy/window/watermark"
 )
 
 // setupCheckpoints creates the coordinator and its tasks, then restores the
@@ -39,9 +32,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		sources = append(sources, s)
 	}
 	for _, p := range a.flow.pipelines {
-		for _, st := range p.subtasks {
-			tasks = append(tasks, st.taskID(p.name))
-		}
+		tasks = append(tasks, p.TaskIDs()...)
 	}
 	var txSinks []*sinkRunner
 	for _, s := range a.flow.sinks {
@@ -55,8 +46,8 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	ckc := checkpointing.Config{Store: store, Retain: cc.Retain, Interval: cc.Interval, Timeout: cc.Timeout,
-		MaxSavepoints: cc.MaxSavepoints, Log: a.log, MonoMs: a.clk.monoMs, Metrics: a.metrics,
-		Sources: checkpointSources(sources), TxSinks: checkpointTxSinks(txSinks), InFlight: inflightSummary}
+		MaxSavepoints: cc.MaxSavepoints, Log: a.log, MonoMs: a.clk.MonoMs, Metrics: a.metrics,
+		Sources: checkpointSources(sources), TxSinks: checkpointTxSinks(txSinks), InFlight: stages.InFlightSummary}
 	if cc.Unaligned || cc.AlignedTimeout > 0 {
 		ckc.Announce = a.flow.announce
 	}
@@ -65,7 +56,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		s.acks = ck.Send
 	}
 	for _, p := range a.flow.pipelines {
-		p.ckpt = ck
+		p.SetCheckpoints(ck)
 	}
 	for _, s := range a.flow.sinks {
 		s.ckpt = ck
@@ -136,19 +127,16 @@ type restorer struct {
 	from string
 	// allowNonRestored: see Options.AllowNonRestoredState.
 	allowNonRestored bool
-	// maxKeyGroups is agent { max_key_groups }, which maps key groups to
-	// subtasks.
-	maxKeyGroups int
 }
 
 // restore loads checkpoint sel into pipelines' state, watermarks and the
 // positions of sources. State is mapped by pipeline name and key group, so
 // a changed parallelism restores too.
-func (r *restorer) restore(sel checkpoint.Selection, pipelines []*pipeline, sources map[string]*sourceRunner) error {
+func (r *restorer) restore(sel checkpoint.Selection, pipelines []*stages.Pipeline, sources map[string]*sourceRunner) error {
 	m := sel.Manifest
 	known := map[string]bool{}
 	for _, p := range pipelines {
-		known[p.name] = true
+		known[p.Name()] = true
 		if err := r.restorePipeline(sel, p); err != nil {
 			return err
 		}
@@ -177,205 +165,10 @@ func rewind(m *checkpoint.Manifest, sources map[string]*sourceRunner) {
 	}
 }
 
-// restorePipeline loads pipeline p's part of checkpoint sel: the state of
-// its key groups, its control state and its watermark.
-func (r *restorer) restorePipeline(sel checkpoint.Selection, p *pipeline) error {
-	m := sel.Manifest
-	files := m.PipelineFiles(p.name)
-	var foreign string // a window state layout other than p's, found in the checkpoint
-	entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {
-		for _, f := range files {
-			err := sel.Store.ReadSnapshot(f, func(bucket, key, value []byte, deleted bool) error {
-				if name, ok := otherWindowState(bucket, p.windowState); ok {
-					if foreign == "" {
-						foreign = name
-					}
-					if !r.allowNonRestored {
-						return errWindowStateLayout
-					}
-					return nil // dropped
-				}
-				return fn(bucket, key, value, deleted)
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	drop, err := r.shapeChanged(m, p)
-	if err != nil {
-		return err
-	}
-	for _, st := range p.subtasks {
-		if st.backend == nil {
-			continue
-		}
-		kgs, ok := state.SubtaskKeyGroups(st.index, len(p.subtasks), r.maxKeyGroups)
-		if !ok {
-			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
-		}
-		var err error
-		if !drop { // dropped keyed state: the subtask starts empty
-			err = st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs})
-		}
-		if errors.Is(err, errWindowStateLayout) {
-			return fmt.Errorf("agent: checkpoint %d holds pipeline %q's windows %s, and this build with this configuration keeps them %s: "+
-				"restore it with the build and window configuration that wrote it, or start with --allow-non-restored-state to drop that state",
-				m.ID, p.name, windowLayouts[foreign], windowLayouts[p.windowState])
-		}
-		if err != nil {
-			return fmt.Errorf("agent: restore pipeline %q subtask %d from checkpoint %d: %w", p.name, st.index, m.ID, err)
-		}
-		st.lastSnap = 0 // the next snapshot is full
-		st.epoch = m.ID + 1
-	}
-	p.epoch = m.ID + 1
-	if foreign != "" {
-		r.log.Warn("dropped window state of another layout (--allow-non-restored-state)", "pipeline", p.name,
-			"checkpoint", m.ID, "layout", windowLayouts[foreign])
-	}
-	if b, ok := m.Extra[controlExtraKey(p.name)]; ok && p.control != nil {
-		if err := p.control.Restore(b); err != nil {
-			return fmt.Errorf("agent: restore pipeline %q control state: %w", p.name, err)
-		}
-		p.m.controlKeys.Store(int64(p.control.Keys()))
-	}
-	if err := p.restoreResume(m); err != nil {
-		return err
-	}
-	if unaligned, err := p.restoreUnalignedWatermarks(m); unaligned || err != nil {
-		return err
-	}
-	if wm, ok := restoredWatermark(m, p.name); ok {
-		p.restoreWatermark(wm)
-	}
-	return nil
-}
-
-// shapeChanged compares the state shape checkpoint m recorded for p (if
-// it recorded one: earlier builds did not) with p's. If they differ, the
-// state would be misread: that refuses the restore, or, with
-// --allow-non-restored-state, reports that p's keyed state is to be dropped.
-func (r *restorer) shapeChanged(m *checkpoint.Manifest, p *pipeline) (bool, error) {
-	b := m.Extra[shapeExtraKey(p.name)]
-	if len(b) == 0 || p.shape == nil {
-		return false, nil
-	}
-	var was, now stateShape
-	if err := json.Unmarshal(p.shape, &now); err != nil {
-		return false, fmt.Errorf("agent: pipeline %q: %w", p.name, err)
-	}
-	what := "its configuration"
-	if json.Unmarshal(b, &was) == nil {
-		if what = was.differs(now); what == "" {
-			return false, nil
-		}
-	}
-	if !r.allowNonRestored {
-		return false, fmt.Errorf("agent: checkpoint %d holds pipeline %q's state, and %s changed since, which that state depends on: "+
-			"restore it with the configuration that wrote it, rename the pipeline to start it afresh, "+
-			"or start with --allow-non-restored-state to drop that state", m.ID, p.name, what)
-	}
-	r.log.Warn("dropped the state of a pipeline whose configuration changed (--allow-non-restored-state)",
-		"pipeline", p.name, "checkpoint", m.ID, "changed", what)
-	return true, nil
-}
-
-// restoreUnalignedWatermarks restores the watermarks of a checkpoint in
-// which some subtask of p took the barrier unaligned: subtasks were then
-// at different watermarks, so each operator restarts at its own, replays
-// its in-flight records and moves to its channel's watermark at the
-// barrier; the prepare stage resumes at the newest of them, where it was
-// at the barrier. This needs the parallelism the checkpoint was taken with.
-func (p *pipeline) restoreUnalignedWatermarks(m *checkpoint.Manifest) (bool, error) {
-	channel := map[int]int64{}
-	for k, v := range m.Extra {
-		rest, ok := strings.CutPrefix(k, "inflight/"+p.name+"/")
-		if !ok {
-			continue
-		}
-		i, err := strconv.Atoi(rest)
-		wm, _, ok := decodeInflightExtra(v)
-		if err != nil || !ok {
-			return true, fmt.Errorf("agent: checkpoint %d: bad in-flight entry %q", m.ID, k)
-		}
-		channel[i] = wm
-	}
-	if len(channel) == 0 {
-		return false, nil
-	}
-	taken := 0
-	for k := range m.Extra {
-		if strings.HasPrefix(k, "watermark/"+p.name+"/") {
-			taken++
-		}
-	}
-	if taken != len(p.subtasks) {
-		return true, fmt.Errorf("agent: checkpoint %d of pipeline %q is unaligned (it holds in-flight records of %d subtasks); "+
-			"restore it with parallelism %d, then take a savepoint (always aligned) to change it", m.ID, p.name, taken, taken)
-	}
-	top := int64(math.MinInt64)
-	for _, st := range p.subtasks {
-		b, ok := m.Extra[watermarkExtraKey(p.name, st.index)]
-		if !ok || len(b) != 8 {
-			continue
-		}
-		own := int64(binary.BigEndian.Uint64(b))
-		top = max(top, own)
-		if own != math.MinInt64 {
-			st.task.AdvanceWatermark(own)
-			st.task.TakeResults() // fired before the checkpoint
-		}
-		if cw, ok := channel[st.index]; ok {
-			st.replayWM = cw
-			top = max(top, cw)
-		}
-	}
-	if top != math.MinInt64 {
-		p.restoreGenerator(top)
-	}
-	return true, nil
-}
-
-// restoredWatermark is the pipeline's watermark at the checkpoint: every
-// subtask had received the same broadcast before the barrier, so any
-// subtask's value will do; take the largest.
-func restoredWatermark(m *checkpoint.Manifest, pipeline string) (int64, bool) {
-	prefix := "watermark/" + pipeline + "/"
-	wm, ok := int64(math.MinInt64), false
-	for k, v := range m.Extra {
-		if strings.HasPrefix(k, prefix) && len(v) == 8 {
-			if w := int64(binary.BigEndian.Uint64(v)); w > wm {
-				wm, ok = w, true
-			}
-		}
-	}
-	return wm, ok && wm != math.MinInt64
-}
-
-// restoreWatermark puts the restored watermark back into the prepare
-// stage's generator and every subtask's operator.
-func (p *pipeline) restoreWatermark(wm int64) {
-	p.restoreGenerator(wm)
-	for _, st := range p.subtasks {
-		st.task.AdvanceWatermark(wm)
-		st.task.TakeResults() // nothing is due: those timers fired before the checkpoint
-	}
-}
-
-// restoreGenerator puts the prepare stage's watermark generator at wm.
-func (p *pipeline) restoreGenerator(wm int64) {
-	switch g := p.wm.(type) {
-	case *watermark.BoundedOutOfOrder:
-		g.Observe(wm + p.bound + 1)
-	case *punctuatedWatermark:
-		g.mark(wm)
-	case *inputWatermarks:
-		for _, gen := range g.gens {
-			gen.Observe(wm + p.bound + 1)
-		}
-	}
+// restorePipeline loads pipeline p's part of checkpoint sel
+// (stages.Pipeline.Restore).
+func (r *restorer) restorePipeline(sel checkpoint.Selection, p *stages.Pipeline) error {
+	return p.Restore(sel, r.allowNonRestored)
 }
 
 // truncateIngest drops ingest-log segments that no retained checkpoint
@@ -421,40 +214,4 @@ func (df *dataflow) truncateIngest(store *checkpoint.Store, done checkpoint.Comp
 				"source", name, "checkpoint", id, "position", newest, "first_kept", kept, "bytes", s.ilog.SizeBytes())
 		}
 	}
-}
-
-// Window state names: the window operator's state lives in the backend
-// buckets "<name>/…", one name per layout, so that a checkpoint of one
-// layout is never read as the other.
-const (
-	windowStatePerWindow = "window" // one state per (key, window)
-	windowStatePanes     = "panes"  // one state per (key, pane): window.UsesPanes
-)
-
-// windowLayouts describes each layout for the error of a mismatch.
-var windowLayouts = map[string]string{
-	windowStatePerWindow: "as one state per window",
-	windowStatePanes:     "in panes (a sliding window whose slide divides its size, without trigger_count or early_every)",
-}
-
-// errWindowStateLayout stops a restore that meets the other layout.
-var errWindowStateLayout = errors.New("window state of another layout")
-
-// windowStateName returns the state name of a window operator with spec.
-func windowStateName(spec window.Spec) string {
-	if window.UsesPanes(spec) {
-		return windowStatePanes
-	}
-	return windowStatePerWindow
-}
-
-// otherWindowState reports whether bucket holds window state of a layout
-// other than mine ("" for a pipeline without a window), and its name.
-func otherWindowState(bucket []byte, mine string) (string, bool) {
-	for _, name := range []string{windowStatePerWindow, windowStatePanes} {
-		if name != mine && len(bucket) > len(name) && bucket[len(name)] == '/' && string(bucket[:len(name)]) == name {
-			return name, true
-		}
-	}
-	return "", false
 }

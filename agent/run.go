@@ -75,10 +75,10 @@ func (a *Agent) startDiskMeter() (stop func()) {
 	return cancel
 }
 
-// stages is what startStages started and shutdown stops: the contexts and
+// started is what startStages started and shutdown stops: the contexts and
 // wait groups of the sources, pipelines, simulators, the checkpoint loop
 // and the uploader.
-type stages struct {
+type started struct {
 	srcCtx        context.Context
 	srcWG, pipeWG sync.WaitGroup
 	stopSources   context.CancelFunc
@@ -91,7 +91,7 @@ type stages struct {
 }
 
 // cancel releases every context of r (idempotent).
-func (r *stages) cancel() {
+func (r *started) cancel() {
 	for _, c := range []context.CancelFunc{r.stopSims, r.stopSources, r.stopCkpt, r.stopUpload} {
 		if c != nil {
 			c()
@@ -101,13 +101,13 @@ func (r *stages) cancel() {
 
 // startStages starts the sinks, then the pipelines, then the sources and
 // simulators, then the uploader and the checkpoint loop.
-func (a *Agent) startStages() (*stages, error) {
-	r := &stages{ckptErr: make(chan error, 1), ckptDone: make(chan struct{})}
+func (a *Agent) startStages() (*started, error) {
+	r := &started{ckptErr: make(chan error, 1), ckptDone: make(chan struct{})}
 	for _, s := range a.flow.sinks {
 		go s.run()
 	}
 	for _, p := range a.flow.pipelines {
-		p.start(&r.pipeWG)
+		p.Start(&r.pipeWG)
 	}
 	r.srcCtx, r.stopSources = context.WithCancel(context.Background())
 	for _, s := range a.flow.sources {
@@ -154,7 +154,7 @@ func (a *Agent) startStages() (*stages, error) {
 // failed region restarting meanwhile, the others running on. It returns
 // why the run stops: nil for the end of input or a signal; gaveUp when a
 // region's restarts ran out.
-func (a *Agent) supervise(ctx context.Context, r *stages) (runErr error, gaveUp bool) {
+func (a *Agent) supervise(ctx context.Context, r *started) (runErr error, gaveUp bool) {
 	drained := a.flow.watchDrained(ctx)
 	var idle <-chan struct{}
 	for {
@@ -230,7 +230,7 @@ func (a *Agent) commitFinal(ctx context.Context) error {
 // shutdown stops what startStages started, in order, and returns how many
 // results the WAL sinks could not deliver: no more checkpoints, the
 // newest one shipped, the sources closed, the pipelines and sinks drained.
-func (a *Agent) shutdown(ctx context.Context, r *stages) (undelivered int64) {
+func (a *Agent) shutdown(ctx context.Context, r *started) (undelivered int64) {
 	// The coordinator stops before the sources stop taking barriers; then
 	// the final checkpoint, the newest, is shipped.
 	r.stopCkpt()

@@ -8,20 +8,11 @@ import (
 
 	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/disk"
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
-	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/record"
 )
-
-// sinkMsg is what producers (window subtasks, prepare stages) send a sink:
-// a delivery belonging to an epoch, or the news that the producer passed
-// checkpoint barrier `barrier`.
-type sinkMsg struct {
-	d       *operators.Delivery
-	epoch   uint64
-	barrier uint64
-}
 
 // txSink is a sink with two-phase commit, driven by checkpoints: writes of
 // epoch n become visible only after checkpoint n completes. The sink runner
@@ -53,13 +44,13 @@ type sinkRunner struct {
 	name  string
 	plain sink.Sink // at-least-once sinks
 	tx    txSink    // exactly-once sinks
-	in    chan sinkMsg
+	in    chan stages.SinkMsg
 	log   *slog.Logger
 
 	producers  sync.WaitGroup // producers register before sending
 	nProducers int
-	arrived    map[uint64]int // barrier id → producers past it, until all are
-	held       []sinkMsg      // early deliveries, in arrival order
+	arrived    map[uint64]int   // barrier id → producers past it, until all are
+	held       []stages.SinkMsg // early deliveries, in arrival order
 	ckpt       *checkpointing.Driver
 
 	done     chan struct{}
@@ -81,11 +72,16 @@ type sinkRunner struct {
 }
 
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
-	return &sinkRunner{name: name, in: make(chan sinkMsg, 64), log: log,
+	return &sinkRunner{name: name, in: make(chan stages.SinkMsg, 64), log: log,
 		arrived: map[uint64]int{}, done: make(chan struct{}), failures: failures}
 }
 
 func (r *sinkRunner) taskID() string { return "sink/" + r.name }
+
+// port is the sink as the pipelines' stages write it.
+func (r *sinkRunner) port() stages.Sink {
+	return stages.Sink{Name: r.name, In: r.in, MaxPayload: r.maxPayload, PacketLimit: r.packetLimit, Done: r.producers.Done}
+}
 
 // addProducers registers n producers that will each call producers.Done.
 func (r *sinkRunner) addProducers(n int) {
@@ -96,20 +92,20 @@ func (r *sinkRunner) addProducers(n int) {
 func (r *sinkRunner) run() {
 	defer close(r.done)
 	for m := range r.in {
-		if m.barrier != 0 {
-			r.onBarrier(m.barrier)
+		if m.Barrier != 0 {
+			r.onBarrier(m.Barrier)
 			continue
 		}
 		if r.tx != nil {
 			r.txWrites.Add(1) // output to commit: the next checkpoint is not skipped
-			if r.early(m.epoch) {
+			if r.early(m.Epoch) {
 				r.held = append(r.held, m)
 				continue
 			}
 			r.writeTx(m)
 			continue
 		}
-		if err := r.plain.Write(m.d.Items()); err != nil {
+		if err := r.plain.Write(m.Delivery.Items()); err != nil {
 			r.fail("write", err)
 		}
 		if len(r.in) == 0 {
@@ -151,8 +147,8 @@ func (r *sinkRunner) early(epoch uint64) bool {
 	return aligning
 }
 
-func (r *sinkRunner) writeTx(m sinkMsg) {
-	if err := r.tx.Write(m.epoch, m.d.Items()); err != nil {
+func (r *sinkRunner) writeTx(m stages.SinkMsg) {
+	if err := r.tx.Write(m.Epoch, m.Delivery.Items()); err != nil {
 		r.fail("write", err)
 	}
 }
@@ -162,7 +158,7 @@ func (r *sinkRunner) writeTx(m sinkMsg) {
 func (r *sinkRunner) writeHeld() {
 	keep := r.held[:0]
 	for _, m := range r.held {
-		if r.early(m.epoch) {
+		if r.early(m.Epoch) {
 			keep = append(keep, m)
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/record"
 )
@@ -59,18 +60,18 @@ func TestSinkRunner_HoldsEarlyEpochs(t *testing.T) {
 	r := newSinkRunner("s", slog.New(slog.DiscardHandler), func() {})
 	r.tx = tx
 	r.addProducers(2)
-	msgs := []sinkMsg{
-		{d: delivery("a1"), epoch: 1},
-		{d: delivery("b1"), epoch: 1},
-		{barrier: 1},                  // producer A passes barrier 1
-		{d: delivery("a2"), epoch: 2}, // early: B has not passed barrier 1
-		{d: delivery("b1'"), epoch: 1},
-		{barrier: 2},                  // A passes barrier 2
-		{d: delivery("a3"), epoch: 3}, // early
-		{barrier: 1},                  // B passes barrier 1: P1, then a2
-		{d: delivery("b2"), epoch: 2},
-		{barrier: 2}, // B: P2, then a3
-		{d: delivery("b3"), epoch: 3},
+	msgs := []stages.SinkMsg{
+		{Delivery: delivery("a1"), Epoch: 1},
+		{Delivery: delivery("b1"), Epoch: 1},
+		{Barrier: 1},                         // producer A passes barrier 1
+		{Delivery: delivery("a2"), Epoch: 2}, // early: B has not passed barrier 1
+		{Delivery: delivery("b1'"), Epoch: 1},
+		{Barrier: 2},                         // A passes barrier 2
+		{Delivery: delivery("a3"), Epoch: 3}, // early
+		{Barrier: 1},                         // B passes barrier 1: P1, then a2
+		{Delivery: delivery("b2"), Epoch: 2},
+		{Barrier: 2}, // B: P2, then a3
+		{Delivery: delivery("b3"), Epoch: 3},
 	}
 	go r.run()
 	for _, m := range msgs {
@@ -96,11 +97,11 @@ func TestSinkRunner_WritesHeldAtClose(t *testing.T) {
 	r.tx = tx
 	r.addProducers(2)
 	go r.run()
-	for _, m := range []sinkMsg{
-		{d: delivery("a1"), epoch: 1},
-		{barrier: 1},
-		{d: delivery("a2"), epoch: 2},
-		{d: delivery("b1"), epoch: 1},
+	for _, m := range []stages.SinkMsg{
+		{Delivery: delivery("a1"), Epoch: 1},
+		{Barrier: 1},
+		{Delivery: delivery("a2"), Epoch: 2},
+		{Delivery: delivery("b1"), Epoch: 1},
 	} {
 		r.in <- m
 	}
@@ -125,16 +126,16 @@ func TestSinkRunner_RandomInterleavings(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		producers := 1 + rng.IntN(3)
 		barriers := 1 + rng.IntN(6)
-		queues := make([][]sinkMsg, producers)
+		queues := make([][]stages.SinkMsg, producers)
 		total := 0
 		for p := range queues {
 			for e := uint64(1); e <= uint64(barriers)+1; e++ {
 				for range rng.IntN(4) {
-					queues[p] = append(queues[p], sinkMsg{d: delivery(fmt.Sprintf("p%d-%d", p, total)), epoch: e})
+					queues[p] = append(queues[p], stages.SinkMsg{Delivery: delivery(fmt.Sprintf("p%d-%d", p, total)), Epoch: e})
 					total++
 				}
 				if e <= uint64(barriers) {
-					queues[p] = append(queues[p], sinkMsg{barrier: e})
+					queues[p] = append(queues[p], stages.SinkMsg{Barrier: e})
 				}
 			}
 		}

@@ -6,30 +6,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/operators/io/source"
 )
-
-// rawBatch is what a source runner sends its pipelines, in order: a batch of
-// messages, a checkpoint barrier, or the end of input. A batch is shared
-// read-only by every pipeline reading the source; the last one done with it
-// releases it, which acks its messages.
-type rawBatch struct {
-	msgs    []source.Message
-	refs    atomic.Int32
-	barrier *checkpoint.Trigger // a barrier: no messages
-	eoi     bool                // end of input: no messages
-}
-
-func (b *rawBatch) release() {
-	if b.barrier != nil || b.eoi {
-		return
-	}
-	if b.refs.Add(-1) == 0 {
-		source.AckAll(b.msgs)
-	}
-}
 
 // sourceRunner runs one source and fans its batches out to its pipelines.
 // Barriers enter through inject and leave in-band after the last batch
@@ -38,7 +19,7 @@ func (b *rawBatch) release() {
 type sourceRunner struct {
 	name string
 	src  source.Source
-	outs []chan *rawBatch
+	outs []chan<- *stages.SourceBatch
 
 	ctrl chan checkpoint.Trigger // barriers to inject; closed to finish
 	acks func(checkpoint.Message)
@@ -163,7 +144,7 @@ func (s *sourceRunner) run(ctx context.Context, log *slog.Logger) {
 			if !ok {
 				in = nil
 				if s.eof.Load() {
-					s.send(&rawBatch{eoi: true})
+					s.send(&stages.SourceBatch{EOI: true})
 				}
 				close(s.drained)
 				continue
@@ -197,7 +178,7 @@ func (s *sourceRunner) inject(tr checkpoint.Trigger) {
 			return
 		}
 	}
-	s.send(&rawBatch{barrier: &tr})
+	s.send(&stages.SourceBatch{Barrier: &tr})
 	if s.acks != nil {
 		s.acks(checkpoint.Ack{CheckpointID: tr.ID, Task: s.taskID(),
 			Positions: map[string]uint64{s.name: s.pos.Load()}})
@@ -238,13 +219,13 @@ func (s *sourceRunner) forward(msgs []source.Message) {
 		}
 	}
 	s.pos.Store(msgs[len(msgs)-1].Offset)
-	rb := &rawBatch{msgs: msgs}
-	rb.refs.Store(int32(len(s.outs)))
+	rb := &stages.SourceBatch{Msgs: msgs}
+	rb.Share(len(s.outs))
 	s.send(rb)
 }
 
-func (s *sourceRunner) send(rb *rawBatch) {
-	if rb.barrier == nil {
+func (s *sourceRunner) send(rb *stages.SourceBatch) {
+	if rb.Barrier == nil {
 		s.sent.Add(1)
 	}
 	for _, o := range s.outs {

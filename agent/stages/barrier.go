@@ -11,7 +11,7 @@ import (
 // barrier passes checkpoint barrier b at subtask st: its output so far
 // belongs to epoch b.ID, so the sinks get the barrier after it; then the
 // state is snapshotted (the view is taken now, written asynchronously).
-func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]byte) {
+func (p *Pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]byte) {
 	p.sinkBarrier(b.ID)
 	st.epoch = b.ID + 1
 	if p.ckpt == nil {
@@ -64,15 +64,15 @@ func (p *pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 }
 
 // sinkBarrier tells the subtask's sinks it passed barrier id.
-func (p *pipeline) sinkBarrier(id uint64) {
+func (p *Pipeline) sinkBarrier(id uint64) {
 	for _, s := range p.to {
-		s.in <- sinkMsg{barrier: id}
+		s.In <- SinkMsg{Barrier: id}
 	}
 	if p.late != nil {
-		p.late.in <- sinkMsg{barrier: id}
+		p.late.In <- SinkMsg{Barrier: id}
 	}
 	if p.resultDeadLetters {
-		p.deadLetter.in <- sinkMsg{barrier: id}
+		p.deadLetter.In <- SinkMsg{Barrier: id}
 	}
 }
 

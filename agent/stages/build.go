@@ -17,10 +17,12 @@ import (
 	"github.com/eddy-edge/eddy/window/aggregate"
 )
 
-// plan is a pipeline compiled from its configuration: every expression
-// compiled, the decoder built, the window specified. Building a plan does no
-// I/O, so `eddy validate` builds plans to report expression errors too.
-type plan struct {
+// Plan is a pipeline compiled from its configuration: every expression
+// compiled, the decoder built, the window specified. Compiling does no
+// I/O, so `eddy validate` compiles plans to report expression errors too.
+// New builds a pipeline from a plan; a plan is used by one pipeline only
+// (its control state is the pipeline's).
+type Plan struct {
 	cfg         *config.Pipeline
 	prep        operators.PrepareSpec
 	eventTime   bool
@@ -32,9 +34,10 @@ type plan struct {
 	keyed       *keyedPlan     // nil without per-key functions
 }
 
-// compile builds the plan of pipeline p.
-func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
-	pl := &plan{cfg: p, parallelism: p.Parallelism}
+// Compile builds the plan of pipeline p of cfg. Its diagnostics report
+// every mistake of the pipeline at once, each with its position.
+func Compile(cfg *config.Config, p *config.Pipeline) (*Plan, hcl.Diagnostics) {
+	pl := &Plan{cfg: p, parallelism: p.Parallelism}
 	if pl.parallelism <= 0 {
 		pl.parallelism = cfg.Agent.Parallelism
 	}
@@ -66,11 +69,14 @@ func compile(cfg *config.Config, p *config.Pipeline) (*plan, hcl.Diagnostics) {
 	return pl, c.diags
 }
 
+// Config is the pipeline block the plan was compiled from.
+func (pl *Plan) Config() *config.Pipeline { return pl.cfg }
+
 // compiler is one compile: the plan it fills and the diagnostics it
 // collects, so that every mistake of the pipeline is reported at once.
 type compiler struct {
 	p      *config.Pipeline
-	pl     *plan
+	pl     *Plan
 	spec   *operators.PrepareSpec
 	schema *event.Schema
 	opts   expr.Options // for filter, map and aggregate arguments
@@ -243,24 +249,6 @@ func windowSpec(w *config.Window, aggs []window.AggSpec) (*window.Spec, bool, er
 		Aggs:            aggs,
 	}, eventTime, nil
 }
-
-// Validate loads the configuration at path and makes every check that Run
-// makes before it touches the network or data_dir (checkConfig), without
-// starting anything. It returns the diagnostics as
-// "file:line:col: ..." lines and whether the configuration has no errors.
-func Validate(path string) (report string, ok bool) {
-	cfg, diags := config.Load(path)
-	if !diags.HasErrors() {
-		diags = append(diags, checkConfig(cfg)...)
-		diags = append(diags, unsupported(cfg)...)
-	}
-	return config.FormatDiagnostics(diags), !diags.HasErrors()
-}
-
-// unsupported reports settings the configuration language accepts but this
-// build cannot honour, as warnings for validate and errors for run. None
-// today.
-func unsupported(cfg *config.Config) hcl.Diagnostics { return nil }
 
 func aggFuncs(specs []window.AggSpec) []aggregate.Func {
 	fs := make([]aggregate.Func, len(specs))

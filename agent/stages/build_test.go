@@ -34,7 +34,7 @@ pipeline "temps" {
 	if diags.HasErrors() {
 		t.Fatalf("config: %s", config.FormatDiagnostics(diags))
 	}
-	pl, diags := compile(cfg, cfg.Pipelines[0])
+	pl, diags := Compile(cfg, cfg.Pipelines[0])
 	if diags.HasErrors() {
 		t.Fatalf("compile: %s", config.FormatDiagnostics(diags))
 	}

@@ -121,7 +121,7 @@ func timeDomain(t string) keyed.TimeDomain {
 // finish moves the filter, map and aggregate arguments compiled into pl's
 // prepare spec to the keyed subtasks and settles the order: event time
 // when the pipeline has it (config checked that an explicit order fits).
-func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
+func (k *keyedPlan) finish(pl *Plan, src *config.Source) hcl.Diagnostics {
 	p, spec := pl.cfg, &pl.prep
 	var diags hcl.Diagnostics
 	k.src = src
@@ -173,7 +173,7 @@ func (k *keyedPlan) finish(pl *plan, src *config.Source) hcl.Diagnostics {
 // place of one): its operator keeps its state in st.backend, and its
 // decoded per-key states within cacheBytes, their part of the subtask's
 // share of state { cache } (stateShare); processing time is clk's.
-func attachKeyed(pl *plan, st *subtask, cacheBytes int64, clk clock) error {
+func attachKeyed(pl *Plan, st *subtask, cacheBytes int64, clk Clock) error {
 	k := pl.keyed
 	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: int(cacheBytes), Control: k.eval.Control != nil})
 	if err != nil {
@@ -186,7 +186,7 @@ func attachKeyed(pl *plan, st *subtask, cacheBytes int64, clk clock) error {
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
 	if k.processing {
-		stage.SetProcessingClock(clk.monoMs)
+		stage.SetProcessingClock(clk.MonoMs)
 	}
 	for _, b := range k.blocks {
 		switch {
@@ -275,7 +275,7 @@ func keyedErr(st *subtask) error {
 
 // keyedCounts adds what st's keyed stage filtered and dead-lettered since
 // the last call (seen keeps the totals) to the pipeline's metrics.
-func (p *pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
+func (p *Pipeline) keyedCounts(st *subtask, seen *keyedSeen) {
 	k := st.task.Keyed()
 	if k == nil {
 		return

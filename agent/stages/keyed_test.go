@@ -52,7 +52,7 @@ func TestKeyed_BuildDiagnostics(t *testing.T) {
 			if diags.HasErrors() {
 				t.Fatal(config.FormatDiagnostics(diags))
 			}
-			_, diags = compile(cfg, cfg.Pipelines[0])
+			_, diags = Compile(cfg, cfg.Pipelines[0])
 			if out := config.FormatDiagnostics(diags); !strings.Contains(out, c.want) {
 				t.Fatalf("diagnostics:\n%s\nwant %q", out, c.want)
 			}
@@ -85,7 +85,7 @@ func TestKeyed_ControlCaptured(t *testing.T) {
 			if diags.HasErrors() {
 				t.Fatal(config.FormatDiagnostics(diags))
 			}
-			pl, diags := compile(cfg, cfg.Pipelines[0])
+			pl, diags := Compile(cfg, cfg.Pipelines[0])
 			if diags.HasErrors() {
 				t.Fatal(config.FormatDiagnostics(diags))
 			}
@@ -112,8 +112,8 @@ func TestKeyed_ControlCaptured(t *testing.T) {
 // functions evaluates its filter and map in the keyed subtasks (its
 // prepare stage only decodes, stamps and keys), in event-time order.
 func TestKeyed_PlanMovesExpressions(t *testing.T) {
-	a := mustBuildAgent(t, strings.Replace(keyedAgentConfig, "event.device", "event.d", 1), false)
-	p := a.flow.pipelines[0]
+	src := strings.Replace(keyedAgentConfig, "event.device", "event.d", 1)
+	p := newTestPipeline(t, loadTestConfig(t, src), src, 1<<20)
 	if !p.eventTime || p.shape == nil {
 		t.Fatalf("pipeline: event time %v, shape %s", p.eventTime, p.shape)
 	}

@@ -10,7 +10,7 @@ import (
 // every window subtask takes a new key from one budget, so the limit holds
 // over the pipeline whatever the parallelism and however the keys spread
 // over the subtasks.
-func (p *pipeline) limitKeys(max int) {
+func (p *Pipeline) limitKeys(max int) {
 	p.keys = operators.NewKeyBudget(max)
 	for _, st := range p.subtasks {
 		st.task.LimitKeys(st.liveKeys, p.keys, p.deadLetter != nil)
@@ -30,7 +30,7 @@ func (p *pipeline) limitKeys(max int) {
 // restart does not reset the limit. A key is counted even beyond max_keys
 // (a smaller limit than the checkpoint was taken under): only new keys are
 // refused until enough windows are purged.
-func (p *pipeline) countKeys() {
+func (p *Pipeline) countKeys() {
 	if p.keys == nil {
 		return
 	}
@@ -50,7 +50,7 @@ func (p *pipeline) countKeys() {
 
 // emitRefused counts, logs (rate limited) and dead-letters the readings the
 // subtask refused for max_keys since its last call.
-func (p *pipeline) emitRefused(st *subtask) {
+func (p *Pipeline) emitRefused(st *subtask) {
 	t := st.task
 	n := t.Refused - st.refusedSeen
 	if n == 0 {
@@ -58,11 +58,11 @@ func (p *pipeline) emitRefused(st *subtask) {
 	}
 	st.refusedSeen = t.Refused
 	p.m.deadLettered(operators.ReasonKeyLimit).Add(int(n))
-	if p.keyLimitLog.allow(p.clk.wallMs()) {
+	if p.keyLimitLog.allow(p.clk.WallMs()) {
 		p.log.Warn("readings of new keys dead-lettered: the pipeline holds max_keys keys", "pipeline", p.name,
 			"reason", operators.ReasonKeyLimit, "max_keys", p.keys.Max(), "readings", n)
 	}
 	if d := t.TakeRefused(); d != nil && p.deadLetter != nil {
-		p.deadLetter.in <- sinkMsg{d: d, epoch: st.epoch}
+		p.deadLetter.In <- SinkMsg{Delivery: d, Epoch: st.epoch}
 	}
 }

@@ -47,21 +47,25 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			set := metrics.NewSet()
-			p := &pipeline{name: "p", m: newPipelineMetrics(set, "p"), log: slog.New(slog.DiscardHandler), clk: newClock()}
+			p := &Pipeline{name: "p", m: NewMetrics(set, "p"), log: slog.New(slog.DiscardHandler), clk: testClock{}}
+			var ins []chan SinkMsg
 			for i, lim := range tt.limits {
-				s := newSinkRunner("s"+string(rune('0'+i)), p.log, func() {})
-				s.maxPayload = lim
+				in := make(chan SinkMsg, 64)
+				ins = append(ins, in)
+				s := Sink{Name: "s" + string(rune('0'+i)), In: in, MaxPayload: lim}
 				if i < len(tt.packet) && tt.packet[i] > 0 {
 					limit := tt.packet[i]
-					s.packetLimit = func(it record.Item) (int64, int64, bool) {
+					s.PacketLimit = func(it record.Item) (int64, int64, bool) {
 						size := int64(len(it.Payload)) + 10
 						return size, limit, size > limit
 					}
 				}
 				p.to = append(p.to, s)
 			}
+			var deadIn chan SinkMsg
 			if tt.deadSink {
-				p.deadLetter = newSinkRunner("dead", p.log, func() {})
+				deadIn = make(chan SinkMsg, 64)
+				p.deadLetter = &Sink{Name: "dead", In: deadIn}
 			}
 			d := new(operators.Delivery)
 			for _, pl := range tt.payloads {
@@ -69,28 +73,28 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 			}
 			p.sendResults(7, d)
 
-			for i, s := range p.to {
+			for i, in := range ins {
 				var got []string
-				if len(s.in) > 0 {
-					m := <-s.in
-					if m.epoch != 7 {
-						t.Errorf("sink %d: epoch %d, want 7", i, m.epoch)
+				if len(in) > 0 {
+					m := <-in
+					if m.Epoch != 7 {
+						t.Errorf("sink %d: epoch %d, want 7", i, m.Epoch)
 					}
-					for _, it := range m.d.Items() {
+					for _, it := range m.Delivery.Items() {
 						if it.Result == nil || string(it.Result.Key) != "k" {
 							t.Errorf("sink %d: item %q lost its result", i, it.Payload)
 						}
 						got = append(got, string(it.Payload))
 					}
 				}
-				if strings.Join(got, ",") != strings.Join(tt.want[i], ",") || len(s.in) != 0 {
+				if strings.Join(got, ",") != strings.Join(tt.want[i], ",") || len(in) != 0 {
 					t.Errorf("sink %d got %d items %.40q, want %d", i, len(got), got, len(tt.want[i]))
 				}
 			}
 			var dead []string
-			if p.deadLetter != nil && len(p.deadLetter.in) > 0 {
-				m := <-p.deadLetter.in
-				for _, it := range m.d.Items() {
+			if deadIn != nil && len(deadIn) > 0 {
+				m := <-deadIn
+				for _, it := range m.Delivery.Items() {
 					var dl struct{ Reason, Detail, Payload string }
 					if err := json.Unmarshal(it.Payload, &dl); err != nil {
 						t.Fatal(err)

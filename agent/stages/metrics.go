@@ -11,9 +11,9 @@ import (
 	"github.com/eddy-edge/eddy/operators"
 )
 
-// pipelineMetrics are one pipeline's counters. Stages add per batch, not per
+// Metrics are one pipeline's counters. Stages add per batch, not per
 // reading, so the atomic adds stay off the per-reading path.
-type pipelineMetrics struct {
+type Metrics struct {
 	set        *metrics.Set
 	name       string
 	in         *metrics.Counter
@@ -44,9 +44,9 @@ type pipelineMetrics struct {
 	dead map[string]*metrics.Counter
 }
 
-func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
+func NewMetrics(set *metrics.Set, name string) *Metrics {
 	l := fmt.Sprintf(`{pipeline=%q}`, name)
-	m := &pipelineMetrics{set: set, name: name,
+	m := &Metrics{set: set, name: name,
 		in:         set.NewCounter("eddy_readings_in_total" + l),
 		out:        set.NewCounter("eddy_results_out_total" + l),
 		filtered:   set.NewCounter("eddy_readings_filtered_total" + l),
@@ -68,11 +68,11 @@ func newPipelineMetrics(set *metrics.Set, name string) *pipelineMetrics {
 }
 
 // lateTotal is every late reading, whatever the reason.
-func (m *pipelineMetrics) lateTotal() uint64 { return m.late.Get() + m.lateResumed.Get() }
+func (m *Metrics) lateTotal() uint64 { return m.late.Get() + m.lateResumed.Get() }
 
 // deadLettered returns the counter for reason (created on first use: the
 // rare path).
-func (m *pipelineMetrics) deadLettered(reason string) *metrics.Counter {
+func (m *Metrics) deadLettered(reason string) *metrics.Counter {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.dead[reason]
@@ -84,7 +84,7 @@ func (m *pipelineMetrics) deadLettered(reason string) *metrics.Counter {
 }
 
 // deadLetteredTotal sums every reason, for the API and tests.
-func (m *pipelineMetrics) deadLetteredTotal() uint64 {
+func (m *Metrics) deadLetteredTotal() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var n uint64
@@ -105,7 +105,7 @@ type stateUsage struct {
 
 // stateTotals sums the subtasks' samples; nil for a pipeline without
 // state (no window).
-func (m *pipelineMetrics) stateTotals() *admin.StateReport {
+func (m *Metrics) stateTotals() *admin.StateReport {
 	slots := m.state.Load()
 	if slots == nil {
 		return nil
@@ -122,3 +122,27 @@ func (m *pipelineMetrics) stateTotals() *admin.StateReport {
 	}
 	return t
 }
+
+// Status implements introspect.Counters.
+func (m *Metrics) Status() admin.PipelineStatus {
+	st := admin.PipelineStatus{ReadingsIn: m.in.Get(), ResultsOut: m.out.Get(), Filtered: m.filtered.Get(),
+		Late: m.lateTotal(), Unassigned: m.unassigned.Get(), DeadLettered: m.deadLetteredTotal()}
+	if wm := m.watermark.Load(); wm != -1<<63 {
+		st.WatermarkMs = &wm
+	}
+	return st
+}
+
+// DeadLetteredByReason implements introspect.Counters.
+func (m *Metrics) DeadLetteredByReason() map[string]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]uint64, len(m.dead))
+	for reason, c := range m.dead {
+		out[reason] = c.Get()
+	}
+	return out
+}
+
+// State implements introspect.Counters.
+func (m *Metrics) State() *admin.StateReport { return m.stateTotals() }

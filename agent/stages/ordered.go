@@ -15,7 +15,7 @@ import (
 // hold stores results by (window end, key, window start, firing), the
 // order they are released in. A window fires each number once, so keys
 // never collide.
-func (p *pipeline) hold(st *subtask, d *operators.Delivery) {
+func (p *Pipeline) hold(st *subtask, d *operators.Delivery) {
 	for _, it := range d.Items() {
 		r := it.Result
 		if r == nil {
@@ -69,7 +69,7 @@ type heldMerge struct {
 
 // releaseHeld hands st's held results to the merge and waits until the last
 // subtask has sent them all.
-func (p *pipeline) releaseHeld(st *subtask) {
+func (p *Pipeline) releaseHeld(st *subtask) {
 	var mine []heldResult
 	err := st.backend.Scan(st.held, nil, func(key, value []byte) bool {
 		mine = append(mine, heldResult{append([]byte(nil), key...), append([]byte(nil), value...)})
@@ -99,7 +99,7 @@ func (p *pipeline) releaseHeld(st *subtask) {
 // to arrive sends them all, sorted, and releases the others. A failed
 // subtask does not wait (wait false): the input may never end, when its
 // region restarts.
-func (p *pipeline) arriveHeld(st *subtask, mine []heldResult, wait bool) {
+func (p *Pipeline) arriveHeld(st *subtask, mine []heldResult, wait bool) {
 	hm := &p.merge
 	hm.mu.Lock()
 	hm.results = append(hm.results, mine...)

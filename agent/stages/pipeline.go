@@ -6,12 +6,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/control"
 	"github.com/eddy-edge/eddy/operators/stream"
+	"github.com/eddy-edge/eddy/state"
 	"github.com/eddy-edge/eddy/window/watermark"
 )
 
@@ -34,13 +34,17 @@ func (w *punctuatedWatermark) mark(wm int64) {
 	}
 }
 
-// pipeline is the running form of one `pipeline` block: a prepare stage
+// Pipeline is the running form of one `pipeline` block: a prepare stage
 // (decode, timestamp, watermark, filter, map, key) feeding N window
-// subtasks, which feed the sinks.
-type pipeline struct {
+// subtasks, which feed the sinks. New builds it from its plan; its owner
+// connects it (Connect, Input, ControlInput), hands it the checkpoint
+// driver (SetCheckpoints), restores it (Restore) and starts it (Start),
+// in that order and from one goroutine. Once started, only Done, Idle,
+// Announce and the accessors may be called, from any goroutine.
+type Pipeline struct {
 	name      string
 	cfg       *config.Pipeline
-	in        chan *rawBatch
+	in        chan *SourceBatch
 	prep      *operators.Preparer
 	wm        watermarkGenerator // nil on processing time
 	bound     int64              // out-of-orderness bound, to restore wm
@@ -64,9 +68,9 @@ type pipeline struct {
 	// checkpoint and compared at restore (nil without a window: no state).
 	shape []byte
 
-	to         []*sinkRunner
-	late       *sinkRunner
-	deadLetter *sinkRunner
+	to         []Sink
+	late       *Sink // nil without a late_output
+	deadLetter *Sink // nil without a dead_letter sink
 	// resultDeadLetters: the window subtasks are producers of deadLetter
 	// too (a sink in to has max_payload).
 	resultDeadLetters bool
@@ -85,16 +89,16 @@ type pipeline struct {
 	// control is the state of the pipeline's control stream (controlIn),
 	// read by its expressions; nil without one.
 	control   *control.State
-	controlIn chan *rawBatch
+	controlIn chan *SourceBatch
 
-	ckpt  *checkpointing.Driver // nil: no checkpoints
-	fatal func(error)           // fails the pipeline's region, which restarts
-	done  chan struct{}         // closed when run returns
-	epoch uint64                // the prepare stage's epoch (dead letters)
+	ckpt  Checkpoints   // nil: no checkpoints
+	fatal func(error)   // fails the pipeline's region, which restarts
+	done  chan struct{} // closed when run returns
+	epoch uint64        // the prepare stage's epoch (dead letters)
 
-	m   *pipelineMetrics
+	m   *Metrics
 	log *slog.Logger
-	clk clock
+	clk Clock
 
 	dlLog rateLimiter
 
@@ -110,15 +114,27 @@ type pipeline struct {
 // restarted region replays the record without failing again.
 var debugPanicked atomic.Bool
 
-// start runs the pipeline in a goroutine counted by wg.
-func (p *pipeline) start(wg *sync.WaitGroup) {
+// RearmDebugPanic lets debug_panic_at_offset fire once more in this
+// process: a test running several agents in one process calls it before
+// each that should fail.
+func RearmDebugPanic() { debugPanicked.Store(false) }
+
+// Start runs the pipeline in a goroutine counted by wg: the prepare stage
+// and one goroutine per window subtask. It ends when the input has ended
+// (the source runners closed Input and ControlInput) and everything was
+// handed to the sinks; then each producer the pipeline registered with a
+// sink has called its Done, and Done is closed.
+func (p *Pipeline) Start(wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() { defer wg.Done(); defer close(p.done); p.run() }()
 }
 
+// Done is closed when the pipeline started by Start has ended.
+func (p *Pipeline) Done() <-chan struct{} { return p.done }
+
 // run starts the prepare stage and the window subtasks and returns when all
 // input has been processed and handed to the sinks.
-func (p *pipeline) run() {
+func (p *Pipeline) run() {
 	p.countKeys()
 	var wg sync.WaitGroup
 	for _, st := range p.subtasks {
@@ -129,24 +145,24 @@ func (p *pipeline) run() {
 	wg.Wait()
 	for _, s := range p.to {
 		for range p.subtasks {
-			s.producers.Done()
+			s.Done()
 		}
 	}
 	if p.late != nil {
 		for range p.subtasks {
-			p.late.producers.Done()
+			p.late.Done()
 		}
 	}
 	if p.resultDeadLetters {
 		for range p.subtasks {
-			p.deadLetter.producers.Done()
+			p.deadLetter.Done()
 		}
 	}
 }
 
-// idle reports whether nothing waits to be processed in the pipeline's
+// Idle reports whether nothing waits to be processed in the pipeline's
 // queues (a stage may still be busy with what it took).
-func (p *pipeline) idle() bool {
+func (p *Pipeline) Idle() bool {
 	if len(p.in) > 0 {
 		return false
 	}
@@ -156,4 +172,56 @@ func (p *pipeline) idle() bool {
 		}
 	}
 	return true
+}
+
+// Name is the pipeline block's name.
+func (p *Pipeline) Name() string { return p.name }
+
+// Config is the pipeline block the pipeline runs.
+func (p *Pipeline) Config() *config.Pipeline { return p.cfg }
+
+// EventTime reports whether the pipeline runs on event time (a watermark
+// moves its windows and timers).
+func (p *Pipeline) EventTime() bool { return p.eventTime }
+
+// Stateful reports whether the window subtasks keep state (a window, or
+// per-key functions): then each has a backend, and checkpoints record the
+// pipeline's state shape.
+func (p *Pipeline) Stateful() bool { return p.shape != nil }
+
+// Parallelism is the number of window subtasks.
+func (p *Pipeline) Parallelism() int { return len(p.subtasks) }
+
+// TaskIDs names the window subtasks as checkpoint tasks, each of which
+// acknowledges every barrier.
+func (p *Pipeline) TaskIDs() []string {
+	ids := make([]string, len(p.subtasks))
+	for i, st := range p.subtasks {
+		ids[i] = st.taskID(p.name)
+	}
+	return ids
+}
+
+// SetCheckpoints makes the window subtasks acknowledge barriers and write
+// snapshots to c. Without it the pipeline passes barriers on to its sinks
+// and reports nothing.
+func (p *Pipeline) SetCheckpoints(c Checkpoints) { p.ckpt = c }
+
+// SetFail routes the pipeline's failures (a panic, a state error, a
+// result that cannot be held) to fail, which stops its failover region;
+// before, they go to the fail of Options.
+func (p *Pipeline) SetFail(fail func(error)) { p.fatal = fail }
+
+// Backends are the window subtasks' state backends, opened by
+// Options.OpenBackend (none for a pipeline without state). The pipeline
+// never closes them: its owner does, once it has ended and no snapshot
+// reads them.
+func (p *Pipeline) Backends() []state.Backend {
+	var out []state.Backend
+	for _, st := range p.subtasks {
+		if st.backend != nil {
+			out = append(out, st.backend)
+		}
+	}
+	return out
 }

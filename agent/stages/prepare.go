@@ -18,7 +18,7 @@ import (
 // guardPrepare runs the prepare stage and, if it panics, reports the
 // failure (the agent stops and may restart from the last checkpoint) and
 // keeps its input drained so the source and shutdown never block on it.
-func (p *pipeline) guardPrepare() {
+func (p *Pipeline) guardPrepare() {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -26,7 +26,7 @@ func (p *pipeline) guardPrepare() {
 		}
 		p.fatal(fmt.Errorf("pipeline %q: panic in the prepare stage: %v\n%s", p.name, r, debug.Stack()))
 		for rb := range p.in {
-			rb.release()
+			rb.Release()
 		}
 		p.closePrepareOutputs()
 	}()
@@ -34,13 +34,13 @@ func (p *pipeline) guardPrepare() {
 }
 
 // closePrepareOutputs ends the prepare stage's outputs, once.
-func (p *pipeline) closePrepareOutputs() {
+func (p *Pipeline) closePrepareOutputs() {
 	p.closeOnce.Do(func() {
 		for _, e := range p.edges {
 			e.Close()
 		}
 		if p.deadLetter != nil {
-			p.deadLetter.producers.Done()
+			p.deadLetter.Done()
 		}
 	})
 }
@@ -52,9 +52,9 @@ var tooLargeReject = operators.Reject{Reason: operators.ReasonTooLarge,
 
 // applyControl merges control messages into the pipeline's control state;
 // a message that cannot be applied is dead-lettered.
-func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
-	for i := range rb.msgs {
-		m := &rb.msgs[i]
+func (p *Pipeline) applyControl(rb *SourceBatch, dead **operators.Delivery) {
+	for i := range rb.Msgs {
+		m := &rb.Msgs[i]
 		if err := p.control.Apply(m.Payload); err != nil {
 			reason := "control_malformed"
 			if errors.Is(err, control.ErrLimit) {
@@ -65,7 +65,7 @@ func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
 			if p.deadLetter != nil {
 				d := new(operators.Delivery)
 				d.AddDeadLetter(p.name, reason, err.Error(), m.Topic, m.Offset, m.Payload)
-				p.deadLetter.in <- sinkMsg{d: d, epoch: p.epoch}
+				p.deadLetter.In <- SinkMsg{Delivery: d, Epoch: p.epoch}
 			}
 		}
 	}
@@ -76,7 +76,7 @@ func (p *pipeline) applyControl(rb *rawBatch, dead **operators.Delivery) {
 // batches (and the control stream's), prepares each reading, and sends
 // batches, watermarks and barriers down the edges to the subtasks until
 // the input ends.
-func (p *pipeline) runPrepare() {
+func (p *Pipeline) runPrepare() {
 	l := &prepareLoop{p: p, batches: make([]*stream.Batch, len(p.edges)), lastWM: math.MinInt64, ctlIn: p.controlIn}
 	l.inputs, _ = p.wm.(*inputWatermarks)
 	var idleTick <-chan time.Time
@@ -118,7 +118,7 @@ func (p *pipeline) runPrepare() {
 // until the other delivers it too, so the control state in checkpoint n is
 // exactly what the readings before barrier n saw.
 type prepareLoop struct {
-	p        *pipeline
+	p        *Pipeline
 	batches  []*stream.Batch
 	lastWM   int64
 	inputs   *inputWatermarks // per topic filter; nil for one generator
@@ -127,7 +127,7 @@ type prepareLoop struct {
 
 	heldMain *checkpoint.Trigger // main barrier waiting for the control one
 	heldCtl  uint64              // control barrier waiting for the main one
-	ctlIn    <-chan *rawBatch    // nil once the control source ended
+	ctlIn    <-chan *SourceBatch // nil once the control source ended
 }
 
 // prepareCtx is never cancelled: internal edges drain on shutdown; only
@@ -160,13 +160,13 @@ func (l *prepareLoop) forward(tr *checkpoint.Trigger) {
 		_ = e.Send(prepareCtx, stream.Message{Kind: stream.Barrier, Barrier: b})
 	}
 	if p.deadLetter != nil {
-		p.deadLetter.in <- sinkMsg{barrier: b.ID}
+		p.deadLetter.In <- SinkMsg{Barrier: b.ID}
 	}
 	p.epoch = b.ID + 1
 }
 
 // onControl takes one batch of the control stream (ok false: it ended).
-func (l *prepareLoop) onControl(cb *rawBatch, ok bool) {
+func (l *prepareLoop) onControl(cb *SourceBatch, ok bool) {
 	switch {
 	case !ok:
 		l.ctlIn = nil // the control source ended: nothing to align with
@@ -174,15 +174,15 @@ func (l *prepareLoop) onControl(cb *rawBatch, ok bool) {
 			l.forward(l.heldMain)
 			l.heldMain = nil
 		}
-	case cb.barrier != nil && l.heldMain != nil && l.heldMain.ID == cb.barrier.ID:
+	case cb.Barrier != nil && l.heldMain != nil && l.heldMain.ID == cb.Barrier.ID:
 		l.forward(l.heldMain)
 		l.heldMain = nil
-	case cb.barrier != nil:
-		l.heldCtl = cb.barrier.ID
-	case cb.eoi:
+	case cb.Barrier != nil:
+		l.heldCtl = cb.Barrier.ID
+	case cb.EOI:
 	default:
 		l.p.applyControl(cb, &l.dead)
-		cb.release()
+		cb.Release()
 	}
 }
 
@@ -191,41 +191,41 @@ func (l *prepareLoop) onControl(cb *rawBatch, ok bool) {
 func (l *prepareLoop) onIdle() {
 	p := l.p
 	if l.inputs != nil {
-		l.inputs.tick(p.clk.monoMs())
+		l.inputs.tick(p.clk.MonoMs())
 	}
-	if p.resume != nil && p.clk.monoMs()-l.lastRead >= p.burst.hold.Milliseconds() && p.resume.Holding() {
+	if p.resume != nil && p.clk.MonoMs()-l.lastRead >= p.burst.hold.Milliseconds() && p.resume.Holding() {
 		// Readings stopped coming during a hold. Only then: a replay
 		// reads old arrivals, and the wall clock would end its holds
 		// where the live run did not.
-		p.resume.ReleaseBy(p.clk.wallMs())
+		p.resume.ReleaseBy(p.clk.WallMs())
 	}
 	l.broadcast()
 }
 
 // onMain takes one batch of the main input: a barrier (held while the
 // control stream has not delivered it), the end of input, or readings.
-func (l *prepareLoop) onMain(rb *rawBatch) {
+func (l *prepareLoop) onMain(rb *SourceBatch) {
 	p := l.p
 	switch {
-	case rb.barrier != nil:
-		if l.ctlIn != nil && l.heldCtl != rb.barrier.ID {
-			l.heldMain = rb.barrier
+	case rb.Barrier != nil:
+		if l.ctlIn != nil && l.heldCtl != rb.Barrier.ID {
+			l.heldMain = rb.Barrier
 			return
 		}
 		l.heldCtl = 0
-		l.forward(rb.barrier)
+		l.forward(rb.Barrier)
 		return
-	case rb.eoi:
+	case rb.EOI:
 		for _, e := range p.edges {
 			_ = e.Send(prepareCtx, stream.Message{Kind: stream.EndOfInput})
 		}
 		return
 	}
-	now, wall, synced := p.clk.monoMs(), p.clk.wallMs(), p.clk.wallSynced()
+	now, wall, synced := p.clk.MonoMs(), p.clk.WallMs(), p.clk.WallSynced()
 	l.lastRead = now
 	var filtered int64
-	for i := range rb.msgs {
-		m := &rb.msgs[i]
+	for i := range rb.Msgs {
+		m := &rb.Msgs[i]
 		if p.resume != nil {
 			// Every message counts, read or rejected: the first of a
 			// resumed session may be a bad one.
@@ -250,7 +250,7 @@ func (l *prepareLoop) onMain(rb *rawBatch) {
 			l.reject(m, wall)
 		}
 	}
-	p.m.in.Add(len(rb.msgs))
+	p.m.in.Add(len(rb.Msgs))
 	p.m.filtered.Add(int(filtered))
 	for s, b := range l.batches {
 		if b != nil {
@@ -258,9 +258,9 @@ func (l *prepareLoop) onMain(rb *rawBatch) {
 			l.batches[s] = nil
 		}
 	}
-	rb.release()
+	rb.Release()
 	if l.dead != nil {
-		p.deadLetter.in <- sinkMsg{d: l.dead, epoch: p.epoch}
+		p.deadLetter.In <- SinkMsg{Delivery: l.dead, Epoch: p.epoch}
 		l.dead = nil
 	}
 	l.broadcast()

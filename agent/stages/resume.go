@@ -82,14 +82,14 @@ func (b *lateBurst) flush() {
 // holdsAfterResume reports whether the pipeline holds its watermark after a
 // resumed session (its prepare stage then ticks to end a hold when readings
 // stop coming).
-func (p *pipeline) holdsAfterResume() bool { return p.burst != nil && p.burst.hold > 0 }
+func (p *Pipeline) holdsAfterResume() bool { return p.burst != nil && p.burst.hold > 0 }
 
 // resumeExtraKey names the prepare stage's resume state in a checkpoint.
 func resumeExtraKey(pipeline string) string { return "resume/" + pipeline }
 
 // resumeSnapshot encodes the prepare stage's resume state and its
 // generator's own (unheld) watermark for barrier; nil before any resume.
-func (p *pipeline) resumeSnapshot() []byte {
+func (p *Pipeline) resumeSnapshot() []byte {
 	if p.resume == nil || p.resume.Episode() == 0 {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (p *pipeline) resumeSnapshot() []byte {
 
 // restoreResume puts the resume state of checkpoint m back: a restore in the
 // middle of a hold goes on holding, with the generator where it was.
-func (p *pipeline) restoreResume(m *checkpoint.Manifest) error {
+func (p *Pipeline) restoreResume(m *checkpoint.Manifest) error {
 	b, ok := m.Extra[resumeExtraKey(p.name)]
 	if !ok || p.resume == nil {
 		return nil

@@ -56,7 +56,7 @@ func (st *subtask) taskID(pipeline string) string {
 
 // guardSubtask runs a window subtask and, if it panics, reports the failure
 // and drains its input until the prepare stage closes it.
-func (p *pipeline) guardSubtask(st *subtask) {
+func (p *Pipeline) guardSubtask(st *subtask) {
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -76,7 +76,7 @@ func (p *pipeline) guardSubtask(st *subtask) {
 	p.runSubtask(st)
 }
 
-func (p *pipeline) runSubtask(st *subtask) {
+func (p *Pipeline) runSubtask(st *subtask) {
 	t, e := st.task, p.edges[st.index]
 	var tick <-chan time.Time
 	if !p.eventTime || p.tickEvery > 0 {
@@ -92,7 +92,7 @@ func (p *pipeline) runSubtask(st *subtask) {
 		m, ok, ticked := st.next(e, tick)
 		if ticked {
 			// Processing-time firings come from the ticker.
-			t.AdvanceProcessingTime(p.clk.monoMs())
+			t.AdvanceProcessingTime(p.clk.MonoMs())
 			p.emit(st)
 			seen.overflows(p, t)
 			continue
@@ -109,13 +109,13 @@ func (p *pipeline) runSubtask(st *subtask) {
 		if m.Kind == stream.Barrier && m.Barrier.Announcement {
 			if st.backend != nil && m.Barrier.ID > st.lastBarrier {
 				b := m.Barrier
-				st.announced, st.announcedAt = &b, p.clk.monoMs()
+				st.announced, st.announcedAt = &b, p.clk.MonoMs()
 			}
 		} else if m.Kind == stream.Barrier && m.Barrier.ID <= st.overtaken {
 			continue // taken already, ahead of the queue
 		}
 		p.handle(st, m, keepLate)
-		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.monoMs()) {
+		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.MonoMs()) {
 			p.overtake(st)
 		}
 		p.emit(st)
@@ -163,7 +163,7 @@ func (st *subtask) next(e *stream.Edge, tick <-chan time.Time) (m stream.Message
 }
 
 // handle applies one message to the subtask's window task.
-func (p *pipeline) handle(st *subtask, m stream.Message, keepLate bool) {
+func (p *Pipeline) handle(st *subtask, m stream.Message, keepLate bool) {
 	t := st.task
 	switch m.Kind {
 	case stream.Records:
@@ -200,7 +200,7 @@ type subtaskCounts struct {
 }
 
 // overflows reports result values that overflowed since the last call.
-func (c *subtaskCounts) overflows(p *pipeline, t *operators.WindowTask) {
+func (c *subtaskCounts) overflows(p *Pipeline, t *operators.WindowTask) {
 	if d := t.Overflowed - c.overflowed; d > 0 {
 		p.noteOverflow(t.LastOverflow, d)
 		c.overflowed = t.Overflowed
@@ -210,7 +210,7 @@ func (c *subtaskCounts) overflows(p *pipeline, t *operators.WindowTask) {
 // report adds to the pipeline's metrics what the subtask counted since the
 // last call: late readings (those of a resumed session's burst apart),
 // unassigned ones, overflowed values, the keyed operator's counts.
-func (c *subtaskCounts) report(p *pipeline, st *subtask) {
+func (c *subtaskCounts) report(p *Pipeline, st *subtask) {
 	t := st.task
 	if d := t.Late - c.late; d > 0 {
 		r := t.LateResumed - c.lateResumed
@@ -231,9 +231,9 @@ func (c *subtaskCounts) report(p *pipeline, st *subtask) {
 
 // noteOverflow counts n result values that overflowed float64 (written as
 // null) and logs the latest, o, a few times a minute at most.
-func (p *pipeline) noteOverflow(o operators.Overflow, n int64) {
+func (p *Pipeline) noteOverflow(o operators.Overflow, n int64) {
 	p.m.overflow.Add(int(n))
-	if p.overflowLog.allow(p.clk.wallMs()) {
+	if p.overflowLog.allow(p.clk.WallMs()) {
 		p.log.Warn("result overflowed float64 and is written as null", "pipeline", p.name, "reason", "overflow",
 			"aggregates", strings.Join(o.Aggregates, ","), "key", o.Key, "window_start", time.UnixMilli(o.Start).UTC(), "window_end", time.UnixMilli(o.End).UTC(), "values", n)
 	}
@@ -242,7 +242,7 @@ func (p *pipeline) noteOverflow(o operators.Overflow, n int64) {
 // debugRecords applies the test-only knobs to a batch about to be
 // processed: one sleep for the whole batch (the delay per record times its
 // length, not a timer per record), and the injected panic.
-func (p *pipeline) debugRecords(b *stream.Batch) {
+func (p *Pipeline) debugRecords(b *stream.Batch) {
 	if p.debugDelay > 0 {
 		time.Sleep(p.debugDelay * time.Duration(b.Len()))
 	}
@@ -275,7 +275,7 @@ func (st *subtask) sampleState() {
 
 // emit hands the subtask's collected output to the sinks, or, for an
 // ordered pipeline, keeps it in the subtask's state until the input ends.
-func (p *pipeline) emit(st *subtask) {
+func (p *Pipeline) emit(st *subtask) {
 	t := st.task
 	if d := t.TakeResults(); d != nil {
 		if p.ordered {
@@ -286,10 +286,10 @@ func (p *pipeline) emit(st *subtask) {
 		}
 	}
 	if d := t.TakeLate(); d != nil && p.late != nil {
-		p.late.in <- sinkMsg{d: d, epoch: st.epoch}
+		p.late.In <- SinkMsg{Delivery: d, Epoch: st.epoch}
 	}
 	if d := t.TakeDead(); d != nil && p.deadLetter != nil && p.resultDeadLetters {
-		p.deadLetter.in <- sinkMsg{d: d, epoch: st.epoch}
+		p.deadLetter.In <- SinkMsg{Delivery: d, Epoch: st.epoch}
 	}
 	if p.keys != nil {
 		p.emitRefused(st)
@@ -316,19 +316,19 @@ func (st *subtask) stateErr() error {
 // refused by its broker on every retry. The others are counted and
 // dead-lettered with reason too_large, once per sink refusing them,
 // holding the whole result.
-func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
+func (p *Pipeline) sendResults(epoch uint64, d *operators.Delivery) {
 	var dead *operators.Delivery
 	for _, s := range p.to {
 		out := d
-		if s.maxPayload > 0 || s.packetLimit != nil {
+		if s.MaxPayload > 0 || s.PacketLimit != nil {
 			out = p.fitPayload(s, d, &dead)
 		}
 		if out.Len() > 0 {
-			s.in <- sinkMsg{d: out, epoch: epoch}
+			s.In <- SinkMsg{Delivery: out, Epoch: epoch}
 		}
 	}
 	if dead != nil {
-		p.deadLetter.in <- sinkMsg{d: dead, epoch: epoch}
+		p.deadLetter.In <- SinkMsg{Delivery: dead, Epoch: epoch}
 	}
 }
 
@@ -336,15 +336,15 @@ func (p *pipeline) sendResults(epoch uint64, d *operators.Delivery) {
 // max_payload or its broker's Maximum Packet Size, a copy without them;
 // those are counted, logged and added to *dead (created on first use) when
 // the pipeline has a dead_letter sink.
-func (p *pipeline) fitPayload(s *sinkRunner, d *operators.Delivery, dead **operators.Delivery) *operators.Delivery {
+func (p *Pipeline) fitPayload(s Sink, d *operators.Delivery, dead **operators.Delivery) *operators.Delivery {
 	items := d.Items()
 	tooLarge := func(it record.Item) string {
-		if s.maxPayload > 0 && len(it.Payload) > s.maxPayload {
-			return fmt.Sprintf("result of %d bytes is larger than max_payload (%d bytes) of sink %q", len(it.Payload), s.maxPayload, s.name)
+		if s.MaxPayload > 0 && len(it.Payload) > s.MaxPayload {
+			return fmt.Sprintf("result of %d bytes is larger than max_payload (%d bytes) of sink %q", len(it.Payload), s.MaxPayload, s.Name)
 		}
-		if s.packetLimit != nil {
-			if size, limit, over := s.packetLimit(it); over {
-				return fmt.Sprintf("result's MQTT 5 PUBLISH of %d bytes is larger than the Maximum Packet Size (%d bytes) the broker of sink %q announces", size, limit, s.name)
+		if s.PacketLimit != nil {
+			if size, limit, over := s.PacketLimit(it); over {
+				return fmt.Sprintf("result's MQTT 5 PUBLISH of %d bytes is larger than the Maximum Packet Size (%d bytes) the broker of sink %q announces", size, limit, s.Name)
 			}
 		}
 		return ""
@@ -366,7 +366,7 @@ func (p *pipeline) fitPayload(s *sinkRunner, d *operators.Delivery, dead **opera
 			fit.AddRaw(it.Payload)
 		default:
 			p.m.deadLettered(operators.ReasonTooLarge).Inc()
-			if p.tooLargeLog.allow(p.clk.wallMs()) {
+			if p.tooLargeLog.allow(p.clk.WallMs()) {
 				p.log.Warn("result dead-lettered", "pipeline", p.name, "reason", operators.ReasonTooLarge, "detail", detail)
 			}
 			if p.deadLetter != nil {

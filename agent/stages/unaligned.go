@@ -23,7 +23,7 @@ const overtakeLimit = 32
 // the snapshot holds them, snapshots, and leaves them queued to be
 // processed next. Their output belongs to the next epoch; a restore replays
 // them from the checkpoint before any new input.
-func (p *pipeline) overtake(st *subtask) {
+func (p *Pipeline) overtake(st *subtask) {
 	id := st.announced.ID
 	st.announced = nil
 	e := p.edges[st.index]
@@ -129,7 +129,7 @@ func (p *pipeline) overtake(st *subtask) {
 // checkpoint holds for this subtask, before any new input, in the order
 // they were first read, and then moves to the channel's watermark at the
 // barrier.
-func (p *pipeline) replayInFlight(st *subtask, keepLate bool) {
+func (p *Pipeline) replayInFlight(st *subtask, keepLate bool) {
 	if st.backend == nil {
 		return
 	}
@@ -200,9 +200,10 @@ func inFlightBatch(recs []checkpoint.InFlightRecord, stride int, withControl boo
 	return b
 }
 
-// inflightSummary counts the subtasks of checkpoint m that took the barrier
-// unaligned and the in-flight records they stored.
-func inflightSummary(m *checkpoint.Manifest) (tasks int, records uint64) {
+// InFlightSummary counts the subtasks of checkpoint m that took the
+// barrier unaligned and the in-flight records they stored, as the
+// pipelines recorded them in its manifest.
+func InFlightSummary(m *checkpoint.Manifest) (tasks int, records uint64) {
 	for k, v := range m.Extra {
 		if _, n, ok := decodeInflightExtra(v); ok && strings.HasPrefix(k, "inflight/") {
 			tasks++
@@ -212,24 +213,17 @@ func inflightSummary(m *checkpoint.Manifest) (tasks int, records uint64) {
 	return tasks, records
 }
 
-// announce sends trigger tr ahead of the queues to the window subtasks of
-// every pipeline with unaligned checkpoints (savepoints stay aligned, as in
-// Flink). It never blocks: a subtask that misses one takes that barrier
-// aligned.
-func (df *dataflow) announce(tr checkpoint.Trigger) {
-	if tr.Kind == checkpoint.KindSavepoint {
+// Announce sends trigger tr ahead of the queues to the window subtasks
+// when the pipeline's checkpoints may be unaligned (savepoints stay
+// aligned, as in Flink). It never blocks: a subtask that misses one takes
+// that barrier aligned.
+func (p *Pipeline) Announce(tr checkpoint.Trigger) {
+	if tr.Kind == checkpoint.KindSavepoint || !p.align.Announces() {
 		return
 	}
-	df.mu.Lock()
-	defer df.mu.Unlock()
 	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Announcement: true}
-	for _, p := range df.pipelines {
-		if !p.align.Announces() {
-			continue
-		}
-		for _, e := range p.edges {
-			e.TrySendPriority(stream.Message{Kind: stream.Barrier, Barrier: b})
-		}
+	for _, e := range p.edges {
+		e.TrySendPriority(stream.Message{Kind: stream.Barrier, Barrier: b})
 	}
 }
 
