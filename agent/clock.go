@@ -10,7 +10,8 @@ import (
 // clock gives the two times a pipeline needs: the device's wall clock, for
 // the future-skew check and output timestamps, and a monotonic processing
 // time for processing-time windows, so an NTP step on a device without a
-// real-time clock neither fires nor stalls a window.
+// real-time clock neither fires nor stalls a window. It is the
+// stages.Clock the pipelines are handed.
 type clock struct {
 	start   time.Time // carries Go's monotonic reading
 	startMs int64

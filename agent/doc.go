@@ -7,7 +7,8 @@
 // (decoders, expressions, window operators, the checkpoint coordinator) is
 // pure logic.
 //
-// Life cycle: Run loads and compiles the configuration (build.go), opens
+// Life cycle: Run loads and compiles the configuration (agent.go, each
+// pipeline by stages.Compile), opens
 // sinks, pipelines and sources (sink_open.go, pipeline_open.go,
 // source_open.go), then runs (run.go): checkpoints are set up and the
 // newest checkpoint that verifies restored (restoreselect.go: else the
@@ -32,11 +33,14 @@
 //     source_open.go, sink_open.go), says when they have drained or gone
 //     idle and waits for the WAL sinks' delivery (drain.go), and trims the
 //     ingest logs to what retained checkpoints need.
-//   - pipeline (pipeline.go): one pipeline block's stages — the prepare
-//     stage (prepare.go), the window subtasks (subtask.go) or the keyed
-//     subtasks of per-key functions (keyed.go), their aligned and unaligned
-//     barriers (barrier.go, unaligned.go), the key budget (keylimit.go) and
-//     the ordered output of file sources (ordered.go).
+//   - the pipelines (package agent/stages): stages.Pipeline is one
+//     pipeline block's stages — the prepare stage, the window or keyed
+//     subtasks, their aligned and unaligned barriers and snapshots, and a
+//     checkpoint's restore into them — built by dataflow.newPipeline
+//     (pipeline_open.go) from a stages.Plan with plain options, then
+//     connected to the runners there: each sink runner as a stages.Sink,
+//     each source runner sending stages.SourceBatch on the pipeline's
+//     inputs.
 //   - sourceRunner and sinkRunner (source.go, sinks.go): a source's reader
 //     with its ingest log (ingest.go), and a sink with its two-phase commit.
 //   - the checkpoint driver (package agent/checkpointing): drives

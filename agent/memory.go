@@ -14,7 +14,7 @@ import (
 // where it names none, from the device (devicemem).
 type memoryBudget struct {
 	goLimit    int64
-	stateCache int64 // shared by the subtasks with state (stateShare)
+	stateCache int64 // shared by the subtasks with state (stages.Options.StateCache)
 	derived    bool  // goLimit came from the device
 }
 

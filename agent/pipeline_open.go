@@ -122,7 +122,7 @@ func (df *dataflow) connectSources(p *stages.Pipeline) error {
 // openBackend opens the working state of one subtask. A bbolt file left by
 // an earlier run is discarded, never trusted: state comes from the last
 // checkpoint (docs/architecture.md "State"). cacheBytes is bbolt's part of
-// the subtask's share of state { cache } (stateShare).
+// the subtask's share of state { cache } (stages.Options.StateCache).
 func (df *dataflow) openBackend(pipeline string, subtask int, cacheBytes int64) (state.Backend, error) {
 	st := df.cfg.State
 	if st.Backend == "memory" {

@@ -61,7 +61,7 @@ type sinkRunner struct {
 	// the region like a transactional sink's failure.
 	deadLetters bool
 	// maxPayload: results larger than this many bytes never reach the
-	// sink; their pipeline dead-letters them (sendResults). 0 = no limit.
+	// sink; their pipeline dead-letters them. 0 = no limit.
 	maxPayload int
 	// packetLimit, set for an MQTT 5 sink through its WAL, reports a
 	// result whose PUBLISH is over the Maximum Packet Size its broker

@@ -49,8 +49,9 @@ func (w *walTx) Write(epoch uint64, items []record.Item) error {
 // PUBLISH and the Maximum Packet Size the sink's broker announced, with
 // over set when the PUBLISH is larger: such a result would be dead-lettered
 // by the sink's publisher (never published); its pipeline dead-letters it
-// first, to its dead_letter sink (sendResults). It is safe for concurrent
-// use (the window subtasks call it) and cheap while no limit is announced.
+// first, to its dead_letter sink (stages.Sink.PacketLimit). It is safe for
+// concurrent use (the window subtasks call it) and cheap while no limit is
+// announced.
 func (w *walTx) overPacketLimit(it record.Item) (size, limit int64, over bool) {
 	limit = w.s.MaxPacketSize()
 	if limit <= 0 || 2*int64(len(it.Payload))+maxPublishOverhead <= limit {
