@@ -44,6 +44,12 @@ type Metrics struct {
 	dead map[string]*metrics.Counter
 }
 
+// NewMetrics registers the counters of pipeline name in set: the
+// eddy_readings_*, eddy_results_out_total, eddy_result_values_null_total
+// and eddy_watermark_ms series labelled with it (eddy_window_keys,
+// eddy_control_keys and the dead-letter reasons follow on first use).
+// Call it once per pipeline name and keep the result across rebuilds of
+// the pipeline: registering a name twice in one set panics.
 func NewMetrics(set *metrics.Set, name string) *Metrics {
 	l := fmt.Sprintf(`{pipeline=%q}`, name)
 	m := &Metrics{set: set, name: name,
@@ -123,7 +129,8 @@ func (m *Metrics) stateTotals() *admin.StateReport {
 	return t
 }
 
-// Status implements introspect.Counters.
+// Status is the counters now, as the admin endpoint reports them
+// (introspect.Counters); Name and Parallelism are left empty.
 func (m *Metrics) Status() admin.PipelineStatus {
 	st := admin.PipelineStatus{ReadingsIn: m.in.Get(), ResultsOut: m.out.Get(), Filtered: m.filtered.Get(),
 		Late: m.lateTotal(), Unassigned: m.unassigned.Get(), DeadLettered: m.deadLetteredTotal()}
@@ -133,7 +140,7 @@ func (m *Metrics) Status() admin.PipelineStatus {
 	return st
 }
 
-// DeadLetteredByReason implements introspect.Counters.
+// DeadLetteredByReason is a copy of the dead-letter counts by reason.
 func (m *Metrics) DeadLetteredByReason() map[string]uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -144,5 +151,6 @@ func (m *Metrics) DeadLetteredByReason() map[string]uint64 {
 	return out
 }
 
-// State implements introspect.Counters.
+// State sums the window subtasks' last state samples; nil for a
+// pipeline without state.
 func (m *Metrics) State() *admin.StateReport { return m.stateTotals() }
