@@ -46,8 +46,9 @@ type Metrics struct {
 
 // NewMetrics registers the counters of pipeline name in set: the
 // eddy_readings_*, eddy_results_out_total, eddy_result_values_null_total
-// and eddy_watermark_ms series labelled with it (eddy_window_keys,
-// eddy_control_keys and the dead-letter reasons follow on first use).
+// and eddy_watermark_ms series labelled with it. A pipeline built with
+// them adds eddy_window_keys (max_keys) and eddy_control_keys (a control
+// stream) to the same set, and each dead-letter reason on first use.
 // Call it once per pipeline name and keep the result across rebuilds of
 // the pipeline: registering a name twice in one set panics.
 func NewMetrics(set *metrics.Set, name string) *Metrics {
