@@ -2,6 +2,15 @@
 // configuration, and the goroutines of its running form between the
 // source runners and the sink runners.
 //
+// A stage's decisions are pure code in package operators, with no
+// goroutine, channel or file: operators.Preparer (decode, timestamp,
+// filter, map, key), operators.WindowTask (windows, timers, state),
+// operators.KeyedStage (per-key functions and blocks) and
+// operators.KeyBudget (max_keys). This package runs them: the goroutine
+// around each, the edges between them, the barriers that cross them and
+// the state and snapshot I/O they ask for. A change to what a stage
+// computes belongs there; a change to how it runs belongs here.
+//
 // It owns:
 //   - the plan (Compile, build.go, keyed.go): every expression compiled,
 //     the decoder built, the window specified, the per-key functions and
