@@ -13,15 +13,14 @@
 // checkpoints are set up and the newest checkpoint that verifies restored
 // (restoreselect.go: else the newest uploaded one, else an empty start,
 // refused when an ingest log no longer reaches its start), the admin
-// endpoint starts, then sinks, then pipelines, then sources. Cancelling
-// the context (SIGINT, SIGTERM) stops the sources; every record already
-// taken in drains through the pipelines and sinks (drain.go), a final
-// checkpoint commits it, and Run returns. A
-// file source that reaches its end flushes every window and, when every
-// source has ended, Run returns without a signal. A run that fails as a
-// whole is run again by the restart strategy (agent/failover); a reload
-// (SIGHUP, reload.go) ends the run with a final checkpoint and starts the
-// new configuration from it.
+// endpoint starts, then sinks, then pipelines, then sources. Cancelling the
+// context (SIGINT, SIGTERM) stops the sources; every record already taken in
+// drains through the pipelines and sinks (drain.go), a final checkpoint
+// commits it, and Run returns. A file source that reaches its end flushes
+// every window and, when every source has ended, Run returns without a
+// signal. A run that fails as a whole is run again by the restart strategy
+// (agent/failover); a reload (SIGHUP, reload.go) ends the run with a final
+// checkpoint and starts the new configuration from it.
 //
 // The Agent runs the phases of a run (run.go) and composes one type per
 // concern, each owning its state:
