@@ -92,7 +92,7 @@ func TestPipeline_SendResultsMaxPayload(t *testing.T) {
 				}
 			}
 			var dead []string
-			if deadIn != nil && len(deadIn) > 0 {
+			if len(deadIn) > 0 {
 				m := <-deadIn
 				for _, it := range m.Delivery.Items() {
 					var dl struct{ Reason, Detail, Payload string }
