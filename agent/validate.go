@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -13,6 +15,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -64,26 +67,36 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 	dir := filepath.Join(cfg.Agent.DataDir, "checkpoints")
 	var out StateCheck
 	say := func(format string, args ...any) { out.Lines = append(out.Lines, fmt.Sprintf(format, args...)) }
-	if _, err := os.Stat(filepath.Join(dir, "manifests")); errors.Is(err, fs.ErrNotExist) {
-		say("state: no checkpoint in %s: every pipeline starts empty", cfg.Agent.DataDir)
-		return out, nil
+	var sel checkpoint.Selection
+	err = checkpoint.ErrNoCheckpoint
+	if _, serr := os.Stat(filepath.Join(dir, "manifests")); !errors.Is(serr, fs.ErrNotExist) {
+		sel, err = checkpoint.ReadStore(vfs.Default, dir).SelectRestore("")
 	}
-	sel, err := checkpoint.ReadStore(vfs.Default, dir).SelectRestore("")
 	for _, sk := range sel.Skipped {
 		say("state: checkpoint %d skipped: it does not verify (%v)", sk.ID, sk.Reason)
 	}
-	switch {
-	case errors.Is(err, checkpoint.ErrNoCheckpoint) && len(sel.Skipped) == 0:
-		say("state: no checkpoint in %s: every pipeline starts empty", cfg.Agent.DataDir)
-		return out, nil
-	case errors.Is(err, checkpoint.ErrNoCheckpoint):
-		if cfg.Upload != nil {
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		trimmed, err := trimmedOnDisk(cfg)
+		if err != nil {
+			return out, err
+		}
+		switch decideEmptyStart(len(sel.Skipped) > 0, trimmed, cfg.Upload != nil, allowNonRestored) {
+		case emptyFresh:
+			say("state: no checkpoint in %s: every pipeline starts empty", cfg.Agent.DataDir)
+		case emptyFetch:
 			say("state: no checkpoint in %s verifies: eddy run fetches the newest uploaded one that does, which validate does not read", cfg.Agent.DataDir)
-		} else {
-			say("state: no checkpoint in %s verifies: eddy run starts empty, or refuses to if an ingest log no longer reaches its start", cfg.Agent.DataDir)
+		case emptyReplay:
+			say("state: no checkpoint in %s verifies: every pipeline starts empty, and replaying the ingest logs, which reach back to their start, rebuilds the state", cfg.Agent.DataDir)
+		case emptyDrop:
+			say("state: no checkpoint in %s verifies: every pipeline starts empty without the state of the readings the ingest log dropped (--allow-non-restored-state): %s",
+				cfg.Agent.DataDir, strings.Join(trimmed, ", "))
+		case emptyRefuse:
+			say("state: %s: %s", refuseEmptyReason, strings.Join(trimmed, ", "))
+			out.Refusal = errNotRestored
 		}
 		return out, nil
-	case err != nil:
+	}
+	if err != nil {
 		return out, fmt.Errorf("agent: restore: %w", err)
 	}
 	m := sel.Manifest
@@ -108,6 +121,27 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 		}
 	}
 	out.Refusal = plan.refusal
+	return out, nil
+}
+
+// trimmedOnDisk lists the ingest logs of cfg's sources (those that log:
+// MQTT and simulators) that no longer hold their first reading, as
+// trimmedIngest does for opened ones, from their file names alone.
+func trimmedOnDisk(cfg *config.Config) ([]string, error) {
+	var out []string
+	for _, src := range cfg.Sources {
+		if src.MQTT == nil && src.Simulator == nil {
+			continue
+		}
+		first, err := ingest.FirstOnDisk(filepath.Join(cfg.Agent.DataDir, "ingest", src.Name))
+		if err != nil {
+			return nil, fmt.Errorf("agent: source %q: %w", src.Name, err)
+		}
+		if first > 1 {
+			out = append(out, trimmedFrom(src.Name, first))
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }
 
