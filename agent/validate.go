@@ -164,7 +164,7 @@ func verdictText(v stages.RestoreVerdict) string {
 	case v.Refusal != nil && depended != "":
 		return "refuse to start: " + depended
 	case v.Refusal != nil:
-		return "refuse to start: " + v.Refusal.Error()
+		return "refuse to start: " + strings.TrimPrefix(v.Refusal.Error(), "agent: ")
 	case v.Drop:
 		return "drop its state and start empty (--allow-non-restored-state): " + depended
 	case !v.Stateful:
