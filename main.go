@@ -31,7 +31,10 @@ const usage = `eddy — edge stream agent
 Usage:
   eddy run -c FILE [--from ID|PATH|s3://BUCKET/PREFIX[/ID]] [--allow-non-restored-state]
                                         run the agent (restoring the newest checkpoint)
-  eddy validate -c FILE                 check a configuration; every problem as file:line:col
+  eddy validate -c FILE [--no-state] [--allow-non-restored-state]
+                                        check a configuration; every problem as file:line:col; then
+                                        what run would do with the checkpoints in its data_dir; exit 1
+                                        when run would refuse to start
   eddy checkpoints ls -c FILE [--remote] list local (or uploaded) checkpoints
   eddy checkpoints show -c FILE ID      print one checkpoint's manifest
   eddy savepoint -c FILE                take a savepoint through the running agent
@@ -192,8 +195,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 const exitUndelivered = 3
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "validate -c FILE", stderr)
+	fs := newFlags("validate", "validate -c FILE [--no-state] [--allow-non-restored-state]", stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
+	noState := fs.Bool("no-state", false, "check the configuration only: read nothing in data_dir")
+	allow := fs.Bool("allow-non-restored-state", false, "decide as eddy run with this flag would: drop state that would refuse the start")
 	if _, code, ok := parseCommand(fs, args, 0); !ok {
 		return code
 	}
@@ -205,6 +210,22 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: configuration is valid\n", *path)
+	if *noState {
+		return 0
+	}
+	sc, err := agent.CheckState(*path, *allow)
+	if err != nil {
+		fmt.Fprintf(stderr, "eddy: %v\n", err)
+		return 1
+	}
+	for _, l := range sc.Lines {
+		fmt.Fprintln(stdout, l)
+	}
+	if sc.Refusal != nil {
+		// The line eddy run would exit with, word for word.
+		fmt.Fprintf(stderr, "eddy: %v\n", sc.Refusal)
+		return 1
+	}
 	return 0
 }
 

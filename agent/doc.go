@@ -50,7 +50,10 @@
 //     checkpointing.Source and TxSink (checkpoint_runners.go).
 //   - restorer (restore.go): chooses the checkpoint a start restores
 //     (restoreselect.go), loads a checkpoint into pipelines just built and
-//     rewinds their sources, at start and for a restarted region.
+//     rewinds their sources, at start and for a restarted region. Whether
+//     a start restores, drops or refuses is decided by decideEmptyStart
+//     and planRestore (over stages.CheckRestore), which eddy validate
+//     also runs, read-only, to print what a start would do (validate.go).
 //   - failover regions (package agent/failover): groups the pipelines into
 //     regions, decides each restart by its strategy and records the
 //     regions that gave up or wait to restart; regionHost (regions.go)

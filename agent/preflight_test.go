@@ -298,7 +298,10 @@ func lineWith(report, prefix string) string {
 // TestValidate_ReadsNothingInDataDir: validate builds the upload client with
 // the configured device id, without reading the id data_dir recorded, so a
 // data_dir of another device neither fails validate nor is touched by it
-// (eddy run reports the changed id itself, with its own message).
+// (eddy run reports the changed id itself, with its own message). Validate
+// is all that `eddy validate --no-state` runs; the state check after it
+// (CheckState) reads data_dir/checkpoints and nothing else, so the device
+// id stays unread there too.
 func TestValidate_ReadsNothingInDataDir(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -332,5 +335,36 @@ upload "s3" {
 	}
 	if report, ok := Validate(path); !ok {
 		t.Fatalf("validate refused a configuration for a data_dir of another device:\n%s", report)
+	}
+	sc, err := CheckState(path, false)
+	if err != nil || sc.Refusal != nil {
+		t.Fatalf("the state check refused a data_dir of another device: %v, %v", err, sc.Refusal)
+	}
+	if want := "state: no checkpoint in " + data + ": every pipeline starts empty"; len(sc.Lines) != 1 || sc.Lines[0] != want {
+		t.Errorf("state check says %q, want %q", sc.Lines, want)
+	}
+	if names, err := os.ReadDir(data); err != nil || len(names) != 1 {
+		t.Errorf("data_dir after the state check: %v, %v; want only the device id", names, err)
+	}
+}
+
+// TestCheckState_CreatesNoDataDir: the state check of a device that never
+// ran finds no checkpoint and leaves data_dir uncreated (eddy run creates
+// it, with the permissions it checks).
+func TestCheckState_CreatesNoDataDir(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	path := filepath.Join(dir, "agent.hcl")
+	cfg := "agent {\n  data_dir = \"" + data + "\"\n}\nsource \"file\" \"in\" { path = \"in.jsonl\" }\nsink \"stdout\" \"out\" {}\n" +
+		"pipeline \"p\" {\n  from = source.file.in\n  to   = [sink.stdout.out]\n}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := CheckState(path, false)
+	if err != nil || sc.Refusal != nil || len(sc.Lines) != 1 {
+		t.Fatalf("CheckState: %v, %v, %q", err, sc.Refusal, sc.Lines)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("the state check created data_dir: %v", err)
 	}
 }

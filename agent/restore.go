@@ -131,26 +131,65 @@ type restorer struct {
 
 // restore loads checkpoint sel into pipelines' state, watermarks and the
 // positions of sources. State is mapped by pipeline name and key group, so
-// a changed parallelism restores too.
+// a changed parallelism restores too. What it does to each pipeline, and
+// whether it refuses, is planRestore's decision, which eddy validate
+// prints.
 func (r *restorer) restore(sel checkpoint.Selection, pipelines []*stages.Pipeline, sources map[string]*sourceRunner) error {
 	m := sel.Manifest
-	known := map[string]bool{}
+	var verdicts []stages.RestoreVerdict
 	for _, p := range pipelines {
-		known[p.Name()] = true
+		verdicts = append(verdicts, p.CheckRestore(m, r.allowNonRestored))
+	}
+	if plan := planRestore(m, verdicts, r.allowNonRestored); plan.refusal != nil {
+		return plan.refusal
+	}
+	for _, p := range pipelines {
 		if err := r.restorePipeline(sel, p); err != nil {
 			return err
-		}
-	}
-	for _, name := range m.Pipelines() {
-		if !known[name] && !r.allowNonRestored {
-			return fmt.Errorf("agent: checkpoint %d holds state of pipeline %q, which the configuration no longer has; "+
-				"rename the pipeline back, or start with --allow-non-restored-state to drop that state", m.ID, name)
 		}
 	}
 	rewind(m, sources)
 	r.log.Info("restored checkpoint", "id", m.ID, "kind", m.Kind, "time", m.Time, "bytes", m.FullSize(),
 		"pipelines", len(m.Pipelines()), "positions", m.SourcePositions)
 	return nil
+}
+
+// restorePlan is what restoring a checkpoint does to every pipeline.
+type restorePlan struct {
+	// verdicts are the configuration's pipelines', in its order.
+	verdicts []stages.RestoreVerdict
+	// removed are the pipelines the checkpoint holds state of that the
+	// configuration no longer has, sorted: their state is dropped with
+	// --allow-non-restored-state, and refused without.
+	removed []string
+	// refusal is run's error refusing to start: the first pipeline's that
+	// refuses, else the first removed one's; nil when run starts.
+	refusal error
+}
+
+// planRestore decides what restoring checkpoint m does to the pipelines
+// whose verdicts are given (stages.CheckRestore) and to those m holds that
+// none of them is.
+func planRestore(m *checkpoint.Manifest, verdicts []stages.RestoreVerdict, allowNonRestored bool) restorePlan {
+	plan := restorePlan{verdicts: verdicts}
+	known := map[string]bool{}
+	for _, v := range verdicts {
+		known[v.Pipeline] = true
+		if plan.refusal == nil {
+			plan.refusal = v.Refusal
+		}
+	}
+	for _, name := range m.Pipelines() {
+		if known[name] {
+			continue
+		}
+		plan.removed = append(plan.removed, name)
+		if plan.refusal == nil && !allowNonRestored {
+			plan.refusal = fmt.Errorf("agent: checkpoint %d holds state of pipeline %q, which the configuration no longer has; "+
+				"rename the pipeline back, or start with --allow-non-restored-state to drop that state", m.ID, name)
+		}
+	}
+	return plan
 }
 
 // rewind sets each of sources that checkpoint m has a position of to

@@ -35,7 +35,8 @@ var errNotRestored = errors.New("agent: refusing to start empty: no checkpoint v
 //
 // The Selection and error are SelectRestore's otherwise; with
 // checkpoint.ErrNoCheckpoint the start is empty. sources are the ones just
-// opened, whose ingest logs tell whether state existed.
+// opened, whose ingest logs tell whether state existed. eddy validate
+// decides as this does (decideEmptyStart), without fetching.
 func (r *restorer) selectRestore(ctx context.Context, store *checkpoint.Store, sources map[string]*sourceRunner) (checkpoint.Selection, error) {
 	logged := map[uint64]bool{}
 	sel, err := r.selectLogged(store, logged)
@@ -47,11 +48,11 @@ func (r *restorer) selectRestore(ctx context.Context, store *checkpoint.Store, s
 		return sel, err
 	}
 	trimmed := trimmedIngest(sources)
-	if len(sel.Skipped) == 0 && len(trimmed) == 0 {
+	switch decideEmptyStart(len(sel.Skipped) > 0, trimmed, r.cfg.Upload != nil, r.allowNonRestored) {
+	case emptyFresh:
 		r.log.Info("no checkpoint to restore: starting empty")
 		return sel, err
-	}
-	if r.cfg.Upload != nil {
+	case emptyFetch:
 		id, ferr := r.fetchUploaded(ctx)
 		switch {
 		case ferr == nil:
@@ -66,20 +67,65 @@ func (r *restorer) selectRestore(ctx context.Context, store *checkpoint.Store, s
 			r.log.Warn("no local checkpoint verifies, and no uploaded one could be fetched", "err", ferr)
 		}
 	}
-	switch {
-	case len(trimmed) == 0:
+	switch decideEmptyStart(true, trimmed, false, r.allowNonRestored) {
+	case emptyReplay:
 		r.log.Warn("no checkpoint verifies: starting empty; every ingest log reaches back to its start, so replaying the input rebuilds the state",
 			"skipped", len(sel.Skipped))
 		return sel, err
-	case r.allowNonRestored:
+	case emptyDrop:
 		r.log.Warn("no checkpoint verifies and the ingest log no longer reaches its start: starting empty without the state of the readings it dropped (--allow-non-restored-state)",
 			"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped))
 		return sel, err
 	}
-	r.log.Error("refusing to start empty: no checkpoint verifies and the ingest log no longer reaches its start, so the state of the readings it dropped would be lost; "+
-		"restore a checkpoint with `eddy restore --from s3://BUCKET/PREFIX/`, or start with --allow-non-restored-state to start empty without that state",
-		"ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped), "uploads", r.cfg.Upload != nil)
+	r.log.Error(refuseEmptyReason, "ingest", strings.Join(trimmed, ", "), "skipped", len(sel.Skipped), "uploads", r.cfg.Upload != nil)
 	return sel, errNotRestored
+}
+
+// refuseEmptyReason is the error run logs, and validate prints, before
+// refusing to start empty (errNotRestored).
+const refuseEmptyReason = "refusing to start empty: no checkpoint verifies and the ingest log no longer reaches its start, so the state of the readings it dropped would be lost; " +
+	"restore a checkpoint with `eddy restore --from s3://BUCKET/PREFIX/`, or start with --allow-non-restored-state to start empty without that state"
+
+// emptyStart is what a start does when --from is unset and no local
+// checkpoint verifies (decideEmptyStart).
+type emptyStart int
+
+const (
+	// emptyFresh: no state existed (no checkpoint skipped, no ingest log
+	// trimmed): start empty.
+	emptyFresh emptyStart = iota
+	// emptyFetch: state existed and there is an upload block: fetch the
+	// newest uploaded checkpoint that verifies, then decide again
+	// without one to fetch.
+	emptyFetch
+	// emptyReplay: every ingest log reaches back to its start: start
+	// empty, replaying the input rebuilds the state.
+	emptyReplay
+	// emptyDrop: an ingest log is trimmed, and --allow-non-restored-state
+	// accepts losing that state: start empty.
+	emptyDrop
+	// emptyRefuse: an ingest log is trimmed: refuse (errNotRestored).
+	emptyRefuse
+)
+
+// decideEmptyStart decides what a start without a checkpoint to restore
+// does, given whether checkpoints were skipped (they did not verify), the
+// ingest logs that no longer reach their start (trimmedIngest), whether
+// it can still fetch an uploaded checkpoint, and
+// --allow-non-restored-state. eddy run and eddy validate both decide by
+// it.
+func decideEmptyStart(skipped bool, trimmed []string, canFetch, allowNonRestored bool) emptyStart {
+	switch {
+	case !skipped && len(trimmed) == 0:
+		return emptyFresh
+	case canFetch:
+		return emptyFetch
+	case len(trimmed) == 0:
+		return emptyReplay
+	case allowNonRestored:
+		return emptyDrop
+	}
+	return emptyRefuse
 }
 
 // selectLogged is store.SelectRestore(r.from) with a warning per skipped
@@ -104,11 +150,16 @@ func trimmedIngest(sources map[string]*sourceRunner) []string {
 			continue
 		}
 		if first := s.ilog.FirstOffset(); first > 1 {
-			out = append(out, fmt.Sprintf("%s from offset %d", name, first))
+			out = append(out, trimmedFrom(name, first))
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// trimmedFrom names source's ingest log, trimmed to start at offset first.
+func trimmedFrom(source string, first uint64) string {
+	return fmt.Sprintf("%s from offset %d", source, first)
 }
 
 // fetchUploaded downloads the newest uploaded checkpoint that verifies

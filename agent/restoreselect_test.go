@@ -268,3 +268,29 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideEmptyStart: with no local checkpoint to restore, a start with
+// no trace of earlier state starts empty; one after skipped checkpoints or
+// a trimmed ingest log fetches an uploaded checkpoint when it can, and
+// otherwise starts empty only when replaying the logs rebuilds the state,
+// or when --allow-non-restored-state accepts the loss.
+func TestDecideEmptyStart(t *testing.T) {
+	trimmed := []string{"sensors from offset 51201"}
+	for _, c := range []struct {
+		skipped         bool
+		trimmed         []string
+		canFetch, allow bool
+		want            emptyStart
+	}{
+		{false, nil, true, false, emptyFresh},
+		{true, nil, true, false, emptyFetch},
+		{false, trimmed, true, false, emptyFetch},
+		{true, nil, false, false, emptyReplay},
+		{true, trimmed, false, true, emptyDrop},
+		{false, trimmed, false, false, emptyRefuse},
+	} {
+		if got := decideEmptyStart(c.skipped, c.trimmed, c.canFetch, c.allow); got != c.want {
+			t.Errorf("decideEmptyStart(%v, %v, %v, %v) = %d, want %d", c.skipped, c.trimmed, c.canFetch, c.allow, got, c.want)
+		}
+	}
+}

@@ -80,6 +80,18 @@ func OpenStore(fsys vfs.FS, dir string) (*Store, error) {
 	return s, nil
 }
 
+// ReadStore opens the store in dir on fsys (nil: vfs.Default) for reading
+// only: unlike OpenStore it creates nothing and removes no temp file, so a
+// reader that must leave data_dir as it found it (eddy validate) can
+// select and verify a checkpoint (SelectRestore). Its writing methods must
+// not be called.
+func ReadStore(fsys vfs.FS, dir string) *Store {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return &Store{fs: fsys, dir: dir}
+}
+
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 

@@ -91,7 +91,12 @@ func TestCorrupt_TrimmedLogRefusesEmptyStart(t *testing.T) {
 				}
 			}
 
+			// validate decides as run does, reading data_dir only.
+			vout, verr, vcode := runSplit(t, "validate", "-c", run.cfg)
 			if !uploads {
+				if vcode != 1 || !strings.Contains(vout, "refusing to start empty") || !strings.Contains(vout, "eddy restore --from s3://") {
+					t.Fatalf("validate over a trimmed log without a checkpoint: exit %d\n%s%s", vcode, vout, verr)
+				}
 				p := startEddy(t, "run", "-c", run.cfg)
 				await.True(t, 60*time.Second, `p.exited() || p.logContains("eddy started")`, func() bool { return p.exited() || p.logContains("eddy started") })
 				if !p.exited() {
@@ -110,7 +115,14 @@ func TestCorrupt_TrimmedLogRefusesEmptyStart(t *testing.T) {
 				if len(errs) != 1 || !strings.Contains(errs[0], "--allow-non-restored-state") || !strings.Contains(errs[0], "eddy restore --from s3://") {
 					t.Fatalf("want one error line naming --allow-non-restored-state and eddy restore --from s3://, got %d:\n%s", len(errs), strings.Join(errs, "\n"))
 				}
+				lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+				if last := lines[len(lines)-1]; last != strings.TrimRight(verr, "\n") {
+					t.Fatalf("run's last line\n%s\nis not validate's\n%s", last, verr)
+				}
 				return
+			}
+			if vcode != 0 || !strings.Contains(vout, "eddy run fetches the newest uploaded one that does") {
+				t.Fatalf("validate over a trimmed log with uploads: exit %d\n%s%s", vcode, vout, verr)
 			}
 			run.start()
 			if !run.p.waitLog("restored checkpoint", 30*time.Second) || !run.p.logContains("fetched the newest uploaded checkpoint") {

@@ -98,6 +98,8 @@ type mqttCrashRun struct {
 	p      *eddyProc // the current run
 	starts int
 	ready  func() bool // nil: the MQTT source is connected
+	// bin is the eddy binary start runs; "" for this build's (eddyBin).
+	bin string
 }
 
 // newCrashRun writes tmpl into a new directory (writeConfig, with %ADMIN%
@@ -115,7 +117,11 @@ func newMQTTCrashRun(t *testing.T, broker, client string) *mqttCrashRun {
 // start starts a run and waits up to 15 s until it is ready.
 func (r *mqttCrashRun) start() {
 	r.t.Helper()
-	r.p = startEddy(r.t, "run", "-c", r.cfg)
+	bin := r.bin
+	if bin == "" {
+		bin = eddyBin
+	}
+	r.p = startBinary(r.t, bin, "run", "-c", r.cfg)
 	r.p.admin = r.admin
 	r.starts++
 	ready := r.ready

@@ -10,7 +10,8 @@
 //	harness_     starting, stopping and watching eddy; the packet-tracing proxy
 //	crash_       SIGKILL at random moments against each broker family, results
 //	             compared with an uninterrupted run
-//	checkpoint_  restore, corrupt checkpoints, restart strategies, unaligned barriers
+//	checkpoint_  restore, corrupt checkpoints, restart strategies, unaligned barriers,
+//	             an upgrade from the build of an earlier commit
 //	delivery_    the sinks: the WAL sink's exactly-once and at-least-once modes,
 //	             refusals, drains, probes, dead letters
 //	disk_        full disks and disk budgets

@@ -106,7 +106,14 @@ type eddyProc struct {
 // logged then.
 func startEddy(t testing.TB, args ...string) *eddyProc {
 	t.Helper()
-	p := &eddyProc{t: t, cmd: exec.Command(eddyBin, args...), done: make(chan struct{})}
+	return startBinary(t, eddyBin, args...)
+}
+
+// startBinary is startEddy of another eddy binary, bin: a build of an
+// earlier commit, for the upgrade tests.
+func startBinary(t testing.TB, bin string, args ...string) *eddyProc {
+	t.Helper()
+	p := &eddyProc{t: t, cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

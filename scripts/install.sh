@@ -17,7 +17,9 @@
 # scripts/build.sh, checked against dist/SHA256SUMS when that is present.
 # --config defaults to the template examples/eddy.hcl (readings from the
 # device's broker, one event-time window, results on disk), to be edited.
-# The config is validated with the binary when it runs here.
+# The config is validated with the binary when it runs here, and so is an
+# existing one against the state in its data_dir: a binary that would not
+# start on them is not installed.
 # systemd-analyze verify checks the unit when it is installed (a warning
 # fails the install). Without DESTDIR it creates the eddy system user and,
 # on a machine running systemd, reloads systemd; it starts eddy only with
@@ -56,21 +58,32 @@ fi
 [ -f "$binary" ] || { echo "install: binary $binary not found" >&2; exit 1; }
 
 bin="$destdir$prefix/bin/eddy"
+conf_dir="$destdir/etc/eddy"
+new=$(mktemp)
+trap 'rm -f "$new"' EXIT
+cp "${config:-examples/eddy.hcl}" "$new"
+# Validate with the new binary before it replaces anything, when it runs on
+# this machine (not an ARM binary staged on amd64). The config the service
+# will run (an existing one is kept, else the new one) is also checked
+# against the checkpoints in its data_dir (where the config points, read
+# only), as a restart onto the new binary would meet them; a new config
+# that only lands beside it as eddy.hcl.new is checked alone (--no-state).
+# A refusal installs nothing, so the old binary keeps running and starting.
+if "$binary" version >/dev/null 2>&1; then
+  if [ -e "$conf_dir/eddy.hcl" ]; then
+    "$binary" validate --no-state -c "$new" >/dev/null || { echo "install: the config does not validate (above)" >&2; exit 1; }
+    "$binary" validate -c "$conf_dir/eddy.hcl" >&2 \
+      || { echo "install: the new binary would not start on $conf_dir/eddy.hcl and its state (above); nothing installed" >&2; exit 1; }
+  else
+    "$binary" validate -c "$new" >/dev/null || { echo "install: the config does not validate (above)" >&2; exit 1; }
+  fi
+fi
+
 install -D -m 0755 "$binary" "$bin"
 echo "install: $bin"
 
 # The config: the user's, or the template.
-conf_dir="$destdir/etc/eddy"
 install -d -m 0755 "$conf_dir"
-new=$(mktemp)
-trap 'rm -f "$new"' EXIT
-cp "${config:-examples/eddy.hcl}" "$new"
-# Validate with the installed binary when it runs on this machine (not an
-# ARM binary staged on amd64). Relative paths in it resolve against the
-# config's directory, so validate a copy in the config's place.
-if "$bin" version >/dev/null 2>&1; then
-  "$bin" validate -c "$new" >/dev/null || { echo "install: the config does not validate (above)" >&2; exit 1; }
-fi
 if [ -e "$conf_dir/eddy.hcl" ]; then
   install -m 0644 "$new" "$conf_dir/eddy.hcl.new"
   echo "install: kept $conf_dir/eddy.hcl; the new config is $conf_dir/eddy.hcl.new"

@@ -29,7 +29,8 @@
 //     and a checkpoint's restore into a pipeline just built (Restore,
 //     restore.go): state by key group, in-flight records, control,
 //     resume and watermark state, refused when the state shape (shape.go)
-//     or the window state layout changed.
+//     or the window state layout changed; CheckRestore decides the
+//     former from the manifest alone, for run and validate alike.
 //   - the messages on its edges: SourceBatch from a source runner, SinkMsg
 //     to a sink runner; the runners use these types.
 //   - each pipeline's counters (Metrics, metrics.go: the metric names it

@@ -1,7 +1,6 @@
 package stages
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -136,9 +135,7 @@ func (p *Pipeline) newSubtasks(pl *Plan, o Options) error {
 	if pl.window != nil {
 		p.windowState = windowStateName(*pl.window)
 	}
-	if keyedState {
-		p.shape, _ = json.Marshal(pipelineShape(o.Source, pl.cfg)) // strings only: cannot fail
-	}
+	p.shape = pl.StateShape(o.Source)
 	p.merge.done = make(chan struct{})
 	var usage []stateUsage
 	if keyedState {

@@ -96,33 +96,133 @@ func (p *Pipeline) Restore(sel checkpoint.Selection, allowNonRestored bool) erro
 	return nil
 }
 
-// shapeChanged compares the state shape checkpoint m recorded for p (if
-// it recorded one: earlier builds did not) with p's. If they differ, the
-// state would be misread: that refuses the restore, or, with
-// --allow-non-restored-state, reports that p's keyed state is to be dropped.
-func (p *Pipeline) shapeChanged(m *checkpoint.Manifest, allowNonRestored bool) (bool, error) {
-	b := m.Extra[shapeExtraKey(p.name)]
-	if len(b) == 0 || p.shape == nil {
-		return false, nil
-	}
-	var was, now stateShape
-	if err := json.Unmarshal(p.shape, &now); err != nil {
-		return false, fmt.Errorf("agent: pipeline %q: %w", p.name, err)
-	}
-	what := "its configuration"
-	if json.Unmarshal(b, &was) == nil {
-		if what = was.differs(now); what == "" {
-			return false, nil
+// RestoreVerdict is what restoring a checkpoint does to one pipeline,
+// decided from the checkpoint's manifest alone (the state shape,
+// watermarks and in-flight records it recorded for the pipeline) before
+// any state is read. eddy run acts on it and eddy validate prints it, so
+// the two cannot tell different stories.
+type RestoreVerdict struct {
+	Pipeline string
+	// Stateful: the pipeline keeps state now (a window, per-key functions).
+	Stateful bool
+	// InCheckpoint: the checkpoint holds the pipeline (its state files or
+	// its recorded shape); otherwise it is new and starts empty.
+	InCheckpoint bool
+	// Changes lists what differs from the shape the checkpoint recorded,
+	// those the state depends on first (ShapeChange.Kept false).
+	Changes []ShapeChange
+	// Drop: the state depends on a change, and --allow-non-restored-state
+	// drops it; the pipeline starts empty from the restored positions.
+	Drop bool
+	// Refusal is run's error refusing the restore; nil when it restores
+	// (or drops).
+	Refusal error
+}
+
+// CheckRestore decides what restoring checkpoint m does to pipeline name,
+// whose state shape is shape (Plan.StateShape; nil when it keeps no
+// state) and which runs parallelism subtasks.
+func CheckRestore(m *checkpoint.Manifest, name string, shape []byte, parallelism int, allowNonRestored bool) RestoreVerdict {
+	b := m.Extra[shapeExtraKey(name)]
+	v := RestoreVerdict{Pipeline: name, Stateful: shape != nil, InCheckpoint: len(b) > 0 || len(m.PipelineFiles(name)) > 0}
+	if len(b) > 0 && shape != nil {
+		var was, now stateShape
+		if err := json.Unmarshal(shape, &now); err != nil {
+			v.Refusal = fmt.Errorf("agent: pipeline %q: %w", name, err)
+			return v
+		}
+		if json.Unmarshal(b, &was) == nil {
+			v.Changes = was.changes(now)
+		} else {
+			v.Changes = []ShapeChange{{Part: "configuration"}}
+		}
+		if parts, detail := dependedOn(v.Changes); parts != "" {
+			if allowNonRestored {
+				v.Drop = true
+			} else {
+				v.Refusal = fmt.Errorf("agent: checkpoint %d holds pipeline %q's state, and %s changed since%s, which that state depends on: "+
+					"restore it with the configuration that wrote it, or start with --allow-non-restored-state to drop that state",
+					m.ID, name, parts, detail)
+				return v
+			}
 		}
 	}
-	if !allowNonRestored {
-		return false, fmt.Errorf("agent: checkpoint %d holds pipeline %q's state, and %s changed since, which that state depends on: "+
-			"restore it with the configuration that wrote it, rename the pipeline to start it afresh, "+
-			"or start with --allow-non-restored-state to drop that state", m.ID, p.name, what)
+	v.Refusal = unalignedParallelism(m, name, parallelism)
+	return v
+}
+
+// dependedOn names the changes the state depends on for run's refusal:
+// "the window and the key", with their details " (window: size 10s →
+// 1m0s; key: event.a → event.b)", or " (max_temp added)" for one; "" when
+// the state carries over.
+func dependedOn(changes []ShapeChange) (parts, detail string) {
+	var names, details []string
+	for _, c := range changes {
+		if c.Kept {
+			continue
+		}
+		names = append(names, "the "+c.Part)
+		if c.Detail != "" {
+			details = append(details, c.Part+": "+c.Detail)
+		}
 	}
-	p.log.Warn("dropped the state of a pipeline whose configuration changed (--allow-non-restored-state)",
-		"pipeline", p.name, "checkpoint", m.ID, "changed", what)
-	return true, nil
+	switch len(names) {
+	case 0:
+		return "", ""
+	case 1:
+		parts = names[0]
+		if len(details) == 1 {
+			detail = " (" + strings.TrimPrefix(details[0], strings.TrimPrefix(names[0], "the ")+": ") + ")"
+		}
+		return parts, detail
+	}
+	parts = strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	if len(details) > 0 {
+		detail = " (" + strings.Join(details, "; ") + ")"
+	}
+	return parts, detail
+}
+
+// CheckRestore is CheckRestore of checkpoint m for p.
+func (p *Pipeline) CheckRestore(m *checkpoint.Manifest, allowNonRestored bool) RestoreVerdict {
+	return CheckRestore(m, p.name, p.shape, len(p.subtasks), allowNonRestored)
+}
+
+// shapeChanged reports whether p's keyed state is to be dropped because
+// the state shape changed since checkpoint m (CheckRestore), and run's
+// refusal otherwise.
+func (p *Pipeline) shapeChanged(m *checkpoint.Manifest, allowNonRestored bool) (bool, error) {
+	v := p.CheckRestore(m, allowNonRestored)
+	if v.Drop {
+		parts, detail := dependedOn(v.Changes)
+		p.log.Warn("dropped the state of a pipeline whose configuration changed (--allow-non-restored-state)",
+			"pipeline", p.name, "checkpoint", m.ID, "changed", parts+detail)
+	}
+	if v.Refusal != nil {
+		return false, v.Refusal
+	}
+	return v.Drop, nil
+}
+
+// unalignedParallelism refuses a checkpoint in which some subtask of
+// pipeline name took the barrier unaligned, taken with another
+// parallelism: its in-flight records belong to the subtasks that stored
+// them.
+func unalignedParallelism(m *checkpoint.Manifest, name string, parallelism int) error {
+	unaligned, taken := false, 0
+	for k := range m.Extra {
+		if strings.HasPrefix(k, "inflight/"+name+"/") {
+			unaligned = true
+		}
+		if strings.HasPrefix(k, "watermark/"+name+"/") {
+			taken++
+		}
+	}
+	if !unaligned || taken == parallelism {
+		return nil
+	}
+	return fmt.Errorf("agent: checkpoint %d of pipeline %q is unaligned (it holds in-flight records of %d subtasks); "+
+		"restore it with parallelism %d, then take a savepoint (always aligned) to change it", m.ID, name, taken, taken)
 }
 
 // restoreUnalignedWatermarks restores the watermarks of a checkpoint in
@@ -148,15 +248,8 @@ func (p *Pipeline) restoreUnalignedWatermarks(m *checkpoint.Manifest) (bool, err
 	if len(channel) == 0 {
 		return false, nil
 	}
-	taken := 0
-	for k := range m.Extra {
-		if strings.HasPrefix(k, "watermark/"+p.name+"/") {
-			taken++
-		}
-	}
-	if taken != len(p.subtasks) {
-		return true, fmt.Errorf("agent: checkpoint %d of pipeline %q is unaligned (it holds in-flight records of %d subtasks); "+
-			"restore it with parallelism %d, then take a savepoint (always aligned) to change it", m.ID, p.name, taken, taken)
+	if err := unalignedParallelism(m, p.name, len(p.subtasks)); err != nil {
+		return true, err
 	}
 	top := int64(math.MinInt64)
 	for _, st := range p.subtasks {

@@ -5,6 +5,7 @@
 package pkgtest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,6 +208,88 @@ func TestTarball_InstallsWithTemplate(t *testing.T) {
 	for _, p := range []string{"usr/bin/eddy", "etc/systemd/system/eddy.service"} {
 		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// stateConfig is a configuration whose data_dir and input lie in dir,
+// %AGG% its aggregates: the test root's conffile as an operator edits it.
+const stateConfig = `agent {
+  device_id = "pkg"
+  data_dir  = "%DIR%/data"
+  admin     = ""
+}
+source "file" "in" {
+  path = "%DIR%/in.jsonl"
+  timestamp { field = "ts" }
+}
+sink "file" "out" { path = "%DIR%/out" }
+pipeline "temp_10s" {
+  from = source.file.in
+  key  = event.sensor
+  window "tumbling" { size = "10s" }
+  aggregate {%AGG%
+  }
+  to = [sink.file.out]
+}
+`
+
+// TestDeb_UpgradeValidatesState installs the package into a test root,
+// lets its binary write checkpoints under the root's configuration, and
+// installs the package again as an upgrade: postinst validates the
+// configuration against that state with the new binary, and says it would
+// not restart the service when the configuration changed a pipeline's
+// state shape since (run would refuse to start), naming the change; with
+// the configuration unchanged it says nothing of the kind.
+func TestDeb_UpgradeValidatesState(t *testing.T) {
+	if _, err := exec.LookPath("dpkg"); err != nil {
+		t.Fatal("dpkg is not installed; the Debian package cannot be tested")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("installing into a root needs root (CI runs as root)")
+	}
+	deb, _ := buildPackage(t)
+	root := newRoot(t)
+	install := func() string {
+		t.Helper()
+		return run(t, "dpkg", "--root="+root, "--force-script-chrootless", "--force-not-root", "--force-depends", "--log=/dev/null", "-i", deb)
+	}
+	install()
+
+	dir := t.TempDir()
+	var in strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&in, "{\"sensor\":\"s%d\",\"ts\":%d,\"temp\":%d}\n", i%3, 1_700_000_000_000+int64(i)*100, 20+i%7)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(root, "etc/eddy/eddy.hcl")
+	write := func(aggs string) {
+		t.Helper()
+		cfg := strings.NewReplacer("%DIR%", dir, "%AGG%", aggs).Replace(stateConfig)
+		if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const before = "\n    n        = count()\n    avg_temp = avg(event.temp)"
+	write(before)
+	// The input ends, the run takes its final checkpoint and exits.
+	run(t, filepath.Join(root, "usr/bin/eddy"), "run", "-c", conf)
+	if m, _ := filepath.Glob(filepath.Join(dir, "data/checkpoints/manifests/*.json")); len(m) == 0 {
+		t.Fatal("the run left no checkpoint")
+	}
+
+	if out := install(); strings.Contains(out, "would not start") {
+		t.Errorf("upgrade over an unchanged configuration:\n%s", out)
+	}
+	write(before + "\n    max_temp = max(event.temp)")
+	out := install()
+	for _, want := range []string{"this version would not start on /etc/eddy/eddy.hcl",
+		`pipeline "temp_10s": refuse to start: aggregates changed (max_temp added)`,
+		`holds pipeline "temp_10s"'s state, and the aggregates changed since (max_temp added), which that state depends on`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("upgrade over a configuration whose state shape changed does not say %q:\n%s", want, out)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func TestUnit_Directives(t *testing.T) {
 	for _, tc := range []struct{ section, key, want string }{
 		{"Unit", "StartLimitIntervalSec", "600"},
 		{"Unit", "StartLimitBurst", "5"},
+		{"Service", "ExecStartPre", "/usr/bin/eddy validate -c /etc/eddy/eddy.hcl"},
 		{"Service", "ExecStart", "/usr/bin/eddy run -c /etc/eddy/eddy.hcl"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "RestartSec", "5s"},
@@ -68,6 +70,12 @@ func TestUnit_Directives(t *testing.T) {
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("[%s] %s = %q, want exactly %q", tc.section, tc.key, got, tc.want)
 		}
+	}
+	// A reload validates the configuration against the state before the
+	// agent gets SIGHUP: systemd runs ExecReload lines in order and stops
+	// at the first that fails.
+	if got := u["Service"]["ExecReload"]; len(got) != 2 || got[0] != "/usr/bin/eddy validate -c /etc/eddy/eddy.hcl" || got[1] != "/bin/kill -HUP $MAINPID" {
+		t.Errorf("ExecReload = %q, want validate, then SIGHUP to the main process", got)
 	}
 	// The final checkpoint of a large state on a slow SD card takes time.
 	if d, err := time.ParseDuration(strings.Join(u["Service"]["TimeoutStopSec"], "")); err != nil || d < time.Minute {
@@ -163,5 +171,84 @@ func TestInstall_RejectsBadConfig(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "root/etc/systemd/system/eddy.service")); err == nil {
 		t.Error("the unit was installed for a config that does not validate")
+	}
+}
+
+// TestInstall_RefusesBinaryThatWouldNotStart: over an existing
+// configuration whose data_dir holds checkpoints, install.sh validates it
+// against that state with the new binary first, and installs nothing when
+// run would refuse to start there (the configuration changed a pipeline's
+// aggregates since the checkpoint); with the configuration the state was
+// written with, it installs.
+func TestInstall_RefusesBinaryThatWouldNotStart(t *testing.T) {
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "eddy")
+	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
+		t.Fatalf("build eddy: %v\n%s", err, out)
+	}
+	var in strings.Builder
+	for i := 0; i < 300; i++ {
+		in.WriteString(`{"sensor":"s` + strconv.Itoa(i%3) + `","ts":` + strconv.Itoa(1_700_000_000_000+i*100) + `,"temp":21}` + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "in.jsonl"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(tmp, "root")
+	conf := filepath.Join(root, "etc/eddy/eddy.hcl")
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(aggs string) {
+		t.Helper()
+		cfg := `agent {
+  data_dir = "` + tmp + `/data"
+  admin    = ""
+}
+source "file" "in" {
+  path = "` + tmp + `/in.jsonl"
+  timestamp { field = "ts" }
+}
+sink "file" "out" { path = "` + tmp + `/out" }
+pipeline "temp_10s" {
+  from = source.file.in
+  key  = event.sensor
+  window "tumbling" { size = "10s" }
+  aggregate {` + aggs + `
+  }
+  to = [sink.file.out]
+}
+`
+		if err := os.WriteFile(conf, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const written = "\n    n = count()"
+	write(written)
+	if out, err := exec.Command(bin, "run", "-c", conf).CombinedOutput(); err != nil {
+		t.Fatalf("eddy run: %v\n%s", err, out)
+	}
+	install := func() (string, error) {
+		cmd := exec.Command("bash", "../install.sh", "--binary", bin)
+		cmd.Env = append(os.Environ(), "DESTDIR="+root, "PREFIX=/opt/eddy")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	write(written + "\n    max_temp = max(event.temp)")
+	out, err := install()
+	if err == nil || !strings.Contains(out, "would not start on "+conf) ||
+		!strings.Contains(out, `pipeline "temp_10s": refuse to start: aggregates changed (max_temp added)`) {
+		t.Fatalf("install.sh over a configuration run would refuse: err %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "opt/eddy/bin/eddy")); err == nil {
+		t.Error("the binary was installed although it would not start")
+	}
+
+	write(written)
+	if out, err := install(); err != nil {
+		t.Fatalf("install.sh over the configuration the state was written with: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "opt/eddy/bin/eddy")); err != nil {
+		t.Error(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,4 +240,21 @@ func validFrameAfter(f vfs.File, pos, size int64, next uint64) (bool, int64, err
 		}
 	}
 	return false, 0, nil
+}
+
+// FirstOnDisk is the first offset the log in dir holds, read from its
+// segments' names alone (1 for a log not created yet), for a reader that
+// must leave the log as it is: Open recovers and creates segments.
+func FirstOnDisk(dir string) (uint64, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 1, nil
+	}
+	segs, err := listSegments(vfs.Default, dir)
+	if err != nil {
+		return 0, err
+	}
+	if len(segs) == 0 {
+		return 1, nil
+	}
+	return segs[0].first, nil
 }

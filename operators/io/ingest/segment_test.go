@@ -184,3 +184,30 @@ func flip(t *testing.T, path string, pos int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestFirstOnDisk: the first offset read from the segments' names alone is
+// the open log's FirstOffset, before and after a truncation, and 1 for a
+// log never created; the directory is left as it was.
+func TestFirstOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	if first, err := FirstOnDisk(filepath.Join(dir, "none")); err != nil || first != 1 {
+		t.Fatalf("FirstOnDisk of a missing log = %d, %v; want 1", first, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none")); !os.IsNotExist(err) {
+		t.Fatalf("FirstOnDisk created the log's directory: %v", err)
+	}
+	l := mustOpen(t, dir, Options{SegmentBytes: 1 << 10, MaxDiskBytes: 1 << 20})
+	defer l.Close()
+	mustAppend(t, l, 200, 4)
+	for _, below := range []uint64{1, 100} {
+		if err := l.Truncate(below); err != nil {
+			t.Fatal(err)
+		}
+		if first, err := FirstOnDisk(dir); err != nil || first != l.FirstOffset() {
+			t.Fatalf("after Truncate(%d): FirstOnDisk = %d, %v; FirstOffset %d", below, first, err, l.FirstOffset())
+		}
+	}
+	if l.FirstOffset() == 1 {
+		t.Fatal("Truncate(100) dropped no segment: the test shows nothing")
+	}
+}

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// twoPipelines is crashConfig, slowed, with a second stateful pipeline
+// beside "sums", so that one can be removed or renamed.
+var twoPipelines = slow(crashConfig) + `
+sink "file" "peaks" {
+  path     = "%DIR%/peaks"
+  delivery = "exactly_once"
+}
+pipeline "maxes" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" { size = "10s" }
+  aggregate { top = max(event.v) }
+  to = [sink.file.peaks]
+}
+`
+
+// TestCLI_ValidateState: on a device with checkpoints, `eddy validate`
+// says per pipeline what `eddy run` then does with the state, word for
+// word: the same exit status, and on a refusal the same error line; and it
+// leaves data_dir as it found it. --no-state skips the check.
+func TestCLI_ValidateState(t *testing.T) {
+	base := checkpointOf(t, twoPipelines)
+	id, taken := newestManifest(t, filepath.Join(base, "data", "checkpoints"))
+	header := fmt.Sprintf("state: eddy run restores checkpoint %d (%s) from %%DATA%%:", id, taken)
+	refusal := func(pipeline, what string) string {
+		return fmt.Sprintf("eddy: agent: checkpoint %d holds pipeline %q's state, and %s, which that state depends on: "+
+			"restore it with the configuration that wrote it, or start with --allow-non-restored-state to drop that state", id, pipeline, what)
+	}
+	removed := fmt.Sprintf("eddy: agent: checkpoint %d holds state of pipeline \"maxes\", which the configuration no longer has; "+
+		"rename the pipeline back, or start with --allow-non-restored-state to drop that state", id)
+	for _, tc := range []struct {
+		name  string
+		tmpl  string
+		lines []string // validate's stdout after "configuration is valid" and the header
+		// refusal is the error line of validate and of run; "" when run starts.
+		refusal string
+	}{
+		{"unchanged", twoPipelines, []string{`  pipeline "sums": restore`, `  pipeline "maxes": restore`}, ""},
+		{"add an aggregate", strings.Replace(twoPipelines, "    max = max(event.v)\n", "    max = max(event.v)\n    min = min(event.v)\n", 1),
+			[]string{`  pipeline "sums": refuse to start: aggregates changed (min added)`, `  pipeline "maxes": restore`},
+			refusal("sums", "the aggregates changed since (min added)")},
+		{"change the window size", strings.Replace(twoPipelines, `window "tumbling" { size = "10s" }`, `window "tumbling" { size = "1m" }`, 1),
+			[]string{`  pipeline "sums": refuse to start: window changed (size 10s → 1m0s)`, `  pipeline "maxes": restore`},
+			refusal("sums", "the window changed since (size 10s → 1m0s)")},
+		{"change the key", strings.Replace(twoPipelines, "  key  = event.device\n", "  key  = lower(event.device)\n", 1),
+			[]string{`  pipeline "sums": refuse to start: key changed (event.device → lower(event.device))`, `  pipeline "maxes": restore`},
+			refusal("sums", "the key changed since (event.device → lower(event.device))")},
+		{"add a filter", strings.Replace(twoPipelines, "  key  = event.device\n", "  key  = event.device\n  filter = event.v >= 10\n", 1),
+			[]string{`  pipeline "sums": restore; filter changed (none → event.v >= 10): the state restores, and the change applies to the readings after the checkpoint`,
+				`  pipeline "maxes": restore`}, ""},
+		{"add a pipeline", twoPipelines + `
+pipeline "counts" {
+  from = source.file.in
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to = [sink.file.peaks]
+}
+`, []string{`  pipeline "sums": restore`, `  pipeline "maxes": restore`, `  pipeline "counts": start empty (new pipeline)`}, ""},
+		{"remove a pipeline", slow(crashConfig),
+			[]string{`  pipeline "sums": restore`, `  pipeline "maxes": refuse to start: the configuration no longer has it`}, removed},
+		{"rename a pipeline", strings.Replace(twoPipelines, `pipeline "maxes"`, `pipeline "peaks"`, 1),
+			[]string{`  pipeline "sums": restore`, `  pipeline "peaks": start empty (new pipeline)`,
+				`  pipeline "maxes": refuse to start: the configuration no longer has it`}, removed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyTree(t, base, dir, "data", "in.jsonl")
+			path := writeConfig(t, dir, tc.tmpl)
+			before := treeState(t, filepath.Join(dir, "data"))
+
+			stdout, stderr, code := runSplit(t, "validate", "-c", path)
+			want := append([]string{path + ": configuration is valid", strings.ReplaceAll(header, "%DATA%", filepath.Join(dir, "data"))}, tc.lines...)
+			if got := strings.Split(strings.TrimRight(stdout, "\n"), "\n"); !slices.Equal(got, want) {
+				t.Errorf("validate printed\n%s\nwant\n%s", stdout, strings.Join(want, "\n"))
+			}
+			if after := treeState(t, filepath.Join(dir, "data")); !slices.Equal(before, after) {
+				t.Errorf("validate changed data_dir:\nbefore %v\nafter  %v", before, after)
+			}
+			if tc.refusal == "" {
+				if code != 0 || stderr != "" {
+					t.Fatalf("validate: exit %d, stderr %q; want 0 and nothing", code, stderr)
+				}
+				p := startEddy(t, "run", "-c", path)
+				if !p.waitLog(fmt.Sprintf(`msg="restored checkpoint" id=%d `, id), 20*time.Second) {
+					t.Fatalf("run did not restore checkpoint %d:\n%s", id, p.output())
+				}
+				p.kill()
+				return
+			}
+			if code != 1 || strings.TrimRight(stderr, "\n") != tc.refusal {
+				t.Fatalf("validate: exit %d, stderr\n%s\nwant exit 1 and\n%s", code, stderr, tc.refusal)
+			}
+			out, err := runEddy(t, "run", "-c", path)
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Fatalf("run: %v, want exit 1:\n%s", err, out)
+			}
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			if last := lines[len(lines)-1]; last != tc.refusal {
+				t.Fatalf("run's last line\n%s\nis not validate's\n%s", last, tc.refusal)
+			}
+		})
+	}
+
+	t.Run("no-state", func(t *testing.T) {
+		dir := t.TempDir()
+		copyTree(t, base, dir, "data", "in.jsonl")
+		path := writeConfig(t, dir, slow(crashConfig))
+		stdout, stderr, code := runSplit(t, "validate", "--no-state", "-c", path)
+		if code != 0 || stdout != path+": configuration is valid\n" || stderr != "" {
+			t.Fatalf("validate --no-state: exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
+		}
+		stdout, _, code = runSplit(t, "validate", "--allow-non-restored-state", "-c", path)
+		if code != 0 || !strings.HasSuffix(stdout, "\n  pipeline \"maxes\": drop its state (--allow-non-restored-state): the configuration no longer has it\n") {
+			t.Fatalf("validate --allow-non-restored-state: exit %d\n%s", code, stdout)
+		}
+	})
+}
+
+// newestManifest returns the id and the time (RFC 3339, UTC) of the newest
+// manifest under root.
+func newestManifest(t *testing.T, root string) (uint64, string) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(root, "manifests", "*.json"))
+	if len(names) == 0 {
+		t.Fatal("no checkpoint")
+	}
+	slices.Sort(names)
+	b, err := os.ReadFile(names[len(names)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		ID   uint64
+		Time time.Time
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.ID, m.Time.UTC().Format(time.RFC3339)
+}
+
+// copyTree copies the named entries of dir from into dir to.
+func copyTree(t *testing.T, from, to string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if out, err := exec.Command("cp", "-a", filepath.Join(from, n), filepath.Join(to, n)).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v\n%s", n, err, out)
+		}
+	}
+}
+
+// treeState lists every file and directory under root with its size,
+// mode and modification time.
+func treeState(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, fmt.Sprintf("%s %d %v %d", p, fi.Size(), fi.Mode(), fi.ModTime().UnixNano()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runSplit runs the eddy binary with args to its end and returns its
+// stdout, its stderr and its exit status.
+func runSplit(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(eddyBin, args...)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
