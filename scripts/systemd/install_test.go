@@ -50,7 +50,7 @@ func TestUnit_Directives(t *testing.T) {
 	for _, tc := range []struct{ section, key, want string }{
 		{"Unit", "StartLimitIntervalSec", "600"},
 		{"Unit", "StartLimitBurst", "5"},
-		{"Service", "ExecStartPre", "/usr/bin/eddy validate -c /etc/eddy/eddy.hcl"},
+		{"Service", "ExecStartPre", "/usr/bin/eddy validate --no-state -c /etc/eddy/eddy.hcl"},
 		{"Service", "ExecStart", "/usr/bin/eddy run -c /etc/eddy/eddy.hcl"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "RestartSec", "5s"},
