@@ -7,6 +7,7 @@ import (
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -60,6 +61,8 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: ep.URL, ClientID: config.Expand(m.ClientID, df.vars()),
 			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: ep.Username, Password: ep.Password, TLS: tc,
 			DeviceID: df.deviceID}, df.log)
+	case s.Sparkplug != nil:
+		sk, err = df.openSparkplugSink(s)
 	default:
 		err = errors.New("unknown sink type")
 	}
@@ -71,6 +74,23 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 	}
 	df.sinks[s.Name] = r
 	return r, nil
+}
+
+// openSparkplugSink opens the Sparkplug edge node of s; its bdSeq is kept
+// in data_dir/sparkplug/NAME.bdseq, so a restart never reuses one.
+func (df *dataflow) openSparkplugSink(s *config.Sink) (sink.Sink, error) {
+	m := s.Sparkplug
+	ep, tc, err := df.clientEndpoint(m.Broker, m.Username, m.Password, m.TLS)
+	if err != nil {
+		return nil, err
+	}
+	vars := df.vars()
+	return sparkplug.NewSink(sparkplug.SinkOptions{
+		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password, TLS: tc,
+		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID},
+		BdSeqPath: filepath.Join(df.cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
+		Log:       df.log.With("sink", s.Name),
+	})
 }
 
 // dataPath resolves a path from the configuration: relative paths are

@@ -152,6 +152,19 @@ func (n *Node) Disconnected() {
 	n.connected, n.hostOnline, n.born = false, false, false
 }
 
+// Death ends a session the node closes itself (a clean DISCONNECT makes
+// the broker discard the will): the NDEATH of the current bdSeq, to
+// publish before disconnecting. Nothing is published until the next
+// Connect and its births.
+func (n *Node) Death(nowMs int64) []Action {
+	n.begin()
+	if n.connected {
+		n.death(nowMs)
+	}
+	n.connected, n.hostOnline, n.born = false, false, false
+	return n.finish()
+}
+
 // hostState is the JSON payload of a Sparkplug 3.0 STATE message.
 type hostState struct {
 	Online    *bool  `json:"online"`
