@@ -61,6 +61,8 @@ type Sink struct {
 	lost   func() // ends the current connection (once)
 	held   []heldResult
 	closed bool
+	// decoded reads results that reach the sink as JSON only.
+	decoded resultJSON
 
 	published, historical, dropped atomic.Uint64
 }
@@ -130,7 +132,6 @@ func (s *Sink) Stats() SinkStats {
 	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Held: held}
 }
 
-var errNotResult = errors.New("sparkplug: the sink publishes window results only; a pipeline without a window cannot feed it")
 
 // ErrClosed is returned by a Sink's methods after Close.
 var ErrClosed = errors.New("sparkplug: sink closed")
@@ -148,7 +149,12 @@ func (s *Sink) Write(items []record.Item) error {
 	for i := range items {
 		r := items[i].Result
 		if r == nil {
-			return errNotResult
+			// A bounded file's results are released at the end of input as
+			// their JSON alone (agent/stages/ordered.go).
+			var err error
+			if r, err = s.decoded.decode(items[i].Payload); err != nil {
+				return err
+			}
 		}
 		if len(s.held) == 0 {
 			if acts, ok := s.node.Result(r.Key, r.Names, r.Values, r.End, false, now); ok {
