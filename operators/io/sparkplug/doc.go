@@ -53,6 +53,19 @@
 // as the specification requires, so a host detects loss by a gap in seq
 // and answers it with an NCMD rebirth.
 //
+// # The sink
+//
+// Sink is Node over MQTT: window results in (record.Item), the node's
+// messages out through paho, one client per connection so that each
+// CONNECT registers the NDEATH of its own bdSeq (NextBdSeq) as its will. A
+// closing sink publishes the NDEATH itself (a clean DISCONNECT drops the
+// will). Results refused while the node is not born are held in memory, in
+// order and bounded, and published after the next births as historical;
+// results that reach it as JSON only (a bounded input's, released at its
+// end) are read back from their JSON. Results are published as they
+// arrive, not after a checkpoint: a restore publishes again what the last
+// checkpoint does not cover (docs/upstream.md states the guarantee).
+//
 // # The host's view
 //
 // Reader reads edge nodes' messages as a host application does: it
