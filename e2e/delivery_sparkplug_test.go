@@ -3,8 +3,8 @@ package e2e
 import (
 	"fmt"
 	"math"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"

@@ -132,7 +132,6 @@ func (s *Sink) Stats() SinkStats {
 	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Held: held}
 }
 
-
 // ErrClosed is returned by a Sink's methods after Close.
 var ErrClosed = errors.New("sparkplug: sink closed")
 
