@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -76,21 +77,28 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 	return r, nil
 }
 
-// openSparkplugSink opens the Sparkplug edge node of s; its bdSeq is kept
-// in data_dir/sparkplug/NAME.bdseq, so a restart never reuses one.
+// openSparkplugSink opens the Sparkplug edge node of s.
 func (df *dataflow) openSparkplugSink(s *config.Sink) (sink.Sink, error) {
 	m := s.Sparkplug
 	ep, tc, err := df.clientEndpoint(m.Broker, m.Username, m.Password, m.TLS)
 	if err != nil {
 		return nil, err
 	}
-	vars := df.vars()
-	return sparkplug.NewSink(sparkplug.SinkOptions{
-		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password, TLS: tc,
+	o := sparkplugOptions(s, ep, df.cfg.Agent.DataDir, df.vars())
+	o.TLS, o.Log = tc, df.log.With("sink", s.Name)
+	return sparkplug.NewSink(o)
+}
+
+// sparkplugOptions are the options of the Sparkplug sink s connecting to
+// ep: its ids with ${device_id} filled in, and its bdSeq kept in
+// data_dir/sparkplug/NAME.bdseq, so a restart never reuses one.
+func sparkplugOptions(s *config.Sink, ep broker.Endpoint, dataDir string, vars map[string]string) sparkplug.SinkOptions {
+	m := s.Sparkplug
+	return sparkplug.SinkOptions{
+		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
 		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID},
-		BdSeqPath: filepath.Join(df.cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
-		Log:       df.log.With("sink", s.Name),
-	})
+		BdSeqPath: filepath.Join(dataDir, "sparkplug", s.Name+".bdseq"),
+	}
 }
 
 // dataPath resolves a path from the configuration: relative paths are

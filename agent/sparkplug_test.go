@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/broker"
+	"github.com/eddy-edge/eddy/operators/io/sparkplug"
+)
+
+const sparkplugSinkConfig = `
+agent {
+  device_id = "gw-7"
+  data_dir  = "%s"
+}
+source "file" "in" { path = "in.jsonl" }
+sink "sparkplug" "scada" {
+  broker          = "tcp://127.0.0.1:1"
+  group_id        = "plant1"
+  edge_node_id    = "line-${device_id}"
+  primary_host_id = "scada-1"
+  username        = "gw"
+  password        = "secret"
+}
+pipeline "p" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to = [sink.sparkplug.scada]
+}
+`
+
+// TestSparkplugSink_Wiring: a sink "sparkplug" block opens a Sparkplug
+// sink, an at-least-once sink of the runner (no two-phase commit: Sparkplug
+// data is QoS 0), whose edge node id and client id have ${device_id} filled
+// in, with the block's group, primary host and credentials, and its bdSeq
+// kept under data_dir.
+func TestSparkplugSink_Wiring(t *testing.T) {
+	dataDir := t.TempDir()
+	cfg, diags := config.Parse([]byte(fmt.Sprintf(sparkplugSinkConfig, dataDir)), "agent.hcl", func(string) (string, bool) { return "", false })
+	if diags.HasErrors() {
+		t.Fatal(config.FormatDiagnostics(diags))
+	}
+	s := cfg.SinkByName("scada")
+	o := sparkplugOptions(s, broker.Endpoint{URL: s.Sparkplug.Broker, Username: "gw", Password: "secret"}, dataDir, map[string]string{"device_id": "gw-7"})
+	want := sparkplug.SinkOptions{Broker: "tcp://127.0.0.1:1", ClientID: "eddy-gw-7-scada", Username: "gw", Password: "secret",
+		Node:      sparkplug.Config{Group: "plant1", Node: "line-gw-7", PrimaryHost: "scada-1"},
+		BdSeqPath: filepath.Join(dataDir, "sparkplug", "scada.bdseq")}
+	if o != want {
+		t.Errorf("options\n%+v\nwant\n%+v", o, want)
+	}
+
+	df := &dataflow{cfg: cfg, deviceID: "gw-7", log: slog.New(slog.DiscardHandler), metrics: metrics.NewSet(), sinks: map[string]*sinkRunner{}}
+	r, err := df.sink(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, ok := r.plain.(*sparkplug.Sink)
+	if !ok || r.tx != nil {
+		t.Fatalf("sink runner: plain %T, tx %T; want a *sparkplug.Sink as its plain sink", r.plain, r.tx)
+	}
+	if err := sk.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
