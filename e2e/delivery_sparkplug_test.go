@@ -404,8 +404,19 @@ func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
 	if strings.Join(births, ",") != "0,0,1,2" {
 		t.Errorf("NBIRTH bdSeqs %v, want 0 (start), 0 (rebirth), 1 (after the outage), 2 (after the restart)", births)
 	}
-	if !slices.Contains(deaths, "1") {
-		t.Errorf("NDEATH bdSeqs %v: want the SIGKILL's will, with bdSeq 1", deaths)
+	// The will the SIGKILL set off: the NDEATH between the session of
+	// bdSeq 1 and the restart's NBIRTH carries bdSeq 1.
+	will := ""
+	for _, m := range msgs {
+		if strings.Contains(m.topic, "/NDEATH/") {
+			will = fmt.Sprint(jsNumber(t, metricByName(m.payload, "bdSeq").Value))
+		}
+		if strings.Contains(m.topic, "/NBIRTH/") && fmt.Sprint(jsNumber(t, metricByName(m.payload, "bdSeq").Value)) == "2" {
+			break
+		}
+	}
+	if will != "1" || !slices.Contains(deaths, "1") {
+		t.Errorf("NDEATH bdSeqs %v, the last before the restart's NBIRTH %q: want the SIGKILL's will, bdSeq 1", deaths, will)
 	}
 	for k, w := range map[string]string{
 		fmt.Sprintf("dev-1/%v-%v", float64(base), float64(base+10000)):       "n=10 sum=55",
