@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/broker"
@@ -86,7 +89,36 @@ func (df *dataflow) openSparkplugSink(s *config.Sink) (sink.Sink, error) {
 	}
 	o := sparkplugOptions(s, ep, df.cfg.Agent.DataDir, df.vars())
 	o.TLS, o.Log = tc, df.log.With("sink", s.Name)
-	return sparkplug.NewSink(o)
+	sk, err := sparkplug.NewSink(o)
+	if err != nil {
+		return nil, err
+	}
+	cur := df.sparkplugSinks[s.Name]
+	if cur == nil {
+		cur = new(atomic.Pointer[sparkplug.Sink])
+		df.sparkplugSinks[s.Name] = cur
+		registerSparkplugMetrics(df.metrics, s.Name, cur)
+	}
+	cur.Store(sk)
+	return sk, nil
+}
+
+// registerSparkplugMetrics exposes the Sparkplug sink cur holds on
+// /metrics, whichever one a region restart put there.
+func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer[sparkplug.Sink]) {
+	l := fmt.Sprintf(`{sink=%q}`, name)
+	stats := func() sparkplug.SinkStats { return cur.Load().Stats() }
+	set.NewGauge("eddy_sparkplug_published_total"+l, func() float64 { return float64(stats().Published) })
+	set.NewGauge("eddy_sparkplug_historical_total"+l, func() float64 { return float64(stats().Historical) })
+	set.NewGauge("eddy_sparkplug_held"+l, func() float64 { return float64(stats().Held) })
+	set.NewGauge("eddy_sparkplug_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_sparkplug_bdseq"+l, func() float64 { return float64(stats().BdSeq) })
+	set.NewGauge("eddy_sparkplug_born"+l, func() float64 {
+		if stats().Born {
+			return 1
+		}
+		return 0
+	})
 }
 
 // sparkplugOptions are the options of the Sparkplug sink s connecting to

@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -40,7 +43,7 @@ pipeline "p" {
 // sink, an at-least-once sink of the runner (no two-phase commit: Sparkplug
 // data is QoS 0), whose edge node id and client id have ${device_id} filled
 // in, with the block's group, primary host and credentials, and its bdSeq
-// kept under data_dir.
+// kept under data_dir; its gauges are on /metrics.
 func TestSparkplugSink_Wiring(t *testing.T) {
 	dataDir := t.TempDir()
 	cfg, diags := config.Parse([]byte(fmt.Sprintf(sparkplugSinkConfig, dataDir)), "agent.hcl", func(string) (string, bool) { return "", false })
@@ -56,7 +59,8 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 		t.Errorf("options\n%+v\nwant\n%+v", o, want)
 	}
 
-	df := &dataflow{cfg: cfg, deviceID: "gw-7", log: slog.New(slog.DiscardHandler), metrics: metrics.NewSet(), sinks: map[string]*sinkRunner{}}
+	df := &dataflow{cfg: cfg, deviceID: "gw-7", log: slog.New(slog.DiscardHandler), metrics: metrics.NewSet(), sinks: map[string]*sinkRunner{},
+		sparkplugSinks: map[string]*atomic.Pointer[sparkplug.Sink]{}}
 	r, err := df.sink(s)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +68,13 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 	sk, ok := r.plain.(*sparkplug.Sink)
 	if !ok || r.tx != nil {
 		t.Fatalf("sink runner: plain %T, tx %T; want a *sparkplug.Sink as its plain sink", r.plain, r.tx)
+	}
+	var out bytes.Buffer
+	df.metrics.WritePrometheus(&out)
+	for _, line := range []string{`eddy_sparkplug_born{sink="scada"} 0`, `eddy_sparkplug_held{sink="scada"} 0`, `eddy_sparkplug_dropped_total{sink="scada"} 0`} {
+		if !strings.Contains(out.String(), line+"\n") {
+			t.Errorf("/metrics lacks %s:\n%s", line, out.String())
+		}
 	}
 	if err := sk.Close(); err != nil {
 		t.Fatal(err)

@@ -81,6 +81,8 @@ type SinkStats struct {
 	Historical uint64 // of those, held results sent after a (re)birth
 	Dropped    uint64 // held results dropped beyond MaxHeld
 	Held       int    // results held now
+	Born       bool   // the births of the current connection are out
+	BdSeq      uint64 // of the current or last connection
 }
 
 const (
@@ -127,9 +129,9 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 // Stats returns the counters.
 func (s *Sink) Stats() SinkStats {
 	s.mu.Lock()
-	held := len(s.held)
+	held, born, bd := len(s.held), s.node.Born(), s.node.BdSeq()
 	s.mu.Unlock()
-	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Held: held}
+	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Held: held, Born: born, BdSeq: bd}
 }
 
 // ErrClosed is returned by a Sink's methods after Close.
