@@ -432,15 +432,14 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 }
 
 // sparkplugIDProblem says why id cannot be a Sparkplug group, node or
-// host id, or "". An id holding a template variable is checked at run
-// time, once the variable is filled in.
+// host id, or "". The device id that ${device_id} stands for holds none
+// of '/', '+' and '#' (decodeAgent refuses it), so the template's own text
+// decides.
 func sparkplugIDProblem(id string) string {
 	switch {
 	case id == "":
 		return "is empty"
-	case strings.Contains(id, "${"):
-		return ""
-	case strings.ContainsAny(id, "/+#"):
+	case strings.ContainsAny(strings.ReplaceAll(id, "${device_id}", ""), "/+#"):
 		return "contains '/', '+' or '#'"
 	}
 	return ""

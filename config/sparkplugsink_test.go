@@ -42,6 +42,8 @@ func TestParse_SparkplugSink(t *testing.T) {
 			pos: "12:12", want: `Invalid Sparkplug id; "plant/1" contains '/', '+' or '#': a Sparkplug id is one topic level`},
 		{name: "host with a wildcard", attrs: "group_id = \"g\"\nprimary_host_id = \"#\"",
 			pos: "13:19", want: `Invalid Sparkplug id; "#" contains`},
+		{name: "node template with a slash", attrs: "group_id = \"g\"\nedge_node_id = \"line/${device_id}\"",
+			pos: "13:16", want: `Invalid Sparkplug id; "line/${device_id}" contains '/', '+' or '#'`},
 		{name: "mqtt 5", attrs: "group_id = \"g\"\nprotocol_version = 5",
 			pos: "13:20", want: `Protocol version not supported here; The Sparkplug sink speaks MQTT 3.1.1`},
 		{name: "unknown variable", attrs: "group_id = \"g\"\nedge_node_id = \"${pipeline}\"",
