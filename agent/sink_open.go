@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -87,7 +88,7 @@ func (df *dataflow) openSparkplugSink(s *config.Sink) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := sparkplugOptions(s, ep, df.cfg.Agent.DataDir, df.vars())
+	o := sparkplugOptions(df.cfg, s, ep, df.vars())
 	o.TLS, o.Log = tc, df.log.With("sink", s.Name)
 	sk, err := sparkplug.NewSink(o)
 	if err != nil {
@@ -121,15 +122,30 @@ func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer
 	})
 }
 
-// sparkplugOptions are the options of the Sparkplug sink s connecting to
-// ep: its ids with ${device_id} filled in, and its bdSeq kept in
-// data_dir/sparkplug/NAME.bdseq, so a restart never reuses one.
-func sparkplugOptions(s *config.Sink, ep broker.Endpoint, dataDir string, vars map[string]string) sparkplug.SinkOptions {
+// sparkplugOptions are the options of cfg's Sparkplug sink s connecting
+// to ep: its ids with ${device_id} filled in, the datatypes of the
+// aggregates of the pipeline feeding it (a count is an integer, the rest
+// are numbers), and its bdSeq kept in data_dir/sparkplug/NAME.bdseq, so a
+// restart never reuses one.
+func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, vars map[string]string) sparkplug.SinkOptions {
 	m := s.Sparkplug
+	types := map[string]sparkplug.DataType{}
+	for _, p := range cfg.Pipelines {
+		if !slices.ContainsFunc(p.To, func(r config.SinkRef) bool { return r.Sink == s }) {
+			continue
+		}
+		for _, a := range p.Aggregates {
+			field := sparkplug.FieldNumber
+			if a.Func == "count" {
+				field = sparkplug.FieldInteger
+			}
+			types[a.Name] = sparkplug.DataTypeOf(field)
+		}
+	}
 	return sparkplug.SinkOptions{
 		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
-		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID},
-		BdSeqPath: filepath.Join(dataDir, "sparkplug", s.Name+".bdseq"),
+		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types},
+		BdSeqPath: filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,10 @@ pipeline "p" {
   from = source.file.in
   key  = event.device
   window "tumbling" { size = "1m" }
-  aggregate { n = count() }
+  aggregate {
+    n     = count()
+    avg_v = avg(event.v)
+  }
   to = [sink.sparkplug.scada]
 }
 `
@@ -42,7 +46,8 @@ pipeline "p" {
 // TestSparkplugSink_Wiring: a sink "sparkplug" block opens a Sparkplug
 // sink, an at-least-once sink of the runner (no two-phase commit: Sparkplug
 // data is QoS 0), whose edge node id and client id have ${device_id} filled
-// in, with the block's group, primary host and credentials, and its bdSeq
+// in, with the block's group, primary host and credentials, its pipeline's
+// count an Int64 and its other aggregates Double, and its bdSeq
 // kept under data_dir; its gauges are on /metrics.
 func TestSparkplugSink_Wiring(t *testing.T) {
 	dataDir := t.TempDir()
@@ -51,11 +56,12 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 		t.Fatal(config.FormatDiagnostics(diags))
 	}
 	s := cfg.SinkByName("scada")
-	o := sparkplugOptions(s, broker.Endpoint{URL: s.Sparkplug.Broker, Username: "gw", Password: "secret"}, dataDir, map[string]string{"device_id": "gw-7"})
+	o := sparkplugOptions(cfg, s, broker.Endpoint{URL: s.Sparkplug.Broker, Username: "gw", Password: "secret"}, map[string]string{"device_id": "gw-7"})
 	want := sparkplug.SinkOptions{Broker: "tcp://127.0.0.1:1", ClientID: "eddy-gw-7-scada", Username: "gw", Password: "secret",
-		Node:      sparkplug.Config{Group: "plant1", Node: "line-gw-7", PrimaryHost: "scada-1"},
+		Node: sparkplug.Config{Group: "plant1", Node: "line-gw-7", PrimaryHost: "scada-1",
+			Types: map[string]sparkplug.DataType{"n": sparkplug.TypeInt64, "avg_v": sparkplug.TypeDouble}},
 		BdSeqPath: filepath.Join(dataDir, "sparkplug", "scada.bdseq")}
-	if o != want {
+	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options\n%+v\nwant\n%+v", o, want)
 	}
 

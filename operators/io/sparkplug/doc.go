@@ -41,8 +41,9 @@
 // primary host's STATE, an NCMD, a result for a key, disconnected) and
 // holds no socket, clock or goroutine: the caller passes the time and does
 // the MQTT I/O. Each key is one Sparkplug device; its DBIRTH precedes its
-// first DDATA and carries one Double metric per aggregate, with an alias
-// that its DDATAs use instead of the name. DDATA metrics still state their
+// first DDATA and carries one metric per aggregate, with an alias that
+// its DDATAs use instead of the name; a metric is a Double, or an Int64
+// where Config.Types says its field is an integer (a count). DDATA metrics still state their
 // datatype: Cirrus Link's decoders read a value by it and drop it without.
 // A metric's timestamp is the result's (the caller picks the window's
 // start or end); a NaN or infinite aggregate is sent as is_null.

@@ -159,9 +159,13 @@ func (s *Sink) Write(items []record.Item) error {
 		}
 		if len(s.held) == 0 {
 			if acts, ok := s.node.Result(r.Key, r.Names, r.Values, r.End, false, now); ok {
-				s.do(acts)
-				s.published.Add(1)
-				continue
+				if s.do(acts) {
+					s.published.Add(1)
+					continue
+				}
+				// paho knew the connection was gone before this sink did:
+				// keep the result for the next session.
+				s.endSession()
 			}
 		}
 		s.hold(r)
@@ -191,7 +195,10 @@ func (s *Sink) sendHeld(now int64) {
 		if !ok {
 			return
 		}
-		s.do(acts)
+		if !s.do(acts) {
+			s.endSession()
+			return
+		}
 		s.published.Add(1)
 		s.historical.Add(1)
 		s.held[0] = heldResult{}
@@ -227,19 +234,43 @@ func (s *Sink) Close() error {
 	return nil
 }
 
+// endSession ends a session whose publish failed: nothing is published
+// until the next connection's births, which session() makes once this
+// connection is closed. s.mu is held.
+func (s *Sink) endSession() {
+	s.node.Disconnected()
+	if s.lost != nil {
+		s.lost()
+	}
+}
+
 // do performs a Node's actions on the current connection; s.mu is held.
-func (s *Sink) do(acts []Action) {
+// It reports false when a publish failed at once (paho already knows the
+// connection is gone): the caller keeps the result it was for. A QoS 0
+// publish written to a connection that only later proves dead is lost
+// unnoticed, as QoS 0 is.
+func (s *Sink) do(acts []Action) bool {
 	for _, a := range acts {
 		switch a.Kind {
 		case Publish:
 			if s.client == nil {
-				return
+				return false
 			}
 			// paho keeps the payload until it is written; the Node reuses
 			// its buffer at the next call.
 			tok := s.client.Publish(a.Topic, a.QoS, a.Retain, append([]byte(nil), a.Payload...))
-			if a.QoS > 0 && (!tok.WaitTimeout(publishTimeout) || tok.Error() != nil) {
-				s.log.Warn("sparkplug: publish failed", "topic", a.Topic, "err", tok.Error())
+			if a.QoS > 0 {
+				if !tok.WaitTimeout(publishTimeout) || tok.Error() != nil {
+					s.log.Warn("sparkplug: publish failed", "topic", a.Topic, "err", tok.Error())
+				}
+				continue
+			}
+			select {
+			case <-tok.Done():
+				if tok.Error() != nil {
+					return false
+				}
+			default:
 			}
 		case Disconnect:
 			if s.lost != nil {
@@ -247,6 +278,7 @@ func (s *Sink) do(acts []Action) {
 			}
 		}
 	}
+	return true
 }
 
 // run keeps one connection up at a time until Close.
