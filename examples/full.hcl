@@ -225,7 +225,7 @@ sink "file" "dead" {
 }
 
 # Results as a Sparkplug B edge node (docs/upstream.md#sparkplug-b): each
-# key is a device, each aggregate a Double metric; births, deaths and seq
+# key is a device, each aggregate a metric (Int64 for count(), else Double); births, deaths and seq
 # as the specification says. Data is QoS 0, as Sparkplug requires. One
 # pipeline with a window per Sparkplug sink.
 sink "sparkplug" "scada" {

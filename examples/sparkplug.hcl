@@ -8,7 +8,7 @@
 # What the SCADA side sees: edge node spBv1.0/plant1/NBIRTH/<device_id>
 # with bdSeq and Node Control/Rebirth; one device per machine (the
 # pipeline's key), born with a DBIRTH whose metrics are the aggregates
-# below (Double, with aliases); then a DDATA per window, stamped with the
+# below (readings an Int64, the rest Double; with aliases); then a DDATA per window, stamped with the
 # window's end. A host that sees a gap in seq, or wants the current values,
 # writes Node Control/Rebirth = true in an NCMD and gets the births again.
 # Data is QoS 0, as Sparkplug requires: docs/upstream.md#sparkplug-b says
