@@ -362,8 +362,8 @@ func publishWindow(t *testing.T, c paho.Client, device string, start int64) {
 // TestSparkplug_RebirthKillAndOutage: a running agent, as edge node
 // line-gw-7, answers a host's NCMD Node Control/Rebirth (encoded by
 // sparkplug-payload) with NBIRTH and DBIRTH under the same bdSeq; keeps
-// the windows that fire while its Sparkplug broker is down and publishes
-// them after its next births, in order, flagged is_historical; and when it
+// the windows that fire while its Sparkplug broker is down (30 s) and
+// publishes them after its next births, in order, flagged is_historical; and when it
 // is killed with SIGKILL the broker publishes its will, the NDEATH of the
 // current bdSeq. A restart takes the next bdSeq.
 func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
@@ -407,6 +407,14 @@ func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
 	await.True(t, 30*time.Second, "two more windows fired while the broker is down", func() bool {
 		st := p.status(t)
 		return len(st) == 1 && st[0].ResultsOut >= 3
+	})
+	// A 30 s outage: the two windows stay held, the node unborn, all along.
+	await.Never(t, 30*time.Second, func() error {
+		held, born := metricValue(t, p.admin, `eddy_sparkplug_held{sink="scada"}`), metricValue(t, p.admin, `eddy_sparkplug_born{sink="scada"}`)
+		if held != 2 || born != 0 {
+			return fmt.Errorf("while the broker is down: %v results held, born %v; want 2 held, not born", held, born)
+		}
+		return nil
 	})
 	up.Restart()
 	await.True(t, 60*time.Second, "the windows of the outage", func() bool { return host.count("DDATA") >= 3 })

@@ -35,7 +35,8 @@ type SinkOptions struct {
 	// and counted. 0 means 10,000.
 	MaxHeld int
 	// MaxRetryInterval caps the backoff between connection attempts, which
-	// starts at 1 s. 0 means 1 minute.
+	// starts at 1 s. 0 means 10 s: a host shows the node offline until it
+	// is back, so it retries sooner than the MQTT sink's minute.
 	MaxRetryInterval time.Duration
 	Log              *slog.Logger
 }
@@ -65,6 +66,13 @@ type Sink struct {
 	decoded resultJSON
 
 	published, historical, dropped atomic.Uint64
+
+	// unsent is a bdSeq reserved by NextBdSeq whose CONNECT never went out
+	// (the broker could not be reached): the next attempt takes it, so
+	// bdSeq grows by one per CONNECT, as the specification counts. Only
+	// run's goroutine uses it.
+	unsent    uint64
+	hasUnsent bool
 }
 
 // heldResult is a result kept while the node is not born.
@@ -87,7 +95,7 @@ type SinkStats struct {
 
 const (
 	defaultMaxHeld          = 10000
-	defaultMaxRetryInterval = time.Minute
+	defaultMaxRetryInterval = 10 * time.Second
 	publishTimeout          = 10 * time.Second
 	disconnectQuiesceMillis = 250
 )
@@ -312,18 +320,31 @@ func (s *Sink) session() (up bool, err error) {
 		return false, nil
 	default:
 	}
-	bd, err := NextBdSeq(s.opts.FS, s.opts.BdSeqPath)
-	if err != nil {
-		return false, err
+	bd := s.unsent
+	if !s.hasUnsent {
+		if bd, err = NextBdSeq(s.opts.FS, s.opts.BdSeqPath); err != nil {
+			return false, err
+		}
 	}
+	s.hasUnsent = false
+	// Set when the socket could not be opened: no CONNECT (and no will)
+	// went out with bd.
+	var openFailed atomic.Bool
 	lost := make(chan struct{})
 	var once sync.Once
 	end := func() { once.Do(func() { close(lost) }) }
 	s.mu.Lock()
 	will := s.node.Connect(bd, time.Now().UnixMilli())
 	s.mu.Unlock()
-	o := paho.NewClientOptions().AddBroker(s.opts.Broker).SetClientID(s.opts.ClientID).
+	// Protocol version fixed at 3.1.1: paho would otherwise retry a refused
+	// CONNECT as MQTT 3.1, a second CONNECT with the same bdSeq.
+	o := paho.NewClientOptions().AddBroker(s.opts.Broker).SetClientID(s.opts.ClientID).SetProtocolVersion(4).
 		SetCleanSession(true).SetAutoReconnect(false).SetConnectRetry(false).
+		SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+			if _, ok := n.(paho.ConnectionNotificationBrokerFailed); ok {
+				openFailed.Store(true)
+			}
+		}).
 		SetConnectTimeout(publishTimeout).SetWriteTimeout(publishTimeout).
 		SetBinaryWill(will.Topic, append([]byte(nil), will.Payload...), will.QoS, will.Retain).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
@@ -372,6 +393,7 @@ func (s *Sink) session() (up bool, err error) {
 		s.mu.Lock()
 		s.node.Disconnected()
 		s.mu.Unlock()
+		s.unsent, s.hasUnsent = bd, openFailed.Load()
 		return false, err
 	}
 	select {

@@ -3,6 +3,7 @@ package sparkplug
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,5 +170,34 @@ func TestResultJSON_ReadsAppendJSON(t *testing.T) {
 		if _, err := j.decode(payload); err != errNotResult {
 			t.Errorf("decode(%s): %v, want errNotResult", payload, err)
 		}
+	}
+}
+
+// TestSink_BdSeqCountsConnectsOnly: attempts that never reach the broker
+// send no CONNECT and take no bdSeq: the first session after them is
+// bdSeq 0, and the file holds 1 for the next.
+func TestSink_BdSeqCountsConnectsOnly(t *testing.T) {
+	b := mosquitto.Start(t)
+	b.Stop()
+	path := filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq")
+	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"}, BdSeqPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Attempts at 0 and 1 s find no broker.
+	await.Never(t, 1500*time.Millisecond, func() error {
+		if s.Stats().Born {
+			return fmt.Errorf("born with the broker down")
+		}
+		return nil
+	})
+	b.Restart()
+	await.True(t, 20*time.Second, "the births after the broker came back", func() bool { return s.Stats().Born })
+	if bd := s.Stats().BdSeq; bd != 0 {
+		t.Errorf("first session's bdSeq %d, want 0", bd)
+	}
+	if next, err := os.ReadFile(path); err != nil || string(next) != "1" {
+		t.Errorf("bdSeq file %q (%v), want 1", next, err)
 	}
 }
