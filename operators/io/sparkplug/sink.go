@@ -293,13 +293,18 @@ func (s *Sink) do(acts []Action) bool {
 func (s *Sink) run() {
 	defer close(s.done)
 	wait := time.Second
+	failing := false // an outage is logged once at WARN, its retries at DEBUG
 	for {
 		up, err := s.session()
-		if err != nil {
-			s.log.Warn("sparkplug: connection failed", "broker", s.opts.Broker, "err", err)
+		switch {
+		case err != nil && !failing:
+			s.log.Warn("sparkplug: connection failed; retrying", "broker", s.opts.Broker, "err", err)
+			failing = true
+		case err != nil:
+			s.log.Debug("sparkplug: connection failed", "broker", s.opts.Broker, "err", err)
 		}
 		if up {
-			wait = time.Second
+			wait, failing = time.Second, false
 		}
 		t := time.NewTimer(wait)
 		select {
