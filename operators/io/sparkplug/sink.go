@@ -236,6 +236,10 @@ func (s *Sink) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
+	if n := len(s.held); n > 0 {
+		s.log.Warn("sparkplug: results held and never published: the node was not born (broker or primary host away) when the sink closed",
+			"held", n, "broker", s.opts.Broker)
+	}
 	s.mu.Unlock()
 	close(s.closing)
 	<-s.done
