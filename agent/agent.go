@@ -24,6 +24,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/offsite"
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 )
 
 // Options are the run-time settings that do not come from the config file.
@@ -192,7 +193,8 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,
 		stateCache: a.memory.stateCache, stdout: opts.Stdout, fail: a.fail, holds: &a.diskHolds,
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
-		pipeMetrics: map[string]*stages.Metrics{}, walSinks: map[string]*walHolder{}}
+		pipeMetrics: map[string]*stages.Metrics{}, walSinks: map[string]*walHolder{},
+		sparkplugSinks: map[string]*atomic.Pointer[sparkplug.Sink]{}}
 	for _, p := range plans {
 		if err := a.flow.addPipeline(p); err != nil {
 			return nil, err

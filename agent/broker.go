@@ -39,15 +39,22 @@ func (df *dataflow) embeddedBroker() (*broker.Broker, error) {
 // TLS or credentials the broker's own listener asks of sensors; the sink's
 // username, password and tls then do not apply.
 func (df *dataflow) sinkEndpoint(m *config.MQTTSink) (broker.Endpoint, *tls.Config, error) {
-	if m.Broker == config.Embedded {
+	return df.clientEndpoint(m.Broker, m.Username, m.Password, m.TLS)
+}
+
+// clientEndpoint is sinkEndpoint for any client of the agent's that
+// publishes: a broker URL (or config.Embedded) with its credentials and
+// tls block.
+func (df *dataflow) clientEndpoint(url, username, password string, t *config.TLS) (broker.Endpoint, *tls.Config, error) {
+	if url == config.Embedded {
 		b, err := df.embeddedBroker()
 		if err != nil {
 			return broker.Endpoint{}, nil, err
 		}
 		return b.Internal(), nil, nil
 	}
-	tc, err := identity.ClientTLS(m.TLS)
-	return broker.Endpoint{URL: m.Broker, Username: m.Username, Password: m.Password}, tc, err
+	tc, err := identity.ClientTLS(t)
+	return broker.Endpoint{URL: url, Username: username, Password: password}, tc, err
 }
 
 // brokerOptions are the options of the embedded broker of bc.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
 	"github.com/eddy-edge/eddy/operators/io/source"
+	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 	"github.com/eddy-edge/eddy/state"
 )
 
@@ -49,8 +51,11 @@ type dataflow struct {
 	sims        []*source.Simulator
 	pipeMetrics map[string]*stages.Metrics // kept across region restarts
 	walSinks    map[string]*walHolder      // kept across region restarts
-	backends    []state.Backend
-	logs        []*ingest.Log
+	// sparkplugSinks: the current Sparkplug sink of each name, which a
+	// region restart replaces, for its metrics registered once.
+	sparkplugSinks map[string]*atomic.Pointer[sparkplug.Sink]
+	backends       []state.Backend
+	logs           []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions
 }

@@ -102,6 +102,9 @@ func preflight(cfg *config.Config) hcl.Diagnostics {
 		}
 	}
 	for _, s := range cfg.Sinks {
+		if s.Sparkplug != nil {
+			clientTLS(s.Sparkplug.TLS)
+		}
 		m := s.MQTT
 		if m == nil {
 			continue

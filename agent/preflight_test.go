@@ -115,6 +115,19 @@ pipeline "q" {
   from = source.file.f
   to   = [sink.mqtt.up]
 }`, "Unusable TLS files", "load certificate: open"},
+	{"sparkplug sink CA file missing", "", `
+sink "sparkplug" "scada" {
+  broker   = "ssl://127.0.0.1:1"
+  group_id = "plant1"
+  tls { ca = "%DATA%/missing-ca.pem" } # <-
+}
+pipeline "q" {
+  from = source.file.f
+  key  = event.device
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to   = [sink.sparkplug.scada]
+}`, "Unusable TLS files", "read CA: open"},
 	{"embedded broker certificate missing", "", `
 broker {
   listen = "127.0.0.1:0"

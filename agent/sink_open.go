@@ -4,9 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/sink"
+	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -60,6 +66,8 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 		sk, err = sink.NewMQTT(sink.MQTTOptions{Broker: ep.URL, ClientID: config.Expand(m.ClientID, df.vars()),
 			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: ep.Username, Password: ep.Password, TLS: tc,
 			DeviceID: df.deviceID}, df.log)
+	case s.Sparkplug != nil:
+		sk, err = df.openSparkplugSink(s)
 	default:
 		err = errors.New("unknown sink type")
 	}
@@ -71,6 +79,74 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 	}
 	df.sinks[s.Name] = r
 	return r, nil
+}
+
+// openSparkplugSink opens the Sparkplug edge node of s.
+func (df *dataflow) openSparkplugSink(s *config.Sink) (sink.Sink, error) {
+	m := s.Sparkplug
+	ep, tc, err := df.clientEndpoint(m.Broker, m.Username, m.Password, m.TLS)
+	if err != nil {
+		return nil, err
+	}
+	o := sparkplugOptions(df.cfg, s, ep, df.vars())
+	o.TLS, o.Log = tc, df.log.With("sink", s.Name)
+	sk, err := sparkplug.NewSink(o)
+	if err != nil {
+		return nil, err
+	}
+	cur := df.sparkplugSinks[s.Name]
+	if cur == nil {
+		cur = new(atomic.Pointer[sparkplug.Sink])
+		df.sparkplugSinks[s.Name] = cur
+		registerSparkplugMetrics(df.metrics, s.Name, cur)
+	}
+	cur.Store(sk)
+	return sk, nil
+}
+
+// registerSparkplugMetrics exposes the Sparkplug sink cur holds on
+// /metrics, whichever one a region restart put there.
+func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer[sparkplug.Sink]) {
+	l := fmt.Sprintf(`{sink=%q}`, name)
+	stats := func() sparkplug.SinkStats { return cur.Load().Stats() }
+	set.NewGauge("eddy_sparkplug_published_total"+l, func() float64 { return float64(stats().Published) })
+	set.NewGauge("eddy_sparkplug_historical_total"+l, func() float64 { return float64(stats().Historical) })
+	set.NewGauge("eddy_sparkplug_held"+l, func() float64 { return float64(stats().Held) })
+	set.NewGauge("eddy_sparkplug_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_sparkplug_bdseq"+l, func() float64 { return float64(stats().BdSeq) })
+	set.NewGauge("eddy_sparkplug_born"+l, func() float64 {
+		if stats().Born {
+			return 1
+		}
+		return 0
+	})
+}
+
+// sparkplugOptions are the options of cfg's Sparkplug sink s connecting
+// to ep: its ids with ${device_id} filled in, the datatypes of the
+// aggregates of the pipeline feeding it (a count is an integer, the rest
+// are numbers), and its bdSeq kept in data_dir/sparkplug/NAME.bdseq, so a
+// restart never reuses one.
+func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, vars map[string]string) sparkplug.SinkOptions {
+	m := s.Sparkplug
+	types := map[string]sparkplug.DataType{}
+	for _, p := range cfg.Pipelines {
+		if !slices.ContainsFunc(p.To, func(r config.SinkRef) bool { return r.Sink == s }) {
+			continue
+		}
+		for _, a := range p.Aggregates {
+			field := sparkplug.FieldNumber
+			if a.Func == "count" {
+				field = sparkplug.FieldInteger
+			}
+			types[a.Name] = sparkplug.DataTypeOf(field)
+		}
+	}
+	return sparkplug.SinkOptions{
+		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
+		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types},
+		BdSeqPath: filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
+	}
 }
 
 // dataPath resolves a path from the configuration: relative paths are

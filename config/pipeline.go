@@ -106,6 +106,7 @@ const (
 func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []*Sink, ag Agent) []*Pipeline {
 	var out []*Pipeline
 	seen := map[string]*Pipeline{}
+	sparkplugFeeders := map[*Sink]*Pipeline{}
 	for _, b := range blocks {
 		name := b.Labels[0]
 		if !d.checkNameLabel(b, 0) {
@@ -205,6 +206,7 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			d.errorf(a.rangeOf("max_keys"), "Key limit without window", "max_keys bounds the keys holding window state; this pipeline has no window, so it keeps no keys: remove max_keys.")
 		}
 		d.checkKeyed(p)
+		d.checkSparkplugRefs(p, sparkplugFeeders)
 		if p.LateOutput != nil && (p.Window == nil || p.Window.Time != EventTime) && !p.keyedEventTime() {
 			d.errorf(p.LateOutput.Range, "Late output without event time", "Only event-time windows, and per-key functions in event-time order, have late readings; remove late_output or use an event-time window.")
 		}
@@ -246,4 +248,34 @@ func sortedAttrs(attrs hcl.Attributes) []*hcl.Attribute {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Range.Start.Byte < out[j].Range.Start.Byte })
 	return out
+}
+
+// checkSparkplugRefs checks p's references to Sparkplug sinks: such a sink
+// publishes window results (its devices' metrics are the aggregates), so
+// it takes no dead letters, late readings or windowless records; and one
+// pipeline feeds it, as a device's metrics are one pipeline's aggregates.
+func (d *decoder) checkSparkplugRefs(p *Pipeline, feeders map[*Sink]*Pipeline) {
+	for _, ref := range []*SinkRef{p.LateOutput, p.DeadLetter} {
+		if ref != nil && ref.Sink.Sparkplug != nil {
+			d.errorf(ref.Range, "Sparkplug sink takes window results only",
+				"A Sparkplug sink publishes each key's aggregates as a device's metrics; late readings and dead letters are not metrics. Send them to a file or mqtt sink, e.g. sink.file.dead.")
+		}
+	}
+	for i := range p.To {
+		ref := &p.To[i]
+		if ref.Sink.Sparkplug == nil {
+			continue
+		}
+		if p.Window == nil {
+			d.errorf(ref.Range, "Sparkplug sink takes window results only",
+				"A Sparkplug sink publishes each key's aggregates as a device's metrics, and pipeline %q has no window. Add a window and an aggregate block, or send its records to an mqtt sink.", p.Name)
+			continue
+		}
+		if prev := feeders[ref.Sink]; prev != nil && prev != p {
+			d.errorf(ref.Range, "Sparkplug sink fed by two pipelines",
+				"Pipeline %q already sends to sink.sparkplug.%s (%s): a Sparkplug device's metrics are one pipeline's aggregates, so each pipeline needs its own Sparkplug sink (with its own group_id or edge_node_id).", prev.Name, ref.Sink.Name, prev.DeclRange)
+			continue
+		}
+		feeders[ref.Sink] = p
+	}
 }

@@ -13,9 +13,11 @@ const (
 	SinkMQTT   = "mqtt"
 	SinkFile   = "file"
 	SinkStdout = "stdout"
+	// SinkSparkplug publishes window results as a Sparkplug B edge node.
+	SinkSparkplug = "sparkplug"
 )
 
-var sinkTypes = []string{SinkMQTT, SinkFile, SinkStdout}
+var sinkTypes = []string{SinkMQTT, SinkFile, SinkStdout, SinkSparkplug}
 
 // Delivery guarantees of an MQTT sink.
 const (
@@ -24,16 +26,38 @@ const (
 	AtMostOnce  = "at_most_once"
 )
 
-// Sink is a sink block. Exactly one of MQTT, File and Stdout is set, matching
-// Type.
+// Sink is a sink block. Exactly one of MQTT, File, Stdout and Sparkplug is
+// set, matching Type.
 type Sink struct {
-	// Type is SinkMQTT, SinkFile or SinkStdout; Name is unique among all
-	// sinks and a valid identifier.
+	// Type is SinkMQTT, SinkFile, SinkStdout or SinkSparkplug; Name is
+	// unique among all sinks and a valid identifier.
 	Type, Name string
 	MQTT       *MQTTSink
 	File       *FileSink
 	Stdout     *StdoutSink
+	Sparkplug  *SparkplugSink
 	DeclRange  hcl.Range
+}
+
+// SparkplugSink publishes window results as a Sparkplug B edge node: one
+// device per key, one metric per aggregate.
+type SparkplugSink struct {
+	// Broker is a URL or Embedded.
+	Broker string
+	// GroupID is the Sparkplug group; required.
+	GroupID string
+	// EdgeNodeID is a template with ${device_id}; default "${device_id}".
+	EdgeNodeID string
+	// PrimaryHostID, when set, holds the births until that host
+	// application's STATE says online.
+	PrimaryHostID string
+	// ClientID is a template with ${device_id}; default "eddy-${device_id}-NAME".
+	ClientID           string
+	Username, Password string
+	TLS                *TLS
+	// ProtocolVersion is 4 (MQTT 3.1.1), the only one: the sink connects
+	// through paho.
+	ProtocolVersion int
 }
 
 // MQTTSink publishes results upstream through the WAL.
@@ -184,6 +208,8 @@ func (d *decoder) decodeSinks(blocks hcl.Blocks, broker *Broker) []*Sink {
 		case SinkStdout:
 			a, _ := d.content(b, []string{"format"})
 			s.Stdout = &StdoutSink{Format: a.enum("format", []string{"pretty", "jsonl"}, "pretty")}
+		case SinkSparkplug:
+			s.Sparkplug = d.decodeSparkplugSink(b, name, broker)
 		}
 		out = append(out, s)
 	}
@@ -365,4 +391,56 @@ func (d *decoder) checkTopicLevels(rng hcl.Range, topic string, max int) {
 		d.warnf(rng, "Topic may have too many levels",
 			"%q has %d levels of at most %d (max_topic_levels), but a key may contain \"/\" and add levels, and the broker may then refuse the publish. Keep slashes out of keys, or leave ${key} out of the topic (it is in the payload).", topic, levels, max)
 	}
+}
+
+func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker) *SparkplugSink {
+	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version"}, tlsBlock)
+	a.require("broker", "group_id")
+	m := &SparkplugSink{
+		Broker:          a.str("broker", noVars, ""),
+		GroupID:         a.str("group_id", noVars, ""),
+		EdgeNodeID:      a.str("edge_node_id", deviceIDVars, "${device_id}"),
+		PrimaryHostID:   a.str("primary_host_id", noVars, ""),
+		ClientID:        a.str("client_id", deviceIDVars, "eddy-${device_id}-"+name),
+		Username:        a.str("username", noVars, ""),
+		Password:        a.str("password", noVars, ""),
+		TLS:             d.decodeTLS(c.Blocks, false),
+		ProtocolVersion: 4,
+	}
+	for _, id := range []struct{ attr, value string }{{"group_id", m.GroupID}, {"edge_node_id", m.EdgeNodeID}, {"primary_host_id", m.PrimaryHostID}} {
+		if !a.has(id.attr) {
+			continue
+		}
+		if why := sparkplugIDProblem(id.value); why != "" {
+			d.errorf(a.rangeOf(id.attr), "Invalid Sparkplug id",
+				"%q %s: a Sparkplug id is one topic level. Use letters, digits, '-' or '_', e.g. %s = \"plant-1\".", id.value, why, id.attr)
+		}
+	}
+	if a.has("protocol_version") {
+		if f, ok := a.number("protocol_version", "4"); ok {
+			if n, acc := f.Int64(); !f.IsInt() || acc != 0 || n != 4 {
+				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
+					"The Sparkplug sink speaks MQTT 3.1.1 (protocol_version = 4), which Sparkplug B 3.0 requires every broker and host to support; got %s. Remove protocol_version or set it to 4.", f.Text('g', 10))
+			}
+		}
+	}
+	d.checkBroker(a, m.Broker, broker)
+	if m.Broker == Embedded {
+		d.warnEmbeddedCredentials(a, m.TLS)
+	}
+	return m
+}
+
+// sparkplugIDProblem says why id cannot be a Sparkplug group, node or
+// host id, or "". The device id that ${device_id} stands for holds none
+// of '/', '+' and '#' (decodeAgent refuses it), so the template's own text
+// decides.
+func sparkplugIDProblem(id string) string {
+	switch {
+	case id == "":
+		return "is empty"
+	case strings.ContainsAny(strings.ReplaceAll(id, "${device_id}", ""), "/+#"):
+		return "contains '/', '+' or '#'"
+	}
+	return ""
 }

@@ -28,7 +28,7 @@ func selfContained(cfg *config.Config) bool {
 		}
 	}
 	for _, s := range cfg.Sinks {
-		if s.MQTT != nil {
+		if s.MQTT != nil || s.Sparkplug != nil {
 			return false
 		}
 	}

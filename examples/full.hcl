@@ -224,6 +224,24 @@ sink "file" "dead" {
   path = "dead-letter.jsonl"
 }
 
+# Results as a Sparkplug B edge node (docs/upstream.md#sparkplug-b): each
+# key is a device, each aggregate a metric (Int64 for count(), else Double); births, deaths and seq
+# as the specification says. Data is QoS 0, as Sparkplug requires. One
+# pipeline with a window per Sparkplug sink.
+sink "sparkplug" "scada" {
+  broker          = "ssl://scada.example.com:8883"
+  group_id        = "plant1"
+  edge_node_id    = "${device_id}" # the default
+  primary_host_id = "scada-1" # default none: births as soon as connected
+  client_id       = "eddy-${device_id}-scada"
+  protocol_version = 4 # MQTT 3.1.1, the only one here
+  username        = "gateway"
+  password        = env("EDDY_SCADA_PASSWORD", "")
+  tls {
+    ca = "" # default: the system roots
+  }
+}
+
 sink "stdout" "console" {
   format = "pretty" # | jsonl
 }
@@ -250,7 +268,7 @@ pipeline "temp_1m" {
     max_temp = max(event.temp)
     p95_temp = percentile(event.temp, 0.95)
   }
-  to          = [sink.mqtt.cloud, sink.stdout.console]
+  to          = [sink.mqtt.cloud, sink.sparkplug.scada, sink.stdout.console]
   late_output = sink.file.late
   dead_letter = sink.file.dead
   # For tests only (both default off): a deliberately slow operator, and a

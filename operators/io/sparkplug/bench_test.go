@@ -46,7 +46,30 @@ func BenchmarkEncodeDData(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/(cpuTime(b)-cpu).Seconds(), "results/cpu-s")
 	b.ReportMetric(float64(size), "sparkplug-bytes/result")
-	b.ReportMetric(float64(len(record.AppendJSON(nil, "gw-7", r))), "json-bytes/result")
+	jsonSize := len(record.AppendJSON(nil, "gw-7", r))
+	b.ReportMetric(float64(jsonSize), "json-bytes/result")
+	// On the wire: the whole MQTT 3.1.1 exchange of one result. Sparkplug's
+	// DDATA is a QoS 0 PUBLISH; the MQTT sink's JSON is a QoS 2 PUBLISH
+	// (two more bytes of packet id) with PUBREC, PUBREL and PUBCOMP (four
+	// bytes each), under the topic of examples/full.hcl's sink.
+	ddataTopic := Topic{Type: DDATA, Group: "plant1", Node: "gw-7", Device: DeviceID(r.Key)}.String()
+	b.ReportMetric(float64(publishSize(len(ddataTopic), size, 0)), "sparkplug-wire-bytes/result")
+	b.ReportMetric(float64(publishSize(len("sites/gw-7/temp_1m"), jsonSize, 2)+3*4), "json-qos2-wire-bytes/result")
+}
+
+// publishSize is the size of an MQTT 3.1.1 PUBLISH packet: fixed header
+// (type byte and remaining length), topic with its length, the packet id
+// above QoS 0, and the payload.
+func publishSize(topic, payload int, qos byte) int {
+	rest := 2 + topic + payload
+	if qos > 0 {
+		rest += 2
+	}
+	lenBytes := 1
+	for n := rest; n >= 128; n >>= 7 {
+		lenBytes++
+	}
+	return 1 + lenBytes + rest
 }
 
 // BenchmarkDecodeDData decodes DDATA of the typical result;

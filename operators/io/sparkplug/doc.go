@@ -41,8 +41,9 @@
 // primary host's STATE, an NCMD, a result for a key, disconnected) and
 // holds no socket, clock or goroutine: the caller passes the time and does
 // the MQTT I/O. Each key is one Sparkplug device; its DBIRTH precedes its
-// first DDATA and carries one Double metric per aggregate, with an alias
-// that its DDATAs use instead of the name. DDATA metrics still state their
+// first DDATA and carries one metric per aggregate, with an alias that
+// its DDATAs use instead of the name; a metric is a Double, or an Int64
+// where Config.Types says its field is an integer (a count). DDATA metrics still state their
 // datatype: Cirrus Link's decoders read a value by it and drop it without.
 // A metric's timestamp is the result's (the caller picks the window's
 // start or end); a NaN or infinite aggregate is sent as is_null.
@@ -52,6 +53,19 @@
 // after the next births with historical = true. Data messages are QoS 0,
 // as the specification requires, so a host detects loss by a gap in seq
 // and answers it with an NCMD rebirth.
+//
+// # The sink
+//
+// Sink is Node over MQTT: window results in (record.Item), the node's
+// messages out through paho, one client per connection so that each
+// CONNECT registers the NDEATH of its own bdSeq (NextBdSeq) as its will. A
+// closing sink publishes the NDEATH itself (a clean DISCONNECT drops the
+// will). Results refused while the node is not born are held in memory, in
+// order and bounded, and published after the next births as historical;
+// results that reach it as JSON only (a bounded input's, released at its
+// end) are read back from their JSON. Results are published as they
+// arrive, not after a checkpoint: a restore publishes again what the last
+// checkpoint does not cover (docs/upstream.md states the guarantee).
 //
 // # The host's view
 //

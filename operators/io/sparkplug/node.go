@@ -21,6 +21,10 @@ type Config struct {
 	// PrimaryHost is the host application id whose STATE gates the
 	// births; "" publishes them as soon as the connection is up.
 	PrimaryHost string
+	// Types are the datatypes of metrics by name (DataTypeOf the field's
+	// type); a metric not in it is a Double. Only Double and Int64 are
+	// published: a result's values are float64.
+	Types map[string]DataType
 }
 
 // ActionKind is what the caller of a Node must do.
@@ -47,7 +51,8 @@ type Action struct {
 type device struct {
 	birth, data, death string
 	names              []string
-	alias              uint64 // aliases are alias, alias+1, … in names' order
+	types              []DataType // of names, from Config.Types
+	alias              uint64     // aliases are alias, alias+1, … in names' order
 	values             []float64
 	ts                 int64
 	historical         bool
@@ -152,6 +157,19 @@ func (n *Node) Disconnected() {
 	n.connected, n.hostOnline, n.born = false, false, false
 }
 
+// Death ends a session the node closes itself (a clean DISCONNECT makes
+// the broker discard the will): the NDEATH of the current bdSeq, to
+// publish before disconnecting. Nothing is published until the next
+// Connect and its births.
+func (n *Node) Death(nowMs int64) []Action {
+	n.begin()
+	if n.connected {
+		n.death(nowMs)
+	}
+	n.connected, n.hostOnline, n.born = false, false, false
+	return n.finish()
+}
+
 // hostState is the JSON payload of a Sparkplug 3.0 STATE message.
 type hostState struct {
 	Online    *bool  `json:"online"`
@@ -238,6 +256,10 @@ func (n *Node) Result(key []byte, names []string, values []float64, tsMs int64, 
 	}
 	if !sameNames(d.names, names) {
 		d.names = append(d.names[:0], names...)
+		d.types = d.types[:0]
+		for _, name := range names {
+			d.types = append(d.types, n.typeOf(name))
+		}
 		d.alias = n.nextAlias
 		n.nextAlias += uint64(len(names))
 	}
@@ -250,8 +272,8 @@ func (n *Node) Result(key []byte, names []string, values []float64, tsMs int64, 
 	for i, v := range values {
 		// The datatype repeats the birth's: Tahu's decoders (and the hosts
 		// built on them) read a value by its datatype and drop it without.
-		m := Metric{Alias: d.alias + uint64(i), HasAlias: true, Datatype: TypeDouble, Timestamp: uint64(tsMs), HasTimestamp: true, IsHistorical: historical}
-		setDouble(&m, v)
+		m := Metric{Alias: d.alias + uint64(i), HasAlias: true, Datatype: d.types[i], Timestamp: uint64(tsMs), HasTimestamp: true, IsHistorical: historical}
+		setValue(&m, v)
 		p.Metrics = append(p.Metrics, m)
 	}
 	n.publish(d.data, 0)
@@ -295,15 +317,27 @@ func sameNames(a, b []string) bool {
 	return true
 }
 
-// setDouble sets m to v as a Double; NaN and ±Inf, which the agent's
-// results use for "no value", are is_null (a host shows them as null
-// rather than as a number).
-func setDouble(m *Metric, v float64) {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		m.IsNull = true
-		return
+// typeOf is the datatype of the metric called name: Int64 where
+// Config.Types says so, else Double.
+func (n *Node) typeOf(name string) DataType {
+	if n.cfg.Types[name] == TypeInt64 {
+		return TypeInt64
 	}
-	m.Value = Double(v)
+	return TypeDouble
+}
+
+// setValue sets m to v in m's datatype, Double or Int64; NaN and ±Inf,
+// which the agent's results use for "no value", are is_null (a host shows
+// them as null rather than as a number).
+func setValue(m *Metric, v float64) {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		m.IsNull = true
+	case m.Datatype == TypeInt64:
+		m.Value = Long(uint64(int64(v)))
+	default:
+		m.Value = Double(v)
+	}
 }
 
 // births publishes NBIRTH and every known device's DBIRTH, restarting seq.
@@ -324,9 +358,9 @@ func (n *Node) births(nowMs int64) {
 func (n *Node) deviceBirth(d *device, nowMs int64) {
 	p := n.start(nowMs, true)
 	for i, name := range d.names {
-		m := Metric{Name: []byte(name), Alias: d.alias + uint64(i), HasAlias: true, Datatype: TypeDouble,
+		m := Metric{Name: []byte(name), Alias: d.alias + uint64(i), HasAlias: true, Datatype: d.types[i],
 			Timestamp: uint64(d.ts), HasTimestamp: true, IsHistorical: d.historical}
-		setDouble(&m, d.values[i])
+		setValue(&m, d.values[i])
 		p.Metrics = append(p.Metrics, m)
 	}
 	n.publish(d.birth, 0)

@@ -179,6 +179,36 @@ func TestNode_DBirthBeforeFirstDData(t *testing.T) {
 	}
 }
 
+// TestNode_DatatypesFromFieldTypes: a metric Config.Types names Int64 (a
+// count) is Int64 in the DBIRTH and every DDATA, its value a long; the
+// others are Double; a missing value (NaN) is is_null either way.
+func TestNode_DatatypesFromFieldTypes(t *testing.T) {
+	n, err := NewNode(Config{Group: "plant1", Node: "gw-7", Types: map[string]DataType{"n": DataTypeOf(FieldInteger)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Connect(0, 1)
+	n.Connected(2)
+	got := decodeActions(t, must(n.Result([]byte("k"), names, values, 60000, false, 61000)))
+	for _, msg := range got {
+		for i, m := range msg.p.Metrics {
+			want := Metric{Datatype: TypeDouble, Value: Double(values[i])}
+			if names[i] == "n" {
+				want = Metric{Datatype: TypeInt64, Value: Long(12)}
+			}
+			if m.Datatype != want.Datatype || !m.Value.Equal(want.Value) {
+				t.Fatalf("%s metric %d: %+v, want %v %+v", msg.topic, i, m, want.Datatype, want.Value)
+			}
+		}
+	}
+	got = decodeActions(t, must(n.Result([]byte("k"), names, []float64{math.NaN(), 1, 2, math.NaN()}, 120000, false, 121000)))
+	for _, i := range []int{0, 3} {
+		if m := got[0].p.Metrics[i]; !m.IsNull || m.Value.Kind != KindNone {
+			t.Fatalf("NaN as metric %d (%v): %+v, want is_null", i, m.Datatype, m)
+		}
+	}
+}
+
 // TestNode_SeqWrapsAcrossAllMessages: seq counts every message of the
 // session, births included, and 255 is followed by 0.
 func TestNode_SeqWrapsAcrossAllMessages(t *testing.T) {

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const sparkplugSinkBase = `source "file" "in" { path = "in.jsonl" }
+sink "file" "dead" { path = "dead.jsonl" }
+pipeline "p" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to   = [sink.sparkplug.scada]
+}
+sink "sparkplug" "scada" {
+  broker   = "tcp://127.0.0.1:1883"
+`
+
+func TestParse_SparkplugSink(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		attrs     string
+		extra     string // appended after the sink block
+		check     func(t *testing.T, s *SparkplugSink)
+		pos, want string // an error's "line:col" and a substring of its line
+	}{
+		{name: "defaults", attrs: `group_id = "plant1"`, check: func(t *testing.T, s *SparkplugSink) {
+			if s.GroupID != "plant1" || s.EdgeNodeID != "${device_id}" || s.PrimaryHostID != "" || s.ClientID != "eddy-${device_id}-scada" || s.ProtocolVersion != 4 {
+				t.Errorf("decoded %+v", s)
+			}
+		}},
+		{name: "set", attrs: "group_id = \"plant1\"\nedge_node_id = \"line-${device_id}\"\nprimary_host_id = \"scada-1\"\nusername = \"u\"\nprotocol_version = 4",
+			check: func(t *testing.T, s *SparkplugSink) {
+				if s.EdgeNodeID != "line-${device_id}" || s.PrimaryHostID != "scada-1" || s.Username != "u" {
+					t.Errorf("decoded %+v", s)
+				}
+			}},
+		{name: "group required", attrs: "", pos: "10:1", want: `Missing required argument; The sink "sparkplug" "scada" block needs "group_id"`},
+		{name: "group with a slash", attrs: `group_id = "plant/1"`,
+			pos: "12:12", want: `Invalid Sparkplug id; "plant/1" contains '/', '+' or '#': a Sparkplug id is one topic level`},
+		{name: "host with a wildcard", attrs: "group_id = \"g\"\nprimary_host_id = \"#\"",
+			pos: "13:19", want: `Invalid Sparkplug id; "#" contains`},
+		{name: "node template with a slash", attrs: "group_id = \"g\"\nedge_node_id = \"line/${device_id}\"",
+			pos: "13:16", want: `Invalid Sparkplug id; "line/${device_id}" contains '/', '+' or '#'`},
+		{name: "mqtt 5", attrs: "group_id = \"g\"\nprotocol_version = 5",
+			pos: "13:20", want: `Protocol version not supported here; The Sparkplug sink speaks MQTT 3.1.1`},
+		{name: "unknown variable", attrs: "group_id = \"g\"\nedge_node_id = \"${pipeline}\"",
+			pos: "13:19", want: `Template variable not allowed here; ${pipeline} cannot be used in "edge_node_id", which accepts only ${device_id}`},
+		{name: "two pipelines", attrs: `group_id = "g"`, extra: `pipeline "q" {
+  from = source.file.in
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to   = [sink.sparkplug.scada]
+}`, pos: "18:11", want: `Sparkplug sink fed by two pipelines; Pipeline "p" already sends to sink.sparkplug.scada`},
+		{name: "no window", attrs: `group_id = "g"`, extra: `pipeline "q" {
+  from = source.file.in
+  to   = [sink.sparkplug.scada]
+}`, pos: "16:11", want: `Sparkplug sink takes window results only; A Sparkplug sink publishes each key's aggregates as a device's metrics, and pipeline "q" has no window`},
+		{name: "dead letters", attrs: `group_id = "g"`, extra: `pipeline "q" {
+  from        = source.file.in
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to          = [sink.file.dead]
+  dead_letter = sink.sparkplug.scada
+}`, pos: "19:17", want: `Sparkplug sink takes window results only; A Sparkplug sink publishes each key's aggregates as a device's metrics; late readings and dead letters are not metrics`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := sparkplugSinkBase + tt.attrs + "\n}\n" + tt.extra
+			cfg, diags := Loader{Env: noEnv, DeviceID: fixedDeviceID}.Parse([]byte(src), "test.hcl")
+			if tt.want != "" {
+				out := FormatDiagnostics(diags)
+				prefix := "test.hcl:" + tt.pos + ": error: "
+				for _, line := range strings.Split(out, "\n") {
+					if strings.HasPrefix(line, prefix) && strings.Contains(line, tt.want) {
+						return
+					}
+				}
+				t.Fatalf("no %q at %s in:\n%s", tt.want, tt.pos, out)
+			}
+			if diags.HasErrors() {
+				t.Fatalf("Parse:\n%s", FormatDiagnostics(diags))
+			}
+			tt.check(t, cfg.SinkByName("scada").Sparkplug)
+		})
+	}
+}
