@@ -121,7 +121,10 @@ pipeline "live" {
 }
 `
 
-const liveReadings = 8000
+// liveReadings lasts 30 s at the simulator's 1,000 a second: live must
+// still be publishing when sums fails (at the end of its 150,000 readings,
+// seconds later on a loaded machine) and while it restarts.
+const liveReadings = 30000
 
 // regionRun writes the input and the configuration into a new directory.
 func regionRun(t *testing.T, dead, extra string, attempts int, live bool) (dir, path string) {

@@ -67,7 +67,7 @@ func TestCheckpoint_UpgradeFromEarlierBuild(t *testing.T) {
 	}
 	windows := len(expectedWindows(readings, devices))
 	settle := func(device string) map[string]string {
-		await.True(t, 3*time.Minute, `len(col.windows(device)) >= windows`, func() bool { return len(col.windows(device)) >= windows })
+		await.True(t, 3*time.Minute, `col.windowCount(device) >= windows`, func() bool { return col.windowCount(device) >= windows })
 		return col.windows(device)
 	}
 
@@ -88,7 +88,7 @@ func TestCheckpoint_UpgradeFromEarlierBuild(t *testing.T) {
 		// The earlier build has logged readings, completed a checkpoint
 		// and sent results through its WAL.
 		await.True(t, time.Minute, `checkpoint completed and results upstream`, func() bool {
-			return upgraded.p.logContains("checkpoint completed") && len(col.windows("upgraded")) > 0
+			return upgraded.p.logContains("checkpoint completed") && col.windowCount("upgraded") > 0
 		})
 		upgraded.kill()
 		data := filepath.Join(upgraded.dir, "data")

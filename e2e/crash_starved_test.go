@@ -138,7 +138,7 @@ func TestCrash_MQTTStarvedCPU(t *testing.T) {
 	}
 
 	settle := func(device string) map[string]string {
-		await.True(t, 5*time.Minute, `len(col.windows(device)) >= len(want)`, func() bool { return len(col.windows(device)) >= len(want) })
+		await.True(t, 5*time.Minute, `col.windowCount(device) >= len(want)`, func() bool { return col.windowCount(device) >= len(want) })
 		return col.windows(device)
 	}
 	var lost []string // "mqtt source: connection lost" lines, from every process

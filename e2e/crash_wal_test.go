@@ -120,6 +120,15 @@ func (c *collector) windows(device string) map[string]string {
 	return out
 }
 
+// windowCount is c.windowCount(device) without the copy: waits poll it,
+// and a copy of thousands of windows under the lock would hold up the
+// collector's own handler while it drains the broker.
+func (c *collector) windowCount(device string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.last["sums@"+device])
+}
+
 // received is how many results the collector got, repeats included.
 func (c *collector) received() int {
 	c.mu.Lock()
@@ -271,7 +280,7 @@ func testCrashWALSink(t *testing.T, u upstreamBroker) {
 	// wait for as many as the readings make.
 	windows := len(expectedWindows(readings, devices))
 	settle := func(device string) map[string]string {
-		await.True(t, 3*time.Minute, `len(col.windows(device)) >= windows`, func() bool { return len(col.windows(device)) >= windows })
+		await.True(t, 3*time.Minute, `col.windowCount(device) >= windows`, func() bool { return col.windowCount(device) >= windows })
 		return col.windows(device)
 	}
 

@@ -142,7 +142,7 @@ ingest { max_disk = "2MiB" }
 	}
 	want := expectedWindows(readings, devices)
 	if err := await.Within(3*time.Minute, func() error {
-		if n := len(col.windows("budget")); n < len(want) {
+		if n := col.windowCount("budget"); n < len(want) {
 			return fmt.Errorf("%d of %d results after the uplink returned", n, len(want))
 		}
 		return nil
@@ -214,9 +214,9 @@ func testDiskBudgetDropsOldest(t *testing.T, u upstreamBroker) {
 	await.True(t, 30*time.Second, "metricValue(t, admin, `eddy_wal_dropped_total{sink=\"cloud\"}`) > 0", func() bool { return metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`) > 0 })
 	up.Restart()
 	var dropped float64
-	await.True(t, 120*time.Second, `float64(len(col.windows("drop")))+dropped >= float64(len(want))`, func() bool {
+	await.True(t, 120*time.Second, `float64(col.windowCount("drop"))+dropped >= float64(len(want))`, func() bool {
 		dropped = metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
-		return float64(len(col.windows("drop")))+dropped >= float64(len(want))
+		return float64(col.windowCount("drop"))+dropped >= float64(len(want))
 	})
 	// Nothing more may arrive: no repeat, and no result beyond those
 	// counted as delivered or dropped.
@@ -224,7 +224,7 @@ func testDiskBudgetDropsOldest(t *testing.T, u upstreamBroker) {
 		col.mu.Lock()
 		dups := len(col.duplicates)
 		col.mu.Unlock()
-		n := float64(len(col.windows("drop"))) + metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
+		n := float64(col.windowCount("drop")) + metricValue(t, admin, `eddy_wal_dropped_total{sink="cloud"}`)
 		if dups > 0 || n > float64(len(want)) {
 			return fmt.Errorf("after all %d results were delivered or dropped: %d duplicated, %v delivered + dropped", len(want), dups, n)
 		}

@@ -52,7 +52,7 @@ func TestWALSink_AtLeastOnceBuffersOutage(t *testing.T) {
 	t.Logf("after %v down: %v results in the WAL (%v bytes)", outage,
 		metricValue(t, r.admin, `eddy_wal_backlog_messages{sink="cloud"}`), metricValue(t, r.admin, `eddy_wal_disk_bytes{sink="cloud"}`))
 	up.Restart()
-	await.True(t, 120*time.Second, `len(col.windows("alo")) >= len(want)`, func() bool { return len(col.windows("alo")) >= len(want) })
+	await.True(t, 120*time.Second, `col.windowCount("alo") >= len(want)`, func() bool { return col.windowCount("alo") >= len(want) })
 	r.stop()
 	if diff := differingWindows(t, want, col.windows("alo")); diff > 0 {
 		t.Errorf("%d of %d windows differ", diff, len(want))

@@ -106,7 +106,7 @@ func TestWALSink_DrainsAtEndOfInput(t *testing.T) {
 	if strings.Contains(out, "not delivered upstream") {
 		t.Errorf("the run reported undelivered results")
 	}
-	await.True(t, 30*time.Second, `len(col.windows("drain")) >= len(want)`, func() bool { return len(col.windows("drain")) >= len(want) })
+	await.True(t, 30*time.Second, `col.windowCount("drain") >= len(want)`, func() bool { return col.windowCount("drain") >= len(want) })
 	if diff := differingWindows(t, want, col.windows("drain")); diff > 0 {
 		t.Errorf("%d of %d windows differ", diff, len(want))
 	}
@@ -142,7 +142,7 @@ func TestWALSink_EndOfInputWithUplinkDown(t *testing.T) {
 	t.Logf("run with the uplink down exited after %v", time.Since(start))
 	up.Restart()
 	p := startEddy(t, "run", "-c", cfg)
-	await.True(t, 60*time.Second, `len(col.windows("drain")) >= len(want)`, func() bool { return len(col.windows("drain")) >= len(want) })
+	await.True(t, 60*time.Second, `col.windowCount("drain") >= len(want)`, func() bool { return col.windowCount("drain") >= len(want) })
 	if !p.wait(60 * time.Second) {
 		t.Fatal("the second run did not exit")
 	}

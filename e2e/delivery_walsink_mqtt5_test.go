@@ -232,7 +232,7 @@ func TestWALSink_MQTT5MaximumPacketSize(t *testing.T) {
 	if strings.Contains(out, "not delivered upstream") {
 		t.Errorf("the run reported undelivered results:\n%s", out)
 	}
-	await.True(t, 30*time.Second, `len(col.windows("drain")) >= len(want)`, func() bool { return len(col.windows("drain")) >= len(want) })
+	await.True(t, 30*time.Second, `col.windowCount("drain") >= len(want)`, func() bool { return col.windowCount("drain") >= len(want) })
 	got := col.windows("drain")
 	if diff := differingWindows(t, want, got); diff > 0 || len(got) != len(want) {
 		t.Errorf("%d of %d windows differ; %d delivered", diff, len(want), len(got))

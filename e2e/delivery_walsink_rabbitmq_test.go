@@ -117,7 +117,7 @@ func TestWALSink_RabbitMQQoS1UnderKills(t *testing.T) {
 	if p.err != nil {
 		t.Fatalf("the last run: %v", p.err)
 	}
-	await.True(t, 60*time.Second, `len(col.windows("rabbit-q1")) >= len(want)`, func() bool { return len(col.windows("rabbit-q1")) >= len(want) })
+	await.True(t, 60*time.Second, `col.windowCount("rabbit-q1") >= len(want)`, func() bool { return col.windowCount("rabbit-q1") >= len(want) })
 	if diff := differingWindows(t, want, col.windows("rabbit-q1")); diff > 0 {
 		t.Errorf("%d of %d windows differ", diff, len(want))
 	}
