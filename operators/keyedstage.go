@@ -26,8 +26,10 @@ type KeyedStage struct {
 	vals    []event.Value
 	handler keyed.Handler
 	blocks  []*signalBlock // the per-key blocks, chained in this order
-	clock   func() int64   // processing time (SetProcessingClock); nil: the readings' time
-	procNow int64          // processing time of the batch being processed
+	// procTime: processing time is the readings' arrival
+	// (SetProcessingTime); false: their time.
+	procTime bool
+	procNow  int64 // processing time of the reading being processed
 	r       keyed.Reading  // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
@@ -99,17 +101,18 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 		return
 	}
 	k.keepLate = keepLate
-	if k.clock != nil {
-		// Due timers first: a key whose deadline passed (while the agent
-		// was down, say) is silent before its next reading resumes it.
-		t.advanceKeyedProcessingTime(k.clock())
-		if k.err != nil {
-			return
-		}
-	}
 	perRecordWM := len(b.Watermarks) == b.Len()
+	arrivals := b.HasArrivals()
 	arrival := k.op.Order() == keyed.Arrival
 	for i := 0; i < b.Len(); i++ {
+		if arrivals {
+			// Due timers first: a key whose deadline passed before the
+			// reading arrived is silent before the reading resumes it.
+			t.arrive(b.Arrivals[i])
+			if k.err != nil {
+				return
+			}
+		}
 		wm := k.op.Watermark()
 		if perRecordWM {
 			wm = b.Watermarks[i]
@@ -122,7 +125,7 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 			}
 		}
 		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i), Control: b.Control(i)}
-		if k.clock == nil {
+		if !k.procTime {
 			k.procNow = k.r.Time
 		}
 		k.resumed = b.Resumed(i)
