@@ -60,8 +60,8 @@ type InFlightRecord struct {
 	// math.MinInt64 when its pipeline keeps none.
 	Arrival int64
 	Offset  uint64
-	Values    []float64
-	Payload   []byte
+	Values  []float64
+	Payload []byte
 	// Control is the control vector captured for the record (a keyed
 	// pipeline reading control.*), nil if none.
 	Control []byte

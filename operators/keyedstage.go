@@ -29,8 +29,8 @@ type KeyedStage struct {
 	// procTime: processing time is the readings' arrival
 	// (SetProcessingTime); false: their time.
 	procTime bool
-	procNow  int64 // processing time of the reading being processed
-	r       keyed.Reading  // reused: a Reading per call would escape to the heap
+	procNow  int64         // processing time of the reading being processed
+	r        keyed.Reading // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
 	keepLate bool
