@@ -69,9 +69,10 @@ type Sink struct {
 }
 
 // Clock gives the two times the stages need: the device's wall clock, for
-// the future-skew check and the rate of log lines, and a monotonic
-// processing time for processing-time windows and timers, which reads like
-// a timestamp but never jumps with an NTP step.
+// the future-skew check, the rate of log lines and processing time between
+// readings (the prepare stage's ticks; a reading's own is its arrival),
+// and a monotonic time for durations (idle inputs, alignment timeouts),
+// which reads like a timestamp but never jumps with an NTP step.
 type Clock interface {
 	MonoMs() int64
 	WallMs() int64
