@@ -45,6 +45,8 @@ type KeyedStage struct {
 	Rejected map[string]int64
 	// Duplicates counts the readings dedup dropped.
 	Duplicates int64
+	// overflowed is op.Overflowed already added to the task's Overflowed.
+	overflowed int64
 }
 
 // NewKeyedStage returns the keyed stage running spec over op.
@@ -184,7 +186,12 @@ func (t *WindowTask) advanceKeyedProcessingTime(now int64) {
 // order.
 func (t *WindowTask) released(r *keyed.Reading) error {
 	k := t.keyed
-	switch k.ev.Eval(r) {
+	verdict := k.ev.Eval(r)
+	if n := k.op.Overflowed; n > k.overflowed {
+		t.keyedOverflow(r, n-k.overflowed)
+		k.overflowed = n
+	}
+	switch verdict {
 	case keyed.Filtered:
 		k.Filtered++
 		return nil
@@ -227,6 +234,15 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 	t.res = record.Result{Pipeline: t.pipeline, Key: r.Key, Start: r.Time, End: r.Time, Kind: record.KindReading, Seq: r.Seq}
 	t.results.AddReading(t.deviceID, &t.res, k.names, k.vals)
 	return nil
+}
+
+// keyedOverflow counts n per-key function results of reading r that
+// overflowed float64 and are null, with the window results' overflows:
+// the same counter and log line, naming the function, and the reading's
+// time as the window's start and end.
+func (t *WindowTask) keyedOverflow(r *keyed.Reading, n int64) {
+	t.Overflowed += n
+	t.LastOverflow = Overflow{Aggregates: []string{t.keyed.op.LastOverflowed.String()}, Key: string(r.Key), Start: r.Time, End: r.Time}
 }
 
 // Watermark returns the task's event-time watermark: its window's, else
