@@ -62,6 +62,8 @@ type Bolt struct {
 	snapshots atomic.Int32             // open Snapshots (closed by any goroutine)
 	spare     atomic.Pointer[snapBufs] // a closed Snapshot's buffers, for the next
 
+	written int64 // bytes written to the working file since it was opened (Usage.WrittenBytes)
+
 	gen    uint64
 	err    error // sticky write error
 	closed bool
@@ -355,6 +357,7 @@ func (s *Bolt) flushBatch(batch []int32) error {
 	if err := tx.Commit(); err != nil {
 		return s.writeErr("commit", err)
 	}
+	s.committed(tx)
 	s.keys = keys
 	for _, i := range batch {
 		e := &c.entries[i]
@@ -371,6 +374,14 @@ func (s *Bolt) flushBatch(batch []int32) error {
 		}
 	}
 	return nil
+}
+
+// committed counts what a committed write transaction wrote: the pages it
+// allocated (bbolt rewrites every page it touches at a new place) plus the
+// meta page. The freelist is not written (NoFreelistSync).
+func (s *Bolt) committed(tx *bolt.Tx) {
+	st := tx.Stats()
+	s.written += st.GetPageAlloc() + int64(s.db.Info().PageSize)
 }
 
 // writeErr wraps a failed write; a full file becomes ErrFull.
@@ -410,7 +421,7 @@ func (s *Bolt) Generation() uint64 { return s.gen }
 // file is looked up here if the cache does not know it yet, and
 // remembered, so the next Flush need not look again.
 func (s *Bolt) Usage() Usage {
-	u := Usage{Keys: s.keys, MemoryBytes: int64(s.cache.bytes)}
+	u := Usage{Keys: s.keys, MemoryBytes: int64(s.cache.bytes), WrittenBytes: s.written}
 	if s.closed || s.err != nil {
 		return u
 	}

@@ -103,6 +103,9 @@ func (s *Bolt) endBulk(bl *bulkLoader) error {
 		return err
 	}
 	s.keys = bl.keys
+	if fi, err := os.Stat(s.path); err == nil {
+		s.written += fi.Size() // the bulk loader writes each page once
+	}
 	if err := s.openFile(); err != nil {
 		return fmt.Errorf("state: restore: %w", err)
 	}
@@ -254,6 +257,9 @@ func (l *blockLoader) commit() error {
 		return nil
 	}
 	err := l.tx.Commit()
+	if err == nil {
+		l.s.committed(l.tx)
+	}
 	l.tx, l.txBytes = nil, 0
 	for _, b := range l.held {
 		l.release(b)
