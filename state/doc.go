@@ -111,9 +111,10 @@
 //     OnePercentOfMillion ./checkpoint/). Snapshot used to write the dirty
 //     entries back first, ~100 ms for 10k scattered keys.
 //   - The cost of not flushing at barriers: dirty entries accumulate until
-//     half the cache is dirty and are then written back in one sorted pass.
-//     With 1M keys, a 32 MiB cache and 10k random updates per checkpoint
-//     that was one ~2.4 s pause after about 20 checkpoints (~185k entries),
+//     7 entries in 8 are dirty (half, when this was measured) and are then
+//     written back in one sorted pass. With 1M keys, a 32 MiB cache and
+//     10k random updates per checkpoint that was one ~2.4 s pause after
+//     about 20 checkpoints (~185k entries),
 //     where flushing at every barrier paused 0.2–0.9 s each time, on a
 //     machine at load average ~15: less work in total (updates coalesce and
 //     pages hold more dirty keys), but a longer single pause. Writing back

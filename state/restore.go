@@ -357,6 +357,7 @@ func (l *blockLoader) write(deleted bool, bucket, key, value []byte) (inTx bool,
 		if l.bk, err = l.tx.CreateBucketIfNotExists(bucket); err != nil {
 			return false, l.s.writeErr("restore bucket", err)
 		}
+		l.bk.FillPercent = 1.0 // as the write-back does (flushBatch)
 		l.bkName = append(l.bkName[:0], bucket...)
 	}
 	if deleted {
