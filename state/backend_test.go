@@ -510,4 +510,22 @@ func TestBolt_UsageWrittenBytes(t *testing.T) {
 	if got := be.Usage().WrittenBytes - loaded; got < 2*4096 {
 		t.Fatalf("one changed key wrote %d bytes, want a leaf page and a meta page at least", got)
 	}
+
+	// A restore counts the base it writes.
+	full, err := be.Snapshot(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTestBolt(t, BoltOptions{CacheBytes: 4 << 20})
+	if _, err := fresh.Bucket("op/a", KeyGroupPrefix); err != nil {
+		t.Fatal(err)
+	}
+	err = fresh.Restore(full.Entries, RestoreOptions{})
+	full.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := fresh.Usage(); u.WrittenBytes < 5000*100 || u.WrittenBytes < u.FileBytes/2 {
+		t.Fatalf("a restore of 5000 keys of 100 bytes: %+v", u)
+	}
 }
