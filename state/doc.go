@@ -84,8 +84,8 @@
 // (FillPercent 1.0; bbolt's default of half doubles a file filled by
 // scattered inserts). A key updated less often than the cache turns over
 // still reaches the file once per update: at 1M keys with 1% updated per
-// 10 s checkpoint (scripts/bench/wear.sh) that is ~140 bytes per update,
-// 13 times its compressed increment, most of the agent's writes. Only a
+// 10 s checkpoint (scripts/bench/wear.sh) that is about an entry per
+// update, 13 times the compressed increments, most of the agent's writes. Only a
 // cache holding the whole state, or misses served from the checkpoint
 // files rather than from write-backs, would remove it. Usage.WrittenBytes
 // counts what the file was given (eddy_state_file_written_bytes).
