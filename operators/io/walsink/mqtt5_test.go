@@ -389,7 +389,9 @@ func TestMQTT5_SessionExpiry(t *testing.T) {
 			await.True(t, 10*time.Second, `strings.Contains(b.Log(), "Expiring client "+id)`, func() bool { return strings.Contains(b.Log(), "Expiring client "+id) })
 		}
 		s, lb := openLogged(t, dir, Options{Broker: b.URL(), ClientID: id, SessionExpiry: tt.expiry})
-		await.True(t, 10*time.Second, `s.Stats().Connected`, func() bool { return s.Stats().Connected })
+		// The connected flag is set before the line naming session present
+		// is written; wait for the line.
+		await.True(t, 10*time.Second, `"walsink: connected" logged`, func() bool { return strings.Contains(lb.String(), "walsink: connected") })
 		if want := fmt.Sprintf("session_present=%v", tt.present); !strings.Contains(lb.String(), want) {
 			t.Errorf("session_expiry %v: no %s in:\n%s", tt.expiry, want, lb.String())
 		}

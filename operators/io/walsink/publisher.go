@@ -68,8 +68,10 @@ func (s *Sink) runPublisher() {
 			s.logSession(info.present)
 			s.setRefusal(refusalConnack, "")
 			s.applyLimits(info)
-			s.connected.Store(true)
+			// Logged before the flag is set, so whoever sees Connected also
+			// finds the line naming the session.
 			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", info.present, "protocol_version", info.version)
+			s.connected.Store(true)
 			started := time.Now()
 			s.refusals.connected()
 			window := s.sess.Window()
