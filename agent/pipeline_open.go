@@ -109,6 +109,9 @@ func (df *dataflow) connectSources(p *stages.Pipeline) error {
 		return err
 	}
 	sr.outs = append(sr.outs, p.Input())
+	if sr.ilog != nil {
+		p.HoldProcessingTime()
+	}
 	if ref := pc.Control; ref != nil {
 		cr, err := df.source(ref.Source)
 		if err != nil {

@@ -180,7 +180,7 @@ func (p *Pipeline) newSubtasks(pl *Plan, o Options) error {
 		}
 		st.task = operators.NewWindowTask(name, o.DeviceID, pl.names, op)
 		if pl.keyed != nil {
-			if err := attachKeyed(pl, st, objectCache, o.Clock); err != nil {
+			if err := attachKeyed(pl, st, objectCache); err != nil {
 				return err
 			}
 		}
@@ -234,6 +234,13 @@ func (p *Pipeline) Connect(o Outputs) (deadLetterProducers int) {
 // Input is where the source runner of the pipeline's source sends its
 // batches, in order; closing it ends the pipeline's input.
 func (p *Pipeline) Input() chan<- *SourceBatch { return p.in }
+
+// HoldProcessingTime tells the pipeline that its input replays an ingest
+// log before it follows the live tail, and says so with a CaughtUp batch:
+// until then processing time moves only with the replayed readings'
+// arrivals, so timers fire between the readings they fired between in
+// the first run, not all at once on the replay's clock.
+func (p *Pipeline) HoldProcessingTime() { p.holdProcTime = true }
 
 // ControlInput is where the source runner of the pipeline's control stream
 // sends its batches; nil without a control stream.

@@ -79,8 +79,9 @@ func (p *Pipeline) applyControl(rb *SourceBatch, dead **operators.Delivery) {
 func (p *Pipeline) runPrepare() {
 	l := &prepareLoop{p: p, batches: make([]*stream.Batch, len(p.edges)), lastWM: math.MinInt64, ctlIn: p.controlIn}
 	l.inputs, _ = p.wm.(*inputWatermarks)
+	l.live = !p.holdProcTime
 	var idleTick <-chan time.Time
-	if l.inputs != nil || p.holdsAfterResume() {
+	if l.inputs != nil || p.holdsAfterResume() || p.tickEvery > 0 {
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		idleTick = tk.C
@@ -124,6 +125,11 @@ type prepareLoop struct {
 	inputs   *inputWatermarks // per topic filter; nil for one generator
 	lastRead int64            // monotonic time of the last batch of readings
 	dead     *operators.Delivery
+	// live: the input follows the live tail (not a replay of the ingest
+	// log), so the wall clock moves processing time on between readings;
+	// procTime is the last processing time sent down the edges.
+	live     bool
+	procTime int64
 
 	heldMain *checkpoint.Trigger // main barrier waiting for the control one
 	heldCtl  uint64              // control barrier waiting for the main one
@@ -179,7 +185,7 @@ func (l *prepareLoop) onControl(cb *SourceBatch, ok bool) {
 		l.heldMain = nil
 	case cb.Barrier != nil:
 		l.heldCtl = cb.Barrier.ID
-	case cb.EOI:
+	case cb.EOI, cb.CaughtUp:
 	default:
 		l.p.applyControl(cb, &l.dead)
 		cb.Release()
@@ -200,6 +206,22 @@ func (l *prepareLoop) onIdle() {
 		p.resume.ReleaseBy(p.clk.WallMs())
 	}
 	l.broadcast()
+	if l.live && p.tickEvery > 0 {
+		l.advanceProcessingTime(p.clk.WallMs())
+	}
+}
+
+// advanceProcessingTime sends processing time now down every edge when
+// it advanced. Only a live input's ticks call it: during a replay the
+// readings' arrivals move processing time, in the subtasks.
+func (l *prepareLoop) advanceProcessingTime(now int64) {
+	if now <= l.procTime {
+		return
+	}
+	l.procTime = now
+	for _, e := range l.p.edges {
+		_ = e.Send(prepareCtx, stream.Message{Kind: stream.ProcessingTime, ProcessingTime: now})
+	}
 }
 
 // onMain takes one batch of the main input: a barrier (held while the
@@ -220,6 +242,9 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 			_ = e.Send(prepareCtx, stream.Message{Kind: stream.EndOfInput})
 		}
 		return
+	case rb.CaughtUp:
+		l.live = true
+		return
 	}
 	now, wall, synced := p.clk.MonoMs(), p.clk.WallMs(), p.clk.WallSynced()
 	l.lastRead = now
@@ -235,7 +260,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 		if m.TooLarge {
 			p.prep.Reject = tooLargeReject
 		} else {
-			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced)
+			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, m.Arrival, wall, synced)
 		}
 		switch outcome {
 		case operators.Pass:
@@ -290,6 +315,9 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 		}
 	} else {
 		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
+	}
+	if p.tickEvery > 0 {
+		b.AppendArrival(m.Arrival)
 	}
 	if c := p.prep.Control; c != nil {
 		b.AppendControl(c) // a keyed pipeline reading control.*
