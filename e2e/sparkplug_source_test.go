@@ -197,7 +197,7 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 
 	got := r.waitResults(2)
 	want := map[string]string{
-		"edge1/dev1/1.7e+12-1.70000001e+12": "n=6 sum=135", // lastFirings prints the bounds as %v of float64
+		"edge1/dev1/1.7e+12-1.70000001e+12":        "n=6 sum=135", // lastFirings prints the bounds as %v of float64
 		"edge1/dev1/1.70000001e+12-1.70000002e+12": "n=7 sum=231",
 	}
 	for k, w := range want {
