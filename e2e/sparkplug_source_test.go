@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,14 +164,25 @@ func jsonLines(t *testing.T, path string) []map[string]any {
 // back with the checkpoint, so data after the restart is read. The data
 // behind the gap is dead-lettered (seq_gap, then before_birth until the
 // rebirth) and counted; the death makes the node's and device's last
-// values stale readings.
+// values stale readings. The refused data is answered with one NCMD
+// rebirth (request_rebirth).
 func TestSparkplugSource_Mosquitto(t *testing.T) {
 	t.Parallel()
 	b := mosquitto.Start(t)
-	r := newCrashRun(t, sparkplugSourceConfig, "%BROKER%", b.URL(), "%CLIENT%", "eddy-sp", "%SOURCE_EXTRA%", "")
+	r := newCrashRun(t, sparkplugSourceConfig, "%BROKER%", b.URL(), "%CLIENT%", "eddy-sp", "%SOURCE_EXTRA%", "request_rebirth = true")
 	r.ready = func() bool { return sourceConnected(r.admin, "scada") }
 	r.start()
 	n := newSPNode(t, b.URL(), "edge1")
+	var rebirths atomic.Int32
+	if tok := n.c.Subscribe("spBv1.0/plant1/NCMD/edge1", 0, func(_ paho.Client, m paho.Message) {
+		var p sparkplug.Payload
+		if sparkplug.DecodePayload(m.Payload(), &p) == nil && len(p.Metrics) == 1 &&
+			string(p.Metrics[0].Name) == sparkplug.RebirthMetric && p.Metrics[0].Value.Equal(sparkplug.Bool(true)) {
+			rebirths.Add(1)
+		}
+	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe NCMD: %v", tok.Error())
+	}
 
 	n.births(spBase, 20)
 	for i := 1; i <= 5; i++ {
@@ -188,6 +200,7 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 	}
 	n.temp(spBase+15_000, 99, int(n.seq)+1) // a gap
 	n.temp(spBase+15_500, 98, -1)           // refused until the rebirth
+	await.True(t, 30*time.Second, "an NCMD rebirth", func() bool { return rebirths.Load() > 0 })
 	n.bdSeq++
 	n.births(spBase+16_000, 35)
 	n.temp(spBase+17_000, 36, -1)
@@ -238,6 +251,9 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 	slices.Sort(stale)
 	if w := []string{"/Node Control/Rebirth=false", "/bdSeq=1", "dev1/count=0", "dev1/temp=36"}; !slices.Equal(stale, w) {
 		t.Errorf("stale readings %v, want %v", stale, w)
+	}
+	if n := rebirths.Load(); n != 1 {
+		t.Errorf("%d NCMD rebirths, want 1: the data refused after the gap asks once", n)
 	}
 	r.stop()
 }
