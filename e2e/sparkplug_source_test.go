@@ -17,6 +17,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
+	"github.com/eddy-edge/eddy/scripts/sparkplugclient"
 )
 
 // sparkplugSourceConfig reads Sparkplug B edge nodes through a broker:
@@ -219,19 +220,38 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 		}
 	}
 
+	checkSparkplugOutputs(t, r, []string{sparkplug.ReasonSeqGap, sparkplug.ReasonBeforeBirth},
+		[]string{"/Node Control/Rebirth=false", "/bdSeq=1", "dev1/count=0", "dev1/temp=36"})
+	if n := rebirths.Load(); n != 1 {
+		t.Errorf("%d NCMD rebirths, want 1: the data refused after the gap asks once", n)
+	}
+	r.stop()
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return strings.Trim(string(b), `"`)
+}
+
+// checkSparkplugOutputs waits for the dead letters of pipeline "means"
+// (their reasons, in order) and the stale readings
+// ("device/metric=value", in any order) that a run of
+// sparkplugSourceConfig should write, and checks the seq_gap count.
+func checkSparkplugOutputs(t *testing.T, r *mqttCrashRun, wantDead, wantStale []string) {
+	t.Helper()
 	var dead []string
 	await.Until(t, 30*time.Second, func() error {
 		dead = dead[:0]
 		for _, d := range jsonLines(t, filepath.Join(r.dir, "dead")) {
 			dead = append(dead, d["reason"].(string))
 		}
-		if len(dead) < 2 {
+		if len(dead) < len(wantDead) {
 			return fmt.Errorf("dead letters %v", dead)
 		}
 		return nil
 	})
-	if !slices.Equal(dead, []string{sparkplug.ReasonSeqGap, sparkplug.ReasonBeforeBirth}) {
-		t.Errorf("dead letters %v, want seq_gap, before_birth", dead)
+	if !slices.Equal(dead, wantDead) {
+		t.Errorf("dead letters %v, want %v", dead, wantDead)
 	}
 	if v := metricValue(t, r.admin, `eddy_readings_dead_lettered_total{pipeline="means",reason="seq_gap"}`); v != 1 {
 		t.Errorf("seq_gap counted %v times, want 1", v)
@@ -243,22 +263,59 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 		for _, s := range jsonLines(t, filepath.Join(r.dir, "stale")) {
 			stale = append(stale, s["device"].(string)+"/"+s["metric"].(string)+"="+jsonText(s["value"]))
 		}
-		if len(stale) < 4 {
+		if len(stale) < len(wantStale) {
 			return fmt.Errorf("stale readings %v", stale)
 		}
 		return nil
 	})
 	slices.Sort(stale)
-	if w := []string{"/Node Control/Rebirth=false", "/bdSeq=1", "dev1/count=0", "dev1/temp=36"}; !slices.Equal(stale, w) {
-		t.Errorf("stale readings %v, want %v", stale, w)
+	if !slices.Equal(stale, wantStale) {
+		t.Errorf("stale readings %v, want %v", stale, wantStale)
 	}
-	if n := rebirths.Load(); n != 1 {
-		t.Errorf("%d NCMD rebirths, want 1: the data refused after the gap asks once", n)
-	}
-	r.stop()
 }
 
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return strings.Trim(string(b), `"`)
+// TestSparkplugSource_SparkplugClient: Cirrus Link's edge node client
+// publishes births, data by alias and, after a forced seq gap and the
+// agent's NCMD rebirth, its births again, then its death, through
+// mosquitto; the real binary's windows hold exactly its readings, the
+// message behind the gap is dead-lettered, and the death leaves stale
+// readings.
+func TestSparkplugSource_SparkplugClient(t *testing.T) {
+	t.Parallel()
+	b := mosquitto.Start(t)
+	r := newCrashRun(t, sparkplugSourceConfig, "%BROKER%", b.URL(), "%CLIENT%", "eddy-spjs", "%SOURCE_EXTRA%", "request_rebirth = true")
+	r.ready = func() bool { return sourceConnected(r.admin, "scada") }
+	r.start()
+	e := sparkplugclient.Start(t, b.URL(), "plant1", "edgejs", "edge-js")
+
+	type cmd = sparkplugclient.Command
+	data := func(from, to int) {
+		for i := from; i <= to; i++ {
+			e.Do(cmd{Op: "data", TS: spBase + int64(i)*400, Temp: float64(i)})
+		}
+	}
+	e.Do(cmd{Op: "births", TS: spBase, Temp: 20})
+	data(1, 24) // window 1: 20 and 1…24
+	e.Do(cmd{Op: "rebirth", TS: spBase + 10_000, Temp: 100}, cmd{Op: "gap"},
+		cmd{Op: "data", TS: spBase + 10_400, Temp: 999}) // refused: seq_gap
+	e.WaitFor("ncmd rebirth")
+	data(26, 49)                                         // window 2: 100 and 26…49
+	e.Do(cmd{Op: "data", TS: spBase + 100_000, Temp: 0}) // the watermark passes both
+	got := r.waitResults(2)
+	want := map[string]string{
+		"edgejs/dev1/1.7e+12-1.70000001e+12":        "n=25 sum=320",
+		"edgejs/dev1/1.70000001e+12-1.70000002e+12": "n=25 sum=1000",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("window %s: %q, want %q (all: %v)", k, got[k], w, got)
+		}
+	}
+	e.Do(cmd{Op: "stop"})
+	checkSparkplugOutputs(t, r, []string{sparkplug.ReasonSeqGap},
+		[]string{"/Node Control/Rebirth=false", "/bdSeq=0", "dev1/count=0", "dev1/temp=0"})
+	if v := metricValue(t, r.admin, `eddy_sparkplug_rebirth_requests_total{source="scada"}`); v != 1 {
+		t.Errorf("%v rebirth requests, want 1", v)
+	}
+	r.stop()
 }
