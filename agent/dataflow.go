@@ -58,7 +58,7 @@ type dataflow struct {
 	// source with request_rebirth; kept across region restarts.
 	rebirthers map[string]*lazyRebirther
 	backends   []state.Backend
-	logs           []*ingest.Log
+	logs       []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions
 }

@@ -120,36 +120,17 @@ func TestCrash_MQTTSparkplugExactlyOnce(t *testing.T) {
 	for d := range devices {
 		expected[fmt.Sprintf("dev-%d/%v-%v", d, float64(sparkplugBirthTs), float64(sparkplugBirthTs+10000))] = "n=1 sum=0"
 	}
-	run := func(name string, between func(r *mqttCrashRun, rng *rand.Rand) func(int)) *mqttCrashRun {
+	run := func(name string, between func(r *mqttCrashRun) func(int)) *mqttCrashRun {
 		r := newCrashRun(t, sparkplugCrashConfig, "%BROKER%", b.URL(), "%CLIENT%", "eddy-"+name)
 		r.start()
-		rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-		if err := sendSparkplugReadings(b.URL(), "edge-"+name, readings, devices, between(r, rng)); err != nil {
+		if err := sendSparkplugReadings(b.URL(), "edge-"+name, readings, devices, between(r)); err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	clean := run("clean", func(*mqttCrashRun, *rand.Rand) func(int) { return func(int) {} })
+	clean := run("clean", func(*mqttCrashRun) func(int) { return func(int) {} })
 	want := clean.finalResults(len(expected))
 	sameWindows(t, expected, want, 0)
-
-	crashed := run("crashed", func(r *mqttCrashRun, rng *rand.Rand) func(int) {
-		killAt := map[int]bool{}
-		for len(killAt) < kills {
-			killAt[(1+rng.IntN(readings/1000-1))*1000] = true
-		}
-		return func(i int) {
-			if killAt[i] {
-				time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // pacing: a random kill moment
-				r.kill()
-				r.start()
-			}
-		}
-	})
-	got := crashed.finalResults(len(want))
-	if crashed.starts != kills+1 {
-		t.Fatalf("%d starts, want %d", crashed.starts, kills+1)
-	}
-	sameWindows(t, want, got, kills)
+	run("crashed", func(r *mqttCrashRun) func(int) { return r.killsAt(readings, kills) }).sameAfterKills(want, kills)
 	t.Logf("%d Sparkplug readings, %d kills: %d windows identical to the uninterrupted run", readings, kills, len(want))
 }

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,15 +70,13 @@ const spBase = 1_700_000_000_000
 // spNode publishes one edge node's messages, as Sparkplug B encodes them,
 // at QoS 1 so that none is lost on the way to the agent under test.
 type spNode struct {
-	t      *testing.T
-	c      paho.Client
-	group  string
-	node   string
-	seq    uint64
-	bdSeq  uint64
-	buf    []byte
-	sent   int
-	topics []string
+	t     *testing.T
+	c     paho.Client
+	group string
+	node  string
+	seq   uint64
+	bdSeq uint64
+	buf   []byte
 }
 
 func newSPNode(t *testing.T, url, node string) *spNode {
@@ -109,7 +105,6 @@ func (n *spNode) publish(typ sparkplug.MessageType, device string, ts uint64, se
 	if tok := n.c.Publish(topic, 1, false, append([]byte(nil), n.buf...)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		n.t.Fatalf("publish %s: %v", topic, tok.Error())
 	}
-	n.sent++
 }
 
 // births publishes NBIRTH (seq 0, a new bdSeq) and the DBIRTH of dev1
@@ -134,29 +129,6 @@ func (n *spNode) death(ts uint64) {
 	n.publish(sparkplug.NDEATH, "", ts, -1,
 		sparkplug.Metric{Name: []byte(sparkplug.BdSeqMetric), Datatype: sparkplug.TypeUInt64, Value: sparkplug.Long(n.bdSeq)})
 	n.bdSeq++
-}
-
-// jsonLines reads the records of an at-least-once file sink's file.
-func jsonLines(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%s: %q: %v", path, sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // TestSparkplugSource_Mosquitto: an edge node's births, data by alias,
@@ -242,7 +214,7 @@ func checkSparkplugOutputs(t *testing.T, r *mqttCrashRun, wantDead, wantStale []
 	var dead []string
 	await.Until(t, 30*time.Second, func() error {
 		dead = dead[:0]
-		for _, d := range jsonLines(t, filepath.Join(r.dir, "dead")) {
+		for _, d := range readOutputs(t, filepath.Join(r.dir, "dead")) {
 			dead = append(dead, d["reason"].(string))
 		}
 		if len(dead) < len(wantDead) {
@@ -260,7 +232,7 @@ func checkSparkplugOutputs(t *testing.T, r *mqttCrashRun, wantDead, wantStale []
 	var stale []string
 	await.Until(t, 30*time.Second, func() error {
 		stale = stale[:0]
-		for _, s := range jsonLines(t, filepath.Join(r.dir, "stale")) {
+		for _, s := range readOutputs(t, filepath.Join(r.dir, "stale")) {
 			stale = append(stale, s["device"].(string)+"/"+s["metric"].(string)+"="+jsonText(s["value"]))
 		}
 		if len(stale) < len(wantStale) {
