@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,39 +15,20 @@ import (
 )
 
 // sparkplugCrashConfig is mqttCrashConfig reading the same readings as
-// Sparkplug B device data: one metric "v" per device, by alias.
-const sparkplugCrashConfig = `
-agent {
-  device_id   = "crash"
-  data_dir    = "%DATA%"
-  admin       = "%ADMIN%"
-  parallelism = 2
-}
-source "mqtt" "sensors" {
-  broker    = "%BROKER%"
-  client_id = "%CLIENT%"
-  topics    = ["spBv1.0/crash/#"]
-  qos       = 1
-  format    = "sparkplug_b"
-  watermark { max_out_of_orderness = "5s" }
-}
-sink "file" "out" {
-  path     = "%DIR%/out"
-  delivery = "exactly_once"
-}
-pipeline "sums" {
-  from   = source.mqtt.sensors
-  filter = event.metric == "v" && !event.stale
-  key    = event.device
-  window "tumbling" { size = "10s" }
-  aggregate {
-    n   = count()
-    sum = sum(event.value)
+// Sparkplug B device data: one metric "v" per device, by alias, stamped
+// with its own timestamp.
+var sparkplugCrashConfig = strings.NewReplacer(
+	`topics    = ["sensors/+/telemetry"]`, `topics    = ["spBv1.0/crash/#"]
+  format    = "sparkplug_b"`,
+	`  timestamp {
+    field = "ts"
+    unit  = "ms"
   }
-  to = [sink.file.out]
-}
-checkpoint { interval = "200ms" }
-`
+`, "",
+	`  key  = event.device`, `  filter = event.metric == "v" && !event.stale
+  key  = event.device`,
+	`sum(event.v)`, `sum(event.value)`,
+).Replace(mqttCrashConfig)
 
 // sparkplugBirthTs stamps the births an hour before the readings: their
 // values (0) fill windows of their own, which fire before the readings'.
