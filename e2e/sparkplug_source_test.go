@@ -200,6 +200,7 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 	r.stop()
 }
 
+// jsonText is a decoded JSON value as text, strings without quotes.
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return strings.Trim(string(b), `"`)
