@@ -54,8 +54,11 @@ type dataflow struct {
 	// sparkplugSinks: the current Sparkplug sink of each name, which a
 	// region restart replaces, for its metrics registered once.
 	sparkplugSinks map[string]*atomic.Pointer[sparkplug.Sink]
-	backends       []state.Backend
-	logs           []*ingest.Log
+	// rebirthers ask Sparkplug edge nodes for their births, one per
+	// source with request_rebirth; kept across region restarts.
+	rebirthers map[string]*lazyRebirther
+	backends   []state.Backend
+	logs       []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions
 }

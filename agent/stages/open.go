@@ -47,6 +47,9 @@ type Options struct {
 	Clock   Clock
 	// Fail reports a failure of the running pipeline (until SetFail).
 	Fail func(error)
+	// Rebirth, for a sparkplug_b source with request_rebirth, asks a
+	// node for its births after a message of it could not be read.
+	Rebirth RebirthFunc
 }
 
 // New builds the pipeline of plan pl: its prepare stage, and its window
@@ -75,6 +78,7 @@ func New(pl *Plan, o Options) (*Pipeline, error) {
 		debugDelay:   pl.cfg.DebugDelayPerRecord,
 		align:        o.Align,
 		panicAt:      pl.cfg.DebugPanicAtOffset,
+		sp:           newSparkplugIn(pl.cfg.From.Source.Format, o.Rebirth),
 	}
 	if pl.eventTime {
 		if err := p.setWatermarks(pl, o); err != nil {

@@ -98,6 +98,10 @@ type Pipeline struct {
 	control   *control.State
 	controlIn chan *SourceBatch
 
+	// sp reads a sparkplug_b source's messages into readings; nil for
+	// other formats.
+	sp *sparkplugIn
+
 	ckpt  Checkpoints   // nil: no checkpoints
 	fatal func(error)   // fails the pipeline's region, which restarts
 	done  chan struct{} // closed when run returns

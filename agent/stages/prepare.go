@@ -158,7 +158,8 @@ func (l *prepareLoop) broadcast() {
 // forward sends a barrier down every edge after everything before it.
 func (l *prepareLoop) forward(tr *checkpoint.Trigger) {
 	p := l.p
-	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot()}
+	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot(),
+		Sparkplug: p.sparkplugSnapshot()}
 	if p.control != nil {
 		b.Control = p.control.Snapshot()
 	}
@@ -248,7 +249,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 	}
 	now, wall, synced := p.clk.MonoMs(), p.clk.WallMs(), p.clk.WallSynced()
 	l.lastRead = now
-	var filtered int64
+	var in, filtered int64
 	for i := range rb.Msgs {
 		m := &rb.Msgs[i]
 		if p.resume != nil {
@@ -256,26 +257,23 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 			// resumed session may be a bad one.
 			p.resume.Arrive(m.Arrival, m.ResumeStart, p.resume.Apply(p.wm.Current()))
 		}
+		if p.sp != nil && !m.TooLarge {
+			n, f := l.sparkplugMessage(m, now, wall, synced)
+			in, filtered = in+n, filtered+f
+			continue
+		}
+		in++
 		outcome := operators.Rejected
 		if m.TooLarge {
 			p.prep.Reject = tooLargeReject
 		} else {
 			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, m.Arrival, wall, synced)
 		}
-		switch outcome {
-		case operators.Pass:
-			l.route(m, now)
-		case operators.Punctuation:
-			if pw, ok := p.wm.(*punctuatedWatermark); ok {
-				pw.mark(p.prep.Watermark)
-			}
-		case operators.Filtered:
+		if l.outcome(outcome, m, m.Payload, now, wall) {
 			filtered++
-		case operators.Rejected:
-			l.reject(m, wall)
 		}
 	}
-	p.m.in.Add(len(rb.Msgs))
+	p.m.in.Add(int(in))
 	p.m.filtered.Add(int(filtered))
 	for s, b := range l.batches {
 		if b != nil {
@@ -291,9 +289,28 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 	l.broadcast()
 }
 
+// outcome acts on what the preparer did with a reading of message m whose
+// payload (m's, or one reading of a Sparkplug message) it read; it
+// reports whether the filter dropped it.
+func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, payload []byte, now, wall int64) (filtered bool) {
+	switch o {
+	case operators.Pass:
+		l.route(m, payload, now)
+	case operators.Punctuation:
+		if pw, ok := l.p.wm.(*punctuatedWatermark); ok {
+			pw.mark(l.p.prep.Watermark)
+		}
+	case operators.Filtered:
+		return true
+	case operators.Rejected:
+		l.reject(m, payload, wall)
+	}
+	return false
+}
+
 // route appends the reading the preparer passed to its subtask's batch,
 // stamped with the watermark it was read under.
-func (l *prepareLoop) route(m *source.Message, now int64) {
+func (l *prepareLoop) route(m *source.Message, payload []byte, now int64) {
 	p := l.p
 	if l.inputs != nil {
 		l.inputs.route(m.Topic, now)
@@ -305,7 +322,7 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 	b := l.batches[s]
 	if p.wm != nil {
 		wm := p.wm.Current()
-		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(wm))
+		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, m.Offset, p.resume.Apply(wm))
 		if p.resume != nil && p.prep.Time <= wm {
 			p.resume.Behind() // backlog still coming: a hold waits on
 		}
@@ -314,7 +331,7 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 			b.MarkResumed()
 		}
 	} else {
-		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
+		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, m.Offset)
 	}
 	if p.tickEvery > 0 {
 		b.AppendArrival(m.Arrival)
@@ -326,7 +343,7 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 
 // reject counts, logs (rate limited) and dead-letters a reading the
 // preparer refused.
-func (l *prepareLoop) reject(m *source.Message, wall int64) {
+func (l *prepareLoop) reject(m *source.Message, payload []byte, wall int64) {
 	p := l.p
 	r := p.prep.Reject
 	p.m.deadLettered(r.Reason).Inc()
@@ -337,6 +354,6 @@ func (l *prepareLoop) reject(m *source.Message, wall int64) {
 		if l.dead == nil {
 			l.dead = new(operators.Delivery)
 		}
-		l.dead.AddDeadLetter(p.name, r.Reason, r.Detail, m.Topic, m.Offset, m.Payload)
+		l.dead.AddDeadLetter(p.name, r.Reason, r.Detail, m.Topic, m.Offset, payload)
 	}
 }

@@ -87,6 +87,9 @@ func (p *Pipeline) Restore(sel checkpoint.Selection, allowNonRestored bool) erro
 	if err := p.restoreResume(m); err != nil {
 		return err
 	}
+	if err := p.restoreSparkplug(m); err != nil {
+		return err
+	}
 	if unaligned, err := p.restoreUnalignedWatermarks(m); unaligned || err != nil {
 		return err
 	}

@@ -44,6 +44,10 @@ type BarrierInfo struct {
 	// (a watermark hold), carried to subtask 0, which puts it in the
 	// checkpoint; nil when there is none.
 	Resume []byte
+	// Sparkplug is the prepare stage's Sparkplug reader state
+	// (sessions, aliases, last values) at the barrier, carried to
+	// subtask 0, which puts it in the checkpoint; nil for other formats.
+	Sparkplug []byte
 	// Announcement marks the copy of a barrier sent ahead on the priority
 	// channel (unaligned checkpoints): the barrier itself follows in-band.
 	Announcement bool
