@@ -43,6 +43,12 @@ func (c *Config) DiskShares() []DiskShare {
 		out = append(out, DiskShare{Component: DiskIngest, Name: ref.Source.Name, Bytes: c.Ingest.MaxDiskBytes, Setting: "ingest { max_disk }"})
 	}
 	walled := func(ref *SinkRef) {
+		if ref != nil && ref.Sink != nil && ref.Sink.Sparkplug != nil && !seen["sink."+ref.Sink.Name] {
+			seen["sink."+ref.Sink.Name] = true
+			out = append(out, DiskShare{Component: DiskWAL, Name: ref.Sink.Name, Bytes: ref.Sink.Sparkplug.Buffer.MaxDiskBytes,
+				Setting: fmt.Sprintf("sink \"sparkplug\" %q { buffer { max_disk } }", ref.Sink.Name)})
+			return
+		}
 		if ref == nil || ref.Sink == nil || seen["sink."+ref.Sink.Name] || ref.Sink.MQTT == nil || ref.Sink.MQTT.Delivery != ExactlyOnce {
 			return
 		}

@@ -58,6 +58,9 @@ type SparkplugSink struct {
 	// ProtocolVersion is 4 (MQTT 3.1.1), the only one: the sink connects
 	// through paho.
 	ProtocolVersion int
+	// Buffer bounds the log of results held while the node is not born;
+	// only max_disk applies (when full the oldest are dropped, counted).
+	Buffer Buffer
 }
 
 // MQTTSink publishes results upstream through the WAL.
@@ -394,7 +397,8 @@ func (d *decoder) checkTopicLevels(rng hcl.Range, topic string, max int) {
 }
 
 func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker) *SparkplugSink {
-	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version"}, tlsBlock)
+	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version"}, tlsBlock,
+		hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "group_id")
 	m := &SparkplugSink{
 		Broker:          a.str("broker", noVars, ""),
@@ -406,6 +410,17 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		Password:        a.str("password", noVars, ""),
 		TLS:             d.decodeTLS(c.Blocks, false),
 		ProtocolVersion: 4,
+		Buffer:          Buffer{MaxDiskBytes: 512 << 20, WhenFull: "drop_oldest"},
+	}
+	if bb := d.single(c.Blocks, "buffer"); bb != nil {
+		ba, _ := d.content(bb, []string{"max_disk", "when_full"})
+		m.Buffer.MaxDiskBytes = ba.size("max_disk", m.Buffer.MaxDiskBytes)
+		if ba.has("max_disk") && m.Buffer.MaxDiskBytes < 1<<20 {
+			d.errorf(ba.rangeOf("max_disk"), "Value out of range", "\"max_disk\" must be at least 1MiB.")
+		}
+		// No "block": a node that stops its pipelines while a host is away
+		// would stop the other sinks' results too.
+		m.Buffer.WhenFull = ba.enum("when_full", []string{"drop_oldest"}, m.Buffer.WhenFull)
 	}
 	for _, id := range []struct{ attr, value string }{{"group_id", m.GroupID}, {"edge_node_id", m.EdgeNodeID}, {"primary_host_id", m.PrimaryHostID}} {
 		if !a.has(id.attr) {

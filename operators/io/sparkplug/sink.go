@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +31,13 @@ type SinkOptions struct {
 	BdSeqPath string
 	// FS is the file system of BdSeqPath; nil is vfs.Default.
 	FS vfs.FS
-	// MaxHeld bounds the results kept while the births are not out (the
-	// broker or the primary host away); beyond it the oldest are dropped
-	// and counted. 0 means 10,000.
-	MaxHeld int
+	// StoreDir is the directory of the log that keeps the results written
+	// while the births are not out (the broker or the primary host away);
+	// "" is BdSeqPath without its extension, plus ".wal".
+	StoreDir string
+	// MaxStoreBytes bounds that log; when a result would pass it, the
+	// oldest segment's results are dropped and counted. 0 means 512 MiB.
+	MaxStoreBytes int64
 	// MaxRetryInterval caps the backoff between connection attempts, which
 	// starts at 1 s. 0 means 10 s: a host shows the node offline until it
 	// is back, so it retries sooner than the MQTT sink's minute.
@@ -46,21 +50,23 @@ type SinkOptions struct {
 // over one paho connection at a time, a new client per connection so that
 // each CONNECT registers the NDEATH of its own bdSeq as its will.
 //
-// Results written while the births are not out are held in memory, in
-// order, and published after the next births with is_historical set; they
-// do not survive a restart (docs/upstream.md says what that means for the
-// guarantee). Sink is safe for concurrent use.
+// Results written while the births are not out, and all after them until
+// those are out, are kept in a write-ahead log (store), in order, and
+// published after the next births with is_historical set. The log takes
+// part in the checkpoint's two-phase commit (WriteEpoch, PreCommit,
+// Recover), so what a completed checkpoint covers survives a crash and is
+// kept once. Sink is safe for concurrent use.
 type Sink struct {
 	opts    SinkOptions
 	log     *slog.Logger
 	closing chan struct{}
 	done    chan struct{}
 
-	mu     sync.Mutex // guards node, client, lost, held and closed
+	mu     sync.Mutex // guards node, client, lost, store and closed
 	node   *Node
 	client paho.Client
 	lost   func() // ends the current connection (once)
-	held   []heldResult
+	store  *store
 	closed bool
 	// decoded reads results that reach the sink as JSON only.
 	decoded resultJSON
@@ -75,26 +81,19 @@ type Sink struct {
 	hasUnsent bool
 }
 
-// heldResult is a result kept while the node is not born.
-type heldResult struct {
-	key    []byte
-	names  []string // the pipeline's aggregate names, which outlive the result
-	values []float64
-	tsMs   int64
-}
-
 // SinkStats counts what a Sink did.
 type SinkStats struct {
 	Published  uint64 // DDATA messages handed to the connection
 	Historical uint64 // of those, held results sent after a (re)birth
-	Dropped    uint64 // held results dropped beyond MaxHeld
+	Dropped    uint64 // held results dropped beyond MaxStoreBytes
 	Held       int    // results held now
+	HeldBytes  int64  // the size of the log that holds them
 	Born       bool   // the births of the current connection are out
 	BdSeq      uint64 // of the current or last connection
 }
 
 const (
-	defaultMaxHeld          = 10000
+	defaultMaxStoreBytes    = 512 << 20
 	defaultMaxRetryInterval = 10 * time.Second
 	publishTimeout          = 10 * time.Second
 	disconnectQuiesceMillis = 250
@@ -113,8 +112,11 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = defaultMaxHeld
+	if opts.MaxStoreBytes <= 0 {
+		opts.MaxStoreBytes = defaultMaxStoreBytes
+	}
+	if opts.StoreDir == "" {
+		opts.StoreDir = strings.TrimSuffix(opts.BdSeqPath, filepath.Ext(opts.BdSeqPath)) + ".wal"
 	}
 	if opts.MaxRetryInterval <= 0 {
 		opts.MaxRetryInterval = defaultMaxRetryInterval
@@ -129,7 +131,14 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sink{opts: opts, log: log, node: n, closing: make(chan struct{}), done: make(chan struct{})}
+	st, err := openStore(opts.FS, opts.StoreDir, opts.MaxStoreBytes)
+	if err != nil {
+		return nil, err
+	}
+	if n := st.Len(); n > 0 {
+		log.Info("sparkplug: results kept from an earlier run, to publish as historical after the births", "held", n, "dir", opts.StoreDir)
+	}
+	s := &Sink{opts: opts, log: log, node: n, store: st, closing: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s, nil
 }
@@ -137,18 +146,24 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 // Stats returns the counters.
 func (s *Sink) Stats() SinkStats {
 	s.mu.Lock()
-	held, born, bd := len(s.held), s.node.Born(), s.node.BdSeq()
+	held, born, bd := s.store.Len(), s.node.Born(), s.node.BdSeq()
 	s.mu.Unlock()
-	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Held: held, Born: born, BdSeq: bd}
+	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(),
+		Held: held, HeldBytes: s.store.Bytes(), Born: born, BdSeq: bd}
 }
 
 // ErrClosed is returned by a Sink's methods after Close.
 var ErrClosed = errors.New("sparkplug: sink closed")
 
-// Write publishes each result as its device's DDATA (after its DBIRTH),
-// or holds it while the node is not born. It does not wait for the
-// broker: data messages are QoS 0.
-func (s *Sink) Write(items []record.Item) error {
+// Write is WriteEpoch(0, items), for a caller outside the checkpoint
+// protocol.
+func (s *Sink) Write(items []record.Item) error { return s.WriteEpoch(0, items) }
+
+// WriteEpoch publishes each result of epoch (between checkpoints epoch-1
+// and epoch) as its device's DDATA (after its DBIRTH), or appends it to
+// the store while the node is not born or earlier results are still held.
+// It does not wait for the broker: data messages are QoS 0.
+func (s *Sink) WriteEpoch(epoch uint64, items []record.Item) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -165,7 +180,7 @@ func (s *Sink) Write(items []record.Item) error {
 				return err
 			}
 		}
-		if len(s.held) == 0 {
+		if s.store.Len() == 0 {
 			if acts, ok := s.node.Result(r.Key, r.Names, r.Values, r.End, false, now); ok {
 				if s.do(acts) {
 					s.published.Add(1)
@@ -176,44 +191,68 @@ func (s *Sink) Write(items []record.Item) error {
 				s.endSession()
 			}
 		}
-		s.hold(r)
+		s.store.add(epoch, r.Key, r.Names, r.Values, r.End)
 	}
-	return nil
+	n, err := s.store.flush()
+	if n > 0 && s.dropped.Add(uint64(n)) == uint64(n) {
+		s.log.Warn("sparkplug: results held while the node is not born exceed the store's bound: dropping the oldest",
+			"max_bytes", s.opts.MaxStoreBytes, "dir", s.opts.StoreDir)
+	}
+	return err
 }
 
-// hold keeps r for the next births, dropping the oldest beyond MaxHeld.
-func (s *Sink) hold(r *record.Result) {
-	if len(s.held) >= s.opts.MaxHeld {
-		n := copy(s.held, s.held[1:])
-		s.held = s.held[:n]
-		if s.dropped.Add(1) == 1 {
-			s.log.Warn("sparkplug: results held while the node is not born exceed the bound: dropping the oldest", "max_held", s.opts.MaxHeld)
-		}
+// PreCommit makes the results held so far durable: checkpoint epoch,
+// which the caller acknowledges next, covers them.
+func (s *Sink) PreCommit(epoch uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
 	}
-	s.held = append(s.held, heldResult{key: append([]byte(nil), r.Key...), names: r.Names,
-		values: append([]float64(nil), r.Values...), tsMs: r.End})
+	return s.store.sync()
+}
+
+// Commit does nothing: held results are published once the node is born,
+// whether or not their checkpoint has completed (Recover discards those of
+// a checkpoint that never did).
+func (s *Sink) Commit(uint64) error { return nil }
+
+// Recover discards the held results of epochs after last, the checkpoint
+// the run restored: replay computes them again.
+func (s *Sink) Recover(last uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.store.recover(last)
+	if n > 0 {
+		s.log.Info("sparkplug: held results after the restored checkpoint discarded: replay computes them again", "discarded", n, "checkpoint", last)
+	}
+	return err
 }
 
 // sendHeld publishes the held results as historical once the node is
 // born, oldest first, before anything newer.
 func (s *Sink) sendHeld(now int64) {
-	for len(s.held) > 0 && s.node.Born() {
-		h := &s.held[0]
-		acts, ok := s.node.Result(h.key, h.names, h.values, h.tsMs, true, now)
+	n := 0
+	for s.store.Len() > 0 && s.node.Born() {
+		h, key, values := s.store.first()
+		acts, ok := s.node.Result(key, h.names, values, h.tsMs, true, now)
 		if !ok {
-			return
+			break
 		}
 		if !s.do(acts) {
 			s.endSession()
-			return
+			break
 		}
-		s.published.Add(1)
-		s.historical.Add(1)
-		s.held[0] = heldResult{}
-		s.held = s.held[1:]
+		s.store.pop()
+		n++
 	}
-	if len(s.held) == 0 {
-		s.held = nil
+	if n == 0 {
+		return
+	}
+	s.published.Add(uint64(n))
+	s.historical.Add(uint64(n))
+	if err := s.store.published(); err != nil {
+		s.log.Warn("sparkplug: recording published results failed: a restart may publish them again", "err", err)
 	}
 }
 
@@ -236,14 +275,16 @@ func (s *Sink) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
-	if n := len(s.held); n > 0 {
-		s.log.Warn("sparkplug: results held and never published: the node was not born (broker or primary host away) when the sink closed",
+	if n := s.store.Len(); n > 0 {
+		s.log.Warn("sparkplug: results still held when the sink closed (the node was not born: broker or primary host away); the next start publishes them",
 			"held", n, "broker", s.opts.Broker)
 	}
 	s.mu.Unlock()
 	close(s.closing)
 	<-s.done
-	return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.store.close()
 }
 
 // endSession ends a session whose publish failed: nothing is published

@@ -91,8 +91,7 @@ func result(key string, end int64, v float64) record.Item {
 }
 
 // TestSink_PrimaryHostAndHeldResults: through mosquitto, a sink with a
-// primary host holds results until the host's STATE says online (beyond
-// MaxHeld the oldest are dropped), then publishes NBIRTH, the DBIRTH and
+// primary host holds results until the host's STATE says online, then publishes NBIRTH, the DBIRTH and
 // the held results as historical DDATA in order, and later results live;
 // STATE offline ends the session with an NDEATH; the next session (the
 // next bdSeq) waits for online again and sends what was held meanwhile;
@@ -101,24 +100,24 @@ func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
 	b := mosquitto.Start(t)
 	host := newHostApp(t, b.URL(), "plant1")
 	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7", PrimaryHost: "scada-1"},
-		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), MaxHeld: 2})
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Write([]record.Item{result("m1", 60000, 1), result("m1", 120000, 2), result("m1", 180000, 3)}); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Held != 2 || st.Dropped != 1 || st.Published != 0 {
-		t.Fatalf("before the host is online: %+v; want 2 held, 1 dropped, none published", st)
+	if st := s.Stats(); st.Held != 3 || st.Dropped != 0 || st.Published != 0 {
+		t.Fatalf("before the host is online: %+v; want 3 held, none dropped or published", st)
 	}
 	host.state(t, true, 1)
-	await.True(t, 20*time.Second, "births and the held results", func() bool { return len(host.messages()) >= 4 })
+	await.True(t, 20*time.Second, "births and the held results", func() bool { return len(host.messages()) >= 5 })
 	if err := s.Write([]record.Item{result("m1", 240000, 4)}); err != nil {
 		t.Fatal(err)
 	}
-	await.True(t, 20*time.Second, "the live result", func() bool { return len(host.messages()) >= 5 })
+	await.True(t, 20*time.Second, "the live result", func() bool { return len(host.messages()) >= 6 })
 	host.state(t, false, 2)
-	await.True(t, 20*time.Second, "the NDEATH of a host gone offline", func() bool { return len(host.messages()) >= 6 })
+	await.True(t, 20*time.Second, "the NDEATH of a host gone offline", func() bool { return len(host.messages()) >= 7 })
 	await.True(t, 20*time.Second, "the session ended", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -128,15 +127,15 @@ func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	host.state(t, true, 3)
-	await.True(t, 30*time.Second, "the next session's births and held result", func() bool { return len(host.messages()) >= 9 })
+	await.True(t, 30*time.Second, "the next session's births and held result", func() bool { return len(host.messages()) >= 10 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	await.True(t, 20*time.Second, "the NDEATH at Close", func() bool { return len(host.messages()) >= 10 })
+	await.True(t, 20*time.Second, "the NDEATH at Close", func() bool { return len(host.messages()) >= 11 })
 	want := []string{
 		"NBIRTH seq=0 bdSeq=0", "DBIRTH seq=1",
-		"DDATA seq=2 ts=120000 hist=true", "DDATA seq=3 ts=180000 hist=true",
-		"DDATA seq=4 ts=240000 hist=false",
+		"DDATA seq=2 ts=60000 hist=true", "DDATA seq=3 ts=120000 hist=true", "DDATA seq=4 ts=180000 hist=true",
+		"DDATA seq=5 ts=240000 hist=false",
 		"NDEATH bdSeq=0",
 		"NBIRTH seq=0 bdSeq=1", "DBIRTH seq=1", "DDATA seq=2 ts=300000 hist=true",
 		"NDEATH bdSeq=1",
@@ -144,8 +143,8 @@ func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
 	if got := summary(host.messages()); !slices.Equal(got, want) {
 		t.Fatalf("host saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if st := s.Stats(); st.Published != 4 || st.Historical != 3 || st.Held != 0 {
-		t.Errorf("stats %+v; want 4 published, 3 of them historical, none held", st)
+	if st := s.Stats(); st.Published != 5 || st.Historical != 4 || st.Held != 0 {
+		t.Errorf("stats %+v; want 5 published, 4 of them historical, none held", st)
 	}
 }
 

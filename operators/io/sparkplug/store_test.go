@@ -1,0 +1,151 @@
+package sparkplug
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/eddy-edge/eddy/state/vfs"
+)
+
+// heldSummary is "key@ts=v…" per held result, oldest first.
+func heldSummary(s *store) []string {
+	var out []string
+	for i := s.head; i < len(s.q); i++ {
+		h := &s.q[i]
+		out = append(out, fmt.Sprintf("%s@%d=%v%v", s.keys[h.kOff:h.kOff+h.kLen], h.tsMs, h.names, s.vals[h.vOff:h.vOff+h.vLen]))
+	}
+	return out
+}
+
+// TestStore_SurvivesReopen: what the store holds reads back after a
+// reopen, in order, whatever happened before: results published are gone
+// for good, Recover's discard of the epochs after the restored checkpoint
+// holds, and results written after it are kept.
+func TestStore_SurvivesReopen(t *testing.T) {
+	names := []string{"n", "avg"}
+	other := []string{"max"}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, s *store)
+		want []string
+	}{
+		{"held", func(t *testing.T, s *store) {
+			s.add(1, []byte("a"), names, []float64{1, 2}, 10)
+			s.add(1, []byte("b"), other, []float64{3}, 20)
+			flush(t, s)
+		}, []string{"a@10=[n avg][1 2]", "b@20=[max][3]"}},
+		{"published then held", func(t *testing.T, s *store) {
+			s.add(1, []byte("a"), names, []float64{1, 2}, 10)
+			s.add(1, []byte("b"), names, []float64{3, 4}, 20)
+			flush(t, s)
+			s.pop()
+			if err := s.published(); err != nil {
+				t.Fatal(err)
+			}
+			s.add(2, []byte("c"), names, []float64{5, 6}, 30)
+			flush(t, s)
+		}, []string{"b@20=[n avg][3 4]", "c@30=[n avg][5 6]"}},
+		{"recover discards the epochs after the checkpoint", func(t *testing.T, s *store) {
+			s.add(1, []byte("a"), names, []float64{1, 2}, 10)
+			s.add(2, []byte("b"), names, []float64{3, 4}, 20)
+			s.add(3, []byte("c"), names, []float64{5, 6}, 30)
+			flush(t, s)
+			if n, err := s.recover(1); err != nil || n != 2 {
+				t.Fatalf("recover: %d, %v; want 2 discarded", n, err)
+			}
+			s.add(2, []byte("b2"), names, []float64{3, 4}, 20)
+			flush(t, s)
+		}, []string{"a@10=[n avg][1 2]", "b2@20=[n avg][3 4]"}},
+		{"all published", func(t *testing.T, s *store) {
+			s.add(1, []byte("a"), names, []float64{1, 2}, 10)
+			flush(t, s)
+			s.pop()
+			if err := s.published(); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := openStore(vfs.Default, dir, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.run(t, s)
+			before := heldSummary(s)
+			if !slices.Equal(before, tc.want) {
+				t.Fatalf("held %q, want %q", before, tc.want)
+			}
+			if err := s.close(); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // a second reopen reads what the first one wrote
+				if s, err = openStore(vfs.Default, dir, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+				if got := heldSummary(s); !slices.Equal(got, tc.want) {
+					t.Fatalf("after reopen held %q, want %q", got, tc.want)
+				}
+				s.close()
+			}
+		})
+	}
+}
+
+func flush(t *testing.T, s *store) {
+	t.Helper()
+	if _, err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStore_BoundDropsOldest: past maxBytes the oldest segment's results
+// are dropped and counted, the newest kept in order, the log stays near
+// the bound, and published results free their segments.
+func TestStore_BoundDropsOldest(t *testing.T) {
+	dir := t.TempDir()
+	const maxBytes = 1 << 20
+	s, err := openStore(vfs.Default, dir, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	names := []string{"n", "avg", "max"}
+	const n = 40000
+	dropped := 0
+	for i := range n {
+		s.add(uint64(i/1000), []byte(fmt.Sprintf("sensor-%d", i%50)), names, []float64{float64(i), 1, 2}, int64(i))
+		if i%100 == 99 {
+			d, err := s.flush()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dropped += d
+		}
+	}
+	if dropped == 0 || uint64(dropped) != s.dropped || dropped+s.Len() != n {
+		t.Fatalf("dropped %d (counted %d), held %d; want some dropped and the rest of %d held", dropped, s.dropped, s.Len(), n)
+	}
+	if size := s.Bytes(); size > maxBytes+s.segBytes {
+		t.Errorf("log %d bytes, bound %d", size, maxBytes)
+	}
+	h, _, v := s.first()
+	if int(v[0]) != dropped || h.tsMs != int64(dropped) {
+		t.Errorf("oldest held is result %v, want %d", v[0], dropped)
+	}
+	for s.Len() > 0 {
+		s.pop()
+	}
+	if err := s.published(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("%d segments left after everything was published, want the active one: %v", len(entries), entries)
+	}
+}
