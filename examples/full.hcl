@@ -240,6 +240,13 @@ sink "sparkplug" "scada" {
   tls {
     ca = "" # default: the system roots
   }
+  # Results kept while the broker or the primary host is away, on disk
+  # (data_dir/sparkplug/scada.wal) across restarts, published after the
+  # next births as historical.
+  buffer {
+    max_disk  = "512MiB" # the default
+    when_full = "drop_oldest" # the only choice: the oldest are dropped, counted
+  }
 }
 
 sink "stdout" "console" {
