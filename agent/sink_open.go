@@ -148,7 +148,7 @@ func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, va
 	}
 	return sparkplug.SinkOptions{
 		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
-		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types},
+		Node:          sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types},
 		BdSeqPath:     filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
 		StoreDir:      filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".wal"),
 		MaxStoreBytes: m.Buffer.MaxDiskBytes,
@@ -161,7 +161,9 @@ func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, va
 // checkpoint (Recover); the rest it publishes as they come.
 type sparkplugTx struct{ *sparkplug.Sink }
 
-func (t sparkplugTx) Write(epoch uint64, items []record.Item) error { return t.WriteEpoch(epoch, items) }
+func (t sparkplugTx) Write(epoch uint64, items []record.Item) error {
+	return t.WriteEpoch(epoch, items)
+}
 
 // dataPath resolves a path from the configuration: relative paths are
 // under data_dir, so a service started from / writes where its state is.
