@@ -116,6 +116,7 @@ func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer
 	set.NewGauge("eddy_sparkplug_published_total"+l, func() float64 { return float64(stats().Published) })
 	set.NewGauge("eddy_sparkplug_historical_total"+l, func() float64 { return float64(stats().Historical) })
 	set.NewGauge("eddy_sparkplug_held"+l, func() float64 { return float64(stats().Held) })
+	set.NewGauge("eddy_sparkplug_held_bytes"+l, func() float64 { return float64(stats().HeldBytes) })
 	set.NewGauge("eddy_sparkplug_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
 	set.NewGauge("eddy_sparkplug_bdseq"+l, func() float64 { return float64(stats().BdSeq) })
 	set.NewGauge("eddy_sparkplug_born"+l, func() float64 {
