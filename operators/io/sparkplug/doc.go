@@ -60,12 +60,18 @@
 // messages out through paho, one client per connection so that each
 // CONNECT registers the NDEATH of its own bdSeq (NextBdSeq) as its will. A
 // closing sink publishes the NDEATH itself (a clean DISCONNECT drops the
-// will). Results refused while the node is not born are held in memory, in
-// order and bounded, and published after the next births as historical;
-// results that reach it as JSON only (a bounded input's, released at its
-// end) are read back from their JSON. Results are published as they
-// arrive, not after a checkpoint: a restore publishes again what the last
-// checkpoint does not cover (docs/upstream.md states the guarantee).
+// will). Results refused while the node is not born, and all after them
+// until those are out, are held in a write-ahead log of package wal (the
+// WAL sink's segment files, records of this package: store.go) and in
+// memory, in order, bounded in bytes (the oldest dropped, counted), and
+// published after the next births as historical. The log follows the
+// checkpoint's two-phase commit: appended as results come (WriteEpoch),
+// synced at the barrier (PreCommit), cut back to the restored checkpoint
+// (Recover), so held results survive a crash, held once. Results that
+// reach it as JSON only (a bounded input's, released at its end) are read
+// back from their JSON. Results are published as they arrive, not after a
+// checkpoint: a restore publishes again what the last checkpoint does not
+// cover (docs/upstream.md states the guarantee).
 //
 // # The host's view
 //
