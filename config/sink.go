@@ -61,6 +61,8 @@ type SparkplugSink struct {
 	// Buffer bounds the log of results held while the node is not born;
 	// only max_disk applies (when full the oldest are dropped, counted).
 	Buffer Buffer
+	// idRange is where the node's id is set: edge_node_id, or the block.
+	idRange hcl.Range
 }
 
 // MQTTSink publishes results upstream through the WAL.
@@ -411,6 +413,10 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		TLS:             d.decodeTLS(c.Blocks, false),
 		ProtocolVersion: 4,
 		Buffer:          Buffer{MaxDiskBytes: 512 << 20, WhenFull: "drop_oldest"},
+		idRange:         b.DefRange,
+	}
+	if a.has("edge_node_id") {
+		m.idRange = a.rangeOf("edge_node_id")
 	}
 	if bb := d.single(c.Blocks, "buffer"); bb != nil {
 		ba, _ := d.content(bb, []string{"max_disk", "when_full"})
@@ -444,6 +450,30 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		d.warnEmbeddedCredentials(a, m.TLS)
 	}
 	return m
+}
+
+// checkSparkplugNodes refuses two Sparkplug sinks that are one edge node
+// (the same group and node id, ${device_id} filled in) on one broker:
+// each one's CONNECT would end the other's session, and the births and
+// deaths of the two would interleave under one name, as a host sees it.
+func (d *decoder) checkSparkplugNodes(sinks []*Sink, deviceID string) {
+	type node struct{ broker, group, id string }
+	seen := map[node]*Sink{}
+	vars := map[string]string{"device_id": deviceID}
+	for _, s := range sinks {
+		m := s.Sparkplug
+		if m == nil {
+			continue
+		}
+		k := node{strings.TrimSuffix(strings.ToLower(m.Broker), "/"), m.GroupID, Expand(m.EdgeNodeID, vars)}
+		if prev := seen[k]; prev != nil {
+			d.errorf(m.idRange, "Duplicate Sparkplug edge node",
+				"sink.sparkplug.%s (%s) is already edge node %q of group %q on %s: two sinks with one node id steal each other's session, and a host cannot tell their births and deaths apart. Give this sink its own edge_node_id, e.g. edge_node_id = \"%s-%s\".",
+				prev.Name, prev.DeclRange, k.id, k.group, m.Broker, k.id, s.Name)
+			continue
+		}
+		seen[k] = s
+	}
 }
 
 // sparkplugIDProblem says why id cannot be a Sparkplug group, node or

@@ -58,6 +58,16 @@ func TestParse_SparkplugSink(t *testing.T) {
   from = source.file.in
   to   = [sink.sparkplug.scada]
 }`, pos: "16:11", want: `Sparkplug sink takes window results only; A Sparkplug sink publishes each key's aggregates as a device's metrics, and pipeline "q" has no window`},
+		{name: "one node twice", attrs: "group_id = \"g\"\nedge_node_id = \"line-1\"", extra: `sink "sparkplug" "scada2" {
+  broker       = "tcp://127.0.0.1:1883/"
+  group_id     = "g"
+  edge_node_id = "line-1"
+}`, pos: "18:18", want: `Duplicate Sparkplug edge node; sink.sparkplug.scada (test.hcl:10,1-25) is already edge node "line-1" of group "g" on tcp://127.0.0.1:1883/: two sinks with one node id steal each other's session`},
+		{name: "one node twice through device_id", attrs: "group_id = \"g\"", extra: `sink "sparkplug" "scada2" {
+  broker       = "tcp://127.0.0.1:1883"
+  group_id     = "g"
+  edge_node_id = "dev-1"
+}`, pos: "17:18", want: `Duplicate Sparkplug edge node; sink.sparkplug.scada (test.hcl:10,1-25) is already edge node "dev-1" of group "g"`},
 		{name: "dead letters", attrs: `group_id = "g"`, extra: `pipeline "q" {
   from        = source.file.in
   window "tumbling" { size = "1m" }
