@@ -118,6 +118,7 @@ func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer
 	set.NewGauge("eddy_sparkplug_held"+l, func() float64 { return float64(stats().Held) })
 	set.NewGauge("eddy_sparkplug_held_bytes"+l, func() float64 { return float64(stats().HeldBytes) })
 	set.NewGauge("eddy_sparkplug_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_sparkplug_refused_total"+l, func() float64 { return float64(stats().Refused) })
 	set.NewGauge("eddy_sparkplug_bdseq"+l, func() float64 { return float64(stats().BdSeq) })
 	set.NewGauge("eddy_sparkplug_born"+l, func() float64 {
 		if stats().Born {
@@ -149,7 +150,7 @@ func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, va
 	}
 	return sparkplug.SinkOptions{
 		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
-		Node:          sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types},
+		Node:          sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types, MaxDevices: m.MaxDevices},
 		BdSeqPath:     filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
 		StoreDir:      filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".wal"),
 		MaxStoreBytes: m.Buffer.MaxDiskBytes,

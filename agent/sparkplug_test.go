@@ -59,7 +59,7 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 	o := sparkplugOptions(cfg, s, broker.Endpoint{URL: s.Sparkplug.Broker, Username: "gw", Password: "secret"}, map[string]string{"device_id": "gw-7"})
 	want := sparkplug.SinkOptions{Broker: "tcp://127.0.0.1:1", ClientID: "eddy-gw-7-scada", Username: "gw", Password: "secret",
 		Node: sparkplug.Config{Group: "plant1", Node: "line-gw-7", PrimaryHost: "scada-1",
-			Types: map[string]sparkplug.DataType{"n": sparkplug.TypeInt64, "avg_v": sparkplug.TypeDouble}},
+			Types: map[string]sparkplug.DataType{"n": sparkplug.TypeInt64, "avg_v": sparkplug.TypeDouble}, MaxDevices: 10000},
 		BdSeqPath: filepath.Join(dataDir, "sparkplug", "scada.bdseq"), StoreDir: filepath.Join(dataDir, "sparkplug", "scada.wal"),
 		MaxStoreBytes: 512 << 20}
 	if !reflect.DeepEqual(o, want) {

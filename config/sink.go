@@ -61,6 +61,8 @@ type SparkplugSink struct {
 	// Buffer bounds the log of results held while the node is not born;
 	// only max_disk applies (when full the oldest are dropped, counted).
 	Buffer Buffer
+	// MaxDevices bounds the node's devices (keys); default 10,000.
+	MaxDevices int
 	// idRange is where the node's id is set: edge_node_id, or the block.
 	idRange hcl.Range
 }
@@ -399,7 +401,7 @@ func (d *decoder) checkTopicLevels(rng hcl.Range, topic string, max int) {
 }
 
 func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker) *SparkplugSink {
-	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version"}, tlsBlock,
+	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version", "max_devices"}, tlsBlock,
 		hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "group_id")
 	m := &SparkplugSink{
@@ -414,6 +416,7 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		ProtocolVersion: 4,
 		Buffer:          Buffer{MaxDiskBytes: 512 << 20, WhenFull: "drop_oldest"},
 		idRange:         b.DefRange,
+		MaxDevices:      int(a.integer("max_devices", 10000, 1, 1000000)),
 	}
 	if a.has("edge_node_id") {
 		m.idRange = a.rangeOf("edge_node_id")

@@ -235,6 +235,7 @@ sink "sparkplug" "scada" {
   primary_host_id = "scada-1" # default none: births as soon as connected
   client_id       = "eddy-${device_id}-scada"
   protocol_version = 4 # MQTT 3.1.1, the only one here
+  max_devices     = 10000 # the default: results of further keys are not published, counted
   username        = "gateway"
   password        = env("EDDY_SCADA_PASSWORD", "")
   tls {

@@ -71,7 +71,7 @@ type Sink struct {
 	// decoded reads results that reach the sink as JSON only.
 	decoded resultJSON
 
-	published, historical, dropped atomic.Uint64
+	published, historical, dropped, refused atomic.Uint64
 
 	// unsent is a bdSeq reserved by NextBdSeq whose CONNECT never went out
 	// (the broker could not be reached): the next attempt takes it, so
@@ -86,6 +86,7 @@ type SinkStats struct {
 	Published  uint64 // DDATA messages handed to the connection
 	Historical uint64 // of those, held results sent after a (re)birth
 	Dropped    uint64 // held results dropped beyond MaxStoreBytes
+	Refused    uint64 // results of keys beyond Node.MaxDevices, never published
 	Held       int    // results held now
 	HeldBytes  int64  // the size of the log that holds them
 	Born       bool   // the births of the current connection are out
@@ -148,7 +149,7 @@ func (s *Sink) Stats() SinkStats {
 	s.mu.Lock()
 	held, born, bd := s.store.Len(), s.node.Born(), s.node.BdSeq()
 	s.mu.Unlock()
-	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(),
+	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Refused: s.refused.Load(),
 		Held: held, HeldBytes: s.store.Bytes(), Born: born, BdSeq: bd}
 }
 
@@ -181,6 +182,10 @@ func (s *Sink) WriteEpoch(epoch uint64, items []record.Item) error {
 			}
 		}
 		if s.store.Len() == 0 {
+			if s.node.Born() && !s.node.Admit(r.Key) {
+				s.refuse(r.Key)
+				continue
+			}
 			if acts, ok := s.node.Result(r.Key, r.Names, r.Values, r.End, false, now); ok {
 				if s.do(acts) {
 					s.published.Add(1)
@@ -232,9 +237,15 @@ func (s *Sink) Recover(last uint64) error {
 // sendHeld publishes the held results as historical once the node is
 // born, oldest first, before anything newer.
 func (s *Sink) sendHeld(now int64) {
-	n := 0
+	popped, sent := 0, 0
 	for s.store.Len() > 0 && s.node.Born() {
 		h, key, values := s.store.first()
+		if !s.node.Admit(key) {
+			s.refuse(key)
+			s.store.pop()
+			popped++
+			continue
+		}
 		acts, ok := s.node.Result(key, h.names, values, h.tsMs, true, now)
 		if !ok {
 			break
@@ -244,15 +255,26 @@ func (s *Sink) sendHeld(now int64) {
 			break
 		}
 		s.store.pop()
-		n++
+		popped++
+		sent++
 	}
-	if n == 0 {
+	if popped == 0 {
 		return
 	}
-	s.published.Add(uint64(n))
-	s.historical.Add(uint64(n))
+	s.published.Add(uint64(sent))
+	s.historical.Add(uint64(sent))
 	if err := s.store.published(); err != nil {
 		s.log.Warn("sparkplug: recording published results failed: a restart may publish them again", "err", err)
+	}
+}
+
+// refuse counts a result of a key beyond the device table's bound, which
+// is never published (a host would keep a device per key for good, and
+// every rebirth would repeat them all); the first is logged.
+func (s *Sink) refuse(key []byte) {
+	if s.refused.Add(1) == 1 {
+		s.log.Warn("sparkplug: a result of a new key past the bound of devices per node is not published; later ones are counted in eddy_sparkplug_refused_total",
+			"key", string(key), "max_devices", s.node.cfg.MaxDevices)
 	}
 }
 
