@@ -23,6 +23,18 @@ func Run(ctx context.Context, plan *Plan, upstream bool, name string) (rep *Repo
 			}
 			rep.Upstreams = append(rep.Upstreams, res)
 		}
+		for _, s := range plan.Sparkplugs {
+			if name != "" && s.Sink != name {
+				continue
+			}
+			found = true
+			res, err := ProbeSparkplug(ctx, s)
+			if err != nil {
+				rep.Errors = append(rep.Errors, NamedError{Name: fmt.Sprintf("sink %q", s.Sink), Error: err.Error()})
+				continue
+			}
+			rep.Sparkplugs = append(rep.Sparkplugs, res)
+		}
 	} else {
 		for _, s := range plan.Sources {
 			if name != "" && s.Source != name {

@@ -12,12 +12,13 @@ import (
 	"github.com/eddy-edge/eddy/operators/record"
 )
 
-// Plan is what a configuration gives the probe: its MQTT sinks and sources
-// on external brokers, with the endpoints the agent would use.
+// Plan is what a configuration gives the probe: its MQTT and Sparkplug
+// sinks and MQTT sources on external brokers, with the endpoints the agent would use.
 type Plan struct {
-	DeviceID  string
-	Upstreams []Upstream
-	Sources   []Source
+	DeviceID   string
+	Upstreams  []Upstream
+	Sparkplugs []Sparkplug
+	Sources    []Source
 	// Skipped names blocks the probe leaves alone, with why.
 	Skipped []string
 }
@@ -61,6 +62,22 @@ func Load(path string) (*Plan, error) {
 			Endpoint: Endpoint{Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password, TLS: tc},
 			Config:   UpstreamConfig{QoS: qos, MaxInflight: m.MaxInflight, MaxPayload: m.MaxPayload},
 		})
+	}
+	for _, s := range cfg.Sinks {
+		m := s.Sparkplug
+		if m == nil {
+			continue
+		}
+		if why := unprobeable(m.Broker); why != "" {
+			p.Skipped = append(p.Skipped, fmt.Sprintf("sink %q: %s", s.Name, why))
+			continue
+		}
+		tc, err := identity.ClientTLS(m.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
+		}
+		p.Sparkplugs = append(p.Sparkplugs, Sparkplug{Sink: s.Name, Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID,
+			Endpoint: Endpoint{Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password, TLS: tc}})
 	}
 	for _, s := range cfg.Sources {
 		m := s.MQTT
