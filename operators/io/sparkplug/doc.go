@@ -62,9 +62,10 @@
 // closing sink publishes the NDEATH itself (a clean DISCONNECT drops the
 // will). Results refused while the node is not born, and all after them
 // until those are out, are held in a write-ahead log of package wal (the
-// WAL sink's segment files, records of this package: store.go) and in
-// memory, in order, bounded in bytes (the oldest dropped, counted), and
-// published after the next births as historical. The log follows the
+// WAL sink's segment files, records of this package: store.go), in
+// order, bounded in bytes (the oldest dropped, counted), and read back one
+// at a time (memory does not grow with them) to be published after the
+// next births as historical. The log follows the
 // checkpoint's two-phase commit: appended as results come (WriteEpoch),
 // synced at the barrier (PreCommit), cut back to the restored checkpoint
 // (Recover), so held results survive a crash, held once. Results that

@@ -239,7 +239,11 @@ func (s *Sink) Recover(last uint64) error {
 func (s *Sink) sendHeld(now int64) {
 	popped, sent := 0, 0
 	for s.store.Len() > 0 && s.node.Born() {
-		h, key, values := s.store.first()
+		h, key, values, err := s.store.first()
+		if err != nil {
+			s.log.Error("sparkplug: reading a held result back failed: the held results stay in the log", "dir", s.opts.StoreDir, "err", err)
+			break
+		}
 		if !s.node.Admit(key) {
 			s.refuse(key)
 			s.store.pop()

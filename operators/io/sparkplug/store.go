@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"unsafe"
 
@@ -13,24 +14,28 @@ import (
 
 // store keeps the results a Sink could not publish (the node not born: the
 // broker or the primary host away) in a write-ahead log of package wal,
-// the WAL sink's segment files, and in memory in the same order, until
-// they are published as historical. It takes part in the checkpoint's
-// two-phase commit like the WAL sink: results are appended unsynced as they
-// come (epoch n, between checkpoints n-1 and n), synced at barrier n before
-// the sink acknowledges it, and Recover(c) discards the held results of
-// epochs after the restored checkpoint c, which replay computes again. So a
-// held result of a completed checkpoint survives a crash, and none is held
+// the WAL sink's segment files, until they are published as historical;
+// they are read back from the log in order, one at a time, so memory does
+// not grow with what is held. It takes part in the checkpoint's two-phase
+// commit like the WAL sink: results are appended unsynced as they come
+// (epoch n, between checkpoints n-1 and n), synced at barrier n before the
+// sink acknowledges it, and Recover(c) discards the held results of epochs
+// after the restored checkpoint c, which replay computes again. So a held
+// result of a completed checkpoint survives a crash, and none is held
 // twice.
 //
-// Records (the first payload byte is the kind; integers are uvarints
-// unless said otherwise):
+// Every result gets a sequence number (seq) when written. Records (the
+// first payload byte is the kind; integers are uvarints unless said
+// otherwise):
 //
 //	kind 1 state   version u8 (1), nextSeq, floor: written first in every segment
 //	kind 2 names   id, n, n × (len, bytes): the aggregate names of later
 //	               results in the same segment
 //	kind 3 result  epoch, seq, names id, timestamp ms (varint), key len,
 //	               key, n, n × float64 (LE)
-//	kind 4 abort   last: held results of epochs after last are discarded (Recover)
+//	kind 4 abort   from, to: the held results of seqs from..to are
+//	               discarded (Recover: their epochs follow the restored
+//	               checkpoint)
 //	kind 5 done    floor: every seq ≤ floor is published, dropped or discarded
 //
 // A segment other than the active one is deleted once every result in it
@@ -38,36 +43,57 @@ import (
 // are dropped (counted) and the segment deleted: the newest results are
 // the ones a host is missing most recently.
 type store struct {
-	fs       vfs.FS
 	log      *wal.Log
 	maxBytes int64
 	segBytes int64
 
-	q       []held // q[head:] are held, oldest first
-	head    int
-	keys    []byte    // arena of q's keys
-	vals    []float64 // arena of q's values
 	nextSeq uint64
-	floor   uint64
-	segMax  map[uint64]uint64 // segment → its highest result seq
-	names   map[*string]uint64
-	nextID  uint64
-	buf     []byte
-	dirty   bool // written since the last sync
+	floor   uint64 // every seq ≤ floor is published, dropped or discarded
+	// recorded is the floor the log says (the last done record's).
+	recorded uint64
+	// aborted are the discarded seq ranges above floor, ascending.
+	aborted []seqRange
+	// epochs are the first seq of each epoch among the held results,
+	// ascending, for Recover.
+	epochs []epochStart
+	segMax map[uint64]uint64 // segment → its highest result seq
+	names  map[namesKey]uint64
+	nextID uint64
+	buf    []byte
+	dirty  bool // written since the last sync
 
-	dropped uint64
+	// The reading side: rd reads segment rdSeg; cur is the oldest held
+	// result when curOK.
+	rd      *wal.Reader
+	rdSeg   uint64
+	rdNames map[uint64][]string
+	cur     held
+	curOK   bool
+	key     []byte
+	vals    []float64
+
 	// replay only
-	replayNames map[uint64][]string
+	replayNames map[uint64]bool
 	replaySeg   uint64
 }
 
-// held is one result in the store; its key and values are in the arenas.
+type seqRange struct{ from, to uint64 }
+
+// namesKey identifies a pipeline's aggregate names without reading them:
+// they are one slice for the pipeline's life.
+type namesKey struct {
+	p *string
+	n int
+}
+
+type epochStart struct{ epoch, seq uint64 }
+
+// held is a held result read back; its key and values are store.key and
+// store.vals.
 type held struct {
-	seq, epoch uint64
-	names      []string
-	tsMs       int64
-	kOff, kLen int
-	vOff, vLen int
+	seq   uint64
+	names []string
+	tsMs  int64
 }
 
 const (
@@ -84,16 +110,15 @@ var errStoreRecord = errors.New("sparkplug: store: malformed record")
 
 // openStore opens (creating) the store in dir and reads back what it holds.
 func openStore(fsys vfs.FS, dir string, maxBytes int64) (*store, error) {
-	s := &store{fs: fsys, maxBytes: maxBytes, segBytes: max(maxBytes/8, 64<<10), segMax: map[uint64]uint64{},
-		names: map[*string]uint64{}, replayNames: map[uint64][]string{}, nextSeq: 1}
+	s := &store{maxBytes: maxBytes, segBytes: max(maxBytes/8, 64<<10), segMax: map[uint64]uint64{},
+		names: map[namesKey]uint64{}, rdNames: map[uint64][]string{}, replayNames: map[uint64]bool{}, nextSeq: 1}
 	l, err := wal.Open(fsys, dir, s.replay)
 	if err != nil {
 		return nil, fmt.Errorf("sparkplug: store %s: %w", dir, err)
 	}
 	s.log, s.replayNames = l, nil
-	if s.floor+1 > s.nextSeq {
-		s.nextSeq = s.floor + 1
-	}
+	s.nextSeq = max(s.nextSeq, s.floor+1)
+	s.recorded = s.floor
 	// A new segment even when one is active: this run's results intern
 	// their names afresh, and the ids of the active segment's are taken.
 	if err := s.rotate(); err != nil {
@@ -126,40 +151,19 @@ func (s *store) replay(seg uint64, p []byte) error {
 		s.nextSeq = max(s.nextSeq, r.uvarint())
 		s.setFloor(r.uvarint())
 	case recNames:
-		id, n := r.uvarint(), r.uvarint()
-		if n > uint64(len(r.b)) {
-			return errStoreRecord
-		}
-		names := make([]string, n)
-		for i := range names {
-			names[i] = string(r.bytes())
-		}
-		s.replayNames[id] = names
+		s.replayNames[r.uvarint()] = true
 	case recResult:
 		epoch, seq, id := r.uvarint(), r.uvarint(), r.uvarint()
-		ts := r.varint()
-		key := r.bytes()
-		n := r.uvarint()
-		if r.err != nil || n*8 != uint64(len(r.b)) {
-			return errStoreRecord
-		}
-		names, ok := s.replayNames[id]
-		if !ok {
+		if r.err == nil && !s.replayNames[id] {
 			return fmt.Errorf("%w: names %d unknown", errStoreRecord, id)
 		}
 		s.segMax[seg] = seq
 		s.nextSeq = max(s.nextSeq, seq+1)
-		if seq <= s.floor {
-			return nil
+		if seq > s.floor {
+			s.noteEpoch(epoch, seq)
 		}
-		h := held{seq: seq, epoch: epoch, names: names, tsMs: ts, kOff: len(s.keys), kLen: len(key), vOff: len(s.vals), vLen: int(n)}
-		s.keys = append(s.keys, key...)
-		for i := range int(n) {
-			s.vals = append(s.vals, math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:])))
-		}
-		s.q = append(s.q, h)
 	case recAbort:
-		s.discardAfter(r.uvarint())
+		s.abort(r.uvarint(), r.uvarint())
 	case recDone:
 		s.setFloor(r.uvarint())
 	default:
@@ -172,48 +176,138 @@ func (s *store) replay(seg uint64, p []byte) error {
 }
 
 // Len is the number of results held.
-func (s *store) Len() int { return len(s.q) - s.head }
+func (s *store) Len() int {
+	n := s.nextSeq - 1 - s.floor
+	for _, a := range s.aborted {
+		n -= a.to - a.from + 1
+	}
+	return int(n)
+}
 
 // Bytes is the log's size on disk.
 func (s *store) Bytes() int64 { return s.log.Size() }
 
-// first returns the oldest held result's parts, valid until the next call
-// that changes the store.
-func (s *store) first() (h *held, key []byte, values []float64) {
-	h = &s.q[s.head]
-	return h, s.keys[h.kOff : h.kOff+h.kLen], s.vals[h.vOff : h.vOff+h.vLen]
+// first returns the oldest held result, read back from the log; key and
+// values are valid until the next call that changes the store. It fails
+// with io.EOF when none is held.
+func (s *store) first() (h *held, key []byte, values []float64, err error) {
+	if !s.curOK {
+		if err := s.readNext(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return &s.cur, s.key, s.vals, nil
 }
 
-// pop removes the oldest held result (published).
+// readNext reads the log on from where it was up to the next held result.
+func (s *store) readNext() error {
+	if s.Len() == 0 {
+		return io.EOF
+	}
+	for {
+		if s.rd == nil {
+			if err := s.openNextSegment(); err != nil {
+				return err
+			}
+		}
+		p, err := s.rd.Next()
+		if errors.Is(err, io.EOF) {
+			if a, _ := s.log.Active(); a.ID == s.rdSeg {
+				return fmt.Errorf("sparkplug: store: %d results held but none left to read in the log", s.Len())
+			}
+			s.rd.Close()
+			s.rd = nil
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		r := reader{b: p[1:]}
+		switch p[0] {
+		case recNames:
+			id, n := r.uvarint(), r.uvarint()
+			if n > uint64(len(r.b)) {
+				return errStoreRecord
+			}
+			names := make([]string, n)
+			for i := range names {
+				names[i] = string(r.bytes())
+			}
+			s.rdNames[id] = names
+		case recResult:
+			_, seq, id := r.uvarint(), r.uvarint(), r.uvarint()
+			ts := r.varint()
+			key := r.bytes()
+			n := r.uvarint()
+			if r.err != nil || n*8 != uint64(len(r.b)) {
+				return errStoreRecord
+			}
+			if !s.isHeld(seq) {
+				continue
+			}
+			s.cur = held{seq: seq, names: s.rdNames[id], tsMs: ts}
+			s.key = append(s.key[:0], key...)
+			s.vals = s.vals[:0]
+			for i := range int(n) {
+				s.vals = append(s.vals, math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:])))
+			}
+			s.curOK = true
+			return nil
+		}
+		if r.err != nil {
+			return errStoreRecord
+		}
+	}
+}
+
+// openNextSegment opens the oldest segment after the one read last.
+func (s *store) openNextSegment() error {
+	for _, sg := range s.log.Segments() {
+		if sg.ID <= s.rdSeg {
+			continue
+		}
+		rd, err := s.log.OpenReader(sg.ID, 0)
+		if err != nil {
+			return err
+		}
+		s.rd, s.rdSeg = rd, sg.ID
+		clear(s.rdNames)
+		return nil
+	}
+	return fmt.Errorf("sparkplug: store: %d results held but no segment left to read", s.Len())
+}
+
+// isHeld reports whether seq is neither ≤ floor nor discarded.
+func (s *store) isHeld(seq uint64) bool {
+	if seq <= s.floor || seq >= s.nextSeq {
+		return false
+	}
+	for _, a := range s.aborted {
+		if seq >= a.from && seq <= a.to {
+			return false
+		}
+	}
+	return true
+}
+
+// pop takes the oldest held result, which first returned, as published.
 func (s *store) pop() {
-	s.q[s.head] = held{}
-	s.head++
-	if s.head == len(s.q) {
-		s.q, s.head, s.keys, s.vals = s.q[:0], 0, s.keys[:0], s.vals[:0]
-	} else if s.head > 1024 && s.head*2 > len(s.q) {
-		s.compact()
-	}
+	s.curOK = false
+	s.setFloor(s.cur.seq)
 }
 
-// compact moves the held results to the front of q and the arenas.
-func (s *store) compact() {
-	k0, v0 := s.q[s.head].kOff, s.q[s.head].vOff
-	n := copy(s.q, s.q[s.head:])
-	clear(s.q[n:])
-	s.q, s.head = s.q[:n], 0
-	for i := range s.q {
-		s.q[i].kOff -= k0
-		s.q[i].vOff -= v0
+// noteEpoch records that held seq is of epoch.
+func (s *store) noteEpoch(epoch, seq uint64) {
+	if n := len(s.epochs); n == 0 || s.epochs[n-1].epoch != epoch {
+		s.epochs = append(s.epochs, epochStart{epoch, seq})
 	}
-	s.keys = s.keys[:copy(s.keys, s.keys[k0:])]
-	s.vals = s.vals[:copy(s.vals, s.vals[v0:])]
 }
 
 // add appends a result of epoch to the batch being written (flush writes it).
 func (s *store) add(epoch uint64, key []byte, names []string, values []float64, tsMs int64) {
 	var id uint64
 	if len(names) > 0 {
-		p := unsafe.SliceData(names)
+		p := namesKey{unsafe.SliceData(names), len(names)}
 		var ok bool
 		if id, ok = s.names[p]; !ok {
 			s.nextID++
@@ -245,10 +339,7 @@ func (s *store) add(epoch uint64, key []byte, names []string, values []float64, 
 		s.buf = binary.LittleEndian.AppendUint64(s.buf, math.Float64bits(v))
 	}
 	s.buf = wal.EndFrame(s.buf, start)
-	s.q = append(s.q, held{seq: seq, epoch: epoch, names: names, tsMs: tsMs,
-		kOff: len(s.keys), kLen: len(key), vOff: len(s.vals), vLen: len(values)})
-	s.keys = append(s.keys, key...)
-	s.vals = append(s.vals, values...)
+	s.noteEpoch(epoch, seq)
 	if a, ok := s.log.Active(); ok {
 		s.segMax[a.ID] = seq
 	}
@@ -275,14 +366,9 @@ func (s *store) flush() (dropped int, err error) {
 			break
 		}
 		oldest := segs[0].ID
-		until := s.segMax[oldest]
-		n := 0
-		for s.Len() > 0 && s.q[s.head].seq <= until {
-			s.pop()
-			n++
-		}
-		dropped += n
-		s.dropped += uint64(n)
+		before := s.Len()
+		s.setFloor(s.segMax[oldest])
+		dropped += before - s.Len()
 		if err := s.markDone(); err != nil {
 			return dropped, err
 		}
@@ -302,21 +388,17 @@ func (s *store) sync() error {
 	return s.log.Sync()
 }
 
-// markDone records the floor below the oldest held result (not synced: a
-// crash of the process keeps it in the page cache; power loss may publish
-// the last batch again) and deletes the segments it frees.
+// markDone records the floor, unsynced: a crash of the process keeps it
+// in the page cache; a power cut may lose it, and the results published
+// since the last one are published again after the restart.
 func (s *store) markDone() error {
-	f := s.nextSeq - 1
-	if s.Len() > 0 {
-		f = s.q[s.head].seq - 1
-	}
-	if f == s.floor {
+	if s.floor == s.recorded {
 		return nil
 	}
-	s.floor = f
+	s.recorded = s.floor
 	start := len(s.buf)
 	s.buf = append(wal.BeginFrame(s.buf), recDone)
-	s.buf = binary.AppendUvarint(s.buf, f)
+	s.buf = binary.AppendUvarint(s.buf, s.floor)
 	s.buf = wal.EndFrame(s.buf, start)
 	if err := s.log.Write(s.buf); err != nil {
 		return err
@@ -340,48 +422,59 @@ func (s *store) published() error {
 	return s.removeDone()
 }
 
-// discardAfter drops the held results of epochs after last, which are at
-// the end (epochs never decrease along the log).
-func (s *store) discardAfter(last uint64) int {
-	n := 0
-	for s.Len() > 0 && s.q[len(s.q)-1].epoch > last {
-		s.q[len(s.q)-1] = held{}
-		s.q = s.q[:len(s.q)-1]
-		n++
+// abort discards the held seqs from..to.
+func (s *store) abort(from, to uint64) {
+	from = max(from, s.floor+1)
+	to = min(to, s.nextSeq-1)
+	if from > to {
+		return
 	}
-	if s.Len() == 0 {
-		s.q, s.head, s.keys, s.vals = s.q[:0], 0, s.keys[:0], s.vals[:0]
+	if s.curOK && s.cur.seq >= from {
+		s.curOK = false
 	}
-	return n
+	s.aborted = append(s.aborted, seqRange{from, to})
+	for len(s.epochs) > 0 && s.epochs[len(s.epochs)-1].seq >= from {
+		s.epochs = s.epochs[:len(s.epochs)-1]
+	}
+	s.setFloor(s.floor)
 }
 
 // recover discards the held results of epochs after the restored
-// checkpoint last, durably before replay writes them again.
+// checkpoint last, durably before replay writes them again. Epochs never
+// decrease along the log, so they are the newest.
 func (s *store) recover(last uint64) (int, error) {
-	n := s.discardAfter(last)
-	start := len(s.buf)
-	s.buf = append(wal.BeginFrame(s.buf), recAbort)
-	s.buf = binary.AppendUvarint(s.buf, last)
-	s.buf = wal.EndFrame(s.buf, start)
-	if err := s.log.Write(s.buf); err != nil {
-		return n, err
+	before := s.Len()
+	for _, e := range s.epochs {
+		if e.epoch <= last {
+			continue
+		}
+		from, to := e.seq, s.nextSeq-1
+		s.abort(from, to)
+		start := len(s.buf)
+		s.buf = append(wal.BeginFrame(s.buf), recAbort)
+		s.buf = binary.AppendUvarint(s.buf, from)
+		s.buf = binary.AppendUvarint(s.buf, to)
+		s.buf = wal.EndFrame(s.buf, start)
+		if err := s.log.Write(s.buf); err != nil {
+			return 0, err
+		}
+		s.buf = s.buf[:0]
+		if err := s.log.Sync(); err != nil {
+			return 0, err
+		}
+		break
 	}
-	s.buf = s.buf[:0]
-	if err := s.log.Sync(); err != nil {
-		return n, err
-	}
-	return n, s.published()
+	return before - s.Len(), s.published()
 }
 
 // rotate starts a new segment with a state record; names are interned
 // afresh in it.
 func (s *store) rotate() error {
 	var b []byte
-	start := len(b)
 	b = append(wal.BeginFrame(b), recState, storeVersion)
 	b = binary.AppendUvarint(b, s.nextSeq)
 	b = binary.AppendUvarint(b, s.floor)
-	b = wal.EndFrame(b, start)
+	b = wal.EndFrame(b, 0)
 	id, err := s.log.Rotate(b)
 	if err != nil {
 		return err
@@ -411,14 +504,45 @@ func (s *store) removeSeg(id uint64) error {
 	return s.log.Remove(id)
 }
 
+// setFloor raises the floor to f, and over the discarded ranges right
+// above it; what falls below it is forgotten.
 func (s *store) setFloor(f uint64) {
 	s.floor = max(s.floor, f)
-	for s.Len() > 0 && s.q[s.head].seq <= s.floor {
-		s.pop()
+	for len(s.aborted) > 0 {
+		a := s.aborted[0]
+		switch {
+		case a.to <= s.floor:
+		case a.from <= s.floor+1:
+			s.floor = a.to
+		default:
+			s.trimEpochs()
+			return
+		}
+		s.aborted = s.aborted[1:]
+	}
+	s.trimEpochs()
+}
+
+// trimEpochs forgets the epochs wholly at or below the floor.
+func (s *store) trimEpochs() {
+	for len(s.epochs) > 1 && s.epochs[1].seq <= s.floor+1 {
+		s.epochs = s.epochs[1:]
+	}
+	if len(s.epochs) == 1 && s.floor+1 >= s.nextSeq {
+		s.epochs = s.epochs[:0]
+	}
+	if s.curOK && s.cur.seq <= s.floor {
+		s.curOK = false
 	}
 }
 
-func (s *store) close() error { return s.log.Close() }
+func (s *store) close() error {
+	if s.rd != nil {
+		s.rd.Close()
+		s.rd = nil
+	}
+	return s.log.Close()
+}
 
 // reader decodes a record's fields, remembering the first error.
 type reader struct {
