@@ -360,6 +360,27 @@ func publishWindow(t *testing.T, c paho.Client, device string, start int64) {
 	}
 }
 
+// startSparkplugEdge starts the sensors' broker, the Sparkplug broker
+// (queueing QoS 0 for the host's persistent session), a host subscribed
+// to the namespace, a sensor publisher and the agent (sparkplugMQTTConfig
+// in dir), and waits for its first NBIRTH and its source's connection.
+func startSparkplugEdge(t *testing.T) (up *mosquitto.Broker, host *sparkplugHost, pub paho.Client, p *eddyProc, dir string) {
+	t.Helper()
+	sensors := mosquitto.Start(t)
+	up = mosquitto.Start(t, mosquitto.Conf("queue_qos0_messages true"))
+	host = newSparkplugHost(t, up.URL())
+	pub = paho.NewClient(paho.NewClientOptions().AddBroker(sensors.URL()).SetClientID("sensor-pub"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	t.Cleanup(func() { pub.Disconnect(100) })
+	dir = t.TempDir()
+	p = startAgent(t, dir, sparkplugMQTTConfig, "%SENSORS%", sensors.URL(), "%UPSTREAM%", up.URL())
+	await.True(t, 30*time.Second, "the first NBIRTH", func() bool { return host.count("NBIRTH") >= 1 })
+	await.True(t, 30*time.Second, "the source connected", func() bool { return p.connected(t, "sensors") })
+	return up, host, pub, p, dir
+}
+
 // TestSparkplug_RebirthKillAndOutage: a running agent, as edge node
 // line-gw-7, answers a host's NCMD Node Control/Rebirth (encoded by
 // sparkplug-payload) with NBIRTH and DBIRTH under the same bdSeq; keeps
@@ -369,18 +390,7 @@ func publishWindow(t *testing.T, c paho.Client, device string, start int64) {
 // current bdSeq. A restart takes the next bdSeq.
 func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
 	t.Parallel()
-	sensors := mosquitto.Start(t)
-	up := mosquitto.Start(t, mosquitto.Conf("queue_qos0_messages true"))
-	host := newSparkplugHost(t, up.URL())
-	pub := paho.NewClient(paho.NewClientOptions().AddBroker(sensors.URL()).SetClientID("sensor-pub"))
-	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	defer pub.Disconnect(100)
-	dir := t.TempDir()
-	p := startAgent(t, dir, sparkplugMQTTConfig, "%SENSORS%", sensors.URL(), "%UPSTREAM%", up.URL())
-	await.True(t, 30*time.Second, "the first NBIRTH", func() bool { return host.count("NBIRTH") >= 1 })
-	await.True(t, 30*time.Second, "the source connected", func() bool { return p.connected(t, "sensors") })
+	up, host, pub, p, dir := startSparkplugEdge(t)
 
 	const base = int64(1_700_000_000_000)
 	publishWindow(t, pub, "dev-1", base)
@@ -494,14 +504,7 @@ func ptr[T any](v T) *T { return &v }
 // births, in order, flagged is_historical, each once.
 func TestSparkplug_OutageKillReplay(t *testing.T) {
 	t.Parallel()
-	sensors := mosquitto.Start(t)
-	up := mosquitto.Start(t, mosquitto.Conf("queue_qos0_messages true"))
-	host := newSparkplugHost(t, up.URL())
-	pub := paho.NewClient(paho.NewClientOptions().AddBroker(sensors.URL()).SetClientID("sensor-pub"))
-	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	defer pub.Disconnect(100)
+	up, host, pub, p, dir := startSparkplugEdge(t)
 	// A reading of another device inside the current window: new input for
 	// a checkpoint, no window fired.
 	nudge := func(ts int64) func() {
@@ -511,10 +514,6 @@ func TestSparkplug_OutageKillReplay(t *testing.T) {
 			}
 		}
 	}
-	dir := t.TempDir()
-	p := startAgent(t, dir, sparkplugMQTTConfig, "%SENSORS%", sensors.URL(), "%UPSTREAM%", up.URL())
-	await.True(t, 30*time.Second, "the first NBIRTH", func() bool { return host.count("NBIRTH") >= 1 })
-	await.True(t, 30*time.Second, "the source connected", func() bool { return p.connected(t, "sensors") })
 
 	const base = int64(1_700_000_000_000)
 	publishWindow(t, pub, "dev-1", base)
