@@ -154,6 +154,7 @@ func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, va
 		BdSeqPath:     filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
 		StoreDir:      filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".wal"),
 		MaxStoreBytes: m.Buffer.MaxDiskBytes,
+		AwaitRecover:  true,
 	}
 }
 

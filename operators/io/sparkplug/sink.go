@@ -38,6 +38,10 @@ type SinkOptions struct {
 	// MaxStoreBytes bounds that log; when a result would pass it, the
 	// oldest segment's results are dropped and counted. 0 means 512 MiB.
 	MaxStoreBytes int64
+	// AwaitRecover holds back the results read back from the log until
+	// Recover has discarded those past the restored checkpoint: published
+	// before, a result that replay computes again would go out twice.
+	AwaitRecover bool
 	// MaxRetryInterval caps the backoff between connection attempts, which
 	// starts at 1 s. 0 means 10 s: a host shows the node offline until it
 	// is back, so it retries sooner than the MQTT sink's minute.
@@ -68,6 +72,8 @@ type Sink struct {
 	lost   func() // ends the current connection (once)
 	store  *store
 	closed bool
+	// recovered: Recover has run, or AwaitRecover is unset.
+	recovered bool
 	// decoded reads results that reach the sink as JSON only.
 	decoded resultJSON
 
@@ -139,7 +145,7 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if n := st.Len(); n > 0 {
 		log.Info("sparkplug: results kept from an earlier run, to publish as historical after the births", "held", n, "dir", opts.StoreDir)
 	}
-	s := &Sink{opts: opts, log: log, node: n, store: st, closing: make(chan struct{}), done: make(chan struct{})}
+	s := &Sink{opts: opts, log: log, node: n, store: st, recovered: !opts.AwaitRecover, closing: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s, nil
 }
@@ -231,12 +237,20 @@ func (s *Sink) Recover(last uint64) error {
 	if n > 0 {
 		s.log.Info("sparkplug: held results after the restored checkpoint discarded: replay computes them again", "discarded", n, "checkpoint", last)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	s.recovered = true
+	s.sendHeld(time.Now().UnixMilli())
+	return nil
 }
 
 // sendHeld publishes the held results as historical once the node is
 // born, oldest first, before anything newer.
 func (s *Sink) sendHeld(now int64) {
+	if !s.recovered {
+		return
+	}
 	popped, sent := 0, 0
 	for s.store.Len() > 0 && s.node.Born() {
 		h, key, values, err := s.store.first()

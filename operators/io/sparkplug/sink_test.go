@@ -200,3 +200,53 @@ func TestSink_BdSeqCountsConnectsOnly(t *testing.T) {
 		t.Errorf("bdSeq file %q (%v), want 1", next, err)
 	}
 }
+
+// TestSink_HeldAcrossRestartAwaitRecover: results held when a sink closes
+// are read back by the next one from its log; with AwaitRecover it
+// publishes none before Recover, which discards those of the epochs after
+// the restored checkpoint (replay computes them again), then publishes
+// the rest as historical, in order.
+func TestSink_HeldAcrossRestartAwaitRecover(t *testing.T) {
+	b := mosquitto.Start(t)
+	host := newHostApp(t, b.URL(), "plant1")
+	opts := SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7", PrimaryHost: "scada-1"},
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), AwaitRecover: true}
+	s, err := NewSink(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for epoch, end := range []int64{60000, 120000, 180000} {
+		if err := s.WriteEpoch(uint64(epoch+1), []record.Item{result("m1", end, float64(epoch))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PreCommit(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	host.state(t, true, 1)
+	if s, err = NewSink(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	await.True(t, 20*time.Second, "the births", func() bool { return s.Stats().Born })
+	if st := s.Stats(); st.Held != 3 || st.Published != 0 {
+		t.Fatalf("born before Recover: %+v; want 3 held, none published", st)
+	}
+	if err := s.Recover(2); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 20*time.Second, "the held results of epochs 1 and 2", func() bool { return s.Stats().Historical == 2 })
+	// The first sink was connected, never born (the host offline), and
+	// closed with its NDEATH.
+	want := []string{"NDEATH bdSeq=0", "NBIRTH seq=0 bdSeq=1", "DBIRTH seq=1", "DDATA seq=2 ts=60000 hist=true", "DDATA seq=3 ts=120000 hist=true"}
+	await.True(t, 20*time.Second, "the host's messages", func() bool { return len(host.messages()) >= len(want) })
+	if got := summary(host.messages()); !slices.Equal(got, want) {
+		t.Fatalf("host saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st := s.Stats(); st.Held != 0 {
+		t.Errorf("after Recover and the births: %+v; want none held", st)
+	}
+}
