@@ -177,6 +177,9 @@ func (s *store) replay(seg uint64, p []byte) error {
 
 // Len is the number of results held.
 func (s *store) Len() int {
+	if s.floor+1 >= s.nextSeq {
+		return 0
+	}
 	n := s.nextSeq - 1 - s.floor
 	for _, a := range s.aborted {
 		n -= a.to - a.from + 1
