@@ -37,6 +37,15 @@ func TestParse_SparkplugSink(t *testing.T) {
 					t.Errorf("decoded %+v", s)
 				}
 			}},
+		{name: "buffer", attrs: "group_id = \"g\"\nmax_devices = 50\nbuffer {\n  max_disk = \"64MiB\"\n}", check: func(t *testing.T, s *SparkplugSink) {
+			if s.Buffer.MaxDiskBytes != 64<<20 || s.Buffer.WhenFull != "drop_oldest" || s.MaxDevices != 50 {
+				t.Errorf("decoded %+v", s)
+			}
+		}},
+		{name: "buffer block when full", attrs: "group_id = \"g\"\nbuffer {\n  when_full = \"block\"\n}",
+			pos: "14:15", want: `Invalid value; "when_full" must be one of "drop_oldest"; got "block"`},
+		{name: "buffer too small", attrs: "group_id = \"g\"\nbuffer {\n  max_disk = \"64KiB\"\n}",
+			pos: "14:14", want: `Value out of range; "max_disk" must be at least 1MiB`},
 		{name: "group required", attrs: "", pos: "10:1", want: `Missing required argument; The sink "sparkplug" "scada" block needs "group_id"`},
 		{name: "group with a slash", attrs: `group_id = "plant/1"`,
 			pos: "12:12", want: `Invalid Sparkplug id; "plant/1" contains '/', '+' or '#': a Sparkplug id is one topic level`},
