@@ -63,8 +63,9 @@ type SparkplugSink struct {
 	Buffer Buffer
 	// MaxDevices bounds the node's devices (keys); default 10,000.
 	MaxDevices int
-	// idRange is where the node's id is set: edge_node_id, or the block.
-	idRange hcl.Range
+	// idRange and clientRange are where the node's id and the client id
+	// are set: edge_node_id and client_id, or the block.
+	idRange, clientRange hcl.Range
 }
 
 // MQTTSink publishes results upstream through the WAL.
@@ -416,10 +417,14 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		ProtocolVersion: 4,
 		Buffer:          Buffer{MaxDiskBytes: 512 << 20, WhenFull: "drop_oldest"},
 		idRange:         b.DefRange,
+		clientRange:     b.DefRange,
 		MaxDevices:      int(a.integer("max_devices", 10000, 1, 1000000)),
 	}
 	if a.has("edge_node_id") {
 		m.idRange = a.rangeOf("edge_node_id")
+	}
+	if a.has("client_id") {
+		m.clientRange = a.rangeOf("client_id")
 	}
 	if bb := d.single(c.Blocks, "buffer"); bb != nil {
 		ba, _ := d.content(bb, []string{"max_disk", "when_full"})
@@ -459,16 +464,33 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 // (the same group and node id, ${device_id} filled in) on one broker:
 // each one's CONNECT would end the other's session, and the births and
 // deaths of the two would interleave under one name, as a host sees it.
+// A Sparkplug sink's client id taken by another sink on its broker is
+// refused for the same reason.
 func (d *decoder) checkSparkplugNodes(sinks []*Sink, deviceID string) {
 	type node struct{ broker, group, id string }
 	seen := map[node]*Sink{}
 	vars := map[string]string{"device_id": deviceID}
+	brokerKey := func(b string) string { return strings.TrimSuffix(strings.ToLower(b), "/") }
+	clients := map[[2]string]*Sink{}
+	for _, s := range sinks {
+		if s.MQTT != nil {
+			clients[[2]string{brokerKey(s.MQTT.Broker), Expand(s.MQTT.ClientID, vars)}] = s
+		}
+	}
 	for _, s := range sinks {
 		m := s.Sparkplug
 		if m == nil {
 			continue
 		}
-		k := node{strings.TrimSuffix(strings.ToLower(m.Broker), "/"), m.GroupID, Expand(m.EdgeNodeID, vars)}
+		ck := [2]string{brokerKey(m.Broker), Expand(m.ClientID, vars)}
+		if prev := clients[ck]; prev != nil {
+			d.errorf(m.clientRange, "Duplicate MQTT client id",
+				"sink.%s.%s (%s) already connects to %s as %q: a broker keeps one connection per client id and closes the other, so the two would end each other's sessions. Give this sink its own client_id, e.g. client_id = \"eddy-${device_id}-%s\".",
+				prev.Type, prev.Name, prev.DeclRange, m.Broker, ck[1], s.Name)
+		} else {
+			clients[ck] = s
+		}
+		k := node{brokerKey(m.Broker), m.GroupID, Expand(m.EdgeNodeID, vars)}
 		if prev := seen[k]; prev != nil {
 			d.errorf(m.idRange, "Duplicate Sparkplug edge node",
 				"sink.sparkplug.%s (%s) is already edge node %q of group %q on %s: two sinks with one node id steal each other's session, and a host cannot tell their births and deaths apart. Give this sink its own edge_node_id, e.g. edge_node_id = \"%s-%s\".",

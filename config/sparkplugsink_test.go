@@ -77,6 +77,11 @@ func TestParse_SparkplugSink(t *testing.T) {
   group_id     = "g"
   edge_node_id = "dev-1"
 }`, pos: "17:18", want: `Duplicate Sparkplug edge node; sink.sparkplug.scada (test.hcl:10,1-25) is already edge node "dev-1" of group "g"`},
+		{name: "client id of an mqtt sink", attrs: "group_id = \"g\"\nclient_id = \"gw-up\"", extra: `sink "mqtt" "up" {
+  broker    = "tcp://127.0.0.1:1883"
+  client_id = "gw-up"
+  topic     = "r/${key}"
+}`, pos: "13:13", want: `Duplicate MQTT client id; sink.mqtt.up (test.hcl:15,1-17) already connects to tcp://127.0.0.1:1883 as "gw-up"`},
 		{name: "dead letters", attrs: `group_id = "g"`, extra: `pipeline "q" {
   from        = source.file.in
   window "tumbling" { size = "1m" }
