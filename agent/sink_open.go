@@ -120,6 +120,7 @@ func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer
 	set.NewGauge("eddy_sparkplug_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
 	set.NewGauge("eddy_sparkplug_refused_total"+l, func() float64 { return float64(stats().Refused) })
 	set.NewGauge("eddy_sparkplug_bdseq"+l, func() float64 { return float64(stats().BdSeq) })
+	set.NewGauge("eddy_sparkplug_protocol_version"+l, func() float64 { return float64(stats().Protocol) })
 	set.NewGauge("eddy_sparkplug_born"+l, func() float64 {
 		if stats().Born {
 			return 1
@@ -150,11 +151,12 @@ func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, va
 	}
 	return sparkplug.SinkOptions{
 		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
-		Node:          sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types, MaxDevices: m.MaxDevices},
-		BdSeqPath:     filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
-		StoreDir:      filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".wal"),
-		MaxStoreBytes: m.Buffer.MaxDiskBytes,
-		AwaitRecover:  true,
+		Node:            sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types, MaxDevices: m.MaxDevices},
+		BdSeqPath:       filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
+		StoreDir:        filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".wal"),
+		MaxStoreBytes:   m.Buffer.MaxDiskBytes,
+		AwaitRecover:    true,
+		ProtocolVersion: m.ProtocolVersion,
 	}
 }
 

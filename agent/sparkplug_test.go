@@ -61,7 +61,7 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 		Node: sparkplug.Config{Group: "plant1", Node: "line-gw-7", PrimaryHost: "scada-1",
 			Types: map[string]sparkplug.DataType{"n": sparkplug.TypeInt64, "avg_v": sparkplug.TypeDouble}, MaxDevices: 10000},
 		BdSeqPath: filepath.Join(dataDir, "sparkplug", "scada.bdseq"), StoreDir: filepath.Join(dataDir, "sparkplug", "scada.wal"),
-		MaxStoreBytes: 512 << 20, AwaitRecover: true}
+		MaxStoreBytes: 512 << 20, AwaitRecover: true, ProtocolVersion: 5}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options\n%+v\nwant\n%+v", o, want)
 	}

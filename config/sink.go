@@ -55,8 +55,9 @@ type SparkplugSink struct {
 	ClientID           string
 	Username, Password string
 	TLS                *TLS
-	// ProtocolVersion is 4 (MQTT 3.1.1), the only one: the sink connects
-	// through paho.
+	// ProtocolVersion is 5 (MQTT 5, the default, falling back to 3.1.1 for
+	// the run when the broker refuses it) or 4 (MQTT 3.1.1). ws:// and
+	// wss:// brokers get 3.1.1.
 	ProtocolVersion int
 	// Buffer bounds the log of results held while the node is not born;
 	// only max_disk applies (when full the oldest are dropped, counted).
@@ -414,7 +415,7 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		Username:        a.str("username", noVars, ""),
 		Password:        a.str("password", noVars, ""),
 		TLS:             d.decodeTLS(c.Blocks, false),
-		ProtocolVersion: 4,
+		ProtocolVersion: 5,
 		Buffer:          Buffer{MaxDiskBytes: 512 << 20, WhenFull: "drop_oldest"},
 		idRange:         b.DefRange,
 		clientRange:     b.DefRange,
@@ -446,10 +447,13 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		}
 	}
 	if a.has("protocol_version") {
-		if f, ok := a.number("protocol_version", "4"); ok {
-			if n, acc := f.Int64(); !f.IsInt() || acc != 0 || n != 4 {
-				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
-					"The Sparkplug sink speaks MQTT 3.1.1 (protocol_version = 4), which Sparkplug B 3.0 requires every broker and host to support; got %s. Remove protocol_version or set it to 4.", f.Text('g', 10))
+		if f, ok := a.number("protocol_version", "5"); ok {
+			n, acc := f.Int64()
+			if !f.IsInt() || acc != 0 || (n != 4 && n != 5) {
+				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported",
+					"The Sparkplug sink speaks MQTT 5 (protocol_version = 5, the default: 3.1.1 when the broker refuses 5) or MQTT 3.1.1 (4), which Sparkplug B 3.0 requires every broker and host to support; got %s.", f.Text('g', 10))
+			} else {
+				m.ProtocolVersion = int(n)
 			}
 		}
 	}

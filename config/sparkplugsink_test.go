@@ -27,13 +27,13 @@ func TestParse_SparkplugSink(t *testing.T) {
 		pos, want string // an error's "line:col" and a substring of its line
 	}{
 		{name: "defaults", attrs: `group_id = "plant1"`, check: func(t *testing.T, s *SparkplugSink) {
-			if s.GroupID != "plant1" || s.EdgeNodeID != "${device_id}" || s.PrimaryHostID != "" || s.ClientID != "eddy-${device_id}-scada" || s.ProtocolVersion != 4 {
+			if s.GroupID != "plant1" || s.EdgeNodeID != "${device_id}" || s.PrimaryHostID != "" || s.ClientID != "eddy-${device_id}-scada" || s.ProtocolVersion != 5 {
 				t.Errorf("decoded %+v", s)
 			}
 		}},
 		{name: "set", attrs: "group_id = \"plant1\"\nedge_node_id = \"line-${device_id}\"\nprimary_host_id = \"scada-1\"\nusername = \"u\"\nprotocol_version = 4",
 			check: func(t *testing.T, s *SparkplugSink) {
-				if s.EdgeNodeID != "line-${device_id}" || s.PrimaryHostID != "scada-1" || s.Username != "u" {
+				if s.EdgeNodeID != "line-${device_id}" || s.PrimaryHostID != "scada-1" || s.Username != "u" || s.ProtocolVersion != 4 {
 					t.Errorf("decoded %+v", s)
 				}
 			}},
@@ -53,8 +53,8 @@ func TestParse_SparkplugSink(t *testing.T) {
 			pos: "13:19", want: `Invalid Sparkplug id; "#" contains`},
 		{name: "node template with a slash", attrs: "group_id = \"g\"\nedge_node_id = \"line/${device_id}\"",
 			pos: "13:16", want: `Invalid Sparkplug id; "line/${device_id}" contains '/', '+' or '#'`},
-		{name: "mqtt 5", attrs: "group_id = \"g\"\nprotocol_version = 5",
-			pos: "13:20", want: `Protocol version not supported here; The Sparkplug sink speaks MQTT 3.1.1`},
+		{name: "mqtt 3.1", attrs: "group_id = \"g\"\nprotocol_version = 3",
+			pos: "13:20", want: `Protocol version not supported; The Sparkplug sink speaks MQTT 5 (protocol_version = 5, the default: 3.1.1 when the broker refuses 5) or MQTT 3.1.1 (4)`},
 		{name: "unknown variable", attrs: "group_id = \"g\"\nedge_node_id = \"${pipeline}\"",
 			pos: "13:19", want: `Template variable not allowed here; ${pipeline} cannot be used in "edge_node_id", which accepts only ${device_id}`},
 		{name: "two pipelines", attrs: `group_id = "g"`, extra: `pipeline "q" {

@@ -497,8 +497,8 @@ func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestSparkplug_OutageKillReplay: windows that fire while the Sparkplug
-// broker is down are kept in the sink's log on disk: a SIGKILL of the
+// TestSparkplug_OutageKillReplay: the node speaks MQTT 5 to mosquitto;
+// windows that fire while the Sparkplug broker is down are kept in the sink's log on disk: a SIGKILL of the
 // agent during the outage loses none, and after the restart (the broker
 // still down) and the broker's return they reach the host after the next
 // births, in order, flagged is_historical, each once.
@@ -520,6 +520,9 @@ func TestSparkplug_OutageKillReplay(t *testing.T) {
 	publishWindow(t, pub, "dev-1", base+10000)
 	await.True(t, 30*time.Second, "the live DDATA", func() bool { return host.count("DDATA") >= 1 })
 	p.waitCheckpointAfter(t, 30*time.Second, nudge(base+10500))
+	if v := metricValue(t, p.admin, `eddy_sparkplug_protocol_version{sink="scada"}`); v != 5 {
+		t.Errorf("the node speaks MQTT %v to mosquitto, want 5 (the default)", v)
+	}
 
 	up.Stop()
 	await.True(t, 30*time.Second, "the node not born", func() bool {

@@ -234,7 +234,7 @@ sink "sparkplug" "scada" {
   edge_node_id    = "${device_id}" # the default
   primary_host_id = "scada-1" # default none: births as soon as connected
   client_id       = "eddy-${device_id}-scada"
-  protocol_version = 4 # MQTT 3.1.1, the only one here
+  protocol_version = 5 # the default: MQTT 5, 3.1.1 when the broker refuses it; 4 = MQTT 3.1.1
   max_devices     = 10000 # the default: results of further keys are not published, counted
   username        = "gateway"
   password        = env("EDDY_SCADA_PASSWORD", "")

@@ -14,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/eddy-edge/eddy/operators/record"
+	"github.com/eddy-edge/eddy/scripts/aedes"
 	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
@@ -90,17 +91,24 @@ func result(key string, end int64, v float64) record.Item {
 		Names: []string{"n", "avg"}, Values: []float64{v, v / 2}}}
 }
 
-// TestSink_PrimaryHostAndHeldResults: through mosquitto, a sink with a
+// TestSink_PrimaryHostAndHeldResults: through mosquitto, in MQTT 3.1.1
+// and in MQTT 5, a sink with a
 // primary host holds results until the host's STATE says online, then publishes NBIRTH, the DBIRTH and
 // the held results as historical DDATA in order, and later results live;
 // STATE offline ends the session with an NDEATH; the next session (the
 // next bdSeq) waits for online again and sends what was held meanwhile;
 // Close publishes the last session's NDEATH.
 func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
+	for _, version := range []int{4, 5} {
+		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) { testPrimaryHostAndHeldResults(t, version) })
+	}
+}
+
+func testPrimaryHostAndHeldResults(t *testing.T, version int) {
 	b := mosquitto.Start(t)
 	host := newHostApp(t, b.URL(), "plant1")
 	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7", PrimaryHost: "scada-1"},
-		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq")})
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +120,9 @@ func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
 	}
 	host.state(t, true, 1)
 	await.True(t, 20*time.Second, "births and the held results", func() bool { return len(host.messages()) >= 5 })
+	if p := s.Stats().Protocol; p != version {
+		t.Errorf("connected in MQTT %d, want %d", p, version)
+	}
 	if err := s.Write([]record.Item{result("m1", 240000, 4)}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,5 +259,29 @@ func TestSink_HeldAcrossRestartAwaitRecover(t *testing.T) {
 	}
 	if st := s.Stats(); st.Held != 0 {
 		t.Errorf("after Recover and the births: %+v; want none held", st)
+	}
+}
+
+// TestSink_MQTT5FallsBack: a broker that does not speak MQTT 5 (aedes
+// answers with a 3.1.1 CONNACK refusing the version) gets MQTT 3.1.1 at
+// once, under the same bdSeq (the refused CONNECT registered no will).
+func TestSink_MQTT5FallsBack(t *testing.T) {
+	b := aedes.Start(t)
+	host := newHostApp(t, b.URL(), "plant1")
+	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"},
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), ProtocolVersion: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 20*time.Second, "the births", func() bool { return len(host.messages()) >= 1 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 20*time.Second, "the NDEATH at Close", func() bool { return len(host.messages()) >= 2 })
+	if got, want := summary(host.messages()), []string{"NBIRTH seq=0 bdSeq=0", "NDEATH bdSeq=0"}; !slices.Equal(got, want) {
+		t.Errorf("host saw %q, want %q", got, want)
+	}
+	if p := s.Stats().Protocol; p != 4 {
+		t.Errorf("connected in MQTT %d after the fallback, want 4", p)
 	}
 }
