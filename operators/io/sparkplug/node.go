@@ -165,7 +165,9 @@ func (n *Node) Connect(bdSeq uint64, nowMs int64) Action {
 func (n *Node) Connected(nowMs int64) []Action {
 	n.connected = true
 	n.begin()
-	if n.state == "" {
+	// The primary host's retained STATE may be taken between the
+	// subscription and this call.
+	if n.state == "" || n.hostOnline {
 		n.births(nowMs)
 	}
 	return n.finish()

@@ -253,7 +253,9 @@ func TestSink_HeldAcrossRestartAwaitRecover(t *testing.T) {
 	// The first sink was connected, never born (the host offline), and
 	// closed with its NDEATH.
 	want := []string{"NDEATH bdSeq=0", "NBIRTH seq=0 bdSeq=1", "DBIRTH seq=1", "DDATA seq=2 ts=60000 hist=true", "DDATA seq=3 ts=120000 hist=true"}
-	await.True(t, 20*time.Second, "the host's messages", func() bool { return len(host.messages()) >= len(want) })
+	if !await.Holds(20*time.Second, func() bool { return len(host.messages()) >= len(want) }) {
+		t.Fatalf("host saw only\n%s\nwant\n%s", strings.Join(summary(host.messages()), "\n"), strings.Join(want, "\n"))
+	}
 	if got := summary(host.messages()); !slices.Equal(got, want) {
 		t.Fatalf("host saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
