@@ -401,3 +401,20 @@ func TestNode_MaxDevices(t *testing.T) {
 		t.Errorf("births of the next session:\n%s\nwant the DBIRTHs of the two admitted devices", got)
 	}
 }
+
+// TestNode_HostStateBeforeConnected: the primary host's retained STATE
+// can arrive between the subscription and Connected; the births then go
+// out at Connected rather than wait for the next STATE.
+func TestNode_HostStateBeforeConnected(t *testing.T) {
+	n, err := NewNode(Config{Group: "g", Node: "n", PrimaryHost: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Connect(0, 1)
+	if acts, err := n.HostState([]byte(`{"online":true,"timestamp":5}`), 2); err != nil || len(acts) != 0 {
+		t.Fatalf("STATE before Connected: %d actions, %v; want none yet", len(acts), err)
+	}
+	if got := topics(decodeActions(t, n.Connected(3))); !strings.Contains(got, "NBIRTH") || !n.Born() {
+		t.Errorf("Connected after an online STATE:\n%s\nwant the NBIRTH", got)
+	}
+}
