@@ -131,7 +131,7 @@ func DecideSparkplug(s Sparkplug, o SparkplugObservations) []Finding {
 	a := o.Announced
 	switch {
 	case a == nil:
-		fs = append(fs, Finding{OK, "the broker speaks MQTT 3.1.1 only and announces no limits (the sink speaks 3.1.1)"})
+		fs = append(fs, Finding{OK, "the broker speaks MQTT 3.1.1 only and announces no limits: the sink falls back to 3.1.1 (set protocol_version = 4 to skip the MQTT 5 attempt)"})
 	default:
 		if a.MaximumQoS < 1 {
 			fs = append(fs, Finding{Warn, fmt.Sprintf("the broker announces Maximum QoS %d: the NDEATH will (QoS 1) and the subscriptions are downgraded, and a host may miss a death", a.MaximumQoS)})
