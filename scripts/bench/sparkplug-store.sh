@@ -19,5 +19,7 @@ echo "| figure | value |"
 echo "|---|---|"
 echo "| on disk per held result (4 aggregates, 50 keys) | $(metric "$hold" StoreHold disk-bytes/result) bytes |"
 echo "| held results appended per CPU-second (batches of 100, unsynced) | $(metric "$hold" StoreHold results/cpu-s) ($(metric "$hold" StoreHold allocs/op) allocations each) |"
-echo "| replay after the births: held results published | $(metric "$out" ReplayHeld published/s) per second, $(metric "$out" ReplayHeld published/cpu-s) per CPU-second |"
-echo "| replay: received by a QoS 0 subscriber through mosquitto | $(metric "$out" ReplayHeld received) of 100000, $(metric "$out" ReplayHeld received/s) per second |"
+for v in 4 5; do
+	echo "| replay after the births, MQTT $v: held results published | $(metric "$out" "ReplayHeld/mqtt$v" published/s) per second, $(metric "$out" "ReplayHeld/mqtt$v" published/cpu-s) per CPU-second |"
+	echo "| replay, MQTT $v: received by a QoS 0 subscriber through mosquitto | $(metric "$out" "ReplayHeld/mqtt$v" received) of 100000, $(metric "$out" "ReplayHeld/mqtt$v" received/s) per second |"
+done

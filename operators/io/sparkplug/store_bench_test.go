@@ -58,12 +58,18 @@ func BenchmarkStoreHold(b *testing.B) {
 	b.ReportMetric(float64(s.Bytes()-start)/float64(b.N), "disk-bytes/result")
 }
 
-// BenchmarkReplayHeld: a sink holds 100,000 results while its primary
-// host is offline, then the host says online: the rate at which the held
+// BenchmarkReplayHeld: a sink (MQTT 3.1.1 through paho, MQTT 5 through
+// link5) holds 100,000 results while its primary host is offline, then the host says online: the rate at which the held
 // results are published as historical DDATA through mosquitto, from the
 // STATE online to the last one handed to the connection, and to the last
 // one a subscriber received.
 func BenchmarkReplayHeld(b *testing.B) {
+	for _, version := range []int{4, 5} {
+		b.Run(fmt.Sprintf("mqtt%d", version), func(b *testing.B) { benchmarkReplayHeld(b, version) })
+	}
+}
+
+func benchmarkReplayHeld(b *testing.B, version int) {
 	const n = 100000
 	for b.Loop() {
 		br := mosquitto.Start(b, mosquitto.Conf("max_queued_messages 0", "max_inflight_messages 0"))
@@ -80,7 +86,7 @@ func BenchmarkReplayHeld(b *testing.B) {
 			b.Fatal(tok.Error())
 		}
 		s, err := NewSink(SinkOptions{Broker: br.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7", PrimaryHost: "scada-1"},
-			BdSeqPath: filepath.Join(b.TempDir(), "scada.bdseq")})
+			BdSeqPath: filepath.Join(b.TempDir(), "scada.bdseq"), ProtocolVersion: version})
 		if err != nil {
 			b.Fatal(err)
 		}
