@@ -122,48 +122,11 @@ var errConnack4 = errors.New("a 3.1.1 CONNACK")
 
 // readPacket5 reads one packet from the broker.
 func readPacket5(r *bufio.Reader) (*mp.Packet, error) {
-	hb, err := r.ReadByte()
-	if err != nil {
-		return nil, err
+	pk, err := walsink.ReadPacketV5(r, maxIncoming5)
+	if err == nil && pk.FixedHeader.Type == mp.Connack && pk.ProtocolVersion == 4 {
+		return nil, errConnack4
 	}
-	pk := &mp.Packet{ProtocolVersion: 5}
-	if err := pk.FixedHeader.Decode(hb); err != nil {
-		return nil, fmt.Errorf("fixed header %#x: %w", hb, err)
-	}
-	n, _, err := mp.DecodeLength(r)
-	if err != nil {
-		return nil, fmt.Errorf("remaining length: %w", err)
-	}
-	if n > maxIncoming5 {
-		return nil, fmt.Errorf("packet type %d of %d bytes", pk.FixedHeader.Type, n)
-	}
-	pk.FixedHeader.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
-	switch pk.FixedHeader.Type {
-	case mp.Connack:
-		if n == 2 {
-			return nil, errConnack4
-		}
-		err = pk.ConnackDecode(body)
-	case mp.Publish:
-		err = pk.PublishDecode(body)
-	case mp.Puback:
-		err = pk.PubackDecode(body)
-	case mp.Suback:
-		err = pk.SubackDecode(body)
-	case mp.Disconnect:
-		err = pk.DisconnectDecode(body)
-	case mp.Pingresp:
-	default:
-		return nil, fmt.Errorf("unexpected packet type %d", pk.FixedHeader.Type)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decode packet type %d: %w", pk.FixedHeader.Type, err)
-	}
-	return pk, nil
+	return pk, err
 }
 
 // write encodes one packet and writes it out.
