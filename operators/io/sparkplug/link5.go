@@ -234,6 +234,9 @@ func (l *link5) request(pk *mp.Packet, encode func(*mp.Packet) func(*bytes.Buffe
 	case <-l.done:
 		return nil, l.err
 	case <-t.C:
+		l.mu.Lock()
+		delete(l.acks, pk.PacketID)
+		l.mu.Unlock()
 		return nil, errors.New("no acknowledgement")
 	}
 }
