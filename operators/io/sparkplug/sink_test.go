@@ -234,6 +234,9 @@ func TestSink_HeldAcrossRestartAwaitRecover(t *testing.T) {
 	if err := s.PreCommit(3); err != nil {
 		t.Fatal(err)
 	}
+	// Connected (not born: the host is offline), so Close publishes the
+	// NDEATH.
+	await.True(t, 20*time.Second, "the first sink connected", func() bool { return s.Stats().Protocol != 0 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
