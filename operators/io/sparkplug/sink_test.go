@@ -187,10 +187,16 @@ func TestResultJSON_ReadsAppendJSON(t *testing.T) {
 // send no CONNECT and take no bdSeq: the first session after them is
 // bdSeq 0, and the file holds 1 for the next.
 func TestSink_BdSeqCountsConnectsOnly(t *testing.T) {
+	for _, version := range []int{4, 5} {
+		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) { testBdSeqCountsConnectsOnly(t, version) })
+	}
+}
+
+func testBdSeqCountsConnectsOnly(t *testing.T, version int) {
 	b := mosquitto.Start(t)
 	b.Stop()
 	path := filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq")
-	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"}, BdSeqPath: path})
+	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"}, BdSeqPath: path, ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
