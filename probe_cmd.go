@@ -36,7 +36,7 @@ func cmdProbe(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlags("probe "+kind, synopsis, stderr)
 	path := fs.String("c", "eddy.hcl", "configuration file")
-	name := fs.String(what, "", "probe only the "+what+" of this name (default: every MQTT "+what+")")
+	name := fs.String(what, "", "probe only the "+what+" of this name (default: every MQTT "+what+probeAlso(kind)+")")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if _, code, ok := parseCommand(fs, args[1:], 0); !ok {
 		return code
@@ -50,7 +50,7 @@ func cmdProbe(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	rep, found := probe.Run(ctx, plan, kind == "upstream", *name)
 	if !found {
-		fmt.Fprintf(stderr, "eddy: probe: no MQTT %s%s on an external broker in %s\n", what, quotedName(*name), *path)
+		fmt.Fprintf(stderr, "eddy: probe: no MQTT %s%s%s on an external broker in %s\n", what, probeAlso(kind), quotedName(*name), *path)
 		return 1
 	}
 	if *asJSON {
@@ -72,4 +72,12 @@ func quotedName(n string) string {
 		return ""
 	}
 	return fmt.Sprintf(" %q", n)
+}
+
+// probeAlso names what the probe covers besides MQTT blocks of its kind.
+func probeAlso(kind string) string {
+	if kind == "upstream" {
+		return " and Sparkplug sink"
+	}
+	return ""
 }

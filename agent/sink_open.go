@@ -13,6 +13,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/broker"
 	"github.com/eddy-edge/eddy/operators/io/sink"
 	"github.com/eddy-edge/eddy/operators/io/sparkplug"
+	"github.com/eddy-edge/eddy/operators/record"
 	"github.com/eddy-edge/eddy/state/vfs"
 )
 
@@ -67,7 +68,10 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 			Topic: m.Topic, QoS: qos, Retain: m.Retain, Username: ep.Username, Password: ep.Password, TLS: tc,
 			DeviceID: df.deviceID}, df.log)
 	case s.Sparkplug != nil:
-		sk, err = df.openSparkplugSink(s)
+		var sp *sparkplug.Sink
+		if sp, err = df.openSparkplugSink(s); err == nil {
+			r.tx = sparkplugTx{sp}
+		}
 	default:
 		err = errors.New("unknown sink type")
 	}
@@ -82,7 +86,7 @@ func (df *dataflow) sink(s *config.Sink) (*sinkRunner, error) {
 }
 
 // openSparkplugSink opens the Sparkplug edge node of s.
-func (df *dataflow) openSparkplugSink(s *config.Sink) (sink.Sink, error) {
+func (df *dataflow) openSparkplugSink(s *config.Sink) (*sparkplug.Sink, error) {
 	m := s.Sparkplug
 	ep, tc, err := df.clientEndpoint(m.Broker, m.Username, m.Password, m.TLS)
 	if err != nil {
@@ -112,8 +116,11 @@ func registerSparkplugMetrics(set *metrics.Set, name string, cur *atomic.Pointer
 	set.NewGauge("eddy_sparkplug_published_total"+l, func() float64 { return float64(stats().Published) })
 	set.NewGauge("eddy_sparkplug_historical_total"+l, func() float64 { return float64(stats().Historical) })
 	set.NewGauge("eddy_sparkplug_held"+l, func() float64 { return float64(stats().Held) })
+	set.NewGauge("eddy_sparkplug_held_bytes"+l, func() float64 { return float64(stats().HeldBytes) })
 	set.NewGauge("eddy_sparkplug_dropped_total"+l, func() float64 { return float64(stats().Dropped) })
+	set.NewGauge("eddy_sparkplug_refused_total"+l, func() float64 { return float64(stats().Refused) })
 	set.NewGauge("eddy_sparkplug_bdseq"+l, func() float64 { return float64(stats().BdSeq) })
+	set.NewGauge("eddy_sparkplug_protocol_version"+l, func() float64 { return float64(stats().Protocol) })
 	set.NewGauge("eddy_sparkplug_born"+l, func() float64 {
 		if stats().Born {
 			return 1
@@ -144,9 +151,23 @@ func sparkplugOptions(cfg *config.Config, s *config.Sink, ep broker.Endpoint, va
 	}
 	return sparkplug.SinkOptions{
 		Broker: ep.URL, ClientID: config.Expand(m.ClientID, vars), Username: ep.Username, Password: ep.Password,
-		Node:      sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types},
-		BdSeqPath: filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
+		Node:            sparkplug.Config{Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Types: types, MaxDevices: m.MaxDevices},
+		BdSeqPath:       filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".bdseq"),
+		StoreDir:        filepath.Join(cfg.Agent.DataDir, "sparkplug", s.Name+".wal"),
+		MaxStoreBytes:   m.Buffer.MaxDiskBytes,
+		AwaitRecover:    true,
+		ProtocolVersion: m.ProtocolVersion,
 	}
+}
+
+// sparkplugTx is the Sparkplug sink as a transactional sink: the results
+// it holds while the node is not born are in its log, synced at each
+// checkpoint's barrier (PreCommit) and discarded past the restored
+// checkpoint (Recover); the rest it publishes as they come.
+type sparkplugTx struct{ *sparkplug.Sink }
+
+func (t sparkplugTx) Write(epoch uint64, items []record.Item) error {
+	return t.WriteEpoch(epoch, items)
 }
 
 // dataPath resolves a path from the configuration: relative paths are

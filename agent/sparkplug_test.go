@@ -44,8 +44,8 @@ pipeline "p" {
 `
 
 // TestSparkplugSink_Wiring: a sink "sparkplug" block opens a Sparkplug
-// sink, an at-least-once sink of the runner (no two-phase commit: Sparkplug
-// data is QoS 0), whose edge node id and client id have ${device_id} filled
+// sink, a transactional sink of the runner (the results it holds while
+// the node is not born are in its log, synced at each barrier), whose edge node id and client id have ${device_id} filled
 // in, with the block's group, primary host and credentials, its pipeline's
 // count an Int64 and its other aggregates Double, and its bdSeq
 // kept under data_dir; its gauges are on /metrics.
@@ -59,8 +59,9 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 	o := sparkplugOptions(cfg, s, broker.Endpoint{URL: s.Sparkplug.Broker, Username: "gw", Password: "secret"}, map[string]string{"device_id": "gw-7"})
 	want := sparkplug.SinkOptions{Broker: "tcp://127.0.0.1:1", ClientID: "eddy-gw-7-scada", Username: "gw", Password: "secret",
 		Node: sparkplug.Config{Group: "plant1", Node: "line-gw-7", PrimaryHost: "scada-1",
-			Types: map[string]sparkplug.DataType{"n": sparkplug.TypeInt64, "avg_v": sparkplug.TypeDouble}},
-		BdSeqPath: filepath.Join(dataDir, "sparkplug", "scada.bdseq")}
+			Types: map[string]sparkplug.DataType{"n": sparkplug.TypeInt64, "avg_v": sparkplug.TypeDouble}, MaxDevices: 10000},
+		BdSeqPath: filepath.Join(dataDir, "sparkplug", "scada.bdseq"), StoreDir: filepath.Join(dataDir, "sparkplug", "scada.wal"),
+		MaxStoreBytes: 512 << 20, AwaitRecover: true, ProtocolVersion: 5}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("options\n%+v\nwant\n%+v", o, want)
 	}
@@ -71,10 +72,11 @@ func TestSparkplugSink_Wiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, ok := r.plain.(*sparkplug.Sink)
-	if !ok || r.tx != nil {
-		t.Fatalf("sink runner: plain %T, tx %T; want a *sparkplug.Sink as its plain sink", r.plain, r.tx)
+	tx, ok := r.tx.(sparkplugTx)
+	if !ok || r.plain != nil {
+		t.Fatalf("sink runner: plain %T, tx %T; want the Sparkplug sink as its transactional sink", r.plain, r.tx)
 	}
+	sk := tx.Sink
 	var out bytes.Buffer
 	df.metrics.WritePrometheus(&out)
 	for _, line := range []string{`eddy_sparkplug_born{sink="scada"} 0`, `eddy_sparkplug_held{sink="scada"} 0`, `eddy_sparkplug_dropped_total{sink="scada"} 0`} {

@@ -9,7 +9,7 @@ import (
 // Disk components: where the bytes under one disk budget go.
 const (
 	DiskIngest      = "ingest"      // the ingest logs of MQTT and simulator sources
-	DiskWAL         = "wal"         // the write-ahead logs of exactly_once MQTT sinks
+	DiskWAL         = "wal"         // the write-ahead logs of exactly_once MQTT sinks and of Sparkplug sinks
 	DiskCheckpoints = "checkpoints" // completed checkpoints and savepoints
 	DiskState       = "state"       // the bbolt working files
 	DiskSink        = "sink"        // file sinks' output
@@ -29,7 +29,7 @@ type DiskShare struct {
 // DiskShares lists the bounds the configuration sets on disk use: one ingest
 // log per MQTT or simulator source a pipeline reads (ingest max_disk each),
 // one WAL per exactly_once MQTT sink a pipeline writes to (its buffer
-// max_disk), and the state files of the windowed pipelines together (state
+// max_disk) and one log per Sparkplug sink (its buffer max_disk), and the state files of the windowed pipelines together (state
 // max_size) when the backend is bbolt. Checkpoints and file sinks have no
 // bound of their own: they take what the budget leaves.
 func (c *Config) DiskShares() []DiskShare {
@@ -43,6 +43,12 @@ func (c *Config) DiskShares() []DiskShare {
 		out = append(out, DiskShare{Component: DiskIngest, Name: ref.Source.Name, Bytes: c.Ingest.MaxDiskBytes, Setting: "ingest { max_disk }"})
 	}
 	walled := func(ref *SinkRef) {
+		if ref != nil && ref.Sink != nil && ref.Sink.Sparkplug != nil && !seen["sink."+ref.Sink.Name] {
+			seen["sink."+ref.Sink.Name] = true
+			out = append(out, DiskShare{Component: DiskWAL, Name: ref.Sink.Name, Bytes: ref.Sink.Sparkplug.Buffer.MaxDiskBytes,
+				Setting: fmt.Sprintf("sink \"sparkplug\" %q { buffer { max_disk } }", ref.Sink.Name)})
+			return
+		}
 		if ref == nil || ref.Sink == nil || seen["sink."+ref.Sink.Name] || ref.Sink.MQTT == nil || ref.Sink.MQTT.Delivery != ExactlyOnce {
 			return
 		}

@@ -95,6 +95,7 @@ func (l Loader) Parse(src []byte, filename string) (*Config, hcl.Diagnostics) {
 	}
 	cfg.Sources = d.decodeSources(blocks["source"], cfg.Broker)
 	cfg.Sinks = d.decodeSinks(blocks["sink"], cfg.Broker)
+	d.checkSparkplugNodes(cfg.Sinks, cfg.Agent.DeviceID)
 	cfg.State = d.decodeState(d.single(content.Blocks, "state"))
 	cfg.Checkpoint = d.decodeCheckpoint(d.single(content.Blocks, "checkpoint"))
 	if b := d.single(content.Blocks, "upload"); b != nil {

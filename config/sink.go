@@ -55,9 +55,18 @@ type SparkplugSink struct {
 	ClientID           string
 	Username, Password string
 	TLS                *TLS
-	// ProtocolVersion is 4 (MQTT 3.1.1), the only one: the sink connects
-	// through paho.
+	// ProtocolVersion is 5 (MQTT 5, the default, falling back to 3.1.1 for
+	// the run when the broker refuses it) or 4 (MQTT 3.1.1). ws:// and
+	// wss:// brokers get 3.1.1.
 	ProtocolVersion int
+	// Buffer bounds the log of results held while the node is not born;
+	// only max_disk applies (when full the oldest are dropped, counted).
+	Buffer Buffer
+	// MaxDevices bounds the node's devices (keys); default 10,000.
+	MaxDevices int
+	// idRange and clientRange are where the node's id and the client id
+	// are set: edge_node_id and client_id, or the block.
+	idRange, clientRange hcl.Range
 }
 
 // MQTTSink publishes results upstream through the WAL.
@@ -394,7 +403,8 @@ func (d *decoder) checkTopicLevels(rng hcl.Range, topic string, max int) {
 }
 
 func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker) *SparkplugSink {
-	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version"}, tlsBlock)
+	a, c := d.content(b, []string{"broker", "group_id", "edge_node_id", "primary_host_id", "client_id", "username", "password", "protocol_version", "max_devices"}, tlsBlock,
+		hcl.BlockHeaderSchema{Type: "buffer"})
 	a.require("broker", "group_id")
 	m := &SparkplugSink{
 		Broker:          a.str("broker", noVars, ""),
@@ -405,7 +415,27 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		Username:        a.str("username", noVars, ""),
 		Password:        a.str("password", noVars, ""),
 		TLS:             d.decodeTLS(c.Blocks, false),
-		ProtocolVersion: 4,
+		ProtocolVersion: 5,
+		Buffer:          Buffer{MaxDiskBytes: 512 << 20, WhenFull: "drop_oldest"},
+		idRange:         b.DefRange,
+		clientRange:     b.DefRange,
+		MaxDevices:      int(a.integer("max_devices", 10000, 1, 1000000)),
+	}
+	if a.has("edge_node_id") {
+		m.idRange = a.rangeOf("edge_node_id")
+	}
+	if a.has("client_id") {
+		m.clientRange = a.rangeOf("client_id")
+	}
+	if bb := d.single(c.Blocks, "buffer"); bb != nil {
+		ba, _ := d.content(bb, []string{"max_disk", "when_full"})
+		m.Buffer.MaxDiskBytes = ba.size("max_disk", m.Buffer.MaxDiskBytes)
+		if ba.has("max_disk") && m.Buffer.MaxDiskBytes < 1<<20 {
+			d.errorf(ba.rangeOf("max_disk"), "Value out of range", "\"max_disk\" must be at least 1MiB.")
+		}
+		// No "block": a node that stops its pipelines while a host is away
+		// would stop the other sinks' results too.
+		m.Buffer.WhenFull = ba.enum("when_full", []string{"drop_oldest"}, m.Buffer.WhenFull)
 	}
 	for _, id := range []struct{ attr, value string }{{"group_id", m.GroupID}, {"edge_node_id", m.EdgeNodeID}, {"primary_host_id", m.PrimaryHostID}} {
 		if !a.has(id.attr) {
@@ -417,10 +447,13 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		}
 	}
 	if a.has("protocol_version") {
-		if f, ok := a.number("protocol_version", "4"); ok {
-			if n, acc := f.Int64(); !f.IsInt() || acc != 0 || n != 4 {
-				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
-					"The Sparkplug sink speaks MQTT 3.1.1 (protocol_version = 4), which Sparkplug B 3.0 requires every broker and host to support; got %s. Remove protocol_version or set it to 4.", f.Text('g', 10))
+		if f, ok := a.number("protocol_version", "5"); ok {
+			n, acc := f.Int64()
+			if !f.IsInt() || acc != 0 || (n != 4 && n != 5) {
+				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported",
+					"The Sparkplug sink speaks MQTT 5 (protocol_version = 5, the default: 3.1.1 when the broker refuses 5) or MQTT 3.1.1 (4), which Sparkplug B 3.0 requires every broker and host to support; got %s.", f.Text('g', 10))
+			} else {
+				m.ProtocolVersion = int(n)
 			}
 		}
 	}
@@ -429,6 +462,47 @@ func (d *decoder) decodeSparkplugSink(b *hcl.Block, name string, broker *Broker)
 		d.warnEmbeddedCredentials(a, m.TLS)
 	}
 	return m
+}
+
+// checkSparkplugNodes refuses two Sparkplug sinks that are one edge node
+// (the same group and node id, ${device_id} filled in) on one broker:
+// each one's CONNECT would end the other's session, and the births and
+// deaths of the two would interleave under one name, as a host sees it.
+// A Sparkplug sink's client id taken by another sink on its broker is
+// refused for the same reason.
+func (d *decoder) checkSparkplugNodes(sinks []*Sink, deviceID string) {
+	type node struct{ broker, group, id string }
+	seen := map[node]*Sink{}
+	vars := map[string]string{"device_id": deviceID}
+	brokerKey := func(b string) string { return strings.TrimSuffix(strings.ToLower(b), "/") }
+	clients := map[[2]string]*Sink{}
+	for _, s := range sinks {
+		if s.MQTT != nil {
+			clients[[2]string{brokerKey(s.MQTT.Broker), Expand(s.MQTT.ClientID, vars)}] = s
+		}
+	}
+	for _, s := range sinks {
+		m := s.Sparkplug
+		if m == nil {
+			continue
+		}
+		ck := [2]string{brokerKey(m.Broker), Expand(m.ClientID, vars)}
+		if prev := clients[ck]; prev != nil {
+			d.errorf(m.clientRange, "Duplicate MQTT client id",
+				"sink.%s.%s (%s) already connects to %s as %q: a broker keeps one connection per client id and closes the other, so the two would end each other's sessions. Give this sink its own client_id, e.g. client_id = \"eddy-${device_id}-%s\".",
+				prev.Type, prev.Name, prev.DeclRange, m.Broker, ck[1], s.Name)
+		} else {
+			clients[ck] = s
+		}
+		k := node{brokerKey(m.Broker), m.GroupID, Expand(m.EdgeNodeID, vars)}
+		if prev := seen[k]; prev != nil {
+			d.errorf(m.idRange, "Duplicate Sparkplug edge node",
+				"sink.sparkplug.%s (%s) is already edge node %q of group %q on %s: two sinks with one node id steal each other's session, and a host cannot tell their births and deaths apart. Give this sink its own edge_node_id, e.g. edge_node_id = \"%s-%s\".",
+				prev.Name, prev.DeclRange, k.id, k.group, m.Broker, k.id, s.Name)
+			continue
+		}
+		seen[k] = s
+	}
 }
 
 // sparkplugIDProblem says why id cannot be a Sparkplug group, node or

@@ -3,12 +3,16 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/eddy-edge/eddy/agent/probe"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
@@ -180,6 +184,72 @@ func TestProbe_Usage(t *testing.T) {
 		out, code := runProbe(t, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("eddy probe %v: exit %d, want %d; output lacks %q?\n%s", tc.args, code, tc.code, tc.want, out)
+		}
+	}
+}
+
+// probeSparkplugConfig has a Sparkplug sink on %BROKER% whose births wait
+// for primary host scada-1.
+const probeSparkplugConfig = `
+agent {
+  device_id = "gw-probe"
+  data_dir  = "%DATA%"
+}
+source "file" "in" { path = "in.jsonl" }
+sink "sparkplug" "scada" {
+  broker          = "%BROKER%"
+  group_id        = "plant1"
+  primary_host_id = "scada-1"
+}
+pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" { size = "1m" }
+  aggregate { n = count() }
+  to = [sink.sparkplug.scada]
+}
+`
+
+// TestProbe_SparkplugSink: `eddy probe upstream` covers a Sparkplug sink:
+// it connects as the node would, reads what mosquitto announces in MQTT 5,
+// sees the subscriptions granted at QoS 1 and the primary host's retained
+// STATE, first offline (a warning: the births would wait), then online.
+func TestProbe_SparkplugSink(t *testing.T) {
+	b := mosquitto.Start(t)
+	host := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("scada-1"))
+	if tok := host.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer host.Disconnect(100)
+	cfg := writeConfig(t, t.TempDir(), probeSparkplugConfig, "%BROKER%", b.URL())
+	for _, tc := range []struct {
+		online bool
+		state  string
+		level  probe.Level
+	}{{false, "offline", probe.Warn}, {true, "online", probe.OK}} {
+		payload := fmt.Sprintf(`{"online":%v,"timestamp":%d}`, tc.online, time.Now().UnixMilli())
+		if tok := host.Publish("spBv1.0/STATE/scada-1", 1, true, payload); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		out, code := runProbe(t, "upstream", "-c", cfg, "--sink", "scada", "--json")
+		if code != 0 {
+			t.Fatalf("exit %d, want 0 (fit):\n%s", code, out)
+		}
+		r := probeReport(t, out)
+		if len(r.Sparkplugs) != 1 || !r.Fit {
+			t.Fatalf("report: %s", out)
+		}
+		o := r.Sparkplugs[0].Observed
+		if o.Announced == nil || o.Announced.ReceiveMaximum == 0 || o.Announced.MaximumQoS != 2 {
+			t.Errorf("announced %+v; want mosquitto's MQTT 5 receive maximum and maximum QoS 2", o.Announced)
+		}
+		if o.Granted["spBv1.0/plant1/NCMD/gw-probe"] != 1 || o.Granted["spBv1.0/STATE/scada-1"] != 1 || o.HostState != tc.state {
+			t.Errorf("granted %v, host state %q; want QoS 1 on both, %q", o.Granted, o.HostState, tc.state)
+		}
+		if !slices.ContainsFunc(r.Sparkplugs[0].Findings, func(f probe.Finding) bool {
+			return f.Level == tc.level && strings.Contains(f.Text, "primary host scada-1")
+		}) {
+			t.Errorf("no %s finding on the primary host: %+v", tc.level, r.Sparkplugs[0].Findings)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -359,6 +360,27 @@ func publishWindow(t *testing.T, c paho.Client, device string, start int64) {
 	}
 }
 
+// startSparkplugEdge starts the sensors' broker, the Sparkplug broker
+// (queueing QoS 0 for the host's persistent session), a host subscribed
+// to the namespace, a sensor publisher and the agent (sparkplugMQTTConfig
+// in dir), and waits for its first NBIRTH and its source's connection.
+func startSparkplugEdge(t *testing.T) (up *mosquitto.Broker, host *sparkplugHost, pub paho.Client, p *eddyProc, dir string) {
+	t.Helper()
+	sensors := mosquitto.Start(t)
+	up = mosquitto.Start(t, mosquitto.Conf("queue_qos0_messages true"))
+	host = newSparkplugHost(t, up.URL())
+	pub = paho.NewClient(paho.NewClientOptions().AddBroker(sensors.URL()).SetClientID("sensor-pub"))
+	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	t.Cleanup(func() { pub.Disconnect(100) })
+	dir = t.TempDir()
+	p = startAgent(t, dir, sparkplugMQTTConfig, "%SENSORS%", sensors.URL(), "%UPSTREAM%", up.URL())
+	await.True(t, 30*time.Second, "the first NBIRTH", func() bool { return host.count("NBIRTH") >= 1 })
+	await.True(t, 30*time.Second, "the source connected", func() bool { return p.connected(t, "sensors") })
+	return up, host, pub, p, dir
+}
+
 // TestSparkplug_RebirthKillAndOutage: a running agent, as edge node
 // line-gw-7, answers a host's NCMD Node Control/Rebirth (encoded by
 // sparkplug-payload) with NBIRTH and DBIRTH under the same bdSeq; keeps
@@ -368,18 +390,7 @@ func publishWindow(t *testing.T, c paho.Client, device string, start int64) {
 // current bdSeq. A restart takes the next bdSeq.
 func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
 	t.Parallel()
-	sensors := mosquitto.Start(t)
-	up := mosquitto.Start(t, mosquitto.Conf("queue_qos0_messages true"))
-	host := newSparkplugHost(t, up.URL())
-	pub := paho.NewClient(paho.NewClientOptions().AddBroker(sensors.URL()).SetClientID("sensor-pub"))
-	if tok := pub.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	defer pub.Disconnect(100)
-	dir := t.TempDir()
-	p := startAgent(t, dir, sparkplugMQTTConfig, "%SENSORS%", sensors.URL(), "%UPSTREAM%", up.URL())
-	await.True(t, 30*time.Second, "the first NBIRTH", func() bool { return host.count("NBIRTH") >= 1 })
-	await.True(t, 30*time.Second, "the source connected", func() bool { return p.connected(t, "sensors") })
+	up, host, pub, p, dir := startSparkplugEdge(t)
 
 	const base = int64(1_700_000_000_000)
 	publishWindow(t, pub, "dev-1", base)
@@ -485,3 +496,90 @@ func TestSparkplug_RebirthKillAndOutage(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSparkplug_OutageKillReplay: the node speaks MQTT 5 to mosquitto;
+// windows that fire while the Sparkplug broker is down are kept in the sink's log on disk: a SIGKILL of the
+// agent during the outage loses none, and after the restart (the broker
+// still down) and the broker's return they reach the host after the next
+// births, in order, flagged is_historical, each once.
+func TestSparkplug_OutageKillReplay(t *testing.T) {
+	t.Parallel()
+	up, host, pub, p, dir := startSparkplugEdge(t)
+	// A reading of another device inside the current window: new input for
+	// a checkpoint, no window fired.
+	nudge := func(ts int64) func() {
+		return func() {
+			if tok := pub.Publish("sensors/nudge", 1, false, fmt.Sprintf(`{"device":"nudge","ts":%d,"v":0}`, ts)); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+				t.Fatalf("publish: %v", tok.Error())
+			}
+		}
+	}
+
+	const base = int64(1_700_000_000_000)
+	publishWindow(t, pub, "dev-1", base)
+	publishWindow(t, pub, "dev-1", base+10000)
+	await.True(t, 30*time.Second, "the live DDATA", func() bool { return host.count("DDATA") >= 1 })
+	p.waitCheckpointAfter(t, 30*time.Second, nudge(base+10500))
+	if v := metricValue(t, p.admin, `eddy_sparkplug_protocol_version{sink="scada"}`); v != 5 {
+		t.Errorf("the node speaks MQTT %v to mosquitto, want 5 (the default)", v)
+	}
+
+	up.Stop()
+	await.True(t, 30*time.Second, "the node not born", func() bool {
+		return metricValue(t, p.admin, `eddy_sparkplug_born{sink="scada"}`) == 0
+	})
+	publishWindow(t, pub, "dev-1", base+20000)
+	publishWindow(t, pub, "dev-1", base+30000)
+	await.True(t, 30*time.Second, "the windows of the outage held", func() bool {
+		return metricValue(t, p.admin, `eddy_sparkplug_held{sink="scada"}`) >= 2
+	})
+	// A checkpoint covers them: the restart does not compute them again,
+	// so what comes back is what the log kept.
+	p.waitCheckpointAfter(t, 30*time.Second, nudge(base+30500))
+	p.kill()
+
+	admin := p.admin
+	p = startEddy(t, "run", "-c", filepath.Join(dir, "agent.hcl"))
+	p.admin = admin
+	await.True(t, 30*time.Second, "the held windows read back after the restart", func() bool {
+		return metricValue(t, p.admin, `eddy_sparkplug_held{sink="scada"}`) >= 2
+	})
+	if !p.logContains("results kept from an earlier run") {
+		t.Errorf("the restart did not read held results back from the log:\n%s", p.output())
+	}
+	up.Restart()
+	key := func(start int64) string { return fmt.Sprintf("dev-1/%v-%v", float64(start), float64(start+10000)) }
+	await.True(t, 60*time.Second, "the windows of the outage after the restart", func() bool {
+		if host.count("DDATA") < 3 {
+			return false
+		}
+		got, _, _, _, _ := sparkplugSession(t, host.decoded(t), 10000)
+		return got[key(base+10000)] != "" && got[key(base+20000)] != ""
+	})
+	p.stop(os.Interrupt, 30*time.Second)
+
+	got, hist, births, _, repeats := sparkplugSession(t, host.decoded(t), 10000)
+	if repeats > 0 {
+		t.Errorf("%d windows published more than once", repeats)
+	}
+	if len(births) != 2 {
+		t.Errorf("NBIRTH bdSeqs %v, want two: the start's and the restart's", births)
+	}
+	for i, start := range []int64{base, base + 10000, base + 20000} {
+		if got[key(start)] != "n=10 sum=55" {
+			t.Errorf("window %s: %q, want n=10 sum=55", key(start), got[key(start)])
+		}
+		if want := i > 0; hist[key(start)] != want {
+			t.Errorf("window %s: historical %v, want %v", key(start), hist[key(start)], want)
+		}
+	}
+	var order []float64
+	for _, m := range host.decoded(t) {
+		if strings.Contains(m.topic, "/DDATA/dev-1") {
+			order = append(order, jsNumber(t, m.payload.Metrics[0].Timestamp))
+		}
+	}
+	if !slices.IsSorted(order) {
+		t.Errorf("DDATA window ends out of order: %v", order)
+	}
+}

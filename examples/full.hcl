@@ -244,11 +244,19 @@ sink "sparkplug" "scada" {
   edge_node_id    = "${device_id}" # the default
   primary_host_id = "scada-1" # default none: births as soon as connected
   client_id       = "eddy-${device_id}-scada"
-  protocol_version = 4 # MQTT 3.1.1, the only one here
+  protocol_version = 5 # the default: MQTT 5, 3.1.1 when the broker refuses it; 4 = MQTT 3.1.1
+  max_devices     = 10000 # the default: results of further keys are not published, counted
   username        = "gateway"
   password        = env("EDDY_SCADA_PASSWORD", "")
   tls {
     ca = "" # default: the system roots
+  }
+  # Results kept while the broker or the primary host is away, on disk
+  # (data_dir/sparkplug/scada.wal) across restarts, published after the
+  # next births as historical.
+  buffer {
+    max_disk  = "512MiB" # the default
+    when_full = "drop_oldest" # the only choice: the oldest are dropped, counted
   }
 }
 

@@ -72,8 +72,8 @@ type Meter struct {
 	log   *slog.Logger // never nil
 }
 
-// NewMeter returns a meter of the components under dataDir (ingest/, wal/,
-// checkpoints/, state/) and of the file sinks' outputs sinkPaths (absolute:
+// NewMeter returns a meter of the components under dataDir (ingest/, wal/
+// and sparkplug/, checkpoints/, state/) and of the file sinks' outputs sinkPaths (absolute:
 // a file, with its rotated copies, or an exactly_once sink's directory),
 // which reads file systems with statfs (FileSystemStats, but in tests).
 // holds, if not nil, gets the BudgetPlace hold; log (nil: nothing is
@@ -86,7 +86,7 @@ func NewMeter(dataDir string, sinkPaths []string, statfs func(string) (Stats, er
 	return &Meter{dataDir: dataDir, statfs: statfs, usage: make([]atomic.Int64, len(components)), holds: holds, log: log,
 		paths: [][]string{
 			{filepath.Join(dataDir, "ingest")},
-			{filepath.Join(dataDir, "wal")},
+			{filepath.Join(dataDir, "wal"), filepath.Join(dataDir, "sparkplug")}, // the Sparkplug sinks' logs too
 			{filepath.Join(dataDir, "checkpoints")},
 			{filepath.Join(dataDir, "state")},
 			sinkPaths,

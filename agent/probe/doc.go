@@ -37,6 +37,14 @@
 //     without delivery a broker that drops it (mosquitto's ACL). Consumers
 //     of that topic see this one message.
 //
+// # Upstream (a sink "sparkplug")
+//
+// ProbeSparkplug connects as the node does (MQTT 3.1.1, client id with
+// "-probe", clean session, no will), publishes nothing, subscribes to the
+// node's NCMD and the primary host's STATE, reads the host's retained
+// STATE, and asks what the broker announces on an MQTT 5 connection
+// (walsink.ProbeAnnounced). DecideSparkplug judges it.
+//
 // # Sources (a source "mqtt")
 //
 // With connections = N > 1, N connections subscribe as the source's do but

@@ -12,8 +12,10 @@ import (
 type Report struct {
 	DeviceID  string            `json:"device_id"`
 	Upstreams []*UpstreamResult `json:"upstreams,omitempty"`
-	Sources   []*SourceResult   `json:"sources,omitempty"`
-	Skipped   []string          `json:"skipped,omitempty"`
+	// Sparkplugs are the sink "sparkplug" blocks, probed with upstream.
+	Sparkplugs []*SparkplugResult `json:"sparkplug_sinks,omitempty"`
+	Sources    []*SourceResult    `json:"sources,omitempty"`
+	Skipped    []string           `json:"skipped,omitempty"`
 	// Errors are the blocks that could not be probed at all.
 	Errors []NamedError `json:"errors,omitempty"`
 	// Fit: every block probed and no finding is a Fail.
@@ -34,6 +36,9 @@ func (r *Report) Finish() {
 	}
 	for _, s := range r.Sources {
 		r.Fit = r.Fit && Fit(s.Verdict.Findings)
+	}
+	for _, s := range r.Sparkplugs {
+		r.Fit = r.Fit && Fit(s.Findings)
 	}
 }
 
@@ -67,6 +72,14 @@ func (r *Report) WriteText(w io.Writer) {
 		for _, a := range v.Advice {
 			fmt.Fprintf(w, "  broker:       %s\n", a)
 		}
+	}
+	for _, s := range r.Sparkplugs {
+		fmt.Fprintf(w, "sink %q (Sparkplug node %s): %s\n", s.Sink, s.Node, s.Broker)
+		if a := s.Observed.Announced; a != nil {
+			fmt.Fprintf(w, "  MQTT 5 CONNACK: receive maximum %d, maximum QoS %d, maximum packet size %d, retain available %v\n",
+				a.ReceiveMaximum, a.MaximumQoS, a.MaximumPacketSize, !a.RetainUnavailable)
+		}
+		writeFindings(w, s.Findings)
 	}
 	for _, s := range r.Sources {
 		o := s.Observed

@@ -11,32 +11,31 @@ import (
 func Run(ctx context.Context, plan *Plan, upstream bool, name string) (rep *Report, found bool) {
 	rep = &Report{DeviceID: plan.DeviceID, Skipped: plan.Skipped}
 	if upstream {
-		for _, u := range plan.Upstreams {
-			if name != "" && u.Sink != name {
-				continue
-			}
-			found = true
-			res, err := ProbeUpstream(ctx, u)
-			if err != nil {
-				rep.Errors = append(rep.Errors, NamedError{Name: fmt.Sprintf("sink %q", u.Sink), Error: err.Error()})
-				continue
-			}
-			rep.Upstreams = append(rep.Upstreams, res)
-		}
+		rep.Upstreams = probeEach(ctx, rep, "sink", name, plan.Upstreams, func(u Upstream) string { return u.Sink }, ProbeUpstream, &found)
+		rep.Sparkplugs = probeEach(ctx, rep, "sink", name, plan.Sparkplugs, func(s Sparkplug) string { return s.Sink }, ProbeSparkplug, &found)
 	} else {
-		for _, s := range plan.Sources {
-			if name != "" && s.Source != name {
-				continue
-			}
-			found = true
-			res, err := ProbeSource(ctx, s)
-			if err != nil {
-				rep.Errors = append(rep.Errors, NamedError{Name: fmt.Sprintf("source %q", s.Source), Error: err.Error()})
-				continue
-			}
-			rep.Sources = append(rep.Sources, res)
-		}
+		rep.Sources = probeEach(ctx, rep, "source", name, plan.Sources, func(s Source) string { return s.Source }, ProbeSource, &found)
 	}
 	rep.Finish()
 	return rep, found
+}
+
+// probeEach probes the blocks (only the one called name when it is set)
+// and returns their results; a block it cannot measure goes to rep.Errors.
+func probeEach[B, R any](ctx context.Context, rep *Report, kind, name string, blocks []B, nameOf func(B) string,
+	probe func(context.Context, B) (R, error), found *bool) []R {
+	var out []R
+	for _, b := range blocks {
+		if name != "" && nameOf(b) != name {
+			continue
+		}
+		*found = true
+		res, err := probe(ctx, b)
+		if err != nil {
+			rep.Errors = append(rep.Errors, NamedError{Name: fmt.Sprintf("%s %q", kind, nameOf(b)), Error: err.Error()})
+			continue
+		}
+		out = append(out, res)
+	}
+	return out
 }

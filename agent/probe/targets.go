@@ -12,12 +12,13 @@ import (
 	"github.com/eddy-edge/eddy/operators/record"
 )
 
-// Plan is what a configuration gives the probe: its MQTT sinks and sources
-// on external brokers, with the endpoints the agent would use.
+// Plan is what a configuration gives the probe: its MQTT and Sparkplug
+// sinks and MQTT sources on external brokers, with the endpoints the agent would use.
 type Plan struct {
-	DeviceID  string
-	Upstreams []Upstream
-	Sources   []Source
+	DeviceID   string
+	Upstreams  []Upstream
+	Sparkplugs []Sparkplug
+	Sources    []Source
 	// Skipped names blocks the probe leaves alone, with why.
 	Skipped []string
 }
@@ -35,18 +36,30 @@ func Load(path string) (*Plan, error) {
 	}
 	vars := map[string]string{"device_id": id}
 	p := &Plan{DeviceID: id}
+	// endpoint is the endpoint of block what on broker; ok is false when
+	// the probe leaves it alone (noted in Skipped).
+	endpoint := func(what, broker, clientID, user, password string, t *config.TLS) (_ Endpoint, ok bool, _ error) {
+		if why := unprobeable(broker); why != "" {
+			p.Skipped = append(p.Skipped, what+": "+why)
+			return Endpoint{}, false, nil
+		}
+		tc, err := identity.ClientTLS(t)
+		if err != nil {
+			return Endpoint{}, false, fmt.Errorf("%s: %w", what, err)
+		}
+		return Endpoint{Broker: broker, ClientID: config.Expand(clientID, vars), Username: user, Password: password, TLS: tc}, true, nil
+	}
 	for _, s := range cfg.Sinks {
 		m := s.MQTT
 		if m == nil {
 			continue
 		}
-		if why := unprobeable(m.Broker); why != "" {
-			p.Skipped = append(p.Skipped, fmt.Sprintf("sink %q: %s", s.Name, why))
-			continue
-		}
-		tc, err := identity.ClientTLS(m.TLS)
+		ep, ok, err := endpoint(fmt.Sprintf("sink %q", s.Name), m.Broker, m.ClientID, m.Username, m.Password, m.TLS)
 		if err != nil {
-			return nil, fmt.Errorf("sink %q: %w", s.Name, err)
+			return nil, err
+		}
+		if !ok {
+			continue
 		}
 		qos := m.QoS
 		if !m.UsesWAL() {
@@ -58,31 +71,42 @@ func Load(path string) (*Plan, error) {
 		}
 		p.Upstreams = append(p.Upstreams, Upstream{
 			Sink: s.Name, DeviceID: id, Topic: topic,
-			Endpoint: Endpoint{Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Username: m.Username, Password: m.Password, TLS: tc},
+			Endpoint: ep,
 			Config:   UpstreamConfig{QoS: qos, MaxInflight: m.MaxInflight, MaxPayload: m.MaxPayload},
 		})
+	}
+	for _, s := range cfg.Sinks {
+		m := s.Sparkplug
+		if m == nil {
+			continue
+		}
+		ep, ok, err := endpoint(fmt.Sprintf("sink %q", s.Name), m.Broker, m.ClientID, m.Username, m.Password, m.TLS)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.Sparkplugs = append(p.Sparkplugs, Sparkplug{Sink: s.Name, Group: m.GroupID, Node: config.Expand(m.EdgeNodeID, vars), PrimaryHost: m.PrimaryHostID, Endpoint: ep})
+		}
 	}
 	for _, s := range cfg.Sources {
 		m := s.MQTT
 		if m == nil {
 			continue
 		}
-		if why := unprobeable(m.Broker); why != "" {
-			p.Skipped = append(p.Skipped, fmt.Sprintf("source %q: %s", s.Name, why))
-			continue
-		}
-		tc, err := identity.ClientTLS(m.TLS)
+		ep, ok, err := endpoint(fmt.Sprintf("source %q", s.Name), m.Broker, m.ClientID, m.Username, m.Password, m.TLS)
 		if err != nil {
-			return nil, fmt.Errorf("source %q: %w", s.Name, err)
+			return nil, err
+		}
+		if !ok {
+			continue
 		}
 		filters := make([]string, len(m.Topics))
 		for i, t := range m.Topics {
 			filters[i] = config.Expand(t, vars)
 		}
-		cid := config.Expand(m.ClientID, vars)
 		p.Sources = append(p.Sources, Source{
-			Source: s.Name, Filters: filters, QoS: m.QoS, Connections: max(m.Connections, 1), Group: SharedGroup(cid),
-			Endpoint: Endpoint{Broker: m.Broker, ClientID: cid, Username: m.Username, Password: m.Password, TLS: tc},
+			Source: s.Name, Filters: filters, QoS: m.QoS, Connections: max(m.Connections, 1), Group: SharedGroup(ep.ClientID),
+			Endpoint: ep,
 		})
 	}
 	return p, nil

@@ -57,15 +57,24 @@
 // # The sink
 //
 // Sink is Node over MQTT: window results in (record.Item), the node's
-// messages out through paho, one client per connection so that each
-// CONNECT registers the NDEATH of its own bdSeq (NextBdSeq) as its will. A
+// messages out through one connection at a time, MQTT 5 (link5, on mochi's
+// packets codec) or MQTT 3.1.1 (paho, one client per connection), so that
+// each CONNECT registers the NDEATH of its own bdSeq (NextBdSeq) as its
+// will; a broker that refuses 5 gets 3.1.1 for the rest of the run. A
 // closing sink publishes the NDEATH itself (a clean DISCONNECT drops the
-// will). Results refused while the node is not born are held in memory, in
-// order and bounded, and published after the next births as historical;
-// results that reach it as JSON only (a bounded input's, released at its
-// end) are read back from their JSON. Results are published as they
-// arrive, not after a checkpoint: a restore publishes again what the last
-// checkpoint does not cover (docs/upstream.md states the guarantee).
+// will). Results refused while the node is not born, and all after them
+// until those are out, are held in a write-ahead log of package wal (the
+// WAL sink's segment files, records of this package: store.go), in
+// order, bounded in bytes (the oldest dropped, counted), and read back one
+// at a time (memory does not grow with them) to be published after the
+// next births as historical. The log follows the
+// checkpoint's two-phase commit: appended as results come (WriteEpoch),
+// synced at the barrier (PreCommit), cut back to the restored checkpoint
+// (Recover), so held results survive a crash, held once. Results that
+// reach it as JSON only (a bounded input's, released at its end) are read
+// back from their JSON. Results are published as they arrive, not after a
+// checkpoint: a restore publishes again what the last checkpoint does not
+// cover (docs/upstream.md states the guarantee).
 //
 // # The host's view
 //

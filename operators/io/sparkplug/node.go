@@ -25,6 +25,23 @@ type Config struct {
 	// type); a metric not in it is a Double. Only Double and Int64 are
 	// published: a result's values are float64.
 	Types map[string]DataType
+	// MaxDevices bounds the device table (one device per key, kept for
+	// the node's life: every rebirth repeats its DBIRTH): a result of a
+	// new key beyond it is refused (Admit). 0 means DefaultMaxDevices.
+	MaxDevices int
+}
+
+// DefaultMaxDevices is Config.MaxDevices when unset.
+const DefaultMaxDevices = 10000
+
+// Admit reports whether a result of key can be published: its device is
+// known, or the table has room for it.
+func (n *Node) Admit(key []byte) bool {
+	if len(n.devices) < n.cfg.MaxDevices {
+		return true
+	}
+	_, ok := n.devices[string(key)]
+	return ok
 }
 
 // ActionKind is what the caller of a Node must do.
@@ -103,6 +120,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if why := ValidID(cfg.Node); why != "" {
 		return nil, errors.New("sparkplug: edge node id " + strconv.Quote(cfg.Node) + " " + why)
 	}
+	if cfg.MaxDevices <= 0 {
+		cfg.MaxDevices = DefaultMaxDevices
+	}
 	n := &Node{cfg: cfg, devices: map[string]*device{}, nextAlias: 1}
 	if cfg.PrimaryHost != "" {
 		if why := ValidID(cfg.PrimaryHost); why != "" {
@@ -145,7 +165,9 @@ func (n *Node) Connect(bdSeq uint64, nowMs int64) Action {
 func (n *Node) Connected(nowMs int64) []Action {
 	n.connected = true
 	n.begin()
-	if n.state == "" {
+	// The primary host's retained STATE may be taken between the
+	// subscription and this call.
+	if n.state == "" || n.hostOnline {
 		n.births(nowMs)
 	}
 	return n.finish()
@@ -232,8 +254,9 @@ func (n *Node) Command(payload []byte, nowMs int64) ([]Action, error) {
 // Result publishes one result of key: names[i] = values[i], measured at
 // tsMs (Unix ms); historical marks data that was kept while the node was
 // offline. It returns false, and no actions, while the births are not out:
-// the caller keeps the result and sends it later as historical. names and
-// values are not kept past the call.
+// the caller keeps the result and sends it later as historical. A result
+// Admit refuses gets no actions and true: the caller checks Admit first.
+// names and values are not kept past the call.
 func (n *Node) Result(key []byte, names []string, values []float64, tsMs int64, historical bool, nowMs int64) ([]Action, bool) {
 	if !n.born {
 		return nil, false
@@ -241,6 +264,9 @@ func (n *Node) Result(key []byte, names []string, values []float64, tsMs int64, 
 	n.begin()
 	d := n.devices[string(key)]
 	if d == nil {
+		if len(n.devices) >= n.cfg.MaxDevices {
+			return nil, true
+		}
 		id := DeviceID(key)
 		d = &device{
 			birth: Topic{Type: DBIRTH, Group: n.cfg.Group, Node: n.cfg.Node, Device: id}.String(),

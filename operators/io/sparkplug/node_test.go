@@ -372,3 +372,49 @@ func must(acts []Action, ok bool) []Action {
 	}
 	return acts
 }
+
+// TestNode_MaxDevices: the device table holds at most MaxDevices keys:
+// Admit refuses a new key beyond it and Result publishes nothing for one,
+// while known keys go on, and the next births repeat only the admitted devices.
+func TestNode_MaxDevices(t *testing.T) {
+	n, err := NewNode(Config{Group: "g", Node: "n", MaxDevices: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Connect(0, 1)
+	n.Connected(1)
+	names := []string{"avg"}
+	for i, tc := range []struct {
+		key   string
+		admit bool
+	}{{"a", true}, {"b", true}, {"c", false}, {"a", true}, {"d", false}, {"b", true}} {
+		if got := n.Admit([]byte(tc.key)); got != tc.admit {
+			t.Fatalf("result %d: Admit(%q) = %v, want %v", i, tc.key, got, tc.admit)
+		}
+		acts, ok := n.Result([]byte(tc.key), names, []float64{1}, 10, false, 2)
+		if !ok || (len(acts) > 0) != tc.admit {
+			t.Fatalf("result %d of %q: %d actions, ok %v; want actions only when admitted", i, tc.key, len(acts), ok)
+		}
+	}
+	n.Connect(1, 3)
+	if got := topics(decodeActions(t, n.Connected(3))); strings.Count(got, "DBIRTH") != 2 {
+		t.Errorf("births of the next session:\n%s\nwant the DBIRTHs of the two admitted devices", got)
+	}
+}
+
+// TestNode_HostStateBeforeConnected: the primary host's retained STATE
+// can arrive between the subscription and Connected; the births then go
+// out at Connected rather than wait for the next STATE.
+func TestNode_HostStateBeforeConnected(t *testing.T) {
+	n, err := NewNode(Config{Group: "g", Node: "n", PrimaryHost: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Connect(0, 1)
+	if acts, err := n.HostState([]byte(`{"online":true,"timestamp":5}`), 2); err != nil || len(acts) != 0 {
+		t.Fatalf("STATE before Connected: %d actions, %v; want none yet", len(acts), err)
+	}
+	if got := topics(decodeActions(t, n.Connected(3))); !strings.Contains(got, "NBIRTH") || !n.Born() {
+		t.Errorf("Connected after an online STATE:\n%s\nwant the NBIRTH", got)
+	}
+}

@@ -1,12 +1,14 @@
 package sparkplug
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +32,21 @@ type SinkOptions struct {
 	BdSeqPath string
 	// FS is the file system of BdSeqPath; nil is vfs.Default.
 	FS vfs.FS
-	// MaxHeld bounds the results kept while the births are not out (the
-	// broker or the primary host away); beyond it the oldest are dropped
-	// and counted. 0 means 10,000.
-	MaxHeld int
+	// StoreDir is the directory of the log that keeps the results written
+	// while the births are not out (the broker or the primary host away);
+	// "" is BdSeqPath without its extension, plus ".wal".
+	StoreDir string
+	// MaxStoreBytes bounds that log; when a result would pass it, the
+	// oldest segment's results are dropped and counted. 0 means 512 MiB.
+	MaxStoreBytes int64
+	// ProtocolVersion is 5 (MQTT 5, falling back to 3.1.1 for the rest of
+	// the run when the broker does not speak it) or 4 (MQTT 3.1.1); 0 is
+	// 4. ws:// and wss:// brokers get 3.1.1.
+	ProtocolVersion int
+	// AwaitRecover holds back the results read back from the log until
+	// Recover has discarded those past the restored checkpoint: published
+	// before, a result that replay computes again would go out twice.
+	AwaitRecover bool
 	// MaxRetryInterval caps the backoff between connection attempts, which
 	// starts at 1 s. 0 means 10 s: a host shows the node offline until it
 	// is back, so it retries sooner than the MQTT sink's minute.
@@ -43,29 +56,38 @@ type SinkOptions struct {
 
 // Sink publishes window results as a Sparkplug B edge node: each result's
 // key is a device, its aggregates the device's metrics. It drives a Node
-// over one paho connection at a time, a new client per connection so that
-// each CONNECT registers the NDEATH of its own bdSeq as its will.
+// over one connection at a time, MQTT 5 (link5) or 3.1.1 (a new paho
+// client per connection), so that each CONNECT registers the NDEATH of its
+// own bdSeq as its will.
 //
-// Results written while the births are not out are held in memory, in
-// order, and published after the next births with is_historical set; they
-// do not survive a restart (docs/upstream.md says what that means for the
-// guarantee). Sink is safe for concurrent use.
+// Results written while the births are not out, and all after them until
+// those are out, are kept in a write-ahead log (store), in order, and
+// published after the next births with is_historical set. The log takes
+// part in the checkpoint's two-phase commit (WriteEpoch, PreCommit,
+// Recover), so what a completed checkpoint covers survives a crash and is
+// kept once. Sink is safe for concurrent use.
 type Sink struct {
 	opts    SinkOptions
 	log     *slog.Logger
 	closing chan struct{}
 	done    chan struct{}
 
-	mu     sync.Mutex // guards node, client, lost, held and closed
+	mu     sync.Mutex // guards node, client, lost, store and closed
 	node   *Node
-	client paho.Client
+	client conn   // the current connection's, once its births may go out
 	lost   func() // ends the current connection (once)
-	held   []heldResult
+	store  *store
 	closed bool
+	// recovered: Recover has run, or AwaitRecover is unset.
+	recovered bool
+	// version is the MQTT version of the next connection; only run's
+	// goroutine uses it.
+	version int
 	// decoded reads results that reach the sink as JSON only.
 	decoded resultJSON
 
-	published, historical, dropped atomic.Uint64
+	published, historical, dropped, refused atomic.Uint64
+	protocol                                atomic.Int32 // of the last connection
 
 	// unsent is a bdSeq reserved by NextBdSeq whose CONNECT never went out
 	// (the broker could not be reached): the next attempt takes it, so
@@ -75,26 +97,21 @@ type Sink struct {
 	hasUnsent bool
 }
 
-// heldResult is a result kept while the node is not born.
-type heldResult struct {
-	key    []byte
-	names  []string // the pipeline's aggregate names, which outlive the result
-	values []float64
-	tsMs   int64
-}
-
 // SinkStats counts what a Sink did.
 type SinkStats struct {
 	Published  uint64 // DDATA messages handed to the connection
 	Historical uint64 // of those, held results sent after a (re)birth
-	Dropped    uint64 // held results dropped beyond MaxHeld
+	Dropped    uint64 // held results dropped beyond MaxStoreBytes
+	Refused    uint64 // results of keys beyond Node.MaxDevices, never published
 	Held       int    // results held now
+	HeldBytes  int64  // the size of the log that holds them
 	Born       bool   // the births of the current connection are out
 	BdSeq      uint64 // of the current or last connection
+	Protocol   int    // its MQTT version, 4 or 5; 0 before the first
 }
 
 const (
-	defaultMaxHeld          = 10000
+	defaultMaxStoreBytes    = 512 << 20
 	defaultMaxRetryInterval = 10 * time.Second
 	publishTimeout          = 10 * time.Second
 	disconnectQuiesceMillis = 250
@@ -113,8 +130,11 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.Default
 	}
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = defaultMaxHeld
+	if opts.MaxStoreBytes <= 0 {
+		opts.MaxStoreBytes = defaultMaxStoreBytes
+	}
+	if opts.StoreDir == "" {
+		opts.StoreDir = strings.TrimSuffix(opts.BdSeqPath, filepath.Ext(opts.BdSeqPath)) + ".wal"
 	}
 	if opts.MaxRetryInterval <= 0 {
 		opts.MaxRetryInterval = defaultMaxRetryInterval
@@ -129,7 +149,17 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sink{opts: opts, log: log, node: n, closing: make(chan struct{}), done: make(chan struct{})}
+	st, err := openStore(opts.FS, opts.StoreDir, opts.MaxStoreBytes)
+	if err != nil {
+		return nil, err
+	}
+	if n := st.Len(); n > 0 {
+		log.Info("sparkplug: results kept from an earlier run, to publish as historical after the births", "held", n, "dir", opts.StoreDir)
+	}
+	s := &Sink{opts: opts, log: log, node: n, store: st, recovered: !opts.AwaitRecover, version: 4, closing: make(chan struct{}), done: make(chan struct{})}
+	if opts.ProtocolVersion == 5 && linkable(opts.Broker) {
+		s.version = 5
+	}
 	go s.run()
 	return s, nil
 }
@@ -137,18 +167,24 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 // Stats returns the counters.
 func (s *Sink) Stats() SinkStats {
 	s.mu.Lock()
-	held, born, bd := len(s.held), s.node.Born(), s.node.BdSeq()
+	held, born, bd := s.store.Len(), s.node.Born(), s.node.BdSeq()
 	s.mu.Unlock()
-	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Held: held, Born: born, BdSeq: bd}
+	return SinkStats{Published: s.published.Load(), Historical: s.historical.Load(), Dropped: s.dropped.Load(), Refused: s.refused.Load(),
+		Held: held, HeldBytes: s.store.Bytes(), Born: born, BdSeq: bd, Protocol: int(s.protocol.Load())}
 }
 
 // ErrClosed is returned by a Sink's methods after Close.
 var ErrClosed = errors.New("sparkplug: sink closed")
 
-// Write publishes each result as its device's DDATA (after its DBIRTH),
-// or holds it while the node is not born. It does not wait for the
-// broker: data messages are QoS 0.
-func (s *Sink) Write(items []record.Item) error {
+// Write is WriteEpoch(0, items), for a caller outside the checkpoint
+// protocol.
+func (s *Sink) Write(items []record.Item) error { return s.WriteEpoch(0, items) }
+
+// WriteEpoch publishes each result of epoch (between checkpoints epoch-1
+// and epoch) as its device's DDATA (after its DBIRTH), or appends it to
+// the store while the node is not born or earlier results are still held.
+// It does not wait for the broker: data messages are QoS 0.
+func (s *Sink) WriteEpoch(epoch uint64, items []record.Item) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -165,55 +201,112 @@ func (s *Sink) Write(items []record.Item) error {
 				return err
 			}
 		}
-		if len(s.held) == 0 {
+		if s.store.Len() == 0 {
+			if s.node.Born() && !s.node.Admit(r.Key) {
+				s.refuse(r.Key)
+				continue
+			}
 			if acts, ok := s.node.Result(r.Key, r.Names, r.Values, r.End, false, now); ok {
 				if s.do(acts) {
 					s.published.Add(1)
 					continue
 				}
-				// paho knew the connection was gone before this sink did:
+				// The client knew the connection was gone before this sink did:
 				// keep the result for the next session.
 				s.endSession()
 			}
 		}
-		s.hold(r)
+		s.store.add(epoch, r.Key, r.Names, r.Values, r.End)
 	}
-	return nil
+	n, err := s.store.flush()
+	if n > 0 && s.dropped.Add(uint64(n)) == uint64(n) {
+		s.log.Warn("sparkplug: results held while the node is not born exceed the store's bound: dropping the oldest",
+			"max_bytes", s.opts.MaxStoreBytes, "dir", s.opts.StoreDir)
+	}
+	return err
 }
 
-// hold keeps r for the next births, dropping the oldest beyond MaxHeld.
-func (s *Sink) hold(r *record.Result) {
-	if len(s.held) >= s.opts.MaxHeld {
-		n := copy(s.held, s.held[1:])
-		s.held = s.held[:n]
-		if s.dropped.Add(1) == 1 {
-			s.log.Warn("sparkplug: results held while the node is not born exceed the bound: dropping the oldest", "max_held", s.opts.MaxHeld)
-		}
+// PreCommit makes the results held so far durable: checkpoint epoch,
+// which the caller acknowledges next, covers them.
+func (s *Sink) PreCommit(epoch uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
 	}
-	s.held = append(s.held, heldResult{key: append([]byte(nil), r.Key...), names: r.Names,
-		values: append([]float64(nil), r.Values...), tsMs: r.End})
+	return s.store.sync()
+}
+
+// Commit does nothing: held results are published once the node is born,
+// whether or not their checkpoint has completed (Recover discards those of
+// a checkpoint that never did).
+func (s *Sink) Commit(uint64) error { return nil }
+
+// Recover discards the held results of epochs after last, the checkpoint
+// the run restored: replay computes them again.
+func (s *Sink) Recover(last uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.store.recover(last)
+	if n > 0 {
+		s.log.Info("sparkplug: held results after the restored checkpoint discarded: replay computes them again", "discarded", n, "checkpoint", last)
+	}
+	if err != nil {
+		return err
+	}
+	s.recovered = true
+	s.sendHeld(time.Now().UnixMilli())
+	return nil
 }
 
 // sendHeld publishes the held results as historical once the node is
 // born, oldest first, before anything newer.
 func (s *Sink) sendHeld(now int64) {
-	for len(s.held) > 0 && s.node.Born() {
-		h := &s.held[0]
-		acts, ok := s.node.Result(h.key, h.names, h.values, h.tsMs, true, now)
+	if !s.recovered {
+		return
+	}
+	popped, sent := 0, 0
+	for s.store.Len() > 0 && s.node.Born() {
+		h, key, values, err := s.store.first()
+		if err != nil {
+			s.log.Error("sparkplug: reading a held result back failed: the held results stay in the log", "dir", s.opts.StoreDir, "err", err)
+			break
+		}
+		if !s.node.Admit(key) {
+			s.refuse(key)
+			s.store.pop()
+			popped++
+			continue
+		}
+		acts, ok := s.node.Result(key, h.names, values, h.tsMs, true, now)
 		if !ok {
-			return
+			break
 		}
 		if !s.do(acts) {
 			s.endSession()
-			return
+			break
 		}
-		s.published.Add(1)
-		s.historical.Add(1)
-		s.held[0] = heldResult{}
-		s.held = s.held[1:]
+		s.store.pop()
+		popped++
+		sent++
 	}
-	if len(s.held) == 0 {
-		s.held = nil
+	if popped == 0 {
+		return
+	}
+	s.published.Add(uint64(sent))
+	s.historical.Add(uint64(sent))
+	if err := s.store.published(); err != nil {
+		s.log.Warn("sparkplug: recording published results failed: a restart may publish them again", "err", err)
+	}
+}
+
+// refuse counts a result of a key beyond the device table's bound, which
+// is never published (a host would keep a device per key for good, and
+// every rebirth would repeat them all); the first is logged.
+func (s *Sink) refuse(key []byte) {
+	if s.refused.Add(1) == 1 {
+		s.log.Warn("sparkplug: a result of a new key past the bound of devices per node is not published; later ones are counted in eddy_sparkplug_refused_total",
+			"key", string(key), "max_devices", s.node.cfg.MaxDevices)
 	}
 }
 
@@ -236,14 +329,16 @@ func (s *Sink) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
-	if n := len(s.held); n > 0 {
-		s.log.Warn("sparkplug: results held and never published: the node was not born (broker or primary host away) when the sink closed",
+	if n := s.store.Len(); n > 0 {
+		s.log.Warn("sparkplug: results still held when the sink closed (the node was not born: broker or primary host away); the next start publishes them",
 			"held", n, "broker", s.opts.Broker)
 	}
 	s.mu.Unlock()
 	close(s.closing)
 	<-s.done
-	return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.store.close()
 }
 
 // endSession ends a session whose publish failed: nothing is published
@@ -256,33 +351,65 @@ func (s *Sink) endSession() {
 	}
 }
 
+// conn is one MQTT connection of the sink: paho's (3.1.1) or link5.
+type conn interface {
+	// publish publishes a; it reports false when the connection is
+	// already known gone (the caller keeps the result it was for). A
+	// QoS 1 publish waits for its acknowledgement; one that fails is
+	// logged.
+	publish(a *Action) bool
+}
+
+// pahoConn is a paho client as a conn.
+type pahoConn struct {
+	c   paho.Client
+	log *slog.Logger
+}
+
+func (p pahoConn) publish(a *Action) bool {
+	// paho keeps the payload until it is written; the Node reuses its
+	// buffer at the next call.
+	tok := p.c.Publish(a.Topic, a.QoS, a.Retain, append([]byte(nil), a.Payload...))
+	if a.QoS > 0 {
+		if !tok.WaitTimeout(publishTimeout) || tok.Error() != nil {
+			p.log.Warn("sparkplug: publish failed", "topic", a.Topic, "err", tok.Error())
+		}
+		return true
+	}
+	select {
+	case <-tok.Done():
+		return tok.Error() == nil
+	default:
+	}
+	return true
+}
+
+// link5Conn is a link5 as a conn.
+type link5Conn struct {
+	l   *link5
+	log *slog.Logger
+}
+
+func (c link5Conn) publish(a *Action) bool {
+	err := c.l.publish(a.Topic, a.QoS, a.Retain, a.Payload)
+	if err != nil && a.QoS > 0 {
+		c.log.Warn("sparkplug: publish failed", "topic", a.Topic, "err", err)
+		return true
+	}
+	return err == nil
+}
+
 // do performs a Node's actions on the current connection; s.mu is held.
-// It reports false when a publish failed at once (paho already knows the
-// connection is gone): the caller keeps the result it was for. A QoS 0
-// publish written to a connection that only later proves dead is lost
-// unnoticed, as QoS 0 is.
+// It reports false when a publish failed at once (the client already
+// knows the connection is gone): the caller keeps the result it was for.
+// A QoS 0 publish written to a connection that only later proves dead is
+// lost unnoticed, as QoS 0 is.
 func (s *Sink) do(acts []Action) bool {
-	for _, a := range acts {
-		switch a.Kind {
+	for i := range acts {
+		switch acts[i].Kind {
 		case Publish:
-			if s.client == nil {
+			if s.client == nil || !s.client.publish(&acts[i]) {
 				return false
-			}
-			// paho keeps the payload until it is written; the Node reuses
-			// its buffer at the next call.
-			tok := s.client.Publish(a.Topic, a.QoS, a.Retain, append([]byte(nil), a.Payload...))
-			if a.QoS > 0 {
-				if !tok.WaitTimeout(publishTimeout) || tok.Error() != nil {
-					s.log.Warn("sparkplug: publish failed", "topic", a.Topic, "err", tok.Error())
-				}
-				continue
-			}
-			select {
-			case <-tok.Done():
-				if tok.Error() != nil {
-					return false
-				}
-			default:
 			}
 		case Disconnect:
 			if s.lost != nil {
@@ -336,15 +463,36 @@ func (s *Sink) session() (up bool, err error) {
 		}
 	}
 	s.hasUnsent = false
+	s.mu.Lock()
+	will := s.node.Connect(bd, time.Now().UnixMilli())
+	// The Node reuses its buffer; the will outlives this call.
+	will.Payload = append([]byte(nil), will.Payload...)
+	s.mu.Unlock()
+	if s.version == 5 {
+		up, err = s.session5(bd, will)
+		if !errors.Is(err, errV5Refused) {
+			return up, err
+		}
+		s.version = 4
+		s.log.Warn("sparkplug: the broker does not speak MQTT 5: MQTT 3.1.1 for the rest of the run", "broker", s.opts.Broker, "err", err)
+		// The refused CONNECT registered no will: the 3.1.1 one takes bd.
+		s.mu.Lock()
+		will = s.node.Connect(bd, time.Now().UnixMilli())
+		will.Payload = append([]byte(nil), will.Payload...)
+		s.mu.Unlock()
+	}
+	return s.session4(bd, will)
+}
+
+// session4 serves one MQTT 3.1.1 connection through paho, will (the
+// NDEATH of bd) registered with its CONNECT.
+func (s *Sink) session4(bd uint64, will Action) (up bool, err error) {
 	// Set when the socket could not be opened: no CONNECT (and no will)
 	// went out with bd.
 	var openFailed atomic.Bool
 	lost := make(chan struct{})
 	var once sync.Once
 	end := func() { once.Do(func() { close(lost) }) }
-	s.mu.Lock()
-	will := s.node.Connect(bd, time.Now().UnixMilli())
-	s.mu.Unlock()
 	// Protocol version fixed at 3.1.1: paho would otherwise retry a refused
 	// CONNECT as MQTT 3.1, a second CONNECT with the same bdSeq.
 	o := paho.NewClientOptions().AddBroker(s.opts.Broker).SetClientID(s.opts.ClientID).SetProtocolVersion(4).
@@ -355,12 +503,12 @@ func (s *Sink) session() (up bool, err error) {
 			}
 		}).
 		SetConnectTimeout(publishTimeout).SetWriteTimeout(publishTimeout).
-		SetBinaryWill(will.Topic, append([]byte(nil), will.Payload...), will.QoS, will.Retain).
+		SetBinaryWill(will.Topic, will.Payload, will.QoS, will.Retain).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			s.log.Warn("sparkplug: connection lost", "broker", s.opts.Broker, "err", err)
 			end()
 		}).
-		SetDefaultPublishHandler(s.onMessage)
+		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { s.onMessage(m.Topic(), m.Payload()) })
 	if s.opts.Username != "" {
 		o.SetUsername(s.opts.Username).SetPassword(s.opts.Password)
 	}
@@ -384,11 +532,8 @@ func (s *Sink) session() (up bool, err error) {
 			return
 		default:
 		}
-		s.client, s.lost = c, end
-		now := time.Now().UnixMilli()
-		s.do(s.node.Connected(now))
-		s.sendHeld(now)
-		s.log.Info("sparkplug: connected", "broker", s.opts.Broker, "bdSeq", bd, "born", s.node.Born())
+		s.client, s.lost = pahoConn{c, s.log}, end
+		s.connected(bd, 4)
 	})
 	c := paho.NewClient(o)
 	tok := c.Connect()
@@ -414,7 +559,7 @@ func (s *Sink) session() (up bool, err error) {
 		c.Disconnect(disconnectQuiesceMillis)
 	case <-s.closing:
 		s.mu.Lock()
-		s.client = c
+		s.client = pahoConn{c, s.log}
 		s.do(s.node.Death(time.Now().UnixMilli()))
 		s.client, s.lost = nil, nil
 		s.mu.Unlock()
@@ -423,9 +568,93 @@ func (s *Sink) session() (up bool, err error) {
 	return true, nil
 }
 
+// connected publishes a new connection's births and what is held; s.mu
+// is held.
+func (s *Sink) connected(bd uint64, version int) {
+	s.protocol.Store(int32(version))
+	now := time.Now().UnixMilli()
+	s.do(s.node.Connected(now))
+	s.sendHeld(now)
+	s.log.Info("sparkplug: connected", "broker", s.opts.Broker, "mqtt", version, "bdSeq", bd, "born", s.node.Born())
+}
+
+// session5 serves one MQTT 5 connection (link5), will (the NDEATH of bd)
+// registered with its CONNECT. It returns errV5Refused, having published
+// nothing, from a broker that does not speak 5.
+func (s *Sink) session5(bd uint64, will Action) (up bool, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	l, opened, err := dial5(ctx, &s.opts, will)
+	if err != nil {
+		s.mu.Lock()
+		s.node.Disconnected()
+		s.mu.Unlock()
+		// No CONNECT (and no will) went out with bd: the next attempt
+		// takes it.
+		s.unsent, s.hasUnsent = bd, !opened && !errors.Is(err, errV5Refused)
+		return false, err
+	}
+	// Commands and STATE are taken on a goroutine of their own: taking
+	// one needs s.mu, which a QoS 1 publish waiting for its PUBACK (read
+	// by serve) may hold.
+	msgs := make(chan [2][]byte, 64)
+	go func() {
+		for {
+			select {
+			case m := <-msgs:
+				s.onMessage(string(m[0]), m[1])
+			case <-l.done:
+				return
+			}
+		}
+	}()
+	go l.serve(func(topic string, payload []byte) {
+		select {
+		case msgs <- [2][]byte{[]byte(topic), payload}:
+		case <-l.done:
+		}
+	})
+	lost := make(chan struct{})
+	var once sync.Once
+	end := func() { once.Do(func() { close(lost) }) }
+	if err := l.subscribe(s.node.Subscriptions()); err != nil {
+		s.log.Warn("sparkplug: subscribe failed", "broker", s.opts.Broker, "err", err)
+		end()
+	} else {
+		s.mu.Lock()
+		s.client, s.lost = link5Conn{l, s.log}, end
+		s.connected(bd, 5)
+		s.mu.Unlock()
+	}
+	select {
+	case <-l.done:
+		s.log.Warn("sparkplug: connection lost", "broker", s.opts.Broker, "err", l.err)
+	case <-lost:
+	case <-s.closing:
+		s.mu.Lock()
+		if s.client != nil {
+			s.do(s.node.Death(time.Now().UnixMilli()))
+		}
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	s.node.Disconnected()
+	s.client, s.lost = nil, nil
+	s.mu.Unlock()
+	l.disconnect()
+	return true, nil
+}
+
 // onMessage takes the node's NCMD and the primary host's STATE.
-func (s *Sink) onMessage(_ paho.Client, m paho.Message) {
-	t, err := ParseTopic(m.Topic())
+func (s *Sink) onMessage(topic string, payload []byte) {
+	t, err := ParseTopic(topic)
 	if err != nil {
 		return
 	}
@@ -434,12 +663,12 @@ func (s *Sink) onMessage(_ paho.Client, m paho.Message) {
 	now := time.Now().UnixMilli()
 	var acts []Action
 	if t.Type == STATE {
-		acts, err = s.node.HostState(m.Payload(), now)
+		acts, err = s.node.HostState(payload, now)
 	} else {
-		acts, err = s.node.Command(m.Payload(), now)
+		acts, err = s.node.Command(payload, now)
 	}
 	if err != nil {
-		s.log.Warn("sparkplug: message ignored", "topic", m.Topic(), "err", err)
+		s.log.Warn("sparkplug: message ignored", "topic", topic, "err", err)
 		return
 	}
 	s.do(acts)

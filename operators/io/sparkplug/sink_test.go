@@ -14,6 +14,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/eddy-edge/eddy/operators/record"
+	"github.com/eddy-edge/eddy/scripts/aedes"
 	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
 )
@@ -90,35 +91,44 @@ func result(key string, end int64, v float64) record.Item {
 		Names: []string{"n", "avg"}, Values: []float64{v, v / 2}}}
 }
 
-// TestSink_PrimaryHostAndHeldResults: through mosquitto, a sink with a
-// primary host holds results until the host's STATE says online (beyond
-// MaxHeld the oldest are dropped), then publishes NBIRTH, the DBIRTH and
+// TestSink_PrimaryHostAndHeldResults: through mosquitto, in MQTT 3.1.1
+// and in MQTT 5, a sink with a
+// primary host holds results until the host's STATE says online, then publishes NBIRTH, the DBIRTH and
 // the held results as historical DDATA in order, and later results live;
 // STATE offline ends the session with an NDEATH; the next session (the
 // next bdSeq) waits for online again and sends what was held meanwhile;
 // Close publishes the last session's NDEATH.
 func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
+	for _, version := range []int{4, 5} {
+		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) { testPrimaryHostAndHeldResults(t, version) })
+	}
+}
+
+func testPrimaryHostAndHeldResults(t *testing.T, version int) {
 	b := mosquitto.Start(t)
 	host := newHostApp(t, b.URL(), "plant1")
 	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7", PrimaryHost: "scada-1"},
-		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), MaxHeld: 2})
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Write([]record.Item{result("m1", 60000, 1), result("m1", 120000, 2), result("m1", 180000, 3)}); err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Held != 2 || st.Dropped != 1 || st.Published != 0 {
-		t.Fatalf("before the host is online: %+v; want 2 held, 1 dropped, none published", st)
+	if st := s.Stats(); st.Held != 3 || st.Dropped != 0 || st.Published != 0 {
+		t.Fatalf("before the host is online: %+v; want 3 held, none dropped or published", st)
 	}
 	host.state(t, true, 1)
-	await.True(t, 20*time.Second, "births and the held results", func() bool { return len(host.messages()) >= 4 })
+	await.True(t, 20*time.Second, "births and the held results", func() bool { return len(host.messages()) >= 5 })
+	if p := s.Stats().Protocol; p != version {
+		t.Errorf("connected in MQTT %d, want %d", p, version)
+	}
 	if err := s.Write([]record.Item{result("m1", 240000, 4)}); err != nil {
 		t.Fatal(err)
 	}
-	await.True(t, 20*time.Second, "the live result", func() bool { return len(host.messages()) >= 5 })
+	await.True(t, 20*time.Second, "the live result", func() bool { return len(host.messages()) >= 6 })
 	host.state(t, false, 2)
-	await.True(t, 20*time.Second, "the NDEATH of a host gone offline", func() bool { return len(host.messages()) >= 6 })
+	await.True(t, 20*time.Second, "the NDEATH of a host gone offline", func() bool { return len(host.messages()) >= 7 })
 	await.True(t, 20*time.Second, "the session ended", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -128,15 +138,15 @@ func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	host.state(t, true, 3)
-	await.True(t, 30*time.Second, "the next session's births and held result", func() bool { return len(host.messages()) >= 9 })
+	await.True(t, 30*time.Second, "the next session's births and held result", func() bool { return len(host.messages()) >= 10 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	await.True(t, 20*time.Second, "the NDEATH at Close", func() bool { return len(host.messages()) >= 10 })
+	await.True(t, 20*time.Second, "the NDEATH at Close", func() bool { return len(host.messages()) >= 11 })
 	want := []string{
 		"NBIRTH seq=0 bdSeq=0", "DBIRTH seq=1",
-		"DDATA seq=2 ts=120000 hist=true", "DDATA seq=3 ts=180000 hist=true",
-		"DDATA seq=4 ts=240000 hist=false",
+		"DDATA seq=2 ts=60000 hist=true", "DDATA seq=3 ts=120000 hist=true", "DDATA seq=4 ts=180000 hist=true",
+		"DDATA seq=5 ts=240000 hist=false",
 		"NDEATH bdSeq=0",
 		"NBIRTH seq=0 bdSeq=1", "DBIRTH seq=1", "DDATA seq=2 ts=300000 hist=true",
 		"NDEATH bdSeq=1",
@@ -144,8 +154,8 @@ func TestSink_PrimaryHostAndHeldResults(t *testing.T) {
 	if got := summary(host.messages()); !slices.Equal(got, want) {
 		t.Fatalf("host saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if st := s.Stats(); st.Published != 4 || st.Historical != 3 || st.Held != 0 {
-		t.Errorf("stats %+v; want 4 published, 3 of them historical, none held", st)
+	if st := s.Stats(); st.Published != 5 || st.Historical != 4 || st.Held != 0 {
+		t.Errorf("stats %+v; want 5 published, 4 of them historical, none held", st)
 	}
 }
 
@@ -177,10 +187,16 @@ func TestResultJSON_ReadsAppendJSON(t *testing.T) {
 // send no CONNECT and take no bdSeq: the first session after them is
 // bdSeq 0, and the file holds 1 for the next.
 func TestSink_BdSeqCountsConnectsOnly(t *testing.T) {
+	for _, version := range []int{4, 5} {
+		t.Run(fmt.Sprintf("mqtt%d", version), func(t *testing.T) { testBdSeqCountsConnectsOnly(t, version) })
+	}
+}
+
+func testBdSeqCountsConnectsOnly(t *testing.T, version int) {
 	b := mosquitto.Start(t)
 	b.Stop()
 	path := filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq")
-	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"}, BdSeqPath: path})
+	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"}, BdSeqPath: path, ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +215,84 @@ func TestSink_BdSeqCountsConnectsOnly(t *testing.T) {
 	}
 	if next, err := os.ReadFile(path); err != nil || string(next) != "1" {
 		t.Errorf("bdSeq file %q (%v), want 1", next, err)
+	}
+}
+
+// TestSink_HeldAcrossRestartAwaitRecover: results held when a sink closes
+// are read back by the next one from its log; with AwaitRecover it
+// publishes none before Recover, which discards those of the epochs after
+// the restored checkpoint (replay computes them again), then publishes
+// the rest as historical, in order.
+func TestSink_HeldAcrossRestartAwaitRecover(t *testing.T) {
+	b := mosquitto.Start(t)
+	host := newHostApp(t, b.URL(), "plant1")
+	opts := SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7", PrimaryHost: "scada-1"},
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), AwaitRecover: true}
+	s, err := NewSink(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for epoch, end := range []int64{60000, 120000, 180000} {
+		if err := s.WriteEpoch(uint64(epoch+1), []record.Item{result("m1", end, float64(epoch))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PreCommit(3); err != nil {
+		t.Fatal(err)
+	}
+	// Connected (not born: the host is offline), so Close publishes the
+	// NDEATH.
+	await.True(t, 20*time.Second, "the first sink connected", func() bool { return s.Stats().Protocol != 0 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	host.state(t, true, 1)
+	if s, err = NewSink(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	await.True(t, 20*time.Second, "the births", func() bool { return s.Stats().Born })
+	if st := s.Stats(); st.Held != 3 || st.Published != 0 {
+		t.Fatalf("born before Recover: %+v; want 3 held, none published", st)
+	}
+	if err := s.Recover(2); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 20*time.Second, "the held results of epochs 1 and 2", func() bool { return s.Stats().Historical == 2 })
+	// The first sink was connected, never born (the host offline), and
+	// closed with its NDEATH.
+	want := []string{"NDEATH bdSeq=0", "NBIRTH seq=0 bdSeq=1", "DBIRTH seq=1", "DDATA seq=2 ts=60000 hist=true", "DDATA seq=3 ts=120000 hist=true"}
+	if !await.Holds(20*time.Second, func() bool { return len(host.messages()) >= len(want) }) {
+		t.Fatalf("host saw only\n%s\nwant\n%s", strings.Join(summary(host.messages()), "\n"), strings.Join(want, "\n"))
+	}
+	if got := summary(host.messages()); !slices.Equal(got, want) {
+		t.Fatalf("host saw\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st := s.Stats(); st.Held != 0 {
+		t.Errorf("after Recover and the births: %+v; want none held", st)
+	}
+}
+
+// TestSink_MQTT5FallsBack: a broker that does not speak MQTT 5 (aedes
+// answers with a 3.1.1 CONNACK refusing the version) gets MQTT 3.1.1 at
+// once, under the same bdSeq (the refused CONNECT registered no will).
+func TestSink_MQTT5FallsBack(t *testing.T) {
+	b := aedes.Start(t)
+	host := newHostApp(t, b.URL(), "plant1")
+	s, err := NewSink(SinkOptions{Broker: b.URL(), ClientID: "gw-7", Node: Config{Group: "plant1", Node: "gw-7"},
+		BdSeqPath: filepath.Join(t.TempDir(), "sparkplug", "scada.bdseq"), ProtocolVersion: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 20*time.Second, "the births", func() bool { return len(host.messages()) >= 1 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 20*time.Second, "the NDEATH at Close", func() bool { return len(host.messages()) >= 2 })
+	if got, want := summary(host.messages()), []string{"NBIRTH seq=0 bdSeq=0", "NDEATH bdSeq=0"}; !slices.Equal(got, want) {
+		t.Errorf("host saw %q, want %q", got, want)
+	}
+	if p := s.Stats().Protocol; p != 4 {
+		t.Errorf("connected in MQTT %d after the fallback, want 4", p)
 	}
 }

@@ -3,6 +3,7 @@ package walsink
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,6 +19,33 @@ type brokerLimits struct {
 	maxPacket int64
 	// topicAliasMax is the Topic Alias Maximum; 0: none.
 	topicAliasMax int
+	// noRetain: Retain Available is 0.
+	noRetain bool
+}
+
+// Announced is what a broker announces in an MQTT 5 CONNACK, for `eddy
+// probe`: zero values where it announces nothing.
+type Announced struct {
+	ReceiveMaximum    int   `json:"receive_maximum,omitempty"`
+	MaximumQoS        int   `json:"maximum_qos"` // 2 when not announced
+	MaximumPacketSize int64 `json:"maximum_packet_size,omitempty"`
+	RetainUnavailable bool  `json:"retain_unavailable,omitempty"`
+}
+
+// ErrNoMQTT5 is ProbeAnnounced's answer from a broker that does not speak
+// MQTT 5.
+var ErrNoMQTT5 = errNoMQTT5
+
+// ProbeAnnounced connects to broker in MQTT 5 as clientID+"-limits" with
+// a clean start, reads what the CONNACK announces and disconnects.
+func ProbeAnnounced(ctx context.Context, broker string, tc *tls.Config, clientID, username, password string) (Announced, error) {
+	o := &Options{Broker: broker, TLS: tc, ClientID: clientID, Username: username, Password: password,
+		DialTimeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	lim, err := probeLimits(ctx, o)
+	if err != nil {
+		return Announced{}, err
+	}
+	return Announced{ReceiveMaximum: lim.receiveMax, MaximumQoS: lim.maxQoS, MaximumPacketSize: lim.maxPacket, RetainUnavailable: lim.noRetain}, nil
 }
 
 // errNoMQTT5 is probeLimits' answer from a broker that does not speak MQTT
@@ -142,6 +170,10 @@ func readConnackV5(r *bufio.Reader) (brokerLimits, error) {
 			lim.receiveMax = int(binary.BigEndian.Uint16(p))
 		case 0x24:
 			lim.maxQoS = int(p[0])
+		case 0x25:
+			lim.noRetain = p[0] == 0
+		case 0x27:
+			lim.maxPacket = int64(binary.BigEndian.Uint32(p))
 		}
 		p = p[size:]
 	}

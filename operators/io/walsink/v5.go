@@ -92,26 +92,11 @@ type connackInfo struct {
 // length, and the rest, decoded by mochi's codec. maxBody bounds the
 // remaining length (the broker's packets to a publisher are small).
 func readPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) {
-	hb, err := r.ReadByte()
+	pk, body, err := readFrameV5(r, maxBody)
 	if err != nil {
 		return nil, err
 	}
-	pk := &mp.Packet{ProtocolVersion: 5}
-	if err := pk.FixedHeader.Decode(hb); err != nil {
-		return nil, fmt.Errorf("fixed header %#x: %w", hb, err)
-	}
-	n, _, err := mp.DecodeLength(r)
-	if err != nil {
-		return nil, fmt.Errorf("remaining length: %w", err)
-	}
-	if n > maxBody {
-		return nil, fmt.Errorf("packet type %d of %d bytes, more than the %d a broker sends a publisher", pk.FixedHeader.Type, n, maxBody)
-	}
-	pk.FixedHeader.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
+	n := len(body)
 	switch pk.FixedHeader.Type {
 	case mp.Connack:
 		if n == 2 {
@@ -128,6 +113,10 @@ func readPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) {
 	case mp.Pingresp:
 	case mp.Disconnect:
 		err = pk.DisconnectDecode(body)
+	case mp.Publish: // for a subscriber (the Sparkplug sink's link); the publisher refuses it
+		err = pk.PublishDecode(body)
+	case mp.Suback:
+		err = pk.SubackDecode(body)
 	default:
 		return nil, fmt.Errorf("unexpected packet type %d from the broker", pk.FixedHeader.Type)
 	}
@@ -135,6 +124,38 @@ func readPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) {
 		return nil, fmt.Errorf("decode packet type %d: %w", pk.FixedHeader.Type, err)
 	}
 	return pk, nil
+}
+
+// ReadPacketV5 reads and decodes one MQTT 5 packet from a broker, its body
+// at most maxBody bytes: a CONNACK (ProtocolVersion 4 when the broker
+// answered in 3.1.1), PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, PINGRESP
+// or DISCONNECT.
+func ReadPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) { return readPacketV5(r, maxBody) }
+
+// readFrameV5 reads one MQTT 5 packet: its fixed header into the packet it
+// returns, and its body, at most maxBody bytes.
+func readFrameV5(r *bufio.Reader, maxBody int) (*mp.Packet, []byte, error) {
+	hb, err := r.ReadByte()
+	if err != nil {
+		return nil, nil, err
+	}
+	pk := &mp.Packet{ProtocolVersion: 5}
+	if err := pk.FixedHeader.Decode(hb); err != nil {
+		return nil, nil, fmt.Errorf("fixed header %#x: %w", hb, err)
+	}
+	n, _, err := mp.DecodeLength(r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("remaining length: %w", err)
+	}
+	if n > maxBody {
+		return nil, nil, fmt.Errorf("packet type %d of %d bytes, more than the %d expected from the broker", pk.FixedHeader.Type, n, maxBody)
+	}
+	pk.FixedHeader.Remaining = n
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, nil, err
+	}
+	return pk, body, nil
 }
 
 // maxIncomingV5 bounds the packets read from the broker: acks, PINGRESP,

@@ -1,6 +1,10 @@
 // Package wal stores the WAL sink's log: a directory of segment files, each a
 // sequence of length-prefixed, CRC-32C-checked frames. It knows frames and
 // files, not what the frames mean (package walsink defines the records).
+// The Sparkplug sink keeps the results it holds in a log of its own in the
+// same format, with records of its own (package sparkplug, store.go),
+// which carry their own version: a change of FormatVersion is one of
+// theirs too.
 //
 // # Segment files
 //
