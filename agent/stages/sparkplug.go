@@ -109,7 +109,7 @@ func (l *prepareLoop) onSparkplugReading(rd *sparkplug.Reading) {
 	sp.readings++
 	sp.buf = sparkplug.AppendReadingJSON(sp.buf[:0], rd)
 	m := sp.m
-	if l.outcome(p.prep.Prepare(sp.buf, m.Topic, m.Offset, sp.now, sp.wall, sp.synced), m, sp.buf, sp.now, sp.wall) {
+	if l.outcome(p.prep.Prepare(sp.buf, m.Topic, m.Offset, m.Arrival, sp.wall, sp.synced), m, sp.buf, sp.now, sp.wall) {
 		sp.filteredRds++
 	}
 }
