@@ -74,6 +74,9 @@ type Agent struct {
 
 	// failover holds the failover regions: a failure restarts only its own.
 	failover   *failover.Failover
+	// inheritRestarts starts a failover built again (an old definition
+	// added by a rollover) where the run's restart strategy stands.
+	inheritRestarts func(*failover.Failover)
 	diskMeter  atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
 	diskHolds  disk.Holds                 // what waits for disk space, for /readyz
 	restoredID uint64                     // the checkpoint restored at start, 0 if none
@@ -109,6 +112,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			return err
 		}
 		a.failover.InheritRestarts(strategy, restarts)
+		a.inheritRestarts = func(fo *failover.Failover) { fo.InheritRestarts(strategy, restarts) }
 		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)

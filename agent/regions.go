@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/agent/stages"
@@ -207,9 +209,19 @@ func (h regionHost) build(r failover.Region, fresh *[]*stages.Pipeline) error {
 		delete(a.flow.sinks, name) // created again by newPipeline
 	}
 	for _, i := range r.Pipes {
-		pl, diags := stages.Compile(a.cfg, a.flow.pipelines[i].Config())
-		if diags.HasErrors() {
-			return fmt.Errorf("agent: pipeline %q: %s", pl.Config().Name, diags.Error())
+		role := a.flow.pipelines[i].Rollover()
+		var pl *stages.Plan
+		if role.Old {
+			var err error
+			if pl, err = stages.CompileOld(a.cfg, a.flow.src, role.Roll); err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+		} else {
+			var diags hcl.Diagnostics
+			pl, diags = stages.Compile(a.cfg, a.flow.pipelines[i].Config())
+			if diags.HasErrors() {
+				return fmt.Errorf("agent: pipeline %q: %s", pl.Config().Name, diags.Error())
+			}
 		}
 		p, err := a.flow.newPipeline(pl)
 		if p != nil {
@@ -217,6 +229,9 @@ func (h regionHost) build(r failover.Region, fresh *[]*stages.Pipeline) error {
 		}
 		if err != nil {
 			return err
+		}
+		if role.Roll != nil || role.Fresh || role.Since != 0 {
+			p.SetRollover(role)
 		}
 	}
 	for k, i := range r.Pipes {

@@ -25,6 +25,29 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	// The checkpoint is chosen first: the rollovers it starts or resumes
+	// add the old definitions' instances, which are checkpoint tasks too.
+	sel, err := a.restorer.selectRestore(ctx, store, a.flow.sources)
+	var rolls rolloverPlan
+	if err == nil {
+		var configured []stages.RolloverVerdict
+		for _, p := range a.flow.pipelines {
+			configured = append(configured, p.CheckRollover(sel.Manifest))
+		}
+		rolls = planRollovers(sel.Manifest, configured, a.restorer.allowNonRestored)
+		if rolls.refusal != nil {
+			return rolls.refusal
+		}
+		if added, aerr := a.flow.applyRollovers(rolls); aerr != nil {
+			return aerr
+		} else if added {
+			// The old definitions are pipelines of their own regions.
+			a.failover = newFailover(a)
+			if a.inheritRestarts != nil {
+				a.inheritRestarts(a.failover)
+			}
+		}
+	}
 	var tasks []string
 	var sources []*sourceRunner
 	for _, s := range a.flow.sources {
@@ -65,7 +88,6 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	a.flow.retained = retainedPositions{}
 	ck.OnCompleted(func(done checkpoint.Completed) { a.flow.truncateIngest(store, done) })
 
-	sel, err := a.restorer.selectRestore(ctx, store, a.flow.sources)
 	var restored uint64
 	switch {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
@@ -75,7 +97,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
-		rebuild := func() error { return a.restorer.restore(sel, a.flow.pipelines, a.flow.sources) }
+		rebuild := func() error { return a.restorer.restore(sel, a.flow.pipelines, a.flow.sources, rolls) }
 		err := a.diskHolds.Rebuild(ctx, a.log, filepath.Join(a.cfg.Agent.DataDir, "state"), sel.Manifest.ID, rebuild, a.endpoint.startOnce)
 		if err != nil {
 			return err
@@ -134,11 +156,18 @@ type restorer struct {
 // a changed parallelism restores too. What it does to each pipeline, and
 // whether it refuses, is planRestore's decision, which eddy validate
 // prints.
-func (r *restorer) restore(sel checkpoint.Selection, pipelines []*stages.Pipeline, sources map[string]*sourceRunner) error {
+func (r *restorer) restore(sel checkpoint.Selection, pipelines []*stages.Pipeline, sources map[string]*sourceRunner, rolls rolloverPlan) error {
 	m := sel.Manifest
 	var verdicts []stages.RestoreVerdict
 	for _, p := range pipelines {
+		if rolls.handles(p.Name()) {
+			verdicts = append(verdicts, stages.RestoreVerdict{Pipeline: p.Name(), Stateful: p.Stateful(), InCheckpoint: true})
+			continue
+		}
 		verdicts = append(verdicts, p.CheckRestore(m, r.allowNonRestored))
+	}
+	for _, name := range rolls.known {
+		verdicts = append(verdicts, stages.RestoreVerdict{Pipeline: name})
 	}
 	if plan := planRestore(m, verdicts, r.allowNonRestored); plan.refusal != nil {
 		return plan.refusal

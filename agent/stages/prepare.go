@@ -142,6 +142,11 @@ func (l *prepareLoop) broadcast() {
 	}
 	if wm := p.resume.Apply(p.wm.Current()); wm > l.lastWM {
 		l.lastWM = wm
+		if p.roll != nil && !p.retired && wm >= p.roll.RetireAt {
+			p.retired = true
+			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", p.roll.Pipeline,
+				"definition", p.roll.OldHash, "cut", formatCut(p.roll.Cut), "watermark", formatCut(wm))
+		}
 		p.m.watermark.Store(wm)
 		for _, e := range p.edges {
 			_ = e.Send(prepareCtx, stream.Message{Kind: stream.Watermark, Watermark: wm})
@@ -152,7 +157,8 @@ func (l *prepareLoop) broadcast() {
 // forward sends a barrier down every edge after everything before it.
 func (l *prepareLoop) forward(tr *checkpoint.Trigger) {
 	p := l.p
-	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot()}
+	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot(),
+		MaxTime: p.maxTime}
 	if p.control != nil {
 		b.Control = p.control.Snapshot()
 	}
@@ -246,6 +252,13 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 			}
 		case operators.Filtered:
 			filtered++
+		case operators.Elsewhere:
+			// The pipeline's other definition takes it; its time still
+			// moves this one's watermark, so that its windows close.
+			filtered++
+			if p.wm != nil {
+				p.wm.Observe(p.prep.Time)
+			}
 		case operators.Rejected:
 			l.reject(m, wall)
 		}
@@ -274,6 +287,7 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 		l.inputs.route(m.Topic, now)
 	}
 	s := p.prep.Subtask
+	p.maxTime = max(p.maxTime, p.prep.Time)
 	if l.batches[s] == nil {
 		l.batches[s] = stream.NewBatch(p.stride)
 	}

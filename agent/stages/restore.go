@@ -23,7 +23,27 @@ import (
 // under another state shape or window layout than the pipeline's is an
 // error, unless allowNonRestored: then it is dropped, with a log line.
 func (p *Pipeline) Restore(sel checkpoint.Selection, allowNonRestored bool) error {
+	switch p.restoreFrom {
+	case "":
+	case noRestore: // a new definition: it starts empty
+		p.epoch = sel.Manifest.ID + 1
+		for _, st := range p.subtasks {
+			st.lastSnap, st.epoch = 0, p.epoch
+		}
+		return nil
+	default: // an old definition, whose state the checkpoint holds under the pipeline's name
+		own := p.name
+		p.name = p.restoreFrom
+		defer func() { p.name = own }()
+	}
+	return p.restore(sel, allowNonRestored)
+}
+
+func (p *Pipeline) restore(sel checkpoint.Selection, allowNonRestored bool) error {
 	m := sel.Manifest
+	if b, ok := m.Extra[maxTimeExtraKey(p.name)]; ok && len(b) == 8 {
+		p.maxTime = int64(binary.BigEndian.Uint64(b))
+	}
 	files := m.PipelineFiles(p.name)
 	var foreign string // a window state layout other than p's, found in the checkpoint
 	entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {

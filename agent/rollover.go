@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/eddy-edge/eddy/agent/stages"
+	"github.com/eddy-edge/eddy/checkpoint"
+)
+
+// rolloverPlan is what restoring a checkpoint does to the pipelines whose
+// definition changed (stages.CheckRollover): run acts on it, validate
+// prints it.
+type rolloverPlan struct {
+	// verdicts are those with something to do or to refuse: the
+	// configuration's pipelines in its order, then the removed ones.
+	verdicts []stages.RolloverVerdict
+	// known are the names of state in the checkpoint the rollovers account
+	// for (old definitions' instances, removed pipelines rolling over), so
+	// that planRestore does not take them for removed pipelines.
+	known []string
+	// refusal is the first verdict's that cannot roll over.
+	refusal error
+}
+
+// planRollovers decides the rollovers of checkpoint m from the verdicts
+// of the configuration's pipelines, adding those of the pipelines m holds
+// that the configuration no longer has. --allow-non-restored-state drops
+// changed state instead, as before: no rollover.
+func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, allowNonRestored bool) rolloverPlan {
+	var plan rolloverPlan
+	if allowNonRestored {
+		return plan
+	}
+	names := map[string]bool{}
+	all := slices.Clone(configured)
+	for _, v := range configured {
+		names[v.Pipeline] = true
+	}
+	for _, name := range stages.RolledPipelines(m) {
+		if !names[name] {
+			all = append(all, stages.CheckRollover(m, name, nil, true))
+		}
+	}
+	for _, v := range all {
+		if v.Roll == nil && !v.Retired && v.Refusal == nil {
+			continue
+		}
+		plan.verdicts = append(plan.verdicts, v)
+		if plan.refusal == nil {
+			plan.refusal = v.Refusal
+		}
+		if v.Roll != nil {
+			plan.known = append(plan.known, v.Roll.Old)
+		}
+		if v.Removed && v.Refusal == nil {
+			plan.known = append(plan.known, v.Pipeline)
+		}
+	}
+	return plan
+}
+
+// handles reports whether the plan decides the restore of pipeline name,
+// in place of its state shape's verdict.
+func (plan rolloverPlan) handles(name string) bool {
+	for _, v := range plan.verdicts {
+		if v.Pipeline == name && v.Refusal == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// applyRollovers opens the old definitions of the rollovers of plan and
+// gives every pipeline involved its part, before the checkpoint
+// coordinator learns the tasks and before anything starts.
+func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
+	for _, v := range plan.verdicts {
+		if v.Refusal != nil {
+			continue
+		}
+		var next *stages.Pipeline
+		for _, p := range df.pipelines {
+			if p.Name() == v.Pipeline {
+				next = p
+			}
+		}
+		if text := v.Text(); text != "" {
+			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, "pipeline", v.Pipeline)
+		}
+		if next != nil {
+			next.SetRollover(stages.RolloverRole{Roll: v.Roll, Fresh: v.Fresh, Since: v.Since})
+		}
+		if !v.Runs() {
+			continue
+		}
+		pl, err := stages.CompileOld(df.cfg, df.src, v.Roll)
+		if err != nil {
+			return added, fmt.Errorf("agent: %w", err)
+		}
+		old, err := df.newPipeline(pl)
+		if err != nil {
+			return added, err
+		}
+		old.SetRollover(stages.RolloverRole{Roll: v.Roll, Old: true, Fresh: v.Fresh})
+		df.mu.Lock()
+		df.pipelines = append(df.pipelines, old)
+		df.mu.Unlock()
+		added = true
+	}
+	return added, nil
+}
