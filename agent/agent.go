@@ -73,13 +73,13 @@ type Agent struct {
 	restorer *restorer
 
 	// failover holds the failover regions: a failure restarts only its own.
-	failover   *failover.Failover
+	failover *failover.Failover
 	// inheritRestarts starts a failover built again (an old definition
 	// added by a rollover) where the run's restart strategy stands.
 	inheritRestarts func(*failover.Failover)
-	diskMeter  atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
-	diskHolds  disk.Holds                 // what waits for disk space, for /readyz
-	restoredID uint64                     // the checkpoint restored at start, 0 if none
+	diskMeter       atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
+	diskHolds       disk.Holds                 // what waits for disk space, for /readyz
+	restoredID      uint64                     // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or

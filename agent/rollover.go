@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/eddy-edge/eddy/agent/stages"
@@ -42,8 +44,19 @@ func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, 
 			all = append(all, stages.CheckRollover(m, name, nil, true))
 		}
 	}
+	for i, v := range all {
+		if !v.New || v.Shape == nil {
+			continue
+		}
+		for _, r := range all {
+			if r.Removed && r.Runs() && r.Fresh && bytes.Equal(r.Shape, v.Shape) {
+				all[i].RenamedFrom, all[i].Since = r.Pipeline, r.Roll.Cut
+				break
+			}
+		}
+	}
 	for _, v := range all {
-		if v.Roll == nil && !v.Retired && v.Refusal == nil {
+		if v.Roll == nil && !v.Retired && v.Refusal == nil && v.RenamedFrom == "" && v.Since == math.MinInt64 {
 			continue
 		}
 		plan.verdicts = append(plan.verdicts, v)
@@ -85,7 +98,7 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 				next = p
 			}
 		}
-		if text := v.Text(); text != "" {
+		if text := v.Text(); text != "restore" {
 			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, "pipeline", v.Pipeline)
 		}
 		if next != nil {

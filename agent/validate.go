@@ -177,7 +177,6 @@ func rolloverText(v stages.RolloverVerdict) string {
 	return v.Text()
 }
 
-
 // trimmedOnDisk lists the ingest logs of cfg's sources (those that log:
 // MQTT and simulators) that no longer hold their first reading, as
 // trimmedIngest does for opened ones, from their file names alone.

@@ -75,6 +75,15 @@ type RolloverVerdict struct {
 	Since int64
 	// Removed: the configuration no longer has the pipeline.
 	Removed bool
+	// Shape is the pipeline's state shape: now, or for a removed one, as
+	// recorded; a new pipeline of the same shape is its rename.
+	Shape []byte
+	// New: the checkpoint holds nothing of the pipeline.
+	New bool
+	// RenamedFrom is the removed pipeline a new one continues (same
+	// definition, another name): it takes the readings from that one's
+	// cut, Since.
+	RenamedFrom string
 	// Refusal says why the change cannot roll over; nil when it can (or
 	// nothing changed).
 	Refusal error
@@ -106,7 +115,7 @@ func DefinitionHash(shape []byte) string {
 // when it keeps none or when the configuration no longer has it
 // (removed).
 func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bool) RolloverVerdict {
-	v := RolloverVerdict{Pipeline: name, Since: math.MinInt64, Removed: removed}
+	v := RolloverVerdict{Pipeline: name, Since: math.MinInt64, Removed: removed, Shape: shape}
 	if b, ok := m.Extra[sinceExtraKey(name)]; ok && len(b) == 8 {
 		v.Since = int64(binary.BigEndian.Uint64(b))
 	}
@@ -129,6 +138,10 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		return v
 	}
 	rec := m.Extra[shapeExtraKey(name)]
+	if removed {
+		v.Shape = rec
+	}
+	v.New = len(rec) == 0 && len(m.PipelineFiles(name)) == 0
 	if len(rec) == 0 || (!removed && shape == nil) {
 		return v
 	}
@@ -227,11 +240,15 @@ func changeText(changes []ShapeChange) string {
 // Text is what validate prints and run logs of the verdict, e.g.
 // "roll over: aggregates changed (max_temp added): its open windows
 // finish as before; windows from 2026-12-07T10:42:30Z use the new
-// aggregates"; "" when it does nothing.
+// aggregates"; "" for a refusal.
 func (v RolloverVerdict) Text() string {
 	switch {
-	case v.Refusal != nil || v.Roll == nil && !v.Retired:
+	case v.RenamedFrom != "":
+		return fmt.Sprintf("start empty (renamed from %q): windows from %s are its", v.RenamedFrom, formatCut(v.Since))
+	case v.Refusal != nil:
 		return ""
+	case v.Roll == nil && !v.Retired:
+		return "restore" // a definition that took over at a cut: it keeps taking no reading before it
 	case v.Retired && v.Removed:
 		return "drop its state: removed from the configuration, and every window of its old definition has finished"
 	case v.Retired:
