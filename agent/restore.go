@@ -27,9 +27,9 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	}
 	// The checkpoint is chosen first: the rollovers it starts or resumes
 	// add the old definitions' instances, which are checkpoint tasks too.
-	sel, err := a.restorer.selectRestore(ctx, store, a.flow.sources)
+	sel, selErr := a.restorer.selectRestore(ctx, store, a.flow.sources)
 	var rolls rolloverPlan
-	if err == nil {
+	if selErr == nil {
 		var configured []stages.RolloverVerdict
 		for _, p := range a.flow.pipelines {
 			configured = append(configured, p.CheckRollover(sel.Manifest))
@@ -89,7 +89,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	ck.OnCompleted(func(done checkpoint.Completed) { a.flow.truncateIngest(store, done) })
 
 	var restored uint64
-	switch {
+	switch err := selErr; {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
 		// Empty start; selectRestore said so and why.
 	case errors.Is(err, errNotRestored) || ctx.Err() != nil:

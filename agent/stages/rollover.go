@@ -202,7 +202,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		from = max(from, int64(binary.BigEndian.Uint64(b)))
 	}
 	if from == math.MinInt64 {
-		v.Retired = true // it never took a reading: no window is open
+		v.Retired, v.Fresh = true, true // it never took a reading: no window is open
 		return v
 	}
 	cut, ok := commonBoundary(from, oldGrid, newGrid)
@@ -249,6 +249,8 @@ func (v RolloverVerdict) Text() string {
 		return ""
 	case v.Roll == nil && !v.Retired:
 		return "restore" // a definition that took over at a cut: it keeps taking no reading before it
+	case v.Retired && v.Fresh:
+		return "start empty: its old definition took no reading, so it has no window open"
 	case v.Retired && v.Removed:
 		return "drop its state: removed from the configuration, and every window of its old definition has finished"
 	case v.Retired:
