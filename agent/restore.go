@@ -32,9 +32,9 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	if selErr == nil {
 		var configured []stages.RolloverVerdict
 		for _, p := range a.flow.pipelines {
-			configured = append(configured, p.CheckRollover(sel.Manifest))
+			configured = append(configured, p.CheckRollover(sel.Manifest, stages.BoundedSources(a.cfg)))
 		}
-		rolls = planRollovers(sel.Manifest, configured, a.restorer.allowNonRestored)
+		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), a.restorer.allowNonRestored)
 		if rolls.refusal != nil {
 			return rolls.refusal
 		}

@@ -29,7 +29,7 @@ type rolloverPlan struct {
 // of the configuration's pipelines, adding those of the pipelines m holds
 // that the configuration no longer has. --allow-non-restored-state drops
 // changed state instead, as before: no rollover.
-func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, allowNonRestored bool) rolloverPlan {
+func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, allowNonRestored bool) rolloverPlan {
 	var plan rolloverPlan
 	if allowNonRestored {
 		return plan
@@ -41,7 +41,7 @@ func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, 
 	}
 	for _, name := range stages.RolledPipelines(m) {
 		if !names[name] {
-			all = append(all, stages.CheckRollover(m, name, nil, true))
+			all = append(all, stages.CheckRollover(m, name, nil, true, bounded))
 		}
 	}
 	for i, v := range all {

@@ -109,9 +109,9 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 			return out, errors.New(config.FormatDiagnostics(diags))
 		}
 		plans = append(plans, pl)
-		configured = append(configured, pl.CheckRollover(lc.src, m))
+		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg)))
 	}
-	rolls := planRollovers(m, configured, allowNonRestored)
+	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), allowNonRestored)
 	for i, v := range rolls.verdicts {
 		if !v.Runs() {
 			continue

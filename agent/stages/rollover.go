@@ -54,6 +54,10 @@ type Rollover struct {
 	RetireAt int64 `json:"retire_at"`
 	// Changes says what changed, as validate and the log name it.
 	Changes string `json:"changes"`
+	// Held: the pipeline reads a bounded file, so its results wait in
+	// its state until the input ends, and the old definition retires
+	// only with the run.
+	Held bool `json:"held,omitempty"`
 }
 
 // RolloverVerdict is what restoring a checkpoint does to one pipeline's
@@ -114,7 +118,10 @@ func DefinitionHash(shape []byte) string {
 // name's definitions. shape is its state shape now (Plan.StateShape), nil
 // when it keeps none or when the configuration no longer has it
 // (removed).
-func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bool) RolloverVerdict {
+//
+// bounded says whether a source is a bounded file (whose pipelines hold
+// their results in their state until it ends).
+func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bool, bounded func(source string) bool) RolloverVerdict {
 	v := RolloverVerdict{Pipeline: name, Since: math.MinInt64, Removed: removed, Shape: shape}
 	if b, ok := m.Extra[sinceExtraKey(name)]; ok && len(b) == 8 {
 		v.Since = int64(binary.BigEndian.Uint64(b))
@@ -127,7 +134,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		}
 		v.Since = max(v.Since, r.Cut)
 		v.Roll = &r
-		if wm, ok := restoredWatermark(m, r.Old); ok && wm >= r.RetireAt {
+		if wm, ok := restoredWatermark(m, r.Old); ok && wm >= r.RetireAt && !r.Held {
 			v.Retired = true
 		}
 		if changes := recordedChanges(m, name, shape); !removed && len(changes) > 0 && !v.Retired {
@@ -211,7 +218,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 	}
 	oldHash := DefinitionHash(rec)
 	v.Roll = &Rollover{Pipeline: name, Old: name + OldInstanceSuffix + oldHash, OldHash: oldHash, Block: string(block),
-		Cut: cut, RetireAt: cut - 1 + oldGrid.lateness, Changes: what}
+		Cut: cut, RetireAt: cut - 1 + oldGrid.lateness, Changes: what, Held: bounded(was.Source)}
 	v.Fresh = true
 	v.Since = max(v.Since, cut)
 	return v
@@ -421,14 +428,27 @@ func CompileOld(cfg *config.Config, src []byte, r *Rollover) (*Plan, error) {
 }
 
 // CheckRollover is CheckRollover of checkpoint m for p.
-func (p *Pipeline) CheckRollover(m *checkpoint.Manifest) RolloverVerdict {
-	return CheckRollover(m, p.name, p.shape, false)
+func (p *Pipeline) CheckRollover(m *checkpoint.Manifest, bounded func(source string) bool) RolloverVerdict {
+	return CheckRollover(m, p.name, p.shape, false, bounded)
 }
 
 // CheckRollover is CheckRollover of checkpoint m for the plan's pipeline,
 // whose configuration text is src.
-func (pl *Plan) CheckRollover(src []byte, m *checkpoint.Manifest) RolloverVerdict {
-	return CheckRollover(m, pl.cfg.Name, pl.StateShape(src), false)
+func (pl *Plan) CheckRollover(src []byte, m *checkpoint.Manifest, bounded func(source string) bool) RolloverVerdict {
+	return CheckRollover(m, pl.cfg.Name, pl.StateShape(src), false, bounded)
+}
+
+// BoundedSources is CheckRollover's bounded of cfg: a file source other
+// than stdin.
+func BoundedSources(cfg *config.Config) func(string) bool {
+	return func(name string) bool {
+		for _, s := range cfg.Sources {
+			if s.Name == name {
+				return s.File != nil && s.File.Path != "-"
+			}
+		}
+		return false
+	}
 }
 
 // RolledPipelines lists the pipelines checkpoint m holds state or a
