@@ -34,7 +34,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		for _, p := range a.flow.pipelines {
 			configured = append(configured, p.CheckRollover(sel.Manifest, stages.BoundedSources(a.cfg)))
 		}
-		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), a.restorer.allowNonRestored)
+		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), a.restorer.allowNonRestored, a.restorer.dropRemoved)
 		if rolls.refusal != nil {
 			return rolls.refusal
 		}
@@ -149,6 +149,8 @@ type restorer struct {
 	from string
 	// allowNonRestored: see Options.AllowNonRestoredState.
 	allowNonRestored bool
+	// dropRemoved: see Options.dropRemoved.
+	dropRemoved bool
 }
 
 // restore loads checkpoint sel into pipelines' state, watermarks and the

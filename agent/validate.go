@@ -111,7 +111,7 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 		plans = append(plans, pl)
 		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg)))
 	}
-	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), allowNonRestored)
+	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), allowNonRestored, false)
 	for i, v := range rolls.verdicts {
 		if !v.Runs() {
 			continue

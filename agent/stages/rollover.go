@@ -84,6 +84,9 @@ type RolloverVerdict struct {
 	Shape []byte
 	// New: the checkpoint holds nothing of the pipeline.
 	New bool
+	// Dropped: a removed pipeline that cannot roll out, whose state a
+	// reload that removed it drops.
+	Dropped bool
 	// RenamedFrom is the removed pipeline a new one continues (same
 	// definition, another name): it takes the readings from that one's
 	// cut, Since.
@@ -183,23 +186,9 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 	if !ok {
 		return refuse("the checkpoint was written by a build that does not record pipeline definitions, so the old one cannot run (the next checkpoint of this build records it)")
 	}
-	oldGrid, err := tumblingGrid(was.Window)
-	if err != nil {
-		return refuse("its old window " + err.Error())
-	}
-	var newGrid *grid
-	if now != nil {
-		if now.Source != was.Source {
-			return refuse("its source changed")
-		}
-		if now.Keyed != "" || was.Keyed != "" {
-			return refuse("it has per-key functions")
-		}
-		g, err := tumblingGrid(now.Window)
-		if err != nil {
-			return refuse("its new window " + err.Error())
-		}
-		newGrid = &g
+	oldGrid, newGrid, why := grids(was, now)
+	if why != "" {
+		return refuse(why)
 	}
 	from := int64(math.MinInt64)
 	if wm, ok := restoredWatermark(m, name); ok {
@@ -254,6 +243,8 @@ func (v RolloverVerdict) Text() string {
 		return fmt.Sprintf("start empty (renamed from %q): windows from %s are its", v.RenamedFrom, formatCut(v.Since))
 	case v.Refusal != nil:
 		return ""
+	case v.Dropped:
+		return "drop its state: a reload removed it, and it cannot roll out"
 	case v.Roll == nil && !v.Retired:
 		return "restore" // a definition that took over at a cut: it keeps taking no reading before it
 	case v.Retired && v.Fresh:
@@ -475,3 +466,43 @@ func RolledPipelines(m *checkpoint.Manifest) []string {
 
 // Rollover is the part the pipeline was given by SetRollover.
 func (p *Pipeline) Rollover() RolloverRole { return p.role }
+
+// grids are the window grids of a change from was to now (nil: the
+// pipeline is removed), or why it cannot roll over.
+func grids(was stateShape, now *stateShape) (old grid, next *grid, why string) {
+	old, err := tumblingGrid(was.Window)
+	if err != nil {
+		return old, nil, "its old window " + err.Error()
+	}
+	if now == nil {
+		return old, nil, ""
+	}
+	switch {
+	case now.Source != was.Source:
+		return old, nil, "its source changed"
+	case now.Keyed != "" || was.Keyed != "":
+		return old, nil, "it has per-key functions"
+	}
+	g, err := tumblingGrid(now.Window)
+	if err != nil {
+		return old, nil, "its new window " + err.Error()
+	}
+	if _, ok := commonBoundary(0, old, &g); !ok {
+		return old, nil, "the old and the new windows share no boundary within 100,000 windows"
+	}
+	return old, &g, ""
+}
+
+// RollOverChange is what a change of pipeline old (configuration text
+// oldSrc) into next does, for a reload: "" when nothing its results
+// depend on changed, else the change; why says why it cannot roll over
+// ("" when it can).
+func RollOverChange(oldSrc []byte, old *config.Pipeline, nextSrc []byte, next *config.Pipeline) (change, why string) {
+	was, now := pipelineShape(oldSrc, old), pipelineShape(nextSrc, next)
+	changes := was.changes(now)
+	if len(changes) == 0 || old.Window == nil && !old.Keyed() && next.Window == nil && !next.Keyed() {
+		return "", ""
+	}
+	_, _, why = grids(was, &now)
+	return changeText(changes), why
+}
