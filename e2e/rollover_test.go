@@ -10,9 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/await"
+	"github.com/eddy-edge/eddy/scripts/loopback"
 )
 
 // rollDef is one definition of a pipeline as the reference computes it:
@@ -312,6 +317,120 @@ func checkDefinitions(t *testing.T, got map[string]rollRecord, cut int64, rolled
 		for d := range defs["maxes before"] {
 			if !defs[renamed+" from"][d] {
 				t.Errorf("the renamed pipeline's definition is not the old one's %s: %v", d, defs[renamed+" from"])
+			}
+		}
+	}
+}
+
+// TestRollover_IngestLogExactlyOnce adds an aggregate on a device whose
+// readings came through the embedded broker: the checkpoint is taken
+// while most of them wait in the ingest log, so the restore replays them
+// into both definitions; run is SIGKILLed at random moments during the
+// rollover. The committed results, each once, equal the reference: the
+// old definition's windows before the cut, the new one's from it.
+func TestRollover_IngestLogExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const devices, readings = 4, 6000
+	addr := loopback.Addr(t)
+	old := strings.Replace(embeddedCrashConfig(addr), `  admin       = "%ADMIN%"`, `  admin       = ""`, 1)
+	old = strings.Replace(old, "  to = [sink.file.out]\n}", "  to = [sink.file.out]\n  debug_delay_per_record = \"500us\"\n}", 1)
+	next := strings.Replace(old, "    sum = sum(event.v)\n", "    sum = sum(event.v)\n    min = min(event.v)\n", 1)
+	dir := t.TempDir()
+
+	// The old definition reads some of the readings, then is killed just
+	// after a checkpoint: the rest wait in the ingest log.
+	p := startEddy(t, "run", "-c", writeConfig(t, dir, old, "%CLIENT%", "unused"))
+	sensor := newReconnectingSensor("tcp://"+addr, "rollover-sensor")
+	if err := sensor.connect(); err != nil {
+		t.Fatal(err)
+	}
+	base := int64(1_700_000_000_000)
+	var rs []rollReading
+	rng := rand.New(rand.NewPCG(21, 22))
+	var topics, payloads []string
+	for j := range readings {
+		d := j % devices
+		r := rollReading{device: "dev-" + strconv.Itoa(d), ts: base + int64(j)*5 + rng.Int64N(3000), v: int64(rng.IntN(100))}
+		rs = append(rs, r)
+		topics = append(topics, "sensors/"+strconv.Itoa(d)+"/telemetry")
+		payloads = append(payloads, fmt.Sprintf(`{"device":%q,"ts":%d,"v":%d}`, r.device, r.ts, r.v))
+	}
+	if err := sensor.publish(topics[:readings/4], payloads[:readings/4]); err != nil {
+		t.Fatal(err)
+	}
+	if !p.waitLog("checkpoint completed", 30*time.Second) {
+		t.Fatal("no checkpoint within 30 s")
+	}
+	if err := sensor.publish(topics[readings/4:], payloads[readings/4:]); err != nil {
+		t.Fatal(err)
+	}
+	p.kill() // every reading is in the ingest log: acknowledged
+	sensor.close()
+
+	path := writeConfig(t, dir, next, "%CLIENT%", "unused")
+	stdout, stderr, code := runSplit(t, "validate", "-c", path)
+	m := regexp.MustCompile(`(?m)^  pipeline "sums": (roll over: aggregates changed \(min added\): its open windows finish as before; windows from (\S+) use the new aggregates)$`).FindStringSubmatch(stdout)
+	if code != 0 || strings.Contains(stderr, "error") || m == nil {
+		t.Fatalf("validate: exit %d, stderr %q:\n%s", code, stderr, stdout)
+	}
+	cutAt, err := time.Parse(time.RFC3339Nano, m[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := cutAt.UnixMilli()
+	if cut >= base+readings*5 {
+		t.Fatalf("the cut %s is after every reading: the checkpoint came too late to test a rollover", m[2])
+	}
+
+	rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
+	for kill := 0; kill < 2; kill++ {
+		p := startEddy(t, "run", "-c", path)
+		if kill == 0 && !p.waitLog(`msg="restore: pipeline \"sums\": `+m[1]+`"`, 20*time.Second) {
+			t.Fatal("run does not log what validate said")
+		}
+		// Killed while it replays the ingest log into both definitions
+		// (about a second), or after: an idle run takes no checkpoint.
+		if !p.waitLog("eddy started", 30*time.Second) {
+			t.Fatal("run did not start within 30 s")
+		}
+		if p.wait(time.Duration(rng.Int64N(int64(time.Second)))) {
+			t.Fatalf("run exited: %v", p.err)
+		}
+		p.kill()
+	}
+	want := referenceRecords("sums", rs, rollDef{size: 10_000}, "sums", &rollDef{size: 10_000, min: true}, cut, true)
+	for id, r := range want { // these aggregates have no max
+		r.values = regexp.MustCompile(` max=\d+`).ReplaceAllString(r.values, "")
+		want[id] = r
+	}
+	p = startEddy(t, "run", "-c", path)
+	flush := newReconnectingSensor("tcp://"+addr, "rollover-flush")
+	if err := flush.connect(); err != nil {
+		t.Fatal(err)
+	}
+	defer flush.close()
+	if err := flush.publish([]string{"sensors/flush/telemetry"}, []string{fmt.Sprintf(`{"device":"flush","ts":%d,"v":0}`, base+readings*5+3_600_000)}); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]rollRecord
+	await.True(t, 60*time.Second, "every window committed", func() bool {
+		got = committedByID(t, filepath.Join(dir, "out"))
+		return len(got) >= len(want)
+	})
+	p.stop(syscall.SIGTERM, 20*time.Second)
+	if p.err != nil {
+		t.Fatalf("run exited with %v", p.err)
+	}
+	got = committedByID(t, filepath.Join(dir, "out"))
+	checkDefinitions(t, got, cut, "sums", "")
+	if len(got) != len(want) {
+		t.Errorf("%d results, want %d", len(got), len(want))
+	}
+	bad := 0
+	for id, w := range want {
+		if g := got[id]; g.values != w.values {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: %q, want %q", id, g.values, w.values)
 			}
 		}
 	}
