@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/agent/failover"
 	"github.com/eddy-edge/eddy/agent/stages"
@@ -210,18 +208,9 @@ func (h regionHost) build(r failover.Region, fresh *[]*stages.Pipeline) error {
 	}
 	for _, i := range r.Pipes {
 		role := a.flow.pipelines[i].Rollover()
-		var pl *stages.Plan
-		if role.Old {
-			var err error
-			if pl, err = stages.CompileOld(a.cfg, a.flow.src, role.Roll); err != nil {
-				return fmt.Errorf("agent: %w", err)
-			}
-		} else {
-			var diags hcl.Diagnostics
-			pl, diags = stages.Compile(a.cfg, a.flow.pipelines[i].Config())
-			if diags.HasErrors() {
-				return fmt.Errorf("agent: pipeline %q: %s", pl.Config().Name, diags.Error())
-			}
+		pl, err := a.flow.pipelines[i].Recompile(a.cfg)
+		if err != nil {
+			return err
 		}
 		p, err := a.flow.newPipeline(pl)
 		if p != nil {

@@ -35,12 +35,16 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 			configured = append(configured, p.CheckRollover(sel.Manifest, stages.BoundedSources(a.cfg)))
 		}
 		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), a.restorer.allowNonRestored, a.restorer.dropRemoved)
+		kept := rolls.keepPrevious(a.cfg, a.flow.src, sel.Manifest)
 		if rolls.refusal != nil {
 			return rolls.refusal
 		}
+		if err := a.flow.keep(kept, rolls); err != nil {
+			return err
+		}
 		if added, aerr := a.flow.applyRollovers(rolls); aerr != nil {
 			return aerr
-		} else if added {
+		} else if added || len(kept) > 0 {
 			// The old definitions are pipelines of their own regions.
 			a.failover = newFailover(a)
 			if a.inheritRestarts != nil {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
+	"github.com/eddy-edge/eddy/config"
 )
 
 // rolloverPlan is what restoring a checkpoint does to the pipelines whose
@@ -96,7 +98,7 @@ func (plan rolloverPlan) handles(name string) bool {
 // coordinator learns the tasks and before anything starts.
 func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 	for _, v := range plan.verdicts {
-		if v.Refusal != nil {
+		if v.Refusal != nil || v.Kept {
 			continue
 		}
 		var next *stages.Pipeline
@@ -129,4 +131,62 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 		added = true
 	}
 	return added, nil
+}
+
+// keepPrevious turns the refusal of each configured pipeline whose change
+// cannot roll over into keeping its previous definition, which checkpoint
+// m recorded, so that the agent starts and runs it as before; it returns
+// their plans by name. Without a recorded definition (a checkpoint of an
+// earlier build) the refusal stays. A change during a rollover stays
+// refused too: two old definitions at once are not run.
+func (plan *rolloverPlan) keepPrevious(cfg *config.Config, src []byte, m *checkpoint.Manifest) map[string]*stages.Plan {
+	kept := map[string]*stages.Plan{}
+	plan.refusal = nil
+	for i, v := range plan.verdicts {
+		if v.Refusal != nil && !v.Removed && v.Roll == nil {
+			for _, p := range cfg.Pipelines {
+				if p.Name != v.Pipeline {
+					continue
+				}
+				if pl, err := stages.CompileKept(cfg, src, p, m); err == nil {
+					kept[p.Name] = pl
+					plan.verdicts[i].Kept, plan.verdicts[i].Refusal = true, nil
+					plan.known = append(plan.known, p.Name)
+				}
+			}
+		}
+		if plan.refusal == nil {
+			plan.refusal = plan.verdicts[i].Refusal
+		}
+	}
+	return kept
+}
+
+// keep puts the previous definitions of kept in place of their
+// pipelines, before anything starts, and remembers why for /readyz.
+func (df *dataflow) keep(kept map[string]*stages.Plan, plan rolloverPlan) error {
+	for i, p := range df.pipelines {
+		pl, ok := kept[p.Name()]
+		if !ok {
+			continue
+		}
+		df.unplug(p)
+		np, err := df.newPipeline(pl)
+		if err != nil {
+			return err
+		}
+		df.mu.Lock()
+		df.pipelines[i] = np
+		df.mu.Unlock()
+	}
+	for _, v := range plan.verdicts {
+		if v.Kept {
+			df.log.Error("configuration change not applied: pipeline "+strconv.Quote(v.Pipeline)+" keeps running its previous definition",
+				"pipeline", v.Pipeline, "why", v.Why)
+			df.mu.Lock()
+			df.keptPrevious = append(df.keptPrevious, v)
+			df.mu.Unlock()
+		}
+	}
+	return nil
 }

@@ -112,6 +112,7 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg)))
 	}
 	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), allowNonRestored, false)
+	rolls.keepPrevious(cfg, lc.src, m)
 	for i, v := range rolls.verdicts {
 		if !v.Runs() {
 			continue

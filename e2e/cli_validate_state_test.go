@@ -38,12 +38,8 @@ func TestCLI_ValidateState(t *testing.T) {
 	base := checkpointOf(t, twoPipelines)
 	id, taken := newestManifest(t, filepath.Join(base, "data", "checkpoints"))
 	header := fmt.Sprintf("state: eddy run restores checkpoint %d (%s) from %%DATA%%:", id, taken)
-	// A change that cannot roll over is refused; the others roll over
-	// (TestRollover_ChangedPipelineExactlyOnce).
-	cannot := func(pipeline, what, why string) string {
-		return fmt.Sprintf("eddy: agent: checkpoint %d holds pipeline %q's state, and %s, which cannot roll over: %s; "+
-			"restore it with the configuration that wrote it, or start with --allow-non-restored-state to drop that state", id, pipeline, what, why)
-	}
+	// A change that cannot roll over keeps the previous definition
+	// running; the others roll over (TestRollover_ChangedPipelineExactlyOnce).
 	for _, tc := range []struct {
 		name  string
 		tmpl  string
@@ -56,10 +52,8 @@ func TestCLI_ValidateState(t *testing.T) {
     size  = "20s"
     slide = "10s"
   }`, 1),
-			[]string{`  pipeline "sums": refuse to start: ` + strings.TrimPrefix(cannot("sums", "window changed (kind tumbling → sliding, size 10s → 20s, slide 0s → 10s)",
-				"its new window is sliding on event time, and only tumbling windows on event time roll over"), "eddy: agent: "), `  pipeline "maxes": restore`},
-			cannot("sums", "window changed (kind tumbling → sliding, size 10s → 20s, slide 0s → 10s)",
-				"its new window is sliding on event time, and only tumbling windows on event time roll over")},
+			[]string{`  pipeline "sums": keep running its previous definition: window changed (kind tumbling → sliding, size 10s → 20s, slide 0s → 10s), ` +
+				`which cannot roll over: its new window is sliding on event time, and only tumbling windows on event time roll over`, `  pipeline "maxes": restore`}, ""},
 		{"add a pipeline", twoPipelines + `
 pipeline "counts" {
   from = source.file.in
@@ -108,6 +102,54 @@ pipeline "counts" {
 			}
 		})
 	}
+
+	// A checkpoint of a build that did not record pipeline definitions
+	// cannot run the old one: a change is refused as before, by validate
+	// and run in the same words.
+	t.Run("checkpoint without definitions", func(t *testing.T) {
+		dir := t.TempDir()
+		copyTree(t, base, dir, "data", "in.jsonl")
+		names, _ := filepath.Glob(filepath.Join(dir, "data", "checkpoints", "manifests", "*.json"))
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			extra, _ := m["extra"].(map[string]any)
+			for k := range extra {
+				if strings.HasPrefix(k, "definition/") || strings.HasPrefix(k, "maxtime/") {
+					delete(extra, k)
+				}
+			}
+			if b, err = json.Marshal(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(n, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := writeConfig(t, dir, strings.Replace(twoPipelines, "    max = max(event.v)\n", "    max = max(event.v)\n    min = min(event.v)\n", 1))
+		refusal := fmt.Sprintf("eddy: agent: checkpoint %d holds pipeline \"sums\"'s state, and aggregates changed (min added), which cannot roll over: "+
+			"the checkpoint was written by a build that does not record pipeline definitions, so the old one cannot run (the next checkpoint of this build records it); "+
+			"restore it with the configuration that wrote it, or start with --allow-non-restored-state to drop that state", id)
+		_, stderr, code := runSplit(t, "validate", "-c", path)
+		if code != 1 || strings.TrimRight(stderr, "\n") != refusal {
+			t.Fatalf("validate: exit %d, stderr\n%s\nwant exit 1 and\n%s", code, stderr, refusal)
+		}
+		out, err := runEddy(t, "run", "-c", path)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("run: %v, want exit 1:\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if last := lines[len(lines)-1]; last != refusal {
+			t.Fatalf("run's last line\n%s\nis not validate's\n%s", last, refusal)
+		}
+	})
 
 	t.Run("no-state", func(t *testing.T) {
 		dir := t.TempDir()

@@ -80,6 +80,7 @@ func New(pl *Plan, o Options) (*Pipeline, error) {
 	}
 	if pl.src != nil {
 		o.Source = pl.src // an old definition, compiled from its own text
+		p.src = pl.src
 	}
 	if pl.eventTime {
 		if err := p.setWatermarks(pl, o); err != nil {
@@ -141,7 +142,7 @@ func (p *Pipeline) newSubtasks(pl *Plan, o Options) error {
 		p.windowState = windowStateName(*pl.window)
 	}
 	p.shape = pl.StateShape(o.Source)
-	if r := pl.cfg.BlockRange; p.shape != nil && pl.src == nil && r.Start.Byte < r.End.Byte && r.End.Byte <= len(o.Source) {
+	if r := pl.cfg.BlockRange; p.shape != nil && r.Start.Byte < r.End.Byte && r.End.Byte <= len(o.Source) {
 		p.block = o.Source[r.Start.Byte:r.End.Byte]
 	}
 	p.merge.done = make(chan struct{})

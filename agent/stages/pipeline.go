@@ -74,12 +74,16 @@ type Pipeline struct {
 	// roll is the rollover whose old definition this instance runs; nil
 	// for every other pipeline. since: a new definition's cut, before
 	// which it takes no reading (math.MinInt64: none).
-	roll    *Rollover
-	role    RolloverRole // as SetRollover gave it, for a rebuild
+	roll *Rollover
+	role RolloverRole // as SetRollover gave it, for a rebuild
+	// src is the plan's own configuration text (an old or kept
+	// definition's), nil when it is the agent's.
+	src     []byte
 	since   int64
 	retired bool // the old definition's last window is past its lateness (logged)
 	// restoreFrom is the name the pipeline's state has in the checkpoint
-	// Restore reads: "" its own, noRestore none (a new definition).
+	// Restore reads (stateIn): "" its own, noRestore none (a new
+	// definition).
 	restoreFrom string
 	// maxTime is the newest event time routed to the subtasks, recorded
 	// in checkpoints: a later rollover's cut lies after it. Owned by the

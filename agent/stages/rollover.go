@@ -87,6 +87,10 @@ type RolloverVerdict struct {
 	// Dropped: a removed pipeline that cannot roll out, whose state a
 	// reload that removed it drops.
 	Dropped bool
+	// Kept: the change cannot roll over (Why), and the pipeline keeps
+	// running its previous definition, recorded in the checkpoint.
+	Kept bool
+	Why  string
 	// RenamedFrom is the removed pipeline a new one continues (same
 	// definition, another name): it takes the readings from that one's
 	// cut, Since.
@@ -177,6 +181,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		what = changeText(changes)
 	}
 	refuse := func(why string) RolloverVerdict {
+		v.Why = what + ", which cannot roll over: " + why
 		v.Refusal = fmt.Errorf("agent: checkpoint %d holds pipeline %q's state, and %s, which cannot roll over: %s; "+
 			"restore it with the configuration that wrote it, or start with --allow-non-restored-state to drop that state",
 			m.ID, name, what, why)
@@ -241,6 +246,8 @@ func (v RolloverVerdict) Text() string {
 	switch {
 	case v.RenamedFrom != "":
 		return fmt.Sprintf("start empty (renamed from %q): windows from %s are its", v.RenamedFrom, formatCut(v.Since))
+	case v.Kept:
+		return "keep running its previous definition: " + v.Why
 	case v.Refusal != nil:
 		return ""
 	case v.Dropped:
@@ -354,8 +361,8 @@ type RolloverRole struct {
 }
 
 // SetRollover gives the pipeline its part in a rollover, after New and
-// before Restore: the event times it takes, the name its state has in the
-// checkpoint restored, and what it records in the next checkpoints.
+// before Restore: the event times it takes and what it records in the
+// next checkpoints; Restore finds its state (stateIn).
 func (p *Pipeline) SetRollover(r RolloverRole) {
 	p.role = r
 	switch {
@@ -366,17 +373,9 @@ func (p *Pipeline) SetRollover(r RolloverRole) {
 			st.task.Label(r.Roll.Pipeline, r.Roll.OldHash)
 		}
 		p.block = nil // the definition is the new one's to record
-		if r.Fresh {
-			p.restoreFrom = r.Roll.Pipeline
-		}
 	case r.Since != math.MinInt64:
 		p.since = r.Since
 		p.prep.SetRange(r.Since, math.MaxInt64)
-		if r.Fresh {
-			p.restoreFrom = noRestore
-		}
-	case r.Fresh:
-		p.restoreFrom = noRestore
 	}
 }
 
@@ -505,4 +504,63 @@ func RollOverChange(oldSrc []byte, old *config.Pipeline, nextSrc []byte, next *c
 	}
 	_, _, why = grids(was, &now)
 	return changeText(changes), why
+}
+
+// CompileKept compiles the previous definition of pipeline p of cfg (the
+// configuration text src), whose block checkpoint m recorded, in place of
+// its block: a change that cannot roll over leaves the pipeline running
+// as it was. It fails when m holds no definition of p or the block no
+// longer fits the configuration.
+func CompileKept(cfg *config.Config, src []byte, p *config.Pipeline, m *checkpoint.Manifest) (*Plan, error) {
+	block, ok := m.Extra[definitionExtraKey(p.Name)]
+	r := p.BlockRange
+	if !ok || r.Start.Byte < 0 || r.End.Byte > len(src) || r.Start.Byte >= r.End.Byte {
+		return nil, fmt.Errorf("pipeline %q: the checkpoint holds no definition of it to keep running", p.Name)
+	}
+	text := append(append(append([]byte{}, src[:r.Start.Byte]...), block...), src[r.End.Byte:]...)
+	full, diags := config.Parse(text, cfg.Filename, nil)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("pipeline %q: its previous definition no longer fits the configuration: %s", p.Name,
+			strings.TrimSpace(config.FormatDiagnostics(diags)))
+	}
+	for _, q := range full.Pipelines {
+		if q.Name == p.Name {
+			pl, diags := Compile(full, q)
+			if diags.HasErrors() {
+				return nil, fmt.Errorf("pipeline %q: its previous definition does not compile: %s", p.Name,
+					strings.TrimSpace(config.FormatDiagnostics(diags)))
+			}
+			pl.src = text
+			return pl, nil
+		}
+	}
+	return nil, fmt.Errorf("pipeline %q: its previous definition is missing", p.Name)
+}
+
+// Recompile compiles the pipeline's plan again from the configuration
+// text it was compiled from, for a region restart: that of cfg, or an old
+// or kept definition's own (CompileOld, CompileKept).
+func (p *Pipeline) Recompile(cfg *config.Config) (*Plan, error) {
+	if p.src == nil {
+		pl, diags := Compile(cfg, p.cfg)
+		if diags.HasErrors() {
+			return nil, fmt.Errorf("agent: pipeline %q: %s", p.name, diags.Error())
+		}
+		return pl, nil
+	}
+	full, diags := config.Parse(p.src, cfg.Filename, nil)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("agent: pipeline %q: %s", p.name, diags.Error())
+	}
+	for _, q := range full.Pipelines {
+		if q.Name == p.name {
+			pl, diags := Compile(full, q)
+			if diags.HasErrors() {
+				return nil, fmt.Errorf("agent: pipeline %q: %s", p.name, diags.Error())
+			}
+			pl.src = p.src
+			return pl, nil
+		}
+	}
+	return nil, fmt.Errorf("agent: pipeline %q: missing from its own configuration text", p.name)
 }
