@@ -330,4 +330,3 @@ func stripDefinitions(t *testing.T, dataDir string) {
 		}
 	}
 }
-
