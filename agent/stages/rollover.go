@@ -54,6 +54,9 @@ type Rollover struct {
 	RetireAt int64 `json:"retire_at"`
 	// Changes says what changed, as validate and the log name it.
 	Changes string `json:"changes"`
+	// From is the cut of the rollover before this one, before which the
+	// old definition took no reading either; 0 when there was none.
+	From int64 `json:"from,omitempty"`
 	// Held: the pipeline reads a bounded file, so its results wait in
 	// its state until the input ends, and the old definition retires
 	// only with the run.
@@ -141,7 +144,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		}
 		v.Since = max(v.Since, r.Cut)
 		v.Roll = &r
-		if wm, ok := restoredWatermark(m, r.Old); ok && wm >= r.RetireAt && !r.Held {
+		if wm, ok := restoredWatermark(m, r.Old); ok && wm >= r.RetireAt && (!r.Held || wm == math.MaxInt64) {
 			v.Retired = true
 		}
 		if changes := recordedChanges(m, name, shape); !removed && len(changes) > 0 && !v.Retired {
@@ -211,7 +214,11 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		return refuse("the old and the new windows share no boundary within 100,000 windows")
 	}
 	oldHash := DefinitionHash(rec)
-	v.Roll = &Rollover{Pipeline: name, Old: name + OldInstanceSuffix + oldHash, OldHash: oldHash, Block: string(block),
+	var since int64
+	if v.Since != math.MinInt64 {
+		since = v.Since
+	}
+	v.Roll = &Rollover{From: since, Pipeline: name, Old: name + OldInstanceSuffix + oldHash, OldHash: oldHash, Block: string(block),
 		Cut: cut, RetireAt: cut - 1 + oldGrid.lateness, Changes: what, Held: bounded(was.Source)}
 	v.Fresh = true
 	v.Since = max(v.Since, cut)
@@ -368,7 +375,11 @@ func (p *Pipeline) SetRollover(r RolloverRole) {
 	switch {
 	case r.Old:
 		p.roll = r.Roll
-		p.prep.SetRange(math.MinInt64, r.Roll.Cut)
+		from := int64(math.MinInt64)
+		if r.Roll.From != 0 {
+			from = r.Roll.From
+		}
+		p.prep.SetRange(from, r.Roll.Cut)
 		for _, st := range p.subtasks {
 			st.task.Label(r.Roll.Pipeline, r.Roll.OldHash)
 		}
