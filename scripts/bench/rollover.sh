@@ -93,17 +93,14 @@ for late in 0s 10s 30s; do
   "$work/eddy" run -c "$d/new.hcl" >"$d/new.log" 2>&1 &
   pid=$!
   wait_line "$d/new.log" "eddy started"
-  start=$(date +%s.%N)
   peak_both=$(rss_peak "$pid" 8)
   wait_line "$d/new.log" "retires"
-  end=$(date +%s.%N)
   kill -TERM "$pid"
   wait "$pid" || true
   # Log timestamps decide; the sampling above only delays the reading.
   started=$(grep -m1 "eddy started" "$d/new.log" | sed -E 's/^time=([^ ]+).*/\1/')
   retired=$(grep -m1 "retires" "$d/new.log" | sed -E 's/^time=([^ ]+).*/\1/')
   lived=$(python3 -c "import datetime as d,sys;f=lambda s:d.datetime.fromisoformat(s.replace('Z','+00:00'));print(round((f(sys.argv[2])-f(sys.argv[1])).total_seconds(),1))" "$started" "$retired")
-  : "$start" "$end"
 
   "$work/eddy" run -c "$d/alone.hcl" >"$d/alone.log" 2>&1 &
   pid=$!
@@ -113,5 +110,6 @@ for late in 0s 10s 30s; do
   wait "$pid" || true
 
   lat=${late%s}
-  echo "| $late | ${lived} s | ≤ $((10 + lat + 2)) s | $((peak_both / 1024)) MiB | $((peak_alone / 1024)) MiB | $(((peak_both - peak_alone) / 1024)) MiB |"
+  mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
+  echo "| $late | ${lived} s | ≤ $((10 + lat + 2)) s | $(mib "$peak_both") | $(mib "$peak_alone") | $(mib $((peak_both - peak_alone))) |"
 done
