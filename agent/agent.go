@@ -201,7 +201,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 		stateCache: a.memory.stateCache, stdout: opts.Stdout, fail: a.fail, holds: &a.diskHolds,
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
 		pipeMetrics: map[string]*stages.Metrics{}, walSinks: map[string]*walHolder{},
-		sparkplugSinks: map[string]*atomic.Pointer[sparkplug.Sink]{}}
+		sparkplugSinks: map[string]*atomic.Pointer[sparkplug.Sink]{}, rebirthers: map[string]*lazyRebirther{}}
 	for _, p := range plans {
 		if err := a.flow.addPipeline(p); err != nil {
 			return nil, err

@@ -8,9 +8,11 @@ import (
 )
 
 // clock gives the two times a pipeline needs: the device's wall clock, for
-// the future-skew check and output timestamps, and a monotonic processing
-// time for processing-time windows, so an NTP step on a device without a
-// real-time clock neither fires nor stalls a window. It is the
+// the future-skew check, output timestamps and processing time between
+// readings (a reading's own processing time is its arrival, from the
+// ingest log), and a monotonic time for the durations the agent measures
+// (idle inputs, alignment timeouts, restarts), which an NTP step on a
+// device without a real-time clock must not stretch. It is the
 // stages.Clock the pipelines are handed.
 type clock struct {
 	start   time.Time // carries Go's monotonic reading
@@ -43,7 +45,7 @@ func (c clock) withStatus(src clocksync.Source, log *slog.Logger) clock {
 	return c
 }
 
-// MonoMs is processing time in ms: the wall time at start plus the
+// MonoMs is the monotonic time in ms: the wall time at start plus the
 // monotonic time elapsed since, so it reads like a timestamp but never jumps.
 func (c clock) MonoMs() int64 { return c.startMs + time.Since(c.start).Milliseconds() }
 

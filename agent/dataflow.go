@@ -54,7 +54,10 @@ type dataflow struct {
 	// sparkplugSinks: the current Sparkplug sink of each name, which a
 	// region restart replaces, for its metrics registered once.
 	sparkplugSinks map[string]*atomic.Pointer[sparkplug.Sink]
-	backends       []state.Backend
+	// rebirthers ask Sparkplug edge nodes for their births, one per
+	// source with request_rebirth; kept across region restarts.
+	rebirthers map[string]*lazyRebirther
+	backends   []state.Backend
 	// deadProducers is each pipeline's count of dead-letter producers
 	// (Connect), for unplug.
 	deadProducers map[*stages.Pipeline]int

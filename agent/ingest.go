@@ -667,7 +667,7 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 		return
 	}
 	defer r.Close()
-	drained := false
+	drained, caughtUp := false, false
 	for {
 		msgs, err := s.readBatch(r)
 		if err != nil {
@@ -691,6 +691,12 @@ func (s *sourceRunner) readLog(ctx context.Context, logger *slog.Logger) {
 			continue
 		}
 		// At the end of the log.
+		if !caughtUp {
+			// The replay is over: the pipelines' processing time may
+			// follow the wall clock from here (Pipeline.HoldProcessingTime).
+			caughtUp = true
+			s.send(&stages.SourceBatch{CaughtUp: true})
+		}
 		if !drained {
 			select {
 			case <-intakeDone:

@@ -129,6 +129,7 @@ restart {
 		`eddy_state_keys{pipeline="p"}`:                 devices,  // a window per key, and its timers
 		`eddy_state_timers{pipeline="p"}`:               devices,  // each window's end
 		`eddy_state_file_bytes{pipeline="p"}`:           4096,     // at least bbolt's meta pages
+		`eddy_state_file_written_bytes{pipeline="p"}`:   0,        // present: 20 keys stay in the write-back cache
 		`eddy_state_memory_bytes{pipeline="p"}`:         1,        // the write-back cache
 		`process_resident_memory_bytes`:                 1 << 20,  // the process's own figures
 		`eddy_ingest_dedup_indexed_entries{source="s"}`: readings, // every reading logged is indexed
@@ -138,7 +139,8 @@ restart {
 		}
 	}
 	reps := a.intro.Pipelines()
-	if len(reps) != 1 || reps[0].State == nil || reps[0].State.Windows != devices || reps[0].State.FileBytes != int64(m[`eddy_state_file_bytes{pipeline="p"}`]) {
+	if len(reps) != 1 || reps[0].State == nil || reps[0].State.Windows != devices || reps[0].State.FileBytes != int64(m[`eddy_state_file_bytes{pipeline="p"}`]) ||
+		reps[0].State.FileWrittenBytes != int64(m[`eddy_state_file_written_bytes{pipeline="p"}`]) {
 		t.Errorf("/api/pipelines state = %+v", reps[0].State)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
+	"github.com/eddy-edge/eddy/operators/io/sparkplug"
 	"github.com/eddy-edge/eddy/state"
 )
 
@@ -48,6 +49,7 @@ func (df *dataflow) newPipeline(pl *stages.Plan) (*stages.Pipeline, error) {
 		Log:     df.log,
 		Clock:   df.clk,
 		Fail:    df.fail,
+		Rebirth: df.rebirth(pl.Config().From.Source),
 	})
 	if err != nil {
 		return nil, err
@@ -138,6 +140,9 @@ func (df *dataflow) connectSources(p *stages.Pipeline) error {
 		return err
 	}
 	sr.outs = append(sr.outs, p.Input())
+	if sr.ilog != nil {
+		p.HoldProcessingTime()
+	}
 	if ref := pc.Control; ref != nil {
 		cr, err := df.source(ref.Source)
 		if err != nil {
@@ -189,4 +194,31 @@ func totalSubtasks(cfg *config.Config) int {
 		}
 	}
 	return max(n, 1)
+}
+
+// rebirth is the NCMD rebirth request of a sparkplug_b source with
+// request_rebirth, nil otherwise. One Rebirther per source serves every
+// pipeline reading it, so a node is asked once, and lives as long as the
+// agent (a region restart keeps it).
+func (df *dataflow) rebirth(src *config.Source) stages.RebirthFunc {
+	if src.MQTT == nil || src.Format != config.FormatSparkplugB || !src.MQTT.RequestRebirth {
+		return nil
+	}
+	r := df.rebirthers[src.Name]
+	if r == nil {
+		m := src.MQTT
+		// The endpoint is resolved at the first request: it may be the
+		// embedded broker, which exists by then.
+		r = &lazyRebirther{open: func() (*sparkplug.Rebirther, error) {
+			ep, tc, err := df.clientEndpoint(m.Broker, m.Username, m.Password, m.TLS)
+			if err != nil {
+				return nil, err
+			}
+			return sparkplug.NewRebirther(sparkplug.RebirthOptions{Broker: ep.URL, ClientID: config.Expand(m.ClientID, df.vars()) + "-rebirth",
+				Username: ep.Username, Password: ep.Password, TLS: tc, Log: df.log.With("source", src.Name)}), nil
+		}}
+		df.rebirthers[src.Name] = r
+		r.register(df.metrics, src.Name)
+	}
+	return r.request
 }

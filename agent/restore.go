@@ -109,17 +109,29 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 		a.restoredID = sel.Manifest.ID
 		restored = sel.Manifest.ID
 	}
-	if err := coord.Restore(sel.NewestID); err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	ck.CollectGarbage()
+	newest := sel.NewestID
 	for _, s := range txSinks {
 		if err := s.tx.Recover(restored); err != nil {
 			return fmt.Errorf("agent: sink %q: recover: %w", s.name, err)
 		}
+		if v, ok := s.tx.(visibleAhead); ok && v.NewestCommitted() > newest {
+			a.log.Warn("sink holds output committed after the restored checkpoint; the replay's copies of it are dropped",
+				"sink", s.name, "restored", restored, "newest_committed", v.NewestCommitted())
+			newest = v.NewestCommitted()
+		}
 	}
+	if err := coord.Restore(newest); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	ck.CollectGarbage()
 	return nil
 }
+
+// visibleAhead is a transactional sink that can hold output made visible
+// under checkpoints after the one a start restored (the newer ones did not
+// verify, or were lost with the device): checkpoint ids continue after its
+// newest, so that no new epoch takes the name of output already visible.
+type visibleAhead interface{ NewestCommitted() uint64 }
 
 // coordinatorConfig is the checkpoint coordinator's configuration for the
 // given tasks.

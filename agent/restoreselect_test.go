@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/eddy-edge/eddy/agent/offsite"
+	"github.com/eddy-edge/eddy/agent/offsite/offsitetest"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/operators/io/ingest"
@@ -22,24 +20,21 @@ import (
 	"github.com/eddy-edge/eddy/upload"
 )
 
-// s3Fixture is a versitygw server with bucket "eddy" and a configuration
-// (device d1, data_dir under the test's directory) whose upload block
-// points at it.
+// s3Fixture is the shared bucket and a configuration (device d1,
+// data_dir under the test's directory) whose upload block points at it.
 type s3Fixture struct {
-	s3     *s3server.Server
-	dir    string
-	cfg    *config.Config
-	client *upload.Client // prefix d1/, the device's
+	*offsitetest.Bucket
+	dir string
+	cfg *config.Config
 }
 
 func newS3Fixture(t *testing.T) *s3Fixture {
 	t.Helper()
-	s3 := s3server.Start(t)
-	s3.MakeBucket("eddy")
-	f := &s3Fixture{s3: s3, dir: t.TempDir()}
-	cfgPath := filepath.Join(f.dir, "eddy.hcl")
-	text := strings.NewReplacer("%DATA%", filepath.Join(f.dir, "data"), "%AGENT%", "").Replace(preflightBase+preflightPipeline) +
-		`upload "s3" {
+	f := &s3Fixture{dir: t.TempDir()}
+	f.Bucket = offsitetest.Start(t, func(s3 *s3server.Server) (*upload.Client, error) {
+		cfgPath := filepath.Join(f.dir, "eddy.hcl")
+		text := strings.NewReplacer("%DATA%", filepath.Join(f.dir, "data"), "%AGENT%", "").Replace(preflightBase+preflightPipeline) +
+			`upload "s3" {
   endpoint   = "` + s3.Endpoint() + `"
   bucket     = "eddy"
   secure     = false
@@ -48,86 +43,18 @@ func newS3Fixture(t *testing.T) *s3Fixture {
   secret_key = "` + s3.SecretKey + `"
 }
 `
-	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, diags := config.Load(cfgPath)
-	if diags.HasErrors() {
-		t.Fatal(config.FormatDiagnostics(diags))
-	}
-	f.cfg = cfg
-	client, err := offsite.NewClient(offsite.Target{Upload: cfg.Upload, DeviceID: cfg.Agent.DeviceID, Bucket: "eddy", Prefix: "d1/"},
-		vfs.Default, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	f.client = client
-	return f
-}
-
-// writeCheckpoint writes full checkpoint id, whose one snapshot holds
-// key k = value, into store.
-func writeCheckpoint(t *testing.T, store *checkpoint.Store, id uint64, value string) *checkpoint.Manifest {
-	t.Helper()
-	ref, err := store.WriteSnapshot("t0", "p", checkpoint.KindFull, id, func(fn func(bucket, key, value []byte, deleted bool) error) error {
-		return fn([]byte("b"), []byte("k"), []byte(value), false)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &checkpoint.Manifest{FormatVersion: checkpoint.ManifestVersion, ID: id, Time: time.Unix(int64(id), 0).UTC(),
-		Kind: checkpoint.KindFull, Files: []checkpoint.FileRef{ref}}
-	if err := store.WriteManifest(m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// manifestObject is the name agent/offsite gives checkpoint id's uploaded
-// manifest, below <prefix>manifests/.
-func manifestObject(id uint64) string { return fmt.Sprintf("%020d.json", id) }
-
-// ship uploads checkpoint m of store as the agent does: files, then the
-// manifest.
-func (f *s3Fixture) ship(t *testing.T, store *checkpoint.Store, m *checkpoint.Manifest) {
-	t.Helper()
-	ctx := context.Background()
-	for _, ref := range m.Files {
-		if err := f.client.PutFileRef(ctx, upload.FileRef{Name: path.Base(ref.Name), LocalPath: filepath.Join(store.Dir(), ref.Name),
-			SHA256: ref.SHA256, Size: ref.Size}); err != nil {
-			t.Fatal(err)
+		if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+			return nil, err
 		}
-	}
-	data, err := checkpoint.MarshalManifest(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.client.PutManifest(ctx, manifestObject(m.ID), data); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// empty removes every object below the device's prefix (an upload skips
-// a file whose object exists, damaged or not).
-func (f *s3Fixture) empty(t *testing.T) {
-	t.Helper()
-	if err := os.RemoveAll(filepath.Join(f.s3.Dir, "eddy", "d1")); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipByte damages the file at p in its middle.
-func flipByte(t *testing.T, p string) {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x40
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+		cfg, diags := config.Load(cfgPath)
+		if diags.HasErrors() {
+			return nil, errors.New(config.FormatDiagnostics(diags))
+		}
+		f.cfg = cfg
+		return offsite.NewClient(offsite.Target{Upload: cfg.Upload, DeviceID: cfg.Agent.DeviceID, Bucket: "eddy", Prefix: offsitetest.Device + "/"},
+			vfs.Default, slog.New(slog.DiscardHandler), nil)
+	})
+	return f
 }
 
 // selectRestorer is a restorer with what selectRestore reads: the
@@ -170,7 +97,7 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped := []*checkpoint.Manifest{writeCheckpoint(t, src, 1, "one"), writeCheckpoint(t, src, 2, "two")}
+	shipped := []*checkpoint.Manifest{offsitetest.WriteCheckpoint(t, src, 1, "one"), offsitetest.WriteCheckpoint(t, src, 2, "two")}
 	cases := []struct {
 		name     string
 		local    int  // checkpoints 1..local in the local store
@@ -200,15 +127,15 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// The bucket holds checkpoints 1 and 2, or nothing.
-			f.empty(t)
+			f.Empty(t)
 			if tc.uploaded {
 				for _, m := range shipped {
-					f.ship(t, src, m)
+					f.Ship(t, src, m)
 				}
 			}
 			if tc.down {
-				f.s3.Stop()
-				defer f.s3.Restart()
+				f.Server.Stop()
+				defer f.Server.Restart()
 			}
 			cfg := *f.cfg
 			cfg.Agent.DataDir = filepath.Join(t.TempDir(), "data")
@@ -220,9 +147,9 @@ func TestSelectRestore_NoCheckpointVerifies(t *testing.T) {
 				t.Fatal(err)
 			}
 			for id := 1; id <= tc.local; id++ {
-				m := writeCheckpoint(t, store, uint64(id), []string{"", "one", "two"}[id])
+				m := offsitetest.WriteCheckpoint(t, store, uint64(id), []string{"", "one", "two"}[id])
 				if tc.corrupt {
-					flipByte(t, filepath.Join(store.Dir(), m.Files[0].Name))
+					offsitetest.FlipByte(t, filepath.Join(store.Dir(), m.Files[0].Name))
 				}
 			}
 			var buf bytes.Buffer

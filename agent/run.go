@@ -50,6 +50,9 @@ func (a *Agent) run(ctx context.Context, opts Options) error {
 // closeStores closes, when run returns, what build opened: the embedded
 // broker, the state backends and the ingest logs.
 func (a *Agent) closeStores() {
+	for _, r := range a.flow.rebirthers {
+		r.close()
+	}
 	if a.flow.broker != nil {
 		_ = a.flow.broker.Close()
 	}

@@ -225,7 +225,7 @@ func (s *sourceRunner) forward(msgs []source.Message) {
 }
 
 func (s *sourceRunner) send(rb *stages.SourceBatch) {
-	if rb.Barrier == nil {
+	if rb.Barrier == nil && !rb.CaughtUp {
 		s.sent.Add(1)
 	}
 	for _, o := range s.outs {

@@ -153,9 +153,9 @@ func TestGolden_Manifest(t *testing.T) {
 // uvarint.
 func TestGolden_InFlight(t *testing.T) {
 	recs := []InFlightRecord{
-		{Seq: 1, KeyGroup: 17, Key: []byte("sensor-1"), Time: 1_700_000_000_000, Watermark: math.MinInt64, Offset: 41,
+		{Seq: 1, KeyGroup: 17, Key: []byte("sensor-1"), Time: 1_700_000_000_000, Watermark: math.MinInt64, Arrival: math.MinInt64, Offset: 41,
 			Values: []float64{21.5, -3}, Payload: []byte(`{"t":21.5}`)},
-		{Seq: 2, KeyGroup: 300, Key: []byte("sensor-2"), Time: 1_700_000_000_500, Watermark: 1_699_999_999_000, Offset: 42,
+		{Seq: 2, KeyGroup: 300, Key: []byte("sensor-2"), Time: 1_700_000_000_500, Watermark: 1_699_999_999_000, Arrival: 1_700_000_000_731, Offset: 42,
 			Values: []float64{}, Payload: []byte(`{}`), Control: []byte(`{"threshold":20}`)},
 	}
 	var enc []byte

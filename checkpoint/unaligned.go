@@ -45,7 +45,7 @@ func (p AlignmentPolicy) Overtake(announcedMs, nowMs int64) bool {
 
 // InFlightVersion is the format version of an encoded InFlightRecord: the
 // first byte of every encoding, and the only version read.
-const InFlightVersion = 2
+const InFlightVersion = 3
 
 // InFlightRecord is one record a barrier overtook, as stored in a
 // checkpoint: everything a window subtask needs to process it again.
@@ -56,9 +56,12 @@ type InFlightRecord struct {
 	Key       []byte
 	Time      int64
 	Watermark int64 // in effect before the record was read; math.MinInt64 on processing time
-	Offset    uint64
-	Values    []float64
-	Payload   []byte
+	// Arrival is the record's processing time (stream.Batch.Arrivals);
+	// math.MinInt64 when its pipeline keeps none.
+	Arrival int64
+	Offset  uint64
+	Values  []float64
+	Payload []byte
 	// Control is the control vector captured for the record (a keyed
 	// pipeline reading control.*), nil if none.
 	Control []byte
@@ -73,6 +76,7 @@ func AppendInFlight(dst []byte, r *InFlightRecord) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, r.KeyGroup)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Time))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Watermark))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Arrival))
 	dst = binary.BigEndian.AppendUint64(dst, r.Offset)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
 	dst = append(dst, r.Key...)
@@ -101,15 +105,16 @@ func DecodeInFlight(b []byte) (InFlightRecord, error) {
 		return r, markCorrupt(errInFlight)
 	}
 	b = b[1:]
-	if len(b) < 8+2+8+8+8 {
+	if len(b) < 8+2+8+8+8+8 {
 		return r, markCorrupt(errInFlight)
 	}
 	r.Seq = binary.BigEndian.Uint64(b)
 	r.KeyGroup = binary.BigEndian.Uint16(b[8:])
 	r.Time = int64(binary.BigEndian.Uint64(b[10:]))
 	r.Watermark = int64(binary.BigEndian.Uint64(b[18:]))
-	r.Offset = binary.BigEndian.Uint64(b[26:])
-	b = b[34:]
+	r.Arrival = int64(binary.BigEndian.Uint64(b[26:]))
+	r.Offset = binary.BigEndian.Uint64(b[34:])
+	b = b[42:]
 	bytesField := func() ([]byte, bool) {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || n > uint64(len(b)-k) {

@@ -38,7 +38,7 @@ func TestInFlight_RoundTrip(t *testing.T) {
 			Values: []float64{1.5, math.NaN(), -0}, Payload: []byte(`{"device":"dev-1"}`)},
 		{Seq: 0}, // empty key and payload decode as nil
 		// Captured control values.
-		{Seq: 8, Key: []byte("k"), Watermark: 3, Payload: []byte(`{}`), Control: []byte{1, 1, 5, 'l', 'i', 'm', 'i', 't', 1, 0, 0, 0, 0, 0, 0, 0x49, 0x40}},
+		{Seq: 8, Key: []byte("k"), Watermark: 3, Arrival: 1_700_000_000_123, Payload: []byte(`{}`), Control: []byte{1, 1, 5, 'l', 'i', 'm', 'i', 't', 1, 0, 0, 0, 0, 0, 0, 0x49, 0x40}},
 	} {
 		b := AppendInFlight(nil, &r)
 		if b[0] != InFlightVersion {

@@ -27,7 +27,8 @@ type Source struct {
 	MQTT       *MQTTSource
 	File       *FileSource
 	Simulator  *SimulatorSource
-	// Format is "json" (default), "csv" or "raw". A simulator is always json.
+	// Format is "json" (default), "csv", "raw" or, on an MQTT source,
+	// FormatSparkplugB. A simulator is always json.
 	Format string
 	// CSV is set for format "csv" (defaults when there is no csv block).
 	CSV *CSV
@@ -92,6 +93,11 @@ type MQTTSource struct {
 	// MaxInflight); 0 turns that matching off. Default DefaultMaxInflight,
 	// at most 65535.
 	MaxInflight int
+	// RequestRebirth (format sparkplug_b): a data message the source
+	// cannot read — before its node's or device's birth, after a gap in
+	// seq, with an alias no birth announced — is answered with an NCMD
+	// "Node Control/Rebirth" to its node, so that its births come again.
+	RequestRebirth bool
 }
 
 // DefaultMaxInflight is max_inflight's default: the in-flight window the
@@ -180,8 +186,17 @@ type Watermark struct {
 
 var (
 	formatBlocks = []hcl.BlockHeaderSchema{{Type: "csv"}, {Type: "timestamp"}, {Type: "watermark"}}
-	formats      = []string{"json", "csv", "raw"}
+	formats      = []string{"json", "csv", "raw", FormatSparkplugB}
 )
+
+// FormatSparkplugB reads Sparkplug B edge nodes' messages: each metric of
+// a birth, data or death message is one reading with the fields
+// SparkplugFields names, stamped by SparkplugTimestamp.
+const FormatSparkplugB = "sparkplug_b"
+
+// SparkplugTimestamp is the event time of a Sparkplug reading: the
+// metric's timestamp, else its payload's (Unix ms).
+var SparkplugTimestamp = Timestamp{Field: "timestamp", Unit: "ms"}
 
 // decodeSources decodes every source block, in order.
 func (d *decoder) decodeSources(blocks hcl.Blocks, broker *Broker) []*Source {
@@ -239,7 +254,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight", "request_rebirth"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -292,6 +307,34 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 	}
 	d.decodeFormat(a, c, s)
 	d.decodeDedup(a, s)
+	d.decodeSparkplug(a, s)
+}
+
+// decodeSparkplug checks the settings of an MQTT source with format
+// sparkplug_b and reads request_rebirth.
+func (d *decoder) decodeSparkplug(a attrs, s *Source) {
+	m := s.MQTT
+	m.RequestRebirth = a.boolean("request_rebirth", false)
+	if s.Format != FormatSparkplugB {
+		if a.has("request_rebirth") {
+			d.errorf(a.rangeOf("request_rebirth"), "Argument does not apply",
+				"\"request_rebirth\" asks Sparkplug edge nodes for their births; this source's format is %q, set format = %q.", s.Format, FormatSparkplugB)
+		}
+		return
+	}
+	if m.Connections > 1 {
+		// A shared subscription spreads a node's messages over
+		// connections, and their order with them: seq would seem to
+		// have gaps.
+		d.errorf(a.rangeOf("connections"), "Argument does not apply",
+			"Sparkplug B readings are checked in seq order, which a shared subscription over several connections does not keep; remove \"connections\".")
+	}
+	for i, t := range m.Topics {
+		if !strings.HasPrefix(t, "spBv1.0/") && !strings.HasPrefix(t, "#") && !strings.HasPrefix(t, "+/") {
+			d.warnf(a.rangeOf("topics"), "Topic outside the Sparkplug namespace",
+				"topics[%d] = %q matches no Sparkplug B topic, which all start with \"spBv1.0/\"; e.g. topics = [\"spBv1.0/GROUP/#\"]. Its messages are dead-lettered as not_sparkplug.", i, t)
+		}
+	}
 }
 
 // decodeDedup reads dedup_key and dedup_window of an MQTT source whose
@@ -344,6 +387,10 @@ func (d *decoder) checkBroker(a attrs, value string, broker *Broker) {
 // decodeFormat decodes format, csv, timestamp and watermark of a source.
 func (d *decoder) decodeFormat(a attrs, c *hcl.BodyContent, s *Source) {
 	s.Format = a.enum("format", formats, "json")
+	if s.Format == FormatSparkplugB && s.MQTT == nil {
+		d.errorf(a.rangeOf("format"), "Unsupported format",
+			"%q reads Sparkplug B messages from an MQTT broker; a %s source has no MQTT topics. Use format \"json\", \"csv\" or \"raw\".", FormatSparkplugB, s.Type)
+	}
 	if cb := d.single(c.Blocks, "csv"); cb != nil {
 		ca, _ := d.content(cb, []string{"header", "columns", "delimiter"})
 		csv := &CSV{Header: ca.boolean("header", true), Delimiter: ','}
@@ -379,10 +426,17 @@ func (d *decoder) decodeFormat(a attrs, c *hcl.BodyContent, s *Source) {
 					"%q has no Go reference-time elements; write the layout of Mon Jan 2 15:04:05 MST 2006 (e.g. \"2006-01-02 15:04:05\"), or \"rfc3339\".", ts.Layout)
 			}
 		}
-		if s.Format == "raw" {
+		switch s.Format {
+		case "raw":
 			d.errorf(tb.DefRange, "Unexpected timestamp block", "A raw payload has no fields; use format \"json\" or \"csv\" for event time.")
+		case FormatSparkplugB:
+			d.errorf(tb.DefRange, "Unexpected timestamp block",
+				"Sparkplug B readings carry their event time in the field \"timestamp\" (the metric's, else the payload's, in ms); remove the timestamp block.")
 		}
 		s.Timestamp = ts
+	} else if s.Format == FormatSparkplugB {
+		ts := SparkplugTimestamp
+		s.Timestamp = &ts
 	}
 	d.decodeWatermark(c.Blocks, s)
 }

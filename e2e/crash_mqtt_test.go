@@ -163,6 +163,35 @@ func (r *mqttCrashRun) finalResults(n int) map[string]string {
 	return got
 }
 
+// killsAt returns the between callback of a publisher of readings in
+// batches of 1000 that kills and restarts the run after kills batches
+// drawn at random, each at a random moment.
+func (r *mqttCrashRun) killsAt(readings, kills int) func(i int) {
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	killAt := map[int]bool{}
+	for len(killAt) < kills {
+		killAt[(1+rng.IntN(readings/1000-1))*1000] = true
+	}
+	return func(i int) {
+		if killAt[i] {
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // pacing: a random kill moment
+			r.kill()
+			r.start()
+		}
+	}
+}
+
+// sameAfterKills waits for the run's windows, stops it and fails the test
+// unless it started kills+1 times and committed exactly want.
+func (r *mqttCrashRun) sameAfterKills(want map[string]string, kills int) {
+	r.t.Helper()
+	got := r.finalResults(len(want))
+	if r.starts != kills+1 {
+		r.t.Fatalf("%d starts, want %d", r.starts, kills+1)
+	}
+	sameWindows(r.t, want, got, kills)
+}
+
 // sameWindows fails the test unless got holds exactly want's windows with
 // the same results: it reports up to 10 differing windows and every extra
 // one.
@@ -258,23 +287,7 @@ func TestCrash_MQTTExactlyOnce(t *testing.T) {
 
 	crashed := newMQTTCrashRun(t, b.URL(), "eddy-crashed")
 	crashed.start()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
-	batches := readings / 1000
-	killAt := map[int]bool{}
-	for len(killAt) < kills {
-		killAt[(1+rng.IntN(batches-1))*1000] = true
-	}
-	publishReadings(t, b.URL(), "pub-crashed", readings, devices, func(i int) {
-		if killAt[i] {
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // pacing: a random kill moment
-			crashed.kill()
-			crashed.start()
-		}
-	})
-	got := crashed.finalResults(len(want))
-	if crashed.starts != kills+1 {
-		t.Fatalf("%d starts, want %d", crashed.starts, kills+1)
-	}
-	sameWindows(t, want, got, kills)
+	publishReadings(t, b.URL(), "pub-crashed", readings, devices, crashed.killsAt(readings, kills))
+	crashed.sameAfterKills(want, kills)
 	t.Logf("%d readings, %d kills: %d windows identical to the uninterrupted run, no duplicate records", readings, kills, len(want))
 }

@@ -202,9 +202,9 @@ func sameTransitions(t *testing.T, what string, got, want map[string][]string) {
 // 3 × the timeout (18 s). The agent sees a gap as longer or shorter than
 // the schedule by the delay between a reading's publication and its
 // processing, which a kill raises to the age of the checkpoint restored
-// plus the restart plus the replay of the ingest log and of what
-// mosquitto queued meanwhile (a restore replays the logged readings on
-// the clock of the replay). Checkpoints every 100 ms and kills at least
+// plus the restart plus what mosquitto queued meanwhile (a restore
+// replays the logged readings with their logged arrivals, but what the
+// agent did not receive before the kill arrives after the restart). Checkpoints every 100 ms and kills at least
 // 2 s apart, so that every run completes some, keep that to a few
 // seconds at most (the restarts take well under one), below
 // timeout - round (5.5 s), by which a speaking device's restored deadline

@@ -114,6 +114,16 @@ source "mqtt" "local_csv" {
   }
 }
 
+# Sparkplug B edge nodes: each metric of their births, data and deaths is
+# one reading (event.node, event.device, event.metric, event.value, …),
+# stamped with the metric's timestamp; aliases are resolved from the births.
+source "mqtt" "scada" {
+  broker          = "tcp://127.0.0.1:1883"
+  topics          = ["spBv1.0/plant1/#"]
+  format          = "sparkplug_b"
+  request_rebirth = true # answer data it cannot read (before birth, seq gap) with an NCMD rebirth
+}
+
 # Replaying a file ("-" reads standard input), one reading per line.
 source "file" "replay" {
   path   = "readings.jsonl"
@@ -300,6 +310,19 @@ pipeline "csv_sessions" {
   aggregate {
     first_temp = first(event.temp)
     last_temp  = last(event.temp)
+  }
+  to = [sink.stdout.console]
+}
+
+# Per Sparkplug device and metric: mean of 1-minute windows, on fresh
+# readings only (a dead node's last values come stale).
+pipeline "scada_means" {
+  from   = source.mqtt.scada
+  filter = !event.stale && event.value != null
+  key    = "${event.node}/${event.device}/${event.metric}"
+  window "tumbling" { size = "1m" }
+  aggregate {
+    mean = avg(event.value)
   }
   to = [sink.stdout.console]
 }

@@ -130,12 +130,12 @@ func (k *KeyedStage) SetAbsence(spec AbsenceSpec) error {
 	return err
 }
 
-// SetProcessingClock sets the clock of processing time, monotonic Unix ms
-// (the agent's): read once per batch, it is the processing time of the
-// batch's readings, and moves the processing-time timers on
-// (AdvanceProcessingTime does too, between batches). Without one,
+// SetProcessingTime puts the stage on processing time: each reading's
+// processing time is its arrival (stream.Batch.Arrivals), which first
+// moves the processing-time timers on to it, and so does
+// WindowTask.AdvanceProcessingTime between readings. Without it,
 // processing time is the readings' time.
-func (k *KeyedStage) SetProcessingClock(now func() int64) { k.clock = now }
+func (k *KeyedStage) SetProcessingTime() { k.procTime = true }
 
 // keepTimer gives the current key the processing-time timer next, given
 // that it needed old before: a timer set for old (or earlier) is kept, as

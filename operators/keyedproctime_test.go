@@ -64,21 +64,20 @@ func procSummary(t *testing.T, rec []byte) string {
 }
 
 // runProcSteps runs steps through a task without a window, in arrival
-// order, built by set on a fake processing clock, checking each step's
-// records.
+// order, built by set on processing time, checking each step's records:
+// a reading arrives at its step's clock (Batch.Arrivals), and a step
+// without one moves processing time there.
 func runProcSteps(t *testing.T, ttl time.Duration, exprs []string, set func(k *KeyedStage, progs []*expr.Program) error, steps []procStep) {
 	t.Helper()
-	var clock int64
 	be := state.NewMemory()
 	build := func(be state.Backend) *WindowTask {
 		task := newBlockTask(t, be, keyed.Arrival, ttl, exprs, set)
-		task.Keyed().SetProcessingClock(func() int64 { return clock })
+		task.Keyed().SetProcessingTime()
 		return task
 	}
 	task := build(be)
 	offset := uint64(0)
 	for i, s := range steps {
-		clock = s.clock
 		switch {
 		case s.restore:
 			if err := task.Keyed().Flush(); err != nil { // as a checkpoint does
@@ -106,6 +105,7 @@ func runProcSteps(t *testing.T, ttl time.Duration, exprs []string, set func(k *K
 			}
 			b := stream.NewBatch(0)
 			b.Append([]byte(s.key), 1, ts, nil, []byte(`{"s":"`+s.key+`","v":`+v+`}`), offset)
+			b.AppendArrival(s.clock)
 			task.Process(b, false)
 		default:
 			task.AdvanceProcessingTime(s.clock)

@@ -26,9 +26,11 @@ type KeyedStage struct {
 	vals    []event.Value
 	handler keyed.Handler
 	blocks  []*signalBlock // the per-key blocks, chained in this order
-	clock   func() int64   // processing time (SetProcessingClock); nil: the readings' time
-	procNow int64          // processing time of the batch being processed
-	r       keyed.Reading  // reused: a Reading per call would escape to the heap
+	// procTime: processing time is the readings' arrival
+	// (SetProcessingTime); false: their time.
+	procTime bool
+	procNow  int64         // processing time of the reading being processed
+	r        keyed.Reading // reused: a Reading per call would escape to the heap
 	// keepLate: the batch being processed keeps late readings for the side
 	// output (Process's argument, for the Handler).
 	keepLate bool
@@ -43,6 +45,8 @@ type KeyedStage struct {
 	Rejected map[string]int64
 	// Duplicates counts the readings dedup dropped.
 	Duplicates int64
+	// overflowed is op.Overflowed already added to the task's Overflowed.
+	overflowed int64
 }
 
 // NewKeyedStage returns the keyed stage running spec over op.
@@ -99,17 +103,18 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 		return
 	}
 	k.keepLate = keepLate
-	if k.clock != nil {
-		// Due timers first: a key whose deadline passed (while the agent
-		// was down, say) is silent before its next reading resumes it.
-		t.advanceKeyedProcessingTime(k.clock())
-		if k.err != nil {
-			return
-		}
-	}
 	perRecordWM := len(b.Watermarks) == b.Len()
+	arrivals := b.HasArrivals()
 	arrival := k.op.Order() == keyed.Arrival
 	for i := 0; i < b.Len(); i++ {
+		if arrivals {
+			// Due timers first: a key whose deadline passed before the
+			// reading arrived is silent before the reading resumes it.
+			t.arrive(b.Arrivals[i])
+			if k.err != nil {
+				return
+			}
+		}
 		wm := k.op.Watermark()
 		if perRecordWM {
 			wm = b.Watermarks[i]
@@ -122,7 +127,7 @@ func (t *WindowTask) processKeyed(b *stream.Batch, keepLate bool) {
 			}
 		}
 		k.r = keyed.Reading{Key: b.Key(i), KeyGroup: b.KeyGroups[i], Time: b.Times[i], Seq: b.Offsets[i], Payload: b.Payload(i), Control: b.Control(i)}
-		if k.clock == nil {
+		if !k.procTime {
 			k.procNow = k.r.Time
 		}
 		k.resumed = b.Resumed(i)
@@ -181,7 +186,12 @@ func (t *WindowTask) advanceKeyedProcessingTime(now int64) {
 // order.
 func (t *WindowTask) released(r *keyed.Reading) error {
 	k := t.keyed
-	switch k.ev.Eval(r) {
+	verdict := k.ev.Eval(r)
+	if n := k.op.Overflowed; n > k.overflowed {
+		t.keyedOverflow(r, n-k.overflowed)
+		k.overflowed = n
+	}
+	switch verdict {
 	case keyed.Filtered:
 		k.Filtered++
 		return nil
@@ -224,6 +234,15 @@ func (t *WindowTask) released(r *keyed.Reading) error {
 	t.res = record.Result{Pipeline: t.pipeline, Key: r.Key, Start: r.Time, End: r.Time, Kind: record.KindReading, Seq: r.Seq}
 	t.results.AddReading(t.deviceID, &t.res, k.names, k.vals)
 	return nil
+}
+
+// keyedOverflow counts n per-key function results of reading r that
+// overflowed float64 and are null, with the window results' overflows:
+// the same counter and log line, naming the function, and the reading's
+// time as the window's start and end.
+func (t *WindowTask) keyedOverflow(r *keyed.Reading, n int64) {
+	t.Overflowed += n
+	t.LastOverflow = Overflow{Aggregates: []string{t.keyed.op.LastOverflowed.String()}, Key: string(r.Key), Start: r.Time, End: r.Time}
 }
 
 // Watermark returns the task's event-time watermark: its window's, else

@@ -132,7 +132,8 @@ func NewPreparer(spec PrepareSpec) *Preparer {
 func (p *Preparer) SetRange(from, until int64) { p.spec.From, p.spec.Until = from, until }
 
 // Prepare decodes and prepares one reading. payload is copied into the
-// preparer's record; procTimeMs is the monotonic processing time and
+// preparer's record; procTimeMs is the reading's processing time (its
+// arrival, a processing-time pipeline's Time) and
 // wallNowMs the device's wall clock, both in ms. wallSynced says whether
 // that clock is synchronised: when it is not (a device without a real-time
 // clock, before NTP), it is no reference and max_future_skew rejects nothing.

@@ -91,9 +91,13 @@ func (t *WindowTask) Process(b *stream.Batch, keepLate bool) {
 		return
 	}
 	perRecordWM := len(b.Watermarks) == b.Len()
+	arrivals := b.HasArrivals()
 	for i := 0; i < b.Len(); i++ {
 		if perRecordWM && b.Watermarks[i] > t.op.Watermark() {
 			t.op.AdvanceWatermark(b.Watermarks[i], &t.out)
+		}
+		if arrivals {
+			t.arrive(b.Arrivals[i])
 		}
 		t.elem.Key = b.Key(i)
 		if t.keys != nil && !t.keys.Live(t.elem.Key) {
@@ -145,7 +149,23 @@ func (t *WindowTask) AdvanceWatermark(wm int64) {
 	t.collect()
 }
 
-// AdvanceProcessingTime moves processing time (monotonic ms) forward.
+// arrive moves processing time on to a reading that arrived at ms: the
+// window's timers before it fire first (a reading at a window's last
+// millisecond still belongs to it), and the keyed stage's up to it (a
+// deadline at the reading's arrival passed first). Processing time so
+// follows the readings, wherever batches are cut, and a replay of the
+// ingest log moves it as the first run did.
+func (t *WindowTask) arrive(ms int64) {
+	if t.op != nil && ms-1 > t.op.ProcessingTime() {
+		t.op.AdvanceProcessingTime(ms-1, &t.out)
+	}
+	if k := t.keyed; k != nil && k.procTime {
+		t.advanceKeyedProcessingTime(ms)
+	}
+}
+
+// AdvanceProcessingTime moves processing time (wall-clock ms, as the
+// readings' arrivals) forward.
 func (t *WindowTask) AdvanceProcessingTime(nowMs int64) {
 	if t.keyed != nil {
 		t.advanceKeyedProcessingTime(nowMs)

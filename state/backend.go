@@ -82,6 +82,13 @@ type Usage struct {
 	// MemoryBytes is what the store keeps in memory: for Memory every key
 	// and value (not Go's map overhead), for Bolt its write-back cache.
 	MemoryBytes int64
+	// WrittenBytes counts, for Bolt, the bytes written to the working file
+	// since it was opened: the bulk-loaded base of a restore and, per
+	// committed transaction, every page it touched (bbolt writes a changed
+	// page whole, at a new place) plus the meta page. What reaches the
+	// device may be less: the file runs without fsync, so the kernel can
+	// write a page rewritten twice once. 0 for Memory.
+	WrittenBytes int64
 }
 
 // Bucket is the handle of a named bucket of one Backend.

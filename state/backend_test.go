@@ -465,3 +465,67 @@ func TestBolt_UsageFileBytes(t *testing.T) {
 		t.Fatalf("the store holds %d keys, want 4000", got)
 	}
 }
+
+// WrittenBytes counts whole pages: the wear of one changed key is a leaf
+// page, its branch pages and a meta page, not its bytes; a snapshot
+// writes nothing to the file.
+func TestBolt_UsageWrittenBytes(t *testing.T) {
+	be := openTestBolt(t, BoltOptions{CacheBytes: 4 << 20})
+	b, err := be.Bucket("op/a", KeyGroupPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := be.Usage().WrittenBytes; got != 0 {
+		t.Fatalf("a new store wrote %d bytes", got)
+	}
+	value := bytes.Repeat([]byte{7}, 100)
+	for i := range 5000 {
+		if err := be.Put(b, fmt.Appendf([]byte{0, 1}, "key-%05d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := be.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := be.Usage().WrittenBytes
+	if loaded < 5000*100 || loaded > 4*5000*(100+16) {
+		t.Fatalf("5000 keys of 100 bytes wrote %d bytes", loaded)
+	}
+	snap, err := be.Snapshot(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.Usage().WrittenBytes; got != loaded {
+		t.Fatalf("a snapshot wrote %d bytes to the working file", got-loaded)
+	}
+	if err := be.Put(b, []byte("\x00\x01key-02500"), value); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.Usage().WrittenBytes - loaded; got < 2*4096 {
+		t.Fatalf("one changed key wrote %d bytes, want a leaf page and a meta page at least", got)
+	}
+
+	// A restore counts the base it writes.
+	full, err := be.Snapshot(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTestBolt(t, BoltOptions{CacheBytes: 4 << 20})
+	if _, err := fresh.Bucket("op/a", KeyGroupPrefix); err != nil {
+		t.Fatal(err)
+	}
+	err = fresh.Restore(full.Entries, RestoreOptions{})
+	full.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := fresh.Usage(); u.WrittenBytes < 5000*100 || u.WrittenBytes < u.FileBytes/2 {
+		t.Fatalf("a restore of 5000 keys of 100 bytes: %+v", u)
+	}
+}

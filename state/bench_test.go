@@ -281,3 +281,58 @@ func BenchmarkBolt_CheckpointAllocs(b *testing.B) {
 	}
 	b.ReportMetric(float64(be.CacheBytes()), "cache-bytes")
 }
+
+// The working file's wear under scattered updates: 300k window-like
+// entries (plus a timer each) in random key order through a 16 MiB cache,
+// 1% of them, chosen at random, updated per checkpoint. It reports the
+// bytes written to the file per update (Usage.WrittenBytes; an entry is
+// 74 bytes) and the file's size: every write-back rewrites about every
+// page of the windows' bucket, so both follow the write-backs' number and
+// the file's compactness. Run with -benchtime 300x.
+func BenchmarkBolt_WearScatteredOnePercent(b *testing.B) {
+	const keys = 300_000
+	be := openTestBolt(b, BoltOptions{CacheBytes: 16 << 20, MaxSize: 1 << 30})
+	win, _ := be.Bucket("op/windows", KeyGroupPrefix)
+	timers, _ := be.Bucket("op/timers", KeyGroupPrefix)
+	key := func(dst []byte, i int) []byte {
+		dst = binary.BigEndian.AppendUint16(dst[:0], uint16(uint32(i)*2654435761>>16)%128) // scattered key groups
+		return fmt.Appendf(dst, "\x0esensor-%07d\x01window-%09d", i, 0)
+	}
+	val := make([]byte, 40)
+	var k []byte
+	for i := range keys {
+		k = key(k, i)
+		if err := be.Put(win, k, val); err != nil {
+			b.Fatal(err)
+		}
+		if err := be.Put(timers, k, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	written := be.Usage().WrittenBytes
+	rng := rand.New(rand.NewPCG(1, 2))
+	updates := 0
+	b.ResetTimer()
+	for b.Loop() {
+		for range keys / 100 {
+			binary.LittleEndian.PutUint64(val, rng.Uint64())
+			if err := be.Put(win, key(k, rng.IntN(keys)), val); err != nil {
+				b.Fatal(err)
+			}
+			updates++
+		}
+		snap, err := be.Snapshot(false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := snap.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	u := be.Usage()
+	b.ReportMetric(float64(u.WrittenBytes-written)/float64(updates), "written-B/update")
+	b.ReportMetric(float64(u.FileBytes)/(1<<20), "file-MiB")
+}

@@ -72,6 +72,24 @@
 // the last completed checkpoint, whose files have their own fsync
 // discipline. Never keep anything in it that must survive a crash on its own.
 //
+// # Wear
+//
+// The working file is written by write-backs (and by the restore that
+// builds it), never at barriers. bbolt rewrites a changed page whole, at
+// a new place, and changed keys are spread over the file, so a write-back
+// rewrites about every page of the buckets it touches whatever its size:
+// the bytes written per hour are about those buckets' size times the
+// write-backs per hour. Hence the cache writes back only when 7 entries in
+// 8 are dirty, 4000 entries per transaction, and splits pages full
+// (FillPercent 1.0; bbolt's default of half doubles a file filled by
+// scattered inserts). A key updated less often than the cache turns over
+// still reaches the file once per update: at 1M keys with 1% updated per
+// 10 s checkpoint (scripts/bench/wear.sh) that is about an entry per
+// update, 13 times the compressed increments, most of the agent's writes. Only a
+// cache holding the whole state, or misses served from the checkpoint
+// files rather than from write-backs, would remove it. Usage.WrittenBytes
+// counts what the file was given (eddy_state_file_written_bytes).
+//
 // # Size limits
 //
 // BoltOptions.MaxSize bounds the file; the mmap is reserved at that size
@@ -111,14 +129,21 @@
 //     OnePercentOfMillion ./checkpoint/). Snapshot used to write the dirty
 //     entries back first, ~100 ms for 10k scattered keys.
 //   - The cost of not flushing at barriers: dirty entries accumulate until
-//     half the cache is dirty and are then written back in one sorted pass.
-//     With 1M keys, a 32 MiB cache and 10k random updates per checkpoint
-//     that was one ~2.4 s pause after about 20 checkpoints (~185k entries),
+//     7 entries in 8 are dirty (half, when this was measured) and are then
+//     written back in one sorted pass. With 1M keys, a 32 MiB cache and
+//     10k random updates per checkpoint that was one ~2.4 s pause after
+//     about 20 checkpoints (~185k entries),
 //     where flushing at every barrier paused 0.2–0.9 s each time, on a
 //     machine at load average ~15: less work in total (updates coalesce and
 //     pages hold more dirty keys), but a longer single pause. Writing back
 //     a bounded number of the oldest entries at a time was tried and was
 //     ~4× slower in total (scattered keys, one page rewrite each).
+//   - Wear under scattered updates (300k entries of 74 bytes and a timer
+//     each, 1% updated at random per checkpoint, 16 MiB cache): 293 bytes
+//     written to the file per update and a 45 MiB file; 952 bytes and
+//     84 MiB when write-backs started at half the cache dirty, in 1,000-entry
+//     transactions with half-full splits (go test ./state/ -run '^$' -bench
+//     WearScattered -benchtime 300x).
 //   - Restore of 2M entries (1M windows and their timers) into a fresh
 //     working file: ~1 s (go test ./state/ -run '^$' -bench RestoreMillion
 //     -benchtime 2x); through bbolt puts it took 4.5–5.5 s.

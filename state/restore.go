@@ -103,6 +103,9 @@ func (s *Bolt) endBulk(bl *bulkLoader) error {
 		return err
 	}
 	s.keys = bl.keys
+	if fi, err := os.Stat(s.path); err == nil {
+		s.written += fi.Size() // the bulk loader writes each page once
+	}
 	if err := s.openFile(); err != nil {
 		return fmt.Errorf("state: restore: %w", err)
 	}
@@ -254,6 +257,9 @@ func (l *blockLoader) commit() error {
 		return nil
 	}
 	err := l.tx.Commit()
+	if err == nil {
+		l.s.committed(l.tx)
+	}
 	l.tx, l.txBytes = nil, 0
 	for _, b := range l.held {
 		l.release(b)
@@ -351,6 +357,7 @@ func (l *blockLoader) write(deleted bool, bucket, key, value []byte) (inTx bool,
 		if l.bk, err = l.tx.CreateBucketIfNotExists(bucket); err != nil {
 			return false, l.s.writeErr("restore bucket", err)
 		}
+		l.bk.FillPercent = 1.0 // as the write-back does (flushBatch)
 		l.bkName = append(l.bkName[:0], bucket...)
 	}
 	if deleted {

@@ -15,6 +15,10 @@ import (
 // is never large, and a bound keeps a hostile object from exhausting memory.
 const maxManifestBytes = 64 << 20
 
+// ManifestObject is checkpoint id's manifest object name below
+// <prefix>manifests/: zero-padded, so that names sort as ids do.
+func ManifestObject(id uint64) string { return fmt.Sprintf("%020d.json", id) }
+
 // PutManifest uploads data as <prefix>manifests/<name>, replacing any object
 // of that name. Call it only after every file the manifest references is
 // uploaded: a checkpoint exists remotely exactly when its manifest does

@@ -25,7 +25,7 @@ type Domain uint8
 const (
 	DomainInvalid  Domain = iota
 	EventTime             // driven by watermarks (AdvanceWatermark)
-	ProcessingTime        // driven by the caller's monotonic clock (AdvanceProcessingTime)
+	ProcessingTime        // driven by the caller's processing time (AdvanceProcessingTime)
 	CountDomain           // driven by each key's reading count (count windows)
 )
 

@@ -9,7 +9,7 @@
 //
 //	op.Process(&elem, &out)             // a reading: returns Accepted | Late | Unassigned
 //	op.AdvanceWatermark(wm, &out)       // event time moves (from package watermark)
-//	op.AdvanceProcessingTime(now, &out) // the caller's monotonic ms clock moves
+//	op.AdvanceProcessingTime(now, &out) // the caller's processing time moves
 //	out.Firings                         // results: Final | Early | LateUpdate
 //
 // State (window accumulators, session sets, count-window counters, timers)

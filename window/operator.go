@@ -13,7 +13,8 @@ type Element struct {
 	Key      []byte
 	KeyGroup uint16
 	// Time is the event time in ms for event-time assigners, the
-	// processing time (the caller's monotonic ms) for processing-time ones;
+	// processing time (the caller's ms: Eddy's is the reading's arrival,
+	// wall clock) for processing-time ones;
 	// count windows use it only for first/last.
 	Time int64
 	// Values[i] is the argument of the aggregates with Arg i; NaN is null,
@@ -160,7 +161,7 @@ func (op *Operator) AdvanceWatermark(wm int64, out *Output) {
 	}
 }
 
-// AdvanceProcessingTime moves processing time (the caller's monotonic ms) to
+// AdvanceProcessingTime moves processing time (the caller's ms) to
 // nowMs and fires processing-time windows whose End−1 ≤ nowMs (then purges
 // them) and due early firings. A value below the current one is ignored.
 func (op *Operator) AdvanceProcessingTime(nowMs int64, out *Output) {

@@ -46,11 +46,14 @@ type PipelineReport struct {
 // StateReport is what a pipeline's (or one subtask's) state holds, in GET
 // /api/pipelines and the eddy_state_* gauges.
 type StateReport struct {
-	Keys        int64 `json:"keys"`         // entries in the state stores
-	FileBytes   int64 `json:"file_bytes"`   // bbolt working files in use (0 on the memory backend)
-	MemoryBytes int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches; plus the window store's object cache and timer front
-	Windows     int64 `json:"windows"`      // open windows (panes, for sliding windows in panes)
-	Timers      int64 `json:"timers"`       // pending timers
+	Keys      int64 `json:"keys"`       // entries in the state stores
+	FileBytes int64 `json:"file_bytes"` // bbolt working files in use (0 on the memory backend)
+	// FileWrittenBytes is what the bbolt working files had written to them
+	// since they were opened (state.Usage.WrittenBytes): the wear they cause.
+	FileWrittenBytes int64 `json:"file_written_bytes"`
+	MemoryBytes      int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches; plus the window store's object cache and timer front
+	Windows          int64 `json:"windows"`      // open windows (panes, for sliding windows in panes)
+	Timers           int64 `json:"timers"`       // pending timers
 }
 
 // CheckpointReport is GET /api/checkpoints.

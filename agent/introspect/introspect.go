@@ -116,11 +116,12 @@ func (v *View) RegisterMetrics() {
 		})
 		if p.Stateful {
 			for name, field := range map[string]func(*admin.StateReport) int64{
-				"eddy_state_keys":         func(r *admin.StateReport) int64 { return r.Keys },
-				"eddy_state_file_bytes":   func(r *admin.StateReport) int64 { return r.FileBytes },
-				"eddy_state_memory_bytes": func(r *admin.StateReport) int64 { return r.MemoryBytes },
-				"eddy_state_windows":      func(r *admin.StateReport) int64 { return r.Windows },
-				"eddy_state_timers":       func(r *admin.StateReport) int64 { return r.Timers },
+				"eddy_state_keys":               func(r *admin.StateReport) int64 { return r.Keys },
+				"eddy_state_file_bytes":         func(r *admin.StateReport) int64 { return r.FileBytes },
+				"eddy_state_file_written_bytes": func(r *admin.StateReport) int64 { return r.FileWrittenBytes },
+				"eddy_state_memory_bytes":       func(r *admin.StateReport) int64 { return r.MemoryBytes },
+				"eddy_state_windows":            func(r *admin.StateReport) int64 { return r.Windows },
+				"eddy_state_timers":             func(r *admin.StateReport) int64 { return r.Timers },
 			} {
 				set.GetOrCreateGauge(name+l, func() float64 {
 					if r := p.Counters.State(); r != nil {

@@ -153,7 +153,7 @@ func (r remoteFetch) restore(ctx context.Context, id uint64) (uint64, error) {
 		return 0, err
 	}
 	if id != 0 {
-		name := manifestObject(id)
+		name := upload.ManifestObject(id)
 		if !slices.Contains(names, name) {
 			return 0, fmt.Errorf("checkpoint %d is not in %s", id, r.where)
 		}
@@ -284,7 +284,7 @@ func (r remoteFetch) fetch(ctx context.Context, name string, id uint64) (uint64,
 // of a damaged local checkpoint takes its place.
 func (r remoteFetch) replaceManifest(store *checkpoint.Store, root string, m *checkpoint.Manifest, readErr error) error {
 	if checkpoint.IsCorruption(readErr) {
-		p := filepath.Join(root, "manifests", manifestObject(m.ID))
+		p := filepath.Join(root, "manifests", upload.ManifestObject(m.ID))
 		if err := r.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/eddy-edge/eddy/agent/offsite/offsitetest"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/config"
 	"github.com/eddy-edge/eddy/scripts/s3server"
@@ -20,30 +20,24 @@ import (
 	"github.com/eddy-edge/eddy/upload"
 )
 
-// s3Fixture is a versitygw server with bucket "eddy", the upload block
-// that points at it, and a client below device d1's prefix.
+// s3Fixture is the shared bucket, the upload block that points at it,
+// and a data_dir to restore into.
 type s3Fixture struct {
-	s3      *s3server.Server
+	*offsitetest.Bucket
 	dir     string
 	dataDir string
-	target  Target         // device d1's prefix, "d1/"
-	client  *upload.Client // prefix d1/, the device's
+	target  Target // device d1's prefix, "d1/"
 }
 
 func newS3Fixture(t *testing.T) *s3Fixture {
 	t.Helper()
-	s3 := s3server.Start(t)
-	s3.MakeBucket("eddy")
-	f := &s3Fixture{s3: s3, dir: t.TempDir()}
+	f := &s3Fixture{dir: t.TempDir()}
 	f.dataDir = filepath.Join(f.dir, "data")
-	f.target = Target{Upload: &config.Upload{Type: "s3", Endpoint: s3.Endpoint(), Bucket: "eddy", Prefix: "${device_id}/",
-		PathStyle: true, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey}, DeviceID: "d1", Prefix: "d1/"}
-	client, err := NewClient(f.target, vfs.Default, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	f.client = client
+	f.Bucket = offsitetest.Start(t, func(s3 *s3server.Server) (*upload.Client, error) {
+		f.target = Target{Upload: &config.Upload{Type: "s3", Endpoint: s3.Endpoint(), Bucket: "eddy", Prefix: "${device_id}/",
+			PathStyle: true, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey}, DeviceID: offsitetest.Device, Prefix: offsitetest.Device + "/"}
+		return NewClient(f.target, vfs.Default, slog.New(slog.DiscardHandler), nil)
+	})
 	return f
 }
 
@@ -57,72 +51,6 @@ func (f *s3Fixture) restore(ctx context.Context, fsys vfs.FS, from string, w fun
 	t := f.target
 	t.Bucket, t.Prefix = loc.Bucket, loc.Prefix
 	return RestoreFromS3(ctx, fsys, t, loc, f.dataDir, slog.New(slog.DiscardHandler), w, nil)
-}
-
-// writeCheckpoint writes full checkpoint id, whose one snapshot holds
-// key k = value, into store.
-func writeCheckpoint(t *testing.T, store *checkpoint.Store, id uint64, value string) *checkpoint.Manifest {
-	t.Helper()
-	ref, err := store.WriteSnapshot("t0", "p", checkpoint.KindFull, id, func(fn func(bucket, key, value []byte, deleted bool) error) error {
-		return fn([]byte("b"), []byte("k"), []byte(value), false)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &checkpoint.Manifest{FormatVersion: checkpoint.ManifestVersion, ID: id, Time: time.Unix(int64(id), 0).UTC(),
-		Kind: checkpoint.KindFull, Files: []checkpoint.FileRef{ref}}
-	if err := store.WriteManifest(m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// ship uploads checkpoint m of store as the Uploader does: files, then
-// the manifest.
-func (f *s3Fixture) ship(t *testing.T, store *checkpoint.Store, m *checkpoint.Manifest) {
-	t.Helper()
-	ctx := context.Background()
-	for _, ref := range m.Files {
-		if err := f.client.PutFileRef(ctx, upload.FileRef{Name: path.Base(ref.Name), LocalPath: filepath.Join(store.Dir(), ref.Name),
-			SHA256: ref.SHA256, Size: ref.Size}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, err := checkpoint.MarshalManifest(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.client.PutManifest(ctx, manifestObject(m.ID), data); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// object is the path of object key (below the device's prefix) in the
-// server's backing directory.
-func (f *s3Fixture) object(key string) string {
-	return filepath.Join(f.s3.Dir, "eddy", "d1", filepath.FromSlash(key))
-}
-
-// empty removes every object below the device's prefix (an upload skips
-// a file whose object exists, damaged or not).
-func (f *s3Fixture) empty(t *testing.T) {
-	t.Helper()
-	if err := os.RemoveAll(filepath.Join(f.s3.Dir, "eddy", "d1")); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// flipByte damages the file at p in its middle.
-func flipByte(t *testing.T, p string) {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x40
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // plantStaging leaves what an interrupted restore leaves in dataDir: the
@@ -172,7 +100,7 @@ func TestRestoreFromS3_RemovesLeftoverStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ship(t, src, writeCheckpoint(t, src, 1, "v"))
+	f.Ship(t, src, offsitetest.WriteCheckpoint(t, src, 1, "v"))
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -232,10 +160,10 @@ func TestRestoreFromS3_SkipsWhatDoesNotVerify(t *testing.T) {
 	}
 	var ms []*checkpoint.Manifest
 	for id := uint64(1); id <= 3; id++ {
-		ms = append(ms, writeCheckpoint(t, src, id, strings.Repeat("v", int(id)*1000)))
+		ms = append(ms, offsitetest.WriteCheckpoint(t, src, id, strings.Repeat("v", int(id)*1000)))
 	}
 	ctx := context.Background()
-	manifestKey := func(id uint64) string { return "manifests/" + manifestObject(id) }
+	manifestKey := func(id uint64) string { return "manifests/" + upload.ManifestObject(id) }
 	fileKey := func(id uint64) string { return "files/" + path.Base(ms[id-1].Files[0].Name) }
 	cases := []struct {
 		name    string
@@ -246,42 +174,42 @@ func TestRestoreFromS3_SkipsWhatDoesNotVerify(t *testing.T) {
 		reason  string // in the skip's line, or the error
 	}{
 		{"intact", func(t *testing.T) {}, "s3://eddy/d1/", 3, nil, ""},
-		{"garbled manifest", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, "corrupt"},
+		{"garbled manifest", func(t *testing.T) { offsitetest.FlipByte(t, f.Object(manifestKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, "corrupt"},
 		{"planted manifest", func(t *testing.T) {
 			data, _ := checkpoint.MarshalManifest(ms[0])
-			if err := f.client.PutManifest(ctx, manifestObject(3), data); err != nil {
+			if err := f.Client.PutManifest(ctx, upload.ManifestObject(3), data); err != nil {
 				t.Fatal(err)
 			}
 		}, "s3://eddy/d1/", 2, []uint64{3}, "holds checkpoint 1"},
 		{"not a manifest", func(t *testing.T) {
-			if err := f.client.PutManifest(ctx, manifestObject(3), []byte("{not json")); err != nil {
+			if err := f.Client.PutManifest(ctx, upload.ManifestObject(3), []byte("{not json")); err != nil {
 				t.Fatal(err)
 			}
 		}, "s3://eddy/d1/", 2, []uint64{3}, "decode manifest"},
-		{"damaged file", func(t *testing.T) { flipByte(t, f.object(fileKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, fileKey(3)},
+		{"damaged file", func(t *testing.T) { offsitetest.FlipByte(t, f.Object(fileKey(3))) }, "s3://eddy/d1/", 2, []uint64{3}, fileKey(3)},
 		{"missing file", func(t *testing.T) {
-			if err := os.Remove(f.object(fileKey(3))); err != nil {
+			if err := os.Remove(f.Object(fileKey(3))); err != nil {
 				t.Fatal(err)
 			}
 		}, "s3://eddy/d1/", 2, []uint64{3}, "not found"},
 		{"two damaged", func(t *testing.T) {
-			flipByte(t, f.object(manifestKey(3)))
-			flipByte(t, f.object(fileKey(2)))
+			offsitetest.FlipByte(t, f.Object(manifestKey(3)))
+			offsitetest.FlipByte(t, f.Object(fileKey(2)))
 		}, "s3://eddy/d1/", 1, []uint64{3, 2}, "corrupt"},
-		{"named and damaged", func(t *testing.T) { flipByte(t, f.object(manifestKey(3))) }, "s3://eddy/d1/3", 0, nil, "corrupt"},
+		{"named and damaged", func(t *testing.T) { offsitetest.FlipByte(t, f.Object(manifestKey(3))) }, "s3://eddy/d1/3", 0, nil, "corrupt"},
 		{"named and absent", func(t *testing.T) {}, "s3://eddy/d1/9", 0, nil, "checkpoint 9 is not in s3://eddy/d1/"},
-		{"empty prefix", func(t *testing.T) { f.empty(t) }, "s3://eddy/d1/", 0, nil, "holds no manifest"},
+		{"empty prefix", func(t *testing.T) { f.Empty(t) }, "s3://eddy/d1/", 0, nil, "holds no manifest"},
 		{"all damaged", func(t *testing.T) {
 			for id := uint64(1); id <= 3; id++ {
-				flipByte(t, f.object(fileKey(id)))
+				offsitetest.FlipByte(t, f.Object(fileKey(id)))
 			}
 		}, "s3://eddy/d1/", 0, []uint64{3, 2, 1}, "no restorable checkpoint"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f.empty(t)
+			f.Empty(t)
 			for _, m := range ms {
-				f.ship(t, src, m)
+				f.Ship(t, src, m)
 			}
 			tc.damage(t)
 			disk := vfs.NewCrashableMem()

@@ -2,7 +2,6 @@ package offsite
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"path"
 	"path/filepath"
@@ -165,20 +164,17 @@ func (u *Uploader) ship(store Store, done checkpoint.Completed) {
 		files = append(files, upload.FileRef{Name: path.Base(f.Name), LocalPath: filepath.Join(store.Dir(), f.Name),
 			SHA256: f.SHA256, Size: f.Size})
 	}
-	u.shipper.Ship(strconv.FormatUint(m.ID, 10), manifestObject(m.ID), data, files)
+	u.shipper.Ship(strconv.FormatUint(m.ID, 10), upload.ManifestObject(m.ID), data, files)
 	ids, err := store.ManifestIDs()
 	if err != nil {
 		return
 	}
 	var keep []string
 	for _, id := range ids {
-		keep = append(keep, manifestObject(id))
+		keep = append(keep, upload.ManifestObject(id))
 	}
 	u.shipper.Retain(keep, referencedFiles)
 }
-
-// manifestObject is a manifest's object name below <prefix>manifests/.
-func manifestObject(id uint64) string { return fmt.Sprintf("%020d.json", id) }
 
 // referencedFiles lists the file objects a manifest needs.
 func referencedFiles(manifest []byte) []string {

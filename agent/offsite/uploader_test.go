@@ -14,9 +14,11 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/eddy-edge/eddy/agent/offsite/offsitetest"
 	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/state/vfs"
+	"github.com/eddy-edge/eddy/upload"
 )
 
 // checkpointer records the hooks the Uploader installs, as the agent's
@@ -44,7 +46,7 @@ func (c *checkpointer) KeepUnshipped(fn func() int) {
 // the checkpointer does once its manifest is durable.
 func (c *checkpointer) complete(t *testing.T, id uint64) {
 	t.Helper()
-	m := writeCheckpoint(t, c.store, id, strings.Repeat("v", int(id)))
+	m := offsitetest.WriteCheckpoint(t, c.store, id, strings.Repeat("v", int(id)))
 	c.mu.Lock()
 	fn := c.completed
 	c.mu.Unlock()
@@ -63,8 +65,8 @@ func TestUploader_ShipsCompletedCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := &checkpointer{store: store}
-	writeCheckpoint(t, store, 1, "old")
-	writeCheckpoint(t, store, 2, "newest before the start")
+	offsitetest.WriteCheckpoint(t, store, 1, "old")
+	offsitetest.WriteCheckpoint(t, store, 2, "newest before the start")
 	var u Uploader
 	if u.Stats() != nil {
 		t.Fatal("Stats before Start: want nil")
@@ -79,7 +81,7 @@ func TestUploader_ShipsCompletedCheckpoints(t *testing.T) {
 		return func() bool { st := u.Stats(); return st != nil && st.LastUploadedID == strconv.FormatUint(id, 10) }
 	}
 	await.True(t, 30*time.Second, "checkpoint 2 uploaded at the start", uploaded(2))
-	if _, err := os.Stat(f.object("manifests/" + manifestObject(1))); err == nil {
+	if _, err := os.Stat(f.Object("manifests/" + upload.ManifestObject(1))); err == nil {
 		t.Error("checkpoint 1, older than the newest at the start, was uploaded")
 	}
 	if n := ck.keepUnshipped(); n != 1 {
@@ -96,8 +98,8 @@ func TestUploader_ShipsCompletedCheckpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, key := range []string{"manifests/" + manifestObject(id), "files/" + filepath.Base(m.Files[0].Name)} {
-			if _, err := os.Stat(f.object(key)); err != nil {
+		for _, key := range []string{"manifests/" + upload.ManifestObject(id), "files/" + filepath.Base(m.Files[0].Name)} {
+			if _, err := os.Stat(f.Object(key)); err != nil {
 				t.Errorf("checkpoint %d: object %s: %v", id, key, err)
 			}
 		}
@@ -110,8 +112,8 @@ func TestUploader_ShipsCompletedCheckpoints(t *testing.T) {
 
 	// With the bucket gone, what completes stays local: retention keeps
 	// it, and the newest uploaded one.
-	f.s3.Stop()
-	defer f.s3.Restart()
+	f.Server.Stop()
+	defer f.Server.Restart()
 	ck.complete(t, 4)
 	ck.complete(t, 5)
 	if n := ck.keepUnshipped(); n != 3 {

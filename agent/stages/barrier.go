@@ -30,6 +30,9 @@ func (p *Pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	if st.index == 0 && b.Resume != nil {
 		extra[resumeExtraKey(p.name)] = b.Resume
 	}
+	if st.index == 0 && b.Sparkplug != nil {
+		extra[sparkplugExtraKey(p.name)] = b.Sparkplug
+	}
 	if st.index == 0 && p.shape != nil {
 		extra[shapeExtraKey(p.name)] = p.shape
 		if p.block != nil {

@@ -217,6 +217,8 @@ func newDecoder(src *config.Source, schema *event.Schema) (decode.Decoder, error
 	case "raw":
 		return decode.NewRaw(schema), nil
 	}
+	// sparkplug_b too: the prepare stage hands each of a message's
+	// readings to the pipeline as a JSON object (sparkplugIn).
 	return decode.NewJSON(schema), nil
 }
 

@@ -18,7 +18,10 @@ type SourceBatch struct {
 	Msgs    []source.Message
 	Barrier *checkpoint.Trigger // a barrier: no messages
 	EOI     bool                // end of input: no messages
-	refs    atomic.Int32
+	// CaughtUp: the source replayed its ingest log to the end; what
+	// follows arrives live (no messages). See Pipeline.HoldProcessingTime.
+	CaughtUp bool
+	refs     atomic.Int32
 }
 
 // Share sets how many pipelines will release b: one per pipeline it is
@@ -28,7 +31,7 @@ func (b *SourceBatch) Share(n int) { b.refs.Store(int32(n)) }
 // Release tells that a pipeline is done with b; the last release acks its
 // messages. A barrier or an end of input needs none.
 func (b *SourceBatch) Release() {
-	if b.Barrier != nil || b.EOI {
+	if b.Barrier != nil || b.EOI || b.CaughtUp {
 		return
 	}
 	if b.refs.Add(-1) == 0 {
@@ -66,9 +69,10 @@ type Sink struct {
 }
 
 // Clock gives the two times the stages need: the device's wall clock, for
-// the future-skew check and the rate of log lines, and a monotonic
-// processing time for processing-time windows and timers, which reads like
-// a timestamp but never jumps with an NTP step.
+// the future-skew check, the rate of log lines and processing time between
+// readings (the prepare stage's ticks; a reading's own is its arrival),
+// and a monotonic time for durations (idle inputs, alignment timeouts),
+// which reads like a timestamp but never jumps with an NTP step.
 type Clock interface {
 	MonoMs() int64
 	WallMs() int64

@@ -172,8 +172,9 @@ func (k *keyedPlan) finish(pl *Plan, src *config.Source) hcl.Diagnostics {
 // attachKeyed puts the keyed stage in front of subtask st's window (or in
 // place of one): its operator keeps its state in st.backend, and its
 // decoded per-key states within cacheBytes, their part of the subtask's
-// share of state { cache } (stateShare); processing time is clk's.
-func attachKeyed(pl *Plan, st *subtask, cacheBytes int64, clk Clock) error {
+// share of state { cache } (stateShare); processing time is the
+// readings' arrival.
+func attachKeyed(pl *Plan, st *subtask, cacheBytes int64) error {
 	k := pl.keyed
 	op, err := keyed.New(st.backend, keyed.Options{Order: k.order, TTL: k.ttl, Calls: k.calls.Calls, CacheBytes: int(cacheBytes), Control: k.eval.Control != nil})
 	if err != nil {
@@ -186,7 +187,7 @@ func attachKeyed(pl *Plan, st *subtask, cacheBytes int64, clk Clock) error {
 	stage := operators.NewKeyedStage(op, spec)
 	st.task.SetKeyed(stage)
 	if k.processing {
-		stage.SetProcessingClock(clk.MonoMs)
+		stage.SetProcessingTime()
 	}
 	for _, b := range k.blocks {
 		switch {

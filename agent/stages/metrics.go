@@ -122,6 +122,7 @@ func (m *Metrics) stateTotals() *admin.StateReport {
 		if u := (*slots)[i].last.Load(); u != nil {
 			t.Keys += u.Keys
 			t.FileBytes += u.FileBytes
+			t.FileWrittenBytes += u.FileWrittenBytes
 			t.MemoryBytes += u.MemoryBytes
 			t.Windows += u.Windows
 			t.Timers += u.Timers

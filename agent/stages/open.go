@@ -47,6 +47,9 @@ type Options struct {
 	Clock   Clock
 	// Fail reports a failure of the running pipeline (until SetFail).
 	Fail func(error)
+	// Rebirth, for a sparkplug_b source with request_rebirth, asks a
+	// node for its births after a message of it could not be read.
+	Rebirth RebirthFunc
 }
 
 // New builds the pipeline of plan pl: its prepare stage, and its window
@@ -75,6 +78,7 @@ func New(pl *Plan, o Options) (*Pipeline, error) {
 		debugDelay:   pl.cfg.DebugDelayPerRecord,
 		align:        o.Align,
 		panicAt:      pl.cfg.DebugPanicAtOffset,
+		sp:           newSparkplugIn(pl.cfg.From.Source.Format, o.Rebirth),
 		since:        math.MinInt64,
 		maxTime:      math.MinInt64,
 	}
@@ -192,7 +196,7 @@ func (p *Pipeline) newSubtasks(pl *Plan, o Options) error {
 			st.task.Label(name, DefinitionHash(p.shape))
 		}
 		if pl.keyed != nil {
-			if err := attachKeyed(pl, st, objectCache, o.Clock); err != nil {
+			if err := attachKeyed(pl, st, objectCache); err != nil {
 				return err
 			}
 		}
@@ -246,6 +250,13 @@ func (p *Pipeline) Connect(o Outputs) (deadLetterProducers int) {
 // Input is where the source runner of the pipeline's source sends its
 // batches, in order; closing it ends the pipeline's input.
 func (p *Pipeline) Input() chan<- *SourceBatch { return p.in }
+
+// HoldProcessingTime tells the pipeline that its input replays an ingest
+// log before it follows the live tail, and says so with a CaughtUp batch:
+// until then processing time moves only with the replayed readings'
+// arrivals, so timers fire between the readings they fired between in
+// the first run, not all at once on the replay's clock.
+func (p *Pipeline) HoldProcessingTime() { p.holdProcTime = true }
 
 // ControlInput is where the source runner of the pipeline's control stream
 // sends its batches; nil without a control stream.

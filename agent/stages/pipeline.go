@@ -52,7 +52,14 @@ type Pipeline struct {
 	edges     []*stream.Edge
 	stride    int
 	eventTime bool
+	// tickEvery is how often the prepare stage moves processing time on
+	// to the wall clock while its input is live (0: the pipeline has no
+	// processing-time timers).
 	tickEvery time.Duration
+	// holdProcTime: the input replays an ingest log first, and processing
+	// time follows the replayed readings' arrivals until it has caught up
+	// (HoldProcessingTime).
+	holdProcTime bool
 	// ordered: the input is a bounded file, so results are held (in the
 	// subtasks' state, so checkpoints keep them) until it ends and written
 	// sorted by (window end, key, firing): a replay gives byte-identical
@@ -112,6 +119,10 @@ type Pipeline struct {
 	// read by its expressions; nil without one.
 	control   *control.State
 	controlIn chan *SourceBatch
+
+	// sp reads a sparkplug_b source's messages into readings; nil for
+	// other formats.
+	sp *sparkplugIn
 
 	ckpt  Checkpoints   // nil: no checkpoints
 	fatal func(error)   // fails the pipeline's region, which restarts

@@ -79,8 +79,9 @@ func (p *Pipeline) applyControl(rb *SourceBatch, dead **operators.Delivery) {
 func (p *Pipeline) runPrepare() {
 	l := &prepareLoop{p: p, batches: make([]*stream.Batch, len(p.edges)), lastWM: math.MinInt64, ctlIn: p.controlIn}
 	l.inputs, _ = p.wm.(*inputWatermarks)
+	l.live = !p.holdProcTime
 	var idleTick <-chan time.Time
-	if l.inputs != nil || p.holdsAfterResume() {
+	if l.inputs != nil || p.holdsAfterResume() || p.tickEvery > 0 {
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		idleTick = tk.C
@@ -124,6 +125,11 @@ type prepareLoop struct {
 	inputs   *inputWatermarks // per topic filter; nil for one generator
 	lastRead int64            // monotonic time of the last batch of readings
 	dead     *operators.Delivery
+	// live: the input follows the live tail (not a replay of the ingest
+	// log), so the wall clock moves processing time on between readings;
+	// procTime is the last processing time sent down the edges.
+	live     bool
+	procTime int64
 
 	heldMain *checkpoint.Trigger // main barrier waiting for the control one
 	heldCtl  uint64              // control barrier waiting for the main one
@@ -158,7 +164,7 @@ func (l *prepareLoop) broadcast() {
 func (l *prepareLoop) forward(tr *checkpoint.Trigger) {
 	p := l.p
 	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot(),
-		MaxTime: p.maxTime}
+		MaxTime: p.maxTime, Sparkplug: p.sparkplugSnapshot()}
 	if p.control != nil {
 		b.Control = p.control.Snapshot()
 	}
@@ -185,7 +191,7 @@ func (l *prepareLoop) onControl(cb *SourceBatch, ok bool) {
 		l.heldMain = nil
 	case cb.Barrier != nil:
 		l.heldCtl = cb.Barrier.ID
-	case cb.EOI:
+	case cb.EOI, cb.CaughtUp:
 	default:
 		l.p.applyControl(cb, &l.dead)
 		cb.Release()
@@ -206,6 +212,22 @@ func (l *prepareLoop) onIdle() {
 		p.resume.ReleaseBy(p.clk.WallMs())
 	}
 	l.broadcast()
+	if l.live && p.tickEvery > 0 {
+		l.advanceProcessingTime(p.clk.WallMs())
+	}
+}
+
+// advanceProcessingTime sends processing time now down every edge when
+// it advanced. Only a live input's ticks call it: during a replay the
+// readings' arrivals move processing time, in the subtasks.
+func (l *prepareLoop) advanceProcessingTime(now int64) {
+	if now <= l.procTime {
+		return
+	}
+	l.procTime = now
+	for _, e := range l.p.edges {
+		_ = e.Send(prepareCtx, stream.Message{Kind: stream.ProcessingTime, ProcessingTime: now})
+	}
 }
 
 // onMain takes one batch of the main input: a barrier (held while the
@@ -226,10 +248,13 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 			_ = e.Send(prepareCtx, stream.Message{Kind: stream.EndOfInput})
 		}
 		return
+	case rb.CaughtUp:
+		l.live = true
+		return
 	}
 	now, wall, synced := p.clk.MonoMs(), p.clk.WallMs(), p.clk.WallSynced()
 	l.lastRead = now
-	var filtered int64
+	var in, filtered int64
 	for i := range rb.Msgs {
 		m := &rb.Msgs[i]
 		if p.resume != nil {
@@ -237,33 +262,23 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 			// resumed session may be a bad one.
 			p.resume.Arrive(m.Arrival, m.ResumeStart, p.resume.Apply(p.wm.Current()))
 		}
+		if p.sp != nil && !m.TooLarge {
+			n, f := l.sparkplugMessage(m, now, wall, synced)
+			in, filtered = in+n, filtered+f
+			continue
+		}
+		in++
 		outcome := operators.Rejected
 		if m.TooLarge {
 			p.prep.Reject = tooLargeReject
 		} else {
-			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced)
+			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, m.Arrival, wall, synced)
 		}
-		switch outcome {
-		case operators.Pass:
-			l.route(m, now)
-		case operators.Punctuation:
-			if pw, ok := p.wm.(*punctuatedWatermark); ok {
-				pw.mark(p.prep.Watermark)
-			}
-		case operators.Filtered:
+		if l.outcome(outcome, m, m.Payload, now, wall) {
 			filtered++
-		case operators.Elsewhere:
-			// The pipeline's other definition takes it; its time still
-			// moves this one's watermark, so that its windows close.
-			filtered++
-			if p.wm != nil {
-				p.wm.Observe(p.prep.Time)
-			}
-		case operators.Rejected:
-			l.reject(m, wall)
 		}
 	}
-	p.m.in.Add(len(rb.Msgs))
+	p.m.in.Add(int(in))
 	p.m.filtered.Add(int(filtered))
 	for s, b := range l.batches {
 		if b != nil {
@@ -279,9 +294,35 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 	l.broadcast()
 }
 
+// outcome acts on what the preparer did with a reading of message m whose
+// payload (m's, or one reading of a Sparkplug message) it read; it
+// reports whether the filter dropped it.
+func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, payload []byte, now, wall int64) (filtered bool) {
+	switch o {
+	case operators.Pass:
+		l.route(m, payload, now)
+	case operators.Punctuation:
+		if pw, ok := l.p.wm.(*punctuatedWatermark); ok {
+			pw.mark(l.p.prep.Watermark)
+		}
+	case operators.Filtered:
+		return true
+	case operators.Elsewhere:
+		// The pipeline's other definition takes it; its time still moves
+		// this one's watermark, so that its windows close.
+		if l.p.wm != nil {
+			l.p.wm.Observe(l.p.prep.Time)
+		}
+		return true
+	case operators.Rejected:
+		l.reject(m, payload, wall)
+	}
+	return false
+}
+
 // route appends the reading the preparer passed to its subtask's batch,
 // stamped with the watermark it was read under.
-func (l *prepareLoop) route(m *source.Message, now int64) {
+func (l *prepareLoop) route(m *source.Message, payload []byte, now int64) {
 	p := l.p
 	if l.inputs != nil {
 		l.inputs.route(m.Topic, now)
@@ -294,7 +335,7 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 	b := l.batches[s]
 	if p.wm != nil {
 		wm := p.wm.Current()
-		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset, p.resume.Apply(wm))
+		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, m.Offset, p.resume.Apply(wm))
 		if p.resume != nil && p.prep.Time <= wm {
 			p.resume.Behind() // backlog still coming: a hold waits on
 		}
@@ -303,7 +344,10 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 			b.MarkResumed()
 		}
 	} else {
-		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, m.Payload, m.Offset)
+		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, m.Offset)
+	}
+	if p.tickEvery > 0 {
+		b.AppendArrival(m.Arrival)
 	}
 	if c := p.prep.Control; c != nil {
 		b.AppendControl(c) // a keyed pipeline reading control.*
@@ -312,7 +356,7 @@ func (l *prepareLoop) route(m *source.Message, now int64) {
 
 // reject counts, logs (rate limited) and dead-letters a reading the
 // preparer refused.
-func (l *prepareLoop) reject(m *source.Message, wall int64) {
+func (l *prepareLoop) reject(m *source.Message, payload []byte, wall int64) {
 	p := l.p
 	r := p.prep.Reject
 	p.m.deadLettered(r.Reason).Inc()
@@ -323,6 +367,6 @@ func (l *prepareLoop) reject(m *source.Message, wall int64) {
 		if l.dead == nil {
 			l.dead = new(operators.Delivery)
 		}
-		l.dead.AddDeadLetter(p.name, r.Reason, r.Detail, m.Topic, m.Offset, m.Payload)
+		l.dead.AddDeadLetter(p.name, r.Reason, r.Detail, m.Topic, m.Offset, payload)
 	}
 }

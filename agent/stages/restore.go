@@ -125,6 +125,9 @@ func (p *Pipeline) restore(sel checkpoint.Selection, allowNonRestored bool) erro
 	if err := p.restoreResume(m); err != nil {
 		return err
 	}
+	if err := p.restoreSparkplug(m); err != nil {
+		return err
+	}
 	if unaligned, err := p.restoreUnalignedWatermarks(m); unaligned || err != nil {
 		return err
 	}

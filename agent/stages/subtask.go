@@ -77,26 +77,13 @@ func (p *Pipeline) guardSubtask(st *subtask) {
 }
 
 func (p *Pipeline) runSubtask(st *subtask) {
-	t, e := st.task, p.edges[st.index]
-	var tick <-chan time.Time
-	if !p.eventTime || p.tickEvery > 0 {
-		tk := time.NewTicker(p.tickEvery)
-		defer tk.Stop()
-		tick = tk.C
-	}
+	e := p.edges[st.index]
 	keepLate := p.late != nil
 	var seen subtaskCounts
 	p.replayInFlight(st, keepLate)
 	st.sampleState()
 	for {
-		m, ok, ticked := st.next(e, tick)
-		if ticked {
-			// Processing-time firings come from the ticker.
-			t.AdvanceProcessingTime(p.clk.MonoMs())
-			p.emit(st)
-			seen.overflows(p, t)
-			continue
-		}
+		m, ok := st.next(e)
 		if !ok {
 			return
 		}
@@ -133,13 +120,12 @@ func (p *Pipeline) runSubtask(st *subtask) {
 }
 
 // next returns the subtask's next message: one on the priority path
-// first, then those read ahead by an overtaking barrier, then the edge's;
-// or ticked when the processing-time ticker fired. ok is false once the
-// edge is closed.
-func (st *subtask) next(e *stream.Edge, tick <-chan time.Time) (m stream.Message, ok, ticked bool) {
+// first, then those read ahead by an overtaking barrier, then the edge's.
+// ok is false once the edge is closed.
+func (st *subtask) next(e *stream.Edge) (m stream.Message, ok bool) {
 	select {
 	case m = <-e.Priority():
-		return m, true, false
+		return m, true
 	default:
 	}
 	if len(st.queue) > 0 {
@@ -150,15 +136,13 @@ func (st *subtask) next(e *stream.Edge, tick <-chan time.Time) (m stream.Message
 		if len(st.queue) == 0 {
 			e.Gate(false) // the overtaken records are processed: the edge takes more
 		}
-		return m, true, false
+		return m, true
 	}
 	select {
 	case m = <-e.Priority():
-		return m, true, false
+		return m, true
 	case m, ok = <-e.C():
-		return m, ok, false
-	case <-tick:
-		return m, true, true
+		return m, ok
 	}
 }
 
@@ -172,6 +156,8 @@ func (p *Pipeline) handle(st *subtask, m stream.Message, keepLate bool) {
 		m.Batch.Release()
 	case stream.Watermark:
 		t.AdvanceWatermark(m.Watermark)
+	case stream.ProcessingTime:
+		t.AdvanceProcessingTime(m.ProcessingTime)
 	case stream.EndOfInput:
 		// A finished input flushes every window, event time and
 		// processing time alike.
@@ -259,7 +245,7 @@ func (st *subtask) sampleState() {
 		return
 	}
 	u := st.backend.Usage()
-	r := &admin.StateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, MemoryBytes: u.MemoryBytes}
+	r := &admin.StateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, FileWrittenBytes: u.WrittenBytes, MemoryBytes: u.MemoryBytes}
 	if st.store != nil {
 		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
 	}

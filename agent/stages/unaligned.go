@@ -84,9 +84,12 @@ func (p *Pipeline) overtake(st *subtask) {
 			for i := 0; i < b.Len(); i++ {
 				st.seq++
 				rec = checkpoint.InFlightRecord{Seq: st.seq, KeyGroup: b.KeyGroups[i], Key: b.Key(i), Time: b.Times[i],
-					Watermark: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i), Control: b.Control(i)}
+					Watermark: math.MinInt64, Arrival: math.MinInt64, Offset: b.Offsets[i], Values: b.RecordValues(i), Payload: b.Payload(i), Control: b.Control(i)}
 				if len(b.Watermarks) == b.Len() {
 					rec.Watermark = b.Watermarks[i]
+				}
+				if b.HasArrivals() {
+					rec.Arrival = b.Arrivals[i]
 				}
 				key := binary.BigEndian.AppendUint64([]byte{byte(rec.KeyGroup >> 8), byte(rec.KeyGroup)}, rec.Seq)
 				st.buf = checkpoint.AppendInFlight(st.buf[:0], &rec)
@@ -157,13 +160,14 @@ func (p *Pipeline) replayInFlight(st *subtask, keepLate bool) {
 	if len(recs) > 0 {
 		checkpoint.SortInFlight(recs)
 		t := st.task
-		withControl := false
+		withControl, withArrival := false, false
 		for _, r := range recs {
 			withControl = withControl || r.Control != nil
+			withArrival = withArrival || r.Arrival != math.MinInt64
 		}
 		for len(recs) > 0 {
 			n := min(len(recs), 512)
-			b := inFlightBatch(recs[:n], p.stride, withControl)
+			b := inFlightBatch(recs[:n], p.stride, withControl, withArrival)
 			recs = recs[n:]
 			t.Process(b, keepLate)
 			b.Release()
@@ -184,8 +188,10 @@ func (p *Pipeline) replayInFlight(st *subtask, keepLate bool) {
 
 // inFlightBatch returns a batch of the in-flight records recs, with
 // their captured control values when withControl (a record without any
-// gets none: its expressions read every control value as null).
-func inFlightBatch(recs []checkpoint.InFlightRecord, stride int, withControl bool) *stream.Batch {
+// gets none: its expressions read every control value as null), and
+// their arrivals when withArrival: the processing time they were read
+// at, not the restore's.
+func inFlightBatch(recs []checkpoint.InFlightRecord, stride int, withControl, withArrival bool) *stream.Batch {
 	b := stream.NewBatch(stride)
 	for _, r := range recs {
 		if r.Watermark != math.MinInt64 {
@@ -195,6 +201,9 @@ func inFlightBatch(recs []checkpoint.InFlightRecord, stride int, withControl boo
 		}
 		if withControl {
 			b.AppendControl(r.Control)
+		}
+		if withArrival {
+			b.AppendArrival(r.Arrival)
 		}
 	}
 	return b

@@ -27,7 +27,7 @@ func TestInFlightBatch_Control(t *testing.T) {
 			for i, ctl := range c.controls {
 				recs = append(recs, checkpoint.InFlightRecord{Seq: uint64(i), Key: []byte("k"), Time: int64(i), Watermark: math.MinInt64, Payload: []byte("p"), Control: ctl})
 			}
-			b := inFlightBatch(recs, 0, c.withControl)
+			b := inFlightBatch(recs, 0, c.withControl, false)
 			defer b.Release()
 			if b.Len() != len(recs) {
 				t.Fatalf("%d records, want %d", b.Len(), len(recs))

@@ -2,6 +2,7 @@ package expr
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/hashicorp/hcl/v2"
@@ -38,6 +39,16 @@ var keyedFuncs = map[string]struct {
 	"since":      {Since, anyKind, true, typeNumber},
 	"first_seen": {FirstSeen, 0, false, typeNumber},
 	"count_key":  {CountKey, 0, false, typeNumber},
+}
+
+// String is the function's name in expressions ("delta").
+func (f KeyedFunc) String() string {
+	for name, k := range keyedFuncs {
+		if k.fn == f {
+			return name
+		}
+	}
+	return "KeyedFunc(" + strconv.Itoa(int(f)) + ")"
 }
 
 // KeyedCall is one call of a per-key function in a pipeline's expressions.

@@ -40,8 +40,8 @@ package keyed
 // Absence, and ReportByException on processing time with a heartbeat, need
 // timers. Their methods return the time at which the key needs OnTimer
 // next (NoTimer if none), in the block's TimeDomain: the watermark for
-// EventTimeDomain (fire when watermark ≥ timer), the host's monotonic
-// clock for ProcessingTimeDomain. An early or stale OnTimer call is
+// EventTimeDomain (fire when watermark ≥ timer), the host's processing
+// time for ProcessingTimeDomain. An early or stale OnTimer call is
 // harmless, so the host may keep an earlier registration rather than move
 // it on every reading. A timer returned by OnTimer is always after its now,
 // so a host firing every timer up to now terminates.
@@ -126,8 +126,8 @@ const (
 	// EventTimeDomain: the readings' timestamps; timers fire on the
 	// watermark.
 	EventTimeDomain
-	// ProcessingTimeDomain: the host's monotonic clock when the reading was
-	// processed; timers fire on that clock.
+	// ProcessingTimeDomain: the host's processing time of the reading (in
+	// Eddy, its arrival); timers fire on that clock.
 	ProcessingTimeDomain
 )
 

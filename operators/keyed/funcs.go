@@ -312,7 +312,11 @@ func (s *funcState) compact(scratch []byte) []byte {
 //	             value; 0 at the first reading and when x changes now
 //	first_seen() the time of the key's first reading
 //	count_key()  the key's readings so far, this one included
-func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
+//
+// It reports whether the result overflowed float64 (a delta between
+// values of opposite sign near ±1.797e308): it is null then, as an
+// expression's overflow is, and the caller counts it.
+func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) (overflowed bool) {
 	c := s.call(i)
 	call := &calls[i]
 	var x event.Value
@@ -335,10 +339,13 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 			break // null or a wrong type: no reading of the counter
 		}
 		if c.seen {
-			if x.Num >= c.num {
-				out = event.NumberValue(x.Num - c.num)
-			} else {
+			switch d := x.Num - c.num; {
+			case x.Num < c.num:
 				out = event.NumberValue(x.Num)
+			case math.IsInf(d, 0):
+				overflowed = true
+			default:
+				out = event.NumberValue(d)
 			}
 		}
 		s.set(c, x)
@@ -359,6 +366,7 @@ func (s *funcState) step(calls []expr.KeyedCall, i int, rec *event.Record) {
 		out = event.NumberValue(float64(c.count))
 	}
 	rec.Keyed[i] = out
+	return overflowed
 }
 
 // set remembers x as c's value; a string's bytes go to the arena (which

@@ -122,6 +122,12 @@ type Operator struct {
 	hashKey []byte
 	hash    uint64
 	compact []byte // scratch of funcState.compact
+
+	// Overflowed counts the per-key function results that overflowed
+	// float64 and were null instead (Step), LastOverflowed names the
+	// function of the latest; read by the owner goroutine only.
+	Overflowed     int64
+	LastOverflowed expr.KeyedFunc
 }
 
 // Bucket and state names in the backend.
@@ -498,7 +504,10 @@ func (o *Operator) Step(rec *event.Record, idx []int) {
 		rec.Keyed = append(rec.Keyed[:0], make([]event.Value, len(o.opts.Calls))...)
 	}
 	for _, i := range idx {
-		o.st.step(o.opts.Calls, i, rec)
+		if o.st.step(o.opts.Calls, i, rec) {
+			o.Overflowed++
+			o.LastOverflowed = o.opts.Calls[i].Func
+		}
 	}
 }
 

@@ -25,6 +25,9 @@ const (
 	Watermark       // Watermark holds the sender's new watermark
 	EndOfInput      // the sender will send nothing more; all windows may flush
 	Barrier         // checkpoint barrier Barrier.ID: snapshot, then forward
+	// ProcessingTime holds the sender's new processing time: every reading
+	// arrived before it was sent ahead of it.
+	ProcessingTime
 )
 
 // BarrierInfo describes a checkpoint barrier.
@@ -41,6 +44,10 @@ type BarrierInfo struct {
 	// (a watermark hold), carried to subtask 0, which puts it in the
 	// checkpoint; nil when there is none.
 	Resume []byte
+	// Sparkplug is the prepare stage's Sparkplug reader state
+	// (sessions, aliases, last values) at the barrier, carried to
+	// subtask 0, which puts it in the checkpoint; nil for other formats.
+	Sparkplug []byte
 	// MaxTime is the newest event time the prepare stage routed before
 	// the barrier, carried to subtask 0, which puts it in the checkpoint.
 	MaxTime int64
@@ -54,7 +61,10 @@ type Message struct {
 	Kind      Kind
 	Batch     *Batch
 	Watermark int64
-	Barrier   BarrierInfo
+	// ProcessingTime is the sender's processing time (Kind
+	// ProcessingTime): wall-clock ms, as Batch.Arrivals.
+	ProcessingTime int64
+	Barrier        BarrierInfo
 }
 
 // Batch holds records in columnar form, ready for a keyed window subtask.
@@ -85,6 +95,11 @@ type Batch struct {
 	// resumed the source's session (watermark.Resume.InEpisode): dropped
 	// as late, they are counted as its stored backlog. 0, 0: none.
 	ResumedFrom, ResumedTo int
+	// Arrivals holds, per record, its processing time: the wall-clock ms
+	// its source received it, as the ingest log recorded it, so a replay
+	// of the log after a restore sees the times of the first run. Empty
+	// in a pipeline without processing-time timers.
+	Arrivals []int64
 	// Controls holds, per record, the control values captured for it in
 	// the prepare stage (expr.ControlPaths), for a keyed pipeline that
 	// reads control.*; empty otherwise (ControlEnds nil).
@@ -112,6 +127,7 @@ func (b *Batch) Release() {
 	b.PayloadEnds = b.PayloadEnds[:0]
 	b.Offsets = b.Offsets[:0]
 	b.Watermarks = b.Watermarks[:0]
+	b.Arrivals = b.Arrivals[:0]
 	b.ResumedFrom, b.ResumedTo = 0, 0
 	b.Controls = b.Controls[:0]
 	b.ControlEnds = b.ControlEnds[:0]
@@ -170,6 +186,13 @@ func (b *Batch) Payload(i int) []byte {
 	}
 	return b.Payloads[start:b.PayloadEnds[i]]
 }
+
+// AppendArrival sets the arrival (processing time) of the record
+// appended last: call it after every Append of a batch that carries them.
+func (b *Batch) AppendArrival(ms int64) { b.Arrivals = append(b.Arrivals, ms) }
+
+// HasArrivals reports whether every record of b carries its arrival.
+func (b *Batch) HasArrivals() bool { return len(b.Arrivals) == b.Len() && b.Len() > 0 }
 
 // AppendControl sets the captured control values of the record appended
 // last: call it after every Append of a batch that carries them.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sparkplug B: bytes per window result on the wire (Sparkplug DDATA at
 # QoS 0 against the MQTT sink's JSON at QoS 2, the whole MQTT exchange),
-# and the DDATA encode and decode rates per CPU-second (~10 s). Prints a
+# and the DDATA encode and decode rates per CPU-second, also as a
+# sparkplug_b source reads it (~12 s). Prints a
 # Markdown table on stdout (go test's output on stderr).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,3 +21,4 @@ echo "| on the wire per result: Sparkplug QoS 0 PUBLISH / JSON QoS 2 exchange | 
 echo "| DDATA encoded per CPU-second | $(metric EncodeDData results/cpu-s) results |"
 echo "| DDATA decoded per CPU-second | $(metric DecodeDData readings/cpu-s) readings |"
 echo "| DDATA read by a host's Reader per CPU-second | $(metric ReaderDData readings/cpu-s) readings |"
+echo "| DDATA read by a sparkplug_b source (Reader, each reading as the JSON the pipeline reads) per CPU-second | $(metric ReaderDDataJSON readings/cpu-s) readings |"

@@ -4,7 +4,10 @@
 # local S3 server (versitygw), for a full snapshot every 10 checkpoints
 # (before) and for compaction by size (max_chain_ratio = 1, after). Loads
 # the state once (~1 min), then runs each policy for whole cycles of at
-# least 30 checkpoints, one per second, scaled to one per 10 s (~5-10 min).
+# least 30 checkpoints, one per second, scaled to one per 10 s (~5-10 min);
+# -interval 10s -duration 10m runs at the real interval instead. The bytes
+# written are split by file: increments, new bases (full or merged), ingest
+# log, the bbolt working file, manifests and temporary files, the rest.
 # TMPDIR must be on a disk-backed file system. Flags go to eddybench:
 # scripts/bench/wear.sh -h lists them.
 set -euo pipefail

@@ -2,8 +2,11 @@ package sink
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,9 +27,13 @@ import (
 // flushes, fsyncs and renames it to a hidden pending name (pre-commit: it is
 // now part of checkpoint n); when checkpoint n completes, Commit renames
 // every pending part ≤ n to its visible name. Recover, at start, commits the
-// pending parts of the restored checkpoint and deletes everything after it,
-// which will be recomputed by replay. Readers of the directory therefore see
-// whole part files only, each record exactly once:
+// pending parts of the restored checkpoint and deletes the pending and
+// in-progress parts after it, which will be recomputed by replay. Parts
+// already visible after it (a start that restored an older checkpoint than
+// the newest, which did not verify) stay as they are: the replay's copies of
+// their lines are dropped, and new parts take epochs after theirs
+// (NewestCommitted). Readers of the directory therefore see whole part files
+// only, each record exactly once, and never see a visible part change:
 //
 //	DIR/part-<epoch, 20 digits>.jsonl            committed, visible
 //	DIR/.part-<epoch>.jsonl.pending              pre-committed, awaiting Commit
@@ -48,6 +55,13 @@ type TwoPhaseFile struct {
 	err     error
 	// retention bounds the committed parts (SetRetention).
 	retention PartRetention
+	// ahead holds, by hash, the lines of the parts Recover found visible
+	// after the restored checkpoint, each absorbing one copy from the
+	// replay; newest is the newest epoch of a visible part.
+	ahead      map[uint64]int32
+	aheadSeed  maphash.Seed
+	newest     uint64
+	duplicates int64
 }
 
 type partFile struct {
@@ -104,6 +118,9 @@ func (s *TwoPhaseFile) Write(epoch uint64, items []record.Item) error {
 		s.open[epoch] = p
 	}
 	for _, it := range items {
+		if len(s.ahead) > 0 && s.seenAhead(it.Payload) {
+			continue
+		}
 		p.w.Write(it.Payload)
 		if err := p.w.WriteByte('\n'); err != nil {
 			return s.fail(fmt.Errorf("sink: write part: %w", err))
@@ -191,7 +208,8 @@ func (s *TwoPhaseFile) commitLocked(upTo uint64) error {
 
 // Recover runs at start, before any Write: it commits pending parts of
 // epochs ≤ lastCompleted and deletes every pending or in-progress part
-// after it (their results come again from replay).
+// after it (their results come again from replay). Visible parts after it
+// stay, and the replay's copies of their lines are dropped (Duplicates).
 func (s *TwoPhaseFile) Recover(lastCompleted uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,7 +236,97 @@ func (s *TwoPhaseFile) Recover(lastCompleted uint64) error {
 	if err := s.commitLocked(lastCompleted); err != nil {
 		return err
 	}
+	if err := s.loadAhead(lastCompleted); err != nil {
+		return err
+	}
 	return s.syncDir()
+}
+
+// NewestCommitted is, after Recover, the newest epoch of a visible part:
+// the checkpoint ids that follow a start must be after it, so that no new
+// part takes the name of one already visible.
+func (s *TwoPhaseFile) NewestCommitted() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newest
+}
+
+// Duplicates counts the lines dropped because a part visible before the
+// start already held them.
+func (s *TwoPhaseFile) Duplicates() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.duplicates
+}
+
+// loadAhead reads the visible parts after lastCompleted: their lines were
+// published under a checkpoint the start could not restore, and the replay
+// from the older one produces them again.
+func (s *TwoPhaseFile) loadAhead(lastCompleted uint64) error {
+	names, err := s.fs.List(s.dir)
+	if err != nil {
+		return fmt.Errorf("sink: list %s: %w", s.dir, err)
+	}
+	s.ahead, s.aheadSeed = nil, maphash.MakeSeed()
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, partPrefix)
+		if !ok || !strings.HasSuffix(rest, partSuffix) {
+			continue
+		}
+		ep, err := strconv.ParseUint(strings.TrimSuffix(rest, partSuffix), 10, 64)
+		if err != nil {
+			continue // not ours
+		}
+		s.newest = max(s.newest, ep)
+		if ep <= lastCompleted {
+			continue
+		}
+		if err := s.readAhead(filepath.Join(s.dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *TwoPhaseFile) readAhead(path string) error {
+	f, err := s.fs.Open(path)
+	if err != nil {
+		return fmt.Errorf("sink: read part: %w", err)
+	}
+	defer f.Close()
+	if s.ahead == nil {
+		s.ahead = map[uint64]int32{}
+	}
+	r := bufio.NewReaderSize(f, fileBufferSize)
+	for {
+		line, err := r.ReadBytes('\n') // once per start: a copy per line is fine
+		if len(line) > 0 {
+			s.ahead[maphash.Bytes(s.aheadSeed, bytes.TrimSuffix(line, []byte{'\n'}))]++
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sink: read part %s: %w", path, err)
+		}
+	}
+}
+
+// seenAhead reports whether line is one of a visible part after the
+// restored checkpoint, and takes it off.
+func (s *TwoPhaseFile) seenAhead(line []byte) bool {
+	h := maphash.Bytes(s.aheadSeed, line)
+	n, ok := s.ahead[h]
+	if !ok {
+		return false
+	}
+	if n == 1 {
+		delete(s.ahead, h)
+	} else {
+		s.ahead[h] = n - 1
+	}
+	s.duplicates++
+	return true
 }
 
 // scan lists the epochs of pending and in-progress parts, ascending.

@@ -115,6 +115,55 @@ func TestTwoPhaseFile_Recover(t *testing.T) {
 	}
 }
 
+// A start that restores a checkpoint older than the newest committed one
+// (the newer ones did not verify) keeps the parts those made visible: the
+// replay's copies of their lines are dropped, each copy once, and new
+// epochs come after theirs.
+func TestTwoPhaseFile_RecoverBehindVisibleParts(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenTwoPhaseFile(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Write(1, items("a")))
+	must(s.Write(2, items("b", "c", "c")))
+	must(s.Write(3, items("d")))
+	must(s.PreCommit(3))
+	must(s.Commit(3))
+	s.Close()
+	before := committed(t, dir)
+
+	r, err := OpenTwoPhaseFile(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(r.Recover(1)) // checkpoints 2 and 3 are lost
+	if got := r.NewestCommitted(); got != 3 {
+		t.Fatalf("NewestCommitted %d, want 3", got)
+	}
+	if got := committed(t, dir); !slices.Equal(got, before) {
+		t.Fatalf("recover changed the visible parts: %v, want %v", got, before)
+	}
+	// The replay, cut into epochs its own way, brings b, c, c and d again,
+	// then what the lost run never produced.
+	must(r.Write(4, items("b", "c")))
+	must(r.Write(5, items("c", "d", "c", "e")))
+	must(r.PreCommit(5))
+	must(r.Commit(5))
+	if got, want := committed(t, dir), []string{"a", "b", "c", "c", "d", "c", "e"}; !slices.Equal(got, want) {
+		t.Fatalf("after the replay: %v, want %v", got, want)
+	}
+	if got := r.Duplicates(); got != 4 {
+		t.Fatalf("Duplicates %d, want 4", got)
+	}
+}
+
 // listCountingFS counts directory listings.
 type listCountingFS struct {
 	vfs.FS

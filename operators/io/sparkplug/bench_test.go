@@ -104,7 +104,14 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkReaderDData is the source side: DDATA of the typical result
 // through a Reader (decode, seq check, aliases resolved to names), in
 // readings per CPU-second.
-func BenchmarkReaderDData(b *testing.B) {
+func BenchmarkReaderDData(b *testing.B) { benchReader(b, false) }
+
+// BenchmarkReaderDDataJSON is what a sparkplug_b source's prepare stage
+// does before the pipeline's own decoding: the Reader, and each reading
+// written as the JSON object the pipeline reads.
+func BenchmarkReaderDDataJSON(b *testing.B) { benchReader(b, true) }
+
+func benchReader(b *testing.B, asJSON bool) {
 	n, err := NewNode(Config{Group: "plant1", Node: "gw-7"})
 	if err != nil {
 		b.Fatal(err)
@@ -131,7 +138,13 @@ func BenchmarkReaderDData(b *testing.B) {
 		payloads = append(payloads, append([]byte(nil), acts[0].Payload...))
 	}
 	readings := 0
-	count := func(*Reading) { readings++ }
+	var buf []byte
+	count := func(rd *Reading) {
+		readings++
+		if asJSON {
+			buf = AppendReadingJSON(buf[:0], rd)
+		}
+	}
 	b.ReportAllocs()
 	cpu := cpuTime(b)
 	i := 0

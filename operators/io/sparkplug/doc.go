@@ -78,4 +78,13 @@
 // NBIRTH. An NDEATH whose bdSeq is not the current NBIRTH's is an older
 // session's late will and changes nothing. AppendSnapshot and Restore
 // carry its state (sessions, aliases, last values) across a restart.
+//
+// # The source
+//
+// A source with format sparkplug_b runs a Reader in each of its
+// pipelines' prepare stages, after the ingest log, and checkpoints its
+// snapshot with the pipeline; AppendReadingJSON writes each reading as
+// the JSON object the pipeline's expressions read. Rebirther publishes
+// the NCMD rebirth that answers a refused message (request_rebirth), from
+// a connection of its own so the source's session is left alone.
 package sparkplug

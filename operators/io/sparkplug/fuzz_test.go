@@ -2,6 +2,7 @@ package sparkplug
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -67,7 +68,9 @@ func FuzzDecodePayload(f *testing.F) {
 }
 
 // FuzzReaderMessage: a Reader fed a session's messages and then anything
-// on any Sparkplug topic neither panics nor refuses without a reason.
+// on any Sparkplug topic neither panics nor refuses without a known
+// reason and a detail; every reading it emits is valid JSON as the
+// source hands it to a pipeline (AppendReadingJSON).
 func FuzzReaderMessage(f *testing.F) {
 	n, err := NewNode(Config{Group: "g", Node: "n"})
 	if err != nil {
@@ -98,14 +101,23 @@ func FuzzReaderMessage(f *testing.F) {
 				t.Fatalf("the session's own %s refused: %s %s", a.Topic, reason, detail)
 			}
 		}
+		var buf []byte
 		for range 2 {
 			reason, detail := r.Message(topics[int(topic)%len(topics)], payload, func(rd *Reading) {
 				if rd.Name == nil {
 					t.Fatalf("%s %x: a reading without a name: %+v", topics[int(topic)%len(topics)], payload, rd)
 				}
+				if buf = AppendReadingJSON(buf[:0], rd); !json.Valid(buf) {
+					t.Fatalf("%s %x: reading as invalid JSON %s", topics[int(topic)%len(topics)], payload, buf)
+				}
 			})
 			if reason != "" && detail == "" {
 				t.Fatalf("refused (%s) without a detail", reason)
+			}
+			switch reason {
+			case "", ReasonBadPayload, ReasonBeforeBirth, ReasonSeqGap, ReasonUnknownAlias:
+			default:
+				t.Fatalf("refused with an unknown reason %q (%s)", reason, detail)
 			}
 		}
 	})
