@@ -98,7 +98,7 @@ func (plan rolloverPlan) handles(name string) bool {
 // coordinator learns the tasks and before anything starts.
 func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 	for _, v := range plan.verdicts {
-		if v.Refusal != nil || v.Kept {
+		if v.Refusal != nil || v.Kept && v.Roll == nil {
 			continue
 		}
 		var next *stages.Pipeline
@@ -107,7 +107,7 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 				next = p
 			}
 		}
-		if text := v.Text(); text != "restore" {
+		if text := v.Text(); text != "restore" && !v.Kept {
 			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, "pipeline", v.Pipeline)
 		}
 		if next != nil {
@@ -137,13 +137,13 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 // cannot roll over into keeping its previous definition, which checkpoint
 // m recorded, so that the agent starts and runs it as before; it returns
 // their plans by name. Without a recorded definition (a checkpoint of an
-// earlier build) the refusal stays. A change during a rollover stays
-// refused too: two old definitions at once are not run.
+// earlier build) the refusal stays. A change during a rollover keeps the
+// definition the rollover started, and the rollover goes on.
 func (plan *rolloverPlan) keepPrevious(cfg *config.Config, src []byte, m *checkpoint.Manifest) map[string]*stages.Plan {
 	kept := map[string]*stages.Plan{}
 	plan.refusal = nil
 	for i, v := range plan.verdicts {
-		if v.Refusal != nil && !v.Removed && v.Roll == nil {
+		if v.Refusal != nil && !v.Removed {
 			for _, p := range cfg.Pipelines {
 				if p.Name != v.Pipeline {
 					continue

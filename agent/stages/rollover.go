@@ -148,6 +148,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 			v.Retired = true
 		}
 		if changes := recordedChanges(m, name, shape); !removed && len(changes) > 0 && !v.Retired {
+			v.Why = fmt.Sprintf("%s while its previous change still rolls over (until %s)", changeText(changes), formatCut(r.RetireAt+1))
 			v.Refusal = fmt.Errorf("agent: checkpoint %d: pipeline %q changed again (%s) while its previous change still rolls over (its old definition finishes its windows until %s): "+
 				"restore it with the configuration that wrote the checkpoint until then, or start with --allow-non-restored-state to drop that state",
 				m.ID, name, changeText(changes), formatCut(r.RetireAt+1))
