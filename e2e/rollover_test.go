@@ -323,12 +323,22 @@ func checkDefinitions(t *testing.T, got map[string]rollRecord, cut int64, rolled
 }
 
 // TestRollover_IngestLogExactlyOnce adds an aggregate on a device whose
-// readings came through the embedded broker: the checkpoint is taken
-// while most of them wait in the ingest log, so the restore replays them
-// into both definitions; run is SIGKILLed at random moments during the
-// rollover. The committed results, each once, equal the reference: the
+// readings came through the embedded broker: by a restart, the checkpoint
+// taken while most of them wait in the ingest log, so the restore replays
+// them into both definitions; or by SIGHUP to the running agent, most of
+// them published after the reload. Run is SIGKILLed at random moments
+// during the rollover. The committed results, each once, equal the reference: the
 // old definition's windows before the cut, the new one's from it.
 func TestRollover_IngestLogExactlyOnce(t *testing.T) {
+	t.Parallel()
+	t.Run("restart", func(t *testing.T) { rolloverIngest(t, false) })
+	t.Run("SIGHUP", func(t *testing.T) { rolloverIngest(t, true) })
+}
+
+// rolloverIngest is TestRollover_IngestLogExactlyOnce with the change
+// applied by a restart, validated first, or by SIGHUP to the running
+// agent.
+func rolloverIngest(t *testing.T, sighup bool) {
 	t.Parallel()
 	const devices, readings = 4, 6000
 	addr := loopback.Addr(t)
@@ -361,17 +371,40 @@ func TestRollover_IngestLogExactlyOnce(t *testing.T) {
 	if !p.waitLog("checkpoint completed", 30*time.Second) {
 		t.Fatal("no checkpoint within 30 s")
 	}
-	if err := sensor.publish(topics[readings/4:], payloads[readings/4:]); err != nil {
-		t.Fatal(err)
+	if !sighup {
+		if err := sensor.publish(topics[readings/4:], payloads[readings/4:]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	p.kill() // every reading is in the ingest log: acknowledged
-	sensor.close()
-
-	path := writeConfig(t, dir, next, "%CLIENT%", "unused")
-	stdout, stderr, code := runSplit(t, "validate", "-c", path)
-	m := regexp.MustCompile(`(?m)^  pipeline "sums": (roll over: aggregates changed \(min added\): its open windows finish as before; windows from (\S+) use the new aggregates)$`).FindStringSubmatch(stdout)
-	if code != 0 || strings.Contains(stderr, "error") || m == nil {
-		t.Fatalf("validate: exit %d, stderr %q:\n%s", code, stderr, stdout)
+	rolls := regexp.MustCompile(`roll over: aggregates changed \(min added\): its open windows finish as before; windows from (\S+) use the new aggregates`)
+	var m []string
+	path := ""
+	if sighup {
+		// The reload's checkpoint holds the first readings; the pipelines
+		// restart on the new file from it, and the rest come after.
+		path = writeConfig(t, dir, next, "%CLIENT%", "unused")
+		p.signal(syscall.SIGHUP)
+		if !p.waitLog(`msg="restore: pipeline \"sums\": roll over`, 30*time.Second) {
+			t.Fatal("the reload does not roll the pipeline over")
+		}
+		if err := sensor.publish(topics[readings/4:], payloads[readings/4:]); err != nil {
+			t.Fatal(err)
+		}
+		p.kill()
+		sensor.close()
+		if m = rolls.FindStringSubmatch(p.output()); m == nil {
+			t.Fatalf("the reload logs no cut:\n%s", p.output())
+		}
+		m = append([]string{"", m[0]}, m[1:]...)
+	} else {
+		p.kill() // every reading is in the ingest log: acknowledged
+		sensor.close()
+		path = writeConfig(t, dir, next, "%CLIENT%", "unused")
+		stdout, stderr, code := runSplit(t, "validate", "-c", path)
+		m = regexp.MustCompile(`(?m)^  pipeline "sums": (`+rolls.String()+`)$`).FindStringSubmatch(stdout)
+		if code != 0 || strings.Contains(stderr, "error") || m == nil {
+			t.Fatalf("validate: exit %d, stderr %q:\n%s", code, stderr, stdout)
+		}
 	}
 	cutAt, err := time.Parse(time.RFC3339Nano, m[2])
 	if err != nil {
@@ -385,7 +418,7 @@ func TestRollover_IngestLogExactlyOnce(t *testing.T) {
 	rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
 	for kill := 0; kill < 2; kill++ {
 		p := startEddy(t, "run", "-c", path)
-		if kill == 0 && !p.waitLog(`msg="restore: pipeline \"sums\": `+m[1]+`"`, 20*time.Second) {
+		if kill == 0 && !sighup && !p.waitLog(`msg="restore: pipeline \"sums\": `+m[1]+`"`, 20*time.Second) {
 			t.Fatal("run does not log what validate said")
 		}
 		// Killed while it replays the ingest log into both definitions
