@@ -401,7 +401,7 @@ func rolloverIngest(t *testing.T, sighup bool) {
 		sensor.close()
 		path = writeConfig(t, dir, next, "%CLIENT%", "unused")
 		stdout, stderr, code := runSplit(t, "validate", "-c", path)
-		m = regexp.MustCompile(`(?m)^  pipeline "sums": (`+rolls.String()+`)$`).FindStringSubmatch(stdout)
+		m = regexp.MustCompile(`(?m)^  pipeline "sums": (` + rolls.String() + `)$`).FindStringSubmatch(stdout)
 		if code != 0 || strings.Contains(stderr, "error") || m == nil {
 			t.Fatalf("validate: exit %d, stderr %q:\n%s", code, stderr, stdout)
 		}
