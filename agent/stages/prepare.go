@@ -254,6 +254,15 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 	}
 	now, wall, synced := p.clk.MonoMs(), p.clk.WallMs(), p.clk.WallSynced()
 	l.lastRead = now
+	if p.roll != nil && p.retired && p.late == nil {
+		// A retired old definition has fired every window it had: the
+		// readings are the new one's, and decoding them again is waste
+		// (with a late_output it goes on sending its late readings there).
+		p.m.in.Add(len(rb.Msgs))
+		p.m.filtered.Add(len(rb.Msgs))
+		rb.Release()
+		return
+	}
 	var in, filtered int64
 	for i := range rb.Msgs {
 		m := &rb.Msgs[i]
