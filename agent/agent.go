@@ -43,6 +43,9 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
+	// dropRemoved drops the state of removed pipelines that cannot roll
+	// out, as a reload that removed them asked (changed ones roll over).
+	dropRemoved bool
 	// AllowNewDeviceID lets the agent start under a device id other than
 	// the one recorded in data_dir, and records the new one.
 	AllowNewDeviceID bool
@@ -73,10 +76,13 @@ type Agent struct {
 	restorer *restorer
 
 	// failover holds the failover regions: a failure restarts only its own.
-	failover   *failover.Failover
-	diskMeter  atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
-	diskHolds  disk.Holds                 // what waits for disk space, for /readyz
-	restoredID uint64                     // the checkpoint restored at start, 0 if none
+	failover *failover.Failover
+	// inheritRestarts starts a failover built again (an old definition
+	// added by a rollover) where the run's restart strategy stands.
+	inheritRestarts func(*failover.Failover)
+	diskMeter       atomic.Pointer[disk.Meter] // the eddy_disk_* gauges; set by run while the admin endpoint may read it
+	diskHolds       disk.Holds                 // what waits for disk space, for /readyz
+	restoredID      uint64                     // the checkpoint restored at start, 0 if none
 }
 
 // Run loads the configuration at path and runs it until ctx is cancelled or
@@ -109,6 +115,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 			return err
 		}
 		a.failover.InheritRestarts(strategy, restarts)
+		a.inheritRestarts = func(fo *failover.Failover) { fo.InheritRestarts(strategy, restarts) }
 		a.memory.apply(log)
 		runCtx, stop := context.WithCancel(ctx)
 		next := make(chan loadedConfig, 1)
@@ -124,7 +131,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 				// The final checkpoint of that run is what the next one
 				// restores; pipelines the reload removed drop their state.
 				lc = nl
-				opts.From, opts.AllowNonRestoredState = "", true
+				opts.From, opts.dropRemoved = "", true
 				strategy.Reconfigure(nl.cfg.Restart)
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
 				continue
@@ -187,7 +194,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	if diags.HasErrors() {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState,
+	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, dropRemoved: opts.dropRemoved,
 		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,

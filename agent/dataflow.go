@@ -58,7 +58,13 @@ type dataflow struct {
 	// source with request_rebirth; kept across region restarts.
 	rebirthers map[string]*lazyRebirther
 	backends   []state.Backend
-	logs       []*ingest.Log
+	// deadProducers is each pipeline's count of dead-letter producers
+	// (Connect), for unplug.
+	deadProducers map[*stages.Pipeline]int
+	// keptPrevious are the pipelines whose change cannot roll over and
+	// that run their previous definition (/readyz says why).
+	keptPrevious []stages.RolloverVerdict
+	logs         []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions
 }

@@ -106,6 +106,12 @@ func (in introspection) RestartLimits() []introspect.RestartLimit {
 	for _, l := range in.a.failover.Limits() {
 		out = append(out, introspect.RestartLimit{Pipelines: l.Pipelines, Detail: l.Detail()})
 	}
+	in.a.flow.mu.Lock()
+	defer in.a.flow.mu.Unlock()
+	for _, v := range in.a.flow.keptPrevious {
+		out = append(out, introspect.RestartLimit{Pipelines: v.Pipeline, Check: "config/" + v.Pipeline,
+			Detail: "runs its previous definition: " + v.Why})
+	}
 	return out
 }
 

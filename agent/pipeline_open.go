@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -98,8 +99,36 @@ func (df *dataflow) connectSinks(p *stages.Pipeline) error {
 	if dead != nil {
 		dead.addProducers(n)
 		dead.deadLetters = true
+		if df.deadProducers == nil {
+			df.deadProducers = map[*stages.Pipeline]int{}
+		}
+		df.deadProducers[p] = n
 	}
 	return nil
+}
+
+// unplug undoes newPipeline for p, which never started: it leaves its
+// sources and sinks and closes its state, so that another pipeline of
+// the same name takes its place.
+func (df *dataflow) unplug(p *stages.Pipeline) {
+	pc := p.Config()
+	in, ctl := p.Input(), p.ControlInput()
+	for _, sr := range df.sources {
+		sr.outs = slices.DeleteFunc(sr.outs, func(c chan<- *stages.SourceBatch) bool { return c == in || ctl != nil && c == ctl })
+	}
+	for _, ref := range pc.To {
+		df.sinks[ref.Sink.Name].addProducers(-p.Parallelism())
+	}
+	if ref := pc.LateOutput; ref != nil {
+		df.sinks[ref.Sink.Name].addProducers(-p.Parallelism())
+	}
+	if ref := pc.DeadLetter; ref != nil {
+		df.sinks[ref.Sink.Name].addProducers(-df.deadProducers[p])
+	}
+	for _, be := range p.Backends() {
+		_ = be.Close()
+		df.backends = slices.DeleteFunc(df.backends, func(b state.Backend) bool { return b == be })
+	}
 }
 
 // connectSources makes the pipeline a consumer of its source and of its

@@ -207,9 +207,10 @@ func (h regionHost) build(r failover.Region, fresh *[]*stages.Pipeline) error {
 		delete(a.flow.sinks, name) // created again by newPipeline
 	}
 	for _, i := range r.Pipes {
-		pl, diags := stages.Compile(a.cfg, a.flow.pipelines[i].Config())
-		if diags.HasErrors() {
-			return fmt.Errorf("agent: pipeline %q: %s", pl.Config().Name, diags.Error())
+		role := a.flow.pipelines[i].Rollover()
+		pl, err := a.flow.pipelines[i].Recompile(a.cfg)
+		if err != nil {
+			return err
 		}
 		p, err := a.flow.newPipeline(pl)
 		if p != nil {
@@ -217,6 +218,9 @@ func (h regionHost) build(r failover.Region, fresh *[]*stages.Pipeline) error {
 		}
 		if err != nil {
 			return err
+		}
+		if role.Roll != nil || role.Fresh || role.Since != 0 {
+			p.SetRollover(role)
 		}
 	}
 	for k, i := range r.Pipes {

@@ -36,10 +36,11 @@ func loadConfig(path string) (loadedConfig, error) {
 
 // reloadCompatible reports why the state of old cannot carry over to next,
 // or nil. Pipelines are matched by name: a new one starts empty, a removed
-// one's state is dropped, and one whose state layout would change — its
-// window, key, aggregates or source — is refused, as is a change of
-// max_key_groups, which every checkpoint depends on. Filters, maps, sinks,
-// parallelism and everything else may change.
+// one rolls out (or its state is dropped when it cannot), and one whose
+// definition changed rolls over at a cut (stages.CheckRollover); a change
+// that cannot roll over is refused, as is a change of max_key_groups,
+// which every checkpoint depends on. Sinks, parallelism and everything
+// else may change.
 func reloadCompatible(old, next loadedConfig) error {
 	if old.cfg.Agent.MaxKeyGroups != next.cfg.Agent.MaxKeyGroups {
 		return errors.New("max_key_groups changed: existing state cannot be regrouped")
@@ -57,8 +58,8 @@ func reloadCompatible(old, next loadedConfig) error {
 		if op == nil {
 			continue
 		}
-		if what := stages.StateShapeChange(old.src, op, next.src, np); what != "" {
-			return fmt.Errorf("pipeline %q: %s changed, and its state depends on it; rename the pipeline to start it afresh", np.Name, what)
+		if what, why := stages.RollOverChange(old.src, op, next.src, np); why != "" {
+			return fmt.Errorf("pipeline %q: %s, which cannot roll over: %s; rename the pipeline to start it afresh", np.Name, what, why)
 		}
 	}
 	return nil

@@ -25,6 +25,33 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	// The checkpoint is chosen first: the rollovers it starts or resumes
+	// add the old definitions' instances, which are checkpoint tasks too.
+	sel, selErr := a.restorer.selectRestore(ctx, store, a.flow.sources)
+	var rolls rolloverPlan
+	if selErr == nil {
+		var configured []stages.RolloverVerdict
+		for _, p := range a.flow.pipelines {
+			configured = append(configured, p.CheckRollover(sel.Manifest, stages.BoundedSources(a.cfg)))
+		}
+		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), a.restorer.allowNonRestored, a.restorer.dropRemoved)
+		kept := rolls.keepPrevious(a.cfg, a.flow.src, sel.Manifest)
+		if rolls.refusal != nil {
+			return rolls.refusal
+		}
+		if err := a.flow.keep(kept, rolls); err != nil {
+			return err
+		}
+		if added, aerr := a.flow.applyRollovers(rolls); aerr != nil {
+			return aerr
+		} else if added || len(kept) > 0 {
+			// The old definitions are pipelines of their own regions.
+			a.failover = newFailover(a)
+			if a.inheritRestarts != nil {
+				a.inheritRestarts(a.failover)
+			}
+		}
+	}
 	var tasks []string
 	var sources []*sourceRunner
 	for _, s := range a.flow.sources {
@@ -65,9 +92,8 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	a.flow.retained = retainedPositions{}
 	ck.OnCompleted(func(done checkpoint.Completed) { a.flow.truncateIngest(store, done) })
 
-	sel, err := a.restorer.selectRestore(ctx, store, a.flow.sources)
 	var restored uint64
-	switch {
+	switch err := selErr; {
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
 		// Empty start; selectRestore said so and why.
 	case errors.Is(err, errNotRestored) || ctx.Err() != nil:
@@ -75,7 +101,7 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("agent: restore: %w", err)
 	default:
-		rebuild := func() error { return a.restorer.restore(sel, a.flow.pipelines, a.flow.sources) }
+		rebuild := func() error { return a.restorer.restore(sel, a.flow.pipelines, a.flow.sources, rolls) }
 		err := a.diskHolds.Rebuild(ctx, a.log, filepath.Join(a.cfg.Agent.DataDir, "state"), sel.Manifest.ID, rebuild, a.endpoint.startOnce)
 		if err != nil {
 			return err
@@ -139,6 +165,8 @@ type restorer struct {
 	from string
 	// allowNonRestored: see Options.AllowNonRestoredState.
 	allowNonRestored bool
+	// dropRemoved: see Options.dropRemoved.
+	dropRemoved bool
 }
 
 // restore loads checkpoint sel into pipelines' state, watermarks and the
@@ -146,11 +174,18 @@ type restorer struct {
 // a changed parallelism restores too. What it does to each pipeline, and
 // whether it refuses, is planRestore's decision, which eddy validate
 // prints.
-func (r *restorer) restore(sel checkpoint.Selection, pipelines []*stages.Pipeline, sources map[string]*sourceRunner) error {
+func (r *restorer) restore(sel checkpoint.Selection, pipelines []*stages.Pipeline, sources map[string]*sourceRunner, rolls rolloverPlan) error {
 	m := sel.Manifest
 	var verdicts []stages.RestoreVerdict
 	for _, p := range pipelines {
+		if rolls.handles(p.Name()) {
+			verdicts = append(verdicts, stages.RestoreVerdict{Pipeline: p.Name(), Stateful: p.Stateful(), InCheckpoint: true})
+			continue
+		}
 		verdicts = append(verdicts, p.CheckRestore(m, r.allowNonRestored))
+	}
+	for _, name := range rolls.known {
+		verdicts = append(verdicts, stages.RestoreVerdict{Pipeline: name})
 	}
 	if plan := planRestore(m, verdicts, r.allowNonRestored); plan.refusal != nil {
 		return plan.refusal

@@ -101,17 +101,58 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 	}
 	m := sel.Manifest
 	say("state: eddy run restores checkpoint %d (%s) from %s:", m.ID, m.Time.UTC().Format(time.RFC3339), cfg.Agent.DataDir)
-	var verdicts []stages.RestoreVerdict
+	var configured []stages.RolloverVerdict
+	var plans []*stages.Plan
 	for _, p := range cfg.Pipelines {
 		pl, diags := stages.Compile(cfg, p)
 		if diags.HasErrors() {
 			return out, errors.New(config.FormatDiagnostics(diags))
 		}
+		plans = append(plans, pl)
+		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg)))
+	}
+	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), allowNonRestored, false)
+	rolls.keepPrevious(cfg, lc.src, m)
+	for i, v := range rolls.verdicts {
+		if !v.Runs() {
+			continue
+		}
+		if _, err := stages.CompileOld(cfg, lc.src, v.Roll); err != nil { // as run compiles it
+			rolls.verdicts[i].Refusal = fmt.Errorf("agent: %w", err)
+			if rolls.refusal == nil {
+				rolls.refusal = rolls.verdicts[i].Refusal
+			}
+		}
+	}
+	rolled := map[string]stages.RolloverVerdict{}
+	for _, v := range rolls.verdicts {
+		rolled[v.Pipeline] = v
+	}
+	var verdicts []stages.RestoreVerdict
+	for _, pl := range plans {
+		name := pl.Config().Name
+		if rolls.handles(name) {
+			verdicts = append(verdicts, stages.RestoreVerdict{Pipeline: name, Stateful: true, InCheckpoint: true})
+			continue
+		}
 		verdicts = append(verdicts, pl.CheckRestore(lc.src, m, allowNonRestored))
 	}
+	n := len(verdicts)
+	for _, name := range rolls.known {
+		verdicts = append(verdicts, stages.RestoreVerdict{Pipeline: name})
+	}
 	plan := planRestore(m, verdicts, allowNonRestored)
-	for _, v := range plan.verdicts {
+	for _, v := range plan.verdicts[:n] {
+		if rv, ok := rolled[v.Pipeline]; ok {
+			say("  pipeline %q: %s", v.Pipeline, rolloverText(rv))
+			continue
+		}
 		say("  pipeline %q: %s", v.Pipeline, verdictText(v))
+	}
+	for _, v := range rolls.verdicts {
+		if v.Removed {
+			say("  pipeline %q: %s", v.Pipeline, rolloverText(v))
+		}
 	}
 	for _, name := range plan.removed {
 		if allowNonRestored {
@@ -120,8 +161,21 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 			say("  pipeline %q: refuse to start: the configuration no longer has it", name)
 		}
 	}
-	out.Refusal = plan.refusal
+	out.Refusal = rolls.refusal
+	if out.Refusal == nil {
+		out.Refusal = plan.refusal
+	}
 	return out, nil
+}
+
+// rolloverText is what run does to a pipeline whose definition changed,
+// e.g. "roll over: aggregates changed (max_temp added): …", or its
+// refusal.
+func rolloverText(v stages.RolloverVerdict) string {
+	if v.Refusal != nil {
+		return "refuse to start: " + strings.TrimPrefix(v.Refusal.Error(), "agent: ")
+	}
+	return v.Text()
 }
 
 // trimmedOnDisk lists the ingest logs of cfg's sources (those that log:

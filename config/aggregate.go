@@ -10,7 +10,7 @@ var aggregateFuncs = []string{"count", "sum", "min", "max", "avg", "first", "las
 
 // reservedFields are the output record's own fields, which an aggregate
 // cannot be named (the output record's own fields; see README "Configuration").
-var reservedFields = []string{"id", "pipeline", "key", "window_start", "window_end", "window_start_ms", "window_end_ms", "kind", "firing"}
+var reservedFields = []string{"id", "pipeline", "key", "window_start", "window_end", "window_start_ms", "window_end_ms", "kind", "firing", "definition"}
 
 // Aggregate is one NAME = FUNC(args) of an aggregate block.
 type Aggregate struct {

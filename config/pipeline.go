@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // Pipeline is a pipeline block: from a source, through filter, map and key,
@@ -71,6 +72,10 @@ type Pipeline struct {
 	DebugDelayPerRecord time.Duration
 	DebugPanicAtOffset  uint64
 	DeclRange           hcl.Range
+	// BlockRange spans the whole block, header to closing brace: a
+	// checkpoint records that text as the pipeline's definition, so that
+	// after a change the old definition can still run.
+	BlockRange hcl.Range
 }
 
 // MapField is one NAME = expr of a map block.
@@ -125,7 +130,10 @@ func (d *decoder) decodePipelines(blocks hcl.Blocks, sources []*Source, sinks []
 			hcl.BlockHeaderSchema{Type: "alarm", LabelNames: []string{"name"}},
 			hcl.BlockHeaderSchema{Type: "dedup"},
 			hcl.BlockHeaderSchema{Type: "absence"})
-		p := &Pipeline{Name: name, DeclRange: b.DefRange}
+		p := &Pipeline{Name: name, DeclRange: b.DefRange, BlockRange: b.DefRange}
+		if body, ok := b.Body.(*hclsyntax.Body); ok {
+			p.BlockRange = hcl.RangeBetween(b.DefRange, body.SrcRange)
+		}
 		seen[name] = p
 		out = append(out, p)
 		a.require("from", "to")

@@ -66,23 +66,69 @@ func refusedThenDropped(t *testing.T, dir, tmpl string, dropped string, refusal 
 }
 
 // TestRestore_ConfigurationChange: a checkpoint records what each
-// pipeline's state depends on (window, key, aggregates, source). A restart
-// whose configuration changed one of them — here the window, once within
-// the same state layout and once across layouts — refuses to start and
-// says how to go on; --allow-non-restored-state drops that pipeline's state.
+// pipeline's state depends on (window, key, aggregates, source) and its
+// definition. A restart whose configuration changed a sliding window —
+// once within the same state layout and once across layouts — cannot roll
+// over (a sliding window open at any cut would hold readings of both
+// sides), so it keeps running the previous definition and says why;
+// --allow-non-restored-state drops that pipeline's state instead.
 func TestRestore_ConfigurationChange(t *testing.T) {
 	t.Run("window size", func(t *testing.T) {
 		dir := checkpointOf(t, slow(slidingConfig))
 		longer := strings.Replace(slow(slidingConfig), `size             = "30s"`, `size             = "60s"`, 1)
-		refusedThenDropped(t, dir, longer, "dropped the state of a pipeline whose configuration changed",
-			`pipeline "sums"'s state, and the window changed`)
+		keptThenDropped(t, dir, longer, 30_000)
 	})
 	t.Run("window layout", func(t *testing.T) {
 		dir := checkpointOf(t, perWindowSliding)
 		panes := strings.Replace(perWindowSliding, "    trigger_count = 1000000\n", "", 1)
-		refusedThenDropped(t, dir, panes, "dropped the state of a pipeline whose configuration changed",
-			`pipeline "sums"'s state, and the window changed`)
+		keptThenDropped(t, dir, panes, 30_000)
 	})
+}
+
+// keptThenDropped runs tmpl to the end on a copy of dir's checkpoint: the
+// run must keep the previous definition, whose windows last sizeMs, and
+// say so; on another copy, with --allow-non-restored-state, it must say
+// it dropped the state and run the new definition.
+func keptThenDropped(t *testing.T, dir, tmpl string, sizeMs int64) {
+	t.Helper()
+	sizes := func(d string) map[int64]bool {
+		out := map[int64]bool{}
+		for _, line := range committedRecords(t, filepath.Join(d, "out")) {
+			var r struct {
+				Start int64 `json:"window_start_ms"`
+				End   int64 `json:"window_end_ms"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatal(err)
+			}
+			out[r.End-r.Start] = true
+		}
+		return out
+	}
+	kept := t.TempDir()
+	copyTree(t, dir, kept, "data", "in.jsonl")
+	out, err := runEddy(t, "run", "-c", writeConfig(t, kept, tmpl))
+	if err != nil {
+		t.Fatalf("the agent did not run on a change that cannot roll over: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, `keeps running its previous definition`) || !strings.Contains(out, "which cannot roll over") {
+		t.Fatalf("the run does not say it keeps the previous definition, and why:\n%s", out)
+	}
+	if got := sizes(kept); len(got) != 1 || !got[sizeMs] {
+		t.Fatalf("windows of %v ms, want only the previous definition's %d ms", got, sizeMs)
+	}
+	dropped := t.TempDir()
+	copyTree(t, dir, dropped, "data", "in.jsonl")
+	out, err = runEddy(t, "run", "-c", writeConfig(t, dropped, tmpl), "--allow-non-restored-state")
+	if err != nil {
+		t.Fatalf("with --allow-non-restored-state: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "dropped the state of a pipeline whose configuration changed") {
+		t.Fatalf("the run does not say it dropped the state:\n%s", out)
+	}
+	if n := len(committedRecords(t, filepath.Join(dropped, "out"))); n == 0 {
+		t.Fatalf("no output after dropping the state:\n%s", out)
+	}
 }
 
 // TestRestore_WindowLayoutOfEarlierBuild: a checkpoint of a build that

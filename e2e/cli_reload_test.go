@@ -54,8 +54,9 @@ pipeline "p2" {
 // TestReload_SIGHUP changes the configuration of a running agent: adding a
 // pipeline is applied (a checkpoint, then the pipelines restart on the new
 // file and the old pipeline keeps its state); changing an existing
-// pipeline's window is refused with a log line, and the agent keeps running
-// on the previous configuration.
+// pipeline's window on processing time, which cannot roll over, is refused
+// with a log line, and the agent keeps running on the previous
+// configuration.
 func TestReload_SIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	brokerAddr := loopback.Addr(t)
@@ -73,10 +74,10 @@ func TestReload_SIGHUP(t *testing.T) {
 	await.True(t, 20*time.Second, `ag.logContains("restored checkpoint")`, func() bool { return ag.logContains("restored checkpoint") })
 	await.True(t, 15*time.Second, `len(b) > 0`, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "two.jsonl")); return len(b) > 0 })
 
-	rewrite("1s", reloadExtra) // p1's window changes: its state would not fit
+	rewrite("1s", reloadExtra) // p1's window changes, on processing time: it cannot roll over
 	ag.signal(syscall.SIGHUP)
 	await.True(t, 10*time.Second, `ag.logContains("configuration reload refused")`, func() bool { return ag.logContains("configuration reload refused") })
-	if !ag.logContains(`pipeline \"p1\": the window changed`) && !ag.logContains(`pipeline "p1": the window changed`) {
+	if !ag.logContains(`pipeline \"p1\": window changed (size 300ms → 1s), which cannot roll over: its old window is tumbling on processing time`) {
 		t.Fatal("the refusal does not say why")
 	}
 	// Still running on the previous configuration.

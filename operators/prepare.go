@@ -46,6 +46,11 @@ type PrepareSpec struct {
 	ControlState *control.State
 	MaxKeyGroups int
 	Parallelism  int
+	// From and Until bound the event times this definition takes, From
+	// inclusive, Until exclusive: while a changed pipeline rolls over, its
+	// old definition takes the readings before the cut and its new one
+	// those from it. Both zero: every reading.
+	From, Until int64
 }
 
 // Outcome is what Prepare did with a reading.
@@ -58,6 +63,10 @@ const (
 	Rejected            // bad reading: dead-letter it with Reject
 	Skipped             // not a reading (a CSV header line)
 	Punctuation         // a watermark marker: Watermark holds its value
+	// Elsewhere: the reading's event time (Time) is outside From–Until,
+	// so the pipeline's other definition takes it; its time still
+	// advances this definition's watermark, so its windows close.
+	Elsewhere
 )
 
 // Reject says why a reading was rejected. Reason is a stable metric label.
@@ -119,6 +128,9 @@ func NewPreparer(spec PrepareSpec) *Preparer {
 	return &Preparer{spec: spec, same: expr.SameAs(spec.AggArgs), Values: make([]float64, len(spec.AggArgs))}
 }
 
+// SetRange sets PrepareSpec.From and Until.
+func (p *Preparer) SetRange(from, until int64) { p.spec.From, p.spec.Until = from, until }
+
 // Prepare decodes and prepares one reading. payload is copied into the
 // preparer's record; procTimeMs is the reading's processing time (its
 // arrival, a processing-time pipeline's Time) and
@@ -157,6 +169,10 @@ func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTime
 		rec.Time = ts
 	} else {
 		rec.Time = procTimeMs
+	}
+	if (p.spec.From != 0 || p.spec.Until != 0) && (rec.Time < p.spec.From || rec.Time >= p.spec.Until) {
+		p.Time = rec.Time
+		return Elsewhere
 	}
 	if p.spec.Filter != nil {
 		keep, err := p.spec.Filter.EvalBool(rec)

@@ -14,12 +14,15 @@ import (
 // goroutine owns one.
 type WindowTask struct {
 	pipeline string
-	deviceID string
-	names    []string
-	op       *window.Operator
-	out      window.Output
-	elem     window.Element
-	res      record.Result
+	// definition is the short hash of the pipeline's definition, written
+	// into each window result; "" writes none.
+	definition string
+	deviceID   string
+	names      []string
+	op         *window.Operator
+	out        window.Output
+	elem       window.Element
+	res        record.Result
 
 	results *Delivery
 	late    *Delivery
@@ -64,6 +67,14 @@ const (
 func NewWindowTask(pipeline, deviceID string, names []string, op *window.Operator) *WindowTask {
 	return &WindowTask{pipeline: pipeline, deviceID: deviceID, names: names, op: op,
 		results: new(Delivery), late: new(Delivery), dead: new(Delivery)}
+}
+
+// Label makes every window result carry pipeline as its pipeline's name
+// and name the definition that produced it (record.Result.Definition):
+// while a changed pipeline rolls over, its old definition runs as a
+// second instance, and results of both go out side by side.
+func (t *WindowTask) Label(pipeline, definition string) {
+	t.pipeline, t.definition = pipeline, definition
 }
 
 // Process feeds a batch. Late readings are kept for the side output when
@@ -174,7 +185,7 @@ func (t *WindowTask) collect() {
 	for i := range t.out.Firings {
 		f := &t.out.Firings[i]
 		t.res = record.Result{Pipeline: t.pipeline, Key: f.Key, Start: f.Window.Start, End: f.Window.End,
-			Kind: f.Kind.String(), Firing: f.Seq, Names: t.names, Values: f.Values}
+			Kind: f.Kind.String(), Firing: f.Seq, Names: t.names, Values: f.Values, Definition: t.definition}
 		t.results.AddResult(t.deviceID, &t.res)
 		t.Fired++
 		var over []string

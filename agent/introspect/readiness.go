@@ -97,7 +97,9 @@ func isFull(size, max int64) bool { return max > 0 && float64(size) >= fullFract
 //     write failed with ENOSPC and space has not come back, or the
 //     components together reached max_disk).
 //   - a region's restart strategy gave up (the agent is stopping), or
-//     the region is down waiting for its next restart.
+//     the region is down waiting for its next restart;
+//   - a pipeline runs its previous definition: its configuration changed
+//     in a way that cannot roll over ("config/<pipeline>").
 //
 // Uploads that fail (uplink down, wrong credentials, missing bucket) are a
 // warning with the last error, not unreadiness: the agent goes on
@@ -125,7 +127,11 @@ func evaluateReadiness(in readinessInput) admin.Readiness {
 		add("disk", false, in.diskFull)
 	}
 	for _, l := range in.restartLimits {
-		add("restarts/"+l.Pipelines, false, l.Detail)
+		name := "restarts/" + l.Pipelines
+		if l.Check != "" {
+			name = l.Check
+		}
+		add(name, false, l.Detail)
 	}
 	for _, s := range in.sources {
 		if !s.Tracked {

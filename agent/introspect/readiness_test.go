@@ -44,6 +44,8 @@ func TestEvaluateReadiness(t *testing.T) {
 		{"upload fine", readinessInput{upload: &upload.Stats{Pending: 1}}, true, ""},
 		{"restart limit reached", readinessInput{checkpoints: true, tolerableFailures: 3,
 			restartLimits: []RestartLimit{{Pipelines: "p", Detail: "pipelines p: restart limit reached: 2 restarts in 1s (strategy fixed_delay); last error: state store full"}}}, false, "restarts/p"},
+		{"a change that cannot roll over: the previous definition runs", readinessInput{checkpoints: true, tolerableFailures: 3,
+			restartLimits: []RestartLimit{{Pipelines: "p", Check: "config/p", Detail: "runs its previous definition: window changed (size 10s → 20s), which cannot roll over"}}}, false, "config/p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -89,4 +89,8 @@ type Running interface {
 type RestartLimit struct {
 	Pipelines string // the region's pipelines, comma-separated
 	Detail    string // one line
+	// Check names the readiness check when it is not the region's
+	// "restarts/<pipelines>": "config/<pipeline>" for a pipeline that
+	// keeps running its previous definition.
+	Check string
 }

@@ -2,6 +2,8 @@ package stages
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"math"
 	"strconv"
 
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -33,6 +35,19 @@ func (p *Pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 	}
 	if st.index == 0 && p.shape != nil {
 		extra[shapeExtraKey(p.name)] = p.shape
+		if p.block != nil {
+			extra[definitionExtraKey(p.name)] = p.block
+		}
+		if b.MaxTime != math.MinInt64 {
+			extra[maxTimeExtraKey(p.name)] = binary.BigEndian.AppendUint64(nil, uint64(b.MaxTime))
+		}
+		if p.since != math.MinInt64 {
+			extra[sinceExtraKey(p.name)] = binary.BigEndian.AppendUint64(nil, uint64(p.since))
+		}
+		if p.roll != nil {
+			rec, _ := json.Marshal(p.roll) // strings and numbers: cannot fail
+			extra[rolloverExtraKey(p.roll.Pipeline)] = rec
+		}
 	}
 	for k, v := range more {
 		extra[k] = v

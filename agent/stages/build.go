@@ -32,6 +32,9 @@ type Plan struct {
 	parallelism int
 	control     *control.State // nil without a control stream
 	keyed       *keyedPlan     // nil without per-key functions
+	// src is the configuration text the plan was compiled from when it is
+	// not the agent's: an old definition's (CompileOld).
+	src []byte
 }
 
 // Compile builds the plan of pipeline p of cfg. Its diagnostics report

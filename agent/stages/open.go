@@ -79,6 +79,12 @@ func New(pl *Plan, o Options) (*Pipeline, error) {
 		align:        o.Align,
 		panicAt:      pl.cfg.DebugPanicAtOffset,
 		sp:           newSparkplugIn(pl.cfg.From.Source.Format, o.Rebirth),
+		since:        math.MinInt64,
+		maxTime:      math.MinInt64,
+	}
+	if pl.src != nil {
+		o.Source = pl.src // an old definition, compiled from its own text
+		p.src = pl.src
 	}
 	if pl.eventTime {
 		if err := p.setWatermarks(pl, o); err != nil {
@@ -140,6 +146,9 @@ func (p *Pipeline) newSubtasks(pl *Plan, o Options) error {
 		p.windowState = windowStateName(*pl.window)
 	}
 	p.shape = pl.StateShape(o.Source)
+	if r := pl.cfg.BlockRange; p.shape != nil && r.Start.Byte < r.End.Byte && r.End.Byte <= len(o.Source) {
+		p.block = o.Source[r.Start.Byte:r.End.Byte]
+	}
 	p.merge.done = make(chan struct{})
 	var usage []stateUsage
 	if keyedState {
@@ -183,6 +192,9 @@ func (p *Pipeline) newSubtasks(pl *Plan, o Options) error {
 			}
 		}
 		st.task = operators.NewWindowTask(name, o.DeviceID, pl.names, op)
+		if op != nil {
+			st.task.Label(name, DefinitionHash(p.shape))
+		}
 		if pl.keyed != nil {
 			if err := attachKeyed(pl, st, objectCache); err != nil {
 				return err

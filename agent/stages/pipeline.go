@@ -74,6 +74,28 @@ type Pipeline struct {
 	// shape is the JSON of the pipeline's stateShape, recorded in every
 	// checkpoint and compared at restore (nil without a window: no state).
 	shape []byte
+	// block is the pipeline's block text, recorded in every checkpoint as
+	// its definition so that a later change can run it as the old one
+	// (rollover.go); nil without state, and for an old definition.
+	block []byte
+	// roll is the rollover whose old definition this instance runs; nil
+	// for every other pipeline. since: a new definition's cut, before
+	// which it takes no reading (math.MinInt64: none).
+	roll *Rollover
+	role RolloverRole // as SetRollover gave it, for a rebuild
+	// src is the plan's own configuration text (an old or kept
+	// definition's), nil when it is the agent's.
+	src     []byte
+	since   int64
+	retired bool // the old definition's last window is past its lateness (logged)
+	// restoreFrom is the name the pipeline's state has in the checkpoint
+	// Restore reads (stateIn): "" its own, noRestore none (a new
+	// definition).
+	restoreFrom string
+	// maxTime is the newest event time routed to the subtasks, recorded
+	// in checkpoints: a later rollover's cut lies after it. Owned by the
+	// prepare stage once started.
+	maxTime int64
 
 	to         []Sink
 	late       *Sink // nil without a late_output

@@ -148,6 +148,11 @@ func (l *prepareLoop) broadcast() {
 	}
 	if wm := p.resume.Apply(p.wm.Current()); wm > l.lastWM {
 		l.lastWM = wm
+		if p.roll != nil && !p.retired && wm >= p.roll.RetireAt {
+			p.retired = true
+			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", p.roll.Pipeline,
+				"definition", p.roll.OldHash, "cut", formatCut(p.roll.Cut), "watermark", formatCut(wm))
+		}
 		p.m.watermark.Store(wm)
 		for _, e := range p.edges {
 			_ = e.Send(prepareCtx, stream.Message{Kind: stream.Watermark, Watermark: wm})
@@ -159,7 +164,7 @@ func (l *prepareLoop) broadcast() {
 func (l *prepareLoop) forward(tr *checkpoint.Trigger) {
 	p := l.p
 	b := stream.BarrierInfo{ID: tr.ID, Full: tr.Kind != checkpoint.KindIncremental, Parent: tr.Parent, Resume: p.resumeSnapshot(),
-		Sparkplug: p.sparkplugSnapshot()}
+		MaxTime: p.maxTime, Sparkplug: p.sparkplugSnapshot()}
 	if p.control != nil {
 		b.Control = p.control.Snapshot()
 	}
@@ -249,6 +254,15 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 	}
 	now, wall, synced := p.clk.MonoMs(), p.clk.WallMs(), p.clk.WallSynced()
 	l.lastRead = now
+	if p.roll != nil && p.retired && p.late == nil {
+		// A retired old definition has fired every window it had: the
+		// readings are the new one's, and decoding them again is waste
+		// (with a late_output it goes on sending its late readings there).
+		p.m.in.Add(len(rb.Msgs))
+		p.m.filtered.Add(len(rb.Msgs))
+		rb.Release()
+		return
+	}
 	var in, filtered int64
 	for i := range rb.Msgs {
 		m := &rb.Msgs[i]
@@ -302,6 +316,13 @@ func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, payload []
 		}
 	case operators.Filtered:
 		return true
+	case operators.Elsewhere:
+		// The pipeline's other definition takes it; its time still moves
+		// this one's watermark, so that its windows close.
+		if l.p.wm != nil {
+			l.p.wm.Observe(l.p.prep.Time)
+		}
+		return true
 	case operators.Rejected:
 		l.reject(m, payload, wall)
 	}
@@ -316,6 +337,7 @@ func (l *prepareLoop) route(m *source.Message, payload []byte, now int64) {
 		l.inputs.route(m.Topic, now)
 	}
 	s := p.prep.Subtask
+	p.maxTime = max(p.maxTime, p.prep.Time)
 	if l.batches[s] == nil {
 		l.batches[s] = stream.NewBatch(p.stride)
 	}

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,44 @@ import (
 // under another state shape or window layout than the pipeline's is an
 // error, unless allowNonRestored: then it is dropped, with a log line.
 func (p *Pipeline) Restore(sel checkpoint.Selection, allowNonRestored bool) error {
+	p.restoreFrom = p.stateIn(sel.Manifest)
+	switch p.restoreFrom {
+	case "":
+	case noRestore: // a new definition: it starts empty
+		p.epoch = sel.Manifest.ID + 1
+		for _, st := range p.subtasks {
+			st.lastSnap, st.epoch = 0, p.epoch
+		}
+		return nil
+	default: // an old definition, whose state the checkpoint holds under the pipeline's name
+		own := p.name
+		p.name = p.restoreFrom
+		defer func() { p.name = own }()
+	}
+	return p.restore(sel, allowNonRestored)
+}
+
+// stateIn is the name pipeline p's state has in checkpoint m: its own,
+// or while a rollover starts (from a checkpoint taken before the change)
+// the pipeline's for its old definition and none (noRestore) for its new
+// one. Decided from m, so that a region restart restoring a checkpoint
+// taken since decides anew.
+func (p *Pipeline) stateIn(m *checkpoint.Manifest) string {
+	rec, recorded := m.Extra[shapeExtraKey(p.name)]
+	switch {
+	case p.roll != nil && !recorded:
+		return p.roll.Pipeline
+	case p.roll == nil && (p.role.Fresh || p.role.Since != math.MinInt64 && p.role.Since != 0) && recorded && !bytes.Equal(rec, p.shape):
+		return noRestore
+	}
+	return ""
+}
+
+func (p *Pipeline) restore(sel checkpoint.Selection, allowNonRestored bool) error {
 	m := sel.Manifest
+	if b, ok := m.Extra[maxTimeExtraKey(p.name)]; ok && len(b) == 8 {
+		p.maxTime = int64(binary.BigEndian.Uint64(b))
+	}
 	files := m.PipelineFiles(p.name)
 	var foreign string // a window state layout other than p's, found in the checkpoint
 	entries := func(fn func(bucket, key, value []byte, deleted bool) error) error {

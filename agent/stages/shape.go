@@ -12,15 +12,6 @@ import (
 	"github.com/eddy-edge/eddy/config"
 )
 
-// StateShapeChange names what changed between pipeline old, whose
-// configuration text is oldSrc, and next, whose text is nextSrc, that the
-// pipeline's state depends on ("the window", "the key", "the source",
-// "the aggregates", "the per-key functions"), or returns "" when its state
-// carries over. Expressions compare by their text.
-func StateShapeChange(oldSrc []byte, old *config.Pipeline, nextSrc []byte, next *config.Pipeline) string {
-	return pipelineShape(oldSrc, old).differs(pipelineShape(nextSrc, next))
-}
-
 // StateShape is the JSON of the state shape of the plan's pipeline,
 // whose configuration text is src, as its checkpoints record it; nil when
 // the pipeline keeps no state (no window, no per-key functions).

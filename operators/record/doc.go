@@ -9,14 +9,16 @@
 //	 "pipeline":"temp_1m","key":"sensor-3",
 //	 "window_start":"2026-11-29T10:00:00.000Z","window_end":"2026-11-29T10:01:00.000Z",
 //	 "window_start_ms":1795946400000,"window_end_ms":1795946460000,
-//	 "kind":"final","firing":0,"avg_temp":21.43,"max_temp":22.1,"n":12}
+//	 "kind":"final","firing":0,"definition":"3497503d","avg_temp":21.43,"max_temp":22.1,"n":12}
 //
 // (on one line). The id is "<device_id>/<pipeline>/<key>/<start_ms>-<end_ms>/<firing>":
 // deterministic, so a consumer that sees an id twice can drop the repeat —
 // outputs may be sent again after a restore or by the at-least-once MQTT
 // sink. Every firing carries the full aggregate of the window so far; the
 // firing with the highest number per (pipeline, key, window) is the result.
-// Aggregates follow in config order; NaN and ±Inf are written as null.
+// definition is the short hash of the pipeline definition that computed it
+// (omitted when the stage gives none). Aggregates follow in config order;
+// NaN and ±Inf are written as null.
 // Aggregate names are written as given: the config must keep them distinct
 // from the fixed field names.
 //

@@ -34,6 +34,10 @@ type Result struct {
 	// of (0 for window firings): with Key and Start it makes the record's
 	// id, and orders records of one key and time.
 	Seq uint64
+	// Definition is the short hash of the pipeline definition that
+	// produced the firing: after a change of the pipeline the old and the
+	// new definition both emit for a while; "" writes no field.
+	Definition string
 }
 
 // timeLayout is RFC 3339 with exactly three fractional digits; for a UTC
@@ -51,6 +55,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 //	window_end_ms    End as an integer
 //	kind             r.Kind
 //	firing           r.Firing
+//	definition       r.Definition, when not empty
 //	<Names[i]>       Values[i] for each aggregate, in order; NaN and ±Inf → null
 //
 // The id is deterministic, so a consumer can drop a firing it has already
@@ -84,6 +89,10 @@ func AppendJSON(dst []byte, deviceID string, r *Result) []byte {
 	dst = jsontext.AppendString(dst, r.Kind)
 	dst = append(dst, `,"firing":`...)
 	dst = strconv.AppendInt(dst, int64(r.Firing), 10)
+	if r.Definition != "" {
+		dst = append(dst, `,"definition":`...)
+		dst = jsontext.AppendString(dst, r.Definition)
+	}
 	for i, name := range r.Names {
 		dst = append(dst, ',')
 		dst = jsontext.AppendString(dst, name)

@@ -48,6 +48,9 @@ type BarrierInfo struct {
 	// (sessions, aliases, last values) at the barrier, carried to
 	// subtask 0, which puts it in the checkpoint; nil for other formats.
 	Sparkplug []byte
+	// MaxTime is the newest event time the prepare stage routed before
+	// the barrier, carried to subtask 0, which puts it in the checkpoint.
+	MaxTime int64
 	// Announcement marks the copy of a barrier sent ahead on the priority
 	// channel (unaligned checkpoints): the barrier itself follows in-band.
 	Announcement bool

@@ -5,6 +5,7 @@
 package pkgtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -237,10 +238,11 @@ pipeline "temp_10s" {
 // TestDeb_UpgradeValidatesState installs the package into a test root,
 // lets its binary write checkpoints under the root's configuration, and
 // installs the package again as an upgrade: postinst validates the
-// configuration against that state with the new binary, and says it would
-// not restart the service when the configuration changed a pipeline's
-// state shape since (run would refuse to start), naming the change; with
-// the configuration unchanged it says nothing of the kind.
+// configuration against that state with the new binary. With the
+// configuration unchanged, or with an aggregate added (which rolls over),
+// it restarts the service; when the checkpoint was written by a build that
+// did not record pipeline definitions, the changed pipeline cannot roll
+// over, and it says it would not restart the service, naming the change.
 func TestDeb_UpgradeValidatesState(t *testing.T) {
 	if _, err := exec.LookPath("dpkg"); err != nil {
 		t.Fatal("dpkg is not installed; the Debian package cannot be tested")
@@ -284,12 +286,47 @@ func TestDeb_UpgradeValidatesState(t *testing.T) {
 		t.Errorf("upgrade over an unchanged configuration:\n%s", out)
 	}
 	write(before + "\n    max_temp = max(event.temp)")
+	if out := install(); strings.Contains(out, "would not start") {
+		t.Errorf("upgrade over a configuration that gained an aggregate, which rolls over:\n%s", out)
+	}
+	stripDefinitions(t, filepath.Join(dir, "data"))
 	out := install()
 	for _, want := range []string{"this version would not start on /etc/eddy/eddy.hcl",
-		`pipeline "temp_10s": refuse to start: aggregates changed (max_temp added)`,
-		`holds pipeline "temp_10s"'s state, and the aggregates changed since (max_temp added), which that state depends on`} {
+		`pipeline "temp_10s": refuse to start: checkpoint `,
+		`holds pipeline "temp_10s"'s state, and aggregates changed (max_temp added), which cannot roll over: the checkpoint was written by a build that does not record pipeline definitions`} {
 		if !strings.Contains(out, want) {
-			t.Errorf("upgrade over a configuration whose state shape changed does not say %q:\n%s", want, out)
+			t.Errorf("upgrade over a configuration changed since a checkpoint of an earlier build does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// stripDefinitions makes the checkpoints under dataDir look written by a
+// build that did not record pipeline definitions (its manifests without
+// the "definition/" entries): such a checkpoint cannot run the old
+// definition, so a changed pipeline refuses the start.
+func stripDefinitions(t *testing.T, dataDir string) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dataDir, "checkpoints", "manifests", "*.json"))
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		extra, _ := m["extra"].(map[string]any)
+		for k := range extra {
+			if strings.HasPrefix(k, "definition/") {
+				delete(extra, k)
+			}
+		}
+		if b, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(n, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

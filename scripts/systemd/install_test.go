@@ -4,6 +4,7 @@ package systemd
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,8 +179,9 @@ func TestInstall_RejectsBadConfig(t *testing.T) {
 // configuration whose data_dir holds checkpoints, install.sh validates it
 // against that state with the new binary first, and installs nothing when
 // run would refuse to start there (the configuration changed a pipeline's
-// aggregates since the checkpoint); with the configuration the state was
-// written with, it installs.
+// aggregates since a checkpoint of a build that did not record pipeline
+// definitions, so the change cannot roll over); with the configuration the
+// state was written with, it installs.
 func TestInstall_RefusesBinaryThatWouldNotStart(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "eddy")
@@ -235,9 +237,11 @@ pipeline "temp_10s" {
 	}
 
 	write(written + "\n    max_temp = max(event.temp)")
+	stripDefinitions(t, filepath.Join(tmp, "data"))
 	out, err := install()
 	if err == nil || !strings.Contains(out, "would not start on "+conf) ||
-		!strings.Contains(out, `pipeline "temp_10s": refuse to start: aggregates changed (max_temp added)`) {
+		!strings.Contains(out, `pipeline "temp_10s": refuse to start: checkpoint `) ||
+		!strings.Contains(out, `aggregates changed (max_temp added), which cannot roll over: the checkpoint was written by a build that does not record pipeline definitions`) {
 		t.Fatalf("install.sh over a configuration run would refuse: err %v\n%s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(root, "opt/eddy/bin/eddy")); err == nil {
@@ -250,5 +254,36 @@ pipeline "temp_10s" {
 	}
 	if _, err := os.Stat(filepath.Join(root, "opt/eddy/bin/eddy")); err != nil {
 		t.Error(err)
+	}
+}
+
+// stripDefinitions makes the checkpoints under dataDir look written by a
+// build that did not record pipeline definitions (its manifests without
+// the "definition/" entries): such a checkpoint cannot run the old
+// definition, so a changed pipeline refuses the start.
+func stripDefinitions(t *testing.T, dataDir string) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dataDir, "checkpoints", "manifests", "*.json"))
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		extra, _ := m["extra"].(map[string]any)
+		for k := range extra {
+			if strings.HasPrefix(k, "definition/") {
+				delete(extra, k)
+			}
+		}
+		if b, err = json.Marshal(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(n, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

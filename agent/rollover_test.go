@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/eddy-edge/eddy/agent/stages"
+	"github.com/eddy-edge/eddy/checkpoint"
+)
+
+// TestPlanRollovers: from a checkpoint of pipelines "a" and "b", which
+// pipelines roll over, which are renames, which removed ones a reload
+// drops, and which names of state the plan accounts for.
+func TestPlanRollovers(t *testing.T) {
+	shapeA := []byte(`{"window":"tumbling event 10s 0s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0"]}`)
+	shapeB := []byte(`{"window":"sliding event 20s 10s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0"]}`)
+	changedA := []byte(`{"window":"tumbling event 10s 0s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0","m = max(event.v) q=0"]}`)
+	u64 := func(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+	m := &checkpoint.Manifest{ID: 3, Files: []checkpoint.FileRef{{Pipeline: "a"}, {Pipeline: "b"}}, Extra: map[string][]byte{
+		"shape/a": shapeA, "definition/a": []byte(`pipeline "a" {}`), "watermark/a/0": u64(12_000), "maxtime/a": u64(15_000),
+		"shape/b": shapeB, "definition/b": []byte(`pipeline "b" {}`), "watermark/b/0": u64(12_000), "maxtime/b": u64(15_000),
+	}}
+	never := func(string) bool { return false }
+	verdict := func(name string, shape []byte) stages.RolloverVerdict {
+		return stages.CheckRollover(m, name, shape, false, never)
+	}
+	for _, c := range []struct {
+		name        string
+		configured  []stages.RolloverVerdict
+		dropRemoved bool
+		// want: per pipeline in the plan, its Text() ("refuse" for a
+		// refusal); known: the names of state accounted for.
+		want  map[string]string
+		known []string
+	}{
+		{name: "unchanged", configured: []stages.RolloverVerdict{verdict("a", shapeA), verdict("b", shapeB)}, want: map[string]string{}},
+		{name: "a changed", configured: []stages.RolloverVerdict{verdict("a", changedA), verdict("b", shapeB)},
+			want:  map[string]string{"a": "roll over: aggregates changed (m added): its open windows finish as before; windows from 1970-01-01T00:00:20Z use the new aggregates"},
+			known: []string{"a--old-" + stages.DefinitionHash(shapeA)}},
+		{name: "a renamed c", configured: []stages.RolloverVerdict{verdict("c", shapeA), verdict("b", shapeB)},
+			want: map[string]string{
+				"a": "roll over: removed from the configuration: its open windows finish as before; it takes no reading from 1970-01-01T00:00:20Z",
+				"c": `start empty (renamed from "a"): windows from 1970-01-01T00:00:20Z are its`},
+			known: []string{"a--old-" + stages.DefinitionHash(shapeA), "a"}},
+		{name: "b removed: a sliding window cannot roll out", configured: []stages.RolloverVerdict{verdict("a", shapeA)},
+			want: map[string]string{"b": "refuse"}},
+		{name: "b removed by a reload: dropped", configured: []stages.RolloverVerdict{verdict("a", shapeA)}, dropRemoved: true,
+			want: map[string]string{"b": "drop its state: a reload removed it, and it cannot roll out"}, known: []string{"b"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := planRollovers(m, c.configured, never, false, c.dropRemoved)
+			got := map[string]string{}
+			for _, v := range plan.verdicts {
+				if v.Refusal != nil {
+					got[v.Pipeline] = "refuse"
+				} else {
+					got[v.Pipeline] = v.Text()
+				}
+			}
+			b1, _ := json.Marshal(got)
+			b2, _ := json.Marshal(c.want)
+			if string(b1) != string(b2) {
+				t.Fatalf("plan\n%s\nwant\n%s", b1, b2)
+			}
+			refused := false
+			for _, v := range c.want {
+				refused = refused || v == "refuse"
+			}
+			if (plan.refusal != nil) != refused {
+				t.Fatalf("refusal %v", plan.refusal)
+			}
+			slices.Sort(plan.known)
+			slices.Sort(c.known)
+			if !slices.Equal(plan.known, c.known) {
+				t.Fatalf("known %v, want %v", plan.known, c.known)
+			}
+		})
+	}
+	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, true, false); len(plan.verdicts) != 0 {
+		t.Fatalf("--allow-non-restored-state rolls over: %+v", plan.verdicts)
+	}
+}
