@@ -108,18 +108,25 @@ func (s *TwoPhaseFile) Write(epoch uint64, items []record.Item) error {
 	if s.err != nil {
 		return s.err
 	}
-	p := s.open[epoch]
-	if p == nil {
-		f, err := s.fs.OpenFile(s.path(epoch, inprogressSufix), os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
-		if err != nil {
-			return s.fail(fmt.Errorf("sink: open part: %w", err))
-		}
-		p = &partFile{f: f, w: bufio.NewWriterSize(f, fileBufferSize)}
-		s.open[epoch] = p
+	if epoch <= s.newest {
+		// The pipelines number the epoch after the restored checkpoint
+		// from it, but checkpoint ids continue after the newest visible
+		// part (NewestCommitted): the first barrier after the start is
+		// newest+1, and its part must not take a visible part's name.
+		epoch = s.newest + 1
 	}
+	p := s.open[epoch]
 	for _, it := range items {
 		if len(s.ahead) > 0 && s.seenAhead(it.Payload) {
 			continue
+		}
+		if p == nil {
+			f, err := s.fs.OpenFile(s.path(epoch, inprogressSufix), os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
+			if err != nil {
+				return s.fail(fmt.Errorf("sink: open part: %w", err))
+			}
+			p = &partFile{f: f, w: bufio.NewWriterSize(f, fileBufferSize)}
+			s.open[epoch] = p
 		}
 		p.w.Write(it.Payload)
 		if err := p.w.WriteByte('\n'); err != nil {
