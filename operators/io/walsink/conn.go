@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
@@ -130,7 +132,7 @@ func handshakeV5(conn net.Conn, o *Options) (connackInfo, error) {
 	if _, err := conn.Write(encodeConnectV5(o)); err != nil {
 		return connackInfo{}, fmt.Errorf("walsink: send CONNECT: %w", err)
 	}
-	pk, err := readPacketV5(bufio.NewReaderSize(conn, 512), maxIncomingV5)
+	pk, err := mqtt5.ReadPacket(bufio.NewReaderSize(conn, 512), maxIncomingV5)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		return connackInfo{}, fmt.Errorf("%w: %w", errV5Closed, err)
 	}
@@ -333,7 +335,7 @@ func readPackets(conn net.Conn, version byte, out chan<- incoming, quit <-chan s
 // code; a DISCONNECT from the broker ends the connection with its reason.
 func readPacketsV5(br *bufio.Reader, acked func(), out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
 	for {
-		pk, err := readPacketV5(br, maxIncomingV5)
+		pk, err := mqtt5.ReadPacket(br, maxIncomingV5)
 		if br.Buffered() == 0 {
 			acked()
 		}
@@ -379,7 +381,7 @@ type disconnectError struct {
 }
 
 func (e *disconnectError) Error() string {
-	msg := fmt.Sprintf("walsink: the broker disconnected: %s (%#02x)", reasonName(e.code), e.code)
+	msg := fmt.Sprintf("walsink: the broker disconnected: %s (%#02x)", mqtt5.ReasonName(e.code), e.code)
 	if e.reason != "" {
 		msg += ": " + e.reason
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
 )
 
 // brokerLimits is what a broker announces in an MQTT 5 CONNACK.
@@ -105,45 +107,19 @@ func readConnackV5(r *bufio.Reader) (brokerLimits, error) {
 	if k <= 0 || uint64(len(body)-2-k) < props {
 		return lim, errors.New("walsink: limits probe: bad CONNACK properties")
 	}
-	p := body[2+k : 2+k+int(props)]
-	for len(p) > 0 {
-		id := p[0]
-		p = p[1:]
-		var size int
-		switch id {
-		case 0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A: // one byte
-			size = 1
-		case 0x13, 0x21, 0x22, 0x23: // two-byte integer
-			size = 2
-		case 0x02, 0x11, 0x18, 0x27: // four-byte integer
-			size = 4
-		case 0x0B: // variable byte integer
-			_, k := binary.Uvarint(p)
-			size = max(k, 0)
-		case 0x03, 0x08, 0x09, 0x12, 0x15, 0x16, 0x1A, 0x1C, 0x1F: // string or binary
-			if len(p) >= 2 {
-				size = 2 + int(binary.BigEndian.Uint16(p))
+	for p := mqtt5.NewProps(body[2+k : 2+k+int(props)]); ; {
+		if !p.Next() {
+			if p.Err != nil {
+				return lim, fmt.Errorf("walsink: limits probe: CONNACK: %w", p.Err)
 			}
-		case 0x26: // string pair
-			if len(p) >= 2 {
-				size = 2 + int(binary.BigEndian.Uint16(p))
-				if len(p) >= size+2 {
-					size += 2 + int(binary.BigEndian.Uint16(p[size:]))
-				}
-			}
-		default:
-			return lim, fmt.Errorf("walsink: limits probe: unknown CONNACK property %#x", id)
+			break
 		}
-		if size == 0 || size > len(p) {
-			return lim, errors.New("walsink: limits probe: truncated CONNACK property")
+		switch p.ID {
+		case mqtt5.PropReceiveMaximum:
+			lim.receiveMax = int(binary.BigEndian.Uint16(p.Value))
+		case mqtt5.PropMaximumQoS:
+			lim.maxQoS = int(p.Value[0])
 		}
-		switch id {
-		case 0x21:
-			lim.receiveMax = int(binary.BigEndian.Uint16(p))
-		case 0x24:
-			lim.maxQoS = int(p[0])
-		}
-		p = p[size:]
 	}
 	return lim, nil
 }
