@@ -35,8 +35,8 @@ type Connack struct {
 	Present bool // session present
 	// V4: a 3.1.1 CONNACK refusing the client (Code is a 3.1.1 return
 	// code, 2 to 5).
-	V4 bool
-	Limits  Limits
+	V4     bool
+	Limits Limits
 }
 
 // ParseConnack interprets the answer to an MQTT 5 CONNECT: an MQTT 5

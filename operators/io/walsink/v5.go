@@ -15,7 +15,7 @@ package walsink
 // packets codec (conn.go), byte for byte as before.
 
 import (
-		"bytes"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
