@@ -116,6 +116,7 @@ func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQT
 		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
 		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
 		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
+		ProtocolVersion: byte(m.ProtocolVersion), SessionExpiry: m.SessionExpiry, ReceiveMaximum: uint16(m.ReceiveMaximum),
 	}, nil
 }
 

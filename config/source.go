@@ -92,7 +92,23 @@ type MQTTSource struct {
 	// MaxInflight); 0 turns that matching off. Default DefaultMaxInflight,
 	// at most 65535.
 	MaxInflight int
+	// ProtocolVersion is the MQTT version the source speaks: 5 (default on
+	// tcp:// and ssl:// brokers, falling back to 3.1.1 when the broker
+	// refuses it) or 4 (MQTT 3.1.1; the only one on ws:// and wss://).
+	ProtocolVersion int
+	// SessionExpiry is the MQTT 5 session's expiry after a disconnect; 0:
+	// never (as MQTT 3.1.1's persistent session).
+	SessionExpiry time.Duration
+	// ReceiveMaximum is the MQTT 5 Receive Maximum the source announces:
+	// the most QoS 1/2 messages the broker may have unacknowledged to it.
+	// Default DefaultReceiveMaximum, 1 to 65535.
+	ReceiveMaximum int
 }
+
+// DefaultReceiveMaximum is receive_maximum's default: about what one ingest
+// commit takes, so the broker never has more than a commit's worth of
+// messages unacknowledged to the agent.
+const DefaultReceiveMaximum = 1000
 
 // DefaultMaxInflight is max_inflight's default: the in-flight window the
 // README asks of mosquitto.
@@ -239,7 +255,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight", "protocol_version", "session_expiry", "receive_maximum"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -267,6 +283,7 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 			"\"max_inflight\" is an external broker's in-flight window; the embedded broker hands messages to Eddy in its publish hook.")
 	}
 	d.checkBroker(a, m.Broker, broker)
+	d.decodeSourceV5(a, m)
 	topics, ranges, ok := a.strList("topics", deviceIDVars)
 	if ok && len(topics) == 0 {
 		d.errorf(a.rangeOf("topics"), "Empty topic list", "\"topics\" needs at least one MQTT filter, e.g. topics = [\"sensors/+/telemetry\"].")
@@ -292,6 +309,54 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 	}
 	d.decodeFormat(a, c, s)
 	d.decodeDedup(a, s)
+}
+
+// decodeSourceV5 decodes protocol_version, session_expiry and
+// receive_maximum of an MQTT source: 5 by default where the source speaks
+// it (tcp:// and ssl:// brokers), 4 on ws:// and wss://.
+func (d *decoder) decodeSourceV5(a attrs, m *MQTTSource) {
+	wsBroker := strings.HasPrefix(m.Broker, "ws://") || strings.HasPrefix(m.Broker, "wss://")
+	m.ProtocolVersion = 5
+	if wsBroker || m.Broker == Embedded {
+		m.ProtocolVersion = 4
+	}
+	if a.has("protocol_version") {
+		if f, ok := a.number("protocol_version", "5"); ok {
+			n, acc := f.Int64()
+			switch {
+			case !f.IsInt() || acc != 0 || (n != 4 && n != 5):
+				d.errorf(a.rangeOf("protocol_version"), "Invalid protocol version",
+					"\"protocol_version\" is 5 (MQTT 5, the default: it falls back to 3.1.1 when the broker refuses it) or 4 (MQTT 3.1.1); got %s. Remove it, or set protocol_version = 4 for a broker that speaks 3.1.1 only.", f.Text('g', 10))
+			case m.Broker == Embedded:
+				d.errorf(a.rangeOf("protocol_version"), "Argument does not apply",
+					"The embedded broker hands messages to Eddy in its publish hook, with no MQTT connection; remove \"protocol_version\".")
+			case n == 5 && wsBroker:
+				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
+					"A source on a ws:// or wss:// broker speaks MQTT 3.1.1 only; set protocol_version = 4 or remove it, or use a tcp:// or ssl:// URL for MQTT 5.")
+			default:
+				m.ProtocolVersion = int(n)
+			}
+		}
+	}
+	m.SessionExpiry = a.duration("session_expiry", 0)
+	m.ReceiveMaximum = int(a.integer("receive_maximum", DefaultReceiveMaximum, 1, 65535))
+	const maxInterval = (1<<32 - 2) * time.Second
+	for _, name := range []string{"session_expiry", "receive_maximum"} {
+		if !a.has(name) {
+			continue
+		}
+		switch {
+		case m.Broker == Embedded:
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q is for an external broker at MQTT 5; the embedded broker hands messages to Eddy in its publish hook. Remove it.", name)
+		case m.ProtocolVersion != 5:
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q is an MQTT 5 property; with protocol_version = 4 (or a ws:// broker) the source speaks MQTT 3.1.1. Remove it, or remove protocol_version = 4.", name)
+		case name == "session_expiry" && (m.SessionExpiry < time.Second || m.SessionExpiry > maxInterval):
+			d.errorf(a.rangeOf(name), "Value out of range",
+				"\"session_expiry\" must be at least \"1s\" (and below 136 years), e.g. session_expiry = \"1h\"; remove it for a session that never expires.")
+		}
+	}
 }
 
 // decodeDedup reads dedup_key and dedup_window of an MQTT source whose
