@@ -235,7 +235,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 		if m.TooLarge {
 			p.prep.Reject = tooLargeReject
 		} else {
-			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, now, wall, synced)
+			outcome = p.prep.PrepareMessage(m.Payload, m.Topic, m.Props, m.Offset, now, wall, synced)
 		}
 		switch outcome {
 		case operators.Pass:

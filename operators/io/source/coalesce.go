@@ -354,6 +354,9 @@ func (c *coalescingConn) publish(hdr byte, body []byte, cut bool) error {
 		}
 		c.in.aliases[alias] = m.Topic
 	}
+	if len(props) > MaxProps {
+		props, cut = nil, true // dead-lettered too_large, like a payload over the limit
+	}
 	if props != nil {
 		m.Props = c.in.arena.copyProps(props)
 	}

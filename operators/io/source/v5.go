@@ -36,6 +36,11 @@ import (
 // are at most about one commit's worth, and a reconnect re-sends no more.
 const DefaultReceiveMaximum = 1000
 
+// MaxProps bounds the property block of an MQTT 5 PUBLISH whose content
+// type and user properties a message keeps (Message.Props): a message
+// with more is TooLarge, dead-lettered with its payload's first bytes.
+const MaxProps = 4 << 10
+
 // v5TopicAliasMax is the Topic Alias Maximum the source announces: the
 // most topics a broker may abbreviate towards it on one connection.
 const v5TopicAliasMax = 1024

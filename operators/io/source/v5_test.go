@@ -275,3 +275,66 @@ func TestMQTT5_FallsBackTo311(t *testing.T) {
 }
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestV5_PublishAliasesAndProperties: an MQTT 5 PUBLISH's topic alias is
+// resolved for the connection, its content type and user properties are
+// kept (the other properties are not), an alias the broker never set ends
+// the connection, and a message whose properties exceed MaxProps is
+// TooLarge.
+func TestV5_PublishAliasesAndProperties(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := newCoalescingConn(a, 0)
+	defer c.Close()
+	var got []Message
+	c.recv = publishReader{queue: func(m Message, _ byte) { got = append(got, m) }, wake: func() {}}
+	c.in.v5 = true
+	publish := func(topic string, alias uint16, user string) []byte {
+		pk := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Publish, Qos: 1}, ProtocolVersion: 5, PacketID: 7, TopicName: topic, Payload: []byte("p")}
+		pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = alias, alias != 0
+		pk.Properties.MessageExpiryInterval = 60
+		if user != "" {
+			pk.Properties.User = []mp.UserProperty{{Key: "site", Val: user}}
+			pk.Properties.ContentType = "text/plain"
+		}
+		var buf bytes.Buffer
+		if err := pk.PublishEncode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	big := strings.Repeat("x", MaxProps)
+	go func() {
+		for _, p := range [][]byte{publish("s/1", 3, "north"), publish("", 3, ""), publish("s/2", 0, big), publish("", 4, "")} {
+			if _, err := b.Write(p); err != nil {
+				return
+			}
+		}
+	}()
+	for range 3 {
+		if err := c.readPacket(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.readPacket(); err != errMalformed {
+		t.Errorf("an alias never set: %v, want errMalformed", err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d messages, want 3", len(got))
+	}
+	if got[0].Topic != "s/1" || got[1].Topic != "s/1" || got[2].Topic != "s/2" {
+		t.Errorf("topics %q %q %q, want s/1 s/1 s/2", got[0].Topic, got[1].Topic, got[2].Topic)
+	}
+	if userProp(&got[0], "site") != "north" || got[1].Props != nil || got[0].ackID != 7 {
+		t.Errorf("props %q, %q; ack id %d", got[0].Props, got[1].Props, got[0].ackID)
+	}
+	for p := mqtt5.NewProps(got[0].Props); p.Next(); {
+		if p.ID != mqtt5.PropUser && p.ID != mqtt5.PropContentType {
+			t.Errorf("property %#x kept", p.ID)
+		}
+	}
+	if !got[2].TooLarge || got[2].Props != nil {
+		t.Errorf("properties over MaxProps: TooLarge %v, props %d bytes", got[2].TooLarge, len(got[2].Props))
+	}
+}
