@@ -23,9 +23,9 @@ const (
 	// (recProps); a version 3 segment holds none, so it reads as it did.
 	segmentVersion       = 4
 	oldestSegmentVersion = 3
-	headerLen      = len(segmentMagic) + 4
-	segmentExt     = ".log"
-	segmentDigits  = 20
+	headerLen            = len(segmentMagic) + 4
+	segmentExt           = ".log"
+	segmentDigits        = 20
 )
 
 // segment is one segment file as the log knows it.
