@@ -47,6 +47,20 @@ if [ "$have" != "$want" ]; then
   (cd "$aedes_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
+# MQTT.js, the independent MQTT 5 client (scripts/mqttjs), the same way:
+# pinned by its package-lock.json, installed into $EDDY_MQTTJS_DIR (default
+# ~/.cache/eddy/mqttjs).
+mqttjs_src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/mqttjs"
+mqttjs_dir="${EDDY_MQTTJS_DIR:-$HOME/.cache/eddy/mqttjs}"
+want=$(sed -n 's/.*"mqtt": *"\([^"]*\)".*/\1/p' "$mqttjs_src/package.json" | head -1)
+have=$(sed -n 's/^[[:space:]]*"version": *"\([^"]*\)".*/\1/p' "$mqttjs_dir/node_modules/mqtt/package.json" 2>/dev/null | head -1 || true)
+if [ "$have" != "$want" ]; then
+  echo "install-deps: installing mqtt (MQTT.js) $want into $mqttjs_dir" >&2
+  mkdir -p "$mqttjs_dir"
+  cp "$mqttjs_src/package.json" "$mqttjs_src/package-lock.json" "$mqttjs_dir/"
+  (cd "$mqttjs_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
 # sparkplug-payload, Cirrus Link's Sparkplug B codec (scripts/sparkplugjs),
 # the same way: pinned by its package-lock.json, installed into
 # $EDDY_SPARKPLUGJS_DIR (default ~/.cache/eddy/sparkplugjs).
