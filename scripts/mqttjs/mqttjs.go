@@ -9,10 +9,12 @@
 package mqttjs
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,47 +77,105 @@ type Message struct {
 }
 
 // Publish connects to broker (tcp://host:port) as clientID at MQTT 5 with
-// a clean start, publishes msgs in order, each acknowledged before the
-// next, and disconnects.
+// a clean start, publishes msgs in order (without waiting for each
+// acknowledgement before the next), waits for every acknowledgement, and
+// disconnects.
 func Publish(tb testing.TB, broker, clientID string, msgs []Message) {
 	tb.Helper()
-	if err := PublishErr(broker, clientID, msgs); err != nil {
+	p, err := Connect(broker, clientID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Publish(msgs); err != nil {
+		tb.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
 		tb.Fatal(err)
 	}
 }
 
-// PublishErr is Publish without a testing.TB, for goroutines.
-func PublishErr(broker, clientID string, msgs []Message) error {
+// Publisher is one MQTT.js client in a node process, connected until
+// Close.
+type Publisher struct {
+	cmd    *exec.Cmd
+	dir    string
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr bytes.Buffer
+	closed bool
+	err    error
+}
+
+// Connect starts a node process whose MQTT.js client connects to broker
+// (tcp://host:port) as clientID at MQTT 5 with a clean start.
+func Connect(broker, clientID string) (*Publisher, error) {
 	if why := installed(); why != "" {
-		return fmt.Errorf("%s: run scripts/install-deps.sh", why)
+		return nil, fmt.Errorf("%s: run scripts/install-deps.sh", why)
 	}
 	dir, err := os.MkdirTemp("", "eddy-mqttjs-")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	if err := os.WriteFile(filepath.Join(dir, "publish.cjs"), script, 0o644); err != nil {
-		return err
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	req, err := json.Marshal(struct {
-		Broker   string    `json:"broker"`
-		ClientID string    `json:"clientId"`
-		Messages []Message `json:"messages"`
-	}{"mqtt://" + strings.TrimPrefix(broker, "tcp://"), clientID, msgs})
+	p := &Publisher{dir: dir, cmd: exec.Command(node(), filepath.Join(dir, "publish.cjs"), filepath.Join(ModulesDir(), "node_modules"))}
+	p.cmd.Stderr = &p.stderr
+	if p.in, err = p.cmd.StdinPipe(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	p.out = bufio.NewScanner(stdout)
+	if err := p.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	hello, _ := json.Marshal(map[string]string{"broker": "mqtt://" + strings.TrimPrefix(broker, "tcp://"), "clientId": clientID})
+	if _, err := p.in.Write(append(hello, '\n')); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Publish publishes msgs in order and returns once every one is
+// acknowledged.
+func (p *Publisher) Publish(msgs []Message) error {
+	b, err := json.Marshal(msgs)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(node(), filepath.Join(dir, "publish.cjs"), filepath.Join(ModulesDir(), "node_modules"))
-	cmd.Stdin = bytes.NewReader(req)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("MQTT.js publish: %v\n%s", err, stderr.String())
+	if _, err := p.in.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("MQTT.js publish: %v\n%s", err, p.stderr.String())
+	}
+	if !p.out.Scan() {
+		return fmt.Errorf("MQTT.js publish: no answer (%v)\n%s", p.out.Err(), p.stderr.String())
 	}
 	var resp struct{ Published int }
-	if err := json.Unmarshal(out, &resp); err != nil || resp.Published != len(msgs) {
-		return fmt.Errorf("MQTT.js publish: %q (%v), want %d published", out, err, len(msgs))
+	if err := json.Unmarshal(p.out.Bytes(), &resp); err != nil || resp.Published != len(msgs) {
+		return fmt.Errorf("MQTT.js publish: %q (%v), want %d published", p.out.Bytes(), err, len(msgs))
 	}
 	return nil
+}
+
+// Close disconnects and waits for the node process to end. Later calls
+// return the first one's result.
+func (p *Publisher) Close() error {
+	if p.closed {
+		return p.err
+	}
+	p.closed = true
+	p.in.Close()
+	if err := p.cmd.Wait(); err != nil {
+		p.err = fmt.Errorf("MQTT.js: %v\n%s", err, p.stderr.String())
+	}
+	os.RemoveAll(p.dir)
+	return p.err
 }
