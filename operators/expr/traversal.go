@@ -78,16 +78,21 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 			"event is the whole reading; name one of its fields, as in event.temp.")
 		return nil, false
 	}
-	path := make(event.Path, 0, len(t)-1)
-	for _, step := range t[1:] {
+	return c.steps(t[1:], make(event.Path, 0, len(t)-1),
+		`A field index must be a constant string, as in event["name"]; lists are not supported.`)
+}
+
+// steps appends the names of the attribute and constant string index
+// steps of t to path; another index is a diagnostic saying badIndex.
+func (c *compiler) steps(t hcl.Traversal, path event.Path, badIndex string) (event.Path, bool) {
+	for _, step := range t {
 		switch step := step.(type) {
 		case hcl.TraverseAttr:
 			path = append(path, step.Name)
 		case hcl.TraverseIndex:
 			k := step.Key
 			if k.IsNull() || !k.IsKnown() || k.Type() != cty.String {
-				c.errorf(step.SrcRange, "Invalid field name",
-					`A field index must be a constant string, as in event["name"]; lists are not supported.`)
+				c.errorf(step.SrcRange, "Invalid field name", "%s", badIndex)
 				return nil, false
 			}
 			path = append(path, k.AsString())
@@ -104,22 +109,9 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 // meta.user_properties.NAME or meta.user_properties["NAME"].
 func (c *compiler) metaPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) {
 	const hint = "meta is the message's metadata: meta.topic, meta.content_type (MQTT 5), or meta.user_properties.NAME (MQTT 5 user properties, meta.user_properties[\"NAME\"] for any name)."
-	steps := make([]string, 0, 2)
-	for _, step := range t[1:] {
-		switch step := step.(type) {
-		case hcl.TraverseAttr:
-			steps = append(steps, step.Name)
-		case hcl.TraverseIndex:
-			k := step.Key
-			if k.IsNull() || !k.IsKnown() || k.Type() != cty.String {
-				c.errorf(step.SrcRange, "Invalid field name", "A user property is named by a constant string, as in meta.user_properties[\"site\"].")
-				return nil, false
-			}
-			steps = append(steps, k.AsString())
-		default:
-			c.errorf(step.SourceRange(), "Unsupported expression", "Eddy expressions do not support splats.")
-			return nil, false
-		}
+	steps, ok := c.steps(t[1:], nil, `A user property is named by a constant string, as in meta.user_properties["site"].`)
+	if !ok {
+		return nil, false
 	}
 	switch {
 	case len(steps) == 1 && (steps[0] == event.MetaTopic || steps[0] == event.MetaContentType):

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/scripts/nodepkg"
 )
 
 // Version is the mqtt release the tests run against (package.json pins it).
@@ -29,43 +31,8 @@ const Version = "5.16.0"
 var script []byte
 
 // ModulesDir is where scripts/install-deps.sh installs the package:
-// $EDDY_MQTTJS_DIR, else $HOME/.cache/eddy/mqttjs; the modules are in its
-// node_modules.
-func ModulesDir() string {
-	if d := os.Getenv("EDDY_MQTTJS_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "eddy", "mqttjs")
-}
-
-func node() string {
-	for _, name := range []string{"node", "nodejs"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// installed returns why MQTT.js cannot run, or "".
-func installed() string {
-	if node() == "" {
-		return "nodejs is not installed"
-	}
-	b, err := os.ReadFile(filepath.Join(ModulesDir(), "node_modules", "mqtt", "package.json"))
-	if err != nil {
-		return "mqtt (MQTT.js) is not installed in " + ModulesDir()
-	}
-	var pkg struct{ Version string }
-	if json.Unmarshal(b, &pkg) != nil || pkg.Version != Version {
-		return "mqtt (MQTT.js) " + pkg.Version + " is installed in " + ModulesDir() + ", the tests pin " + Version
-	}
-	return ""
-}
+// $EDDY_MQTTJS_DIR, else $HOME/.cache/eddy/mqttjs.
+func ModulesDir() string { return nodepkg.Dir("EDDY_MQTTJS_DIR", "mqttjs") }
 
 // Message is one message to publish.
 type Message struct {
@@ -110,7 +77,7 @@ type Publisher struct {
 // Connect starts a node process whose MQTT.js client connects to broker
 // (tcp://host:port) as clientID at MQTT 5 with a clean start.
 func Connect(broker, clientID string) (*Publisher, error) {
-	if why := installed(); why != "" {
+	if why := nodepkg.Missing(ModulesDir(), "mqtt", Version); why != "" {
 		return nil, fmt.Errorf("%s: run scripts/install-deps.sh", why)
 	}
 	dir, err := os.MkdirTemp("", "eddy-mqttjs-")
@@ -121,7 +88,7 @@ func Connect(broker, clientID string) (*Publisher, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p := &Publisher{dir: dir, cmd: exec.Command(node(), filepath.Join(dir, "publish.cjs"), filepath.Join(ModulesDir(), "node_modules"))}
+	p := &Publisher{dir: dir, cmd: exec.Command(nodepkg.Node(), filepath.Join(dir, "publish.cjs"), filepath.Join(ModulesDir(), "node_modules"))}
 	p.cmd.Stderr = &p.stderr
 	if p.in, err = p.cmd.StdinPipe(); err != nil {
 		os.RemoveAll(dir)

@@ -15,17 +15,14 @@ package source
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"syscall"
 	"time"
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
-	"golang.org/x/net/proxy"
 
 	"github.com/eddy-edge/eddy/operators/io/mqtt5"
 )
@@ -105,44 +102,6 @@ func (v *v5Session) close() {
 	_ = v.c.Close()
 }
 
-// dialV5 opens the TCP (or TLS) connection to the broker as paho would
-// (the proxy from the environment).
-func dialV5(ctx context.Context, broker string, cfg *tls.Config) (net.Conn, error) {
-	u, err := url.Parse(broker)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	d := proxy.FromEnvironmentUsing(&net.Dialer{Timeout: connectTimeout})
-	var conn net.Conn
-	if cd, ok := d.(proxy.ContextDialer); ok {
-		conn, err = cd.DialContext(ctx, "tcp", u.Host)
-	} else {
-		conn, err = d.Dial("tcp", u.Host)
-	}
-	if err != nil {
-		return nil, err
-	}
-	switch u.Scheme {
-	case "ssl", "tls", "mqtts":
-		if cfg == nil {
-			cfg = &tls.Config{}
-		}
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName = u.Hostname()
-		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		conn = tc
-	}
-	return conn, nil
-}
-
 // connectV5 connects connection cs at MQTT 5 and subscribes to the topics.
 // errV5Refused and errV5Closed tell a broker that may speak 3.1.1 only.
 func (s *MQTT) connectV5(ctx context.Context, cs *connState) (*v5Session, error) {
@@ -153,7 +112,7 @@ func (s *MQTT) connectV5(ctx context.Context, cs *connState) (*v5Session, error)
 			close(cs.ready)
 		}
 	}()
-	raw, err := dialV5(ctx, s.opts.Broker, s.opts.TLS)
+	raw, err := mqtt5.Dial(ctx, s.opts.Broker, s.opts.TLS, connectTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("source: mqtt connect: %w", err)
 	}
