@@ -2,7 +2,7 @@ package operators
 
 import (
 	"github.com/eddy-edge/eddy/operators/event"
-	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+	"github.com/eddy-edge/eddy/operators/mqttprops"
 )
 
 // metaSlot is a metadata path of a pipeline's schema: what it reads
@@ -44,18 +44,18 @@ func fillMeta(rec *event.Record, slots []metaSlot) {
 		case event.MetaTopic:
 			v = event.StringValue(rec.Topic)
 		case event.MetaContentType:
-			for p := mqtt5.NewProps(rec.Props); p.Next(); {
-				if p.ID == mqtt5.PropContentType {
-					v = event.StringValue(mqtt5.String(p.Value))
+			for p := mqttprops.New(rec.Props); p.Next(); {
+				if p.ID == mqttprops.PropContentType {
+					v = event.StringValue(mqttprops.String(p.Value))
 					break
 				}
 			}
 		case event.MetaUserProperties:
-			for p := mqtt5.NewProps(rec.Props); p.Next(); {
-				if p.ID != mqtt5.PropUser {
+			for p := mqttprops.New(rec.Props); p.Next(); {
+				if p.ID != mqttprops.PropUser {
 					continue
 				}
-				if k, val := mqtt5.Pair(p.Value); string(k) == m.prop {
+				if k, val := mqttprops.Pair(p.Value); string(k) == m.prop {
 					v = event.StringValue(val)
 					break
 				}

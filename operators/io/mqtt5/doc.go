@@ -6,8 +6,9 @@
 // CONNECT a session-keeping client sends (Connect), the reading and
 // decoding of what a broker sends (ReadPacket, Decode), what a CONNACK
 // means and announces (ParseConnack, Limits), the names of reason codes
-// (ReasonName), and a walk over a packet's properties that allocates
-// nothing (Props), for the hot path of a PUBLISH.
+// (ReasonName), and the dialling of a broker URL (Dial). Properties are
+// walked with package operators/mqttprops, which is pure, so the
+// pipeline's stages read a message's properties with it too.
 //
 // The session logic stays with each client: the sink keeps its flows in its
 // WAL, the source acknowledges a message only after its ingest-log append.

@@ -1,6 +1,6 @@
 package source
 
-import "github.com/eddy-edge/eddy/operators/io/mqtt5"
+import "github.com/eddy-edge/eddy/operators/mqttprops"
 
 // arenaChunk is the size of the blocks payload copies are carved from.
 const arenaChunk = 64 << 10
@@ -45,8 +45,8 @@ func (a *arena) copyProps(b []byte) []byte {
 
 // keptProps appends to dst the content type and user properties of b.
 func keptProps(dst, b []byte) []byte {
-	for p := mqtt5.NewProps(b); p.Next(); {
-		if p.ID == mqtt5.PropContentType || p.ID == mqtt5.PropUser {
+	for p := mqttprops.New(b); p.Next(); {
+		if p.ID == mqttprops.PropContentType || p.ID == mqttprops.PropUser {
 			dst = append(append(dst, p.ID), p.Value...)
 		}
 	}

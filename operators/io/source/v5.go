@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/mqttprops"
+
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eddy-edge/eddy/operators/io/mqtt5"
@@ -276,15 +278,15 @@ func (c *coalescingConn) readControl() (*mp.Packet, error) {
 // none; -1: the block is malformed), and whether it holds properties a
 // pipeline reads (content type, user properties: Message.Props).
 func scanPublishProps(b []byte) (alias int, keep bool) {
-	p := mqtt5.NewProps(b)
+	p := mqttprops.New(b)
 	for p.Next() {
 		switch p.ID {
-		case mqtt5.PropTopicAlias:
+		case mqttprops.PropTopicAlias:
 			alias = int(p.Value[0])<<8 | int(p.Value[1])
 			if alias == 0 {
 				return -1, false
 			}
-		case mqtt5.PropContentType, mqtt5.PropUser:
+		case mqttprops.PropContentType, mqttprops.PropUser:
 			keep = true
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/mqttprops"
+
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/eddy-edge/eddy/operators/io/broker"
@@ -75,9 +77,9 @@ func (p *v5Publisher) publish(t testing.TB, topic, site string, payload []byte) 
 
 // userProp is the value of user property key in m, or "".
 func userProp(m *Message, key string) string {
-	for p := mqtt5.NewProps(m.Props); p.Next(); {
-		if p.ID == mqtt5.PropUser {
-			if k, v := mqtt5.Pair(p.Value); string(k) == key {
+	for p := mqttprops.New(m.Props); p.Next(); {
+		if p.ID == mqttprops.PropUser {
+			if k, v := mqttprops.Pair(p.Value); string(k) == key {
 				return string(v)
 			}
 		}
@@ -329,8 +331,8 @@ func TestV5_PublishAliasesAndProperties(t *testing.T) {
 	if userProp(&got[0], "site") != "north" || got[1].Props != nil || got[0].ackID != 7 {
 		t.Errorf("props %q, %q; ack id %d", got[0].Props, got[1].Props, got[0].ackID)
 	}
-	for p := mqtt5.NewProps(got[0].Props); p.Next(); {
-		if p.ID != mqtt5.PropUser && p.ID != mqtt5.PropContentType {
+	for p := mqttprops.New(got[0].Props); p.Next(); {
+		if p.ID != mqttprops.PropUser && p.ID != mqttprops.PropContentType {
 			t.Errorf("property %#x kept", p.ID)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+	"github.com/eddy-edge/eddy/operators/mqttprops"
 )
 
 // brokerLimits is what a broker announces in an MQTT 5 CONNACK.
@@ -107,7 +107,7 @@ func readConnackV5(r *bufio.Reader) (brokerLimits, error) {
 	if k <= 0 || uint64(len(body)-2-k) < props {
 		return lim, errors.New("walsink: limits probe: bad CONNACK properties")
 	}
-	for p := mqtt5.NewProps(body[2+k : 2+k+int(props)]); ; {
+	for p := mqttprops.New(body[2+k : 2+k+int(props)]); ; {
 		if !p.Next() {
 			if p.Err != nil {
 				return lim, fmt.Errorf("walsink: limits probe: CONNACK: %w", p.Err)
@@ -115,9 +115,9 @@ func readConnackV5(r *bufio.Reader) (brokerLimits, error) {
 			break
 		}
 		switch p.ID {
-		case mqtt5.PropReceiveMaximum:
+		case mqttprops.PropReceiveMaximum:
 			lim.receiveMax = int(binary.BigEndian.Uint16(p.Value))
-		case mqtt5.PropMaximumQoS:
+		case mqttprops.PropMaximumQoS:
 			lim.maxQoS = int(p.Value[0])
 		}
 	}

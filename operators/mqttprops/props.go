@@ -1,4 +1,9 @@
-package mqtt5
+// Package mqttprops walks an MQTT 5 property block without allocating: what
+// a PUBLISH carries (content type, user properties, topic alias) and what a
+// CONNACK announces. It is pure, so the pipeline's stages read a message's
+// properties (meta.content_type, meta.user_properties.NAME) with it as the
+// MQTT clients (operators/io/mqtt5 and its users) do.
+package mqttprops
 
 import (
 	"encoding/binary"
@@ -23,7 +28,7 @@ var ErrProps = errors.New("malformed MQTT 5 properties")
 // Props walks an MQTT 5 property block (without its length) and allocates
 // nothing:
 //
-//	for p := mqtt5.Props(b); p.Next(); {
+//	for p := mqttprops.New(b); p.Next(); {
 //		switch p.ID { ... p.Value ... }
 //	}
 //	if p.Err != nil { ... }
@@ -38,8 +43,8 @@ type Props struct {
 	Err   error
 }
 
-// NewProps returns a walk over the property block b.
-func NewProps(b []byte) Props { return Props{rest: b} }
+// New returns a walk over the property block b.
+func New(b []byte) Props { return Props{rest: b} }
 
 // Next moves to the next property; false at the end of the block or at
 // a malformed property (Err set).
