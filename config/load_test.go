@@ -217,6 +217,16 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "3:21", want: `Invalid topic filter; "a/#/b": "#" must be the whole last level`,
 		},
 		{
+			name: "shared subscription without a filter",
+			src:  strings.Replace(base, `["a/b"]`, `["$share/g"]`, 1),
+			pos:  "3:13", want: `Invalid topic filter; "$share/g": a shared subscription is "$share/GROUP/FILTER"`,
+		},
+		{
+			name: "shared subscription with connections",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["$share/g/a/b"]`+"\n  connections = 2", 1),
+			pos:  "3:13", want: `Shared subscription twice; With connections = 2 the source subscribes`,
+		},
+		{
 			name: "undefined source reference",
 			src:  strings.Replace(base, `source.mqtt.sensors`, `source.mqtt.sensor`, 1),
 			pos:  "7:10", want: `Reference to undeclared source; There is no source "sensor" of type "mqtt". Did you mean "sensors"`,

@@ -291,6 +291,9 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 	for i, t := range topics {
 		if err := validateTopicFilter(t); err != nil {
 			d.errorf(ranges[i], "Invalid topic filter", "%q: %s.", t, strings.TrimPrefix(err.Error(), "config: "))
+		} else if m.Connections > 1 && strings.HasPrefix(t, "$share/") {
+			d.errorf(ranges[i], "Shared subscription twice",
+				"With connections = %d the source subscribes to every topic as $share/GROUP/TOPIC itself; write the filter without \"$share/...\", or remove \"connections\".", m.Connections)
 		}
 	}
 	m.Topics = topics

@@ -340,3 +340,48 @@ func TestV5_PublishAliasesAndProperties(t *testing.T) {
 		t.Errorf("properties over MaxProps: TooLarge %v, props %d bytes", got[2].TooLarge, len(got[2].Props))
 	}
 }
+
+// TestMQTT5_SharedSubscription: at MQTT 5 both forms of shared
+// subscription reach mosquitto as the standard writes them: the source's
+// own connections (SharedMQTT, $share/GROUP/FILTER per connection) and a
+// $share/GROUP/FILTER topic written in the configuration; together they
+// receive each message once.
+func TestMQTT5_SharedSubscription(t *testing.T) {
+	t.Parallel()
+	b := mosquitto.Start(t)
+	opts := MQTTOptions{Broker: b.URL(), ClientID: "eddy-shared-v5", Topics: []string{"s/#"}, QoS: 1, ProtocolVersion: 5}
+	shared := NewSharedMQTT(opts, SharedOptions{Connections: 2, Group: "g"}, testLogger(t))
+	r := startSource(t, shared)
+	// A third member of the group, subscribed by the filter itself.
+	third := NewMQTT(MQTTOptions{Broker: b.URL(), ClientID: "eddy-shared-v5-third", Topics: []string{"$share/g/s/#"}, QoS: 1, ProtocolVersion: 5}, testLogger(t))
+	r3 := startSource(t, third)
+	waitConnected(t, shared)
+	waitConnected(t, third)
+	const n = 300
+	pub := startV5Publisher(t, b.Addr(), "pub-shared")
+	for i := range n {
+		pub.publish(t, "s/1", "x", []byte(fmt.Sprint(i)))
+	}
+	seen := map[string]int{}
+	await.True(t, 20*time.Second, "every message once over the group", func() bool {
+		for _, q := range []*runningSource{r, r3} {
+			select {
+			case batch := <-q.out:
+				for _, m := range batch {
+					seen[string(m.Payload)]++
+				}
+				AckAll(batch)
+			default:
+			}
+		}
+		return len(seen) == n
+	})
+	for p, c := range seen {
+		if c != 1 {
+			t.Errorf("message %s received %d times", p, c)
+		}
+	}
+	if third.(StatsReporter).Stats().Received == 0 || shared.Stats().Received == 0 {
+		t.Errorf("the group did not share: %d to the source's connections, %d to the third member", shared.Stats().Received, third.(StatsReporter).Stats().Received)
+	}
+}
