@@ -385,3 +385,29 @@ func TestMQTT5_SharedSubscription(t *testing.T) {
 		t.Errorf("the group did not share: %d to the source's connections, %d to the third member", shared.Stats().Received, third.(StatsReporter).Stats().Received)
 	}
 }
+
+// TestV5_PublishDoesNotAllocate: reading an MQTT 5 PUBLISH with a topic
+// alias, a content type and user properties allocates nothing per message
+// (the topic is interned, payload and properties go to the arena).
+func TestV5_PublishDoesNotAllocate(t *testing.T) {
+	c := &coalescingConn{}
+	c.in.v5 = true
+	c.recv = publishReader{queue: func(Message, byte) {}, wake: func() {}}
+	pk := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Publish, Qos: 1}, ProtocolVersion: 5, PacketID: 7, TopicName: "sensors/a",
+		Payload: []byte(`{"temp":21.5}`)}
+	pk.Properties.TopicAlias, pk.Properties.TopicAliasFlag = 2, true
+	pk.Properties.ContentType = "application/json"
+	pk.Properties.User = []mp.UserProperty{{Key: "site", Val: "north"}}
+	var buf bytes.Buffer
+	if err := pk.PublishEncode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	body := b[2:] // one-byte remaining length: a short packet
+	if err := c.publish(b[0], body, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(10000, func() { _ = c.publish(b[0], body, false) }); n != 0 {
+		t.Errorf("%.2f allocations per message, want 0", n)
+	}
+}
