@@ -137,7 +137,7 @@ func simulatorOptions(name, deviceID string, ep broker.Endpoint, s *config.Simul
 	return source.SimulatorOptions{
 		Broker: ep.URL, Username: ep.Username, Password: ep.Password, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
 		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
-		MaxReadings: s.MaxReadings, QoS: 1,
+		MaxReadings: s.MaxReadings, QoS: 1, ProtocolVersion: byte(s.ProtocolVersion),
 	}
 }
 

@@ -121,7 +121,8 @@ pipeline "p" {
 }
 `, noEnv)
 	sim := cfg.Sources[0].Simulator
-	want := SimulatorSource{Broker: Embedded, Topic: "sensors/${sensor}/telemetry", Devices: 10, Rate: 20, OutOfOrder: 0.1, Late: 0.01, Malformed: 0.005}
+	want := SimulatorSource{Broker: Embedded, Topic: "sensors/${sensor}/telemetry", Devices: 10, Rate: 20, OutOfOrder: 0.1, Late: 0.01, Malformed: 0.005,
+		ProtocolVersion: 5}
 	if *sim != want {
 		t.Errorf("simulator = %+v, want %+v", *sim, want)
 	}

@@ -142,6 +142,10 @@ type SimulatorSource struct {
 	OutOfOrder, Late, Malformed float64
 	// MaxReadings stops the simulator after that many; 0 is unlimited.
 	MaxReadings int64
+	// ProtocolVersion is the MQTT version the simulator publishes with: 5
+	// (default on the embedded broker, tcp:// and ssl://; each reading
+	// carries the user property "sensor") or 4 (the only one on ws://).
+	ProtocolVersion int
 }
 
 // SubscribeFilter returns the MQTT filter that reads every simulated sensor
@@ -319,27 +323,14 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 // it (tcp:// and ssl:// brokers), 4 on ws:// and wss://.
 func (d *decoder) decodeSourceV5(a attrs, m *MQTTSource) {
 	wsBroker := strings.HasPrefix(m.Broker, "ws://") || strings.HasPrefix(m.Broker, "wss://")
-	m.ProtocolVersion = 5
-	if wsBroker || m.Broker == Embedded {
+	if m.Broker == Embedded {
 		m.ProtocolVersion = 4
-	}
-	if a.has("protocol_version") {
-		if f, ok := a.number("protocol_version", "5"); ok {
-			n, acc := f.Int64()
-			switch {
-			case !f.IsInt() || acc != 0 || (n != 4 && n != 5):
-				d.errorf(a.rangeOf("protocol_version"), "Invalid protocol version",
-					"\"protocol_version\" is 5 (MQTT 5, the default: it falls back to 3.1.1 when the broker refuses it) or 4 (MQTT 3.1.1); got %s. Remove it, or set protocol_version = 4 for a broker that speaks 3.1.1 only.", f.Text('g', 10))
-			case m.Broker == Embedded:
-				d.errorf(a.rangeOf("protocol_version"), "Argument does not apply",
-					"The embedded broker hands messages to Eddy in its publish hook, with no MQTT connection; remove \"protocol_version\".")
-			case n == 5 && wsBroker:
-				d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
-					"A source on a ws:// or wss:// broker speaks MQTT 3.1.1 only; set protocol_version = 4 or remove it, or use a tcp:// or ssl:// URL for MQTT 5.")
-			default:
-				m.ProtocolVersion = int(n)
-			}
+		if a.has("protocol_version") {
+			d.errorf(a.rangeOf("protocol_version"), "Argument does not apply",
+				"The embedded broker hands messages to Eddy in its publish hook, with no MQTT connection; remove \"protocol_version\".")
 		}
+	} else {
+		m.ProtocolVersion = d.protocolVersionOf(a, wsBroker, "A source on a ws:// or wss:// broker speaks MQTT 3.1.1 only")
 	}
 	m.SessionExpiry = a.duration("session_expiry", 0)
 	m.ReceiveMaximum = int(a.integer("receive_maximum", DefaultReceiveMaximum, 1, 65535))
@@ -360,6 +351,35 @@ func (d *decoder) decodeSourceV5(a attrs, m *MQTTSource) {
 				"\"session_expiry\" must be at least \"1s\" (and below 136 years), e.g. session_expiry = \"1h\"; remove it for a session that never expires.")
 		}
 	}
+}
+
+// protocolVersionOf decodes protocol_version of a source or simulator: 5
+// by default, 4 when ws (a ws:// or wss:// broker, where only 3.1.1 is
+// spoken; wsOnly says so in the diagnostic for 5 there).
+func (d *decoder) protocolVersionOf(a attrs, ws bool, wsOnly string) int {
+	def := 5
+	if ws {
+		def = 4
+	}
+	if !a.has("protocol_version") {
+		return def
+	}
+	f, ok := a.number("protocol_version", "5")
+	if !ok {
+		return def
+	}
+	n, acc := f.Int64()
+	switch {
+	case !f.IsInt() || acc != 0 || (n != 4 && n != 5):
+		d.errorf(a.rangeOf("protocol_version"), "Invalid protocol version",
+			"\"protocol_version\" is 5 (MQTT 5, the default: it falls back to 3.1.1 when the broker refuses it) or 4 (MQTT 3.1.1); got %s. Remove it, or set protocol_version = 4 for a broker that speaks 3.1.1 only.", f.Text('g', 10))
+		return def
+	case n == 5 && ws:
+		d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
+			"%s; set protocol_version = 4 or remove it, or use a tcp:// or ssl:// URL for MQTT 5.", wsOnly)
+		return 4
+	}
+	return int(n)
 }
 
 // decodeDedup reads dedup_key and dedup_window of an MQTT source whose
@@ -490,7 +510,7 @@ func isTimeLayout(layout string) bool {
 }
 
 func (d *decoder) decodeSimulator(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "topic", "devices", "rate", "seed", "out_of_order", "late", "malformed", "max_readings"},
+	a, c := d.content(b, []string{"broker", "topic", "devices", "rate", "seed", "out_of_order", "late", "malformed", "max_readings", "protocol_version"},
 		hcl.BlockHeaderSchema{Type: "watermark"})
 	sim := &SimulatorSource{
 		Broker:      a.str("broker", noVars, Embedded),
@@ -505,6 +525,8 @@ func (d *decoder) decodeSimulator(b *hcl.Block, s *Source, broker *Broker) {
 	}
 	s.Simulator, s.Format = sim, "json"
 	s.Timestamp = &Timestamp{Field: "ts", Unit: "ms"}
+	sim.ProtocolVersion = d.protocolVersionOf(a, strings.HasPrefix(sim.Broker, "ws://") || strings.HasPrefix(sim.Broker, "wss://"),
+		"The simulator on a ws:// or wss:// broker publishes at MQTT 3.1.1 only")
 	if sim.Broker == Embedded && broker == nil {
 		d.errorf(a.rangeOf("broker"), "No embedded broker",
 			"The simulator publishes to the embedded broker by default, which needs a top-level broker block, e.g. broker { listen = \"127.0.0.1:1883\" }; or set broker to a URL.")

@@ -162,6 +162,7 @@ source "simulator" "sim" {
   late         = 0.01
   malformed    = 0.005
   max_readings = 0      # 0 = unlimited
+  protocol_version = 5  # MQTT 5 (default; each reading carries the user property "sensor") or 4
   watermark {
     max_out_of_orderness = "1s" # default 0s
   }

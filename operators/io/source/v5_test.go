@@ -411,3 +411,30 @@ func TestV5_PublishDoesNotAllocate(t *testing.T) {
 		t.Errorf("%.2f allocations per message, want 0", n)
 	}
 }
+
+// TestSimulator_MQTT5: the simulator publishes at MQTT 5, at QoS 1 and 2,
+// each reading with its content type and the user property "sensor".
+func TestSimulator_MQTT5(t *testing.T) {
+	for _, qos := range []byte{1, 2} {
+		t.Run(fmt.Sprintf("qos%d", qos), func(t *testing.T) {
+			t.Parallel()
+			b := startEmbedded(t)
+			src := NewMQTT(MQTTOptions{Broker: b.URL(), ClientID: "eddy-sim-sub", Topics: []string{"sensors/#"}, QoS: 1, ProtocolVersion: 5}, testLogger(t))
+			r := startSource(t, src)
+			waitConnected(t, src)
+			const n = 40
+			sim := NewSimulator(SimulatorOptions{Broker: b.URL(), Devices: 4, Rate: 1000, MaxReadings: n, QoS: qos, ProtocolVersion: 5}, testLogger(t))
+			if err := sim.Run(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			got := r.receive(t, n, 10*time.Second)
+			AckAll(got)
+			for i := range got {
+				m := &got[i]
+				if want := strings.Split(m.Topic, "/")[1]; userProp(m, "sensor") != want {
+					t.Errorf("message %d on %s: user property sensor %q", i, m.Topic, userProp(m, "sensor"))
+				}
+			}
+		})
+	}
+}
