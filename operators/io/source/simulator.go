@@ -146,15 +146,11 @@ func (s *Simulator) Run(ctx context.Context) error {
 
 	gen := newReadingGenerator(s.opts)
 	var inflight []paho.Token // publishes awaiting their ack, oldest first
-	start := s.now()
-	interval := max(time.Duration(float64(time.Second)/s.opts.Rate), 1)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var n int64
-	for s.opts.MaxReadings == 0 || n < s.opts.MaxReadings {
+	pc := s.newPacer()
+	defer pc.stop()
+	for !pc.finished() {
 		// Publish every reading due by now, then sleep until the next one.
-		due := int64(s.now().Sub(start)/interval) + 1
-		for n < due && (s.opts.MaxReadings == 0 || n < s.opts.MaxReadings) {
+		for pc.due() {
 			topic, payload, _ := gen.reading(s.now().UnixMilli())
 			tok := client.Publish(topic, s.opts.QoS, false, payload)
 			inflight = append(inflight, tok)
@@ -164,21 +160,55 @@ func (s *Simulator) Run(ctx context.Context) error {
 				}
 				inflight = inflight[1:]
 			}
-			n++
-			s.published.Store(n)
+			pc.published()
 		}
-		if s.opts.MaxReadings != 0 && n >= s.opts.MaxReadings {
+		if pc.finished() {
 			break
 		}
-		timer.Reset(start.Add(time.Duration(n) * interval).Sub(s.now()))
 		select {
-		case <-timer.C:
+		case <-pc.next():
 		case <-ctx.Done():
 			return s.drain(ctx, inflight)
 		}
 	}
 	return s.drain(ctx, inflight)
 }
+
+// pacer spaces the simulator's readings Rate a second from its start, up to
+// MaxReadings.
+type pacer struct {
+	s        *Simulator
+	start    time.Time
+	interval time.Duration
+	timer    *time.Timer
+	n        int64
+}
+
+func (s *Simulator) newPacer() *pacer {
+	return &pacer{s: s, start: s.now(), interval: max(time.Duration(float64(time.Second)/s.opts.Rate), 1), timer: time.NewTimer(0)}
+}
+
+// finished reports whether MaxReadings are published.
+func (p *pacer) finished() bool { return p.s.opts.MaxReadings != 0 && p.n >= p.s.opts.MaxReadings }
+
+// due reports whether another reading is due by now.
+func (p *pacer) due() bool {
+	return !p.finished() && p.n < int64(p.s.now().Sub(p.start)/p.interval)+1
+}
+
+// published counts a reading published.
+func (p *pacer) published() {
+	p.n++
+	p.s.published.Store(p.n)
+}
+
+// next fires when the next reading is due.
+func (p *pacer) next() <-chan time.Time {
+	p.timer.Reset(p.start.Add(time.Duration(p.n) * p.interval).Sub(p.s.now()))
+	return p.timer.C
+}
+
+func (p *pacer) stop() { p.timer.Stop() }
 
 // drain waits for the outstanding publishes; on a cancelled ctx it gives
 // them a short grace period.

@@ -156,11 +156,8 @@ func (s *Simulator) runV5(ctx context.Context) error {
 	defer func() { p.close() }()
 	s.log.Info("simulator publishing", "broker", s.opts.Broker, "devices", s.opts.Devices, "rate", s.opts.Rate, "protocol_version", 5)
 	gen := newReadingGenerator(s.opts)
-	start := s.now()
-	interval := max(time.Duration(float64(time.Second)/s.opts.Rate), 1)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var n int64
+	pc := s.newPacer()
+	defer pc.stop()
 	open := 0 // QoS 1/2 publishes unacknowledged on p
 	reconnect := func(err error) error {
 		s.log.Warn("simulator: connection lost", "error", err)
@@ -168,9 +165,8 @@ func (s *Simulator) runV5(ctx context.Context) error {
 		open = 0
 		return connect()
 	}
-	for s.opts.MaxReadings == 0 || n < s.opts.MaxReadings {
-		due := int64(s.now().Sub(start)/interval) + 1
-		for n < due && (s.opts.MaxReadings == 0 || n < s.opts.MaxReadings) {
+	for !pc.finished() {
+		for pc.due() {
 			for s.opts.QoS > 0 && open >= simulatorWindow {
 				select {
 				case <-p.done:
@@ -194,15 +190,13 @@ func (s *Simulator) runV5(ctx context.Context) error {
 			if s.opts.QoS > 0 {
 				open++
 			}
-			n++
-			s.published.Store(n)
+			pc.published()
 		}
-		if s.opts.MaxReadings != 0 && n >= s.opts.MaxReadings {
+		if pc.finished() {
 			break
 		}
-		timer.Reset(start.Add(time.Duration(n) * interval).Sub(s.now()))
 		select {
-		case <-timer.C:
+		case <-pc.next():
 		case err := <-p.lost:
 			if err := reconnect(err); err != nil {
 				return nil
