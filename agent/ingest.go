@@ -94,6 +94,7 @@ func (in *logIntake) appendMessages(ctx context.Context, msgs []source.Message) 
 	for i := range msgs {
 		m := &msgs[i]
 		e := in.entry(m.Topic, m.Payload, m.Arrival, m.Dup)
+		e.Props = m.Props
 		if m.TooLarge {
 			e.Flags |= ingest.FlagTooLarge // logged cut, so the pipeline dead-letters it, once
 		}
@@ -599,7 +600,7 @@ func mqttIntake(src source.Source, in *logIntake, log *slog.Logger, name string,
 				msgs = acc
 			}
 			for rest := msgs; len(rest) > 0; {
-				n := batchFits(len(rest), in.log.MaxBatchBytes(), func(i int) int { return len(rest[i].Topic) + len(rest[i].Payload) })
+				n := batchFits(len(rest), in.log.MaxBatchBytes(), func(i int) int { return len(rest[i].Topic) + len(rest[i].Props) + len(rest[i].Payload) })
 				if err := in.appendMessages(ctx, rest[:n]); err != nil {
 					if ctx.Err() == nil {
 						log.Error("ingest log append failed: messages stay unacked at the broker", "source", name, "err", err)
@@ -757,7 +758,13 @@ func (s *sourceRunner) readBatch(r *ingest.Reader) ([]source.Message, error) {
 		start := len(arena)
 		arena = append(arena, e.Payload...)
 		payload := arena[start:len(arena):len(arena)]
-		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Arrival: e.Arrival, Offset: e.Offset,
+		var props []byte
+		if len(e.Props) > 0 {
+			start = len(arena)
+			arena = append(arena, e.Props...)
+			props = arena[start:len(arena):len(arena)]
+		}
+		msgs = append(msgs, source.Message{Topic: s.topics.intern(e.Topic), Payload: payload, Props: props, Arrival: e.Arrival, Offset: e.Offset,
 			TooLarge: e.Flags&ingest.FlagTooLarge != 0, ResumeStart: e.Flags&ingest.FlagResumed != 0})
 	}
 	if len(msgs) > 0 {

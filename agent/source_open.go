@@ -116,6 +116,7 @@ func mqttSourceOptions(m *config.MQTTSource, vars map[string]string) (source.MQT
 		Broker: m.Broker, ClientID: config.Expand(m.ClientID, vars), Topics: topics, QoS: byte(m.QoS),
 		Username: m.Username, Password: m.Password, CleanSession: m.CleanSession, KeepAlive: m.KeepAlive,
 		ReconnectMin: m.ReconnectMin, ReconnectMax: m.ReconnectMax, TLS: tc, MaxMessageSize: int(m.MaxMessageSize),
+		ProtocolVersion: byte(m.ProtocolVersion), SessionExpiry: m.SessionExpiry, ReceiveMaximum: uint16(m.ReceiveMaximum),
 	}, nil
 }
 
@@ -136,7 +137,7 @@ func simulatorOptions(name, deviceID string, ep broker.Endpoint, s *config.Simul
 	return source.SimulatorOptions{
 		Broker: ep.URL, Username: ep.Username, Password: ep.Password, ClientID: "eddy-" + deviceID + "-" + name + "-sim", Topic: s.Topic, Devices: s.Devices,
 		Rate: s.Rate, Seed: s.Seed, OutOfOrder: s.OutOfOrder, Late: s.Late, Malformed: s.Malformed,
-		MaxReadings: s.MaxReadings, QoS: 1,
+		MaxReadings: s.MaxReadings, QoS: 1, ProtocolVersion: byte(s.ProtocolVersion),
 	}
 }
 

@@ -32,7 +32,7 @@ func TestLoad_DesignExample(t *testing.T) {
 	src := cfg.SourceByName("sensors")
 	wantMQTT := &MQTTSource{Broker: "tcp://127.0.0.1:1883", ClientID: "eddy-${device_id}-sensors", Topics: []string{"sensors/+/telemetry"},
 		QoS: 1, KeepAlive: 30 * time.Second, ReconnectMin: time.Second, ReconnectMax: time.Minute, Connections: 1, DedupWindow: 10 * time.Minute,
-		MaxMessageSize: DefaultMaxMessageSize, MaxInflight: 1000}
+		MaxMessageSize: DefaultMaxMessageSize, MaxInflight: 1000, ProtocolVersion: 5, ReceiveMaximum: DefaultReceiveMaximum}
 	if !reflect.DeepEqual(src.MQTT, wantMQTT) {
 		t.Errorf("source mqtt = %+v, want %+v", src.MQTT, wantMQTT)
 	}
@@ -121,7 +121,8 @@ pipeline "p" {
 }
 `, noEnv)
 	sim := cfg.Sources[0].Simulator
-	want := SimulatorSource{Broker: Embedded, Topic: "sensors/${sensor}/telemetry", Devices: 10, Rate: 20, OutOfOrder: 0.1, Late: 0.01, Malformed: 0.005}
+	want := SimulatorSource{Broker: Embedded, Topic: "sensors/${sensor}/telemetry", Devices: 10, Rate: 20, OutOfOrder: 0.1, Late: 0.01, Malformed: 0.005,
+		ProtocolVersion: 5}
 	if *sim != want {
 		t.Errorf("simulator = %+v, want %+v", *sim, want)
 	}

@@ -157,6 +157,36 @@ func TestParse_Mistakes(t *testing.T) {
 			pos:  "4:18", want: `Argument does not apply; "max_inflight" is an external broker's in-flight window`,
 		},
 		{
+			name: "source protocol_version 3",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  protocol_version = 3", 1),
+			pos:  "4:22", want: `Invalid protocol version; "protocol_version" is 5 (MQTT 5, the default`,
+		},
+		{
+			name: "source protocol_version 5 on ws://",
+			src:  strings.Replace(strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"ws://127.0.0.1:8080"`, 1), `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  protocol_version = 5", 1),
+			pos:  "4:22", want: `Protocol version not supported here; A source on a ws:// or wss:// broker speaks MQTT 3.1.1 only`,
+		},
+		{
+			name: "source session_expiry at 3.1.1",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  protocol_version = 4\n  session_expiry = \"1h\"", 1),
+			pos:  "5:20", want: `Argument does not apply; "session_expiry" is an MQTT 5 property`,
+		},
+		{
+			name: "source session_expiry below a second",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  session_expiry = \"10ms\"", 1),
+			pos:  "4:20", want: `Value out of range; "session_expiry" must be at least "1s"`,
+		},
+		{
+			name: "source receive_maximum 0",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  receive_maximum = 0", 1),
+			pos:  "4:21", want: `Value out of range; "receive_maximum" must be between 1 and 65535; got 0.`,
+		},
+		{
+			name: "source receive_maximum with the embedded broker",
+			src:  strings.Replace(strings.Replace(base, `"tcp://127.0.0.1:1883"`, `"embedded"`, 1), `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  receive_maximum = 20", 1),
+			pos:  "4:21", want: `Argument does not apply; "receive_maximum" is for an external broker at MQTT 5`,
+		},
+		{
 			name: "dedup_key not a field path",
 			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["a/b"]`+"\n  dedup_key = \"meta..id\"", 1),
 			pos:  "4:15", want: `Invalid field path; "meta..id" is not a field path`,
@@ -185,6 +215,16 @@ func TestParse_Mistakes(t *testing.T) {
 			name: "invalid topic filter",
 			src:  strings.Replace(base, `["a/b"]`, `["ok/+", "a/#/b"]`, 1),
 			pos:  "3:21", want: `Invalid topic filter; "a/#/b": "#" must be the whole last level`,
+		},
+		{
+			name: "shared subscription without a filter",
+			src:  strings.Replace(base, `["a/b"]`, `["$share/g"]`, 1),
+			pos:  "3:13", want: `Invalid topic filter; "$share/g": a shared subscription is "$share/GROUP/FILTER"`,
+		},
+		{
+			name: "shared subscription with connections",
+			src:  strings.Replace(base, `topics = ["a/b"]`, `topics = ["$share/g/a/b"]`+"\n  connections = 2", 1),
+			pos:  "3:13", want: `Shared subscription twice; With connections = 2 the source subscribes`,
 		},
 		{
 			name: "undefined source reference",

@@ -11,9 +11,9 @@ const DefaultMaxMessageSize = 256 << 10
 func IngestSegmentBytes(maxDisk int64) int64 { return min(int64(64<<20), maxDisk/4) }
 
 // ingestEntryOverhead is what an ingest log entry holds besides the
-// payload, at most: a topic of up to 65535 bytes and the frame's own
-// header and records.
-const ingestEntryOverhead = 64<<10 + 1<<10
+// payload, at most: a topic of up to 65535 bytes, MQTT 5 properties of up
+// to source.MaxProps bytes, and the frame's own header and records.
+const ingestEntryOverhead = 64<<10 + 4<<10 + 1<<10
 
 // MaxMessageSizeLimit is the largest max_message_size the ingest log with
 // this max_disk can store: a message must fit one segment.

@@ -98,7 +98,23 @@ type MQTTSource struct {
 	// seq, with an alias no birth announced — is answered with an NCMD
 	// "Node Control/Rebirth" to its node, so that its births come again.
 	RequestRebirth bool
+	// ProtocolVersion is the MQTT version the source speaks: 5 (default on
+	// tcp:// and ssl:// brokers, falling back to 3.1.1 when the broker
+	// refuses it) or 4 (MQTT 3.1.1; the only one on ws:// and wss://).
+	ProtocolVersion int
+	// SessionExpiry is the MQTT 5 session's expiry after a disconnect; 0:
+	// never (as MQTT 3.1.1's persistent session).
+	SessionExpiry time.Duration
+	// ReceiveMaximum is the MQTT 5 Receive Maximum the source announces:
+	// the most QoS 1/2 messages the broker may have unacknowledged to it.
+	// Default DefaultReceiveMaximum, 1 to 65535.
+	ReceiveMaximum int
 }
+
+// DefaultReceiveMaximum is receive_maximum's default: about what one ingest
+// commit takes, so the broker never has more than a commit's worth of
+// messages unacknowledged to the agent.
+const DefaultReceiveMaximum = 1000
 
 // DefaultMaxInflight is max_inflight's default: the in-flight window the
 // README asks of mosquitto.
@@ -132,6 +148,10 @@ type SimulatorSource struct {
 	OutOfOrder, Late, Malformed float64
 	// MaxReadings stops the simulator after that many; 0 is unlimited.
 	MaxReadings int64
+	// ProtocolVersion is the MQTT version the simulator publishes with: 5
+	// (default on the embedded broker, tcp:// and ssl://; each reading
+	// carries the user property "sensor") or 4 (the only one on ws://).
+	ProtocolVersion int
 }
 
 // SubscribeFilter returns the MQTT filter that reads every simulated sensor
@@ -254,7 +274,7 @@ func (d *decoder) checkNameLabel(b *hcl.Block, i int) bool {
 }
 
 func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight", "request_rebirth"},
+	a, c := d.content(b, []string{"broker", "client_id", "topics", "qos", "username", "password", "clean_session", "keepalive", "format", "connections", "dedup_key", "dedup_window", "max_message_size", "max_inflight", "protocol_version", "session_expiry", "receive_maximum", "request_rebirth"},
 		append([]hcl.BlockHeaderSchema{{Type: "reconnect"}, tlsBlock}, formatBlocks...)...)
 	a.require("broker", "topics")
 	m := &MQTTSource{
@@ -282,6 +302,7 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 			"\"max_inflight\" is an external broker's in-flight window; the embedded broker hands messages to Eddy in its publish hook.")
 	}
 	d.checkBroker(a, m.Broker, broker)
+	d.decodeSourceV5(a, m)
 	topics, ranges, ok := a.strList("topics", deviceIDVars)
 	if ok && len(topics) == 0 {
 		d.errorf(a.rangeOf("topics"), "Empty topic list", "\"topics\" needs at least one MQTT filter, e.g. topics = [\"sensors/+/telemetry\"].")
@@ -289,6 +310,9 @@ func (d *decoder) decodeMQTTSource(b *hcl.Block, s *Source, broker *Broker) {
 	for i, t := range topics {
 		if err := validateTopicFilter(t); err != nil {
 			d.errorf(ranges[i], "Invalid topic filter", "%q: %s.", t, strings.TrimPrefix(err.Error(), "config: "))
+		} else if m.Connections > 1 && strings.HasPrefix(t, "$share/") {
+			d.errorf(ranges[i], "Shared subscription twice",
+				"With connections = %d the source subscribes to every topic as $share/GROUP/TOPIC itself; write the filter without \"$share/...\", or remove \"connections\".", m.Connections)
 		}
 	}
 	m.Topics = topics
@@ -335,6 +359,70 @@ func (d *decoder) decodeSparkplug(a attrs, s *Source) {
 				"topics[%d] = %q matches no Sparkplug B topic, which all start with \"spBv1.0/\"; e.g. topics = [\"spBv1.0/GROUP/#\"]. Its messages are dead-lettered as not_sparkplug.", i, t)
 		}
 	}
+}
+
+// decodeSourceV5 decodes protocol_version, session_expiry and
+// receive_maximum of an MQTT source: 5 by default where the source speaks
+// it (tcp:// and ssl:// brokers), 4 on ws:// and wss://.
+func (d *decoder) decodeSourceV5(a attrs, m *MQTTSource) {
+	wsBroker := strings.HasPrefix(m.Broker, "ws://") || strings.HasPrefix(m.Broker, "wss://")
+	if m.Broker == Embedded {
+		m.ProtocolVersion = 4
+		if a.has("protocol_version") {
+			d.errorf(a.rangeOf("protocol_version"), "Argument does not apply",
+				"The embedded broker hands messages to Eddy in its publish hook, with no MQTT connection; remove \"protocol_version\".")
+		}
+	} else {
+		m.ProtocolVersion = d.protocolVersionOf(a, wsBroker, "A source on a ws:// or wss:// broker speaks MQTT 3.1.1 only")
+	}
+	m.SessionExpiry = a.duration("session_expiry", 0)
+	m.ReceiveMaximum = int(a.integer("receive_maximum", DefaultReceiveMaximum, 1, 65535))
+	const maxInterval = (1<<32 - 2) * time.Second
+	for _, name := range []string{"session_expiry", "receive_maximum"} {
+		if !a.has(name) {
+			continue
+		}
+		switch {
+		case m.Broker == Embedded:
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q is for an external broker at MQTT 5; the embedded broker hands messages to Eddy in its publish hook. Remove it.", name)
+		case m.ProtocolVersion != 5:
+			d.errorf(a.rangeOf(name), "Argument does not apply",
+				"%q is an MQTT 5 property; with protocol_version = 4 (or a ws:// broker) the source speaks MQTT 3.1.1. Remove it, or remove protocol_version = 4.", name)
+		case name == "session_expiry" && (m.SessionExpiry < time.Second || m.SessionExpiry > maxInterval):
+			d.errorf(a.rangeOf(name), "Value out of range",
+				"\"session_expiry\" must be at least \"1s\" (and below 136 years), e.g. session_expiry = \"1h\"; remove it for a session that never expires.")
+		}
+	}
+}
+
+// protocolVersionOf decodes protocol_version of a source or simulator: 5
+// by default, 4 when ws (a ws:// or wss:// broker, where only 3.1.1 is
+// spoken; wsOnly says so in the diagnostic for 5 there).
+func (d *decoder) protocolVersionOf(a attrs, ws bool, wsOnly string) int {
+	def := 5
+	if ws {
+		def = 4
+	}
+	if !a.has("protocol_version") {
+		return def
+	}
+	f, ok := a.number("protocol_version", "5")
+	if !ok {
+		return def
+	}
+	n, acc := f.Int64()
+	switch {
+	case !f.IsInt() || acc != 0 || (n != 4 && n != 5):
+		d.errorf(a.rangeOf("protocol_version"), "Invalid protocol version",
+			"\"protocol_version\" is 5 (MQTT 5, the default: it falls back to 3.1.1 when the broker refuses it) or 4 (MQTT 3.1.1); got %s. Remove it, or set protocol_version = 4 for a broker that speaks 3.1.1 only.", f.Text('g', 10))
+		return def
+	case n == 5 && ws:
+		d.errorf(a.rangeOf("protocol_version"), "Protocol version not supported here",
+			"%s; set protocol_version = 4 or remove it, or use a tcp:// or ssl:// URL for MQTT 5.", wsOnly)
+		return 4
+	}
+	return int(n)
 }
 
 // decodeDedup reads dedup_key and dedup_window of an MQTT source whose
@@ -476,7 +564,7 @@ func isTimeLayout(layout string) bool {
 }
 
 func (d *decoder) decodeSimulator(b *hcl.Block, s *Source, broker *Broker) {
-	a, c := d.content(b, []string{"broker", "topic", "devices", "rate", "seed", "out_of_order", "late", "malformed", "max_readings"},
+	a, c := d.content(b, []string{"broker", "topic", "devices", "rate", "seed", "out_of_order", "late", "malformed", "max_readings", "protocol_version"},
 		hcl.BlockHeaderSchema{Type: "watermark"})
 	sim := &SimulatorSource{
 		Broker:      a.str("broker", noVars, Embedded),
@@ -491,6 +579,8 @@ func (d *decoder) decodeSimulator(b *hcl.Block, s *Source, broker *Broker) {
 	}
 	s.Simulator, s.Format = sim, "json"
 	s.Timestamp = &Timestamp{Field: "ts", Unit: "ms"}
+	sim.ProtocolVersion = d.protocolVersionOf(a, strings.HasPrefix(sim.Broker, "ws://") || strings.HasPrefix(sim.Broker, "wss://"),
+		"The simulator on a ws:// or wss:// broker publishes at MQTT 3.1.1 only")
 	if sim.Broker == Embedded && broker == nil {
 		d.errorf(a.rangeOf("broker"), "No embedded broker",
 			"The simulator publishes to the embedded broker by default, which needs a top-level broker block, e.g. broker { listen = \"127.0.0.1:1883\" }; or set broker to a URL.")

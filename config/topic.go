@@ -16,6 +16,14 @@ func validateTopicFilter(f string) error {
 		return err
 	}
 	levels := strings.Split(f, "/")
+	if levels[0] == "$share" {
+		// A shared subscription as MQTT 5 writes it: $share/GROUP/FILTER,
+		// the group one level without wildcards.
+		if len(levels) < 3 || levels[1] == "" || strings.ContainsAny(levels[1], "+#") {
+			return errors.New("config: a shared subscription is \"$share/GROUP/FILTER\", GROUP one level without \"+\" or \"#\", as in \"$share/eddy/sensors/#\"")
+		}
+		levels = levels[2:]
+	}
 	for i, l := range levels {
 		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
 			return errors.New("config: \"#\" must be the whole last level of a filter, as in \"sensors/#\"")

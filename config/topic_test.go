@@ -21,6 +21,12 @@ func TestValidateTopicFilter(t *testing.T) {
 		{"a/+b", false},
 		{"a++", false},
 		{"a/\x00", false},
+		{"$share/eddy/sensors/#", true},
+		{"$share/eddy/+", true},
+		{"$share/eddy", false},
+		{"$share//sensors/#", false},
+		{"$share/ed+dy/sensors/#", false},
+		{"$share/#/sensors", false},
 	}
 	for _, tt := range tests {
 		if err := validateTopicFilter(tt.in); (err == nil) != tt.ok {

@@ -68,6 +68,9 @@ source "mqtt" "sensors" {
   dedup_window  = "10m" # how long ids are remembered (at most 65,536 of them)
   max_message_size = "256KiB" # larger messages are dead-lettered (too_large)
   max_inflight  = 1000  # unacknowledged QoS 1/2 messages the broker may send at once
+  protocol_version = 5     # MQTT 5 (default; falls back to 3.1.1 when the broker refuses it) or 4
+  receive_maximum  = 1000  # MQTT 5: the most unacknowledged messages the broker may send (about one ingest commit)
+  session_expiry   = "7d"  # MQTT 5: the broker drops the session this long after a disconnect; default never
   format        = "json" # json | csv | raw
   tls {
     ca                   = "" # default: the system roots; a PEM bundle must exist at start
@@ -169,6 +172,7 @@ source "simulator" "sim" {
   late         = 0.01
   malformed    = 0.005
   max_readings = 0      # 0 = unlimited
+  protocol_version = 5  # MQTT 5 (default; each reading carries the user property "sensor") or 4
   watermark {
     max_out_of_orderness = "1s" # default 0s
   }

@@ -97,6 +97,9 @@ type Preparer struct {
 	spec PrepareSpec
 	rec  event.Record
 	same []int // same[i] = j < i when AggArgs[i] == AggArgs[j], else -1
+	// meta are the schema's metadata slots (meta.topic, ...), filled
+	// after decoding.
+	meta []metaSlot
 
 	// Results of the last Pass.
 	Key      []byte
@@ -125,7 +128,8 @@ func NewPreparer(spec PrepareSpec) *Preparer {
 	if spec.Parallelism <= 0 {
 		spec.Parallelism = 1
 	}
-	return &Preparer{spec: spec, same: expr.SameAs(spec.AggArgs), Values: make([]float64, len(spec.AggArgs))}
+	return &Preparer{spec: spec, same: expr.SameAs(spec.AggArgs), Values: make([]float64, len(spec.AggArgs)),
+		meta: metaSlots(spec.Schema)}
 }
 
 // SetRange sets PrepareSpec.From and Until.
@@ -138,16 +142,28 @@ func (p *Preparer) SetRange(from, until int64) { p.spec.From, p.spec.Until = fro
 // that clock is synchronised: when it is not (a device without a real-time
 // clock, before NTP), it is no reference and max_future_skew rejects nothing.
 func (p *Preparer) Prepare(payload []byte, topic string, offset uint64, procTimeMs, wallNowMs int64, wallSynced bool) Outcome {
+	return p.PrepareMessage(payload, topic, nil, offset, procTimeMs, wallNowMs, wallSynced)
+}
+
+// PrepareMessage is Prepare of a message with MQTT 5 properties (its
+// content type and user properties as the PUBLISH encodes them,
+// source.Message.Props), which expressions read as meta.content_type and
+// meta.user_properties.NAME; props is copied.
+func (p *Preparer) PrepareMessage(payload []byte, topic string, props []byte, offset uint64, procTimeMs, wallNowMs int64, wallSynced bool) Outcome {
 	rec := &p.rec
 	rec.Reset(p.spec.Schema.Len())
 	rec.Payload = append(rec.Payload, payload...)
 	rec.Topic = append(rec.Topic, topic...)
+	rec.Props = append(rec.Props, props...)
 	rec.Offset = offset
 	if err := p.spec.Decoder.Decode(rec); err != nil {
 		if err == decode.ErrHeader {
 			return Skipped
 		}
 		return p.reject(err)
+	}
+	if len(p.meta) > 0 {
+		fillMeta(rec, p.meta)
 	}
 	if p.spec.Punctuation != nil {
 		if wm, err := p.spec.Punctuation.Extract(rec); err == nil {

@@ -36,27 +36,29 @@ if [ ${#node_need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${node_need[@]}" >/dev/null
 fi
-aedes_src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/aedes"
-aedes_dir="${EDDY_AEDES_DIR:-$HOME/.cache/eddy/aedes}"
-want=$(sed -n 's/.*"aedes": *"\([^"]*\)".*/\1/p' "$aedes_src/package.json" | head -1)
-have=$(sed -n 's/^[[:space:]]*"version": *"\([^"]*\)".*/\1/p' "$aedes_dir/node_modules/aedes/package.json" 2>/dev/null | head -1 || true)
-if [ "$have" != "$want" ]; then
-  echo "install-deps: installing aedes $want into $aedes_dir" >&2
-  mkdir -p "$aedes_dir"
-  cp "$aedes_src/package.json" "$aedes_src/package-lock.json" "$aedes_dir/"
-  (cd "$aedes_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-fi
+scripts_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# npm_pinned NAME PACKAGE DIR installs scripts/NAME's package.json and
+# package-lock.json into DIR with npm ci unless DIR holds PACKAGE at the
+# version package.json pins.
+npm_pinned() {
+  local src="$scripts_dir/$1" pkg=$2 dir=$3 want have
+  want=$(sed -n "s/.*\"$pkg\": *\"\\([^\"]*\\)\".*/\\1/p" "$src/package.json" | head -1)
+  have=$(sed -n 's/^[[:space:]]*"version": *"\([^"]*\)".*/\1/p' "$dir/node_modules/$pkg/package.json" 2>/dev/null | head -1 || true)
+  if [ "$have" != "$want" ]; then
+    echo "install-deps: installing $pkg $want into $dir" >&2
+    mkdir -p "$dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+}
+npm_pinned aedes aedes "${EDDY_AEDES_DIR:-$HOME/.cache/eddy/aedes}"
+
+# MQTT.js, the independent MQTT 5 client (scripts/mqttjs), the same way:
+# pinned by its package-lock.json, installed into $EDDY_MQTTJS_DIR (default
+# ~/.cache/eddy/mqttjs).
+npm_pinned mqttjs mqtt "${EDDY_MQTTJS_DIR:-$HOME/.cache/eddy/mqttjs}"
 
 # sparkplug-payload, Cirrus Link's Sparkplug B codec (scripts/sparkplugjs),
 # the same way: pinned by its package-lock.json, installed into
 # $EDDY_SPARKPLUGJS_DIR (default ~/.cache/eddy/sparkplugjs).
-spjs_src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/sparkplugjs"
-spjs_dir="${EDDY_SPARKPLUGJS_DIR:-$HOME/.cache/eddy/sparkplugjs}"
-want=$(sed -n 's/.*"sparkplug-payload": *"\([^"]*\)".*/\1/p' "$spjs_src/package.json" | head -1)
-have=$(sed -n 's/^[[:space:]]*"version": *"\([^"]*\)".*/\1/p' "$spjs_dir/node_modules/sparkplug-payload/package.json" 2>/dev/null | head -1 || true)
-if [ "$have" != "$want" ]; then
-  echo "install-deps: installing sparkplug-payload $want into $spjs_dir" >&2
-  mkdir -p "$spjs_dir"
-  cp "$spjs_src/package.json" "$spjs_src/package-lock.json" "$spjs_dir/"
-  (cd "$spjs_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-fi
+npm_pinned sparkplugjs sparkplug-payload "${EDDY_SPARKPLUGJS_DIR:-$HOME/.cache/eddy/sparkplugjs}"

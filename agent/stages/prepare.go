@@ -281,7 +281,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 		if m.TooLarge {
 			p.prep.Reject = tooLargeReject
 		} else {
-			outcome = p.prep.Prepare(m.Payload, m.Topic, m.Offset, m.Arrival, wall, synced)
+			outcome = p.prep.PrepareMessage(m.Payload, m.Topic, m.Props, m.Offset, m.Arrival, wall, synced)
 		}
 		if l.outcome(outcome, m, m.Payload, now, wall) {
 			filtered++

@@ -148,6 +148,10 @@ type Record struct {
 	// dead-lettering). They are owned by the record.
 	Topic   []byte
 	Payload []byte
+	// Props are the message's MQTT 5 content type and user properties, as
+	// the PUBLISH encodes them (source.Message.Props); empty for others.
+	// Owned by the record.
+	Props []byte
 	// Offset is the record's position in its source (the ingest log offset
 	// once that exists; a line number for files).
 	Offset uint64
@@ -180,6 +184,7 @@ func (r *Record) Reset(n int) {
 	r.KeyGroup = 0
 	r.Topic = r.Topic[:0]
 	r.Payload = r.Payload[:0]
+	r.Props = r.Props[:0]
 	r.Offset = 0
 	r.Scratch = r.Scratch[:0]
 }

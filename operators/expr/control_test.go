@@ -202,7 +202,7 @@ func TestCompileWith_ControlDiagnostics(t *testing.T) {
 		{`control.a[!event.ok]`, "Invalid control key", "test.hcl:1,11-20", "got a bool"},
 		{`control.a[uper(event.x)]`, "Call to unknown function", "test.hcl:1,11-15", "upper"},
 		{`contrl.a`, "Unknown variable", "test.hcl:1,1-7", `Did you mean "control"?`},
-		{`foo.a`, "Unknown variable", "test.hcl:1,1-4", "event fields and control values"},
+		{`foo.a`, "Unknown variable", "test.hcl:1,1-4", "event fields, the message's metadata and control values"},
 		{`(control.a)[event.x]`, "Unsupported expression", "test.hcl:1,1-21", "Only event fields can be indexed"},
 		{`control.a[event.x * "2"]`, "Invalid operand", "test.hcl:1,21-24", "right operand of *"},
 	} {

@@ -11,11 +11,22 @@ import (
 // variable, and only when Options.Control is set.
 const rootEvent = "event"
 
-// traversal compiles event.a.b (or event["a"]["b"]) into a slot read, and
-// control.a.b into a read of the control state.
+// rootMeta names the message's metadata: meta.topic, meta.content_type and
+// meta.user_properties.NAME (MQTT 5 sources).
+const rootMeta = "meta"
+
+// traversal compiles event.a.b (or event["a"]["b"]) and meta.… into a slot
+// read, and control.a.b into a read of the control state.
 func (c *compiler) traversal(e *hclsyntax.ScopeTraversalExpr) node {
 	if e.Traversal.RootName() == rootControl {
 		return c.controlRef(e)
+	}
+	if e.Traversal.RootName() == rootMeta {
+		path, ok := c.metaPath(e.Traversal, e.SrcRange)
+		if !ok {
+			return bad(e.SrcRange)
+		}
+		return field(c.schema.Slot(path), e.SrcRange)
 	}
 	path, ok := c.eventPath(e.Traversal, e.SrcRange)
 	if !ok {
@@ -50,10 +61,10 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 	switch root.Name {
 	case rootEvent:
 	default:
-		detail := "Expressions can read only event fields, as in event.temp."
-		names := []string{rootEvent}
+		detail := "Expressions can read only event fields and the message's metadata, as in event.temp or meta.topic."
+		names := []string{rootEvent, rootMeta}
 		if c.control != nil || c.capture != nil {
-			detail = "Expressions can read only event fields and control values, as in event.temp or control.threshold."
+			detail = "Expressions can read only event fields, the message's metadata and control values, as in event.temp, meta.topic or control.threshold."
 			names = append(names, rootControl)
 		}
 		if s := nameSuggestion(root.Name, names); s != "" {
@@ -67,16 +78,21 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 			"event is the whole reading; name one of its fields, as in event.temp.")
 		return nil, false
 	}
-	path := make(event.Path, 0, len(t)-1)
-	for _, step := range t[1:] {
+	return c.steps(t[1:], make(event.Path, 0, len(t)-1),
+		`A field index must be a constant string, as in event["name"]; lists are not supported.`)
+}
+
+// steps appends the names of the attribute and constant string index
+// steps of t to path; another index is a diagnostic saying badIndex.
+func (c *compiler) steps(t hcl.Traversal, path event.Path, badIndex string) (event.Path, bool) {
+	for _, step := range t {
 		switch step := step.(type) {
 		case hcl.TraverseAttr:
 			path = append(path, step.Name)
 		case hcl.TraverseIndex:
 			k := step.Key
 			if k.IsNull() || !k.IsKnown() || k.Type() != cty.String {
-				c.errorf(step.SrcRange, "Invalid field name",
-					`A field index must be a constant string, as in event["name"]; lists are not supported.`)
+				c.errorf(step.SrcRange, "Invalid field name", "%s", badIndex)
 				return nil, false
 			}
 			path = append(path, k.AsString())
@@ -86,4 +102,29 @@ func (c *compiler) eventPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) 
 		}
 	}
 	return path, true
+}
+
+// metaPath turns a traversal rooted at meta into a metadata path
+// (event.MetaRoot): meta.topic, meta.content_type,
+// meta.user_properties.NAME or meta.user_properties["NAME"].
+func (c *compiler) metaPath(t hcl.Traversal, rng hcl.Range) (event.Path, bool) {
+	const hint = "meta is the message's metadata: meta.topic, meta.content_type (MQTT 5), or meta.user_properties.NAME (MQTT 5 user properties, meta.user_properties[\"NAME\"] for any name)."
+	steps, ok := c.steps(t[1:], nil, `A user property is named by a constant string, as in meta.user_properties["site"].`)
+	if !ok {
+		return nil, false
+	}
+	switch {
+	case len(steps) == 1 && (steps[0] == event.MetaTopic || steps[0] == event.MetaContentType):
+	case len(steps) == 2 && steps[0] == event.MetaUserProperties:
+	default:
+		detail := hint
+		if len(steps) > 0 {
+			if s := nameSuggestion(steps[0], []string{event.MetaTopic, event.MetaContentType, event.MetaUserProperties}); s != "" && s != steps[0] {
+				detail = "There is no meta." + steps[0] + ". Did you mean meta." + s + "? " + hint
+			}
+		}
+		c.errorf(rng, "Invalid metadata reference", "%s", detail)
+		return nil, false
+	}
+	return append(event.Path{event.MetaRoot}, steps...), true
 }

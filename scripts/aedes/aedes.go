@@ -17,7 +17,6 @@ package aedes
 
 import (
 	_ "embed"
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/scripts/nodepkg"
 
 	"github.com/eddy-edge/eddy/scripts/loopback"
 )
@@ -58,49 +59,16 @@ type Option func(*Broker)
 func LogPublishes(filter string) Option { return func(b *Broker) { b.publogs = filter } }
 
 // ModulesDir is where scripts/install-deps.sh installs aedes:
-// $EDDY_AEDES_DIR, else $HOME/.cache/eddy/aedes; the modules are in its
-// node_modules.
-func ModulesDir() string {
-	if d := os.Getenv("EDDY_AEDES_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "eddy", "aedes")
-}
+// $EDDY_AEDES_DIR, else $HOME/.cache/eddy/aedes.
+func ModulesDir() string { return nodepkg.Dir("EDDY_AEDES_DIR", "aedes") }
 
 // Node returns the nodejs executable's path, or "" if it is not installed.
-func Node() string {
-	for _, name := range []string{"node", "nodejs"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// installed returns why aedes cannot run, or "".
-func installed() string {
-	if Node() == "" {
-		return "nodejs is not installed"
-	}
-	b, err := os.ReadFile(filepath.Join(ModulesDir(), "node_modules", "aedes", "package.json"))
-	if err != nil {
-		return "aedes is not installed in " + ModulesDir()
-	}
-	var pkg struct{ Version string }
-	if json.Unmarshal(b, &pkg) != nil || pkg.Version != Version {
-		return "aedes " + pkg.Version + " is installed in " + ModulesDir() + ", the tests pin " + Version
-	}
-	return ""
-}
+func Node() string { return nodepkg.Node() }
 
 // Start starts a broker; it is stopped with SIGTERM at test cleanup.
 func Start(tb testing.TB, opts ...Option) *Broker {
 	tb.Helper()
-	if why := installed(); why != "" {
+	if why := nodepkg.Missing(ModulesDir(), "aedes", Version); why != "" {
 		tb.Fatalf("%s: run scripts/install-deps.sh", why)
 	}
 	b := &Broker{tb: tb, dir: tb.TempDir(), Port: loopback.MustPort(tb)}

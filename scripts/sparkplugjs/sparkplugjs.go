@@ -17,6 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/eddy-edge/eddy/scripts/nodepkg"
 )
 
 // Version is the sparkplug-payload release the tests run against
@@ -27,43 +29,8 @@ const Version = "1.0.3"
 var script []byte
 
 // ModulesDir is where scripts/install-deps.sh installs the package:
-// $EDDY_SPARKPLUGJS_DIR, else $HOME/.cache/eddy/sparkplugjs; the modules
-// are in its node_modules.
-func ModulesDir() string {
-	if d := os.Getenv("EDDY_SPARKPLUGJS_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "eddy", "sparkplugjs")
-}
-
-func node() string {
-	for _, name := range []string{"node", "nodejs"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// installed returns why the codec cannot run, or "".
-func installed() string {
-	if node() == "" {
-		return "nodejs is not installed"
-	}
-	b, err := os.ReadFile(filepath.Join(ModulesDir(), "node_modules", "sparkplug-payload", "package.json"))
-	if err != nil {
-		return "sparkplug-payload is not installed in " + ModulesDir()
-	}
-	var pkg struct{ Version string }
-	if json.Unmarshal(b, &pkg) != nil || pkg.Version != Version {
-		return "sparkplug-payload " + pkg.Version + " is installed in " + ModulesDir() + ", the tests pin " + Version
-	}
-	return ""
-}
+// $EDDY_SPARKPLUGJS_DIR, else $HOME/.cache/eddy/sparkplugjs.
+func ModulesDir() string { return nodepkg.Dir("EDDY_SPARKPLUGJS_DIR", "sparkplugjs") }
 
 // Payload is a payload as sparkplug-payload represents it. 64-bit
 // integers are decimal strings, bytes {"base64": ...}.
@@ -92,7 +59,7 @@ type Metric struct {
 // sparkplug-payload, in one node process.
 func Run(tb testing.TB, decode [][]byte, encode []Payload) (decoded []Payload, encoded [][]byte) {
 	tb.Helper()
-	if why := installed(); why != "" {
+	if why := nodepkg.Missing(ModulesDir(), "sparkplug-payload", Version); why != "" {
 		tb.Fatalf("%s: run scripts/install-deps.sh", why)
 	}
 	dir := tb.TempDir()
@@ -106,7 +73,7 @@ func Run(tb testing.TB, decode [][]byte, encode []Payload) (decoded []Payload, e
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command(node(), filepath.Join(dir, "codec.cjs"), filepath.Join(ModulesDir(), "node_modules"))
+	cmd := exec.Command(nodepkg.Node(), filepath.Join(dir, "codec.cjs"), filepath.Join(ModulesDir(), "node_modules"))
 	cmd.Stdin = bytes.NewReader(req)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

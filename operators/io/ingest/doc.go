@@ -93,7 +93,7 @@
 // start at 1 and each segment starts where the previous ended. A segment
 // is a header followed by frames; fixed-size integers are little-endian:
 //
-//	header (12 bytes):  magic "EDDYILOG" | version uint32 (3)
+//	header (12 bytes):  magic "EDDYILOG" | version uint32 (4)
 //
 //	frame (one per Append, or per chunk of up to 256 KiB of records):
 //	+------------+-----------+------------------------------------------------+
@@ -104,7 +104,9 @@
 //	+------------+-----------+------------------------------------------------+
 //
 //	record: flags u8 | arrival delta, zig-zag varint |
-//	        [topic length uvarint | topic] | payload length uvarint | payload
+//	        [topic length uvarint | topic] |
+//	        [properties length uvarint | properties] |
+//	        payload length uvarint | payload
 //
 // A frame holds count ≥ 1 consecutive entries, the first at the offset it
 // names, which must be the one expected at its position. The CRC
@@ -112,8 +114,10 @@
 // detected too. A record's arrival is the difference to the previous
 // record's (the first: to 0); flags bit 0 is the MQTT DUP flag, bit 1
 // RETAIN, bit 2 "too large" (the payload was cut), bit 3 "first message
-// of a resumed session", bit 7 "same topic as the previous record" (the
-// topic is then not stored), others are zero. The records must be exactly count. With
+// of a resumed session", bit 6 "has properties" (the message's MQTT 5
+// content type and user properties as its PUBLISH encoded them, at least
+// one byte; absent otherwise), bit 7 "same topic as the previous record"
+// (the topic is then not stored), others are zero. The records must be exactly count. With
 // Options.Compression a frame's records are compressed when that makes
 // them smaller: per-reading overhead is a few bytes, and JSON readings of
 // one batch compress several-fold. Codec 1 is a zstd frame, codec 2 the S2
@@ -123,10 +127,13 @@
 // read whatever the log writes. A frame never spans segments and a
 // segment never exceeds Options.SegmentBytes.
 //
-// Every log writes format version 3, and reads only that: a segment of
-// another version is a *CorruptionError naming the file, the version found
-// and the one read. Until the first tagged release a change to the layout
-// raises the version and drops the reading of the previous one.
+// Every log writes format version 4 and reads versions 3 and 4: version 3
+// is version 4 without properties (bit 6), so its segments read as they
+// did. A log whose last segment is of version 3 and holds entries starts a
+// new segment at its first append (one left empty is given today's
+// header), so no segment mixes versions. A segment of any other version
+// is a *CorruptionError naming the file, the version found and the ones
+// read. A change to the layout raises the version.
 //
 // On Open the last segment is scanned and a torn tail — trailing bytes that
 // do not form a valid frame and are followed by no valid frame — is cut

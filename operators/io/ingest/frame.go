@@ -35,6 +35,9 @@ const (
 	// recSameTopic marks a record whose topic is the previous record's
 	// (not stored again). Stored only, never in an Entry.
 	recSameTopic = 1 << 7
+	// recProps marks a record with MQTT 5 properties (Entry.Props), stored
+	// after the topic. Stored only; since format version 4.
+	recProps = 1 << 6
 )
 
 // Entry is one message in the log.
@@ -52,6 +55,9 @@ type Entry struct {
 	Flags   Flags
 	Topic   []byte
 	Payload []byte
+	// Props are the message's MQTT 5 content type and user properties, as
+	// the PUBLISH encodes them (source.Message.Props); nil for most.
+	Props []byte
 }
 
 // Frame layout constants (see the package documentation). Both versions
@@ -105,12 +111,19 @@ var (
 
 // recordLen is the encoded size of e as a record, at most.
 func recordLen(e *Entry) int {
-	return 1 + binary.MaxVarintLen64 + uvarintLen(uint64(len(e.Topic))) + len(e.Topic) +
+	n := 1 + binary.MaxVarintLen64 + uvarintLen(uint64(len(e.Topic))) + len(e.Topic) +
 		uvarintLen(uint64(len(e.Payload))) + len(e.Payload)
+	if len(e.Props) > 0 {
+		n += uvarintLen(uint64(len(e.Props))) + len(e.Props)
+	}
+	return n
 }
 
-// Every record's own bytes fit EntryOverhead.
-const _ = uint(EntryOverhead - (1 + binary.MaxVarintLen64 + 3 + binary.MaxVarintLen64))
+// Every record's own bytes fit EntryOverhead, its properties' bytes
+// aside.
+// (Properties, bounded by the source far below 2 MiB, take a length of at
+// most 3 bytes besides their own.)
+const _ = uint(EntryOverhead - (1 + binary.MaxVarintLen64 + 3 + 3 + binary.MaxVarintLen64))
 
 // frameLen is the largest encoded size of a frame holding e alone.
 func frameLen(e *Entry) int { return frameOverhead + recordLen(e) }
@@ -126,9 +139,11 @@ func uvarintLen(x uint64) int {
 
 // appendRecords appends the records of batch to dst:
 //
-//	flags u8 (bit 7: same topic as the previous record) |
+//	flags u8 (bit 7: same topic as the previous record; bit 6: properties) |
 //	arrival − previous arrival, zig-zag varint (the first from 0) |
-//	[topic length uvarint | topic] unless bit 7 | payload length uvarint | payload
+//	[topic length uvarint | topic] unless bit 7 |
+//	[properties length uvarint | properties] if bit 6 |
+//	payload length uvarint | payload
 func appendRecords(dst []byte, batch []Entry) []byte {
 	var prevArrival int64
 	var prevTopic []byte
@@ -139,11 +154,18 @@ func appendRecords(dst []byte, batch []Entry) []byte {
 		if same {
 			flags |= recSameTopic
 		}
+		if len(e.Props) > 0 {
+			flags |= recProps
+		}
 		dst = append(dst, flags)
 		dst = binary.AppendVarint(dst, e.Arrival-prevArrival)
 		if !same {
 			dst = binary.AppendUvarint(dst, uint64(len(e.Topic)))
 			dst = append(dst, e.Topic...)
+		}
+		if len(e.Props) > 0 {
+			dst = binary.AppendUvarint(dst, uint64(len(e.Props)))
+			dst = append(dst, e.Props...)
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(e.Payload)))
 		dst = append(dst, e.Payload...)
@@ -319,7 +341,7 @@ func (c *recordCursor) next(e *Entry) (reason string) {
 		return "records end early"
 	}
 	flags := b[0]
-	if Flags(flags&^recSameTopic)&^flagsKnown != 0 {
+	if Flags(flags&^(recSameTopic|recProps))&^flagsKnown != 0 {
 		return "unknown record flags"
 	}
 	b = b[1:]
@@ -342,6 +364,15 @@ func (c *recordCursor) next(e *Entry) (reason string) {
 		}
 		e.Topic = b[n : n+int(tl) : n+int(tl)]
 		b = b[n+int(tl):]
+	}
+	e.Props = nil
+	if flags&recProps != 0 {
+		ql, n := binary.Uvarint(b)
+		if n <= 0 || ql == 0 || ql > uint64(len(b)-n) {
+			return "bad properties length"
+		}
+		e.Props = b[n : n+int(ql) : n+int(ql)]
+		b = b[n+int(ql):]
 	}
 	pl, n := binary.Uvarint(b)
 	if n <= 0 || pl > uint64(len(b)-n) {

@@ -202,7 +202,7 @@ func TestFrame_Append_NoAlloc(t *testing.T) {
 // earlier development build's, or a newer Eddy's) is refused, naming the
 // file, the version found and the one read, never misread.
 func TestOpen_OtherVersionRefused(t *testing.T) {
-	for _, v := range []byte{segmentVersion - 1, segmentVersion + 1} {
+	for _, v := range []byte{oldestSegmentVersion - 1, segmentVersion + 1} {
 		dir := t.TempDir()
 		path := filepath.Join(dir, segmentName(1))
 		b := append([]byte(segmentMagic), v, 0, 0, 0)
@@ -213,7 +213,7 @@ func TestOpen_OtherVersionRefused(t *testing.T) {
 		if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("Open = %v, want ErrCorrupt", err)
 		}
-		for _, part := range []string{path, fmt.Sprintf("segment format version %d,", v), fmt.Sprintf("reads version %d only", segmentVersion)} {
+		for _, part := range []string{path, fmt.Sprintf("segment format version %d,", v), fmt.Sprintf("reads versions %d to %d only", oldestSegmentVersion, segmentVersion)} {
 			if !strings.Contains(err.Error(), part) {
 				t.Errorf("Open = %v, want it to name %q", err, part)
 			}

@@ -189,6 +189,9 @@ type Log struct {
 	vis    sync.RWMutex // guards segs and active; written under mu too
 	segs   []segment    // oldest first; the last is the active segment
 	active vfs.File     // the last segment, open for writing
+	// oldActive: the active segment is of an older format version (and
+	// holds frames); the next append rolls to a new segment first.
+	oldActive bool
 
 	// The batch being appended, under mu: the segments it rolled to, oldest
 	// first, open for writing, and the active segment's end when it rolled
@@ -292,6 +295,15 @@ func (l *Log) load() error {
 		}
 		s.end, l.rec = end, rec
 		l.segs, l.active, l.next, l.writeEnd = segs, f, next, end
+		if v, err := headerVersion(f); err != nil {
+			f.Close()
+			return err
+		} else if v != segmentVersion {
+			if err := l.upgradeActive(s); err != nil {
+				f.Close()
+				return err
+			}
+		}
 	}
 	var size int64
 	for _, s := range l.segs {
@@ -413,6 +425,9 @@ func (l *Log) Append(batch []Entry) (first, last uint64, err error) {
 // newSegments counts the segments a roll would open while writing buf.
 func (l *Log) newSegments(buf []byte) int {
 	n, end := 0, l.writeEnd
+	if l.oldActive {
+		n, end = 1, int64(headerLen)
+	}
 	for len(buf) > 0 {
 		k := fitFrames(buf, l.opts.SegmentBytes-end)
 		if k == 0 {
@@ -445,6 +460,12 @@ func fitFrames(buf []byte, room int64) int {
 // notes where each of l.framed went.
 func (l *Log) write(buf []byte) error {
 	framed := l.framed
+	if l.oldActive && len(buf) > 0 {
+		if err := l.roll(binary.LittleEndian.Uint64(buf[frameHeaderLen:])); err != nil {
+			return err
+		}
+		l.oldActive = false
+	}
 	for done := 0; len(buf) > 0; {
 		k := fitFrames(buf, l.opts.SegmentBytes-l.writeEnd)
 		if k == 0 {
@@ -486,6 +507,24 @@ func (l *Log) writing() vfs.File {
 		return l.rolled[n-1].f
 	}
 	return l.active
+}
+
+// upgradeActive makes the last segment s, of an older format version, one
+// this build may append to: a segment holding no frame gets today's
+// header; one with frames is kept as it is, and the next append starts a
+// new segment (oldActive), so a segment never mixes versions.
+func (l *Log) upgradeActive(s *segment) error {
+	if s.end > int64(headerLen) {
+		l.oldActive = true
+		return nil
+	}
+	if _, err := l.active.WriteAt(segmentHeader(), 0); err != nil {
+		return fmt.Errorf("ingest: write segment header %s: %w", l.active.Name(), err)
+	}
+	if err := l.active.Sync(); err != nil {
+		return fmt.Errorf("ingest: sync segment %s: %w", l.active.Name(), err)
+	}
+	return nil
 }
 
 // roll seals the segment being written (fsynced, so only the last segment

@@ -413,11 +413,12 @@ func TestLog_Compressed(t *testing.T) {
 	}
 }
 
-// TestLog_ReadsEveryCodec: a segment of zstd frames (testdata/zstd: the
-// test entries 1..300 in zstd frames of 100, then 301..303 in a fourth) is
-// read as it is by a log that now writes S2, zstd or no compression, and
-// appended to; a log holding frames of every codec reads back from any
-// offset, also after a reopen.
+// TestLog_ReadsEveryCodec: a segment of zstd frames (testdata/zstd, format
+// version 3: the test entries 1..300 in zstd frames of 100, then 301..303
+// in a fourth) is read as it is by a log that now writes S2, zstd or no
+// compression, and appended to, in a new segment of today's version; a log
+// holding frames of every codec reads back from any offset, also after a
+// reopen.
 func TestLog_ReadsEveryCodec(t *testing.T) {
 	golden, err := os.ReadFile(filepath.Join("testdata", "zstd", segmentName(1)))
 	if err != nil {
@@ -429,13 +430,16 @@ func TestLog_ReadsEveryCodec(t *testing.T) {
 		segs  []segmentCodecs // after appending with c, then S2, then zstd
 	}{
 		{CompressS2, codecS2, []segmentCodecs{
-			{1, segmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecS2, codecS2, codecS2, codecS2, codecZstd}},
+			{1, oldestSegmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecZstd}},
+			{304, segmentVersion, []byte{codecS2, codecS2, codecS2, codecS2, codecZstd}},
 		}},
 		{CompressNone, codecRaw, []segmentCodecs{
-			{1, segmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecRaw, codecRaw, codecRaw, codecS2, codecZstd}},
+			{1, oldestSegmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecZstd}},
+			{304, segmentVersion, []byte{codecRaw, codecRaw, codecRaw, codecS2, codecZstd}},
 		}},
 		{CompressZstd, codecZstd, []segmentCodecs{
-			{1, segmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecZstd, codecS2, codecZstd}},
+			{1, oldestSegmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecZstd}},
+			{304, segmentVersion, []byte{codecZstd, codecZstd, codecZstd, codecS2, codecZstd}},
 		}},
 	} {
 		t.Run(tt.c.String(), func(t *testing.T) {

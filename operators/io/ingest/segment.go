@@ -18,13 +18,14 @@ import (
 // Segment header: magic and format version.
 const (
 	segmentMagic = "EDDYILOG"
-	// segmentVersion is the format every log writes, and the only one
-	// read: until the first tagged release a change raises it and drops
-	// the reading of the one before.
-	segmentVersion = 3
-	headerLen      = len(segmentMagic) + 4
-	segmentExt     = ".log"
-	segmentDigits  = 20
+	// segmentVersion is the format every log writes; oldestSegmentVersion
+	// the oldest it reads. Version 4 added records with MQTT 5 properties
+	// (recProps); a version 3 segment holds none, so it reads as it did.
+	segmentVersion       = 4
+	oldestSegmentVersion = 3
+	headerLen            = len(segmentMagic) + 4
+	segmentExt           = ".log"
+	segmentDigits        = 20
 )
 
 // segment is one segment file as the log knows it.
@@ -92,26 +93,34 @@ func segmentHeader() []byte {
 	return binary.LittleEndian.AppendUint32(h, segmentVersion)
 }
 
-// checkHeader verifies a segment's header: the magic and segmentVersion.
+// checkHeader verifies a segment's header: the magic and a version this
+// build reads.
 func checkHeader(f vfs.File) error {
+	_, err := headerVersion(f)
+	return err
+}
+
+// headerVersion verifies a segment's header and returns its version.
+func headerVersion(f vfs.File) (uint32, error) {
 	var h [headerLen]byte
 	if _, err := f.ReadAt(h[:], 0); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
+			return 0, &CorruptionError{File: f.Name(), Reason: "segment shorter than its header"}
 		}
-		return fmt.Errorf("ingest: read segment header: %w", err)
+		return 0, fmt.Errorf("ingest: read segment header: %w", err)
 	}
 	if string(h[:len(segmentMagic)]) != segmentMagic {
-		return &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
+		return 0, &CorruptionError{File: f.Name(), Reason: "bad segment magic"}
 	}
-	if v := binary.LittleEndian.Uint32(h[len(segmentMagic):]); v != segmentVersion {
+	v := binary.LittleEndian.Uint32(h[len(segmentMagic):])
+	if v < oldestSegmentVersion || v > segmentVersion {
 		by := "a development build before the first release"
 		if v > segmentVersion {
 			by = "a newer Eddy"
 		}
-		return &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("segment format version %d, this build reads version %d only (written by %s)", v, segmentVersion, by)}
+		return 0, &CorruptionError{File: f.Name(), Reason: fmt.Sprintf("segment format version %d, this build reads versions %d to %d only (written by %s)", v, oldestSegmentVersion, segmentVersion, by)}
 	}
-	return nil
+	return v, nil
 }
 
 // createSegment creates the segment file for first with its header and

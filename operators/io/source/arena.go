@@ -1,5 +1,7 @@
 package source
 
+import "github.com/eddy-edge/eddy/operators/mqttprops"
+
 // arenaChunk is the size of the blocks payload copies are carved from.
 const arenaChunk = 64 << 10
 
@@ -24,4 +26,29 @@ func (a *arena) copy(b []byte) []byte {
 	start := len(a.block)
 	a.block = append(a.block, b...)
 	return a.block[start:len(a.block):len(a.block)]
+}
+
+// copyProps copies the properties of an MQTT 5 PUBLISH that a pipeline
+// reads (content type and user properties, as the packet encodes them)
+// out of the property block b, which scanPublishProps accepted.
+func (a *arena) copyProps(b []byte) []byte {
+	if len(b) > arenaChunk/8 {
+		return keptProps(nil, b)
+	}
+	if cap(a.block)-len(a.block) < len(b) {
+		a.block = make([]byte, 0, arenaChunk)
+	}
+	start := len(a.block)
+	a.block = keptProps(a.block, b)
+	return a.block[start:len(a.block):len(a.block)]
+}
+
+// keptProps appends to dst the content type and user properties of b.
+func keptProps(dst, b []byte) []byte {
+	for p := mqttprops.New(b); p.Next(); {
+		if p.ID == mqttprops.PropContentType || p.ID == mqttprops.PropUser {
+			dst = append(append(dst, p.ID), p.Value...)
+		}
+	}
+	return dst
 }

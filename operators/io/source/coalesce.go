@@ -2,6 +2,7 @@ package source
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -139,6 +140,11 @@ type inboundState struct {
 	arena    arena
 	conn     ConnID // the connection's identity, set before the first read
 	resumed  bool   // the broker's CONNACK said session present
+	// v5: the connection speaks MQTT 5 (v5.go): a PUBLISH has properties,
+	// and its topic may be an alias; aliases are the connection's,
+	// indexed by alias, set by the broker up to v5TopicAliasMax.
+	v5      bool
+	aliases []string
 }
 
 // newCoalescingConn wraps c; pingTimeout is its liveness timeout (0: no
@@ -314,13 +320,45 @@ func (c *coalescingConn) publish(hdr byte, body []byte, cut bool) error {
 		m.conn, m.ackID, m.ackPubrec = c, uint16(body[end])<<8|uint16(body[end+1]), qos == 2
 		end += 2
 	}
-	var ok bool
-	if m.Topic, ok = c.in.topics[string(topic)]; !ok { // no allocation for the lookup
-		if c.in.topics == nil || len(c.in.topics) >= maxInternedTopics {
-			c.in.topics = make(map[string]string)
+	var props []byte
+	alias := 0
+	if c.in.v5 {
+		n, k := binary.Uvarint(body[end:])
+		if k <= 0 || n > uint64(len(body)-end-k) {
+			return errMalformed
 		}
-		m.Topic = string(topic)
-		c.in.topics[m.Topic] = m.Topic
+		props = body[end+k : end+k+int(n)]
+		end += k + int(n)
+		var keep bool
+		if alias, keep = scanPublishProps(props); alias < 0 {
+			return errMalformed
+		}
+		if !keep {
+			props = nil
+		}
+	}
+	if alias > 0 && len(topic) == 0 { // the alias stands for the topic
+		if alias >= len(c.in.aliases) || c.in.aliases[alias] == "" {
+			return errMalformed // an alias the broker never set: a protocol error
+		}
+		m.Topic = c.in.aliases[alias]
+	} else {
+		m.Topic = c.intern(topic)
+	}
+	if alias > 0 {
+		if alias > v5TopicAliasMax {
+			return errMalformed
+		}
+		if c.in.aliases == nil {
+			c.in.aliases = make([]string, v5TopicAliasMax+1)
+		}
+		c.in.aliases[alias] = m.Topic
+	}
+	if len(props) > MaxProps {
+		props, cut = nil, true // dead-lettered too_large, like a payload over the limit
+	}
+	if props != nil {
+		m.Props = c.in.arena.copyProps(props)
 	}
 	payload := body[end:]
 	if cut || len(payload) > c.recv.limit() {
@@ -330,6 +368,20 @@ func (c *coalescingConn) publish(hdr byte, body []byte, cut bool) error {
 	c.recv.queue(m, qos)
 	c.in.queued = true
 	return nil
+}
+
+// intern returns topic as a string, the same one for every message of the
+// topic on the connection: no allocation once the topic was seen.
+func (c *coalescingConn) intern(topic []byte) string {
+	t, ok := c.in.topics[string(topic)] // no allocation for the lookup
+	if !ok {
+		if c.in.topics == nil || len(c.in.topics) >= maxInternedTopics {
+			c.in.topics = make(map[string]string)
+		}
+		t = string(topic)
+		c.in.topics[t] = t
+	}
+	return t
 }
 
 // Write buffers p for the flusher; it waits only while coalesceMax bytes are

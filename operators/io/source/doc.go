@@ -1,5 +1,6 @@
 // Package source reads messages into an Eddy pipeline: from an MQTT broker
-// (paho), from Eddy's embedded broker, from a file or standard input, and it
+// (MQTT 5 on a connection of its own, or MQTT 3.1.1 through paho), from
+// Eddy's embedded broker, from a file or standard input, and it
 // holds the sensor simulator used by the quickstart and tests.
 //
 // # Model
@@ -36,6 +37,28 @@
 // commit latency (20 in flight ÷ 10 ms fsync = 2000 msgs/s). For mosquitto
 // set max_inflight_messages to about 1000 (never 0, unlimited),
 // max_queued_messages large, and persistence true.
+//
+// # MQTT 5
+//
+// With MQTTOptions.ProtocolVersion 5 (the agent's default on tcp:// and
+// ssl:// brokers) the source keeps the session itself (v5.go), framed by
+// mochi-mqtt's packets codec through package mqtt5, which it shares with
+// the WAL sink; the reading of PUBLISH packets, the acks and the
+// keepalive rule are those of the 3.1.1 tcp:// connection (coalesce.go),
+// so acking stays after the ingest-log append. The CONNECT announces
+// ReceiveMaximum (DefaultReceiveMaximum: about one ingest commit), which
+// bounds what the broker has unacknowledged to the source, and a session
+// that never expires or expires after SessionExpiry. A broker that refuses
+// version 5 in its CONNACK, or closes the CONNECT unanswered and accepts
+// 3.1.1, gets 3.1.1 through paho for the rest of the run, said once. A
+// DISCONNECT from the broker ends the connection with its reason by name
+// (DisconnectError; session_taken_over: another client with this client
+// id). Topic aliases from the broker are resolved per connection (at most
+// 1,024), and a message keeps its content type and user properties as the
+// PUBLISH encoded them (Message.Props, copied into the arena with the
+// payload; at most MaxProps bytes of properties, else TooLarge). The
+// connection dials directly: no proxy from the environment, which paho's
+// 3.1.1 connections honour.
 //
 // # Keepalive
 //

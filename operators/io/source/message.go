@@ -35,7 +35,12 @@ type Message struct {
 	// session present), so it may re-send, with or without DUP, what it had
 	// sent on the session's previous connection and not seen acknowledged.
 	Resumed bool
-	ack     func() // nil when the source needs no ack
+	// Props are the properties of an MQTT 5 PUBLISH that a pipeline can
+	// read (meta.content_type, meta.user_properties.NAME): the content type
+	// and user properties, encoded as in the packet (package mqtt5 walks
+	// them); nil when it had none, and for every other source.
+	Props []byte
+	ack   func() // nil when the source needs no ack
 	// conn, when set, is the connection to write the ack to (the MQTT
 	// source's tcp:// connections): PUBACK, or PUBREC when ackPubrec, for
 	// packet id ackID.

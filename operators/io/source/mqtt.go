@@ -83,6 +83,20 @@ type MQTTOptions struct {
 	// ever being held whole on tcp:// connections (the packet is read past,
 	// not into memory). Default DefaultMaxMessageSize.
 	MaxMessageSize int
+	// ProtocolVersion is the MQTT version spoken: 4 (MQTT 3.1.1, through
+	// paho; also 0) or 5 (MQTT 5, on tcp://, mqtt:// and ssl:// brokers,
+	// v5.go). At 5 a broker that refuses the version gets 3.1.1 for the
+	// rest of the run, said once.
+	ProtocolVersion byte
+	// SessionExpiry is the MQTT 5 Session Expiry Interval: how long the
+	// broker keeps the session (and queues messages for it) after a
+	// disconnect. 0: never expires (clean start 0), as 3.1.1's persistent
+	// session.
+	SessionExpiry time.Duration
+	// ReceiveMaximum is the MQTT 5 Receive Maximum the source announces:
+	// the most QoS 1/2 messages the broker may have sent it and not seen
+	// acknowledged. Default DefaultReceiveMaximum.
+	ReceiveMaximum uint16
 }
 
 // DefaultMaxMessageSize is MQTTOptions.MaxMessageSize's default.
@@ -114,6 +128,9 @@ func (o *MQTTOptions) setDefaults() {
 	if o.MaxPending == 0 {
 		o.MaxPending = DefaultMaxPending
 	}
+	if o.ReceiveMaximum == 0 {
+		o.ReceiveMaximum = DefaultReceiveMaximum
+	}
 }
 
 // Check reports what Run of NewMQTT(o) would refuse, without connecting.
@@ -143,6 +160,15 @@ func (o *MQTTOptions) validate() error {
 	}
 	if o.QoS > 2 {
 		return fmt.Errorf("source: mqtt qos %d: must be 0, 1 or 2", o.QoS)
+	}
+	switch o.ProtocolVersion {
+	case 0, 4:
+	case 5:
+		if !v5Scheme(o.Broker) {
+			return fmt.Errorf("source: mqtt broker URL %q: MQTT 5 is spoken on tcp://, mqtt:// and ssl:// brokers; set protocol version 4", o.Broker)
+		}
+	default:
+		return fmt.Errorf("source: mqtt protocol version %d: must be 4 (MQTT 3.1.1) or 5", o.ProtocolVersion)
 	}
 	if o.MaxPending < 0 {
 		return fmt.Errorf("source: mqtt max pending %d: must be positive", o.MaxPending)
@@ -192,6 +218,9 @@ type MQTT struct {
 	// connection's index), connSeq the last connection's Seq.
 	session uint16
 	connSeq atomic.Uint32
+	// v4 is set once the broker refused MQTT 5: the rest of the run speaks
+	// 3.1.1 (connectLoop's goroutine only).
+	v4 bool
 }
 
 // connState is one connection's identity, for the messages it delivers.
@@ -251,12 +280,12 @@ func (s *MQTT) connectLoop(ctx context.Context) {
 	wait := s.opts.ReconnectMin
 	first := true
 	for {
-		lost := make(chan error, 1)
 		cs := &connState{id: ConnID{Session: s.session, Seq: s.connSeq.Add(1)}, ready: make(chan struct{})}
-		client := paho.NewClient(s.clientOptions(lost, cs))
-		err := s.connect(ctx, client, cs)
+		sess, err := s.connectOnce(ctx, cs)
 		if ctx.Err() != nil {
-			client.Disconnect(disconnectQuiesceMs)
+			if sess != nil {
+				sess.close()
+			}
 			return
 		}
 		if err != nil {
@@ -275,10 +304,11 @@ func (s *MQTT) connectLoop(ctx context.Context) {
 		s.setConnected(true)
 		select {
 		case <-ctx.Done():
-			client.Disconnect(disconnectQuiesceMs)
+			sess.close()
 			s.setConnected(false)
 			return
-		case err := <-lost:
+		case err := <-sess.lostCh():
+			sess.close()
 			s.setConnected(false)
 			s.log.Warn("mqtt source: connection lost", "error", err, "retry_in", wait)
 		}
@@ -286,6 +316,64 @@ func (s *MQTT) connectLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// session is one connection of the source, at either version.
+type session interface {
+	lostCh() <-chan error // receives why the connection ended
+	close()               // disconnects; idempotent once lost
+}
+
+// connectOnce makes connection cs: MQTT 5 unless the options or the
+// broker say 3.1.1. A broker that refuses MQTT 5 is tried at 3.1.1 at
+// once; one that refused it in its CONNACK, or accepts 3.1.1 after
+// closing the MQTT 5 CONNECT, gets 3.1.1 for the rest of the run.
+func (s *MQTT) connectOnce(ctx context.Context, cs *connState) (session, error) {
+	if s.opts.ProtocolVersion == 5 && !s.v4 {
+		sess, err := s.connectV5(ctx, cs)
+		if !errors.Is(err, errV5Refused) && !errors.Is(err, errV5Closed) {
+			if sess == nil {
+				return nil, err
+			}
+			return sess, err
+		}
+		cs = &connState{id: ConnID{Session: s.session, Seq: s.connSeq.Add(1)}, ready: make(chan struct{})}
+		sess4, err4 := s.connectV4(ctx, cs)
+		if err4 == nil && !s.v4 {
+			s.v4 = true
+			s.log.Warn("mqtt source: the broker does not speak MQTT 5; using MQTT 3.1.1 for this run (no receive maximum: the broker's in-flight window bounds the unacknowledged messages)", "why", err)
+		}
+		if sess4 == nil {
+			return nil, err4
+		}
+		return sess4, err4
+	}
+	sess, err := s.connectV4(ctx, cs)
+	if sess == nil {
+		return nil, err
+	}
+	return sess, err
+}
+
+// pahoSession is a 3.1.1 connection through paho.
+type pahoSession struct {
+	client paho.Client
+	lost   chan error
+}
+
+func (p *pahoSession) lostCh() <-chan error { return p.lost }
+func (p *pahoSession) close()               { p.client.Disconnect(disconnectQuiesceMs) }
+
+// connectV4 connects cs at MQTT 3.1.1 with a fresh paho client. On ctx's
+// end it returns the session so the caller disconnects it.
+func (s *MQTT) connectV4(ctx context.Context, cs *connState) (*pahoSession, error) {
+	lost := make(chan error, 1)
+	client := paho.NewClient(s.clientOptions(lost, cs))
+	err := s.connect(ctx, client, cs)
+	if err != nil && ctx.Err() == nil {
+		return nil, err
+	}
+	return &pahoSession{client: client, lost: lost}, err
 }
 
 // setConnected reports a connection change; the callback runs first, so

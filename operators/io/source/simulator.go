@@ -48,6 +48,11 @@ type SimulatorOptions struct {
 	// QoS is the publish QoS. The zero value is QoS 0: set 1 for the
 	// at-least-once delivery the quickstart shows.
 	QoS byte
+	// ProtocolVersion is 4 (MQTT 3.1.1 through paho; also 0) or 5 (MQTT 5,
+	// simv5.go: each reading carries the content type application/json and
+	// the user property "sensor"; a broker that refuses version 5 gets
+	// 3.1.1). MQTT 5 needs a tcp:// or ssl:// broker.
+	ProtocolVersion byte
 }
 
 // Simulator publishes realistic sensor readings over MQTT: per-device
@@ -99,6 +104,10 @@ func (o *SimulatorOptions) validate() error {
 		return fmt.Errorf("source: simulator rate %g: must be positive", o.Rate)
 	case o.QoS > 2:
 		return fmt.Errorf("source: simulator qos %d: must be 0, 1 or 2", o.QoS)
+	case o.ProtocolVersion != 0 && o.ProtocolVersion != 4 && o.ProtocolVersion != 5:
+		return fmt.Errorf("source: simulator protocol version %d: must be 4 or 5", o.ProtocolVersion)
+	case o.ProtocolVersion == 5 && !v5Scheme(o.Broker):
+		return fmt.Errorf("source: simulator broker URL %q: MQTT 5 is spoken on tcp://, mqtt:// and ssl:// brokers; set protocol version 4", o.Broker)
 	case o.OutOfOrder < 0 || o.Late < 0 || o.Malformed < 0 || o.OutOfOrder+o.Late+o.Malformed > 1:
 		return fmt.Errorf("source: simulator fractions out of order %g, late %g, malformed %g: each 0..1, sum at most 1", o.OutOfOrder, o.Late, o.Malformed)
 	}
@@ -112,6 +121,13 @@ func (o *SimulatorOptions) validate() error {
 func (s *Simulator) Run(ctx context.Context) error {
 	if err := s.opts.validate(); err != nil {
 		return err
+	}
+	if s.opts.ProtocolVersion == 5 {
+		err := s.runV5(ctx)
+		if !errors.Is(err, errV5Refused) {
+			return err
+		}
+		s.log.Warn("simulator: the broker does not speak MQTT 5; publishing at MQTT 3.1.1")
 	}
 	o := paho.NewClientOptions().AddBroker(s.opts.Broker).SetClientID(s.opts.ClientID).
 		SetUsername(s.opts.Username).SetPassword(s.opts.Password).
@@ -130,15 +146,11 @@ func (s *Simulator) Run(ctx context.Context) error {
 
 	gen := newReadingGenerator(s.opts)
 	var inflight []paho.Token // publishes awaiting their ack, oldest first
-	start := s.now()
-	interval := max(time.Duration(float64(time.Second)/s.opts.Rate), 1)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var n int64
-	for s.opts.MaxReadings == 0 || n < s.opts.MaxReadings {
+	pc := s.newPacer()
+	defer pc.stop()
+	for !pc.finished() {
 		// Publish every reading due by now, then sleep until the next one.
-		due := int64(s.now().Sub(start)/interval) + 1
-		for n < due && (s.opts.MaxReadings == 0 || n < s.opts.MaxReadings) {
+		for pc.due() {
 			topic, payload, _ := gen.reading(s.now().UnixMilli())
 			tok := client.Publish(topic, s.opts.QoS, false, payload)
 			inflight = append(inflight, tok)
@@ -148,21 +160,55 @@ func (s *Simulator) Run(ctx context.Context) error {
 				}
 				inflight = inflight[1:]
 			}
-			n++
-			s.published.Store(n)
+			pc.published()
 		}
-		if s.opts.MaxReadings != 0 && n >= s.opts.MaxReadings {
+		if pc.finished() {
 			break
 		}
-		timer.Reset(start.Add(time.Duration(n) * interval).Sub(s.now()))
 		select {
-		case <-timer.C:
+		case <-pc.next():
 		case <-ctx.Done():
 			return s.drain(ctx, inflight)
 		}
 	}
 	return s.drain(ctx, inflight)
 }
+
+// pacer spaces the simulator's readings Rate a second from its start, up to
+// MaxReadings.
+type pacer struct {
+	s        *Simulator
+	start    time.Time
+	interval time.Duration
+	timer    *time.Timer
+	n        int64
+}
+
+func (s *Simulator) newPacer() *pacer {
+	return &pacer{s: s, start: s.now(), interval: max(time.Duration(float64(time.Second)/s.opts.Rate), 1), timer: time.NewTimer(0)}
+}
+
+// finished reports whether MaxReadings are published.
+func (p *pacer) finished() bool { return p.s.opts.MaxReadings != 0 && p.n >= p.s.opts.MaxReadings }
+
+// due reports whether another reading is due by now.
+func (p *pacer) due() bool {
+	return !p.finished() && p.n < int64(p.s.now().Sub(p.start)/p.interval)+1
+}
+
+// published counts a reading published.
+func (p *pacer) published() {
+	p.n++
+	p.s.published.Store(p.n)
+}
+
+// next fires when the next reading is due.
+func (p *pacer) next() <-chan time.Time {
+	p.timer.Reset(p.start.Add(time.Duration(p.n) * p.interval).Sub(p.s.now()))
+	return p.timer.C
+}
+
+func (p *pacer) stop() { p.timer.Stop() }
 
 // drain waits for the outstanding publishes; on a cancelled ctx it gives
 // them a short grace period.

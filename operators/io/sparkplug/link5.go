@@ -12,9 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
 	mp "github.com/mochi-mqtt/server/v2/packets"
-
-	"github.com/eddy-edge/eddy/operators/io/walsink"
 )
 
 // link5 is one MQTT 5 connection of the sink, framed with mochi's packets
@@ -66,7 +65,7 @@ func linkable(broker string) bool {
 func dial5(ctx context.Context, o *SinkOptions, will Action) (_ *link5, opened bool, _ error) {
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	conn, err := walsink.DialBroker(ctx, o.Broker, o.TLS, publishTimeout)
+	conn, err := mqtt5.Dial(ctx, o.Broker, o.TLS, publishTimeout)
 	if err != nil {
 		return nil, false, err
 	}
@@ -122,7 +121,7 @@ var errConnack4 = errors.New("a 3.1.1 CONNACK")
 
 // readPacket5 reads one packet from the broker.
 func readPacket5(r *bufio.Reader) (*mp.Packet, error) {
-	pk, err := walsink.ReadPacketV5(r, maxIncoming5)
+	pk, err := mqtt5.ReadPacket(r, maxIncoming5)
 	if err == nil && pk.FixedHeader.Type == mp.Connack && pk.ProtocolVersion == 4 {
 		return nil, errConnack4
 	}

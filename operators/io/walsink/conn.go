@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	mp "github.com/mochi-mqtt/server/v2/packets"
 
@@ -59,37 +61,10 @@ func dialTransport(ctx context.Context, o *Options) (net.Conn, error) {
 	return conn, nil
 }
 
-// DialBroker opens the TCP connection to an MQTT broker URL, TLS for
-// ssl://, tls:// and mqtts:// (the server name from the URL unless cfg
-// sets one), within timeout: how the sink reaches its broker, and so how
-// eddy probe reaches it too.
+// DialBroker opens the TCP connection to an MQTT broker URL (mqtt5.Dial):
+// how the sink reaches its broker, and so how eddy probe reaches it too.
 func DialBroker(ctx context.Context, broker string, cfg *tls.Config, timeout time.Duration) (net.Conn, error) {
-	u, err := url.Parse(broker)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var conn net.Conn
-	switch u.Scheme {
-	case "ssl", "tls", "mqtts":
-		if cfg == nil {
-			cfg = &tls.Config{}
-		}
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			cfg.ServerName = u.Hostname()
-		}
-		d := tls.Dialer{Config: cfg}
-		conn, err = d.DialContext(ctx, "tcp", u.Host)
-	default:
-		var d net.Dialer
-		conn, err = d.DialContext(ctx, "tcp", u.Host)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", u.Host, err)
-	}
-	return conn, nil
+	return mqtt5.Dial(ctx, broker, cfg, timeout)
 }
 
 // dialError is a connection that could not be opened: the broker is not
@@ -130,7 +105,7 @@ func handshakeV5(conn net.Conn, o *Options) (connackInfo, error) {
 	if _, err := conn.Write(encodeConnectV5(o)); err != nil {
 		return connackInfo{}, fmt.Errorf("walsink: send CONNECT: %w", err)
 	}
-	pk, err := readPacketV5(bufio.NewReaderSize(conn, 512), maxIncomingV5)
+	pk, err := mqtt5.ReadPacket(bufio.NewReaderSize(conn, 512), maxIncomingV5)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 		return connackInfo{}, fmt.Errorf("%w: %w", errV5Closed, err)
 	}
@@ -333,7 +308,7 @@ func readPackets(conn net.Conn, version byte, out chan<- incoming, quit <-chan s
 // code; a DISCONNECT from the broker ends the connection with its reason.
 func readPacketsV5(br *bufio.Reader, acked func(), out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
 	for {
-		pk, err := readPacketV5(br, maxIncomingV5)
+		pk, err := mqtt5.ReadPacket(br, maxIncomingV5)
 		if br.Buffered() == 0 {
 			acked()
 		}
@@ -379,7 +354,7 @@ type disconnectError struct {
 }
 
 func (e *disconnectError) Error() string {
-	msg := fmt.Sprintf("walsink: the broker disconnected: %s (%#02x)", reasonName(e.code), e.code)
+	msg := fmt.Sprintf("walsink: the broker disconnected: %s (%#02x)", mqtt5.ReasonName(e.code), e.code)
 	if e.reason != "" {
 		msg += ": " + e.reason
 	}

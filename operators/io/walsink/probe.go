@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/eddy-edge/eddy/operators/mqttprops"
 )
 
 // brokerLimits is what a broker announces in an MQTT 5 CONNACK.
@@ -133,49 +135,23 @@ func readConnackV5(r *bufio.Reader) (brokerLimits, error) {
 	if k <= 0 || uint64(len(body)-2-k) < props {
 		return lim, errors.New("walsink: limits probe: bad CONNACK properties")
 	}
-	p := body[2+k : 2+k+int(props)]
-	for len(p) > 0 {
-		id := p[0]
-		p = p[1:]
-		var size int
-		switch id {
-		case 0x01, 0x17, 0x19, 0x24, 0x25, 0x28, 0x29, 0x2A: // one byte
-			size = 1
-		case 0x13, 0x21, 0x22, 0x23: // two-byte integer
-			size = 2
-		case 0x02, 0x11, 0x18, 0x27: // four-byte integer
-			size = 4
-		case 0x0B: // variable byte integer
-			_, k := binary.Uvarint(p)
-			size = max(k, 0)
-		case 0x03, 0x08, 0x09, 0x12, 0x15, 0x16, 0x1A, 0x1C, 0x1F: // string or binary
-			if len(p) >= 2 {
-				size = 2 + int(binary.BigEndian.Uint16(p))
+	for p := mqttprops.New(body[2+k : 2+k+int(props)]); ; {
+		if !p.Next() {
+			if p.Err != nil {
+				return lim, fmt.Errorf("walsink: limits probe: CONNACK: %w", p.Err)
 			}
-		case 0x26: // string pair
-			if len(p) >= 2 {
-				size = 2 + int(binary.BigEndian.Uint16(p))
-				if len(p) >= size+2 {
-					size += 2 + int(binary.BigEndian.Uint16(p[size:]))
-				}
-			}
-		default:
-			return lim, fmt.Errorf("walsink: limits probe: unknown CONNACK property %#x", id)
+			break
 		}
-		if size == 0 || size > len(p) {
-			return lim, errors.New("walsink: limits probe: truncated CONNACK property")
+		switch p.ID {
+		case mqttprops.PropReceiveMaximum:
+			lim.receiveMax = int(binary.BigEndian.Uint16(p.Value))
+		case mqttprops.PropMaximumQoS:
+			lim.maxQoS = int(p.Value[0])
+		case mqttprops.PropRetainAvailable:
+			lim.noRetain = p.Value[0] == 0
+		case mqttprops.PropMaximumPacketSize:
+			lim.maxPacket = int64(binary.BigEndian.Uint32(p.Value))
 		}
-		switch id {
-		case 0x21:
-			lim.receiveMax = int(binary.BigEndian.Uint16(p))
-		case 0x24:
-			lim.maxQoS = int(p[0])
-		case 0x25:
-			lim.noRetain = p[0] == 0
-		case 0x27:
-			lim.maxPacket = int64(binary.BigEndian.Uint32(p))
-		}
-		p = p[size:]
 	}
 	return lim, nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+
 	"github.com/eddy-edge/eddy/operators/io/walsink/qos2"
 )
 
@@ -549,7 +551,7 @@ func (s *Sink) answerReason(ev incoming) error {
 		return nil
 	}
 	s.countReason(packet, ev.reason)
-	name := reasonName(ev.reason)
+	name := mqtt5.ReasonName(ev.reason)
 	if ev.reason < 0x80 || packet == "pubcomp" {
 		// 0x10 on PUBACK or PUBREC, or 0x92 "packet identifier not
 		// found" on a PUBCOMP (a flow the broker had finished): no error.
@@ -563,7 +565,7 @@ func (s *Sink) answerReason(ev incoming) error {
 // countReason counts an MQTT 5 reason code in Stats.Reasons and reports it
 // to Options.OnReason.
 func (s *Sink) countReason(packet string, code byte) {
-	name := reasonName(code)
+	name := mqtt5.ReasonName(code)
 	s.mu.Lock()
 	if s.reasons == nil {
 		s.reasons = map[[2]string]uint64{}

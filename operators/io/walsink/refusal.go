@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+
 	"github.com/eclipse/paho.mqtt.golang/packets"
 )
 
@@ -82,7 +84,7 @@ func connackMeaning(code byte) string {
 // connackMeaningV5 says what an MQTT 5 CONNACK reason code means for this
 // sink and what to do about it.
 func connackMeaningV5(code byte) string {
-	name := fmt.Sprintf("%s (%#02x)", reasonName(code), code)
+	name := fmt.Sprintf("%s (%#02x)", mqtt5.ReasonName(code), code)
 	switch code {
 	case 0x85:
 		return name + ": the broker does not accept the client id; set client_id to one it allows"

@@ -15,17 +15,16 @@ package walsink
 // packets codec (conn.go), byte for byte as before.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
-	"time"
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
 )
 
 // contentTypeJSON is the Content Type property of every result published
@@ -53,32 +52,9 @@ var errV5Closed = errors.New("walsink: the broker closed the connection after th
 // must survive every reconnect and restart), or expires after
 // Options.SessionExpiry; the fixed client id, keepalive and credentials.
 func encodeConnectV5(o *Options) []byte {
-	pk := mp.Packet{
-		FixedHeader:     mp.FixedHeader{Type: mp.Connect},
-		ProtocolVersion: 5,
-		Connect: mp.ConnectParams{
-			ProtocolName:     []byte("MQTT"),
-			Clean:            false,
-			ClientIdentifier: o.ClientID,
-			Keepalive:        uint16(o.KeepAlive / time.Second),
-		},
-		Properties: mp.Properties{
-			SessionExpiryInterval:     math.MaxUint32, // never expires
-			SessionExpiryIntervalFlag: true,
-		},
-	}
-	if o.SessionExpiry > 0 {
-		pk.Properties.SessionExpiryInterval = uint32(o.SessionExpiry / time.Second)
-	}
-	if o.Username != "" {
-		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(o.Username)
-	}
-	if o.Password != "" {
-		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(o.Password)
-	}
-	var buf bytes.Buffer
-	_ = pk.ConnectEncode(&buf) // fails only on a PUBLISH without id
-	return buf.Bytes()
+	c := mqtt5.Connect{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
+		KeepAlive: o.KeepAlive, SessionExpiry: o.SessionExpiry}
+	return c.Encode()
 }
 
 // connackInfo is what a CONNACK told the sink.
@@ -88,162 +64,26 @@ type connackInfo struct {
 	limits  brokerLimits
 }
 
-// readPacketV5 reads one MQTT 5 packet: the fixed header, the remaining
-// length, and the rest, decoded by mochi's codec. maxBody bounds the
-// remaining length (the broker's packets to a publisher are small).
-func readPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) {
-	pk, body, err := readFrameV5(r, maxBody)
-	if err != nil {
-		return nil, err
-	}
-	n := len(body)
-	switch pk.FixedHeader.Type {
-	case mp.Connack:
-		if n == 2 {
-			// A 3.1.1 CONNACK: no properties.
-			pk.ProtocolVersion = 4
-		}
-		err = pk.ConnackDecode(body)
-	case mp.Puback:
-		err = pk.PubackDecode(body)
-	case mp.Pubrec:
-		err = pk.PubrecDecode(body)
-	case mp.Pubcomp:
-		err = pk.PubcompDecode(body)
-	case mp.Pingresp:
-	case mp.Disconnect:
-		err = pk.DisconnectDecode(body)
-	case mp.Publish: // for a subscriber (the Sparkplug sink's link); the publisher refuses it
-		err = pk.PublishDecode(body)
-	case mp.Suback:
-		err = pk.SubackDecode(body)
-	default:
-		return nil, fmt.Errorf("unexpected packet type %d from the broker", pk.FixedHeader.Type)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("decode packet type %d: %w", pk.FixedHeader.Type, err)
-	}
-	return pk, nil
-}
-
-// ReadPacketV5 reads and decodes one MQTT 5 packet from a broker, its body
-// at most maxBody bytes: a CONNACK (ProtocolVersion 4 when the broker
-// answered in 3.1.1), PUBLISH, PUBACK, PUBREC, PUBCOMP, SUBACK, PINGRESP
-// or DISCONNECT.
-func ReadPacketV5(r *bufio.Reader, maxBody int) (*mp.Packet, error) { return readPacketV5(r, maxBody) }
-
-// readFrameV5 reads one MQTT 5 packet: its fixed header into the packet it
-// returns, and its body, at most maxBody bytes.
-func readFrameV5(r *bufio.Reader, maxBody int) (*mp.Packet, []byte, error) {
-	hb, err := r.ReadByte()
-	if err != nil {
-		return nil, nil, err
-	}
-	pk := &mp.Packet{ProtocolVersion: 5}
-	if err := pk.FixedHeader.Decode(hb); err != nil {
-		return nil, nil, fmt.Errorf("fixed header %#x: %w", hb, err)
-	}
-	n, _, err := mp.DecodeLength(r)
-	if err != nil {
-		return nil, nil, fmt.Errorf("remaining length: %w", err)
-	}
-	if n > maxBody {
-		return nil, nil, fmt.Errorf("packet type %d of %d bytes, more than the %d expected from the broker", pk.FixedHeader.Type, n, maxBody)
-	}
-	pk.FixedHeader.Remaining = n
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, nil, err
-	}
-	return pk, body, nil
-}
-
 // maxIncomingV5 bounds the packets read from the broker: acks, PINGRESP,
 // DISCONNECT and CONNACK, whose properties (reason strings, user
 // properties) are short.
-const maxIncomingV5 = 64 << 10
+const maxIncomingV5 = mqtt5.MaxControlPacket
 
 // connackV5 interprets an MQTT 5 CONNACK (or the 3.1.1 one a broker that
 // does not speak 5 answers with).
 func connackV5(pk *mp.Packet) (connackInfo, error) {
-	if pk.FixedHeader.Type != mp.Connack {
-		return connackInfo{}, fmt.Errorf("walsink: expected CONNACK, got packet type %d", pk.FixedHeader.Type)
-	}
-	if pk.ProtocolVersion == 4 {
-		// A 3.1.1 broker answers an MQTT 5 CONNECT with return code 1,
-		// "unacceptable protocol version" (MQTT 3.1.1 §3.1.2.2); one that
-		// accepted it in a 3.1.1 CONNACK does not speak 5 either.
-		if pk.ReasonCode == 0 || pk.ReasonCode == mp.Err3UnsupportedProtocolVersion.Code {
-			return connackInfo{}, errV5Refused
-		}
-		return connackInfo{}, &connackError{code: pk.ReasonCode}
-	}
+	ack, err := mqtt5.ParseConnack(pk)
 	switch {
-	case pk.ReasonCode == mp.ErrUnsupportedProtocolVersion.Code:
+	case errors.Is(err, mqtt5.ErrVersionRefused):
 		return connackInfo{}, errV5Refused
-	case pk.ReasonCode >= 0x80:
-		return connackInfo{}, &connackError{code: pk.ReasonCode, v5: true, reason: pk.Properties.ReasonString}
+	case err != nil:
+		return connackInfo{}, fmt.Errorf("walsink: %w", err)
+	case ack.Code != 0:
+		return connackInfo{}, &connackError{code: ack.Code, v5: !ack.V4, reason: ack.Reason}
 	}
-	p := &pk.Properties
-	lim := brokerLimits{receiveMax: int(p.ReceiveMaximum), maxQoS: 2, maxPacket: int64(p.MaximumPacketSize),
-		topicAliasMax: int(p.TopicAliasMaximum)}
-	if p.MaximumQosFlag {
-		lim.maxQoS = int(p.MaximumQos)
-	}
-	return connackInfo{present: pk.SessionPresent, version: 5, limits: lim}, nil
-}
-
-// reasonNames are the MQTT 5 reason codes of the packets the broker sends
-// a publisher (CONNACK, PUBACK, PUBREC, PUBCOMP, DISCONNECT), by the names
-// the specification gives them, in the style of a metric label.
-var reasonNames = map[byte]string{
-	0x00: "success",
-	0x04: "disconnect_with_will_message",
-	0x10: "no_matching_subscribers",
-	0x80: "unspecified_error",
-	0x81: "malformed_packet",
-	0x82: "protocol_error",
-	0x83: "implementation_specific_error",
-	0x84: "unsupported_protocol_version",
-	0x85: "client_identifier_not_valid",
-	0x86: "bad_user_name_or_password",
-	0x87: "not_authorized",
-	0x88: "server_unavailable",
-	0x89: "server_busy",
-	0x8A: "banned",
-	0x8B: "server_shutting_down",
-	0x8C: "bad_authentication_method",
-	0x8D: "keep_alive_timeout",
-	0x8E: "session_taken_over",
-	0x8F: "topic_filter_invalid",
-	0x90: "topic_name_invalid",
-	0x91: "packet_identifier_in_use",
-	0x92: "packet_identifier_not_found",
-	0x93: "receive_maximum_exceeded",
-	0x94: "topic_alias_invalid",
-	0x95: "packet_too_large",
-	0x96: "message_rate_too_high",
-	0x97: "quota_exceeded",
-	0x98: "administrative_action",
-	0x99: "payload_format_invalid",
-	0x9A: "retain_not_supported",
-	0x9B: "qos_not_supported",
-	0x9C: "use_another_server",
-	0x9D: "server_moved",
-	0x9E: "shared_subscriptions_not_supported",
-	0x9F: "connection_rate_exceeded",
-	0xA0: "maximum_connect_time",
-	0xA1: "subscription_identifiers_not_supported",
-	0xA2: "wildcard_subscriptions_not_supported",
-}
-
-// reasonName is code's name, e.g. "not_authorized", or "reason_0xNN" for a
-// code MQTT 5 does not define.
-func reasonName(code byte) string {
-	if n, ok := reasonNames[code]; ok {
-		return n
-	}
-	return fmt.Sprintf("reason_%#02x", code)
+	l := ack.Limits
+	return connackInfo{present: ack.Present, version: 5, limits: brokerLimits{receiveMax: l.ReceiveMax, maxQoS: l.MaxQoS,
+		maxPacket: l.MaxPacket, topicAliasMax: l.TopicAliasMax}}, nil
 }
 
 // v5Writer encodes the session's packets at MQTT 5 with mochi's codec.

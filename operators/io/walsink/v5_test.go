@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddy-edge/eddy/operators/io/mqtt5"
+
 	mp "github.com/mochi-mqtt/server/v2/packets"
 )
 
@@ -97,7 +99,7 @@ func encodeFromBroker(t *testing.T, pk mp.Packet) []byte {
 
 func readV5(t *testing.T, b []byte) (*mp.Packet, error) {
 	t.Helper()
-	return readPacketV5(bufio.NewReader(bytes.NewReader(b)), maxIncomingV5)
+	return mqtt5.ReadPacket(bufio.NewReader(bytes.NewReader(b)), maxIncomingV5)
 }
 
 func TestV5_Connack(t *testing.T) {
@@ -195,7 +197,7 @@ func TestV5_Answers(t *testing.T) {
 	if _, err := readV5(t, []byte{0x30, 3, 0, 1, 'a'}); err == nil {
 		t.Error("PUBLISH from the broker read without error")
 	}
-	if _, err := readPacketV5(bufio.NewReader(bytes.NewReader([]byte{0x40, 0x80, 0x80, 0x04})), maxIncomingV5); err == nil {
+	if _, err := mqtt5.ReadPacket(bufio.NewReader(bytes.NewReader([]byte{0x40, 0x80, 0x80, 0x04})), maxIncomingV5); err == nil {
 		t.Error("PUBACK of 64 KiB read without error")
 	}
 	if got := (&disconnectError{code: 0x8E}).Error(); got != "walsink: the broker disconnected: session_taken_over (0x8e)" {
@@ -266,8 +268,8 @@ func TestV5_Publish(t *testing.T) {
 func TestV5_ReasonNames(t *testing.T) {
 	for code, want := range map[byte]string{0x10: "no_matching_subscribers", 0x87: "not_authorized", 0x95: "packet_too_large",
 		0x97: "quota_exceeded", 0x8E: "session_taken_over", 0x05: "reason_0x05"} {
-		if got := reasonName(code); got != want {
-			t.Errorf("reasonName(%#x) = %q, want %q", code, got, want)
+		if got := mqtt5.ReasonName(code); got != want {
+			t.Errorf("mqtt5.ReasonName(%#x) = %q, want %q", code, got, want)
 		}
 	}
 }
