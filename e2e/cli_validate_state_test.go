@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/checkpointtest"
 )
 
 // twoPipelines is crashConfig, slowed, with a second stateful pipeline
@@ -109,29 +111,7 @@ pipeline "counts" {
 	t.Run("checkpoint without definitions", func(t *testing.T) {
 		dir := t.TempDir()
 		copyTree(t, base, dir, "data", "in.jsonl")
-		names, _ := filepath.Glob(filepath.Join(dir, "data", "checkpoints", "manifests", "*.json"))
-		for _, n := range names {
-			b, err := os.ReadFile(n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatal(err)
-			}
-			extra, _ := m["extra"].(map[string]any)
-			for k := range extra {
-				if strings.HasPrefix(k, "definition/") || strings.HasPrefix(k, "maxtime/") {
-					delete(extra, k)
-				}
-			}
-			if b, err = json.Marshal(m); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(n, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		checkpointtest.StripExtra(t, filepath.Join(dir, "data"), "definition/", "maxtime/")
 		path := writeConfig(t, dir, strings.Replace(twoPipelines, "    max = max(event.v)\n", "    max = max(event.v)\n    min = min(event.v)\n", 1))
 		refusal := fmt.Sprintf("eddy: agent: checkpoint %d holds pipeline \"sums\"'s state, and aggregates changed (min added), which cannot roll over: "+
 			"the checkpoint was written by a build that does not record pipeline definitions, so the old one cannot run (the next checkpoint of this build records it); "+

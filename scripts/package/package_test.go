@@ -5,13 +5,14 @@
 package pkgtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/eddy-edge/eddy/checkpoint/checkpointtest"
 )
 
 // buildPackage builds eddy for this machine as dist/eddy-linux-amd64 in a
@@ -289,44 +290,13 @@ func TestDeb_UpgradeValidatesState(t *testing.T) {
 	if out := install(); strings.Contains(out, "would not start") {
 		t.Errorf("upgrade over a configuration that gained an aggregate, which rolls over:\n%s", out)
 	}
-	stripDefinitions(t, filepath.Join(dir, "data"))
+	checkpointtest.StripExtra(t, filepath.Join(dir, "data"), "definition/")
 	out := install()
 	for _, want := range []string{"this version would not start on /etc/eddy/eddy.hcl",
 		`pipeline "temp_10s": refuse to start: checkpoint `,
 		`holds pipeline "temp_10s"'s state, and aggregates changed (max_temp added), which cannot roll over: the checkpoint was written by a build that does not record pipeline definitions`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("upgrade over a configuration changed since a checkpoint of an earlier build does not say %q:\n%s", want, out)
-		}
-	}
-}
-
-// stripDefinitions makes the checkpoints under dataDir look written by a
-// build that did not record pipeline definitions (its manifests without
-// the "definition/" entries): such a checkpoint cannot run the old
-// definition, so a changed pipeline refuses the start.
-func stripDefinitions(t *testing.T, dataDir string) {
-	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(dataDir, "checkpoints", "manifests", "*.json"))
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		extra, _ := m["extra"].(map[string]any)
-		for k := range extra {
-			if strings.HasPrefix(k, "definition/") {
-				delete(extra, k)
-			}
-		}
-		if b, err = json.Marshal(m); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(n, b, 0o644); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ package systemd
 
 import (
 	"bufio"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddy-edge/eddy/checkpoint/checkpointtest"
 )
 
 // unitDirectives returns the unit's directives as section → key → values.
@@ -237,7 +238,7 @@ pipeline "temp_10s" {
 	}
 
 	write(written + "\n    max_temp = max(event.temp)")
-	stripDefinitions(t, filepath.Join(tmp, "data"))
+	checkpointtest.StripExtra(t, filepath.Join(tmp, "data"), "definition/")
 	out, err := install()
 	if err == nil || !strings.Contains(out, "would not start on "+conf) ||
 		!strings.Contains(out, `pipeline "temp_10s": refuse to start: checkpoint `) ||
@@ -254,36 +255,5 @@ pipeline "temp_10s" {
 	}
 	if _, err := os.Stat(filepath.Join(root, "opt/eddy/bin/eddy")); err != nil {
 		t.Error(err)
-	}
-}
-
-// stripDefinitions makes the checkpoints under dataDir look written by a
-// build that did not record pipeline definitions (its manifests without
-// the "definition/" entries): such a checkpoint cannot run the old
-// definition, so a changed pipeline refuses the start.
-func stripDefinitions(t *testing.T, dataDir string) {
-	t.Helper()
-	names, _ := filepath.Glob(filepath.Join(dataDir, "checkpoints", "manifests", "*.json"))
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
-		extra, _ := m["extra"].(map[string]any)
-		for k := range extra {
-			if strings.HasPrefix(k, "definition/") {
-				delete(extra, k)
-			}
-		}
-		if b, err = json.Marshal(m); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(n, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
