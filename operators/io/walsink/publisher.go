@@ -70,8 +70,7 @@ func (s *Sink) runPublisher() {
 			s.logSession(info.present)
 			s.setRefusal(refusalConnack, "")
 			s.applyLimits(info)
-			// Logged before the flag is set, so whoever sees Connected also
-			// finds the line naming the session.
+			// Logged first: whoever sees Connected finds the line too.
 			s.log.Info("walsink: connected", "broker", s.opts.Broker, "session_present", info.present, "protocol_version", info.version)
 			s.connected.Store(true)
 			started := time.Now()

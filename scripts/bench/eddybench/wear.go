@@ -152,25 +152,40 @@ func measureWear(bin, dir string, cfg string, minCheckpoints int, minDuration ti
 	res.elapsed = time.Since(t0)
 	ingest.poll()
 	small.poll()
-	// The gauge is sampled at checkpoints: the base's checkpoint has been
-	// sampled by now (its upload was waited for above for the start).
+	// The gauge is sampled at checkpoints, the base's one included by now.
 	work1, err := ag.metric(working)
 	if err != nil {
 		return res, err
 	}
 	res.workingBytes = int64(work1 - work0)
 	progress("wear %s: %d checkpoints measured, up to the base of checkpoint %d", v.name, endID-startID, endID)
-	// A merged base is uploaded with the first checkpoint completed after
-	// the merge.
+	// A merged base is uploaded with the first checkpoint after the merge.
 	if err := waitUploaded(ag, newest+1, deadline); err != nil {
 		return res, err
 	}
 	up1, _ := ag.metric("eddy_upload_bytes_total")
 	upID1, _ := ag.metric("eddy_upload_last_id")
+	if err := res.countCheckpoints(seen, bases, startID, endID); err != nil {
+		return res, err
+	}
+	res.diskBytes = ps1.writeBytes - ps0.writeBytes
+	res.ingestBytes = ingest.grown()
+	res.smallBytes = small.grown()
+	// The uploader has shipped a few checkpoints more than the cycle by
+	// then: scale its bytes to the cycle's checkpoints.
+	if n := upID1 - upID0; n > 0 {
+		res.uploadBytes = int64((up1 - up0) / n * float64(res.checkpoints))
+	}
+	return res, nil
+}
+
+// countCheckpoints adds the checkpoints after startID up to endID, and
+// the new bases among them, to res.
+func (res *wearResult) countCheckpoints(seen map[uint64]checkpointRecord, bases map[uint64]int64, startID, endID uint64) error {
 	for id := startID + 1; id <= endID; id++ {
 		c, ok := seen[id]
 		if !ok {
-			return res, fmt.Errorf("checkpoint %d missing from /api/checkpoints (polled too slowly)", id)
+			return fmt.Errorf("checkpoint %d missing from /api/checkpoints (polled too slowly)", id)
 		}
 		res.checkpoints++
 		if b, ok := bases[id]; ok {
@@ -184,15 +199,7 @@ func measureWear(bin, dir string, cfg string, minCheckpoints int, minDuration ti
 		}
 		res.chainMaxRead = max(res.chainMaxRead, c.FullBytes)
 	}
-	res.diskBytes = ps1.writeBytes - ps0.writeBytes
-	res.ingestBytes = ingest.grown()
-	res.smallBytes = small.grown()
-	// The uploader has shipped a few checkpoints more than the cycle by
-	// then: scale its bytes to the cycle's checkpoints.
-	if n := upID1 - upID0; n > 0 {
-		res.uploadBytes = int64((up1 - up0) / n * float64(res.checkpoints))
-	}
-	return res, nil
+	return nil
 }
 
 // waitUploaded waits until checkpoint id (or a later one) is uploaded.
