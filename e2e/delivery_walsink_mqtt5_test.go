@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/eddy-edge/eddy/scripts/await"
 	"github.com/eddy-edge/eddy/scripts/loopback"
 	"github.com/eddy-edge/eddy/scripts/mosquitto"
+	"github.com/eddy-edge/eddy/scripts/mqttjs"
 )
 
 // mqtt5Config runs a simulator through the embedded broker into processing
@@ -257,5 +260,66 @@ func TestWALSink_MQTT5MaximumPacketSize(t *testing.T) {
 	t.Logf("dead-lettered: %d by the pipeline, %d by the sink's publisher", dead, bySink)
 	if dead+bySink != windows || dead == 0 {
 		t.Errorf("%d dead letters in the file and %d by the sink, want %d (one per oversized window), most in the file", dead, bySink, windows)
+	}
+}
+
+// TestWALSink_MQTT5PropertiesSeenByMQTTJS: MQTT.js, a client independent of
+// the agent's code, subscribed to mosquitto, receives every result of a
+// file job's exactly-once sink with message_expiry = "1h" carrying its id as
+// the user property "id" (equal to the payload's), the content type
+// application/json and a Message Expiry Interval of at most an hour. When
+// the results first wait in the WAL (the broker down for a run that gives
+// up after a 2 s drain_timeout, the next run delivering them), the interval
+// is what is left of the hour: less than 3600 s.
+func TestWALSink_MQTT5PropertiesSeenByMQTTJS(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		down     bool
+		atMost   uint32
+		sinkOpts string
+	}{
+		{name: "live", atMost: 3600},
+		{name: "after_wait_in_wal", down: true, atMost: 3599, sinkOpts: "\n  drain_timeout = \"2s\""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			up := mosquitto.Start(t)
+			dir := t.TempDir()
+			want := writeWindowReadings(t, filepath.Join(dir, "in.jsonl"), 3, 2)
+			cfg := writeConfig(t, dir, drainConfig, "%UPSTREAM%", up.URL(), "%SINK%", "\n  message_expiry = \"1h\""+tt.sinkOpts)
+			if tt.down {
+				up.Stop()
+				start := time.Now()
+				var exit *exec.ExitError
+				if _, err := runEddy(t, "run", "-c", cfg); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+					t.Fatalf("eddy run with the broker down: %v; want exit status 3", err)
+				}
+				if waited := time.Since(start); waited < 2*time.Second {
+					t.Fatalf("the run with the broker down exited after %v, before its drain_timeout", waited)
+				}
+				up.Restart()
+			}
+			sub := mqttjs.Subscribe(t, up.URL(), "mqttjs-sub", "results/#")
+			if out, err := runEddy(t, "run", "-c", cfg); err != nil {
+				t.Fatalf("eddy run: %v\n%s", err, out)
+			}
+			got := sub.Await(len(want), 30*time.Second)
+			if len(got) != len(want) {
+				t.Errorf("MQTT.js received %d results, want %d", len(got), len(want))
+			}
+			for _, m := range got {
+				var res struct{ ID string }
+				if err := json.Unmarshal([]byte(m.Payload), &res); err != nil || res.ID == "" {
+					t.Fatalf("result %q: %v", m.Payload, err)
+				}
+				if m.UserProperties["id"] != res.ID || len(m.UserProperties) != 1 || m.ContentType != "application/json" {
+					t.Errorf("result %s: user properties %v, content type %q; want id = the payload's and application/json", res.ID, m.UserProperties, m.ContentType)
+				}
+				if m.MessageExpiryInterval == 0 || m.MessageExpiryInterval > tt.atMost {
+					t.Errorf("result %s: Message Expiry Interval %d s, want 1..%d", res.ID, m.MessageExpiryInterval, tt.atMost)
+				}
+			}
+			t.Logf("%d results, Message Expiry Interval of the first %d s", len(got), got[0].MessageExpiryInterval)
+		})
 	}
 }
