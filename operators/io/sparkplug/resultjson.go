@@ -23,7 +23,7 @@ type resultJSON struct {
 var errNotResult = errors.New("sparkplug: the sink publishes window results only, and this record is not one (a pipeline without a window cannot feed it)")
 
 // fixedFields are the fields of a result that are not aggregates.
-var fixedFields = []string{"id", "pipeline", "key", "window_start", "window_end", "window_start_ms", "window_end_ms", "kind", "firing"}
+var fixedFields = []string{"id", "pipeline", "key", "window_start", "window_end", "window_start_ms", "window_end_ms", "kind", "firing", "definition"}
 
 func (j *resultJSON) decode(payload []byte) (*record.Result, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))

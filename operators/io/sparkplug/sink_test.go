@@ -161,11 +161,11 @@ func testPrimaryHostAndHeldResults(t *testing.T, version int) {
 
 // TestResultJSON_ReadsAppendJSON: a result that reaches the sink as JSON
 // only reads back as the Result it was encoded from, null (NaN) included,
-// with the aggregates in their order; a record that is not a window
-// result is refused.
+// with the aggregates in their order (the definition hash is not one); a
+// record that is not a window result is refused.
 func TestResultJSON_ReadsAppendJSON(t *testing.T) {
 	r := record.Result{Pipeline: "p", Key: []byte(`s/"1"`), Start: 60000, End: 120000, Kind: record.KindLateUpdate, Firing: 2,
-		Names: []string{"zeta", "alpha", "n"}, Values: []float64{1.5, math.NaN(), 7}}
+		Names: []string{"zeta", "alpha", "n"}, Values: []float64{1.5, math.NaN(), 7}, Definition: "0a1b2c3d"}
 	var j resultJSON
 	got, err := j.decode(record.AppendJSON(nil, "gw-7", &r))
 	if err != nil {
