@@ -348,8 +348,18 @@ func rolloverIngest(t *testing.T, sighup bool) {
 	dir := t.TempDir()
 
 	// The old definition reads some of the readings, then is killed just
-	// after a checkpoint: the rest wait in the ingest log.
-	p := startEddy(t, "run", "-c", writeConfig(t, dir, old, "%CLIENT%", "unused"))
+	// after a checkpoint: the rest wait in the ingest log. Its checkpoints
+	// are 10 s apart (outside the pipeline block: not part of the
+	// definition), so the one it restarts from is the first, taken before
+	// the rest were published, however slowly a loaded machine publishes.
+	first := old
+	if !sighup {
+		first = strings.Replace(old, `checkpoint { interval = "200ms" }`, `checkpoint { interval = "10s" }`, 1)
+		if first == old {
+			t.Fatal("the configuration's checkpoint interval moved")
+		}
+	}
+	p := startEddy(t, "run", "-c", writeConfig(t, dir, first, "%CLIENT%", "unused"))
 	sensor := newReconnectingSensor("tcp://"+addr, "rollover-sensor")
 	if err := sensor.connect(); err != nil {
 		t.Fatal(err)
