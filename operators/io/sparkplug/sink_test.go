@@ -1,6 +1,7 @@
 package sparkplug
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -179,6 +180,22 @@ func TestResultJSON_ReadsAppendJSON(t *testing.T) {
 	for _, payload := range [][]byte{reading, []byte(`{"pipeline":"p","reason":"late"}`), []byte("not json")} {
 		if _, err := j.decode(payload); err != errNotResult {
 			t.Errorf("decode(%s): %v, want errNotResult", payload, err)
+		}
+	}
+}
+
+// TestResultJSON_KnowsEveryOwnField: every field a result record carries
+// besides its aggregates is one the sink skips, so that a field added to
+// the record is not taken for an aggregate (which refuses the result).
+func TestResultJSON_KnowsEveryOwnField(t *testing.T) {
+	r := record.Result{Pipeline: "p", Key: []byte("k"), Start: 1, End: 2, Kind: record.KindFinal, Definition: "0a1b2c3d"}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(record.AppendJSON(nil, "gw-7", &r), &fields); err != nil {
+		t.Fatal(err)
+	}
+	for name := range fields {
+		if !slices.Contains(fixedFields, name) {
+			t.Errorf("the record's own field %q is not in fixedFields", name)
 		}
 	}
 }
