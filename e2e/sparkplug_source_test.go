@@ -19,8 +19,10 @@ import (
 )
 
 // sparkplugSourceConfig reads Sparkplug B edge nodes through a broker:
-// "means" aggregates one metric per device, "stale" passes on the stale
-// readings of dead nodes and devices.
+// "means" aggregates one metric per device, "metrics" every metric of
+// dev1 through per-key state (count_key), which holds a key's readings by
+// time and offset, so that the births' metrics of one timestamp must each
+// count; "stale" passes on the stale readings of dead nodes and devices.
 const sparkplugSourceConfig = `
 agent {
   device_id = "host"
@@ -55,6 +57,18 @@ pipeline "means" {
   }
   to          = [sink.file.out]
   dead_letter = sink.file.dead
+}
+pipeline "metrics" {
+  from   = source.mqtt.scada
+  order  = "event_time"
+  filter = event.device == "dev1" && !event.stale && count_key() >= 1
+  key    = "${event.node}/${event.device}/all"
+  window "tumbling" { size = "10s" }
+  aggregate {
+    n   = count()
+    sum = sum(event.value)
+  }
+  to = [sink.file.out]
 }
 pipeline "stale" {
   from   = source.mqtt.scada
@@ -161,10 +175,13 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		n.temp(spBase+uint64(i)*1000, 20+float64(i), -1)
 	}
-	// The births are in a checkpoint: kill the agent.
+	// The births are in a checkpoint, and so is this message's pair of
+	// readings, which "metrics" still holds for the watermark: kill the
+	// agent.
 	r.p.waitCheckpointAfter(t, 30*time.Second, func() {
 		n.publish(sparkplug.DDATA, "dev1", spBase+6000, -1,
-			sparkplug.Metric{Alias: 2, HasAlias: true, Datatype: sparkplug.TypeInt64, Value: sparkplug.Long(1)})
+			sparkplug.Metric{Alias: 2, HasAlias: true, Datatype: sparkplug.TypeInt64, Value: sparkplug.Long(1)},
+			sparkplug.Metric{Alias: 1, HasAlias: true, Datatype: sparkplug.TypeDouble, Value: sparkplug.Double(26)})
 	})
 	r.kill()
 	r.start()
@@ -181,10 +198,15 @@ func TestSparkplugSource_Mosquitto(t *testing.T) {
 	// A later session moves the watermark past both windows.
 	n.births(spBase+100_000, 0)
 
-	got := r.waitResults(2)
+	got := r.waitResults(4)
 	want := map[string]string{
-		"edge1/dev1/1.7e+12-1.70000001e+12":        "n=6 sum=135", // lastFirings prints the bounds as %v of float64
+		"edge1/dev1/1.7e+12-1.70000001e+12":        "n=7 sum=161", // lastFirings prints the bounds as %v of float64
 		"edge1/dev1/1.70000001e+12-1.70000002e+12": "n=7 sum=231",
+		// Every metric of dev1: the births' and the killed run's last
+		// message's two metrics share a timestamp and a message, and
+		// each counts, restored from the checkpoint or not.
+		"edge1/dev1/all/1.7e+12-1.70000001e+12":        "n=9 sum=162",
+		"edge1/dev1/all/1.70000001e+12-1.70000002e+12": "n=8 sum=231",
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -274,7 +296,7 @@ func TestSparkplugSource_SparkplugClient(t *testing.T) {
 	e.WaitFor("ncmd rebirth")
 	data(26, 49)                                         // window 2: 100 and 26…49
 	e.Do(cmd{Op: "data", TS: spBase + 100_000, Temp: 0}) // the watermark passes both
-	got := r.waitResults(2)
+	got := r.waitResults(4)                              // "means" and "metrics"
 	want := map[string]string{
 		"edgejs/dev1/1.7e+12-1.70000001e+12":        "n=25 sum=320",
 		"edgejs/dev1/1.70000001e+12-1.70000002e+12": "n=25 sum=1000",

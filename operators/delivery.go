@@ -5,6 +5,7 @@ import (
 
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/record"
+	"github.com/eddy-edge/eddy/operators/stream"
 )
 
 // Delivery is a batch of encoded items bound for sinks. It owns all the
@@ -122,10 +123,11 @@ func (d *Delivery) endRecord(r *record.Result) {
 	d.isRes = append(d.isRes, true)
 }
 
-// AddDeadLetter encodes a dead letter or late reading.
+// AddDeadLetter encodes a dead letter or late reading. offset is a record
+// offset; the record names its message's (stream.MessageOffset).
 func (d *Delivery) AddDeadLetter(pipeline, reason, detail, topic string, offset uint64, payload []byte) {
 	d.reserve()
-	d.buf = record.AppendDeadLetter(d.buf, pipeline, reason, detail, topic, offset, payload)
+	d.buf = record.AppendDeadLetter(d.buf, pipeline, reason, detail, topic, stream.MessageOffset(offset), payload)
 	d.ends = append(d.ends, len(d.buf))
 	d.keyEnds = append(d.keyEnds, len(d.keys))
 	d.results = append(d.results, record.Result{})

@@ -283,7 +283,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 		} else {
 			outcome = p.prep.PrepareMessage(m.Payload, m.Topic, m.Props, m.Offset, m.Arrival, wall, synced)
 		}
-		if l.outcome(outcome, m, m.Payload, now, wall) {
+		if l.outcome(outcome, m, m.Offset, m.Payload, now, wall) {
 			filtered++
 		}
 	}
@@ -304,12 +304,13 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 }
 
 // outcome acts on what the preparer did with a reading of message m whose
-// payload (m's, or one reading of a Sparkplug message) it read; it
-// reports whether the filter dropped it.
-func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, payload []byte, now, wall int64) (filtered bool) {
+// payload (m's, or one reading of a Sparkplug message) it read; offset is
+// the reading's (m's, or stream.ReadingOffset). It reports whether the
+// filter dropped it.
+func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, offset uint64, payload []byte, now, wall int64) (filtered bool) {
 	switch o {
 	case operators.Pass:
-		l.route(m, payload, now)
+		l.route(m, offset, payload, now)
 	case operators.Punctuation:
 		if pw, ok := l.p.wm.(*punctuatedWatermark); ok {
 			pw.mark(l.p.prep.Watermark)
@@ -331,7 +332,7 @@ func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, payload []
 
 // route appends the reading the preparer passed to its subtask's batch,
 // stamped with the watermark it was read under.
-func (l *prepareLoop) route(m *source.Message, payload []byte, now int64) {
+func (l *prepareLoop) route(m *source.Message, offset uint64, payload []byte, now int64) {
 	p := l.p
 	if l.inputs != nil {
 		l.inputs.route(m.Topic, now)
@@ -344,7 +345,7 @@ func (l *prepareLoop) route(m *source.Message, payload []byte, now int64) {
 	b := l.batches[s]
 	if p.wm != nil {
 		wm := p.wm.Current()
-		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, m.Offset, p.resume.Apply(wm))
+		b.AppendWatermarked(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, offset, p.resume.Apply(wm))
 		if p.resume != nil && p.prep.Time <= wm {
 			p.resume.Behind() // backlog still coming: a hold waits on
 		}
@@ -353,7 +354,7 @@ func (l *prepareLoop) route(m *source.Message, payload []byte, now int64) {
 			b.MarkResumed()
 		}
 	} else {
-		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, m.Offset)
+		b.Append(p.prep.Key, p.prep.KeyGroup, p.prep.Time, p.prep.Values, payload, offset)
 	}
 	if p.tickEvery > 0 {
 		b.AppendArrival(m.Arrival)

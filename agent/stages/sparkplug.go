@@ -8,6 +8,7 @@ import (
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/io/source"
 	"github.com/eddy-edge/eddy/operators/io/sparkplug"
+	"github.com/eddy-edge/eddy/operators/stream"
 )
 
 // A source with format sparkplug_b is read by a sparkplug.Reader in the
@@ -109,7 +110,20 @@ func (l *prepareLoop) onSparkplugReading(rd *sparkplug.Reading) {
 	sp.readings++
 	sp.buf = sparkplug.AppendReadingJSON(sp.buf[:0], rd)
 	m := sp.m
-	if l.outcome(p.prep.Prepare(sp.buf, m.Topic, m.Offset, m.Arrival, sp.wall, sp.synced), m, sp.buf, sp.now, sp.wall) {
+	// Each reading has an offset of its own, so that a keyed pipeline does
+	// not hold two readings of one key and time in this message as one.
+	offset, ok := stream.ReadingOffset(m.Offset, int(sp.readings-1))
+	if !ok {
+		p.prep.Reject = operators.Reject{Reason: ReasonTooManyReadings,
+			Detail: fmt.Sprintf("a message holds at most %d readings", stream.MaxReadingsPerMessage)}
+		l.reject(m, sp.buf, sp.wall)
+		return
+	}
+	if l.outcome(p.prep.Prepare(sp.buf, m.Topic, m.Offset, m.Arrival, sp.wall, sp.synced), m, offset, sp.buf, sp.now, sp.wall) {
 		sp.filteredRds++
 	}
 }
+
+// ReasonTooManyReadings dead-letters the readings of a Sparkplug message
+// past stream.MaxReadingsPerMessage.
+const ReasonTooManyReadings = "too_many_readings"

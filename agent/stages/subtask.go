@@ -232,7 +232,7 @@ func (p *Pipeline) debugRecords(b *stream.Batch) {
 	if p.debugDelay > 0 {
 		time.Sleep(p.debugDelay * time.Duration(b.Len()))
 	}
-	if p.panicAt != 0 && slices.Contains(b.Offsets, p.panicAt) && debugPanicked.CompareAndSwap(false, true) {
+	if p.panicAt != 0 && slices.ContainsFunc(b.Offsets, func(o uint64) bool { return stream.MessageOffset(o) == p.panicAt }) && debugPanicked.CompareAndSwap(false, true) {
 		panic(fmt.Sprintf("debug_panic_at_offset: the record at offset %d", p.panicAt))
 	}
 }

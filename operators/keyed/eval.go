@@ -9,6 +9,7 @@ import (
 	"github.com/eddy-edge/eddy/operators/decode"
 	"github.com/eddy-edge/eddy/operators/event"
 	"github.com/eddy-edge/eddy/operators/expr"
+	"github.com/eddy-edge/eddy/operators/stream"
 	"github.com/eddy-edge/eddy/state"
 )
 
@@ -144,7 +145,7 @@ func (e *Evaluator) Eval(r *Reading) Verdict {
 	rec := &e.Rec
 	rec.Reset(e.spec.Schema.Len())
 	rec.Payload = append(rec.Payload, r.Payload...)
-	rec.Offset = r.Seq
+	rec.Offset = stream.MessageOffset(r.Seq)
 	if err := e.spec.Decoder.Decode(rec); err != nil {
 		e.Reason, e.Detail = "decode", err.Error()
 		return Rejected
@@ -156,7 +157,7 @@ func (e *Evaluator) Eval(r *Reading) Verdict {
 		e.ctl = append(e.ctl[:0], r.Control...)
 		var err error
 		if rec.Control, err = c.Decode(e.ctl, rec.Control); err != nil {
-			e.Err = fmt.Errorf("keyed: reading at offset %d: %w", r.Seq, err)
+			e.Err = fmt.Errorf("keyed: reading at offset %d: %w", stream.MessageOffset(r.Seq), err)
 			return Failed
 		}
 	}

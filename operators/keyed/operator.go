@@ -47,8 +47,10 @@ type Reading struct {
 	// Time is the reading's time (event time, or processing time on a
 	// pipeline without timestamps), ms.
 	Time int64
-	// Seq is the reading's position in its source (its ingest-log offset):
-	// readings of one time are processed in Seq order, the order they came.
+	// Seq is the reading's position in its source (its record offset: the
+	// ingest-log offset, or stream.ReadingOffset for one of several
+	// readings of a message): readings of one time are processed in Seq
+	// order, the order they came, and no two readings share one.
 	Seq     uint64
 	Payload []byte
 	// Control is the control values captured for the reading when it
