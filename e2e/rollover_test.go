@@ -83,8 +83,10 @@ type rollDevice interface {
 	prepare(t *testing.T, dir string, tc rollCase) string
 	// roll runs the changed configuration at path, SIGKILLed at random
 	// moments during the rollover and restarted, until every result is
-	// committed (done). The first start must log each of first; a start
-	// after a kill that interrupted the rollover must log resumed.
+	// committed (done). The first start must log each of first. resumed
+	// is what a start from a checkpoint taken during the rollover logs:
+	// a device whose kill is sure to come before the rollover ends checks
+	// it (a file's may come after its final checkpoint).
 	roll(t *testing.T, path string, first []string, resumed string, done func() bool)
 	// readings are every reading the device read, in order.
 	readings(t *testing.T, dir string) []rollReading
