@@ -213,6 +213,19 @@ func TestRestart_RegionRestartsAlone(t *testing.T) {
 			if c := strings.Count(s, "restarting from the last checkpoint"); c != 1 {
 				t.Errorf("%d restarts of sums, want 1", c)
 			}
+			if tc.name == "operator panics" {
+				// The stack is logged once, where the panic was caught;
+				// the lines about the failure name only its value.
+				var stacks []string
+				for _, line := range strings.Split(s, "\n") {
+					if strings.Contains(line, "goroutine ") {
+						stacks = append(stacks, line[:min(len(line), 80)])
+					}
+				}
+				if len(stacks) != 1 || !strings.Contains(stacks[0], "pipeline stage panicked") {
+					t.Errorf("log lines with a goroutine stack: %q, want the one of the panic", stacks)
+				}
+			}
 			if n := fileLines(live); n != liveReadings {
 				t.Errorf("live wrote %d lines, want each of the %d readings once", n, liveReadings)
 			}

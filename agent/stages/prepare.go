@@ -15,6 +15,13 @@ import (
 	"github.com/eddy-edge/eddy/operators/stream"
 )
 
+// logPanic logs a recovered panic with the stack of the goroutine that
+// panicked, once; the error that fails the region, which the failover and
+// checkpoint lines repeat, carries only the panic's value.
+func (p *Pipeline) logPanic(err error) {
+	p.log.Error("pipeline stage panicked", "err", err, "stack", string(debug.Stack()))
+}
+
 // guardPrepare runs the prepare stage and, if it panics, reports the
 // failure (the agent stops and may restart from the last checkpoint) and
 // keeps its input drained so the source and shutdown never block on it.
@@ -24,7 +31,9 @@ func (p *Pipeline) guardPrepare() {
 		if r == nil {
 			return
 		}
-		p.fatal(fmt.Errorf("pipeline %q: panic in the prepare stage: %v\n%s", p.name, r, debug.Stack()))
+		err := fmt.Errorf("pipeline %q: panic in the prepare stage: %v", p.name, r)
+		p.logPanic(err)
+		p.fatal(err)
 		for rb := range p.in {
 			rb.Release()
 		}

@@ -3,7 +3,6 @@ package stages
 import (
 	"fmt"
 	"math"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +61,9 @@ func (p *Pipeline) guardSubtask(st *subtask) {
 		if r == nil {
 			return
 		}
-		p.fatal(fmt.Errorf("pipeline %q subtask %d: panic: %v\n%s", p.name, st.index, r, debug.Stack()))
+		err := fmt.Errorf("pipeline %q subtask %d: panic: %v", p.name, st.index, r)
+		p.logPanic(err)
+		p.fatal(err)
 		p.edges[st.index].Gate(false)
 		if p.ordered {
 			p.arriveHeld(st, nil, false) // do not keep the other subtasks waiting at the end of input
