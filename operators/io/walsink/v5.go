@@ -10,9 +10,12 @@ package walsink
 // whole client that owns its session, its packet ids and its in-flight
 // state, where this sink must keep its own (package qos2: the ids are the
 // WAL's sequence numbers, and each step is written to the WAL before the
-// packet it guards leaves). The session logic stays in package qos2 and the
-// publisher; this file only frames its packets. MQTT 3.1.1 keeps paho's
-// packets codec (conn.go), byte for byte as before.
+// packet it guards leaves). The connection is an mqtt5.Session (conn.go:
+// CONNECT and CONNACK, the read loop, serialized writes), whose own
+// PINGREQs are off: the keepalive is the QoS 2 session's. The session
+// logic stays in package qos2 and the publisher; this file only frames its
+// packets. MQTT 3.1.1 keeps paho's packets codec (conn.go), byte for byte
+// as before.
 
 import (
 	"bytes"
