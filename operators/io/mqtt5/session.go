@@ -119,7 +119,9 @@ type Config struct {
 //
 // Writes are serialized: the bytes of one Write reach the connection
 // together and in the order of the calls, never interleaved with another
-// Write. A Write that returned nil has handed its bytes to the connection,
+// Write. A packet written in several Writes (through a bufio.Writer, say)
+// may have another goroutine's Write between its parts: a client writes
+// such packets from one goroutine and turns Ping off. A Write that returned nil has handed its bytes to the connection,
 // not to the broker: a packet written before the session ends may be lost
 // with the connection (MQTT's QoS 1 and 2 flows are for that); one whose
 // Write starts after the end fails with the session's Err.
@@ -254,8 +256,9 @@ func (s *Session) ping() {
 	}
 }
 
-// Write writes p, whole packets, to the connection (see Session for the
-// guarantees). After the end it returns Err without writing.
+// Write writes p to the connection, in one write under the session's
+// lock (see Session for the guarantees). After the end it returns Err
+// without writing.
 func (s *Session) Write(p []byte) (int, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
