@@ -158,28 +158,37 @@ func TestSession_Refused(t *testing.T) {
 	}
 }
 
-// TestSession_NoConnack: a peer that closes the connection after the
-// CONNECT unanswered is ErrNoConnack, with the read error.
-func TestSession_NoConnack(t *testing.T) {
+// peer accepts one TCP connection, hands it to serve, and returns the
+// client's end of it. It is no broker: it stands for one that stops
+// answering in a way a real broker is not made to.
+func peer(t *testing.T, serve func(net.Conn)) net.Conn {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
+		if c, err := ln.Accept(); err == nil {
+			serve(c)
 		}
-		var b [64]byte
-		_, _ = c.Read(b[:])
-		c.Close()
 	}()
 	conn, err := Dial(context.Background(), "tcp://"+ln.Addr().String(), nil, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = Open(context.Background(), conn, Config{Connect: Connect{ClientID: "x"}, Deadline: time.Now().Add(10 * time.Second)})
+	return conn
+}
+
+// TestSession_NoConnack: a peer that closes the connection after the
+// CONNECT unanswered is ErrNoConnack, with the read error.
+func TestSession_NoConnack(t *testing.T) {
+	conn := peer(t, func(c net.Conn) {
+		var b [64]byte
+		_, _ = c.Read(b[:])
+		c.Close()
+	})
+	_, _, err := Open(context.Background(), conn, Config{Connect: Connect{ClientID: "x"}, Deadline: time.Now().Add(10 * time.Second)})
 	if !errors.Is(err, ErrNoConnack) {
 		t.Fatalf("Open: %v, want ErrNoConnack", err)
 	}
@@ -188,23 +197,9 @@ func TestSession_NoConnack(t *testing.T) {
 // TestSession_OpenCancelled: Open gives up when its context ends, also
 // while the deadline is far.
 func TestSession_OpenCancelled(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c // never answers
-		}
-	}()
-	conn, err := Dial(context.Background(), "tcp://"+ln.Addr().String(), nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { (<-accepted).Close() }()
+	quiet := make(chan net.Conn, 1)
+	conn := peer(t, func(c net.Conn) { quiet <- c }) // never answers
+	defer func() { (<-quiet).Close() }()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
