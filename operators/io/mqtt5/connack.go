@@ -3,6 +3,7 @@ package mqtt5
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
 )
@@ -37,6 +38,9 @@ type Connack struct {
 	// code, 2 to 5).
 	V4     bool
 	Limits Limits
+	// ServerKeepAlive is the keepalive the broker sets in place of the
+	// CONNECT's; 0: none set.
+	ServerKeepAlive time.Duration
 }
 
 // ParseConnack interprets the answer to an MQTT 5 CONNECT: an MQTT 5
@@ -63,6 +67,7 @@ func ParseConnack(pk *mp.Packet) (Connack, error) {
 	p := &pk.Properties
 	c := Connack{Code: pk.ReasonCode, Reason: p.ReasonString, Present: pk.SessionPresent,
 		Limits: Limits{ReceiveMax: int(p.ReceiveMaximum), MaxQoS: 2, MaxPacket: int64(p.MaximumPacketSize), TopicAliasMax: int(p.TopicAliasMaximum)}}
+	c.ServerKeepAlive = time.Duration(p.ServerKeepAlive) * time.Second
 	if p.MaximumQosFlag {
 		c.Limits.MaxQoS = int(p.MaximumQos)
 	}

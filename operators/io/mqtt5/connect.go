@@ -26,6 +26,17 @@ type Connect struct {
 	// TopicAliasMaximum is the most topic aliases the broker may use
 	// towards this client; 0: none.
 	TopicAliasMaximum uint16
+	// Will, when set, is the message the broker publishes if the
+	// connection ends without a normal DISCONNECT.
+	Will *Will
+}
+
+// Will is a CONNECT's will message.
+type Will struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	Retain  bool
 }
 
 // Encode returns the CONNECT packet.
@@ -51,6 +62,10 @@ func (c *Connect) Encode() []byte {
 	case !c.CleanStart:
 		pk.Properties.SessionExpiryInterval = math.MaxUint32 // never expires
 		pk.Properties.SessionExpiryIntervalFlag = true
+	}
+	if w := c.Will; w != nil {
+		pk.Connect.WillFlag, pk.Connect.WillTopic, pk.Connect.WillPayload = true, w.Topic, w.Payload
+		pk.Connect.WillQos, pk.Connect.WillRetain = w.QoS, w.Retain
 	}
 	if c.Username != "" {
 		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(c.Username)

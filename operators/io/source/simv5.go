@@ -7,13 +7,9 @@ package source
 // meta.user_properties.sensor.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
 	"time"
 
 	mp "github.com/mochi-mqtt/server/v2/packets"
@@ -21,16 +17,14 @@ import (
 	"github.com/eddy-edge/eddy/operators/io/mqtt5"
 )
 
-// simV5 is one MQTT 5 connection of the simulator.
+// simV5 is one MQTT 5 connection of the simulator, on an mqtt5.Session.
 type simV5 struct {
-	c    net.Conn
-	mu   sync.Mutex // serializes writes: the publisher's and the reader's PUBRELs
-	buf  bytes.Buffer
-	pk   mp.Packet
+	s    *mqtt5.Session
+	pk   mp.Packet // the publisher's, reused
 	user [1]mp.UserProperty
 	id   uint16
 	// done receives one value per QoS 1/2 publish the broker completed
-	// (PUBACK, PUBCOMP); lost the reader's end.
+	// (PUBACK, PUBCOMP); lost the session's end.
 	done chan struct{}
 	lost chan error
 }
@@ -42,68 +36,34 @@ func (s *Simulator) dialSimV5(ctx context.Context) (*simV5, error) {
 	if err != nil {
 		return nil, err
 	}
-	connect := mqtt5.Connect{ClientID: s.opts.ClientID, Username: s.opts.Username, Password: s.opts.Password, CleanStart: true}
-	_ = c.SetDeadline(time.Now().Add(connectTimeout))
-	r := bufio.NewReader(c)
-	if _, err := c.Write(connect.Encode()); err != nil {
-		c.Close()
+	sess, _, err := mqtt5.Open(ctx, c, mqtt5.Config{
+		Connect:  mqtt5.Connect{ClientID: s.opts.ClientID, Username: s.opts.Username, Password: s.opts.Password, CleanStart: true},
+		Deadline: time.Now().Add(connectTimeout),
+	})
+	var refused *mqtt5.RefusedError
+	switch {
+	case err == nil:
+	case errors.Is(err, mqtt5.ErrVersionRefused), errors.As(err, &refused):
 		return nil, err
-	}
-	pk, err := mqtt5.ReadPacket(r, mqtt5.MaxControlPacket)
-	if err != nil {
-		c.Close()
+	default:
 		return nil, fmt.Errorf("%w (no CONNACK: %v)", mqtt5.ErrVersionRefused, err)
 	}
-	ack, err := mqtt5.ParseConnack(pk)
-	if err == nil && ack.Code != 0 {
-		err = fmt.Errorf("the broker refused the connection: %s (%#02x)", mqtt5.ReasonName(ack.Code), ack.Code)
-	}
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	_ = c.SetDeadline(time.Time{})
-	p := &simV5{c: c, done: make(chan struct{}, simulatorWindow), lost: make(chan error, 1)}
-	go p.read(r)
+	p := &simV5{s: sess, done: make(chan struct{}, simulatorWindow), lost: make(chan error, 1)}
+	go func() { p.lost <- sess.Run(p.answer) }()
 	return p, nil
 }
 
-// read takes the broker's answers: a PUBACK or PUBCOMP completes a
-// publish, a PUBREC gets its PUBREL, a DISCONNECT ends the connection.
-func (p *simV5) read(r *bufio.Reader) {
-	for {
-		pk, err := mqtt5.ReadPacket(r, mqtt5.MaxControlPacket)
-		if err == nil {
-			switch pk.FixedHeader.Type {
-			case mp.Puback, mp.Pubcomp:
-				p.done <- struct{}{}
-			case mp.Pubrec:
-				err = p.write(mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Pubrel, Qos: 1}, ProtocolVersion: 5, PacketID: pk.PacketID})
-			case mp.Disconnect:
-				err = fmt.Errorf("the broker disconnected: %s", mqtt5.ReasonName(pk.ReasonCode))
-			}
-		}
-		if err != nil {
-			p.lost <- err
-			return
-		}
+// answer takes the broker's answers: a PUBACK or PUBCOMP completes a
+// publish, a PUBREC gets its PUBREL.
+func (p *simV5) answer(pk *mp.Packet) error {
+	switch pk.FixedHeader.Type {
+	case mp.Puback, mp.Pubcomp:
+		p.done <- struct{}{}
+	case mp.Pubrec:
+		rel := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Pubrel, Qos: 1}, ProtocolVersion: 5, PacketID: pk.PacketID}
+		return p.s.WritePacket(rel.PubrelEncode)
 	}
-}
-
-func (p *simV5) write(pk mp.Packet) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.buf.Reset()
-	var err error
-	if pk.FixedHeader.Type == mp.Publish {
-		err = pk.PublishEncode(&p.buf)
-	} else {
-		err = pk.PubrelEncode(&p.buf)
-	}
-	if err == nil {
-		_, err = p.c.Write(p.buf.Bytes())
-	}
-	return err
+	return nil
 }
 
 // publish sends one reading of device at qos.
@@ -118,13 +78,10 @@ func (p *simV5) publish(topic, device string, payload []byte, qos byte) error {
 	p.pk.Properties.ContentType = "application/json"
 	p.user[0] = mp.UserProperty{Key: "sensor", Val: device}
 	p.pk.Properties.User = p.user[:]
-	return p.write(p.pk)
+	return p.s.WritePacket(p.pk.PublishEncode)
 }
 
-func (p *simV5) close() {
-	_, _ = p.c.Write([]byte{0xE0, 0})
-	_ = p.c.Close()
-}
+func (p *simV5) close() { p.s.Disconnect(0) }
 
 // runV5 is Run at MQTT 5: it connects (retrying every second until the
 // broker is up) and publishes, at most simulatorWindow QoS 1/2 publishes

@@ -57,8 +57,8 @@
 // # The sink
 //
 // Sink is Node over MQTT: window results in (record.Item), the node's
-// messages out through one connection at a time, MQTT 5 (link5, on mochi's
-// packets codec) or MQTT 3.1.1 (paho, one client per connection), so that
+// messages out through one connection at a time, MQTT 5 (link5, on an
+// mqtt5.Session) or MQTT 3.1.1 (paho, one client per connection), so that
 // each CONNECT registers the NDEATH of its own bdSeq (NextBdSeq) as its
 // will; a broker that refuses 5 gets 3.1.1 for the rest of the run. A
 // closing sink publishes the NDEATH itself (a clean DISCONNECT drops the

@@ -1,14 +1,12 @@
 package sparkplug
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"sync"
 	"time"
 
@@ -16,25 +14,18 @@ import (
 	mp "github.com/mochi-mqtt/server/v2/packets"
 )
 
-// link5 is one MQTT 5 connection of the sink, framed with mochi's packets
-// codec (paho.mqtt.golang speaks 3.1.1 only). It does what the node needs
-// and no more: CONNECT with the NDEATH as will and a clean start, SUBSCRIBE
-// at QoS 1, PUBLISH at QoS 0 and 1, PUBACK of what it receives at QoS 1,
-// PINGREQ, DISCONNECT.
+// link5 is one MQTT 5 connection of the sink (paho.mqtt.golang speaks
+// 3.1.1 only), on an mqtt5.Session: CONNECT with the NDEATH as will and a
+// clean start, a PINGREQ every keepalive, a read deadline of 1.5
+// keepalives, DISCONNECT. What is the sink's own is here: SUBSCRIBE at QoS
+// 1, PUBLISH at QoS 0 and 1 (each QoS 1 one waiting for its PUBACK), and
+// the PUBACK of what it receives at QoS 1.
 type link5 struct {
-	conn      net.Conn
-	keepAlive time.Duration
+	*mqtt5.Session
 
-	wmu    sync.Mutex // guards w, buf, nextID
-	w      *bufio.Writer
-	buf    bytes.Buffer
+	mu     sync.Mutex // guards nextID, acks
 	nextID uint16
-
-	mu    sync.Mutex // guards acks
-	acks  map[uint16]chan *mp.Packet
-	done  chan struct{}
-	err   error // why done closed
-	endMu sync.Once
+	acks   map[uint16]chan *mp.Packet
 }
 
 // errV5Refused is dial5's answer from a broker that does not speak MQTT 5:
@@ -45,18 +36,11 @@ var errV5Refused = errors.New("the broker refuses MQTT 5")
 // node's commands and STATE, all small.
 const maxIncoming5 = 1 << 20
 
+// linkKeepAlive is the keepalive the sink's CONNECT asks for.
+const linkKeepAlive = 30 * time.Second
+
 // linkable reports whether broker's scheme is one dial5 speaks (not ws://).
-func linkable(broker string) bool {
-	u, err := url.Parse(broker)
-	if err != nil {
-		return false
-	}
-	switch u.Scheme {
-	case "tcp", "mqtt", "ssl", "tls", "mqtts":
-		return true
-	}
-	return false
-}
+func linkable(broker string) bool { return mqtt5.Dialable(broker) }
 
 // dial5 connects in MQTT 5 with a clean start, will as the will, and reads
 // the CONNACK. It returns errV5Refused for a broker that refuses the
@@ -75,94 +59,42 @@ func dial5(ctx context.Context, o *SinkOptions, will Action) (_ *link5, opened b
 
 // connect5 sends the CONNECT on conn and reads the CONNACK.
 func connect5(conn net.Conn, o *SinkOptions, will Action) (*link5, error) {
-	_ = conn.SetDeadline(time.Now().Add(publishTimeout))
-	l := &link5{conn: conn, keepAlive: 30 * time.Second, w: bufio.NewWriter(conn), acks: map[uint16]chan *mp.Packet{}, done: make(chan struct{})}
-	pk := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Connect}, ProtocolVersion: 5, Connect: mp.ConnectParams{
-		ProtocolName: []byte("MQTT"), Clean: true, ClientIdentifier: o.ClientID, Keepalive: uint16(l.keepAlive / time.Second),
-		WillFlag: true, WillTopic: will.Topic, WillPayload: will.Payload, WillQos: will.QoS, WillRetain: will.Retain,
-	}}
-	if o.Username != "" {
-		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(o.Username)
-	}
-	if o.Password != "" {
-		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(o.Password)
-	}
-	if err := l.write(pk.ConnectEncode); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("send CONNECT: %w", err)
-	}
-	ack, err := readPacket5(bufio.NewReader(conn))
+	sess, _, err := mqtt5.Open(context.Background(), conn, mqtt5.Config{
+		Connect: mqtt5.Connect{ClientID: o.ClientID, Username: o.Username, Password: o.Password, KeepAlive: linkKeepAlive, CleanStart: true,
+			Will: &mqtt5.Will{Topic: will.Topic, Payload: will.Payload, QoS: will.QoS, Retain: will.Retain}},
+		MaxRead:      maxIncoming5,
+		Deadline:     time.Now().Add(publishTimeout),
+		WriteTimeout: publishTimeout,
+		Ping:         true,
+		ReadDeadline: true,
+	})
+	var refused *mqtt5.RefusedError
 	switch {
-	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, errConnack4):
-		conn.Close()
+	case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed):
 		return nil, fmt.Errorf("%w (%v)", errV5Refused, err)
-	case err != nil:
-		conn.Close()
-		return nil, fmt.Errorf("read CONNACK: %w", err)
-	case ack.FixedHeader.Type != mp.Connack:
-		conn.Close()
-		return nil, fmt.Errorf("expected CONNACK, got packet type %d", ack.FixedHeader.Type)
-	case ack.ReasonCode == mp.ErrUnsupportedProtocolVersion.Code:
-		conn.Close()
+	case errors.Is(err, mqtt5.ErrVersionRefused):
 		return nil, errV5Refused
-	case ack.ReasonCode >= 0x80:
-		conn.Close()
-		return nil, fmt.Errorf("broker refused the connection: reason %#x %s", ack.ReasonCode, ack.Properties.ReasonString)
+	case errors.As(err, &refused) && refused.Connack.V4:
+		return nil, fmt.Errorf("%w (a 3.1.1 CONNACK)", errV5Refused)
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("broker refused the connection: reason %#x %s", refused.Connack.Code, refused.Connack.Reason)
+	case err != nil:
+		return nil, err
 	}
-	if ack.Properties.ServerKeepAlive > 0 {
-		l.keepAlive = time.Duration(ack.Properties.ServerKeepAlive) * time.Second
-	}
-	_ = conn.SetDeadline(time.Time{})
-	return l, nil
-}
-
-// errConnack4 is a 3.1.1 CONNACK: the broker does not speak 5.
-var errConnack4 = errors.New("a 3.1.1 CONNACK")
-
-// readPacket5 reads one packet from the broker.
-func readPacket5(r *bufio.Reader) (*mp.Packet, error) {
-	pk, err := mqtt5.ReadPacket(r, maxIncoming5)
-	if err == nil && pk.FixedHeader.Type == mp.Connack && pk.ProtocolVersion == 4 {
-		return nil, errConnack4
-	}
-	return pk, err
-}
-
-// write encodes one packet and writes it out.
-func (l *link5) write(encode func(*bytes.Buffer) error) error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	l.buf.Reset()
-	if err := encode(&l.buf); err != nil {
-		return err
-	}
-	_ = l.conn.SetWriteDeadline(time.Now().Add(publishTimeout))
-	if _, err := l.w.Write(l.buf.Bytes()); err != nil {
-		return err
-	}
-	return l.w.Flush()
+	return &link5{Session: sess, acks: map[uint16]chan *mp.Packet{}}, nil
 }
 
 // serve reads the broker's packets until the connection ends, passing
-// each PUBLISH to onMessage (acknowledged first when QoS 1), and sends a
-// PINGREQ every keepalive. It returns why the connection ended.
+// each PUBLISH to onMessage (acknowledged first when QoS 1) and each
+// PUBACK and SUBACK to its request.
 func (l *link5) serve(onMessage func(topic string, payload []byte)) {
-	go l.ping()
-	r := bufio.NewReader(l.conn)
-	for {
-		_ = l.conn.SetReadDeadline(time.Now().Add(l.keepAlive * 3 / 2))
-		pk, err := readPacket5(r)
-		if err != nil {
-			l.end(err)
-			return
-		}
+	_ = l.Run(func(pk *mp.Packet) error {
 		switch pk.FixedHeader.Type {
 		case mp.Publish:
 			if pk.FixedHeader.Qos == 1 {
 				ack := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Puback}, ProtocolVersion: 5, PacketID: pk.PacketID}
-				if err := l.write(ack.PubackEncode); err != nil {
-					l.end(err)
-					return
+				if err := l.WritePacket(ack.PubackEncode); err != nil {
+					return err
 				}
 			}
 			onMessage(pk.TopicName, pk.Payload)
@@ -174,36 +106,8 @@ func (l *link5) serve(onMessage func(topic string, payload []byte)) {
 			if ch != nil {
 				ch <- pk
 			}
-		case mp.Disconnect:
-			l.end(fmt.Errorf("the broker disconnected: reason %#x %s", pk.ReasonCode, pk.Properties.ReasonString))
-			return
 		}
-	}
-}
-
-func (l *link5) ping() {
-	t := time.NewTicker(l.keepAlive)
-	defer t.Stop()
-	ping := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Pingreq}, ProtocolVersion: 5}
-	for {
-		select {
-		case <-l.done:
-			return
-		case <-t.C:
-			if err := l.write(ping.PingreqEncode); err != nil {
-				l.end(err)
-				return
-			}
-		}
-	}
-}
-
-// end closes the connection once, keeping the first reason.
-func (l *link5) end(err error) {
-	l.endMu.Do(func() {
-		l.err = err
-		close(l.done)
-		l.conn.Close()
+		return nil
 	})
 }
 
@@ -211,18 +115,16 @@ func (l *link5) end(err error) {
 // acknowledgement (PUBACK, SUBACK).
 func (l *link5) request(pk *mp.Packet, encode func(*mp.Packet) func(*bytes.Buffer) error) (*mp.Packet, error) {
 	ch := make(chan *mp.Packet, 1)
-	l.wmu.Lock()
+	l.mu.Lock()
 	l.nextID++
 	if l.nextID == 0 {
 		l.nextID = 1
 	}
 	pk.PacketID = l.nextID
-	l.wmu.Unlock()
-	l.mu.Lock()
 	l.acks[pk.PacketID] = ch
 	l.mu.Unlock()
-	if err := l.write(encode(pk)); err != nil {
-		l.end(err)
+	if err := l.WritePacket(encode(pk)); err != nil {
+		l.End(err)
 		return nil, err
 	}
 	t := time.NewTimer(publishTimeout)
@@ -230,8 +132,8 @@ func (l *link5) request(pk *mp.Packet, encode func(*mp.Packet) func(*bytes.Buffe
 	select {
 	case ack := <-ch:
 		return ack, nil
-	case <-l.done:
-		return nil, l.err
+	case <-l.Done():
+		return nil, l.Err()
 	case <-t.C:
 		l.mu.Lock()
 		delete(l.acks, pk.PacketID)
@@ -261,15 +163,13 @@ func (l *link5) subscribe(topics []string) error {
 // publish publishes at QoS 0 (written, not acknowledged) or 1 (waits for
 // the PUBACK). It fails once the connection is known gone.
 func (l *link5) publish(topic string, qos byte, retain bool, payload []byte) error {
-	select {
-	case <-l.done:
-		return l.err
-	default:
+	if err := l.Err(); err != nil {
+		return err
 	}
 	pk := &mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Publish, Qos: qos, Retain: retain}, ProtocolVersion: 5, TopicName: topic, Payload: payload}
 	if qos == 0 {
-		if err := l.write(pk.PublishEncode); err != nil {
-			l.end(err)
+		if err := l.WritePacket(pk.PublishEncode); err != nil {
+			l.End(err)
 			return err
 		}
 		return nil
@@ -283,8 +183,4 @@ func (l *link5) publish(topic string, qos byte, retain bool, payload []byte) err
 
 // disconnect sends DISCONNECT (normal: the broker drops the will) and
 // closes the connection.
-func (l *link5) disconnect() {
-	pk := mp.Packet{FixedHeader: mp.FixedHeader{Type: mp.Disconnect}, ProtocolVersion: 5}
-	_ = l.write(pk.DisconnectEncode)
-	l.end(errors.New("disconnected"))
-}
+func (l *link5) disconnect() { l.Disconnect(0) }

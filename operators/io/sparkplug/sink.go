@@ -610,7 +610,7 @@ func (s *Sink) session5(bd uint64, will Action) (up bool, err error) {
 			select {
 			case m := <-msgs:
 				s.onMessage(string(m[0]), m[1])
-			case <-l.done:
+			case <-l.Done():
 				return
 			}
 		}
@@ -618,7 +618,7 @@ func (s *Sink) session5(bd uint64, will Action) (up bool, err error) {
 	go l.serve(func(topic string, payload []byte) {
 		select {
 		case msgs <- [2][]byte{[]byte(topic), payload}:
-		case <-l.done:
+		case <-l.Done():
 		}
 	})
 	lost := make(chan struct{})
@@ -634,8 +634,8 @@ func (s *Sink) session5(bd uint64, will Action) (up bool, err error) {
 		s.mu.Unlock()
 	}
 	select {
-	case <-l.done:
-		s.log.Warn("sparkplug: connection lost", "broker", s.opts.Broker, "err", l.err)
+	case <-l.Done():
+		s.log.Warn("sparkplug: connection lost", "broker", s.opts.Broker, "err", l.Err())
 	case <-lost:
 	case <-s.closing:
 		s.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/eddy-edge/eddy/operators/io/mqtt5"
@@ -74,45 +73,85 @@ type dialError struct{ err error }
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
+// brokerConn is one connection of the publisher to its broker: at MQTT 5
+// an mqtt5.Session on the socket, which then writes and reads through it;
+// at 3.1.1 the socket alone.
+type brokerConn struct {
+	net.Conn
+	v5     *mqtt5.Session // nil at 3.1.1
+	clock  *readClock     // what v5's reader records; nil at 3.1.1
+	reader *v5Reader      // v5's reader; nil at 3.1.1
+}
+
+// Close closes the connection (at MQTT 5 it ends the session: without a
+// DISCONNECT, as at 3.1.1).
+func (c *brokerConn) Close() error {
+	if c.v5 != nil {
+		c.v5.Close()
+		return nil
+	}
+	return c.Conn.Close()
+}
+
 // dial connects to the broker and sends CONNECT at the protocol version
 // asked for (4: MQTT 3.1.1, clean session 0; 5: MQTT 5, clean start 0 and
 // a session that never expires), with the fixed client id, and returns the
 // connection and what the CONNACK said. A broker that refuses MQTT 5 is
 // errV5Refused.
-func dial(ctx context.Context, o *Options, version byte) (net.Conn, connackInfo, error) {
+func dial(ctx context.Context, o *Options, version byte) (*brokerConn, connackInfo, error) {
 	conn, err := dialTransport(ctx, o)
 	if err != nil {
 		return nil, connackInfo{}, err
 	}
+	if version == 5 {
+		return dialV5(ctx, conn, o)
+	}
 	_ = conn.SetDeadline(time.Now().Add(o.DialTimeout))
 	// Close (ctx) ends a wait for a CONNACK that does not come at once.
 	defer context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })()
-	var info connackInfo
-	if version == 5 {
-		info, err = handshakeV5(conn, o)
-	} else {
-		info, err = handshakeV4(conn, o)
-	}
+	info, err := handshakeV4(conn, o)
 	if err != nil {
 		conn.Close()
 		return nil, connackInfo{}, err
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return conn, info, nil
+	return &brokerConn{Conn: conn}, info, nil
 }
 
-func handshakeV5(conn net.Conn, o *Options) (connackInfo, error) {
-	if _, err := conn.Write(encodeConnectV5(o)); err != nil {
-		return connackInfo{}, fmt.Errorf("walsink: send CONNECT: %w", err)
-	}
-	pk, err := mqtt5.ReadPacket(bufio.NewReaderSize(conn, 512), maxIncomingV5)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		return connackInfo{}, fmt.Errorf("%w: %w", errV5Closed, err)
-	}
+// dialV5 opens the MQTT 5 session on conn. Its reader records every read
+// with bytes in the connection's readClock, and acknowledges at once
+// (ackPromptly) what a read that empties its buffer brought.
+func dialV5(ctx context.Context, conn net.Conn, o *Options) (*brokerConn, connackInfo, error) {
+	clock := newReadClock()
+	r := &v5Reader{br: bufio.NewReaderSize(clockedReader{conn, clock}, 64<<10), acked: ackPromptly(conn)}
+	sess, ack, err := mqtt5.Open(ctx, conn, mqtt5.Config{Connect: connectV5(o), Reader: r, Deadline: time.Now().Add(o.DialTimeout)})
+	info, err := connackResult(ack, err)
 	if err != nil {
-		return connackInfo{}, fmt.Errorf("walsink: read CONNACK: %w", err)
+		return nil, connackInfo{}, err
 	}
-	return connackV5(pk)
+	return &brokerConn{Conn: conn, v5: sess, clock: clock, reader: r}, info, nil
+}
+
+// v5Reader is the MQTT 5 session's PacketReader.
+type v5Reader struct {
+	br    *bufio.Reader
+	acked func()
+	// dead, once set (before the session's read loop starts), is set
+	// at a read error or a DISCONNECT: before the session closes the
+	// connection, so the publisher sends nothing more after it (see
+	// flushReady).
+	dead *atomic.Bool
+}
+
+func (r *v5Reader) ReadPacket() (*mp.Packet, error) {
+	pk, err := mqtt5.ReadPacket(r.br, maxIncomingV5)
+	if r.br.Buffered() == 0 {
+		r.acked() // after the read that brought this packet
+	}
+	if r.dead != nil && (err != nil || pk.FixedHeader.Type == mp.Disconnect) {
+		r.dead.Store(true)
+	}
+	return pk, err
 }
 
 func handshakeV4(conn net.Conn, o *Options) (connackInfo, error) {
@@ -157,14 +196,15 @@ type packetWriter struct {
 	ping    *packets.PingreqPacket
 }
 
-func newPacketWriter(conn net.Conn, version byte, aliasMax int) *packetWriter {
+// newPacketWriter writes to w: the connection at 3.1.1, its session at 5.
+func newPacketWriter(w io.Writer, version byte, aliasMax int) *packetWriter {
 	var v5 *v5Writer
 	if version == 5 {
 		v5 = &v5Writer{aliasMax: uint16(aliasMax)}
 	}
 	return &packetWriter{
 		v5:      v5,
-		bw:      bufio.NewWriterSize(conn, 64<<10),
+		bw:      bufio.NewWriterSize(w, 64<<10),
 		publish: packets.NewControlPacket(packets.Publish).(*packets.PublishPacket),
 		pubrel:  packets.NewControlPacket(packets.Pubrel).(*packets.PubrelPacket),
 		ping:    packets.NewControlPacket(packets.Pingreq).(*packets.PingreqPacket),
@@ -260,13 +300,14 @@ func (r clockedReader) Read(p []byte) (int, error) {
 // last, setting dead first; it stops early when quit closes. Every read
 // that returns bytes is recorded in clock, also while the publisher has
 // not taken the packets yet.
-func readPackets(conn net.Conn, version byte, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool, clock *readClock) {
-	br := bufio.NewReaderSize(clockedReader{conn, clock}, 64<<10)
-	acked := ackPromptly(conn)
+func readPackets(conn *brokerConn, version byte, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool, clock *readClock) {
 	if version == 5 {
-		readPacketsV5(br, acked, out, quit, dead)
+		conn.reader.dead = dead
+		readPacketsV5(conn.v5, out, quit, dead)
 		return
 	}
+	br := bufio.NewReaderSize(clockedReader{conn.Conn, clock}, 64<<10)
+	acked := ackPromptly(conn.Conn)
 	for {
 		pkt, err := packets.ReadPacket(br)
 		if br.Buffered() == 0 {
@@ -304,45 +345,52 @@ func readPackets(conn net.Conn, version byte, out chan<- incoming, quit <-chan s
 	}
 }
 
-// readPacketsV5 is readPackets at MQTT 5: each answer carries its reason
-// code; a DISCONNECT from the broker ends the connection with its reason.
-func readPacketsV5(br *bufio.Reader, acked func(), out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
-	for {
-		pk, err := mqtt5.ReadPacket(br, maxIncomingV5)
-		if br.Buffered() == 0 {
-			acked()
-		}
-		var in incoming
-		switch {
-		case err != nil:
-			in.err = fmt.Errorf("walsink: read from broker: %w", err)
-		case pk.FixedHeader.Type == mp.Pubrec:
-			in.typ, in.id = qos2.Pubrec, pk.PacketID
-		case pk.FixedHeader.Type == mp.Pubcomp:
-			in.typ, in.id = qos2.Pubcomp, pk.PacketID
-		case pk.FixedHeader.Type == mp.Puback:
-			in.puback, in.id = true, pk.PacketID
-		case pk.FixedHeader.Type == mp.Pingresp:
-			in.typ = qos2.Pingresp
-		case pk.FixedHeader.Type == mp.Disconnect:
-			in.err = &disconnectError{code: pk.ReasonCode, reason: pk.Properties.ReasonString}
+// errQuit ends the session's read loop when the publisher no longer takes
+// its packets.
+var errQuit = errors.New("walsink: reader stopped")
+
+// readPacketsV5 is readPackets at MQTT 5, the session's read loop: each
+// answer carries its reason code; a DISCONNECT from the broker ends the
+// connection with its reason.
+func readPacketsV5(sess *mqtt5.Session, out chan<- incoming, quit <-chan struct{}, dead *atomic.Bool) {
+	var unexpected error
+	err := sess.Run(func(pk *mp.Packet) error {
+		in := incoming{id: pk.PacketID, reason: pk.ReasonCode, hasReason: true}
+		switch pk.FixedHeader.Type {
+		case mp.Pubrec:
+			in.typ = qos2.Pubrec
+		case mp.Pubcomp:
+			in.typ = qos2.Pubcomp
+		case mp.Puback:
+			in.puback = true
+		case mp.Pingresp:
+			in.typ, in.id = qos2.Pingresp, 0
 		default:
-			in.err = fmt.Errorf("walsink: unexpected packet type %d from broker", pk.FixedHeader.Type)
-		}
-		if err == nil {
-			in.reason, in.hasReason = pk.ReasonCode, true
-		}
-		if in.err != nil {
 			dead.Store(true)
+			unexpected = fmt.Errorf("walsink: unexpected packet type %d from broker", pk.FixedHeader.Type)
+			return unexpected
 		}
 		select {
 		case out <- in:
+			return nil
 		case <-quit:
-			return
+			return errQuit
 		}
-		if in.err != nil {
-			return
-		}
+	})
+	var de *mqtt5.DisconnectError
+	in := incoming{err: unexpected}
+	switch {
+	case errors.Is(err, errQuit):
+		return
+	case errors.As(err, &de):
+		in.err, in.reason, in.hasReason = &disconnectError{code: de.Code, reason: de.Reason}, de.Code, true
+	case unexpected == nil:
+		in.err = fmt.Errorf("walsink: read from broker: %w", err)
+	}
+	dead.Store(true)
+	select {
+	case out <- in:
+	case <-quit:
 	}
 }
 

@@ -227,9 +227,11 @@
 //
 // # MQTT 5
 //
-// Options.ProtocolVersion 5, the default, speaks MQTT 5 (v5.go; mochi's
-// packets codec frames the packets, the session logic stays in package qos2
-// and the publisher). The CONNECT asks for a session that never expires
+// Options.ProtocolVersion 5, the default, speaks MQTT 5 (v5.go; the
+// connection is an mqtt5.Session, which reads the answers and writes what
+// the publisher sends; mochi's packets codec frames the packets; the
+// session logic, keepalive included, stays in package qos2 and the
+// publisher). The CONNECT asks for a session that never expires
 // (clean start 0, Session Expiry Interval 0xFFFFFFFF: what 3.1.1's clean
 // session 0 is). A broker that refuses the version in its CONNACK (a 3.1.1
 // broker's return code 1, or 0x84) gets MQTT 3.1.1 for the rest of the run,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -272,7 +273,7 @@ var errFatal = errors.New("walsink: WAL failed")
 // serve runs one connection until it fails or the sink closes: it sends
 // what the session has ready (sendReady), then waits for the next event
 // (awaitEvent), and again.
-func (s *Sink) serve(conn net.Conn, version byte) error {
+func (s *Sink) serve(conn *brokerConn, version byte) error {
 	quit := make(chan struct{})
 	defer close(quit)
 	l, err := s.openLink(conn, version, quit)
@@ -315,8 +316,11 @@ type link struct {
 
 // openLink starts reading conn (until quit closes), tells the session it
 // is connected, re-sends the QoS 1 window, and starts the timers.
-func (s *Sink) openLink(conn net.Conn, version byte, quit chan struct{}) (*link, error) {
-	l := &link{conn: conn, in: make(chan incoming, 256), dead: new(atomic.Bool), clock: newReadClock()}
+func (s *Sink) openLink(conn *brokerConn, version byte, quit chan struct{}) (*link, error) {
+	l := &link{conn: conn, in: make(chan incoming, 256), dead: new(atomic.Bool), clock: conn.clock}
+	if l.clock == nil {
+		l.clock = newReadClock()
+	}
 	go readPackets(conn, version, l.in, quit, l.dead, l.clock)
 	go func() {
 		// Close ends a write blocked on a broker that stopped reading at
@@ -327,7 +331,11 @@ func (s *Sink) openLink(conn net.Conn, version byte, quit chan struct{}) (*link,
 		case <-quit:
 		}
 	}()
-	l.pw = newPacketWriter(conn, version, s.aliasMax)
+	var w io.Writer = conn.Conn
+	if conn.v5 != nil {
+		w = conn.v5
+	}
+	l.pw = newPacketWriter(w, version, s.aliasMax)
 	if version == 5 && s.opts.MessageExpiry > 0 {
 		l.pw.expiry = s.expiryInterval
 	}

@@ -10,9 +10,12 @@ package walsink
 // whole client that owns its session, its packet ids and its in-flight
 // state, where this sink must keep its own (package qos2: the ids are the
 // WAL's sequence numbers, and each step is written to the WAL before the
-// packet it guards leaves). The session logic stays in package qos2 and the
-// publisher; this file only frames its packets. MQTT 3.1.1 keeps paho's
-// packets codec (conn.go), byte for byte as before.
+// packet it guards leaves). The connection is an mqtt5.Session (conn.go:
+// CONNECT and CONNACK, the read loop, serialized writes), whose own
+// PINGREQs are off: the keepalive is the QoS 2 session's. The session
+// logic stays in package qos2 and the publisher; this file only frames its
+// packets. MQTT 3.1.1 keeps paho's packets codec (conn.go), byte for byte
+// as before.
 
 import (
 	"bytes"
@@ -45,15 +48,20 @@ var errV5Refused = errors.New("walsink: the broker refuses MQTT 5 (CONNACK: unsu
 // for a version it does not speak; a broker restarting might too): the
 // publisher tries 3.1.1 at once, and keeps it only if the broker accepts
 // it.
-var errV5Closed = errors.New("walsink: the broker closed the connection after the MQTT 5 CONNECT, without a CONNACK")
+var errV5Closed = mqtt5.ErrNoConnack
 
-// encodeConnectV5 encodes the sink's MQTT 5 CONNECT: clean start 0 and a
-// session that never expires (what 3.1.1's clean session 0 is: the session
-// must survive every reconnect and restart), or expires after
+// connectV5 is the sink's MQTT 5 CONNECT: clean start 0 and a session
+// that never expires (what 3.1.1's clean session 0 is: the session must
+// survive every reconnect and restart), or expires after
 // Options.SessionExpiry; the fixed client id, keepalive and credentials.
-func encodeConnectV5(o *Options) []byte {
-	c := mqtt5.Connect{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
+func connectV5(o *Options) mqtt5.Connect {
+	return mqtt5.Connect{ClientID: o.ClientID, Username: o.Username, Password: o.Password,
 		KeepAlive: o.KeepAlive, SessionExpiry: o.SessionExpiry}
+}
+
+// encodeConnectV5 encodes the sink's MQTT 5 CONNECT (connectV5).
+func encodeConnectV5(o *Options) []byte {
+	c := connectV5(o)
 	return c.Encode()
 }
 
@@ -73,13 +81,25 @@ const maxIncomingV5 = mqtt5.MaxControlPacket
 // does not speak 5 answers with).
 func connackV5(pk *mp.Packet) (connackInfo, error) {
 	ack, err := mqtt5.ParseConnack(pk)
+	if err == nil && ack.Code != 0 {
+		err = &mqtt5.RefusedError{Connack: ack}
+	}
+	return connackResult(ack, err)
+}
+
+// connackResult is what the session's opening (mqtt5.Open: ack and err)
+// tells the publisher, with the sink's errors: errV5Refused, errV5Closed,
+// a *connackError.
+func connackResult(ack mqtt5.Connack, err error) (connackInfo, error) {
+	var refused *mqtt5.RefusedError
 	switch {
 	case errors.Is(err, mqtt5.ErrVersionRefused):
 		return connackInfo{}, errV5Refused
+	case errors.As(err, &refused):
+		c := refused.Connack
+		return connackInfo{}, &connackError{code: c.Code, v5: !c.V4, reason: c.Reason}
 	case err != nil:
 		return connackInfo{}, fmt.Errorf("walsink: %w", err)
-	case ack.Code != 0:
-		return connackInfo{}, &connackError{code: ack.Code, v5: !ack.V4, reason: ack.Reason}
 	}
 	l := ack.Limits
 	return connackInfo{present: ack.Present, version: 5, limits: brokerLimits{receiveMax: l.ReceiveMax, maxQoS: l.MaxQoS,
