@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -32,8 +33,9 @@ type rolloverPlan struct {
 // that the configuration no longer has. --allow-non-restored-state drops
 // changed state instead, as before: no rollover. dropRemoved (a reload
 // removed pipelines) drops the state of a removed pipeline that cannot
-// roll out instead of refusing.
-func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, allowNonRestored, dropRemoved bool) rolloverPlan {
+// roll out instead of refusing. now is the wall clock at the restore
+// (stages.CheckRollover).
+func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, now int64, allowNonRestored, dropRemoved bool) rolloverPlan {
 	var plan rolloverPlan
 	if allowNonRestored {
 		return plan
@@ -45,7 +47,7 @@ func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, 
 	}
 	for _, name := range stages.RolledPipelines(m) {
 		if !names[name] {
-			all = append(all, stages.CheckRollover(m, name, nil, true, bounded))
+			all = append(all, stages.CheckRollover(m, name, nil, true, bounded, now))
 		}
 	}
 	for i, v := range all {
@@ -108,7 +110,11 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 			}
 		}
 		if text := v.Text(); text != "restore" && !v.Kept {
-			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, "pipeline", v.Pipeline)
+			attrs := []any{"pipeline", v.Pipeline}
+			if v.Fresh && v.Roll != nil && v.Roll.ProcessingTime {
+				attrs = append(attrs, "cut", time.UnixMilli(v.Roll.Cut).UTC().Format(time.RFC3339Nano)) // the words cannot name it: validate says the same
+			}
+			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, attrs...)
 		}
 		if next != nil {
 			next.SetRollover(stages.RolloverRole{Roll: v.Roll, Fresh: v.Fresh, Since: v.Since})

@@ -24,7 +24,7 @@ func TestPlanRollovers(t *testing.T) {
 	}}
 	never := func(string) bool { return false }
 	verdict := func(name string, shape []byte) stages.RolloverVerdict {
-		return stages.CheckRollover(m, name, shape, false, never)
+		return stages.CheckRollover(m, name, shape, false, never, 0)
 	}
 	for _, c := range []struct {
 		name        string
@@ -50,7 +50,7 @@ func TestPlanRollovers(t *testing.T) {
 			want: map[string]string{"b": "drop its state: a reload removed it, and it cannot roll out"}, known: []string{"b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			plan := planRollovers(m, c.configured, never, false, c.dropRemoved)
+			plan := planRollovers(m, c.configured, never, 0, false, c.dropRemoved)
 			got := map[string]string{}
 			for _, v := range plan.verdicts {
 				if v.Refusal != nil {
@@ -78,7 +78,7 @@ func TestPlanRollovers(t *testing.T) {
 			}
 		})
 	}
-	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, true, false); len(plan.verdicts) != 0 {
+	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, 0, true, false); len(plan.verdicts) != 0 {
 		t.Fatalf("--allow-non-restored-state rolls over: %+v", plan.verdicts)
 	}
 }
