@@ -43,9 +43,6 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
-	// dropRemoved drops the state of removed pipelines that cannot roll
-	// out, as a reload that removed them asked (changed ones roll over).
-	dropRemoved bool
 	// AllowNewDeviceID lets the agent start under a device id other than
 	// the one recorded in data_dir, and records the new one.
 	AllowNewDeviceID bool
@@ -131,7 +128,7 @@ func Run(ctx context.Context, path string, opts Options) error {
 				// The final checkpoint of that run is what the next one
 				// restores; pipelines the reload removed drop their state.
 				lc = nl
-				opts.From, opts.dropRemoved = "", true
+				opts.From = ""
 				strategy.Reconfigure(nl.cfg.Restart)
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
 				continue
@@ -194,7 +191,7 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	if diags.HasErrors() {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, dropRemoved: opts.dropRemoved,
+	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState,
 		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,

@@ -31,11 +31,11 @@ type rolloverPlan struct {
 // planRollovers decides the rollovers of checkpoint m from the verdicts
 // of the configuration's pipelines, adding those of the pipelines m holds
 // that the configuration no longer has. --allow-non-restored-state drops
-// changed state instead, as before: no rollover. dropRemoved (a reload
-// removed pipelines) drops the state of a removed pipeline that cannot
-// roll out instead of refusing. now is the wall clock at the restore
+// changed state instead, as before: no rollover. A removed pipeline that
+// cannot roll out is refused, at a start as after a reload (which
+// reloadCompatible refuses first). now is the wall clock at the restore
 // (stages.CheckRollover).
-func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, now int64, allowNonRestored, dropRemoved bool) rolloverPlan {
+func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, now int64, allowNonRestored bool) rolloverPlan {
 	var plan rolloverPlan
 	if allowNonRestored {
 		return plan
@@ -61,13 +61,8 @@ func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, 
 			}
 		}
 	}
-	for i, v := range all {
-		if v.Removed && v.Refusal != nil && dropRemoved {
-			all[i].Refusal, all[i].Dropped = nil, true
-		}
-	}
 	for _, v := range all {
-		if v.Roll == nil && !v.Retired && !v.Dropped && v.Refusal == nil && v.RenamedFrom == "" && v.Since == math.MinInt64 {
+		if v.Roll == nil && !v.Retired && v.Refusal == nil && v.RenamedFrom == "" && v.Since == math.MinInt64 {
 			continue
 		}
 		plan.verdicts = append(plan.verdicts, v)

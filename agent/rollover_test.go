@@ -11,8 +11,8 @@ import (
 )
 
 // TestPlanRollovers: from a checkpoint of pipelines "a" and "b", which
-// pipelines roll over, which are renames, which removed ones a reload
-// drops, and which names of state the plan accounts for.
+// pipelines roll over, which are renames, which removed ones are
+// refused, and which names of state the plan accounts for.
 func TestPlanRollovers(t *testing.T) {
 	shapeA := []byte(`{"window":"tumbling event 10s 0s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0"]}`)
 	shapeB := []byte(`{"window":"sliding event 20s 10s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0"]}`)
@@ -27,9 +27,8 @@ func TestPlanRollovers(t *testing.T) {
 		return stages.CheckRollover(m, name, shape, false, never, 0)
 	}
 	for _, c := range []struct {
-		name        string
-		configured  []stages.RolloverVerdict
-		dropRemoved bool
+		name       string
+		configured []stages.RolloverVerdict
 		// want: per pipeline in the plan, its Text() ("refuse" for a
 		// refusal); known: the names of state accounted for.
 		want  map[string]string
@@ -46,11 +45,9 @@ func TestPlanRollovers(t *testing.T) {
 			known: []string{"a--old-" + stages.DefinitionHash(shapeA), "a"}},
 		{name: "b removed: a sliding window cannot roll out", configured: []stages.RolloverVerdict{verdict("a", shapeA)},
 			want: map[string]string{"b": "refuse"}},
-		{name: "b removed by a reload: dropped", configured: []stages.RolloverVerdict{verdict("a", shapeA)}, dropRemoved: true,
-			want: map[string]string{"b": "drop its state: a reload removed it, and it cannot roll out"}, known: []string{"b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			plan := planRollovers(m, c.configured, never, 0, false, c.dropRemoved)
+			plan := planRollovers(m, c.configured, never, 0, false)
 			got := map[string]string{}
 			for _, v := range plan.verdicts {
 				if v.Refusal != nil {
@@ -78,7 +75,7 @@ func TestPlanRollovers(t *testing.T) {
 			}
 		})
 	}
-	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, 0, true, false); len(plan.verdicts) != 0 {
+	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, 0, true); len(plan.verdicts) != 0 {
 		t.Fatalf("--allow-non-restored-state rolls over: %+v", plan.verdicts)
 	}
 }

@@ -115,7 +115,7 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 		plans = append(plans, pl)
 		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg), now))
 	}
-	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), now, allowNonRestored, false)
+	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), now, allowNonRestored)
 	rolls.keepPrevious(cfg, lc.src, m)
 	for i, v := range rolls.verdicts {
 		if !v.Runs() {

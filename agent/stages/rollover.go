@@ -97,9 +97,6 @@ type RolloverVerdict struct {
 	Shape []byte
 	// New: the checkpoint holds nothing of the pipeline.
 	New bool
-	// Dropped: a removed pipeline that cannot roll out, whose state a
-	// reload that removed it drops.
-	Dropped bool
 	// Kept: the change cannot roll over (Why), and the pipeline keeps
 	// running its previous definition, recorded in the checkpoint.
 	Kept bool
@@ -216,7 +213,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 	}
 	oldGrid, newGrid, why := grids(was, now)
 	if why == "" && oldGrid.processing && bounded(was.Source) {
-		why = "its windows are on processing time, and a file's readings get a new processing time at each read, so a restart would route them anew"
+		why = fileProcessingTime
 	}
 	if why != "" {
 		return refuse(why)
@@ -285,8 +282,6 @@ func (v RolloverVerdict) Text() string {
 		return "keep running its previous definition: " + v.Why
 	case v.Refusal != nil:
 		return ""
-	case v.Dropped:
-		return "drop its state: a reload removed it, and it cannot roll out"
 	case v.Roll == nil && !v.Retired:
 		return "restore" // a definition that took over at a cut: it keeps taking no reading before it
 	case v.Retired && v.Fresh:
@@ -310,6 +305,10 @@ func (v RolloverVerdict) Text() string {
 	}
 	return fmt.Sprintf("roll over: %s: its open windows finish as before; windows from %s use the new %s", v.Roll.Changes, formatCut(v.Roll.Cut), changedParts(v.Roll.Changes))
 }
+
+// fileProcessingTime is why a processing-time pipeline reading a file
+// cannot roll over.
+const fileProcessingTime = "its windows are on processing time, and a file's readings get a new processing time at each read, so a restart would route them anew"
 
 // processingCut is where a rollover on processing time cuts, as validate
 // and run's log word it: validate cannot know when the agent starts, and
@@ -564,6 +563,21 @@ func RollOverChange(oldSrc []byte, old *config.Pipeline, nextSrc []byte, next *c
 	}
 	_, _, why = grids(was, &now)
 	return changeText(changes), why
+}
+
+// RollOutWhy says why pipeline old (configuration text oldSrc) cannot
+// roll out once removed from the configuration, as CheckRollover says it
+// at a start, for a reload to refuse as a start does; "" when it can, or
+// keeps no state.
+func RollOutWhy(oldSrc []byte, old *config.Pipeline) string {
+	if old.Window == nil && !old.Keyed() {
+		return ""
+	}
+	g, _, why := grids(pipelineShape(oldSrc, old), nil)
+	if f := old.From.Source.File; why == "" && g.processing && f != nil && f.Path != "-" {
+		why = fileProcessingTime
+	}
+	return why
 }
 
 // CompileKept compiles the previous definition of pipeline p of cfg (the
