@@ -94,6 +94,22 @@ func (plan rolloverPlan) handles(name string) bool {
 // gives every pipeline involved its part, before the checkpoint
 // coordinator learns the tasks and before anything starts.
 func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
+	olds := map[string]*stages.Plan{}
+	var oldPlans []*stages.Plan
+	for _, v := range plan.verdicts {
+		if v.Refusal != nil || !v.Runs() {
+			continue
+		}
+		pl, err := stages.CompileOld(df.cfg, df.src, v.Roll)
+		if err != nil {
+			return added, fmt.Errorf("agent: %w", err)
+		}
+		olds[v.Pipeline] = pl
+		oldPlans = append(oldPlans, pl)
+	}
+	if err := df.shareState(oldPlans); err != nil {
+		return added, err
+	}
 	for _, v := range plan.verdicts {
 		if v.Refusal != nil || v.Kept && v.Roll == nil {
 			continue
@@ -114,12 +130,9 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 		if next != nil {
 			next.SetRollover(stages.RolloverRole{Roll: v.Roll, Fresh: v.Fresh, Since: v.Since})
 		}
-		if !v.Runs() {
+		pl, ok := olds[v.Pipeline]
+		if !ok {
 			continue
-		}
-		pl, err := stages.CompileOld(df.cfg, df.src, v.Roll)
-		if err != nil {
-			return added, fmt.Errorf("agent: %w", err)
 		}
 		old, err := df.newPipeline(pl)
 		if err != nil {

@@ -79,3 +79,81 @@ func TestPlanRollovers(t *testing.T) {
 		t.Fatalf("--allow-non-restored-state rolls over: %+v", plan.verdicts)
 	}
 }
+
+// TestApplyRollovers_StateCacheShared: an old definition running beside
+// its new one takes its share of state { cache } from the same budget:
+// every stateful subtask, the old instance's included, gets the budget
+// divided by all of them, and their shares add up to no more than it.
+func TestApplyRollovers_StateCacheShared(t *testing.T) {
+	const src = `
+agent {
+  device_id   = "share"
+  data_dir    = "%DATA%"
+  parallelism = 2
+}
+state { cache = "64MiB" }
+source "file" "in" { path = "in.jsonl" }
+sink "file" "out" { path = "out.jsonl" }
+pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "10s"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+pipeline "counts" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "1m"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+`
+	a := mustBuildAgent(t, src, false)
+	const budget = 64 << 20
+	for _, p := range a.flow.pipelines {
+		if got := p.StateCache(); got != budget/4 {
+			t.Fatalf("before the rollover: pipeline %q subtask share %d, want %d", p.Name(), got, budget/4)
+		}
+	}
+	block := `pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "5s"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}`
+	roll := &stages.Rollover{Pipeline: "sums", Old: "sums--old-abcd", OldHash: "abcd", Block: block, Cut: 20_000, RetireAt: 19_999, ProcessingTime: true,
+		Changes: "window changed (size 5s → 10s)"}
+	added, err := a.flow.applyRollovers(rolloverPlan{verdicts: []stages.RolloverVerdict{{Pipeline: "sums", Roll: roll, Fresh: true, Since: 20_000}}})
+	if err != nil || !added {
+		t.Fatalf("applyRollovers: added %v, %v", added, err)
+	}
+	var names []string
+	var total int64
+	for _, p := range a.flow.pipelines {
+		names = append(names, p.Name())
+		if got := p.StateCache(); got != budget/6 {
+			t.Errorf("pipeline %q subtask share %d, want %d (the budget over 6 subtasks)", p.Name(), got, budget/6)
+		}
+		total += p.StateCache() * int64(p.Parallelism())
+	}
+	if !slices.Equal(names, []string{"sums", "counts", "sums--old-abcd"}) {
+		t.Fatalf("pipelines %v", names)
+	}
+	if total > budget {
+		t.Fatalf("the subtasks' shares add up to %d, over the budget %d", total, budget)
+	}
+	if len(a.flow.backends) != 6 {
+		t.Fatalf("%d state backends open, want 6: the pipelines reopened on the smaller share left theirs open", len(a.flow.backends))
+	}
+}

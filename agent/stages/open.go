@@ -81,6 +81,7 @@ func New(pl *Plan, o Options) (*Pipeline, error) {
 		sp:           newSparkplugIn(pl.cfg.From.Source.Format, o.Rebirth),
 		since:        math.MinInt64,
 		maxTime:      math.MinInt64,
+		stateCache:   o.StateCache,
 	}
 	if pl.src != nil {
 		o.Source = pl.src // an old definition, compiled from its own text
