@@ -49,6 +49,7 @@ func (df *dataflow) newPipeline(pl *stages.Plan) (*stages.Pipeline, error) {
 		Log:     df.log,
 		Clock:   df.clk,
 		Fail:    df.fail,
+		Retired: df.retired,
 		Rebirth: df.rebirth(pl.Config().From.Source),
 	})
 	if err != nil {
