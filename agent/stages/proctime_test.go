@@ -177,8 +177,8 @@ pipeline "p" {
 			}
 
 			send(1, cut-600)
-			clk.wall.Store(cut + 300) // past the cut, within the grace
-			send(2, cut+200)          // the new definition's: it holds nothing back
+			clk.wall.Store(cut + 300)                           // past the cut, within the grace
+			send(2, cut+200)                                    // the new definition's: it holds nothing back
 			await.Never(t, 500*time.Millisecond, func() error { // five ticks
 				if r := read(); len(r) > 0 {
 					return fmt.Errorf("the old definition's last window fired within the grace: %q", r)
@@ -186,6 +186,7 @@ pipeline "p" {
 				return nil
 			})
 			send(3, cut-1) // stamped before the cut, come through after one stamped at it
+			await.True(t, 10*time.Second, "the third reading read", func() bool { return p.m.in.Get() == 3 })
 			c.release(clk, send)
 			await.True(t, 10*time.Second, "the last window fired", func() bool { return len(read()) > 0 })
 			await.True(t, 10*time.Second, "the old definition retired", func() bool { return retired.Load() == 1 })
