@@ -359,6 +359,12 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, payload []byte, now, wall int64) (filtered bool) {
 	switch o {
 	case operators.Pass:
+		if l.released && l.p.roll.ProcessingTime {
+			// Stamped before the cut, read after the old definition fired
+			// its last window: a window would have to reopen for it.
+			l.p.m.late.Inc()
+			return false
+		}
 		l.route(m, payload, now)
 	case operators.Punctuation:
 		if pw, ok := l.p.wm.(*punctuatedWatermark); ok {

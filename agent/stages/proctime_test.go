@@ -107,8 +107,9 @@ func (c *wallClock) WallSynced() bool { return true }
 // cutGrace past the cut and no reading that arrived that late has come
 // through: a reading stamped before the cut that reaches it after one
 // stamped at the cut still counts in it. Then the window fires, once, and
-// the old definition retires (Options.Retired); no window of it starts at
-// or after the cut.
+// the old definition retires (Options.Retired); a reading stamped before
+// the cut read after that is counted, in no window; no window of it
+// starts at or after the cut.
 func TestPipeline_ProcessingTimeOldDefinitionWaitsForTheCut(t *testing.T) {
 	const src = `
 agent {
@@ -190,6 +191,9 @@ pipeline "p" {
 			c.release(clk, send)
 			await.True(t, 10*time.Second, "the last window fired", func() bool { return len(read()) > 0 })
 			await.True(t, 10*time.Second, "the old definition retired", func() bool { return retired.Load() == 1 })
+			filtered := p.m.filtered.Get()
+			send(9, cut-2) // stamped before the cut, read after its last window fired
+			await.True(t, 10*time.Second, "the reading too late for the last window counted", func() bool { return p.m.filtered.Get() == filtered+1 })
 			await.Never(t, 300*time.Millisecond, func() error {
 				if r := read(); len(r) != 1 {
 					return fmt.Errorf("results %q, want the last window's alone", r)
