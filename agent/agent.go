@@ -43,9 +43,6 @@ type Options struct {
 	// source changed (or whose window state has the other layout), instead
 	// of refusing to start.
 	AllowNonRestoredState bool
-	// dropRemoved drops the state of removed pipelines that cannot roll
-	// out, as a reload that removed them asked (changed ones roll over).
-	dropRemoved bool
 	// AllowNewDeviceID lets the agent start under a device id other than
 	// the one recorded in data_dir, and records the new one.
 	AllowNewDeviceID bool
@@ -72,6 +69,10 @@ type Agent struct {
 	memory   memoryBudget
 	ckpt     *checkpointing.Driver
 	failed   chan error // a component that cannot go on; run stops
+	// retired gets a value when an old definition retires: the run ends
+	// with a final checkpoint and the loop in Run builds the pipelines
+	// again from it, without the old definition.
+	retired  chan struct{}
 	upload   offsite.Uploader
 	restorer *restorer
 
@@ -122,6 +123,15 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if opts.Reload != nil {
 			go watchReload(runCtx, path, lc, opts.Reload, log, next, stop)
 		}
+		retiring := make(chan struct{})
+		go func() {
+			select {
+			case <-a.retired:
+				close(retiring)
+				stop()
+			case <-runCtx.Done():
+			}
+		}()
 		err = a.run(runCtx, opts)
 		stop()
 		restarts = a.failover.CarryRestarts(strategy, restarts)
@@ -131,9 +141,17 @@ func Run(ctx context.Context, path string, opts Options) error {
 				// The final checkpoint of that run is what the next one
 				// restores; pipelines the reload removed drop their state.
 				lc = nl
-				opts.From, opts.dropRemoved = "", true
+				opts.From = ""
 				strategy.Reconfigure(nl.cfg.Restart)
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
+				continue
+			}
+		case <-retiring:
+			if err == nil && ctx.Err() == nil {
+				// Its final checkpoint records the old definition retired:
+				// the next run drops it (its goroutines, metrics and state).
+				log.Info("rollover: restarting the pipelines from the final checkpoint without the retired old definition")
+				opts.From = ""
 				continue
 			}
 		default:
@@ -179,7 +197,8 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
 	clk := newClock().withStatus(opts.ClockStatus, log)
-	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: clk, failed: make(chan error, 1)}
+	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: clk, failed: make(chan error, 1),
+		retired: make(chan struct{}, 1)}
 	var diags hcl.Diagnostics
 	var plans []*stages.Plan
 	for _, p := range cfg.Pipelines {
@@ -194,11 +213,20 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	if diags.HasErrors() {
 		return nil, errors.New("invalid configuration:\n" + strings.TrimRight(config.FormatDiagnostics(diags), "\n"))
 	}
-	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState, dropRemoved: opts.dropRemoved,
+	a.restorer = &restorer{log: log, allowNonRestored: opts.AllowNonRestoredState,
 		from: opts.From, cfg: cfg}
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,
 		stateCache: a.memory.stateCache, stdout: opts.Stdout, fail: a.fail, holds: &a.diskHolds,
+		retired: func() {
+			if readsStdin(cfg) {
+				return // a restart would lose what the reader buffered: the old definition stays until the next start
+			}
+			select {
+			case a.retired <- struct{}{}:
+			default:
+			}
+		},
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
 		pipeMetrics: map[string]*stages.Metrics{}, walSinks: map[string]*walHolder{},
 		sparkplugSinks: map[string]*atomic.Pointer[sparkplug.Sink]{}, rebirthers: map[string]*lazyRebirther{}}
@@ -211,6 +239,16 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	a.intro = newIntrospection(a)
 	a.endpoint = &adminEndpoint{cfg: cfg, log: log, view: a.intro}
 	return a, nil
+}
+
+// readsStdin reports whether a source of cfg reads the standard input.
+func readsStdin(cfg *config.Config) bool {
+	for _, s := range cfg.Sources {
+		if s.File != nil && s.File.Path == "-" {
+			return true
+		}
+	}
+	return false
 }
 
 // fail stops the agent with err (the first one wins).

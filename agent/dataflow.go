@@ -36,10 +36,16 @@ type dataflow struct {
 	log        *slog.Logger
 	metrics    *metrics.Set
 	clk        clock
-	stateCache int64       // state { cache } (memoryBudget), shared by the stateful subtasks
-	stdout     io.Writer   // where stdout sinks write
-	fail       func(error) // stops the run (Agent.fail) until failover routes a region's own
-	holds      *disk.Holds // the ingest intakes wait for disk space there
+	stateCache int64 // state { cache } (memoryBudget), shared by the stateful subtasks
+	// oldSubtasks are the stateful subtasks of the old definitions that
+	// run beside their new ones (rollovers): they share the state budget
+	// with the configuration's (stateSubtasks).
+	oldSubtasks int
+	// retired is stages.Options.Retired of every pipeline.
+	retired func()
+	stdout  io.Writer   // where stdout sinks write
+	fail    func(error) // stops the run (Agent.fail) until failover routes a region's own
+	holds   *disk.Holds // the ingest intakes wait for disk space there
 
 	broker *broker.Broker // nil until a source or sink uses it
 	// mu guards pipelines, sources and sinks, which a region restart

@@ -40,7 +40,7 @@ func (df *dataflow) newPipeline(pl *stages.Plan) (*stages.Pipeline, error) {
 		MaxKeyGroups: df.cfg.Agent.MaxKeyGroups,
 		Align: checkpoint.AlignmentPolicy{Unaligned: df.cfg.Checkpoint.Unaligned,
 			AlignedTimeoutMs: df.cfg.Checkpoint.AlignedTimeout.Milliseconds()},
-		StateCache: df.stateCache / int64(totalSubtasks(df.cfg)),
+		StateCache: df.stateCache / int64(df.stateSubtasks()),
 		BoltState:  df.cfg.State.Backend != "memory",
 		OpenBackend: func(subtask int, cacheBytes int64) (state.Backend, error) {
 			return df.openBackend(name, subtask, cacheBytes)
@@ -49,6 +49,7 @@ func (df *dataflow) newPipeline(pl *stages.Plan) (*stages.Pipeline, error) {
 		Log:     df.log,
 		Clock:   df.clk,
 		Fail:    df.fail,
+		Retired: df.retired,
 		Rebirth: df.rebirth(pl.Config().From.Source),
 	})
 	if err != nil {
@@ -166,7 +167,7 @@ func (df *dataflow) openBackend(pipeline string, subtask int, cacheBytes int64) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent: create %s: %w", dir, err)
 	}
-	n := totalSubtasks(df.cfg)
+	n := df.stateSubtasks()
 	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
 		MaxSize:    int(st.MaxSizeBytes / int64(n)),
 		CacheBytes: int(cacheBytes),
@@ -184,16 +185,59 @@ func (df *dataflow) openBackend(pipeline string, subtask int, cacheBytes int64) 
 func totalSubtasks(cfg *config.Config) int {
 	n := 0
 	for _, p := range cfg.Pipelines {
-		if p.Window == nil && !p.Keyed() {
-			continue
-		}
-		if p.Parallelism > 0 {
-			n += p.Parallelism
-		} else {
-			n += cfg.Agent.Parallelism
-		}
+		n += statefulSubtasks(cfg, p)
 	}
 	return max(n, 1)
+}
+
+// statefulSubtasks is the number of subtasks with state of pipeline p of
+// cfg: 0 when it keeps none.
+func statefulSubtasks(cfg *config.Config, p *config.Pipeline) int {
+	switch {
+	case p.Window == nil && !p.Keyed():
+		return 0
+	case p.Parallelism > 0:
+		return p.Parallelism
+	}
+	return cfg.Agent.Parallelism
+}
+
+// stateSubtasks is the number of subtasks that share the state budget:
+// the configuration's, and those of the old definitions running beside
+// their new ones.
+func (df *dataflow) stateSubtasks() int { return totalSubtasks(df.cfg) + df.oldSubtasks }
+
+// shareState makes the old definitions of plans, about to be opened,
+// take their share of the state budget from the pipelines already open:
+// it reopens those with state on the smaller share. Only before anything
+// starts or restores.
+func (df *dataflow) shareState(olds []*stages.Plan) error {
+	n := 0
+	for _, pl := range olds {
+		n += statefulSubtasks(df.cfg, pl.Config())
+	}
+	if n == df.oldSubtasks {
+		return nil
+	}
+	df.oldSubtasks = n
+	for i, p := range df.pipelines {
+		if !p.Stateful() {
+			continue
+		}
+		pl, err := p.Recompile(df.cfg)
+		if err != nil {
+			return err
+		}
+		df.unplug(p)
+		np, err := df.newPipeline(pl)
+		if err != nil {
+			return err
+		}
+		df.mu.Lock()
+		df.pipelines[i] = np
+		df.mu.Unlock()
+	}
+	return nil
 }
 
 // rebirth is the NCMD rebirth request of a sparkplug_b source with

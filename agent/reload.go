@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/eddy-edge/eddy/agent/stages"
@@ -38,15 +39,25 @@ func loadConfig(path string) (loadedConfig, error) {
 // or nil. Pipelines are matched by name: a new one starts empty, a removed
 // one rolls out (or its state is dropped when it cannot), and one whose
 // definition changed rolls over at a cut (stages.CheckRollover); a change
-// that cannot roll over is refused, as is a change of max_key_groups,
-// which every checkpoint depends on. Sinks, parallelism and everything
-// else may change.
+// that cannot roll over is refused, as is the removal of a pipeline that
+// cannot roll out (a start refuses it too, keeping its state) and a
+// change of max_key_groups, which every checkpoint depends on. Sinks,
+// parallelism and everything else may change.
 func reloadCompatible(old, next loadedConfig) error {
 	if old.cfg.Agent.MaxKeyGroups != next.cfg.Agent.MaxKeyGroups {
 		return errors.New("max_key_groups changed: existing state cannot be regrouped")
 	}
 	if old.cfg.Agent.DataDir != next.cfg.Agent.DataDir {
 		return errors.New("data_dir changed: restart the agent to move it")
+	}
+	for _, op := range old.cfg.Pipelines {
+		if slices.ContainsFunc(next.cfg.Pipelines, func(np *config.Pipeline) bool { return np.Name == op.Name }) {
+			continue
+		}
+		if why := stages.RollOutWhy(old.src, op); why != "" {
+			return fmt.Errorf("pipeline %q: removed from the configuration, which cannot roll out: %s; its state stays, as at a start: "+
+				"put the pipeline back, or restart with --allow-non-restored-state to drop that state", op.Name, why)
+		}
 	}
 	for _, np := range next.cfg.Pipelines {
 		var op *config.Pipeline

@@ -31,10 +31,11 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	var rolls rolloverPlan
 	if selErr == nil {
 		var configured []stages.RolloverVerdict
+		now := a.clk.WallMs() // a rollover on processing time cuts after the restart
 		for _, p := range a.flow.pipelines {
-			configured = append(configured, p.CheckRollover(sel.Manifest, stages.BoundedSources(a.cfg)))
+			configured = append(configured, p.CheckRollover(sel.Manifest, stages.BoundedSources(a.cfg), now))
 		}
-		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), a.restorer.allowNonRestored, a.restorer.dropRemoved)
+		rolls = planRollovers(sel.Manifest, configured, stages.BoundedSources(a.cfg), now, a.restorer.allowNonRestored)
 		kept := rolls.keepPrevious(a.cfg, a.flow.src, sel.Manifest)
 		if rolls.refusal != nil {
 			return rolls.refusal
@@ -165,8 +166,6 @@ type restorer struct {
 	from string
 	// allowNonRestored: see Options.AllowNonRestoredState.
 	allowNonRestored bool
-	// dropRemoved: see Options.dropRemoved.
-	dropRemoved bool
 }
 
 // restore loads checkpoint sel into pipelines' state, watermarks and the

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -30,10 +31,11 @@ type rolloverPlan struct {
 // planRollovers decides the rollovers of checkpoint m from the verdicts
 // of the configuration's pipelines, adding those of the pipelines m holds
 // that the configuration no longer has. --allow-non-restored-state drops
-// changed state instead, as before: no rollover. dropRemoved (a reload
-// removed pipelines) drops the state of a removed pipeline that cannot
-// roll out instead of refusing.
-func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, allowNonRestored, dropRemoved bool) rolloverPlan {
+// changed state instead, as before: no rollover. A removed pipeline that
+// cannot roll out is refused, at a start as after a reload (which
+// reloadCompatible refuses first). now is the wall clock at the restore
+// (stages.CheckRollover).
+func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, bounded func(string) bool, now int64, allowNonRestored bool) rolloverPlan {
 	var plan rolloverPlan
 	if allowNonRestored {
 		return plan
@@ -45,7 +47,7 @@ func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, 
 	}
 	for _, name := range stages.RolledPipelines(m) {
 		if !names[name] {
-			all = append(all, stages.CheckRollover(m, name, nil, true, bounded))
+			all = append(all, stages.CheckRollover(m, name, nil, true, bounded, now))
 		}
 	}
 	for i, v := range all {
@@ -59,13 +61,8 @@ func planRollovers(m *checkpoint.Manifest, configured []stages.RolloverVerdict, 
 			}
 		}
 	}
-	for i, v := range all {
-		if v.Removed && v.Refusal != nil && dropRemoved {
-			all[i].Refusal, all[i].Dropped = nil, true
-		}
-	}
 	for _, v := range all {
-		if v.Roll == nil && !v.Retired && !v.Dropped && v.Refusal == nil && v.RenamedFrom == "" && v.Since == math.MinInt64 {
+		if v.Roll == nil && !v.Retired && v.Refusal == nil && v.RenamedFrom == "" && v.Since == math.MinInt64 {
 			continue
 		}
 		plan.verdicts = append(plan.verdicts, v)
@@ -97,6 +94,22 @@ func (plan rolloverPlan) handles(name string) bool {
 // gives every pipeline involved its part, before the checkpoint
 // coordinator learns the tasks and before anything starts.
 func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
+	olds := map[string]*stages.Plan{}
+	var oldPlans []*stages.Plan
+	for _, v := range plan.verdicts {
+		if v.Refusal != nil || !v.Runs() {
+			continue
+		}
+		pl, err := stages.CompileOld(df.cfg, df.src, v.Roll)
+		if err != nil {
+			return added, fmt.Errorf("agent: %w", err)
+		}
+		olds[v.Pipeline] = pl
+		oldPlans = append(oldPlans, pl)
+	}
+	if err := df.shareState(oldPlans); err != nil {
+		return added, err
+	}
 	for _, v := range plan.verdicts {
 		if v.Refusal != nil || v.Kept && v.Roll == nil {
 			continue
@@ -108,17 +121,18 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 			}
 		}
 		if text := v.Text(); text != "restore" && !v.Kept {
-			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, "pipeline", v.Pipeline)
+			attrs := []any{"pipeline", v.Pipeline}
+			if v.Fresh && v.Roll != nil && v.Roll.ProcessingTime {
+				attrs = append(attrs, "cut", time.UnixMilli(v.Roll.Cut).UTC().Format(time.RFC3339Nano)) // the words cannot name it: validate says the same
+			}
+			df.log.Info("restore: pipeline "+fmt.Sprintf("%q", v.Pipeline)+": "+text, attrs...)
 		}
 		if next != nil {
 			next.SetRollover(stages.RolloverRole{Roll: v.Roll, Fresh: v.Fresh, Since: v.Since})
 		}
-		if !v.Runs() {
+		pl, ok := olds[v.Pipeline]
+		if !ok {
 			continue
-		}
-		pl, err := stages.CompileOld(df.cfg, df.src, v.Roll)
-		if err != nil {
-			return added, fmt.Errorf("agent: %w", err)
 		}
 		old, err := df.newPipeline(pl)
 		if err != nil {

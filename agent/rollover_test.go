@@ -11,8 +11,8 @@ import (
 )
 
 // TestPlanRollovers: from a checkpoint of pipelines "a" and "b", which
-// pipelines roll over, which are renames, which removed ones a reload
-// drops, and which names of state the plan accounts for.
+// pipelines roll over, which are renames, which removed ones are
+// refused, and which names of state the plan accounts for.
 func TestPlanRollovers(t *testing.T) {
 	shapeA := []byte(`{"window":"tumbling event 10s 0s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0"]}`)
 	shapeB := []byte(`{"window":"sliding event 20s 10s 0s 0s 0 0 0s 0s 0","key":"k","source":"in","aggregates":["n = count() q=0"]}`)
@@ -24,12 +24,11 @@ func TestPlanRollovers(t *testing.T) {
 	}}
 	never := func(string) bool { return false }
 	verdict := func(name string, shape []byte) stages.RolloverVerdict {
-		return stages.CheckRollover(m, name, shape, false, never)
+		return stages.CheckRollover(m, name, shape, false, never, 0)
 	}
 	for _, c := range []struct {
-		name        string
-		configured  []stages.RolloverVerdict
-		dropRemoved bool
+		name       string
+		configured []stages.RolloverVerdict
 		// want: per pipeline in the plan, its Text() ("refuse" for a
 		// refusal); known: the names of state accounted for.
 		want  map[string]string
@@ -46,11 +45,9 @@ func TestPlanRollovers(t *testing.T) {
 			known: []string{"a--old-" + stages.DefinitionHash(shapeA), "a"}},
 		{name: "b removed: a sliding window cannot roll out", configured: []stages.RolloverVerdict{verdict("a", shapeA)},
 			want: map[string]string{"b": "refuse"}},
-		{name: "b removed by a reload: dropped", configured: []stages.RolloverVerdict{verdict("a", shapeA)}, dropRemoved: true,
-			want: map[string]string{"b": "drop its state: a reload removed it, and it cannot roll out"}, known: []string{"b"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			plan := planRollovers(m, c.configured, never, false, c.dropRemoved)
+			plan := planRollovers(m, c.configured, never, 0, false)
 			got := map[string]string{}
 			for _, v := range plan.verdicts {
 				if v.Refusal != nil {
@@ -78,7 +75,85 @@ func TestPlanRollovers(t *testing.T) {
 			}
 		})
 	}
-	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, true, false); len(plan.verdicts) != 0 {
+	if plan := planRollovers(m, []stages.RolloverVerdict{verdict("a", changedA)}, never, 0, true); len(plan.verdicts) != 0 {
 		t.Fatalf("--allow-non-restored-state rolls over: %+v", plan.verdicts)
+	}
+}
+
+// TestApplyRollovers_StateCacheShared: an old definition running beside
+// its new one takes its share of state { cache } from the same budget:
+// every stateful subtask, the old instance's included, gets the budget
+// divided by all of them, and their shares add up to no more than it.
+func TestApplyRollovers_StateCacheShared(t *testing.T) {
+	const src = `
+agent {
+  device_id   = "share"
+  data_dir    = "%DATA%"
+  parallelism = 2
+}
+state { cache = "64MiB" }
+source "file" "in" { path = "in.jsonl" }
+sink "file" "out" { path = "out.jsonl" }
+pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "10s"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+pipeline "counts" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "1m"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}
+`
+	a := mustBuildAgent(t, src, false)
+	const budget = 64 << 20
+	for _, p := range a.flow.pipelines {
+		if got := p.StateCache(); got != budget/4 {
+			t.Fatalf("before the rollover: pipeline %q subtask share %d, want %d", p.Name(), got, budget/4)
+		}
+	}
+	block := `pipeline "sums" {
+  from = source.file.in
+  key  = event.device
+  window "tumbling" {
+    time = "processing"
+    size = "5s"
+  }
+  aggregate { n = count() }
+  to = [sink.file.out]
+}`
+	roll := &stages.Rollover{Pipeline: "sums", Old: "sums--old-abcd", OldHash: "abcd", Block: block, Cut: 20_000, RetireAt: 19_999, ProcessingTime: true,
+		Changes: "window changed (size 5s → 10s)"}
+	added, err := a.flow.applyRollovers(rolloverPlan{verdicts: []stages.RolloverVerdict{{Pipeline: "sums", Roll: roll, Fresh: true, Since: 20_000}}})
+	if err != nil || !added {
+		t.Fatalf("applyRollovers: added %v, %v", added, err)
+	}
+	var names []string
+	var total int64
+	for _, p := range a.flow.pipelines {
+		names = append(names, p.Name())
+		if got := p.StateCache(); got != budget/6 {
+			t.Errorf("pipeline %q subtask share %d, want %d (the budget over 6 subtasks)", p.Name(), got, budget/6)
+		}
+		total += p.StateCache() * int64(p.Parallelism())
+	}
+	if !slices.Equal(names, []string{"sums", "counts", "sums--old-abcd"}) {
+		t.Fatalf("pipelines %v", names)
+	}
+	if total > budget {
+		t.Fatalf("the subtasks' shares add up to %d, over the budget %d", total, budget)
+	}
+	if len(a.flow.backends) != 6 {
+		t.Fatalf("%d state backends open, want 6: the pipelines reopened on the smaller share left theirs open", len(a.flow.backends))
 	}
 }

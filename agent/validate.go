@@ -103,15 +103,19 @@ func CheckState(path string, allowNonRestored bool) (StateCheck, error) {
 	say("state: eddy run restores checkpoint %d (%s) from %s:", m.ID, m.Time.UTC().Format(time.RFC3339), cfg.Agent.DataDir)
 	var configured []stages.RolloverVerdict
 	var plans []*stages.Plan
+	// A rollover on processing time cuts after the start, which validate
+	// cannot know: its words name no time, and the time passed matters
+	// to nothing it prints.
+	now := time.Now().UnixMilli()
 	for _, p := range cfg.Pipelines {
 		pl, diags := stages.Compile(cfg, p)
 		if diags.HasErrors() {
 			return out, errors.New(config.FormatDiagnostics(diags))
 		}
 		plans = append(plans, pl)
-		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg)))
+		configured = append(configured, pl.CheckRollover(lc.src, m, stages.BoundedSources(cfg), now))
 	}
-	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), allowNonRestored, false)
+	rolls := planRollovers(m, configured, stages.BoundedSources(cfg), now, allowNonRestored)
 	rolls.keepPrevious(cfg, lc.src, m)
 	for i, v := range rolls.verdicts {
 		if !v.Runs() {

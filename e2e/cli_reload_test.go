@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -54,8 +55,8 @@ pipeline "p2" {
 // TestReload_SIGHUP changes the configuration of a running agent: adding a
 // pipeline is applied (a checkpoint, then the pipelines restart on the new
 // file and the old pipeline keeps its state); changing an existing
-// pipeline's window on processing time, which cannot roll over, is refused
-// with a log line, and the agent keeps running on the previous
+// pipeline's tumbling window into a sliding one, which cannot roll over,
+// is refused with a log line, and the agent keeps running on the previous
 // configuration.
 func TestReload_SIGHUP(t *testing.T) {
 	dir := t.TempDir()
@@ -64,20 +65,22 @@ func TestReload_SIGHUP(t *testing.T) {
 	await.True(t, 15*time.Second, `len(b) > 0`, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "one.jsonl")); return len(b) > 0 })
 
 	// The same admin address as the running agent's.
-	rewrite := func(size, extra string) {
-		writeConfig(t, dir, reloadConfig, "%BROKER%", brokerAddr, "%SIZE%", size, "%EXTRA%", extra, "%ADMIN%", ag.admin)
+	rewrite := func(config, size, extra string) {
+		writeConfig(t, dir, config, "%BROKER%", brokerAddr, "%SIZE%", size, "%EXTRA%", extra, "%ADMIN%", ag.admin)
 	}
-	rewrite("300ms", reloadExtra)
+	rewrite(reloadConfig, "300ms", reloadExtra)
 	ag.signal(syscall.SIGHUP)
 	await.True(t, 20*time.Second, `ag.logContains("configuration reloaded")`, func() bool { return ag.logContains("configuration reloaded") })
 	// The reload is logged before the rebuilt pipelines restore.
 	await.True(t, 20*time.Second, `ag.logContains("restored checkpoint")`, func() bool { return ag.logContains("restored checkpoint") })
 	await.True(t, 15*time.Second, `len(b) > 0`, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "two.jsonl")); return len(b) > 0 })
 
-	rewrite("1s", reloadExtra) // p1's window changes, on processing time: it cannot roll over
+	sliding := strings.Replace(reloadConfig, `window "tumbling" {`, `window "sliding" {
+    slide = "100ms"`, 1)
+	rewrite(sliding, "300ms", reloadExtra) // p1's window slides: it cannot roll over
 	ag.signal(syscall.SIGHUP)
 	await.True(t, 10*time.Second, `ag.logContains("configuration reload refused")`, func() bool { return ag.logContains("configuration reload refused") })
-	if !ag.logContains(`pipeline \"p1\": window changed (size 300ms → 1s), which cannot roll over: its old window is tumbling on processing time`) {
+	if !ag.logContains(`pipeline \"p1\": window changed (kind tumbling → sliding, slide 0s → 100ms), which cannot roll over: its new window is sliding on processing time`) {
 		t.Fatal("the refusal does not say why")
 	}
 	// Still running on the previous configuration.

@@ -55,7 +55,7 @@ func TestCLI_ValidateState(t *testing.T) {
     slide = "10s"
   }`, 1),
 			[]string{`  pipeline "sums": keep running its previous definition: window changed (kind tumbling → sliding, size 10s → 20s, slide 0s → 10s), ` +
-				`which cannot roll over: its new window is sliding on event time, and only tumbling windows on event time roll over`, `  pipeline "maxes": restore`}, ""},
+				`which cannot roll over: its new window is sliding on event time, and only tumbling windows roll over`, `  pipeline "maxes": restore`}, ""},
 		{"add a pipeline", twoPipelines + `
 pipeline "counts" {
   from = source.file.in

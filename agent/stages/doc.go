@@ -33,11 +33,13 @@
 //     former from the manifest alone, for run and validate alike.
 //   - the rollover of a changed pipeline (rollover.go): each checkpoint
 //     records the pipeline's block, its newest event time and, during a
-//     rollover, the cut; CheckRollover decides from the manifest alone
-//     whether a change rolls over and where it cuts, CompileOld compiles
-//     the old definition to run beside the new one (SetRollover: the
-//     event times each takes), CompileKept the previous definition of a
-//     change that cannot roll over.
+//     rollover, the cut; CheckRollover decides from the manifest and the
+//     moment of the restore alone whether a change rolls over and where
+//     it cuts (on processing time, after the restore), CompileOld
+//     compiles the old definition to run beside the new one (SetRollover:
+//     the event times or arrivals each takes; Options.Retired: the old
+//     one has fired its last window), CompileKept the previous definition
+//     of a change that cannot roll over.
 //   - the messages on its edges: SourceBatch from a source runner, SinkMsg
 //     to a sink runner; the runners use these types.
 //   - each pipeline's counters (Metrics, metrics.go: the metric names it

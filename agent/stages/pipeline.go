@@ -96,6 +96,11 @@ type Pipeline struct {
 	// in checkpoints: a later rollover's cut lies after it. Owned by the
 	// prepare stage once started.
 	maxTime int64
+	// onRetired is Options.Retired.
+	onRetired func()
+	// stateCache is each subtask's share of state { cache }
+	// (Options.StateCache).
+	stateCache int64
 
 	to         []Sink
 	late       *Sink // nil without a late_output
@@ -221,6 +226,10 @@ func (p *Pipeline) EventTime() bool { return p.eventTime }
 // per-key functions): then each has a backend, and checkpoints record the
 // pipeline's state shape.
 func (p *Pipeline) Stateful() bool { return p.shape != nil }
+
+// StateCache is each window subtask's share of state { cache }, as
+// opened (Options.StateCache).
+func (p *Pipeline) StateCache() int64 { return p.stateCache }
 
 // Parallelism is the number of window subtasks.
 func (p *Pipeline) Parallelism() int { return len(p.subtasks) }

@@ -139,6 +139,12 @@ type prepareLoop struct {
 	// procTime is the last processing time sent down the edges.
 	live     bool
 	procTime int64
+	// released: an old definition on processing time may fire its windows
+	// that end at the cut (cutGrace).
+	released bool
+	// elsewhere is the newest processing time of the readings of this
+	// batch the other definition takes (math.MinInt64: none).
+	elsewhere int64
 
 	heldMain *checkpoint.Trigger // main barrier waiting for the control one
 	heldCtl  uint64              // control barrier waiting for the main one
@@ -158,9 +164,7 @@ func (l *prepareLoop) broadcast() {
 	if wm := p.resume.Apply(p.wm.Current()); wm > l.lastWM {
 		l.lastWM = wm
 		if p.roll != nil && !p.retired && wm >= p.roll.RetireAt {
-			p.retired = true
-			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", p.roll.Pipeline,
-				"definition", p.roll.OldHash, "cut", formatCut(p.roll.Cut), "watermark", formatCut(wm))
+			p.retire("watermark", wm)
 		}
 		p.m.watermark.Store(wm)
 		for _, e := range p.edges {
@@ -227,17 +231,56 @@ func (l *prepareLoop) onIdle() {
 }
 
 // advanceProcessingTime sends processing time now down every edge when
-// it advanced. Only a live input's ticks call it: during a replay the
-// readings' arrivals move processing time, in the subtasks.
+// it advanced. A live input's ticks call it, and an old definition on
+// processing time with the arrivals of the readings its new definition
+// takes: otherwise, during a replay the readings' arrivals move
+// processing time, in the subtasks.
 func (l *prepareLoop) advanceProcessingTime(now int64) {
+	p := l.p
+	r := p.roll
+	old := r != nil && r.ProcessingTime
+	if old && !l.released {
+		if now >= r.Cut+cutGrace.Milliseconds() {
+			l.released = true
+		} else {
+			now = min(now, r.Cut-2) // the last window before the cut stays open
+		}
+	}
 	if now <= l.procTime {
 		return
 	}
 	l.procTime = now
-	for _, e := range l.p.edges {
+	for _, e := range p.edges {
 		_ = e.Send(prepareCtx, stream.Message{Kind: stream.ProcessingTime, ProcessingTime: now})
 	}
+	if old {
+		p.maxTime = max(p.maxTime, now) // how far it went: CheckRollover reads it
+		if !p.retired && now >= r.RetireAt {
+			p.retire("processing_time", now)
+		}
+	}
 }
+
+// retire marks the old definition retired once its time (what, at) has
+// passed its last window, and tells the agent (Options.Retired), unless
+// it holds a bounded file's results until the input ends.
+func (p *Pipeline) retire(what string, at int64) {
+	p.retired = true
+	r := p.roll
+	p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", r.Pipeline,
+		"definition", r.OldHash, "cut", formatCut(r.Cut), what, formatCut(at))
+	if p.onRetired != nil && !r.Held {
+		p.onRetired()
+	}
+}
+
+// cutGrace is how long after a cut on processing time the old definition
+// still waits for readings that arrived before it: arrivals are stamped
+// when each connection receives a message, so a reading stamped just
+// before the cut may reach the pipeline after one stamped at it. The old
+// definition fires its last window once its input holds a reading stamped
+// cutGrace after the cut, or, live, once the wall clock is there.
+const cutGrace = time.Second
 
 // onMain takes one batch of the main input: a barrier (held while the
 // control stream has not delivered it), the end of input, or readings.
@@ -273,6 +316,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 		return
 	}
 	var in, filtered int64
+	l.elsewhere = math.MinInt64
 	for i := range rb.Msgs {
 		m := &rb.Msgs[i]
 		if p.resume != nil {
@@ -310,6 +354,12 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 		l.dead = nil
 	}
 	l.broadcast()
+	if l.elsewhere != math.MinInt64 && p.roll != nil && p.roll.ProcessingTime {
+		// Readings from the cut on are the new definition's, but their
+		// arrivals move the old one's processing time, after the readings
+		// before them: its windows close as they come, in a replay too.
+		l.advanceProcessingTime(l.elsewhere)
+	}
 }
 
 // outcome acts on what the preparer did with a reading of message m whose
@@ -319,7 +369,17 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, offset uint64, payload []byte, now, wall int64) (filtered bool) {
 	switch o {
 	case operators.Pass:
+<<<<<<< HEAD
 		l.route(m, offset, payload, now)
+=======
+		if l.released && l.p.roll.ProcessingTime {
+			// Stamped before the cut, read after the old definition fired
+			// its last window: a window would have to reopen for it.
+			l.p.m.late.Inc()
+			return false
+		}
+		l.route(m, payload, now)
+>>>>>>> proctime-roll
 	case operators.Punctuation:
 		if pw, ok := l.p.wm.(*punctuatedWatermark); ok {
 			pw.mark(l.p.prep.Watermark)
@@ -332,6 +392,7 @@ func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, offset uin
 		if l.p.wm != nil {
 			l.p.wm.Observe(l.p.prep.Time)
 		}
+		l.elsewhere = max(l.elsewhere, l.p.prep.Time)
 		return true
 	case operators.Rejected:
 		l.reject(m, payload, wall)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +93,122 @@ pipeline "p" {
 	await.True(t, 10*time.Second, "the last window fired once caught up", func() bool { read(); return has(last, 1) })
 	close(p.in)
 	wg.Wait()
+}
+
+// wallClock is a Clock whose wall time the test sets.
+type wallClock struct{ wall atomic.Int64 }
+
+func (c *wallClock) MonoMs() int64    { return time.Now().UnixMilli() }
+func (c *wallClock) WallMs() int64    { return c.wall.Load() }
+func (c *wallClock) WallSynced() bool { return true }
+
+// The old definition of a rollover on processing time keeps its last
+// window, which ends at the cut, open while the wall clock is less than
+// cutGrace past the cut and no reading that arrived that late has come
+// through: a reading stamped before the cut that reaches it after one
+// stamped at the cut still counts in it. Then the window fires, once, and
+// the old definition retires (Options.Retired); a reading stamped before
+// the cut read after that is counted, in no window; no window of it
+// starts at or after the cut.
+func TestPipeline_ProcessingTimeOldDefinitionWaitsForTheCut(t *testing.T) {
+	const src = `
+agent {
+  data_dir = "%DATA%"
+  admin    = ""
+}
+source "mqtt" "sensors" {
+  broker = "tcp://127.0.0.1:1"
+  topics = ["sensors/+"]
+}
+sink "stdout" "out" {}
+pipeline "p" {
+  from = source.mqtt.sensors
+  key  = event.device
+  window "tumbling" {
+    size = "1s"
+    time = "processing"
+  }
+  aggregate { n = count() }
+  to = [sink.stdout.out]
+}
+`
+	const cut = 1_700_000_010_000
+	for _, c := range []struct {
+		name string
+		// release is what lets the last window fire: the wall clock a
+		// second past the cut, or a reading that arrived then.
+		release func(clk *wallClock, send func(offset uint64, arrival int64))
+	}{
+		{"by the wall clock", func(clk *wallClock, _ func(uint64, int64)) { clk.wall.Store(cut + 1_000) }},
+		{"by a reading a second past the cut", func(_ *wallClock, send func(uint64, int64)) { send(5, cut+1_000) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := loadTestConfig(t, src)
+			p := newTestPipeline(t, cfg, src, 8<<20)
+			clk := &wallClock{}
+			clk.wall.Store(cut - 500)
+			p.clk = clk
+			var retired atomic.Int32
+			p.onRetired = func() { retired.Add(1) }
+			p.SetRollover(RolloverRole{Old: true, Fresh: true, Roll: &Rollover{Pipeline: "p", Old: "p--old-abcd", OldHash: "abcd",
+				Cut: cut, RetireAt: cut - 1, ProcessingTime: true}})
+			out := make(chan SinkMsg, 64)
+			p.Connect(Outputs{To: []Sink{{Name: "out", In: out, Done: func() {}}}})
+			var wg sync.WaitGroup
+			p.Start(&wg)
+			send := func(offset uint64, arrival int64) {
+				rb := &SourceBatch{Msgs: []source.Message{{Topic: "sensors/a", Payload: []byte(`{"device":"a"}`), Arrival: arrival, Offset: offset}}}
+				rb.Share(1)
+				p.Input() <- rb
+			}
+			var results []string
+			read := func() []string {
+				for {
+					select {
+					case m := <-out:
+						if m.Delivery != nil {
+							for _, it := range m.Delivery.Items() {
+								results = append(results, string(it.Payload))
+							}
+						}
+					default:
+						return results
+					}
+				}
+			}
+
+			send(1, cut-600)
+			clk.wall.Store(cut + 300)                           // past the cut, within the grace
+			send(2, cut+200)                                    // the new definition's: it holds nothing back
+			await.Never(t, 500*time.Millisecond, func() error { // five ticks
+				if r := read(); len(r) > 0 {
+					return fmt.Errorf("the old definition's last window fired within the grace: %q", r)
+				}
+				return nil
+			})
+			send(3, cut-1) // stamped before the cut, come through after one stamped at it
+			await.True(t, 10*time.Second, "the third reading read", func() bool { return p.m.in.Get() == 3 })
+			c.release(clk, send)
+			await.True(t, 10*time.Second, "the last window fired", func() bool { return len(read()) > 0 })
+			await.True(t, 10*time.Second, "the old definition retired", func() bool { return retired.Load() == 1 })
+			filtered := p.m.filtered.Get()
+			send(9, cut-2) // stamped before the cut, read after its last window fired
+			await.True(t, 10*time.Second, "the reading too late for the last window counted", func() bool { return p.m.filtered.Get() == filtered+1 })
+			await.Never(t, 300*time.Millisecond, func() error {
+				if r := read(); len(r) != 1 {
+					return fmt.Errorf("results %q, want the last window's alone", r)
+				}
+				return nil
+			})
+			want := fmt.Sprintf(`"window_start_ms":%d,"window_end_ms":%d,`, cut-1_000, cut)
+			if r := results[0]; !strings.Contains(r, want) || !strings.Contains(r, `"n":2`) {
+				t.Fatalf("the last window is %s, want [%d, %d) with n=2: the readings stamped before the cut", r, cut-1_000, cut)
+			}
+			if retired.Load() != 1 {
+				t.Fatalf("Retired called %d times", retired.Load())
+			}
+			close(p.in)
+			wg.Wait()
+		})
+	}
 }

@@ -18,12 +18,18 @@ import (
 )
 
 // A pipeline whose definition changed (window, key, filter, map,
-// aggregates) rolls over at a cut, a window boundary on event time: its
-// old definition keeps running beside the new one as a second instance,
-// restored from the state the checkpoint holds, and takes the readings
-// before the cut; the new one starts empty and takes those from the cut.
-// The old instance retires once its watermark has passed the cut and its
-// allowed lateness: every window it had open has fired.
+// aggregates) rolls over at a cut, a window boundary on the pipeline's
+// time: its old definition keeps running beside the new one as a second
+// instance, restored from the state the checkpoint holds, and takes the
+// readings before the cut; the new one starts empty and takes those from
+// the cut. On event time the old instance retires once its watermark has
+// passed the cut and its allowed lateness; on processing time once its
+// processing time has passed the cut: every window it had open has fired.
+//
+// On processing time the cut lies after the restart (the now passed to
+// CheckRollover), and a reading is routed by the processing time the
+// ingest log recorded with it, so a replay after a crash routes every
+// reading as the first run did.
 //
 // To run the old definition the checkpoint must hold it: every checkpoint
 // records each stateful pipeline's block text ("definition/<pipeline>")
@@ -46,12 +52,16 @@ type Rollover struct {
 	OldHash string `json:"old_hash"`
 	// Block is the old definition's pipeline block as it was configured.
 	Block string `json:"block"`
-	// Cut is the event time (Unix ms) from which the new definition takes
-	// the readings; the old one takes those before it.
+	// Cut is the event time (Unix ms), or the processing time when
+	// ProcessingTime, from which the new definition takes the readings;
+	// the old one takes those before it.
 	Cut int64 `json:"cut"`
-	// RetireAt is the watermark at which the old definition's last window
-	// is past its allowed lateness.
+	// RetireAt is the watermark (processing time when ProcessingTime) at
+	// which the old definition's last window is past its allowed lateness.
 	RetireAt int64 `json:"retire_at"`
+	// ProcessingTime: the windows are on processing time, and so are Cut
+	// and RetireAt.
+	ProcessingTime bool `json:"processing_time,omitempty"`
 	// Changes says what changed, as validate and the log name it.
 	Changes string `json:"changes"`
 	// From is the cut of the rollover before this one, before which the
@@ -87,9 +97,6 @@ type RolloverVerdict struct {
 	Shape []byte
 	// New: the checkpoint holds nothing of the pipeline.
 	New bool
-	// Dropped: a removed pipeline that cannot roll out, whose state a
-	// reload that removed it drops.
-	Dropped bool
 	// Kept: the change cannot roll over (Why), and the pipeline keeps
 	// running its previous definition, recorded in the checkpoint.
 	Kept bool
@@ -130,8 +137,11 @@ func DefinitionHash(shape []byte) string {
 // (removed).
 //
 // bounded says whether a source is a bounded file (whose pipelines hold
-// their results in their state until it ends).
-func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bool, bounded func(source string) bool) RolloverVerdict {
+// their results in their state until it ends). at is the wall clock
+// (Unix ms) at the restore: a rollover on processing time cuts after it.
+// The verdict depends on nothing else: the same arguments give the same
+// verdict.
+func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bool, bounded func(source string) bool, at int64) RolloverVerdict {
 	v := RolloverVerdict{Pipeline: name, Since: math.MinInt64, Removed: removed, Shape: shape}
 	if b, ok := m.Extra[sinceExtraKey(name)]; ok && len(b) == 8 {
 		v.Since = int64(binary.BigEndian.Uint64(b))
@@ -144,7 +154,13 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		}
 		v.Since = max(v.Since, r.Cut)
 		v.Roll = &r
-		if wm, ok := restoredWatermark(m, r.Old); ok && wm >= r.RetireAt && (!r.Held || wm == math.MaxInt64) {
+		if r.ProcessingTime {
+			// The old instance records how far its processing time went as
+			// its newest time (Pipeline.retireProcessingTime).
+			if b, ok := m.Extra[maxTimeExtraKey(r.Old)]; ok && len(b) == 8 && int64(binary.BigEndian.Uint64(b)) >= r.RetireAt {
+				v.Retired = true
+			}
+		} else if wm, ok := restoredWatermark(m, r.Old); ok && wm >= r.RetireAt && (!r.Held || wm == math.MaxInt64) {
 			v.Retired = true
 		}
 		if changes := recordedChanges(m, name, shape); !removed && len(changes) > 0 && !v.Retired {
@@ -196,15 +212,23 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		return refuse("the checkpoint was written by a build that does not record pipeline definitions, so the old one cannot run (the next checkpoint of this build records it)")
 	}
 	oldGrid, newGrid, why := grids(was, now)
+	if why == "" && oldGrid.processing && bounded(was.Source) {
+		why = fileProcessingTime
+	}
 	if why != "" {
 		return refuse(why)
 	}
 	from := int64(math.MinInt64)
-	if wm, ok := restoredWatermark(m, name); ok {
+	if wm, ok := restoredWatermark(m, name); ok && !oldGrid.processing {
 		from = wm
 	}
 	if b, ok := m.Extra[maxTimeExtraKey(name)]; ok && len(b) == 8 {
 		from = max(from, int64(binary.BigEndian.Uint64(b)))
+	}
+	if oldGrid.processing && from != math.MinInt64 {
+		// Readings the ingest log holds arrived before the restart: the
+		// cut after it gives them all to the old definition.
+		from = max(from, at)
 	}
 	if from == math.MinInt64 {
 		v.Retired, v.Fresh = true, true // it never took a reading: no window is open
@@ -220,7 +244,7 @@ func CheckRollover(m *checkpoint.Manifest, name string, shape []byte, removed bo
 		since = v.Since
 	}
 	v.Roll = &Rollover{From: since, Pipeline: name, Old: name + OldInstanceSuffix + oldHash, OldHash: oldHash, Block: string(block),
-		Cut: cut, RetireAt: cut - 1 + oldGrid.lateness, Changes: what, Held: bounded(was.Source)}
+		Cut: cut, RetireAt: cut - 1 + oldGrid.lateness, Changes: what, Held: bounded(was.Source), ProcessingTime: oldGrid.processing}
 	v.Fresh = true
 	v.Since = max(v.Since, cut)
 	return v
@@ -258,8 +282,6 @@ func (v RolloverVerdict) Text() string {
 		return "keep running its previous definition: " + v.Why
 	case v.Refusal != nil:
 		return ""
-	case v.Dropped:
-		return "drop its state: a reload removed it, and it cannot roll out"
 	case v.Roll == nil && !v.Retired:
 		return "restore" // a definition that took over at a cut: it keeps taking no reading before it
 	case v.Retired && v.Fresh:
@@ -274,10 +296,24 @@ func (v RolloverVerdict) Text() string {
 		}
 		return fmt.Sprintf("roll over (resumed): %s: its open windows finish as before; windows from %s use the new definition", v.Roll.Changes, formatCut(v.Roll.Cut))
 	case v.Removed:
+		if v.Roll.ProcessingTime {
+			return "roll over: removed from the configuration: its open windows finish as before; it takes no reading from " + processingCut
+		}
 		return fmt.Sprintf("roll over: removed from the configuration: its open windows finish as before; it takes no reading from %s", formatCut(v.Roll.Cut))
+	case v.Roll.ProcessingTime:
+		return fmt.Sprintf("roll over: %s: its open windows finish as before; windows from %s use the new %s", v.Roll.Changes, processingCut, changedParts(v.Roll.Changes))
 	}
 	return fmt.Sprintf("roll over: %s: its open windows finish as before; windows from %s use the new %s", v.Roll.Changes, formatCut(v.Roll.Cut), changedParts(v.Roll.Changes))
 }
+
+// fileProcessingTime is why a processing-time pipeline reading a file
+// cannot roll over.
+const fileProcessingTime = "its windows are on processing time, and a file's readings get a new processing time at each read, so a restart would route them anew"
+
+// processingCut is where a rollover on processing time cuts, as validate
+// and run's log word it: validate cannot know when the agent starts, and
+// run says the same words, logging the cut itself beside them.
+const processingCut = "the first boundary of both the old and the new windows on processing time after the start"
 
 // changedParts names the parts a change text names, e.g. "aggregates",
 // "window and key".
@@ -306,22 +342,30 @@ func formatCut(ms int64) string {
 	return t.Format(time.RFC3339)
 }
 
-// grid is the boundaries of a tumbling event-time window: offset + k·size.
-type grid struct{ size, offset, lateness int64 }
+// grid is the boundaries of a tumbling window: offset + k·size, on event
+// time or, when processing, on processing time.
+type grid struct {
+	size, offset, lateness int64
+	processing             bool
+}
 
 // tumblingGrid parses the window of a state shape (windowShape) into its
-// grid; only tumbling windows on event time roll over: a sliding or
-// session window open at any cut would hold readings of both sides.
+// grid; only tumbling windows roll over: a sliding window open at any cut
+// would hold readings of both sides, and a session window has no boundary
+// known in advance to cut at.
 func tumblingGrid(shape string) (grid, error) {
 	f := strings.Fields(shape)
 	if len(f) != len(windowFields) {
 		return grid{}, errors.New("is not recorded")
 	}
-	if f[0] != config.Tumbling || f[1] != config.EventTime {
-		return grid{}, fmt.Errorf("is %s on %s time, and only tumbling windows on event time roll over", f[0], f[1])
+	if f[0] != config.Tumbling {
+		return grid{}, fmt.Errorf("is %s on %s time, and only tumbling windows roll over", f[0], f[1])
 	}
 	dur := func(s string) int64 { d, _ := time.ParseDuration(s); return d.Milliseconds() }
-	g := grid{size: dur(f[2]), offset: dur(f[4]), lateness: dur(f[8])}
+	g := grid{size: dur(f[2]), offset: dur(f[4]), lateness: dur(f[8]), processing: f[1] == config.ProcessingTime}
+	if g.processing {
+		g.lateness = 0 // a processing-time window goes when it fires
+	}
 	if g.size <= 0 {
 		return grid{}, errors.New("has no size")
 	}
@@ -429,15 +473,15 @@ func CompileOld(cfg *config.Config, src []byte, r *Rollover) (*Plan, error) {
 	return nil, fmt.Errorf("pipeline %q: its old definition is missing", r.Pipeline)
 }
 
-// CheckRollover is CheckRollover of checkpoint m for p.
-func (p *Pipeline) CheckRollover(m *checkpoint.Manifest, bounded func(source string) bool) RolloverVerdict {
-	return CheckRollover(m, p.name, p.shape, false, bounded)
+// CheckRollover is CheckRollover of checkpoint m for p at now.
+func (p *Pipeline) CheckRollover(m *checkpoint.Manifest, bounded func(source string) bool, now int64) RolloverVerdict {
+	return CheckRollover(m, p.name, p.shape, false, bounded, now)
 }
 
 // CheckRollover is CheckRollover of checkpoint m for the plan's pipeline,
-// whose configuration text is src.
-func (pl *Plan) CheckRollover(src []byte, m *checkpoint.Manifest, bounded func(source string) bool) RolloverVerdict {
-	return CheckRollover(m, pl.cfg.Name, pl.StateShape(src), false, bounded)
+// whose configuration text is src, at now.
+func (pl *Plan) CheckRollover(src []byte, m *checkpoint.Manifest, bounded func(source string) bool, now int64) RolloverVerdict {
+	return CheckRollover(m, pl.cfg.Name, pl.StateShape(src), false, bounded, now)
 }
 
 // BoundedSources is CheckRollover's bounded of cfg: a file source other
@@ -498,6 +542,9 @@ func grids(was stateShape, now *stateShape) (old grid, next *grid, why string) {
 	if err != nil {
 		return old, nil, "its new window " + err.Error()
 	}
+	if g.processing != old.processing {
+		return old, nil, "its windows changed between event and processing time, and a cut lies on one of them"
+	}
 	if _, ok := commonBoundary(0, old, &g); !ok {
 		return old, nil, "the old and the new windows share no boundary within 100,000 windows"
 	}
@@ -516,6 +563,21 @@ func RollOverChange(oldSrc []byte, old *config.Pipeline, nextSrc []byte, next *c
 	}
 	_, _, why = grids(was, &now)
 	return changeText(changes), why
+}
+
+// RollOutWhy says why pipeline old (configuration text oldSrc) cannot
+// roll out once removed from the configuration, as CheckRollover says it
+// at a start, for a reload to refuse as a start does; "" when it can, or
+// keeps no state.
+func RollOutWhy(oldSrc []byte, old *config.Pipeline) string {
+	if old.Window == nil && !old.Keyed() {
+		return ""
+	}
+	g, _, why := grids(pipelineShape(oldSrc, old), nil)
+	if f := old.From.Source.File; why == "" && g.processing && f != nil && f.Path != "-" {
+		why = fileProcessingTime
+	}
+	return why
 }
 
 // CompileKept compiles the previous definition of pipeline p of cfg (the
