@@ -369,17 +369,13 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, offset uint64, payload []byte, now, wall int64) (filtered bool) {
 	switch o {
 	case operators.Pass:
-<<<<<<< HEAD
-		l.route(m, offset, payload, now)
-=======
 		if l.released && l.p.roll.ProcessingTime {
 			// Stamped before the cut, read after the old definition fired
 			// its last window: a window would have to reopen for it.
 			l.p.m.late.Inc()
 			return false
 		}
-		l.route(m, payload, now)
->>>>>>> proctime-roll
+		l.route(m, offset, payload, now)
 	case operators.Punctuation:
 		if pw, ok := l.p.wm.(*punctuatedWatermark); ok {
 			pw.mark(l.p.prep.Watermark)
