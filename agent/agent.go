@@ -69,10 +69,6 @@ type Agent struct {
 	memory   memoryBudget
 	ckpt     *checkpointing.Driver
 	failed   chan error // a component that cannot go on; run stops
-	// retired gets a value when an old definition retires: the run ends
-	// with a final checkpoint and the loop in Run builds the pipelines
-	// again from it, without the old definition.
-	retired  chan struct{}
 	upload   offsite.Uploader
 	restorer *restorer
 
@@ -123,15 +119,6 @@ func Run(ctx context.Context, path string, opts Options) error {
 		if opts.Reload != nil {
 			go watchReload(runCtx, path, lc, opts.Reload, log, next, stop)
 		}
-		retiring := make(chan struct{})
-		go func() {
-			select {
-			case <-a.retired:
-				close(retiring)
-				stop()
-			case <-runCtx.Done():
-			}
-		}()
 		err = a.run(runCtx, opts)
 		stop()
 		restarts = a.failover.CarryRestarts(strategy, restarts)
@@ -144,14 +131,6 @@ func Run(ctx context.Context, path string, opts Options) error {
 				opts.From = ""
 				strategy.Reconfigure(nl.cfg.Restart)
 				log.Info("configuration reloaded", "path", path, "pipelines", len(nl.cfg.Pipelines))
-				continue
-			}
-		case <-retiring:
-			if err == nil && ctx.Err() == nil {
-				// Its final checkpoint records the old definition retired:
-				// the next run drops it (its goroutines, metrics and state).
-				log.Info("rollover: restarting the pipelines from the final checkpoint without the retired old definition")
-				opts.From = ""
 				continue
 			}
 		default:
@@ -197,8 +176,7 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	cfg := lc.cfg
 	clk := newClock().withStatus(opts.ClockStatus, log)
-	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: clk, failed: make(chan error, 1),
-		retired: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, deviceID: cfg.Agent.DeviceID, log: log, metrics: metrics.NewSet(), clk: clk, failed: make(chan error, 1)}
 	var diags hcl.Diagnostics
 	var plans []*stages.Plan
 	for _, p := range cfg.Pipelines {
@@ -218,15 +196,6 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	a.memory = newMemoryBudget(cfg, devicemem.Total)
 	a.flow = &dataflow{cfg: cfg, src: lc.src, deviceID: a.deviceID, log: log, metrics: a.metrics, clk: clk,
 		stateCache: a.memory.stateCache, stdout: opts.Stdout, fail: a.fail, holds: &a.diskHolds,
-		retired: func() {
-			if readsStdin(cfg) {
-				return // a restart would lose what the reader buffered: the old definition stays until the next start
-			}
-			select {
-			case a.retired <- struct{}{}:
-			default:
-			}
-		},
 		sources: map[string]*sourceRunner{}, sinks: map[string]*sinkRunner{},
 		pipeMetrics: map[string]*stages.Metrics{}, walSinks: map[string]*walHolder{},
 		sparkplugSinks: map[string]*atomic.Pointer[sparkplug.Sink]{}, rebirthers: map[string]*lazyRebirther{}}
@@ -239,16 +208,6 @@ func build(lc loadedConfig, log *slog.Logger, opts Options) (*Agent, error) {
 	a.intro = newIntrospection(a)
 	a.endpoint = &adminEndpoint{cfg: cfg, log: log, view: a.intro}
 	return a, nil
-}
-
-// readsStdin reports whether a source of cfg reads the standard input.
-func readsStdin(cfg *config.Config) bool {
-	for _, s := range cfg.Sources {
-		if s.File != nil && s.File.Path == "-" {
-			return true
-		}
-	}
-	return false
 }
 
 // fail stops the agent with err (the first one wins).

@@ -41,11 +41,9 @@ type dataflow struct {
 	// run beside their new ones (rollovers): they share the state budget
 	// with the configuration's (stateSubtasks).
 	oldSubtasks int
-	// retired is stages.Options.Retired of every pipeline.
-	retired func()
-	stdout  io.Writer   // where stdout sinks write
-	fail    func(error) // stops the run (Agent.fail) until failover routes a region's own
-	holds   *disk.Holds // the ingest intakes wait for disk space there
+	stdout      io.Writer   // where stdout sinks write
+	fail        func(error) // stops the run (Agent.fail) until failover routes a region's own
+	holds       *disk.Holds // the ingest intakes wait for disk space there
 
 	broker *broker.Broker // nil until a source or sink uses it
 	// mu guards pipelines, sources and sinks, which a region restart

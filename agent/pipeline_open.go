@@ -49,7 +49,6 @@ func (df *dataflow) newPipeline(pl *stages.Plan) (*stages.Pipeline, error) {
 		Log:     df.log,
 		Clock:   df.clk,
 		Fail:    df.fail,
-		Retired: df.retired,
 		Rebirth: df.rebirth(pl.Config().From.Source),
 	})
 	if err != nil {

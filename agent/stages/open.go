@@ -47,11 +47,6 @@ type Options struct {
 	Clock   Clock
 	// Fail reports a failure of the running pipeline (until SetFail).
 	Fail func(error)
-	// Retired, if set, is called once from the prepare stage when the
-	// pipeline, an old definition, retires: every window it had open has
-	// fired, so it has nothing more to emit. Not for the old definition
-	// of a bounded file's pipeline, which runs to the end of the input.
-	Retired func()
 	// Rebirth, for a sparkplug_b source with request_rebirth, asks a
 	// node for its births after a message of it could not be read.
 	Rebirth RebirthFunc
@@ -87,7 +82,6 @@ func New(pl *Plan, o Options) (*Pipeline, error) {
 		since:        math.MinInt64,
 		maxTime:      math.MinInt64,
 		stateCache:   o.StateCache,
-		onRetired:    o.Retired,
 	}
 	if pl.src != nil {
 		o.Source = pl.src // an old definition, compiled from its own text

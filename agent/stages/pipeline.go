@@ -96,8 +96,6 @@ type Pipeline struct {
 	// in checkpoints: a later rollover's cut lies after it. Owned by the
 	// prepare stage once started.
 	maxTime int64
-	// onRetired is Options.Retired.
-	onRetired func()
 	// stateCache is each subtask's share of state { cache }
 	// (Options.StateCache).
 	stateCache int64

@@ -164,7 +164,9 @@ func (l *prepareLoop) broadcast() {
 	if wm := p.resume.Apply(p.wm.Current()); wm > l.lastWM {
 		l.lastWM = wm
 		if p.roll != nil && !p.retired && wm >= p.roll.RetireAt {
-			p.retire("watermark", wm)
+			p.retired = true
+			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", p.roll.Pipeline,
+				"definition", p.roll.OldHash, "cut", formatCut(p.roll.Cut), "watermark", formatCut(wm))
 		}
 		p.m.watermark.Store(wm)
 		for _, e := range p.edges {
@@ -256,21 +258,10 @@ func (l *prepareLoop) advanceProcessingTime(now int64) {
 	if old {
 		p.maxTime = max(p.maxTime, now) // how far it went: CheckRollover reads it
 		if !p.retired && now >= r.RetireAt {
-			p.retire("processing_time", now)
+			p.retired = true
+			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", r.Pipeline,
+				"definition", r.OldHash, "cut", formatCut(r.Cut), "processing_time", formatCut(now))
 		}
-	}
-}
-
-// retire marks the old definition retired once its time (what, at) has
-// passed its last window, and tells the agent (Options.Retired), unless
-// it holds a bounded file's results until the input ends.
-func (p *Pipeline) retire(what string, at int64) {
-	p.retired = true
-	r := p.roll
-	p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", r.Pipeline,
-		"definition", r.OldHash, "cut", formatCut(r.Cut), what, formatCut(at))
-	if p.onRetired != nil && !r.Held {
-		p.onRetired()
 	}
 }
 

@@ -148,8 +148,6 @@ pipeline "p" {
 			clk := &wallClock{}
 			clk.wall.Store(cut - 500)
 			p.clk = clk
-			var retired atomic.Int32
-			p.onRetired = func() { retired.Add(1) }
 			p.SetRollover(RolloverRole{Old: true, Fresh: true, Roll: &Rollover{Pipeline: "p", Old: "p--old-abcd", OldHash: "abcd",
 				Cut: cut, RetireAt: cut - 1, ProcessingTime: true}})
 			out := make(chan SinkMsg, 64)
@@ -190,9 +188,10 @@ pipeline "p" {
 			await.True(t, 10*time.Second, "the third reading read", func() bool { return p.m.in.Get() == 3 })
 			c.release(clk, send)
 			await.True(t, 10*time.Second, "the last window fired", func() bool { return len(read()) > 0 })
-			await.True(t, 10*time.Second, "the old definition retired", func() bool { return retired.Load() == 1 })
 			filtered := p.m.filtered.Get()
-			send(9, cut-2) // stamped before the cut, read after its last window fired
+			// Stamped before the cut, read after its last window fired: the
+			// retired old definition counts it as filtered, not as late.
+			send(9, cut-2)
 			await.True(t, 10*time.Second, "the reading too late for the last window counted", func() bool { return p.m.filtered.Get() == filtered+1 })
 			await.Never(t, 300*time.Millisecond, func() error {
 				if r := read(); len(r) != 1 {
@@ -203,9 +202,6 @@ pipeline "p" {
 			want := fmt.Sprintf(`"window_start_ms":%d,"window_end_ms":%d,`, cut-1_000, cut)
 			if r := results[0]; !strings.Contains(r, want) || !strings.Contains(r, `"n":2`) {
 				t.Fatalf("the last window is %s, want [%d, %d) with n=2: the readings stamped before the cut", r, cut-1_000, cut)
-			}
-			if retired.Load() != 1 {
-				t.Fatalf("Retired called %d times", retired.Load())
 			}
 			close(p.in)
 			wg.Wait()
