@@ -37,9 +37,9 @@
 //     moment of the restore alone whether a change rolls over and where
 //     it cuts (on processing time, after the restore), CompileOld
 //     compiles the old definition to run beside the new one (SetRollover:
-//     the event times or arrivals each takes; Options.Retired: the old
-//     one has fired its last window), CompileKept the previous definition
-//     of a change that cannot roll over.
+//     the event times or arrivals each takes; once the old one has fired
+//     its last window it retires and takes nothing), CompileKept the
+//     previous definition of a change that cannot roll over.
 //   - the messages on its edges: SourceBatch from a source runner, SinkMsg
 //     to a sink runner; the runners use these types.
 //   - each pipeline's counters (Metrics, metrics.go: the metric names it
