@@ -68,6 +68,9 @@ type dataflow struct {
 	// keptPrevious are the pipelines whose change cannot roll over and
 	// that run their previous definition (/readyz says why).
 	keptPrevious []stages.RolloverVerdict
+	// keptRemoved are the plans of the pipelines among them that the
+	// configuration no longer has (their recorded definitions).
+	keptRemoved []*stages.Plan
 	logs         []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions

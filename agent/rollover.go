@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -107,7 +108,7 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 		olds[v.Pipeline] = pl
 		oldPlans = append(oldPlans, pl)
 	}
-	if err := df.shareState(oldPlans); err != nil {
+	if err := df.shareState(append(oldPlans, df.keptRemoved...)); err != nil {
 		return added, err
 	}
 	for _, v := range plan.verdicts {
@@ -147,16 +148,23 @@ func (df *dataflow) applyRollovers(plan rolloverPlan) (added bool, err error) {
 	return added, nil
 }
 
-// keepPrevious turns the refusal of each configured pipeline whose change
-// cannot roll over into keeping its previous definition, which checkpoint
-// m recorded, so that the agent starts and runs it as before; it returns
-// their plans by name. Without a recorded definition (a checkpoint of an
+// keepPrevious turns the refusal of each pipeline whose change (or
+// removal) cannot roll over into keeping its previous definition, which
+// checkpoint m recorded, so that the agent starts and runs it as before;
+// it returns their plans by name. Without a recorded definition (a checkpoint of an
 // earlier build) the refusal stays. A change during a rollover keeps the
 // definition the rollover started, and the rollover goes on.
 func (plan *rolloverPlan) keepPrevious(cfg *config.Config, src []byte, m *checkpoint.Manifest) map[string]*stages.Plan {
 	kept := map[string]*stages.Plan{}
 	plan.refusal = nil
 	for i, v := range plan.verdicts {
+		if v.Refusal != nil && v.Removed {
+			if pl, err := stages.CompileKeptRemoved(cfg, src, v.Pipeline, m); err == nil {
+				kept[v.Pipeline] = pl
+				plan.verdicts[i].Kept, plan.verdicts[i].Refusal = true, nil
+				plan.known = append(plan.known, v.Pipeline)
+			}
+		}
 		if v.Refusal != nil && !v.Removed {
 			for _, p := range cfg.Pipelines {
 				if p.Name != v.Pipeline {
@@ -191,6 +199,19 @@ func (df *dataflow) keep(kept map[string]*stages.Plan, plan rolloverPlan) error 
 		}
 		df.mu.Lock()
 		df.pipelines[i] = np
+		df.mu.Unlock()
+		delete(kept, p.Name())
+	}
+	// The rest were removed from the configuration: they run beside it,
+	// and take their share of the state budget as an old definition does.
+	for _, name := range slices.Sorted(maps.Keys(kept)) {
+		np, err := df.newPipeline(kept[name])
+		if err != nil {
+			return err
+		}
+		df.keptRemoved = append(df.keptRemoved, kept[name])
+		df.mu.Lock()
+		df.pipelines = append(df.pipelines, np)
 		df.mu.Unlock()
 	}
 	for _, v := range plan.verdicts {

@@ -131,6 +131,46 @@ pipeline "counts" {
 		}
 	})
 
+	// A removed pipeline whose windows cannot roll out keeps running its
+	// recorded definition, state and all, as a changed one does: the
+	// start never fails for it.
+	t.Run("remove a pipeline that cannot roll out", func(t *testing.T) {
+		sliding := strings.Replace(twoPipelines, `  window "tumbling" { size = "10s" }
+  aggregate { top`, `  window "sliding" {
+    size  = "20s"
+    slide = "10s"
+  }
+  aggregate { top`, 1)
+		base := checkpointOf(t, sliding)
+		id, _ := newestManifest(t, filepath.Join(base, "data", "checkpoints"))
+		dir := t.TempDir()
+		copyTree(t, base, dir, "data", "in.jsonl")
+		path := writeConfig(t, dir, sliding[:strings.Index(sliding, `pipeline "maxes"`)]) // its sink stays
+		const line = `pipeline "maxes": keep running its previous definition: removed from the configuration, which cannot roll over: its old window is sliding on event time, and only tumbling windows roll over`
+		stdout, stderr, code := runSplit(t, "validate", "-c", path)
+		// (stderr warns that sink.file.peaks is unused now)
+		if code != 0 || strings.Contains(stderr, "error") || !strings.Contains(stdout, "\n  "+line+"\n") {
+			t.Fatalf("validate: exit %d, stderr %q, stdout\n%s\nwant exit 0 and the line\n  %s", code, stderr, stdout, line)
+		}
+		p := startEddy(t, "run", "-c", path)
+		if !p.waitLog(fmt.Sprintf(`msg="restored checkpoint" id=%d `, id), 20*time.Second) ||
+			!p.waitLog(`configuration change not applied: pipeline \"maxes\" keeps running its previous definition`, 20*time.Second) {
+			t.Fatalf("run did not restore checkpoint %d keeping maxes:\n%s", id, p.output())
+		}
+		if !p.waitLog("checkpoint completed", 20*time.Second) {
+			t.Fatalf("run took no checkpoint:\n%s", p.output())
+		}
+		ms := manifests(filepath.Join(dir, "data", "checkpoints"))
+		m, err := os.ReadFile(ms[len(ms)-1].path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(m), "pipeline/maxes/") {
+			t.Fatalf("the checkpoint after the start no longer holds maxes' state:\n%s", m)
+		}
+		p.kill()
+	})
+
 	t.Run("no-state", func(t *testing.T) {
 		dir := t.TempDir()
 		copyTree(t, base, dir, "data", "in.jsonl")

@@ -580,6 +580,37 @@ func RollOutWhy(oldSrc []byte, old *config.Pipeline) string {
 	return why
 }
 
+// CompileKeptRemoved compiles the definition of pipeline name, removed
+// from cfg (the configuration text src), as checkpoint m recorded it,
+// appended to the configuration: a removal that cannot roll out leaves
+// the pipeline running as it was, with its state, instead of dropping
+// it. It fails when m holds no definition of it or the block no longer
+// fits the configuration (a source or sink it names is gone).
+func CompileKeptRemoved(cfg *config.Config, src []byte, name string, m *checkpoint.Manifest) (*Plan, error) {
+	block, ok := m.Extra[definitionExtraKey(name)]
+	if !ok {
+		return nil, fmt.Errorf("pipeline %q: the checkpoint holds no definition of it to keep running", name)
+	}
+	text := append(append(slices.Clip(src), "\n\n"...), block...)
+	full, diags := config.Parse(text, cfg.Filename, nil)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("pipeline %q: its previous definition no longer fits the configuration: %s", name,
+			strings.TrimSpace(config.FormatDiagnostics(diags)))
+	}
+	for _, q := range full.Pipelines {
+		if q.Name == name {
+			pl, diags := Compile(full, q)
+			if diags.HasErrors() {
+				return nil, fmt.Errorf("pipeline %q: its previous definition does not compile: %s", name,
+					strings.TrimSpace(config.FormatDiagnostics(diags)))
+			}
+			pl.src = text
+			return pl, nil
+		}
+	}
+	return nil, fmt.Errorf("pipeline %q: its previous definition is missing", name)
+}
+
 // CompileKept compiles the previous definition of pipeline p of cfg (the
 // configuration text src), whose block checkpoint m recorded, in place of
 // its block: a change that cannot roll over leaves the pipeline running
