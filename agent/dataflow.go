@@ -71,7 +71,7 @@ type dataflow struct {
 	// keptRemoved are the plans of the pipelines among them that the
 	// configuration no longer has (their recorded definitions).
 	keptRemoved []*stages.Plan
-	logs         []*ingest.Log
+	logs        []*ingest.Log
 	// retained serves truncateIngest (on the checkpointer's goroutine).
 	retained retainedPositions
 }
