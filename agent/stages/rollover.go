@@ -449,28 +449,38 @@ func CompileOld(cfg *config.Config, src []byte, r *Rollover) (*Plan, error) {
 		return nil, fmt.Errorf("pipeline %q: the recorded old definition is not a pipeline block", r.Pipeline)
 	}
 	block := strings.Replace(head, strconv.Quote(r.Pipeline), strconv.Quote(r.Old), 1) + "{" + body
-	text := append(append(slices.Clip(src), "\n\n"...), block...)
+	pl, err := compileIn(cfg, append(append(slices.Clip(src), "\n\n"...), block...), r.Old, r.Pipeline, "old")
+	if err != nil {
+		return nil, err
+	}
+	// Readings it rejects are the new definition's to dead-letter: both
+	// see every one.
+	pl.Config().DeadLetter = nil
+	return pl, nil
+}
+
+// compileIn compiles pipeline name from text: today's configuration with
+// a recorded definition of pipeline of put in (what, "old" or "previous",
+// names it in errors). The plan keeps text for Recompile.
+func compileIn(cfg *config.Config, text []byte, name, of, what string) (*Plan, error) {
 	full, diags := config.Parse(text, cfg.Filename, nil)
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("pipeline %q: its old definition no longer fits the configuration: %s", r.Pipeline,
+		return nil, fmt.Errorf("pipeline %q: its %s definition no longer fits the configuration: %s", of, what,
 			strings.TrimSpace(config.FormatDiagnostics(diags)))
 	}
-	for _, p := range full.Pipelines {
-		if p.Name != r.Old {
+	for _, q := range full.Pipelines {
+		if q.Name != name {
 			continue
 		}
-		pl, diags := Compile(full, p)
+		pl, diags := Compile(full, q)
 		if diags.HasErrors() {
-			return nil, fmt.Errorf("pipeline %q: its old definition does not compile: %s", r.Pipeline,
+			return nil, fmt.Errorf("pipeline %q: its %s definition does not compile: %s", of, what,
 				strings.TrimSpace(config.FormatDiagnostics(diags)))
 		}
 		pl.src = text
-		// Readings it rejects are the new definition's to dead-letter:
-		// both see every one.
-		p.DeadLetter = nil
 		return pl, nil
 	}
-	return nil, fmt.Errorf("pipeline %q: its old definition is missing", r.Pipeline)
+	return nil, fmt.Errorf("pipeline %q: its %s definition is missing", of, what)
 }
 
 // CheckRollover is CheckRollover of checkpoint m for p at now.
@@ -591,24 +601,7 @@ func CompileKeptRemoved(cfg *config.Config, src []byte, name string, m *checkpoi
 	if !ok {
 		return nil, fmt.Errorf("pipeline %q: the checkpoint holds no definition of it to keep running", name)
 	}
-	text := append(append(slices.Clip(src), "\n\n"...), block...)
-	full, diags := config.Parse(text, cfg.Filename, nil)
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("pipeline %q: its previous definition no longer fits the configuration: %s", name,
-			strings.TrimSpace(config.FormatDiagnostics(diags)))
-	}
-	for _, q := range full.Pipelines {
-		if q.Name == name {
-			pl, diags := Compile(full, q)
-			if diags.HasErrors() {
-				return nil, fmt.Errorf("pipeline %q: its previous definition does not compile: %s", name,
-					strings.TrimSpace(config.FormatDiagnostics(diags)))
-			}
-			pl.src = text
-			return pl, nil
-		}
-	}
-	return nil, fmt.Errorf("pipeline %q: its previous definition is missing", name)
+	return compileIn(cfg, append(append(slices.Clip(src), "\n\n"...), block...), name, name, "previous")
 }
 
 // CompileKept compiles the previous definition of pipeline p of cfg (the
@@ -623,23 +616,7 @@ func CompileKept(cfg *config.Config, src []byte, p *config.Pipeline, m *checkpoi
 		return nil, fmt.Errorf("pipeline %q: the checkpoint holds no definition of it to keep running", p.Name)
 	}
 	text := append(append(append([]byte{}, src[:r.Start.Byte]...), block...), src[r.End.Byte:]...)
-	full, diags := config.Parse(text, cfg.Filename, nil)
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("pipeline %q: its previous definition no longer fits the configuration: %s", p.Name,
-			strings.TrimSpace(config.FormatDiagnostics(diags)))
-	}
-	for _, q := range full.Pipelines {
-		if q.Name == p.Name {
-			pl, diags := Compile(full, q)
-			if diags.HasErrors() {
-				return nil, fmt.Errorf("pipeline %q: its previous definition does not compile: %s", p.Name,
-					strings.TrimSpace(config.FormatDiagnostics(diags)))
-			}
-			pl.src = text
-			return pl, nil
-		}
-	}
-	return nil, fmt.Errorf("pipeline %q: its previous definition is missing", p.Name)
+	return compileIn(cfg, text, p.Name, p.Name, "previous")
 }
 
 // Recompile compiles the pipeline's plan again from the configuration
