@@ -227,15 +227,23 @@ func (df *dataflow) shareState(olds []*stages.Plan) error {
 		if err != nil {
 			return err
 		}
-		df.unplug(p)
-		np, err := df.newPipeline(pl)
-		if err != nil {
+		if err := df.reopen(i, pl); err != nil {
 			return err
 		}
-		df.mu.Lock()
-		df.pipelines[i] = np
-		df.mu.Unlock()
 	}
+	return nil
+}
+
+// reopen replaces pipeline i, not started yet, with one opened on pl.
+func (df *dataflow) reopen(i int, pl *stages.Plan) error {
+	df.unplug(df.pipelines[i])
+	np, err := df.newPipeline(pl)
+	if err != nil {
+		return err
+	}
+	df.mu.Lock()
+	df.pipelines[i] = np
+	df.mu.Unlock()
 	return nil
 }
 

@@ -192,14 +192,9 @@ func (df *dataflow) keep(kept map[string]*stages.Plan, plan rolloverPlan) error 
 		if !ok {
 			continue
 		}
-		df.unplug(p)
-		np, err := df.newPipeline(pl)
-		if err != nil {
+		if err := df.reopen(i, pl); err != nil {
 			return err
 		}
-		df.mu.Lock()
-		df.pipelines[i] = np
-		df.mu.Unlock()
 		delete(kept, p.Name())
 	}
 	// The rest were removed from the configuration: they run beside it,
