@@ -164,9 +164,7 @@ func (l *prepareLoop) broadcast() {
 	if wm := p.resume.Apply(p.wm.Current()); wm > l.lastWM {
 		l.lastWM = wm
 		if p.roll != nil && !p.retired && wm >= p.roll.RetireAt {
-			p.retired = true
-			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", p.roll.Pipeline,
-				"definition", p.roll.OldHash, "cut", formatCut(p.roll.Cut), "watermark", formatCut(wm))
+			p.retire("watermark", wm)
 		}
 		p.m.watermark.Store(wm)
 		for _, e := range p.edges {
@@ -258,11 +256,18 @@ func (l *prepareLoop) advanceProcessingTime(now int64) {
 	if old {
 		p.maxTime = max(p.maxTime, now) // how far it went: CheckRollover reads it
 		if !p.retired && now >= r.RetireAt {
-			p.retired = true
-			p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", r.Pipeline,
-				"definition", r.OldHash, "cut", formatCut(r.Cut), "processing_time", formatCut(now))
+			p.retire("processing_time", now)
 		}
 	}
+}
+
+// retire marks the old definition retired once its time (what, at) has
+// passed its last window: from then on it takes no reading.
+func (p *Pipeline) retire(what string, at int64) {
+	p.retired = true
+	r := p.roll
+	p.log.Info("rollover: the old definition has finished its windows and retires", "pipeline", r.Pipeline,
+		"definition", r.OldHash, "cut", formatCut(r.Cut), what, formatCut(at))
 }
 
 // cutGrace is how long after a cut on processing time the old definition
@@ -360,7 +365,7 @@ func (l *prepareLoop) onMain(rb *SourceBatch) {
 func (l *prepareLoop) outcome(o operators.Outcome, m *source.Message, offset uint64, payload []byte, now, wall int64) (filtered bool) {
 	switch o {
 	case operators.Pass:
-		if l.released && l.p.roll.ProcessingTime {
+		if l.released { // only an old definition on processing time is
 			// Stamped before the cut, read after the old definition fired
 			// its last window: a window would have to reopen for it.
 			l.p.m.late.Inc()
