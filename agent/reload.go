@@ -37,11 +37,12 @@ func loadConfig(path string) (loadedConfig, error) {
 
 // reloadCompatible reports why the state of old cannot carry over to next,
 // or nil. Pipelines are matched by name: a new one starts empty, a removed
-// one rolls out (or its state is dropped when it cannot), and one whose
+// one rolls out, and one whose
 // definition changed rolls over at a cut (stages.CheckRollover); a change
 // that cannot roll over is refused, as is the removal of a pipeline that
-// cannot roll out (a start refuses it too, keeping its state) and a
-// change of max_key_groups, which every checkpoint depends on. Sinks,
+// cannot roll out (a start keeps running it from its recorded block; a
+// reload keeps the whole configuration as it was) and a change of
+// max_key_groups, which every checkpoint depends on. Sinks,
 // parallelism and everything else may change.
 func reloadCompatible(old, next loadedConfig) error {
 	if old.cfg.Agent.MaxKeyGroups != next.cfg.Agent.MaxKeyGroups {
