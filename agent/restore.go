@@ -64,8 +64,10 @@ func (a *Agent) setupCheckpoints(ctx context.Context) error {
 	}
 	var txSinks []*sinkRunner
 	for _, s := range a.flow.sinks {
-		if s.tx != nil {
+		if s.isTask() {
 			tasks = append(tasks, s.taskID())
+		}
+		if s.tx != nil {
 			txSinks = append(txSinks, s)
 		}
 	}

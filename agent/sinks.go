@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/eddy-edge/eddy/agent/checkpointing"
 	"github.com/eddy-edge/eddy/agent/disk"
 	"github.com/eddy-edge/eddy/agent/stages"
 	"github.com/eddy-edge/eddy/checkpoint"
@@ -31,7 +30,11 @@ type txSink interface {
 // producer and writes them, flushing whenever it has caught up, so writes
 // are batched under load and prompt when idle.
 //
-// A transactional sink is a checkpoint task: it aligns barriers across its
+// Every sink a pipeline writes to is a checkpoint task. An at-least-once
+// sink acknowledges barrier n once every producer passed it and a flush
+// handed what came before to the OS or broker.
+//
+// A transactional sink aligns barriers across its
 // producers by epoch (each delivery says which epoch it belongs to, so no
 // producer is ever blocked) and pre-commits epoch n once every producer has
 // passed barrier n, then acknowledges. A producer past barrier n sends
@@ -51,7 +54,7 @@ type sinkRunner struct {
 	nProducers int
 	arrived    map[uint64]int   // barrier id → producers past it, until all are
 	held       []stages.SinkMsg // early deliveries, in arrival order
-	ckpt       *checkpointing.Driver
+	ckpt       checkpointSender
 
 	done     chan struct{}
 	failures func()      // counts a failed write
@@ -71,12 +74,26 @@ type sinkRunner struct {
 	txWrites atomic.Uint64 // writes to tx: the checkpointer does not skip while it moves
 }
 
+// checkpointSender takes a task's answers to barriers
+// (*checkpointing.Driver).
+type checkpointSender interface {
+	Send(checkpoint.Message)
+}
+
 func newSinkRunner(name string, log *slog.Logger, failures func()) *sinkRunner {
 	return &sinkRunner{name: name, in: make(chan stages.SinkMsg, 64), log: log,
 		arrived: map[uint64]int{}, done: make(chan struct{}), failures: failures}
 }
 
 func (r *sinkRunner) taskID() string { return "sink/" + r.name }
+
+// isTask reports whether the sink acknowledges checkpoints. Every sink a
+// pipeline writes to is one: a transactional sink once it pre-committed,
+// an at-least-once sink once it flushed what came before the barrier, so
+// no checkpoint completes over results that a failed flush lost (its
+// restart would not replay them). A sink no pipeline writes to sees no
+// barrier, so it is none.
+func (r *sinkRunner) isTask() bool { return r.tx != nil || r.nProducers > 0 }
 
 // port is the sink as the pipelines' stages write it.
 func (r *sinkRunner) port() stages.Sink {
@@ -175,11 +192,15 @@ func (r *sinkRunner) onBarrier(id uint64) {
 	}
 	delete(r.arrived, id)
 	if r.tx == nil {
-		// At-least-once sinks are not checkpoint tasks; a barrier is a
-		// good moment to hand what they have to the OS or broker.
+		// What came before the barrier goes to the OS or broker before
+		// the checkpoint may complete. A sink broken by an earlier failed
+		// write fails here too, so that checkpoint is aborted.
 		if err := r.plain.Flush(); err != nil {
 			r.fail("flush", err)
+			r.report(checkpoint.Failure{CheckpointID: id, Task: r.taskID(), Err: err})
+			return
 		}
+		r.report(checkpoint.Ack{CheckpointID: id, Task: r.taskID()})
 		return
 	}
 	// The held deliveries of epoch id+1 are written after the pre-commit
@@ -187,13 +208,17 @@ func (r *sinkRunner) onBarrier(id uint64) {
 	defer r.writeHeld()
 	if err := r.tx.PreCommit(id); err != nil {
 		r.fail("pre-commit", err)
-		if r.ckpt != nil {
-			r.ckpt.Send(checkpoint.Failure{CheckpointID: id, Task: r.taskID(), Err: err})
-		}
+		r.report(checkpoint.Failure{CheckpointID: id, Task: r.taskID(), Err: err})
 		return
 	}
+	r.report(checkpoint.Ack{CheckpointID: id, Task: r.taskID()})
+}
+
+// report sends the sink's answer to a barrier to the checkpointer, if it
+// has one.
+func (r *sinkRunner) report(m checkpoint.Message) {
 	if r.ckpt != nil {
-		r.ckpt.Send(checkpoint.Ack{CheckpointID: id, Task: r.taskID()})
+		r.ckpt.Send(m)
 	}
 }
 

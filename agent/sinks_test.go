@@ -5,9 +5,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/eddy-edge/eddy/agent/stages"
+	"github.com/eddy-edge/eddy/checkpoint"
 	"github.com/eddy-edge/eddy/operators"
 	"github.com/eddy-edge/eddy/operators/record"
 )
@@ -190,5 +193,110 @@ func TestSinkRunner_RandomInterleavings(t *testing.T) {
 		if writes != total || pre != uint64(barriers) {
 			t.Fatalf("seed %d: %d of %d deliveries written, pre-committed up to %d of %d: %v", seed, writes, total, pre, barriers, tx.calls)
 		}
+	}
+}
+
+// brokenAt is an at-least-once sink that breaks as the file sink does on
+// a full disk, at the write of one payload: that write and every later
+// Write and Flush fail.
+type brokenAt struct {
+	log     *[]string
+	breakOn string
+	broken  bool
+}
+
+func (b *brokenAt) Write(items []record.Item) error {
+	for _, it := range items {
+		if string(it.Payload) == b.breakOn {
+			b.broken = true
+		}
+		if b.broken {
+			return fmt.Errorf("write: %w", syscall.ENOSPC)
+		}
+		*b.log = append(*b.log, "W:"+string(it.Payload))
+	}
+	return nil
+}
+
+func (b *brokenAt) Flush() error {
+	if b.broken {
+		return fmt.Errorf("flush: %w", syscall.ENOSPC)
+	}
+	*b.log = append(*b.log, "F")
+	return nil
+}
+
+func (b *brokenAt) Close() error { return nil }
+
+// sentTo records what a sink runner tells the checkpointer.
+type sentTo struct{ log *[]string }
+
+func (s sentTo) Send(m checkpoint.Message) {
+	switch m := m.(type) {
+	case checkpoint.Ack:
+		*s.log = append(*s.log, fmt.Sprintf("ack %d %s", m.CheckpointID, m.Task))
+	case checkpoint.Failure:
+		*s.log = append(*s.log, fmt.Sprintf("fail %d %s", m.CheckpointID, m.Task))
+	}
+}
+
+// TestSinkRunner_AtLeastOnceAcksAfterFlush: an at-least-once sink is a
+// checkpoint task. It acknowledges barrier n only after a flush handed on
+// what came before it, and a sink broken before the barrier (a write of
+// epoch n met a full disk) fails checkpoint n, so that the restart
+// replays those results. Acknowledged anyway, or not asked, checkpoint n
+// would complete with the source past them and lose them.
+func TestSinkRunner_AtLeastOnceAcksAfterFlush(t *testing.T) {
+	var log []string // the runner's goroutine writes it; read after done
+	out := &brokenAt{log: &log, breakOn: "b2"}
+	r := newSinkRunner("s", slog.New(slog.DiscardHandler), func() {})
+	r.plain = out
+	r.ckpt = sentTo{log: &log}
+	var fatal []error
+	r.fatal = func(err error) { fatal = append(fatal, err) }
+	r.addProducers(2)
+	if !r.isTask() {
+		t.Fatal("an at-least-once sink with producers is no checkpoint task")
+	}
+	go r.run()
+	for _, m := range []stages.SinkMsg{
+		{Delivery: delivery("a1")},
+		{Barrier: 1},
+		{Delivery: delivery("b1")},
+		{Barrier: 1}, // aligned: flush, then ack 1
+		{Delivery: delivery("a2")},
+		{Barrier: 2},
+		{Delivery: delivery("b2")}, // meets the full disk
+		{Barrier: 2},               // aligned: the flush fails, so does checkpoint 2
+	} {
+		r.in <- m
+	}
+	close(r.in)
+	<-r.done
+	var answers []string
+	for _, l := range log {
+		if strings.HasPrefix(l, "ack") || strings.HasPrefix(l, "fail") {
+			answers = append(answers, l)
+		}
+	}
+	if want := []string{"ack 1 sink/s", "fail 2 sink/s"}; !slices.Equal(answers, want) {
+		t.Fatalf("answers to barriers %v, want %v (log %v)", answers, want, log)
+	}
+	ack1, b1 := slices.Index(log, "ack 1 sink/s"), slices.Index(log, "W:b1")
+	if b1 < 0 || !slices.Contains(log[b1:ack1], "F") {
+		t.Fatalf("barrier 1 acknowledged before b1 was flushed: %v", log)
+	}
+	if len(fatal) == 0 {
+		t.Fatal("a sink broken by a full disk did not fail its region")
+	}
+}
+
+// TestSinkRunner_UnusedSinkIsNoTask: a sink no pipeline writes to sees no
+// barrier; as a task it would hold every checkpoint up.
+func TestSinkRunner_UnusedSinkIsNoTask(t *testing.T) {
+	r := newSinkRunner("s", slog.New(slog.DiscardHandler), func() {})
+	r.plain = &brokenAt{log: new([]string)}
+	if r.isTask() {
+		t.Fatal("a sink without producers is a checkpoint task")
 	}
 }
