@@ -33,6 +33,11 @@ type BoltOptions struct {
 	FlushBatch int
 	// Changes bound the change tracking of incremental snapshots.
 	Changes ChangeLimits
+	// ColdReads makes the working file hold only what the checkpoint
+	// files attached with AttachCold (or restored with RestoreCold) do
+	// not: cache misses are read from them, and entries they hold are
+	// never written back (cold.go).
+	ColdReads bool
 }
 
 // DefaultMaxSize is the MaxSize when BoltOptions leaves it 0: 512 MiB on
@@ -65,6 +70,16 @@ type Bolt struct {
 	spare     atomic.Pointer[snapBufs] // a closed Snapshot's buffers, for the next
 
 	written int64 // bytes written to the working file since it was opened (Usage.WrittenBytes)
+
+	// Cold reads (cold.go).
+	cold     Cold           // the checkpoint files under the working file, or nil
+	coldKG   *KeyGroupRange // the key groups of cold that are this backend's; nil: all
+	coldSeq  uint64         // the Snapshot whose file heads cold
+	coldKeys int            // cold.Entries()
+	snapSeq  uint64         // Snapshots taken
+	scanUp   upperIter      // reused by scanCold
+	tagged   []byte         // a write-back batch's tagged values, until its commit
+	tombs    []tombstone    // deletions in the working file the Cold does not answer for yet
 
 	gen    uint64
 	err    error // sticky write error
@@ -145,14 +160,23 @@ func (s *Bolt) Get(b Bucket, key []byte) ([]byte, bool, error) {
 		}
 		return e.val, true, nil
 	}
-	v, ok, err := s.read(b, key)
+	var v []byte
+	var ok, onDisk bool
+	var err error
+	if s.opts.ColdReads {
+		v, ok, onDisk, err = s.readCold(b, key)
+	} else {
+		v, ok, err = s.read(b, key)
+		onDisk = ok
+	}
 	if err != nil {
 		return nil, false, err
 	}
 	flags := flagKnown
-	if ok {
+	if onDisk {
 		flags |= flagOnDisk
-	} else {
+	}
+	if !ok {
 		flags |= flagAbsent // remember the miss: new windows are looked up before they are created
 	}
 	i := s.cache.insert(b, key, v, flags)
@@ -260,7 +284,7 @@ func (s *Bolt) write(b Bucket, key, value []byte, del bool) error {
 	if s.cache.markChanged(i) {
 		// The store's size: bbolt's keys plus, at most, the dirty ones not
 		// written back yet (a Snapshot no longer flushes them).
-		s.changes.count(s.keys + len(s.cache.dirty))
+		s.changes.count(s.keys + s.coldKeys + len(s.cache.dirty))
 	}
 	return s.makeRoom(i)
 }
@@ -321,6 +345,9 @@ func (s *Bolt) Flush() error {
 
 func (s *Bolt) flushBatch(batch []int32) error {
 	c := s.cache
+	if s.opts.ColdReads {
+		s.reserveTagged(batch)
+	}
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return fmt.Errorf("state: begin write: %w", err)
@@ -348,6 +375,24 @@ func (s *Bolt) flushBatch(batch []int32) error {
 			k, _ := bk.Cursor().Seek(key)
 			onDisk = k != nil && bytes.Equal(k, key)
 		}
+		if s.opts.ColdReads {
+			wrote, err := s.writeBackCold(bk, e, key, onDisk)
+			if err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			switch {
+			case wrote && !onDisk:
+				keys++
+			case !wrote && onDisk:
+				keys--
+			}
+			e.flags &^= flagKnown | flagOnDisk
+			if wrote {
+				e.flags |= flagKnown | flagOnDisk // checked below
+			}
+			continue
+		}
 		if e.flags&flagAbsent != 0 {
 			if onDisk {
 				if err := bk.Delete(key); err != nil {
@@ -371,8 +416,19 @@ func (s *Bolt) flushBatch(batch []int32) error {
 	}
 	s.committed(tx)
 	s.keys = keys
+	s.tagged = s.tagged[:0]
 	for _, i := range batch {
 		e := &c.entries[i]
+		if s.opts.ColdReads {
+			// writeBackCold left flagOnDisk as written.
+			onDisk := e.flags&flagOnDisk != 0
+			e.flags &^= flagDirty
+			e.flags |= flagKnown
+			if e.flags&flagAbsent != 0 && e.flags&flagChanged == 0 && (onDisk || s.cold == nil) {
+				c.remove(i) // the tombstone, or nothing under it, answers for it
+			}
+			continue
+		}
 		e.flags &^= flagDirty | flagOnDisk
 		e.flags |= flagKnown
 		switch {
@@ -408,8 +464,18 @@ func (s *Bolt) writeErr(step string, err error) error {
 	return fmt.Errorf("state: %w", &fs.PathError{Op: step, Path: s.path, Err: err})
 }
 
-// Scan implements Backend.
+// Scan implements Backend. With cold reads it merges the cache, the
+// working file and the checkpoint files, writing nothing back.
 func (s *Bolt) Scan(b Bucket, from []byte, fn func(key, value []byte) bool) error {
+	if s.opts.ColdReads {
+		if s.err != nil {
+			return s.err
+		}
+		if s.closed {
+			return ErrClosed
+		}
+		return s.scanCold(b, from, fn)
+	}
 	if err := s.Flush(); err != nil {
 		return err
 	}
@@ -433,7 +499,7 @@ func (s *Bolt) Generation() uint64 { return s.gen }
 // file is looked up here if the cache does not know it yet, and
 // remembered, so the next Flush need not look again.
 func (s *Bolt) Usage() Usage {
-	u := Usage{Keys: s.keys, MemoryBytes: int64(s.cache.bytes), WrittenBytes: s.written}
+	u := Usage{Keys: s.keys + s.coldKeys, MemoryBytes: int64(s.cache.bytes), WrittenBytes: s.written}
 	if s.closed || s.err != nil {
 		return u
 	}
@@ -474,6 +540,7 @@ func (s *Bolt) Close() error {
 		return err
 	}
 	s.endRead()
+	s.dropCold()
 	s.closed = true
 	if s.db == nil { // a restore found the disk full
 		return nil

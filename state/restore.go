@@ -45,6 +45,7 @@ func (s *Bolt) Restore(entries Entries, opts RestoreOptions) error {
 	s.gen++
 	s.cache.clear()
 	s.changes.reset()
+	s.dropCold() // the entries go into the working file, tagged with cold reads
 	s.keys = 0
 	s.err = nil
 	s.db = nil
@@ -119,7 +120,9 @@ var errRestoreStopped = errors.New("state: restore stopped")
 // encoding of entries: flags (1: deleted) | uvarint lengths of bucket, key,
 // value | the bytes. Blocks are reused through free. The error of entries
 // (nil at the end) comes last on errc.
-func readAhead(entries Entries, blocks chan<- []byte, free <-chan []byte, stop <-chan struct{}, errc chan<- error) {
+//
+// With tagged, a live value is written with the cold reads' tag (cold.go).
+func readAhead(entries Entries, tagged bool, blocks chan<- []byte, free <-chan []byte, stop <-chan struct{}, errc chan<- error) {
 	var blk []byte
 	next := func() bool {
 		select {
@@ -152,12 +155,20 @@ func readAhead(entries Entries, blocks chan<- []byte, free <-chan []byte, stop <
 		if deleted {
 			flag = 1
 		}
+		tag := tagged && !deleted
 		blk = append(blk, flag)
 		blk = binary.AppendUvarint(blk, uint64(len(bucket)))
 		blk = binary.AppendUvarint(blk, uint64(len(key)))
-		blk = binary.AppendUvarint(blk, uint64(len(value)))
+		if tag {
+			blk = binary.AppendUvarint(blk, uint64(1+len(value)))
+		} else {
+			blk = binary.AppendUvarint(blk, uint64(len(value)))
+		}
 		blk = append(blk, bucket...)
 		blk = append(blk, key...)
+		if tag {
+			blk = append(blk, coldPut)
+		}
 		blk = append(blk, value...)
 		return nil
 	})
@@ -176,7 +187,7 @@ func (s *Bolt) load(bl *bulkLoader, entries Entries, opts RestoreOptions) error 
 	free := make(chan []byte, restoreTxBytes/restoreBlock+restoreAhead+1)
 	stop := make(chan struct{})
 	errc := make(chan error, 1)
-	go readAhead(entries, blocks, free, stop, errc)
+	go readAhead(entries, s.opts.ColdReads, blocks, free, stop, errc)
 
 	l := &blockLoader{s: s, bl: bl, opts: opts, free: free}
 	var err error

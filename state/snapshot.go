@@ -31,11 +31,19 @@ func (s *Bolt) Snapshot(full bool) (Snapshot, error) {
 	}
 	keys, overflow := s.changes.take()
 	full = full || overflow
+	s.snapSeq++
 	bufs := s.spare.Swap(nil)
 	if bufs == nil {
 		bufs = new(snapBufs)
 	}
-	snap := &boltSnapshot{full: full, names: s.buckets.names, keys: keys, open: &s.snapshots, spare: &s.spare, bufs: bufs}
+	snap := &boltSnapshot{full: full, names: s.buckets.names, keys: keys, open: &s.snapshots, spare: &s.spare, bufs: bufs,
+		tagged: s.opts.ColdReads}
+	if full && s.cold != nil {
+		// The files under the working file are part of the state a full
+		// snapshot writes.
+		s.cold.Retain()
+		snap.cold, snap.coldKeep = s.cold, s.coldKeepFunc()
+	}
 	c := s.cache
 	// Incremental: copy every changed entry still cached, dirty or not, so
 	// that Entries reads bbolt only for changed keys evicted since. Full:
@@ -104,6 +112,11 @@ func (s *Bolt) clearChanged(overflow bool) {
 		if e.flags&flagAbsent == 0 {
 			return
 		}
+		if s.opts.ColdReads && e.flags&flagDirty != 0 {
+			// The checkpoint files may hold the key: the deletion stays
+			// until they answer for it or it is written back.
+			return
+		}
 		if e.flags&(flagDirty|flagKnown) == flagDirty {
 			_, ok, err := s.read(e.bucket, unsafeBytes(e.key))
 			if err != nil {
@@ -159,6 +172,12 @@ type bucketChanges struct {
 
 type boltSnapshot struct {
 	tx    *bolt.Tx
+	// Cold reads: the working file's values are tagged, and a full
+	// snapshot merges in the checkpoint files (retained until Close),
+	// entries coldKeep refuses left out.
+	tagged     bool
+	cold       Cold
+	coldKeep   func(name string, key []byte) bool
 	open  *atomic.Int32 // the Bolt's count of open snapshots
 	full  bool
 	names []string // bucket names by Bucket, as of the snapshot
@@ -232,7 +251,7 @@ func (sn *boltSnapshot) prepare() {
 			bc.evicted = b.evicted[from:len(b.evicted):len(b.evicted)]
 			slices.Sort(bc.evicted)
 		}
-		if len(bc.overlay) > 0 || len(bc.evicted) > 0 || sn.full && sn.tx.Bucket([]byte(bc.name)) != nil {
+		if len(bc.overlay) > 0 || len(bc.evicted) > 0 || sn.full && (sn.cold != nil || sn.tx.Bucket([]byte(bc.name)) != nil) {
 			b.buckets = append(b.buckets, bc)
 		}
 	}
@@ -272,10 +291,13 @@ func (sn *boltSnapshot) Entries(fn func(bucket, key, value []byte, deleted bool)
 			cur = bk.Cursor()
 		}
 		var err error
-		if sn.full {
+		switch {
+		case sn.full && sn.tagged:
+			err = sn.fullColdEntries(name, cur, bc.overlay, fn)
+		case sn.full:
 			err = fullEntries(name, cur, bc.overlay, fn)
-		} else {
-			err = changedEntries(name, cur, bc, fn)
+		default:
+			err = changedEntries(name, cur, bc, sn.tagged, fn)
 		}
 		if err != nil {
 			return err
@@ -324,7 +346,7 @@ func fullEntries(name []byte, cur *bolt.Cursor, overlay []overlayEntry, fn func(
 // changedEntries yields the bucket's changed keys in order, merging the
 // overlay (keys cached at the barrier) with the evicted keys, read from the
 // transaction; an evicted key the transaction lacks is a deletion.
-func changedEntries(name []byte, cur *bolt.Cursor, bc bucketChanges, fn func(bucket, key, value []byte, deleted bool) error) error {
+func changedEntries(name []byte, cur *bolt.Cursor, bc bucketChanges, tagged bool, fn func(bucket, key, value []byte, deleted bool) error) error {
 	o, e := 0, 0
 	for o < len(bc.overlay) || e < len(bc.evicted) {
 		var err error
@@ -343,7 +365,13 @@ func changedEntries(name []byte, cur *bolt.Cursor, bc bucketChanges, fn func(buc
 			if cur != nil {
 				k, v = cur.Seek(key)
 			}
-			if k != nil && bytes.Equal(k, key) {
+			live := k != nil && bytes.Equal(k, key)
+			if live && tagged {
+				if v, live, err = untag(v); err != nil {
+					return err
+				}
+			}
+			if live {
 				err = fn(name, key, v, false)
 			} else {
 				err = fn(name, key, nil, true)
@@ -363,6 +391,10 @@ func (sn *boltSnapshot) Close() error {
 	err := sn.tx.Rollback()
 	sn.tx = nil
 	sn.open.Add(-1)
+	if sn.cold != nil {
+		sn.cold.Release()
+		sn.cold = nil
+	}
 	if b := sn.bufs; cap(b.arena) <= 4*len(b.arena)+64<<10 && cap(b.overlay) <= 4*len(b.overlay)+1024 {
 		clear(b.evicted) // the change set's keys: not ours to keep
 		clear(b.buckets)
