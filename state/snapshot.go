@@ -171,16 +171,16 @@ type bucketChanges struct {
 }
 
 type boltSnapshot struct {
-	tx    *bolt.Tx
+	tx *bolt.Tx
 	// Cold reads: the working file's values are tagged, and a full
 	// snapshot merges in the checkpoint files (retained until Close),
 	// entries coldKeep refuses left out.
-	tagged     bool
-	cold       Cold
-	coldKeep   func(name string, key []byte) bool
-	open  *atomic.Int32 // the Bolt's count of open snapshots
-	full  bool
-	names []string // bucket names by Bucket, as of the snapshot
+	tagged   bool
+	cold     Cold
+	coldKeep func(name string, key []byte) bool
+	open     *atomic.Int32 // the Bolt's count of open snapshots
+	full     bool
+	names    []string // bucket names by Bucket, as of the snapshot
 
 	// Captured at the barrier, ordered on first use by prepare.
 	keys    []map[string]struct{} // changed keys evicted from the cache, by Bucket (incremental)
