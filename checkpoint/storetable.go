@@ -15,7 +15,7 @@ func (s *Store) OpenTable(ref FileRef) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix, sr, err := readIndex(f)
+	ix, sr, err := readIndex(f, entryHint(f, ref.Size))
 	if err == nil {
 		if err = checkHeader(ref, sr.Header()); err == nil {
 			err = checkSum(ref, sr)

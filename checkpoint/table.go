@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"sync/atomic"
 	"unsafe"
 )
@@ -65,7 +66,16 @@ func NewTable(f TableFile, ix *TableIndex) *Table {
 // error matching ErrCorrupt, a file out of order one matching ErrUnordered.
 // The Table owns f; on error f is not closed.
 func OpenTable(f TableFile) (*Table, error) {
-	ix, _, err := readIndex(io.NewSectionReader(f, 0, 1<<62))
+	hint := 0
+	switch sized := f.(type) {
+	case interface{ Size() int64 }: // bytes.Reader
+		hint = entryHint(f, sized.Size())
+	case interface{ Stat() (fs.FileInfo, error) }: // os.File, vfs.File
+		if fi, err := sized.Stat(); err == nil {
+			hint = entryHint(f, fi.Size())
+		}
+	}
+	ix, _, err := readIndex(io.NewSectionReader(f, 0, 1<<62), hint)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@ package checkpoint
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"hash/maphash"
 	"io"
 	"unsafe"
@@ -174,12 +176,16 @@ func (b *indexBuilder) finish(size int64) (*TableIndex, error) {
 // Reader does. It returns the Reader, whose FileSHA256 is then valid, so a
 // caller can compare the file with its FileRef. A file out of order gives
 // an error matching ErrUnordered, damage one matching ErrCorrupt.
-func readIndex(r io.Reader) (*TableIndex, *Reader, error) {
+//
+// entries, if not 0, is the number of entries the file is expected to hold
+// (entryHint), so the hashes of a large file are not copied as they grow.
+func readIndex(r io.Reader, entries int) (*TableIndex, *Reader, error) {
 	sr, err := NewReader(r)
 	if err != nil {
 		return nil, nil, err
 	}
 	var b indexBuilder
+	b.hashes = make([]uint64, 0, entries)
 	b.reset(sr.Header())
 	seen := 0
 	for {
@@ -203,4 +209,21 @@ func readIndex(r io.Reader) (*TableIndex, *Reader, error) {
 	_, size := sr.FileSHA256(nil)
 	ix, err := b.finish(size)
 	return ix, sr, err
+}
+
+// entryHint returns the entry count the trailer of the file of size bytes
+// records, or 0 if it does not read as a trailer. It is only a hint: the
+// full read verifies the trailer. It is bounded by the size a file of that
+// many smallest entries (3 bytes each) would have, compressed 64×, so a
+// damaged count does not allocate gigabytes.
+func entryHint(r io.ReaderAt, size int64) int {
+	var t [trailerSize]byte
+	if size < headerSize+trailerSize {
+		return 0
+	}
+	if _, err := r.ReadAt(t[:], size-trailerSize); err != nil || t[0] != typeTrailer ||
+		crc32.Checksum(t[:41], castagnoli) != binary.BigEndian.Uint32(t[41:45]) {
+		return 0
+	}
+	return int(min(binary.BigEndian.Uint64(t[1:9]), uint64(size)*64/3))
 }
