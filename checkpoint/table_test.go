@@ -391,9 +391,11 @@ func TestBloomFalsePositives(t *testing.T) {
 			fp++
 		}
 	}
-	if rate := float64(fp) / probes; rate > 0.02 {
+	rate := float64(fp) / probes
+	if rate > 0.02 {
 		t.Fatalf("false positive rate %.4f; want about 0.01", rate)
 	}
+	t.Logf("false positive rate %.4f at %d bits per key", rate, bloomBitsPerKey)
 }
 
 func TestTableRetainRelease(t *testing.T) {
@@ -553,5 +555,35 @@ func TestWriterIndexMisuse(t *testing.T) {
 	}
 	if _, err := w.Index(); err == nil {
 		t.Fatal("Index before Close succeeded")
+	}
+}
+
+// TestGetAllocatesNothing checks Get in steady state: its buffers have grown
+// to the blocks' size.
+func TestGetAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	m := newTableModel(rng, 3, 3000, 300, 8, 40, true)
+	tables := m.tables(t, false)
+	c := NewChain(tables...)
+	defer c.Release()
+	var keys [][2]string
+	for _, b := range tableBuckets {
+		for _, k := range m.keys[b] {
+			keys = append(keys, [2]string{b, k})
+		}
+	}
+	get := func() {
+		for _, k := range keys {
+			if _, _, err := c.Get(k[0], []byte(k[1])); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, _, err := tables[0].Get(k[0], []byte(k[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	get() // grow the buffers
+	if n := testing.AllocsPerRun(3, get); n != 0 {
+		t.Fatalf("%v allocations per %d Gets", n, 2*len(keys))
 	}
 }
