@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/eddy-edge/eddy/state/vfs"
@@ -190,6 +192,13 @@ func TestChainMatchesModel(t *testing.T) {
 // check compares c's Gets and Scans, and its tables', with the model.
 func (m *tableModel) check(t *testing.T, c *Chain, rng *rand.Rand) {
 	t.Helper()
+	m.checkState(t, c, rng)
+	m.checkFiles(t, c)
+}
+
+// checkState compares c's Gets and Scans with the model's state.
+func (m *tableModel) checkState(t *testing.T, c *Chain, rng *rand.Rand) {
+	t.Helper()
 	for _, b := range tableBuckets {
 		for _, k := range m.keys[b] {
 			want, wantOK := m.state[b][k]
@@ -232,7 +241,11 @@ func (m *tableModel) check(t *testing.T, c *Chain, rng *rand.Rand) {
 			}
 		}
 	}
-	// Each table against its own file.
+}
+
+// checkFiles compares c's tables with the model's files.
+func (m *tableModel) checkFiles(t *testing.T, c *Chain) {
+	t.Helper()
 	tables := c.Tables()
 	for i, es := range m.files {
 		tb := tables[len(tables)-1-i]
@@ -558,32 +571,110 @@ func TestWriterIndexMisuse(t *testing.T) {
 	}
 }
 
-// TestGetAllocatesNothing checks Get in steady state: its buffers have grown
-// to the blocks' size.
-func TestGetAllocatesNothing(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 9))
-	m := newTableModel(rng, 3, 3000, 300, 8, 40, true)
-	tables := m.tables(t, false)
-	c := NewChain(tables...)
-	defer c.Release()
-	var keys [][2]string
-	for _, b := range tableBuckets {
-		for _, k := range m.keys[b] {
-			keys = append(keys, [2]string{b, k})
+// writeModelFiles writes the model's files into s, oldest first, as
+// Tables collected while writing.
+func writeModelFiles(t *testing.T, s *Store, files [][]testEntry) ([]FileRef, []*Table) {
+	t.Helper()
+	var refs []FileRef
+	var tables []*Table
+	for i, es := range files {
+		kind := KindIncremental
+		if i == 0 {
+			kind = KindFull
 		}
-	}
-	get := func() {
-		for _, k := range keys {
-			if _, _, err := c.Get(k[0], []byte(k[1])); err != nil {
-				t.Fatal(err)
+		ref, tb, err := s.WriteSnapshotTable("t", "p", kind, uint64(i+1), func(fn func(b, k, v []byte, d bool) error) error {
+			for _, e := range es {
+				if err := fn([]byte(e.bucket), []byte(e.key), []byte(e.value), e.deleted); err != nil {
+					return err
+				}
 			}
-			if _, _, _, err := tables[0].Get(k[0], []byte(k[1])); err != nil {
-				t.Fatal(err)
-			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
+		refs, tables = append(refs, ref), append(tables, tb)
 	}
-	get() // grow the buffers
-	if n := testing.AllocsPerRun(3, get); n != 0 {
-		t.Fatalf("%v allocations per %d Gets", n, 2*len(keys))
+	return refs, tables
+}
+
+// TestChainRebaseOnMerge starts a chain over from a merge of its files
+// while an increment newer than the merge has been added.
+func TestChainRebaseOnMerge(t *testing.T) {
+	s, err := OpenStore(vfs.NewCrashableMem(), "store")
+	if err != nil {
+		t.Fatal(err)
 	}
+	rng := rand.New(rand.NewPCG(10, 10))
+	m := newTableModel(rng, 5, 2000, 300, 6, 30, true)
+	refs, tables := writeModelFiles(t, s, m.files)
+	c := NewChain()
+	for _, tb := range tables[:len(tables)-1] {
+		next := c.With(tb)
+		c.Release()
+		c = next
+	}
+	mergedRef, merged, err := s.MergeChainTable(context.Background(), refs[:len(refs)-1], uint64(len(refs)-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.VerifyFile(mergedRef); err != nil {
+		t.Fatal(err)
+	}
+	withNewest := c.With(tables[len(tables)-1])
+	c.Release()
+	rebased := withNewest.Rebase(merged)
+	withNewest.Release()
+	defer rebased.Release()
+	if got := rebased.Tables(); len(got) != 2 || got[0] != tables[len(tables)-1] || got[1] != merged {
+		t.Fatalf("rebased chain holds %v", got)
+	}
+	m.files = nil // the files changed; only the state is compared
+	m.checkState(t, rebased, rng)
+}
+
+// TestChainConcurrentReaders reads one set of tables from several
+// goroutines: a Chain each for Get, and Scans of a shared Chain.
+func TestChainConcurrentReaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	m := newTableModel(rng, 3, 2000, 300, 6, 30, true)
+	shared := NewChain(m.tables(t, false)...)
+	defer shared.Release()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		c := shared
+		if g%2 == 0 {
+			for _, tb := range shared.Tables() {
+				tb.Retain()
+			}
+			c = NewChain(shared.Tables()...)
+		} else {
+			c.Retain()
+		}
+		wg.Go(func() {
+			defer c.Release()
+			for _, b := range tableBuckets {
+				for _, k := range m.keys[b] {
+					want, wantOK := m.state[b][k]
+					var v []byte
+					var ok bool
+					var err error
+					if g%2 == 0 {
+						v, ok, err = c.Get(b, []byte(k))
+					} else {
+						err = c.Scan(b, []byte(k), func(key, value []byte) bool {
+							ok = string(key) == k
+							v = append(v[:0], value...)
+							return false
+						})
+					}
+					if err != nil || ok != wantOK || (ok && string(v) != want) {
+						t.Errorf("goroutine %d: %q/%q = %q, %v, %v; want %q, %v", g, b, k, v, ok, err, want, wantOK)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
