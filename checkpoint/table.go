@@ -127,24 +127,12 @@ func (t *Table) get(h uint64, bucket, key []byte, c *blockCache) (value []byte, 
 	if i < 0 {
 		return nil, false, false, nil
 	}
-	data, err := c.load(t, i)
+	blk, err := c.load(t, i)
 	if err != nil {
 		return nil, false, false, err
 	}
-	for len(data) > 0 {
-		b, k, v, del, n, ok := nextEntry(data)
-		if !ok {
-			return nil, false, false, corruptf("checkpoint: snapshot block at offset %d: bad entry", t.ix.blocks[i].off)
-		}
-		switch c := compareKeys(b, k, bucket, key); {
-		case c == 0:
-			return v, del, true, nil
-		case c > 0:
-			return nil, false, false, nil
-		}
-		data = data[n:]
-	}
-	return nil, false, false, nil
+	value, deleted, found = blk.find(bucket, key)
+	return value, deleted, found, nil
 }
 
 // Scan calls fn for the entries of bucket with key ≥ from, tombstones

@@ -83,20 +83,23 @@ type blockCache struct {
 type cachedBlock struct {
 	t     *Table // nil: empty
 	block int
-	data  []byte // entries of the block, aliasing bb
+	data  []byte   // entries of the block, aliasing bb
+	offs  []uint32 // offset in data of each entry, for a binary search
 	used  uint64
 	bb    blockBuffers
 }
 
-// load returns the entries of block i of t, from the cache or read.
-func (c *blockCache) load(t *Table, i int) ([]byte, error) {
+// load returns block i of t, from the cache or read. A block read is
+// walked once to find its entries, so each Get of a cached block is a
+// binary search rather than a scan of some 400 entries.
+func (c *blockCache) load(t *Table, i int) (*cachedBlock, error) {
 	c.clock++
 	victim := &c.slots[0]
 	for k := range c.slots {
 		s := &c.slots[k]
 		if s.t == t && s.block == i {
 			s.used = c.clock
-			return s.data, nil
+			return s, nil
 		}
 		if s.used < victim.used {
 			victim = s
@@ -107,8 +110,39 @@ func (c *blockCache) load(t *Table, i int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	victim.offs = victim.offs[:0]
+	for off := 0; off < len(data); {
+		_, _, _, _, n, ok := nextEntry(data[off:])
+		if !ok {
+			return nil, corruptf("checkpoint: snapshot block at offset %d: bad entry", t.ix.blocks[i].off)
+		}
+		victim.offs = append(victim.offs, uint32(off))
+		off += n
+	}
 	victim.t, victim.block, victim.data, victim.used = t, i, data, c.clock
-	return data, nil
+	return victim, nil
+}
+
+// find returns the entry of (bucket, key) in the block.
+func (b *cachedBlock) find(bucket, key []byte) (value []byte, deleted, found bool) {
+	lo, hi := 0, len(b.offs) // entries before lo are < (bucket, key), from hi on ≥
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		eb, ek, _, _, _, _ := nextEntry(b.data[b.offs[mid]:])
+		if compareKeys(eb, ek, bucket, key) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == len(b.offs) {
+		return nil, false, false
+	}
+	eb, ek, v, del, _, _ := nextEntry(b.data[b.offs[lo]:])
+	if compareKeys(eb, ek, bucket, key) != 0 {
+		return nil, false, false
+	}
+	return v, del, true
 }
 
 // forget drops the blocks of t, so a released Table is not kept reachable.
