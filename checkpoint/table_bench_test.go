@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"encoding/binary"
+	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -175,4 +176,34 @@ func BenchmarkColdChain(b *testing.B) {
 			t.Release()
 		}
 	})
+}
+
+// BenchmarkWriterCollectIndex is BenchmarkWriter collecting the index (the
+// write of a file a Table is made of); compare the two for its cost.
+func BenchmarkWriterCollectIndex(b *testing.B) {
+	const n = 1_000_000
+	bucket, value := []byte("window/temp_1m"), []byte("0123456789abcdef")
+	key := []byte("device-000000|0000")
+	b.SetBytes(int64(n * (len(bucket) + len(key) + len(value))))
+	b.ReportAllocs()
+	w := NewWriter(io.Discard, KindFull, 1)
+	for b.Loop() {
+		w.Reset(io.Discard, KindFull, 1)
+		if err := w.CollectIndex(); err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			key[12], key[11], key[10] = byte('0'+i%10), byte('0'+i/10%10), byte('0'+i/100%10)
+			key[9], key[8], key[7] = byte('0'+i/1000%10), byte('0'+i/10000%10), byte('0'+i/100000%10)
+			if err := w.Put(bucket, key, value); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Index(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
