@@ -678,3 +678,15 @@ func TestChainConcurrentReaders(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// coldReader is the interface state reads cold keys through; a Chain must
+// implement it exactly.
+type coldReader interface {
+	Get(bucket string, key []byte) (value []byte, ok bool, err error)
+	Scan(bucket string, from []byte, fn func(key, value []byte) bool) error
+	Entries() int
+	Release()
+	Retain()
+}
+
+var _ coldReader = (*Chain)(nil)
