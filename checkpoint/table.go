@@ -214,7 +214,10 @@ func (it *tableIter) next() (bool, error) {
 		it.key, it.value, it.deleted = k, v, del
 		return true, nil
 	}
+	// At the end: the buffers go back now, not when the merge of a long
+	// chain ends.
 	it.done = true
+	it.close()
 	return false, nil
 }
 

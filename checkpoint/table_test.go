@@ -690,3 +690,63 @@ type coldReader interface {
 }
 
 var _ coldReader = (*Chain)(nil)
+
+// TestTableTruncatedUnderIt reads a file cut short after it was indexed.
+func TestTableTruncatedUnderIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	m := newTableModel(rng, 0, 3000, 0, 8, 60, true)
+	b, ix, err := writeTableFile(t, KindFull, 1, m.files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := len(ix.blocks) - 1
+	tb := NewTable(&memTableFile{Reader: bytes.NewReader(b[:ix.blocks[last].off+10])}, ix)
+	defer tb.Release()
+	lb, lk := ix.firstKey(last)
+	if _, _, _, err := tb.Get(string(lb), lk); !IsCorruption(err) {
+		t.Fatalf("Get in the cut block: error %v; want ErrCorrupt", err)
+	}
+	fb, fk := ix.firstKey(0)
+	if _, _, found, err := tb.Get(string(fb), fk); err != nil || !found {
+		t.Fatalf("Get in an intact block = %v, %v", found, err)
+	}
+}
+
+// FuzzOpenTable feeds arbitrary bytes to OpenTable: it must never panic,
+// and a file it accepts must answer Get and Scan for each of its entries.
+func FuzzOpenTable(f *testing.F) {
+	for _, es := range [][]testEntry{nil, manyEntries(40), {{"b", "", "", false}, {"b", "k", "", true}}} {
+		b, _, err := writeTableFile(f, KindFull, 1, es)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tb, err := OpenTable(&memTableFile{Reader: bytes.NewReader(b)})
+		if err != nil {
+			return
+		}
+		defer tb.Release()
+		_, es, err := readSnapshot(t, b)
+		if err != nil {
+			t.Fatalf("OpenTable accepted a file the Reader refuses: %v", err)
+		}
+		for _, e := range es {
+			v, deleted, found, err := tb.Get(e.bucket, []byte(e.key))
+			if err != nil || !found || deleted != e.deleted || string(v) != e.value {
+				t.Fatalf("Get(%q, %q) = %q, %v, %v, %v; want %+v", e.bucket, e.key, v, deleted, found, err, e)
+			}
+			n := 0
+			if err := tb.Scan(e.bucket, []byte(e.key), func(k, v []byte, d bool) bool {
+				n++
+				if string(k) != e.key || string(v) != e.value || d != e.deleted {
+					t.Fatalf("Scan from %q/%q starts at %q", e.bucket, e.key, k)
+				}
+				return false
+			}); err != nil || n != 1 {
+				t.Fatalf("Scan from %q/%q: %d entries, %v", e.bucket, e.key, n, err)
+			}
+		}
+	})
+}
