@@ -119,4 +119,19 @@
 // rather than silently falling back. The agent applies Selection.Files in
 // order with Store.ReadSnapshot, mapping state by FileRef.Pipeline and key
 // groups by key, and calls Coordinator.Restore(Selection.NewestID).
+//
+// # Reading state from snapshot files
+//
+// A task's state can also be read in place from its chain of files, as an
+// LSM tree's levels are, so the working store need hold little more than
+// what changed since the last checkpoint. A Table is one file opened for
+// point reads (Get) and ordered scans (Scan): an in-memory index of each
+// block's offset and first key plus a Bloom filter over every entry, each
+// read one ReadAt of one block, CRC-checked. A Chain is a base and its
+// increments, newest first, read as the state they amount to; it
+// implements state's Cold interface. Tables of files being written come
+// with their index collected on the way (Store.WriteSnapshotTable,
+// Store.MergeChainTable, Writer.CollectIndex); existing files are indexed
+// by one verifying read (Store.OpenTable). A Table keeps its file open,
+// so retention may remove the name while a Chain still reads it.
 package checkpoint

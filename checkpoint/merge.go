@@ -27,29 +27,56 @@ import (
 // or missing fails the merge. On any failure, or when ctx ends, the
 // partial file is removed and an error returned: the chain stays as it was.
 func (s *Store) MergeChain(ctx context.Context, chain []FileRef, id uint64) (FileRef, error) {
+	ref, _, err := s.mergeChain(ctx, chain, id, false)
+	return ref, err
+}
+
+// MergeChainTable is MergeChain that also returns a Table of the merged
+// file, its index collected as it was written (no second read), to start
+// a Chain over from (Chain.Rebase). When the file is committed but no
+// Table can be made it returns the file's FileRef with the error, as
+// WriteSnapshotTable does.
+func (s *Store) MergeChainTable(ctx context.Context, chain []FileRef, id uint64) (FileRef, *Table, error) {
+	ref, out, err := s.mergeChain(ctx, chain, id, true)
+	if err != nil {
+		return ref, nil, err
+	}
+	t, err := out.Table()
+	return ref, t, err
+}
+
+// mergeChain is MergeChain; index makes it collect the new file's index.
+// The SnapshotFile returned is committed.
+func (s *Store) mergeChain(ctx context.Context, chain []FileRef, id uint64, index bool) (FileRef, *SnapshotFile, error) {
 	if len(chain) == 0 || chain[0].Kind != KindFull {
-		return FileRef{}, errors.New("checkpoint: merge: a chain starts with a full file")
+		return FileRef{}, nil, errors.New("checkpoint: merge: a chain starts with a full file")
 	}
 	task, pipeline := chain[0].Task, chain[0].Pipeline
 	for _, f := range chain {
 		if f.Task != task || f.Checkpoint > id {
-			return FileRef{}, fmt.Errorf("checkpoint: merge: file %s (task %s, checkpoint %d) does not belong in task %s's chain up to %d", f.Name, f.Task, f.Checkpoint, task, id)
+			return FileRef{}, nil, fmt.Errorf("checkpoint: merge: file %s (task %s, checkpoint %d) does not belong in task %s's chain up to %d", f.Name, f.Task, f.Checkpoint, task, id)
 		}
 	}
 	m := &merger{s: s}
 	defer m.close()
 	for i, f := range chain {
 		if err := m.open(i, f); err != nil {
-			return FileRef{}, err
+			return FileRef{}, nil, err
 		}
 	}
 	out, err := s.CreateSnapshot(task, pipeline, KindFull, id)
 	if err != nil {
-		return FileRef{}, err
+		return FileRef{}, nil, err
 	}
-	fail := func(err error) (FileRef, error) {
+	if index {
+		if err := out.CollectIndex(); err != nil {
+			out.Abort()
+			return FileRef{}, nil, err
+		}
+	}
+	fail := func(err error) (FileRef, *SnapshotFile, error) {
 		out.Abort()
-		return FileRef{}, fmt.Errorf("checkpoint: merge task %s's chain into checkpoint %d: %w", task, id, err)
+		return FileRef{}, nil, fmt.Errorf("checkpoint: merge task %s's chain into checkpoint %d: %w", task, id, err)
 	}
 	for n := 0; m.Len() > 0; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
@@ -79,9 +106,9 @@ func (s *Store) MergeChain(ctx context.Context, chain []FileRef, id uint64) (Fil
 	}
 	ref, err := out.Commit()
 	if err != nil {
-		return FileRef{}, fmt.Errorf("checkpoint: merge task %s's chain: %w", task, err)
+		return FileRef{}, nil, fmt.Errorf("checkpoint: merge task %s's chain: %w", task, err)
 	}
-	return ref, nil
+	return ref, out, nil
 }
 
 // mergeHead is one input file of a merge and its current entry, which

@@ -143,6 +143,11 @@ type Writer struct {
 	size  int64
 	err   error
 	done  bool
+	// index, when collecting (CollectIndex), builds the file's TableIndex.
+	index     indexBuilder
+	indexing  bool
+	indexDone *TableIndex
+	indexErr  error
 }
 
 // NewWriter returns a Writer of a snapshot of the given kind (KindFull or
@@ -157,6 +162,8 @@ func NewWriter(w io.Writer, kind Kind, checkpointID uint64) *Writer {
 // Reset makes the Writer write a new file to w, reusing its buffers.
 func (sw *Writer) Reset(w io.Writer, kind Kind, checkpointID uint64) {
 	sw.w, sw.block, sw.count, sw.total, sw.size, sw.err, sw.done = w, -1, 0, 0, 0, nil, false
+	sw.indexing, sw.indexDone, sw.indexErr = false, nil, nil
+	sw.index.hdr = Header{Version: SnapshotVersion, Kind: kind, CheckpointID: checkpointID}
 	sw.sha.Reset()
 	sw.buf = sw.buf[:0]
 	if kind != KindFull && kind != KindIncremental {
@@ -198,8 +205,14 @@ func (sw *Writer) Add(bucket, key, value []byte, deleted bool) error {
 		}
 	}
 	if sw.block < 0 {
+		if sw.indexing {
+			sw.index.startBlock(sw.size + int64(len(sw.buf)))
+		}
 		sw.block = len(sw.buf)
 		sw.buf = append(sw.buf, typeBlock, 0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	if sw.indexing {
+		sw.index.add(bucket, key)
 	}
 	if deleted {
 		sw.buf = append(sw.buf, flagTombstone)
@@ -237,6 +250,9 @@ func (sw *Writer) flush() error {
 			binary.BigEndian.PutUint32(b[5:9], sw.count)
 		}
 		sw.buf = binary.BigEndian.AppendUint32(sw.buf, crc32.Checksum(sw.buf[sw.block:], castagnoli))
+		if sw.indexing {
+			sw.index.endBlock(int64(len(sw.buf) - sw.block))
+		}
 		sw.block, sw.count = -1, 0
 	}
 	return sw.write()
@@ -272,7 +288,44 @@ func (sw *Writer) Close() error {
 	binary.BigEndian.PutUint32(t[41:45], crc32.Checksum(t[:41], castagnoli))
 	sw.buf = append(sw.buf, t[:]...)
 	sw.done = true
-	return sw.write()
+	if err := sw.write(); err != nil {
+		return err
+	}
+	if sw.indexing {
+		sw.indexDone, sw.indexErr = sw.index.finish(sw.size)
+	}
+	return nil
+}
+
+// CollectIndex makes the Writer build, as it writes, the TableIndex of the
+// file, so a Table of it (NewTable) needs no second read. It must be called
+// before the first Add; it costs a hash and a key comparison per entry and
+// 8 bytes per entry until Close. A Writer that does not call it pays
+// nothing. Reset stops the collection.
+func (sw *Writer) CollectIndex() error {
+	if sw.total != 0 || sw.done {
+		return errors.New("checkpoint: CollectIndex after the first entry")
+	}
+	if sw.err != nil {
+		return sw.err
+	}
+	sw.indexing = true
+	sw.index.reset(sw.index.hdr)
+	return nil
+}
+
+// Index returns the file's TableIndex, valid after a successful Close of a
+// Writer that called CollectIndex. A file whose entries were not strictly
+// increasing in (bucket, key) order gives an error matching ErrUnordered
+// (the file is still complete and valid).
+func (sw *Writer) Index() (*TableIndex, error) {
+	switch {
+	case !sw.indexing:
+		return nil, errors.New("checkpoint: Index without CollectIndex")
+	case !sw.done:
+		return nil, errors.New("checkpoint: Index before Close")
+	}
+	return sw.indexDone, sw.indexErr
 }
 
 // Count returns the number of entries added so far.
@@ -312,6 +365,10 @@ type Reader struct {
 	err    error
 	small  [trailerSize]byte
 	offset int64
+	// blockStart is the offset of the current block's record, blocks the
+	// number of block records read: readIndex locates blocks with them.
+	blockStart int64
+	blocks     int
 }
 
 // NewReader reads and checks the header of a snapshot file from r.
@@ -477,6 +534,8 @@ func (sr *Reader) nextBlock() error {
 		sr.block = b
 	}
 	sr.pos, sr.left = 0, count
+	sr.blockStart = start
+	sr.blocks++
 	return nil
 }
 

@@ -117,6 +117,8 @@ type SnapshotFile struct {
 	w    *Writer
 	ref  FileRef
 	done bool
+	// committed: Commit succeeded and ref is the file's.
+	committed bool
 }
 
 // CreateSnapshot starts a snapshot file of the given kind (KindFull or
@@ -175,6 +177,7 @@ func (sf *SnapshotFile) Commit() (FileRef, error) {
 		// durable yet. Fail the checkpoint; CollectGarbage removes it.
 		return FileRef{}, fmt.Errorf("checkpoint: snapshot of task %s, checkpoint %d: sync files dir: %w", sf.ref.Task, sf.ref.Checkpoint, err)
 	}
+	sf.ref, sf.committed = ref, true
 	return ref, nil
 }
 
@@ -357,30 +360,17 @@ func (s *Store) Files() ([]string, error) {
 // file too. Entries before a damaged block have been passed to fn: verify
 // first (VerifyFile) if that matters.
 func (s *Store) ReadSnapshot(ref FileRef, fn func(bucket, key, value []byte, deleted bool) error) error {
-	// The size check first gives a truncated file a plain reason.
-	if size, err := s.size(ref.Name); errors.Is(err, fs.ErrNotExist) {
-		return corruptf("checkpoint: %s: missing", ref.Name)
-	} else if err != nil {
-		return fmt.Errorf("checkpoint: stat %s: %w", ref.Name, err)
-	} else if size < ref.Size {
-		return corruptf("checkpoint: %s: truncated: size %d, manifest says %d", ref.Name, size, ref.Size)
-	} else if size != ref.Size {
-		return corruptf("checkpoint: %s: size %d, manifest says %d", ref.Name, size, ref.Size)
-	}
-	f, err := s.fs.Open(s.path(ref.Name))
+	f, err := s.openRef(ref)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return corruptf("checkpoint: %s: missing", ref.Name)
-		}
-		return fmt.Errorf("checkpoint: open %s: %w", ref.Name, err)
+		return err
 	}
 	defer f.Close()
 	sr, err := NewReader(f)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", ref.Name, err)
 	}
-	if h := sr.Header(); h.Kind != ref.Kind || h.CheckpointID != ref.Checkpoint {
-		return corruptf("checkpoint: %s: header says %v checkpoint %d, manifest %v checkpoint %d", ref.Name, h.Kind, h.CheckpointID, ref.Kind, ref.Checkpoint)
+	if err := checkHeader(ref, sr.Header()); err != nil {
+		return err
 	}
 	if err := sr.ForEach(fn); err != nil {
 		if IsCorruption(err) {
@@ -388,6 +378,43 @@ func (s *Store) ReadSnapshot(ref FileRef, fn func(bucket, key, value []byte, del
 		}
 		return err
 	}
+	return checkSum(ref, sr)
+}
+
+// openRef opens the store's file ref after checking its size; the size
+// check first gives a truncated file a plain reason. A missing file or
+// one of the wrong size gives an error matching ErrCorrupt.
+func (s *Store) openRef(ref FileRef) (vfs.File, error) {
+	if size, err := s.size(ref.Name); errors.Is(err, fs.ErrNotExist) {
+		return nil, corruptf("checkpoint: %s: missing", ref.Name)
+	} else if err != nil {
+		return nil, fmt.Errorf("checkpoint: stat %s: %w", ref.Name, err)
+	} else if size < ref.Size {
+		return nil, corruptf("checkpoint: %s: truncated: size %d, manifest says %d", ref.Name, size, ref.Size)
+	} else if size != ref.Size {
+		return nil, corruptf("checkpoint: %s: size %d, manifest says %d", ref.Name, size, ref.Size)
+	}
+	f, err := s.fs.Open(s.path(ref.Name))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, corruptf("checkpoint: %s: missing", ref.Name)
+		}
+		return nil, fmt.Errorf("checkpoint: open %s: %w", ref.Name, err)
+	}
+	return f, nil
+}
+
+// checkHeader checks a file's header against its ref's kind and checkpoint.
+func checkHeader(ref FileRef, h Header) error {
+	if h.Kind != ref.Kind || h.CheckpointID != ref.Checkpoint {
+		return corruptf("checkpoint: %s: header says %v checkpoint %d, manifest %v checkpoint %d", ref.Name, h.Kind, h.CheckpointID, ref.Kind, ref.Checkpoint)
+	}
+	return nil
+}
+
+// checkSum checks the size and SHA-256 of a file sr has read to the end
+// against its ref.
+func checkSum(ref FileRef, sr *Reader) error {
 	sum, size := sr.FileSHA256(nil)
 	if size != ref.Size {
 		return corruptf("checkpoint: %s: size %d, manifest says %d", ref.Name, size, ref.Size)
