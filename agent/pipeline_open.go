@@ -170,6 +170,7 @@ func (df *dataflow) openBackend(pipeline string, subtask int, cacheBytes int64) 
 	be, err := state.OpenBolt(filepath.Join(dir, fmt.Sprintf("%s-%d.db", pipeline, subtask)), state.BoltOptions{
 		MaxSize:    int(st.MaxSizeBytes / int64(n)),
 		CacheBytes: int(cacheBytes),
+		ColdReads:  st.ReadCheckpoints,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: pipeline %q subtask %d: %w", pipeline, subtask, err)

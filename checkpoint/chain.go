@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"container/heap"
+	"slices"
 	"sync/atomic"
 )
 
@@ -64,6 +65,19 @@ func (c *Chain) Rebase(base *Table) *Chain {
 		}
 	}
 	return NewChain(append(newer, base)...)
+}
+
+// Buckets names the buckets the files hold entries of, sorted.
+func (c *Chain) Buckets() []string {
+	var out []string
+	for _, t := range c.tables {
+		for _, b := range t.Buckets() {
+			if i, found := slices.BinarySearch(out, b); !found {
+				out = slices.Insert(out, i, b)
+			}
+		}
+	}
+	return out
 }
 
 // Tables returns the chain's tables, newest first. The slice must not be

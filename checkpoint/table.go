@@ -100,6 +100,9 @@ func (t *Table) Header() Header { return t.ix.hdr }
 // Entries returns the number of entries in the file, tombstones included.
 func (t *Table) Entries() uint64 { return t.ix.entries }
 
+// Buckets names the buckets the file holds entries of, in order.
+func (t *Table) Buckets() []string { return t.ix.buckets }
+
 // IndexBytes returns the memory the Table's index holds (block metadata,
 // first keys and Bloom filter); the block cache adds up to two blocks.
 func (t *Table) IndexBytes() int { return t.ix.Bytes() }

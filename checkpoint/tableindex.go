@@ -30,6 +30,7 @@ type TableIndex struct {
 	blocks  []blockMeta
 	arena   []byte // the first bucket then key of each block, back to back
 	filter  bloom
+	buckets []string // of the entries, in order
 }
 
 // blockMeta locates one block record of the file.
@@ -45,6 +46,9 @@ func (ix *TableIndex) Header() Header { return ix.hdr }
 
 // Entries returns the number of entries in the file.
 func (ix *TableIndex) Entries() uint64 { return ix.entries }
+
+// Buckets names the buckets the file holds entries of, in order.
+func (ix *TableIndex) Buckets() []string { return ix.buckets }
 
 // Size returns the file's size in bytes.
 func (ix *TableIndex) Size() int64 { return ix.size }
@@ -135,9 +139,10 @@ func (b *indexBuilder) add(bucket, key []byte) {
 			return
 		}
 	}
-	// Entries of one bucket come together: hash each bucket once.
+	// Entries of one bucket come together: hash and name each bucket once.
 	if b.lastB < 0 || !bytes.Equal(b.last[:b.lastB], bucket) {
 		b.lastHash = maphash.Bytes(bloomSeed, bucket)
+		b.ix.buckets = append(b.ix.buckets, string(bucket))
 	}
 	b.hashes = append(b.hashes, mixHash(b.lastHash, key))
 	b.last = append(append(b.last[:0], bucket...), key...)

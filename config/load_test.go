@@ -584,7 +584,7 @@ func TestParse_Defaults(t *testing.T) {
 	if p := cfg.Pipelines[0]; p.Parallelism != 1 || p.Window != nil || p.Filter != nil {
 		t.Errorf("pipeline defaults: %+v", p)
 	}
-	if cfg.State != (State{Backend: "bbolt", MaxSizeBytes: 1 << 30}) { // cache: sized to the device at start
+	if cfg.State != (State{Backend: "bbolt", MaxSizeBytes: 1 << 30, ReadCheckpoints: true}) { // cache: sized to the device at start
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
 	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}

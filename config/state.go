@@ -18,19 +18,26 @@ type State struct {
 	CacheBytes int64
 	// MaxSizeBytes bounds the bbolt file; default 1 GiB.
 	MaxSizeBytes int64
-	DeclRange    hcl.Range
+	// ReadCheckpoints (read_checkpoints, default true): cache misses are
+	// read from the checkpoint files, and the bbolt file holds only the
+	// changes the cache cannot keep until the next checkpoint; false
+	// keeps a whole copy of the state in it, written back update by
+	// update (state.BoltOptions.ColdReads).
+	ReadCheckpoints bool
+	DeclRange       hcl.Range
 }
 
 func (d *decoder) decodeState(b *hcl.Block) State {
-	st := State{Backend: "bbolt", MaxSizeBytes: 1 << 30}
+	st := State{Backend: "bbolt", MaxSizeBytes: 1 << 30, ReadCheckpoints: true}
 	if b == nil {
 		return st
 	}
-	a, _ := d.content(b, []string{"backend", "cache", "max_size"})
+	a, _ := d.content(b, []string{"backend", "cache", "max_size", "read_checkpoints"})
 	st.DeclRange = b.DefRange
 	st.Backend = a.enum("backend", []string{"bbolt", "memory"}, st.Backend)
 	st.CacheBytes = a.size("cache", st.CacheBytes)
 	st.MaxSizeBytes = a.size("max_size", st.MaxSizeBytes)
+	st.ReadCheckpoints = a.boolean("read_checkpoints", st.ReadCheckpoints)
 	if st.MaxSizeBytes < 1<<20 {
 		d.errorf(a.rangeOf("max_size"), "Value out of range", "\"max_size\" must be at least 1MiB.")
 	}

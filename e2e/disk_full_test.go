@@ -214,39 +214,57 @@ func TestDiskFull_IngestHoldsReadingsUnacked(t *testing.T) {
 
 // TestDiskFull_StateRebuildWaitsForSpace kills the crash test's job after a
 // few checkpoints, fills the file system of its data_dir (a tmpfs the test
-// mounts) and starts it again: rebuilding the state from the checkpoint
-// meets ENOSPC, yet the agent stays up, its admin endpoint answers and
-// /readyz says disk_full with the state directory; once space is freed the
-// rebuild is retried by itself, the job finishes, and the committed output
-// equals the uninterrupted run's.
+// mounts) and starts it again. Keeping a whole copy of the state in the
+// working file (read_checkpoints = false), rebuilding it from the
+// checkpoint meets ENOSPC, yet the agent stays up, its admin endpoint
+// answers and /readyz says disk_full with the state directory; once space
+// is freed the rebuild is retried by itself. Reading the checkpoint files
+// where they are (the default), the restore writes nothing and succeeds on
+// the full disk. Either way the job finishes once space is freed, and the
+// committed output equals the uninterrupted run's.
 func TestDiskFull_StateRebuildWaitsForSpace(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	fsDir := filepath.Join(dir, "fs")
-	tmpfs.Mount(t, fsDir, "256m")
-	want := uninterruptedRecords(t, dir)
+	for _, copied := range []bool{true, false} {
+		t.Run(map[bool]string{true: "whole copy", false: "read in place"}[copied], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			fsDir := filepath.Join(dir, "fs")
+			tmpfs.Mount(t, fsDir, "256m")
+			want := uninterruptedRecords(t, dir)
+			cfg := fullDiskConfig
+			if copied {
+				cfg += "state { read_checkpoints = false }\n"
+			}
 
-	first := startAgent(t, dir, fullDiskConfig)
-	if !first.waitLog(`msg="checkpoint completed" id=3 `, 60*time.Second) {
-		t.Fatal("no third checkpoint to restore")
-	}
-	first.kill()
+			first := startAgent(t, dir, cfg)
+			if !first.waitLog(`msg="checkpoint completed" id=3 `, 60*time.Second) {
+				t.Fatal("no third checkpoint to restore")
+			}
+			first.kill()
 
-	filler := tmpfs.Fill(t, fsDir, 64<<10)
-	ag := startAgent(t, dir, fullDiskConfig)
-	detail := waitDiskFull(t, ag, filepath.Join(fsDir, "data", "state"))
-	t.Logf("/readyz disk: %s", detail)
-	if !ag.waitLog("disk full: the state rebuild waits until space frees", 30*time.Second) {
-		t.Error("no log line says the state rebuild waits")
+			filler := tmpfs.Fill(t, fsDir, 64<<10)
+			ag := startAgent(t, dir, cfg)
+			if copied {
+				detail := waitDiskFull(t, ag, filepath.Join(fsDir, "data", "state"))
+				t.Logf("/readyz disk: %s", detail)
+				if !ag.waitLog("disk full: the state rebuild waits until space frees", 30*time.Second) {
+					t.Error("no log line says the state rebuild waits")
+				}
+			} else if !ag.waitLog(`msg="restored checkpoint"`, 30*time.Second) {
+				t.Fatal("the restore did not succeed on the full disk")
+			}
+			if err := os.Remove(filler); err != nil {
+				t.Fatal(err)
+			}
+			if copied && !ag.waitLog("disk has room again: state rebuilt", 30*time.Second) {
+				t.Fatal("the state rebuild was not retried after space was freed")
+			}
+			waitFinished(t, ag)
+			if !copied && ag.logContains("the state rebuild waits") {
+				t.Error("reading the checkpoint files in place, the restore waited for space")
+			}
+			sameRecords(t, want, committedRecords(t, filepath.Join(fsDir, "out")))
+		})
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
-	if !ag.waitLog("disk has room again: state rebuilt", 30*time.Second) {
-		t.Fatal("the state rebuild was not retried after space was freed")
-	}
-	waitFinished(t, ag)
-	sameRecords(t, want, committedRecords(t, filepath.Join(fsDir, "out")))
 }
 
 // TestDiskFull_StopSaysWhichCheckpointRestores stops the agent with SIGTERM

@@ -397,9 +397,10 @@ pipeline "sim_counts" {
 }
 
 state {
-  backend  = "bbolt" # | memory
-  cache    = "32MiB"
-  max_size = "1GiB"
+  backend          = "bbolt" # | memory
+  cache            = "32MiB"
+  max_size         = "1GiB"
+  read_checkpoints = true # misses read from the checkpoint files; false: a whole copy in the store file
 }
 
 checkpoint {

@@ -646,3 +646,12 @@ func (sn *boltSnapshot) fullColdEntries(name []byte, cur *bolt.Cursor, overlay [
 	}
 	return err
 }
+
+// ColdReads reports whether the backend reads from checkpoint files
+// (BoltOptions.ColdReads).
+func (s *Bolt) ColdReads() bool { return s.opts.ColdReads }
+
+// Cold returns the checkpoint files attached under the working file, or
+// nil. The backend keeps its reference: a caller building the next Cold
+// from it (adding a file) takes references of its own.
+func (s *Bolt) Cold() Cold { return s.cold }

@@ -72,6 +72,17 @@
 // the last completed checkpoint, whose files have their own fsync
 // discipline. Never keep anything in it that must survive a crash on its own.
 //
+// # Reads from the checkpoint files
+//
+// With BoltOptions.ColdReads (the agent's default) the working file is no
+// longer the whole state: the checkpoint files a subtask wrote lie under
+// it as a Cold (AttachCold after each snapshot file is written, RestoreCold
+// at a start), and an entry they hold is never written back. The working
+// file then takes only the changes the cache cannot keep until the next
+// checkpoint, and deletions of keys the files hold, as tagged tombstones
+// (cold.go documents the tiers and what "covered" means). The wear below
+// is that of a backend without cold reads.
+//
 // # Wear
 //
 // The working file is written by write-backs (and by the restore that

@@ -25,6 +25,9 @@ import (
 type Driver struct {
 	coord   *checkpoint.Coordinator
 	store   *checkpoint.Store
+	// mergedTo: task → func(*checkpoint.Table), where the bases merged
+	// from the task's files go (OnMerged).
+	mergedTo sync.Map
 	retain  int
 	msgs    chan any // checkpoint.Message, savepointRequest, forceCheckpoint or regionChange
 	sources []Source

@@ -75,9 +75,16 @@ func (p *Pipeline) barrier(st *subtask, b stream.BarrierInfo, more map[string][]
 		p.ckpt.Send(checkpoint.Failure{CheckpointID: b.ID, Task: task, Err: err})
 		return
 	}
+	var written func(*checkpoint.Table)
+	if cb := coldOf(st); cb != nil {
+		// The file, once written whole, goes under the backend: what it
+		// holds is never written back into the working file.
+		box, f := p.coldFilesOf(st), coldFile{seq: cb.Snapshots(), full: !snap.Incremental(), parent: b.Parent}
+		written = func(t *checkpoint.Table) { f.t = t; box.put(f) }
+	}
 	snap = keyedSnapshot(st, snap)
 	st.lastSnap = b.ID
-	p.ckpt.WriteSnapshot(b.ID, task, p.name, snap, extra)
+	p.ckpt.WriteSnapshot(b.ID, task, p.name, snap, extra, written)
 	st.sampleState()
 }
 

@@ -83,8 +83,12 @@ type Clock interface {
 
 // Checkpoints is the checkpoint driver as the window subtasks report to
 // it: acknowledgements and failures of a barrier, and the snapshots it
-// writes asynchronously.
+// writes asynchronously. written, when not nil, receives the snapshot's
+// file opened for reads once it is written whole, before the
+// acknowledgement; OnMerged registers where the bases merged from a
+// task's files go.
 type Checkpoints interface {
 	Send(checkpoint.Message)
-	WriteSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte)
+	WriteSnapshot(id uint64, task, pipeline string, snap state.Snapshot, extra map[string][]byte, written func(*checkpoint.Table))
+	OnMerged(task string, fn func(*checkpoint.Table))
 }

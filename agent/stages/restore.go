@@ -88,6 +88,12 @@ func (p *Pipeline) restore(sel checkpoint.Selection, allowNonRestored bool) erro
 	if err != nil {
 		return err
 	}
+	inPlace := false // the backends read the files where they are
+	if !drop {
+		if inPlace, err = p.restoreCold(sel.Store, files); err != nil {
+			return fmt.Errorf("%w (checkpoint %d)", err, m.ID)
+		}
+	}
 	for _, st := range p.subtasks {
 		if st.backend == nil {
 			continue
@@ -97,7 +103,7 @@ func (p *Pipeline) restore(sel checkpoint.Selection, allowNonRestored bool) erro
 			return fmt.Errorf("agent: pipeline %q: more subtasks than key groups", p.name)
 		}
 		var err error
-		if !drop { // dropped keyed state: the subtask starts empty
+		if !drop && !inPlace { // dropped keyed state: the subtask starts empty
 			err = st.backend.Restore(entries, state.RestoreOptions{KeyGroups: &kgs})
 		}
 		if errors.Is(err, errWindowStateLayout) {

@@ -47,6 +47,12 @@ type subtask struct {
 	replayWM    int64 // restored channel watermark, reached after the in-flight replay
 	buf         []byte
 	queued      atomic.Int64 // len(queue), for idleness
+
+	// Reads from checkpoint files (cold.go): the files handed in by the
+	// checkpoint driver, and the backend Snapshot whose file was attached
+	// last.
+	cold    *coldFiles
+	coldSeq uint64
 }
 
 func (st *subtask) taskID(pipeline string) string {
@@ -56,6 +62,11 @@ func (st *subtask) taskID(pipeline string) string {
 // guardSubtask runs a window subtask and, if it panics, reports the failure
 // and drains its input until the prepare stage closes it.
 func (p *Pipeline) guardSubtask(st *subtask) {
+	defer func() {
+		if st.cold != nil {
+			st.cold.close() // what comes later has no backend to go under
+		}
+	}()
 	defer func() {
 		r := recover()
 		if r == nil {
@@ -107,6 +118,12 @@ func (p *Pipeline) runSubtask(st *subtask) {
 			p.overtake(st)
 		}
 		p.emit(st)
+		if st.cold != nil && st.cold.n.Load() > 0 {
+			if err := p.attachCold(st); err != nil {
+				st.failed = true
+				p.fatal(fmt.Errorf("pipeline %q subtask %d: %w", p.name, st.index, err))
+			}
+		}
 		if st.backend != nil {
 			if err := st.stateErr(); err != nil {
 				// State errors are sticky (a full store, an I/O error):

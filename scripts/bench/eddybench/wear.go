@@ -16,7 +16,7 @@ import (
 
 // wearVariant is one checkpoint policy the wear benchmark runs.
 type wearVariant struct {
-	name, checkpointLines string
+	name, checkpointLines, stateLines string
 }
 
 // wearResult is what one variant wrote and uploaded over whole compaction
@@ -35,6 +35,8 @@ type wearResult struct {
 	smallBytes   int64 // manifests, temporary and staging files under data_dir
 	diskBytes    int64 // /proc/PID/io write_bytes: everything the process wrote
 	elapsed      time.Duration
+	cpu          time.Duration // the agent's CPU time over the cycles
+	peakRSS      int64         // the agent's VmHWM at the end
 	uploadBytes  int64 // eddy_upload_bytes_total
 	chainMaxRead int64 // the largest chain (what a restore reads)
 }
@@ -169,6 +171,7 @@ func measureWear(bin, dir string, cfg string, minCheckpoints int, minDuration ti
 		return res, err
 	}
 	res.diskBytes = ps1.writeBytes - ps0.writeBytes
+	res.cpu, res.peakRSS = ps1.cpu-ps0.cpu, ps1.peakRSS
 	res.ingestBytes = ingest.grown()
 	res.smallBytes = small.grown()
 	// The uploader has shipped a few checkpoints more than the cycle by
@@ -275,15 +278,16 @@ func runWear(args []string) error {
 	hourInterval := fs.Duration("hour-interval", 10*time.Second, "the checkpoint interval the per-hour figures assume")
 	minCkpts := fs.Int("checkpoints", 30, "measure whole cycles (full checkpoint to full checkpoint) covering at least this many checkpoints")
 	minDur := fs.Duration("duration", 0, "and lasting at least this long (with -interval 10s -duration 10m: the real interval, no scaling)")
-	variants := fs.String("variants", "before,after", "before: a full snapshot every 10 checkpoints (full_every = 10); after: max_chain_ratio = 1 (the default)")
+	variants := fs.String("variants", "before,after", "before: a full snapshot every 10 checkpoints (full_every = 10) and a whole copy of the state in the working file; copy: max_chain_ratio = 1 (the default), still a whole copy (read_checkpoints = false); after: the defaults, misses read from the checkpoint files")
 	cache := fs.String("cache", "", "state { cache } of the measured runs (default: sized to the device, at most 32MiB): the write-back cache sets how many dirty entries one write-back of the working file gathers")
 	keep := fs.String("keep", "", "keep the agents' directories in `dir` instead of a temporary one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	all := map[string]wearVariant{
-		"before": {"before", "  full_every = 10\n  max_chain_ratio = 1000\n"},
-		"after":  {"after", ""},
+		"before": {"before", "  full_every = 10\n  max_chain_ratio = 1000\n", "  read_checkpoints = false\n"},
+		"copy":   {"copy", "", "  read_checkpoints = false\n"},
+		"after":  {"after", "", ""},
 	}
 	tmp := *keep
 	if tmp == "" {
@@ -318,8 +322,11 @@ func runWear(args []string) error {
 			return err
 		}
 		cfg := wearCheckpointConfig(*keys, port, filepath.Join(dir, "out.jsonl"), *change, *interval, v, gw)
-		if *cache != "" {
-			cfg += fmt.Sprintf("state {\n  cache = %q\n}\n", *cache)
+		if st := v.stateLines; *cache != "" || st != "" {
+			if *cache != "" {
+				st += fmt.Sprintf("  cache = %q\n", *cache)
+			}
+			cfg += "state {\n" + st + "}\n"
 		}
 		progress("wear %s: %d keys, %.1f%% changed per checkpoint", name, *keys, 100**change)
 		r, err := measureWear(bin, dir, cfg, *minCkpts, *minDur, v)
@@ -331,12 +338,12 @@ func runWear(args []string) error {
 	}
 	perHour := float64(time.Hour / *hourInterval)
 	t := newTable("policy", "checkpoints (full or merged)", "run", "changed entries", "increments", "new bases", "ingest log", "bbolt working file", "manifests, temp, staging", "all files", "write_bytes", "write_bytes − files", "uploaded",
-		"snapshots written + uploaded ÷ changed", "all files ÷ changed", "write_bytes ÷ changed", "uploaded ÷ changed", "largest chain (restore reads)")
+		"snapshots written + uploaded ÷ changed", "all files ÷ changed", "write_bytes ÷ changed", "uploaded ÷ changed", "largest chain (restore reads)", "CPU (of one core)", "peak RSS")
 	for _, r := range rs {
 		n := float64(r.checkpoints)
 		h := func(b int64) string { return mib(float64(b)/n*perHour) + "/h" }
 		incrs := r.checkpoints
-		if r.variant == "before" {
+		if strings.Contains(all[r.variant].checkpointLines, "full_every") {
 			incrs -= r.bases // its bases are full checkpoints, not increments
 		}
 		changed := float64(r.incrBytes) / float64(incrs) * n
@@ -349,7 +356,8 @@ func runWear(args []string) error {
 		t.add(r.variant, fmt.Sprintf("%d (%d)", r.checkpoints, r.bases), r.elapsed.Round(time.Second).String(), mib(changed/n*perHour)+"/h",
 			h(r.ckptBytes-r.baseBytes), h(r.baseBytes), h(r.ingestBytes), h(r.workingBytes), h(r.smallBytes), h(files), h(r.diskBytes), h(r.diskBytes-files), h(r.uploadBytes),
 			fmt.Sprintf("%.2f×", float64(r.ckptBytes+r.uploadBytes)/changed), fmt.Sprintf("%.2f×", float64(files)/changed), fmt.Sprintf("%.2f×", float64(r.diskBytes)/changed),
-			fmt.Sprintf("%.2f×", float64(r.uploadBytes)/changed), mib(float64(r.chainMaxRead)))
+			fmt.Sprintf("%.2f×", float64(r.uploadBytes)/changed), mib(float64(r.chainMaxRead)),
+			fmt.Sprintf("%.1f%%", 100*r.cpu.Seconds()/r.elapsed.Seconds()), mib(float64(r.peakRSS)))
 	}
 	cacheNote := "default"
 	if *cache != "" {
