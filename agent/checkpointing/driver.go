@@ -23,15 +23,15 @@ import (
 // tells sinks to commit, and applies retention. One goroutine (Run) owns the
 // coordinator; tasks talk to it through Send.
 type Driver struct {
-	coord   *checkpoint.Coordinator
-	store   *checkpoint.Store
+	coord *checkpoint.Coordinator
+	store *checkpoint.Store
 	// mergedTo: task → func(*checkpoint.Table), where the bases merged
 	// from the task's files go (OnMerged).
 	mergedTo sync.Map
-	retain  int
-	msgs    chan any // checkpoint.Message, savepointRequest, forceCheckpoint or regionChange
-	sources []Source
-	txSinks []TxSink
+	retain   int
+	msgs     chan any // checkpoint.Message, savepointRequest, forceCheckpoint or regionChange
+	sources  []Source
+	txSinks  []TxSink
 	// announce, if set, sends each trigger ahead to the window subtasks
 	// (unaligned checkpoints), before the sources inject the barrier.
 	announce func(checkpoint.Trigger)

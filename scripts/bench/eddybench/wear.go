@@ -37,8 +37,8 @@ type wearResult struct {
 	elapsed      time.Duration
 	cpu          time.Duration // the agent's CPU time over the cycles
 	peakRSS      int64         // the agent's VmHWM at the end
-	uploadBytes  int64 // eddy_upload_bytes_total
-	chainMaxRead int64 // the largest chain (what a restore reads)
+	uploadBytes  int64         // eddy_upload_bytes_total
+	chainMaxRead int64         // the largest chain (what a restore reads)
 }
 
 // wearCheckpointConfig turns (d)'s loading config into the measured one:
