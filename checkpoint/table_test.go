@@ -505,35 +505,19 @@ func TestStoreTableOutlivesRemoval(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(8, 8))
 	m := newTableModel(rng, 2, 3000, 400, 8, 40, true)
-	var tables []*Table
-	for i, es := range m.files {
-		kind := KindIncremental
-		if i == 0 {
-			kind = KindFull
-		}
-		ref, tb, err := s.WriteSnapshotTable("t", "p", kind, uint64(i+1), func(fn func(b, k, v []byte, d bool) error) error {
-			for _, e := range es {
-				if err := fn([]byte(e.bucket), []byte(e.key), []byte(e.value), e.deleted); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 1 {
-			// One file through OpenTable, with its ref checked.
-			tb.Release()
-			if tb, err = s.OpenTable(ref); err != nil {
-				t.Fatal(err)
-			}
-			bad := ref
-			bad.SHA256 = strings.Repeat("0", 64)
-			if _, err := s.OpenTable(bad); !IsCorruption(err) {
-				t.Fatalf("OpenTable of a ref with another SHA-256: %v; want ErrCorrupt", err)
-			}
-		}
+	refs, written := writeModelFiles(t, s, m.files)
+	// One file through OpenTable, with its ref checked.
+	written[1].Release()
+	if written[1], err = s.OpenTable(refs[1]); err != nil {
+		t.Fatal(err)
+	}
+	bad := refs[1]
+	bad.SHA256 = strings.Repeat("0", 64)
+	if _, err := s.OpenTable(bad); !IsCorruption(err) {
+		t.Fatalf("OpenTable of a ref with another SHA-256: %v; want ErrCorrupt", err)
+	}
+	var tables []*Table // newest first
+	for _, tb := range written {
 		tables = append([]*Table{tb}, tables...)
 	}
 	c := NewChain(tables...)

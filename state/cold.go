@@ -102,13 +102,8 @@ func (s *Bolt) Snapshots() uint64 { return s.snapSeq }
 // working file does not hold become clean, deletions among them leave the
 // cache. An older seq only replaces the files reads go to.
 func (s *Bolt) AttachCold(c Cold, seq uint64) error {
-	if !s.opts.ColdReads {
-		c.Release()
-		return fmt.Errorf("state: attach cold files to a working file without cold reads")
-	}
-	if s.closed {
-		c.Release()
-		return ErrClosed
+	if err := s.canTakeCold(c, "attach checkpoint files"); err != nil {
+		return err
 	}
 	if s.cold != nil {
 		s.cold.Release()
@@ -178,13 +173,8 @@ func (s *Bolt) sweepCovered() error {
 // from Scan and full snapshots. As after Restore, the next Snapshot is
 // full.
 func (s *Bolt) RestoreCold(c Cold, opts RestoreOptions) error {
-	if !s.opts.ColdReads {
-		c.Release()
-		return fmt.Errorf("state: cold restore into a working file without cold reads")
-	}
-	if s.closed {
-		c.Release()
-		return ErrClosed
+	if err := s.canTakeCold(c, "restore from checkpoint files"); err != nil {
+		return err
 	}
 	if err := s.checkNoSnapshots("restore"); err != nil {
 		c.Release()
@@ -232,6 +222,22 @@ func (s *Bolt) RestoreCold(c Cold, opts RestoreOptions) error {
 	}
 	s.cold, s.coldSeq, s.coldKeys = c, s.snapSeq, c.Entries()
 	return nil
+}
+
+// canTakeCold checks that the backend can take c for op, releasing c if
+// not.
+func (s *Bolt) canTakeCold(c Cold, op string) error {
+	var err error
+	switch {
+	case !s.opts.ColdReads:
+		err = fmt.Errorf("state: %s into a working file without cold reads (BoltOptions.ColdReads)", op)
+	case s.closed:
+		err = ErrClosed
+	}
+	if err != nil {
+		c.Release()
+	}
+	return err
 }
 
 // dropCold releases the Cold, if any.

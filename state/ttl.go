@@ -50,7 +50,10 @@ const (
 	// when met). Results do not depend on when cleanup runs.
 	NeverReturnExpired TTLVisibility = iota + 1
 	// ReturnExpiredIfNotCleanedUp: an expired value met before cleanup
-	// removed it is returned once, and deleted.
+	// removed it is returned once, and deleted. A snapshot leaves expired
+	// values out (FilterSnapshot), so a checkpoint is a cleanup too: after
+	// a restore, or once a Bolt with cold reads reads the value back from
+	// the checkpoint files, it is gone.
 	ReturnExpiredIfNotCleanedUp
 )
 
