@@ -587,7 +587,7 @@ func TestParse_Defaults(t *testing.T) {
 	if cfg.State != (State{Backend: "bbolt", MaxSizeBytes: 1 << 30, ReadCheckpoints: true}) { // cache: sized to the device at start
 		t.Errorf("state defaults: %+v", cfg.State)
 	}
-	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}
+	wantCP := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1.5}
 	if cfg.Checkpoint != wantCP {
 		t.Errorf("checkpoint defaults: %+v", cfg.Checkpoint)
 	}
@@ -675,7 +675,7 @@ func TestParse_FullEveryDeprecated(t *testing.T) {
 	if !strings.HasPrefix(got, "test.hcl:11:16: warning: Deprecated argument;") || !strings.Contains(got, "max_chain_ratio") {
 		t.Errorf("diagnostics %q, want a warning at full_every's value naming max_chain_ratio", got)
 	}
-	if cfg.Checkpoint.FullEvery != 10 || cfg.Checkpoint.MaxChainRatio != 1 {
+	if cfg.Checkpoint.FullEvery != 10 || cfg.Checkpoint.MaxChainRatio != 1.5 {
 		t.Errorf("checkpoint %+v, want full_every 10 and the default ratio", cfg.Checkpoint)
 	}
 	cfg = mustParse(t, base+"checkpoint {\n  max_chain_ratio = 0.25\n}\n", noEnv)

@@ -78,7 +78,9 @@ type Checkpoint struct {
 	// incremental snapshots add up to more than this many times its full
 	// one, so bytes written follow the change rate, not the state size, and
 	// a restore reads at most about (1 + MaxChainRatio) × the state. 0
-	// makes every checkpoint full; default 1.
+	// makes every checkpoint full; default 1.5: the bases written and
+	// uploaded come to 1/MaxChainRatio of the increments, so the uplink
+	// carries about 1.67× the changes (2× at 1).
 	MaxChainRatio float64
 	// FullEvery, deprecated (a warning says so), also caps the chain at
 	// this many checkpoints; 0 when not set.
@@ -100,7 +102,7 @@ type Checkpoint struct {
 }
 
 func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
-	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1}
+	cp := Checkpoint{Interval: 10 * time.Second, Timeout: time.Minute, TolerableFailures: 3, Retain: 3, MaxSavepoints: 10, Mode: CheckpointExactlyOnce, MaxChainRatio: 1.5}
 	if b == nil {
 		return cp
 	}
@@ -113,11 +115,11 @@ func (d *decoder) decodeCheckpoint(b *hcl.Block) Checkpoint {
 	cp.Retain = int(a.integer("retain", 3, 1, 1<<31-1))
 	cp.MaxSavepoints = int(a.integer("max_savepoints", 10, 1, 1<<31-1))
 	cp.Mode = a.enum("mode", []string{CheckpointExactlyOnce, CheckpointAtLeastOnce}, cp.Mode)
-	cp.MaxChainRatio = a.float("max_chain_ratio", 1, 0, 1000)
+	cp.MaxChainRatio = a.float("max_chain_ratio", cp.MaxChainRatio, 0, 1000)
 	if a.has("full_every") {
 		cp.FullEvery = int(a.integer("full_every", 0, 1, 1<<31-1))
 		a.d.warnf(a.rangeOf("full_every"), "Deprecated argument",
-			"full_every still caps the chain of incremental snapshots at this many checkpoints, but a count makes a large state rewrite itself however little changed; remove it and let max_chain_ratio (default 1) start a new full snapshot once the increments outweigh it.")
+			"full_every still caps the chain of incremental snapshots at this many checkpoints, but a count makes a large state rewrite itself however little changed; remove it and let max_chain_ratio (default 1.5) start a new full snapshot once the increments outweigh it.")
 	}
 	cp.Unaligned = a.boolean("unaligned", false)
 	cp.AlignedTimeout = a.duration("aligned_timeout", 0)

@@ -3,7 +3,7 @@
 # checkpoint: bytes written per hour by file class and bytes uploaded to a
 # local S3 server (versitygw), for a full snapshot every 10 checkpoints
 # and a whole copy of the state in the working file (before), compaction by
-# size (max_chain_ratio = 1) with that copy (copy), and the defaults, which
+# size (max_chain_ratio, default 1.5) with that copy (copy), and the defaults, which
 # read misses from the checkpoint files (after). Loads
 # the state once (~1 min), then runs each policy for whole cycles of at
 # least 30 checkpoints, one per second, scaled to one per 10 s (~5-10 min);

@@ -278,7 +278,7 @@ func runWear(args []string) error {
 	hourInterval := fs.Duration("hour-interval", 10*time.Second, "the checkpoint interval the per-hour figures assume")
 	minCkpts := fs.Int("checkpoints", 30, "measure whole cycles (full checkpoint to full checkpoint) covering at least this many checkpoints")
 	minDur := fs.Duration("duration", 0, "and lasting at least this long (with -interval 10s -duration 10m: the real interval, no scaling)")
-	variants := fs.String("variants", "before,after", "before: a full snapshot every 10 checkpoints (full_every = 10) and a whole copy of the state in the working file; copy: max_chain_ratio = 1 (the default), still a whole copy (read_checkpoints = false); after: the defaults, misses read from the checkpoint files")
+	variants := fs.String("variants", "before,after", "before: a full snapshot every 10 checkpoints (full_every = 10) and a whole copy of the state in the working file; copy: the default max_chain_ratio (1.5), still a whole copy (read_checkpoints = false); after: the defaults, misses read from the checkpoint files")
 	cache := fs.String("cache", "", "state { cache } of the measured runs (default: sized to the device, at most 32MiB): the write-back cache sets how many dirty entries one write-back of the working file gathers")
 	keep := fs.String("keep", "", "keep the agents' directories in `dir` instead of a temporary one")
 	if err := fs.Parse(args); err != nil {
