@@ -44,13 +44,14 @@ type TableFile interface {
 // in the page cache) with a base of 1M window-state entries (31-byte keys,
 // 40-byte values; 5.8 MiB) and 100 increments of 10k entries:
 //
-//	index                       1.46 bytes per entry (1.25 of them Bloom)
+//	index                       2.2 bytes per entry (2 of them Bloom)
 //	OpenTable of the base       ~125 ms (reads and verifies the whole file)
 //	Get, base, random present   ~23 µs: one pread, one 32 KiB zstd decode
 //	Get, base, same block again ~0.5 µs: cached block, binary search
-//	Get, base, absent           ~0.3 µs: 1% false positives cost a block each
-//	Get through 101 files       present ~45 µs, absent ~30 µs (about one
-//	                            false positive per miss: 101 filters × 1%)
+//	Get, base, absent           ~0.1 µs (0.3 µs at 10 bits per key, whose
+//	                            1% false positives cost a block each)
+//	Get through 101 files       present ~45 µs, absent ~4.6 µs (~30 µs at
+//	                            10 bits per key: one false positive per miss)
 //
 // and no allocation per Get. The block decode dominates every read that
 // reaches a block; a miss through many increments costs what their false

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"io"
+	"math"
 	"unsafe"
 )
 
@@ -166,7 +167,7 @@ func (b *indexBuilder) finish(size int64) (*TableIndex, error) {
 	if ix == nil {
 		return nil, errors.New("checkpoint: no index collected")
 	}
-	if len(ix.arena) > 1<<32-1 {
+	if uint64(len(ix.arena)) > math.MaxUint32 {
 		return nil, fmt.Errorf("checkpoint: index of %d bytes of first keys exceeds 4 GiB", len(ix.arena))
 	}
 	ix.entries, ix.size = uint64(len(b.hashes)), size
