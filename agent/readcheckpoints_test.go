@@ -69,8 +69,11 @@ checkpoint { interval = "100ms" }
 				return fmt.Errorf("%v readings in, %v checkpoints", m[in], m[done])
 			})
 			written[read] = m[`eddy_state_file_written_bytes{pipeline="p"}`]
-			t.Logf("%v readings, working file written %.0f bytes, %v bytes in memory, keys %v", m[in], written[read],
-				m[`eddy_state_memory_bytes{pipeline="p"}`], m[`eddy_state_keys{pipeline="p"}`])
+			if reads := m[`eddy_state_checkpoint_reads{pipeline="p"}`]; read != (reads > 0) {
+				t.Errorf("%v lookups answered by the checkpoint files", reads)
+			}
+			t.Logf("%v readings, working file written %.0f bytes, %v lookups answered by the checkpoint files, %v bytes in memory, keys %v", m[in], written[read],
+				m[`eddy_state_checkpoint_reads{pipeline="p"}`], m[`eddy_state_memory_bytes{pipeline="p"}`], m[`eddy_state_keys{pipeline="p"}`])
 			if log, _ := os.ReadFile(filepath.Join(dir, "agent.log")); strings.Contains(string(log), "restarting from the last checkpoint") {
 				t.Fatal("the pipeline restarted")
 			}

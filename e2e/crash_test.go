@@ -176,7 +176,17 @@ func TestCrash_FileSourceExactlyOnce(t *testing.T) {
 	t.Run("changed() beside the window", func(t *testing.T) { crashFileSource(t, keyedCrashConfig, false) })
 	t.Run("report_by_exception and dedup beside the window", func(t *testing.T) { crashFileSource(t, reportCrashConfig, false) })
 	t.Run("absence beside the window", func(t *testing.T) { crashFileSource(t, absenceCrashConfig, false) })
+	t.Run("state read from the checkpoint files", func(t *testing.T) { crashFileSourceSized(t, coldCrashConfig, false, 50000, 6) })
 }
+
+// coldCrashConfig is compactingConfig (a chain merged into a new base every
+// few checkpoints) with the smallest state cache, for an input of 50,000
+// keys: their windows outgrow the window store's decoded cache and the
+// write-back cache under it, so most reads of a window's state miss both
+// and come from the checkpoint files (the default read_checkpoints), whose
+// chain the merges rebase and each restore reads in place.
+var coldCrashConfig = compactingConfig + `state { cache = "1MiB" }
+`
 
 // absenceCrashConfig is keyedCrashConfig with absence instead of the
 // functions: a key whose readings with v < 500 stop for 3 s is silent
@@ -298,10 +308,17 @@ func fileCrashScale(compacting bool) (perDevice, kills int) {
 // the in-order comparison of the keyed pipeline's output (and the check of
 // its size) with its own.
 func crashFileSource(t *testing.T, tmpl string, compacting bool, sameChanges ...func(t *testing.T, got, want []string)) {
+	perDevice, _ := fileCrashScale(compacting)
+	crashFileSourceSized(t, tmpl, compacting, 1000, perDevice, sameChanges...)
+}
+
+// crashFileSourceSized is crashFileSource on an input of devices keys with
+// perDevice readings each.
+func crashFileSourceSized(t *testing.T, tmpl string, compacting bool, devices, perDevice int, sameChanges ...func(t *testing.T, got, want []string)) {
 	t.Parallel()
-	perDevice, killsWanted := fileCrashScale(compacting)
+	_, killsWanted := fileCrashScale(compacting)
 	input := filepath.Join(t.TempDir(), "in.jsonl")
-	writeReadings(t, input, 1000, perDevice, 7)
+	writeReadings(t, input, devices, perDevice, 7)
 
 	clean := t.TempDir()
 	os.Link(input, filepath.Join(clean, "in.jsonl"))

@@ -80,7 +80,8 @@ type Usage struct {
 	// bounds (freed pages are reused, not returned). 0 for Memory.
 	FileBytes int64
 	// MemoryBytes is what the store keeps in memory: for Memory every key
-	// and value (not Go's map overhead), for Bolt its write-back cache.
+	// and value (not Go's map overhead), for Bolt its write-back cache and,
+	// with cold reads, the indexes of the checkpoint files it reads.
 	MemoryBytes int64
 	// WrittenBytes counts, for Bolt, the bytes written to the working file
 	// since it was opened: the bulk-loaded base of a restore and, per
@@ -89,6 +90,10 @@ type Usage struct {
 	// device may be less: the file runs without fsync, so the kernel can
 	// write a page rewritten twice once. 0 for Memory.
 	WrittenBytes int64
+	// CheckpointReads counts, for Bolt with cold reads, the lookups the
+	// checkpoint files answered (found or not) since the backend was
+	// opened: the misses of the cache and the working file.
+	CheckpointReads int64
 }
 
 // Bucket is the handle of a named bucket of one Backend.

@@ -69,7 +69,8 @@ type Bolt struct {
 	snapshots atomic.Int32             // open Snapshots (closed by any goroutine)
 	spare     atomic.Pointer[snapBufs] // a closed Snapshot's buffers, for the next
 
-	written int64 // bytes written to the working file since it was opened (Usage.WrittenBytes)
+	written  int64 // bytes written to the working file since it was opened (Usage.WrittenBytes)
+	coldGets int64 // lookups the Cold answered (Usage.CheckpointReads)
 
 	// Cold reads (cold.go).
 	cold     Cold           // the checkpoint files under the working file, or nil
@@ -499,7 +500,7 @@ func (s *Bolt) Generation() uint64 { return s.gen }
 // file is looked up here if the cache does not know it yet, and
 // remembered, so the next Flush need not look again.
 func (s *Bolt) Usage() Usage {
-	u := Usage{Keys: s.keys + s.coldKeys, MemoryBytes: int64(s.cache.bytes), WrittenBytes: s.written}
+	u := Usage{Keys: s.keys + s.coldKeys, MemoryBytes: int64(s.cache.bytes), WrittenBytes: s.written, CheckpointReads: s.coldGets}
 	if s.closed || s.err != nil {
 		return u
 	}
@@ -525,6 +526,9 @@ func (s *Bolt) Usage() Usage {
 	}
 	if tx, err := s.readTx(); err == nil {
 		u.FileBytes = tx.Size()
+	}
+	if ix, ok := s.cold.(interface{ IndexBytes() int }); ok {
+		u.MemoryBytes += int64(ix.IndexBytes()) // the checkpoint files' block indexes and Bloom filters
 	}
 	return u
 }

@@ -276,6 +276,7 @@ func (s *Bolt) readCold(b Bucket, key []byte) (v []byte, ok, onDisk bool, err er
 	if s.cold == nil || !s.coldKeep(b, key) {
 		return nil, false, false, nil
 	}
+	s.coldGets++
 	v, ok, err = s.cold.Get(s.buckets.names[b], key)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("state: read checkpoint files: %w", err)

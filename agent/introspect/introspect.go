@@ -119,6 +119,7 @@ func (v *View) RegisterMetrics() {
 				"eddy_state_keys":               func(r *admin.StateReport) int64 { return r.Keys },
 				"eddy_state_file_bytes":         func(r *admin.StateReport) int64 { return r.FileBytes },
 				"eddy_state_file_written_bytes": func(r *admin.StateReport) int64 { return r.FileWrittenBytes },
+				"eddy_state_checkpoint_reads":   func(r *admin.StateReport) int64 { return r.CheckpointReads },
 				"eddy_state_memory_bytes":       func(r *admin.StateReport) int64 { return r.MemoryBytes },
 				"eddy_state_windows":            func(r *admin.StateReport) int64 { return r.Windows },
 				"eddy_state_timers":             func(r *admin.StateReport) int64 { return r.Timers },

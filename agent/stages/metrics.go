@@ -123,6 +123,7 @@ func (m *Metrics) stateTotals() *admin.StateReport {
 			t.Keys += u.Keys
 			t.FileBytes += u.FileBytes
 			t.FileWrittenBytes += u.FileWrittenBytes
+			t.CheckpointReads += u.CheckpointReads
 			t.MemoryBytes += u.MemoryBytes
 			t.Windows += u.Windows
 			t.Timers += u.Timers

@@ -263,7 +263,7 @@ func (st *subtask) sampleState() {
 		return
 	}
 	u := st.backend.Usage()
-	r := &admin.StateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, FileWrittenBytes: u.WrittenBytes, MemoryBytes: u.MemoryBytes}
+	r := &admin.StateReport{Keys: int64(u.Keys), FileBytes: u.FileBytes, FileWrittenBytes: u.WrittenBytes, CheckpointReads: u.CheckpointReads, MemoryBytes: u.MemoryBytes}
 	if st.store != nil {
 		r.MemoryBytes += st.store.MemoryBytes() // the window store's caches in front of the backend
 	}
