@@ -54,9 +54,9 @@ type StateReport struct {
 	// CheckpointReads counts the lookups the checkpoint files answered
 	// (state { read_checkpoints }): misses of the cache and working file.
 	CheckpointReads int64 `json:"checkpoint_reads"`
-	MemoryBytes      int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches; plus the window store's object cache and timer front
-	Windows          int64 `json:"windows"`      // open windows (panes, for sliding windows in panes)
-	Timers           int64 `json:"timers"`       // pending timers
+	MemoryBytes     int64 `json:"memory_bytes"` // memory backend: keys and values; bbolt: write-back caches; plus the window store's object cache and timer front
+	Windows         int64 `json:"windows"`      // open windows (panes, for sliding windows in panes)
+	Timers          int64 `json:"timers"`       // pending timers
 }
 
 // CheckpointReport is GET /api/checkpoints.
