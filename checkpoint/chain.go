@@ -67,6 +67,20 @@ func (c *Chain) Rebase(base *Table) *Chain {
 	return NewChain(append(newer, base)...)
 }
 
+// MayHold reports whether a file of the chain may hold an entry (a value
+// or a tombstone) for key in bucket: false is certain, true may be a
+// Bloom filter's false positive. It reads nothing and is safe for
+// concurrent use.
+func (c *Chain) MayHold(bucket string, key []byte) bool {
+	h, b := keyHash(bucket, key), stringBytes(bucket)
+	for _, t := range c.tables {
+		if t.ix.filter.mayContain(h) && t.ix.search(b, key) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Buckets names the buckets the files hold entries of, sorted.
 func (c *Chain) Buckets() []string {
 	var out []string

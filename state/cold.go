@@ -32,6 +32,10 @@ type Cold interface {
 	Entries() int
 	// Buckets names the buckets the files hold entries of.
 	Buckets() []string
+	// MayHold reports whether a file may hold an entry for key in bucket,
+	// a deletion included; false must be certain, true may be wrong. It
+	// reads no block.
+	MayHold(bucket string, key []byte) bool
 	// Retain adds a reference, for a reader that outlives the holder's.
 	Retain()
 	// Release drops a reference; the files close when the last one goes.
@@ -125,6 +129,33 @@ func (s *Bolt) AttachCold(c Cold, seq uint64) error {
 // covered reports whether the Cold holds entry e's current value.
 func (s *Bolt) covered(e *entry) bool {
 	return s.cold != nil && s.coldSeq == s.snapSeq && e.flags&flagChanged == 0
+}
+
+// nothingUnder reports, for a deletion a Snapshot just took (so its file
+// will hold it), that no tier under the cache holds the key nor will
+// before that file is attached: the working file does not, the attached
+// files do not (their Bloom filters say so), and no earlier Snapshot's
+// file is still to be attached. The cache may then drop the deletion at
+// once, as a whole copy drops a window opened and fired between two
+// write-backs, instead of holding it until that file is attached.
+func (s *Bolt) nothingUnder(e *entry) bool {
+	if s.coldSeq+1 != s.snapSeq {
+		return false // an earlier snapshot's file may still hold the key
+	}
+	if e.flags&flagKnown == 0 {
+		_, ok, err := s.read(e.bucket, unsafeBytes(e.key))
+		if err != nil {
+			return false
+		}
+		e.flags |= flagKnown
+		if ok {
+			e.flags |= flagOnDisk
+		}
+	}
+	if e.flags&flagOnDisk != 0 {
+		return false
+	}
+	return s.cold == nil || !s.cold.MayHold(s.buckets.names[e.bucket], unsafeBytes(e.key))
 }
 
 // sweepCovered makes the covered dirty entries the working file does not

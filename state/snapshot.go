@@ -113,8 +113,14 @@ func (s *Bolt) clearChanged(overflow bool) {
 			return
 		}
 		if s.opts.ColdReads && e.flags&flagDirty != 0 {
-			// The checkpoint files may hold the key: the deletion stays
-			// until they answer for it or it is written back.
+			if !s.nothingUnder(e) {
+				// The checkpoint files may hold the key: the deletion
+				// stays until they answer for it or it is written back.
+				return
+			}
+			e.flags &^= flagDirty // nothing holds the key: nothing to delete
+			dropped = true
+			c.remove(i)
 			return
 		}
 		if e.flags&(flagDirty|flagKnown) == flagDirty {

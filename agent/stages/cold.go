@@ -93,6 +93,18 @@ func (p *Pipeline) coldFilesOf(st *subtask) *coldFiles {
 	return st.cold
 }
 
+// drainCold attaches the files handed to st, if any; a failure fails the
+// subtask.
+func (p *Pipeline) drainCold(st *subtask) {
+	if st.cold == nil || st.cold.n.Load() == 0 || st.failed {
+		return
+	}
+	if err := p.attachCold(st); err != nil {
+		st.failed = true
+		p.fatal(fmt.Errorf("pipeline %q subtask %d: %w", p.name, st.index, err))
+	}
+}
+
 // attachCold attaches the files handed to st since the last call under
 // its backend, in order. A file that no longer continues what is attached
 // (an increment on another parent, a snapshot older than one attached, a

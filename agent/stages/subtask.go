@@ -113,17 +113,18 @@ func (p *Pipeline) runSubtask(st *subtask) {
 		} else if m.Kind == stream.Barrier && m.Barrier.ID <= st.overtaken {
 			continue // taken already, ahead of the queue
 		}
+		if m.Kind == stream.Barrier {
+			// The previous snapshot's file first, so the snapshot this
+			// barrier takes finds it attached (see state.Bolt's
+			// nothingUnder: its deletions can then leave the cache).
+			p.drainCold(st)
+		}
 		p.handle(st, m, keepLate)
 		if st.announced != nil && len(st.queue) <= overtakeLimit && p.align.Overtake(st.announcedAt, p.clk.MonoMs()) {
 			p.overtake(st)
 		}
 		p.emit(st)
-		if st.cold != nil && st.cold.n.Load() > 0 {
-			if err := p.attachCold(st); err != nil {
-				st.failed = true
-				p.fatal(fmt.Errorf("pipeline %q subtask %d: %w", p.name, st.index, err))
-			}
-		}
+		p.drainCold(st)
 		if st.backend != nil {
 			if err := st.stateErr(); err != nil {
 				// State errors are sticky (a full store, an I/O error):
